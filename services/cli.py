@@ -1,0 +1,64 @@
+"""``ujobs``: every service and every operator command, one entry point.
+
+Errors print their ``X_…`` code and a sentence of what to do, and exit non-zero; ``--json``
+prints machine-readable output on every command.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, Any
+
+import orjson
+import typer
+
+from services.app_loader import load_api
+from shared.errors import UltimateError
+
+app = typer.Typer(
+    name="ujobs",
+    help="ultimate-jobs: durable background work. Every command takes --json.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+AppOption = Annotated[
+    str | None,
+    typer.Option("--app", envvar="UJOBS_APP", help="module:attribute of the define_api() value"),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
+
+
+def emit_json(value: Any) -> None:
+    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def fail(error: UltimateError, *, as_json: bool) -> None:
+    """Print the error as its code and a sentence (or JSON) and exit 1."""
+    if as_json:
+        emit_json({"error": error.to_dict()})
+    else:
+        sys.stderr.write(f"{error.code}: {error.message}\n")
+    raise typer.Exit(code=1)
+
+
+@app.command()
+def manifest(app_spec: AppOption = None, as_json: JsonOption = True) -> None:
+    """Print every job and task descriptor (with each job's input JSON Schema) as JSON."""
+    try:
+        reg = load_api(app_spec)
+    except UltimateError as exc:
+        fail(exc, as_json=as_json)
+        return
+    emit_json(reg.manifest())
+
+
+def main() -> None:
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    app()
+
+
+if __name__ == "__main__":
+    main()

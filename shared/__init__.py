@@ -1,0 +1,43 @@
+"""ultimate-jobs core: declare jobs and tasks, enqueue them, run them durably.
+
+from shared import job, task, t, Retry, define_api
+"""
+
+from __future__ import annotations
+
+from shared.clock import Clock, FrozenClock, SystemClock
+from shared.context import Actor, bind_transaction, cross_tenant
+from shared.definitions import JobHandle, KeyedConcurrency, job
+from shared.errors import UltimateError, register_error_retry, retry_for
+from shared.registry import Api, define_api
+from shared.retry import Retry, is_final_attempt, retry_schedule
+from shared.run import Run, Settled
+from shared.schema import t
+from shared.signal import Signal
+from shared.tasks import TaskHandle, task
+
+__all__ = [
+    "Actor",
+    "Api",
+    "Clock",
+    "FrozenClock",
+    "JobHandle",
+    "KeyedConcurrency",
+    "Retry",
+    "Run",
+    "Settled",
+    "Signal",
+    "SystemClock",
+    "TaskHandle",
+    "UltimateError",
+    "bind_transaction",
+    "cross_tenant",
+    "define_api",
+    "is_final_attempt",
+    "job",
+    "register_error_retry",
+    "retry_for",
+    "retry_schedule",
+    "t",
+    "task",
+]

@@ -1,0 +1,33 @@
+"""Test-wide setup: a clean process state per test, and the real servers (see fixtures/)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from shared.definitions import reset_declared_names
+from shared.facade import reset_job_driver, reset_jobs_facade
+from shared.registry import reset_registry
+
+pytest_plugins = ["tests.fixtures.services"]
+
+settings.register_profile(
+    "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("ci")
+
+
+@pytest.fixture(autouse=True)
+def _clean_process_state() -> Iterator[None]:
+    """Every test starts with no declared names, no registry, no driver and no facade."""
+    reset_declared_names()
+    reset_registry()
+    reset_job_driver()
+    reset_jobs_facade()
+    yield
+    reset_declared_names()
+    reset_registry()
+    reset_job_driver()
+    reset_jobs_facade()
