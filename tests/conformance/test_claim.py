@@ -12,7 +12,7 @@ from shared.drivers.base import (
     JobDriver,
     JobIntrospection,
 )
-from shared.errors import ClaimQueuesEmptyError
+from shared.errors import ClaimQueuesEmptyError, InvariantError
 from tests.conformance.support import (
     ExhaustedLog,
     claim,
@@ -78,6 +78,19 @@ async def test_claim_needs_a_queue(driver: JobDriver) -> None:
     with pytest.raises(ClaimQueuesEmptyError) as caught:
         await driver.claim(ClaimOptions(queues=[], limit=1, worker_id="w1"))
     assert caught.value.code == "X_JOB_CLAIM_QUEUES_EMPTY"
+
+
+@pytest.mark.parametrize(("limit", "visibility_ms"), [(0, 1_000), (1, 0)])
+async def test_a_claim_of_nothing_is_refused(
+    driver: JobDriver, limit: int, visibility_ms: int
+) -> None:
+    with pytest.raises(InvariantError) as caught:
+        await driver.claim(
+            ClaimOptions(
+                queues=["default"], limit=limit, worker_id="w1", visibility_ms=visibility_ms
+            )
+        )
+    assert caught.value.code == "X_INVARIANT"
 
 
 async def test_a_claim_leases_the_row(driver: JobDriver, clock: FrozenClock) -> None:

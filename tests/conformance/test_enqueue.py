@@ -8,6 +8,7 @@ import pytest
 
 from shared.clock import FrozenClock
 from shared.drivers.base import JobDriver, JobIntrospection, JobState, NackOptions
+from shared.errors import InvariantError
 from shared.ids import new_id
 from tests.conformance.support import claim, claim_one, make_in_state, queue_stats, req
 
@@ -181,3 +182,17 @@ async def test_a_key_frees_when_the_row_settles_then_holds_again(driver: JobDriv
     third = await driver.enqueue(req(key="k"))
     assert third.deduped
     assert third.id == second.id
+
+
+@pytest.mark.parametrize("max_attempts", [0, -1])
+async def test_an_enqueue_without_attempts_is_refused(driver: JobDriver, max_attempts: int) -> None:
+    with pytest.raises(InvariantError) as caught:
+        await driver.enqueue(req(max_attempts=max_attempts))
+    assert caught.value.code == "X_INVARIANT"
+    assert (await queue_stats(driver)).ready == 0
+
+
+async def test_a_bad_request_in_a_batch_inserts_nothing(driver: JobDriver) -> None:
+    with pytest.raises(InvariantError):
+        await driver.enqueue_many([req(), req(max_attempts=0), req()])
+    assert (await queue_stats(driver)).ready == 0

@@ -206,13 +206,3 @@ async def test_heartbeat_after_cancel_answers_cancelled(
     assert row is not None
     assert row.state == "cancelled"
     assert await claim(driver) == []
-
-
-async def test_a_cancelled_row_answers_lost_to_a_claim_it_never_had(
-    driver: JobDriver, introspect: JobIntrospection
-) -> None:
-    enq = await driver.enqueue(req())
-    old = await claim_one(driver, worker="w1")
-    assert await driver.nack(old.id, old.ref, NackOptions(error="x"))
-    await introspect.cancel(enq.id)
-    assert await driver.heartbeat(old.id, old.ref, 1_000) == "lost"

@@ -42,11 +42,12 @@ async def test_start_order_is_started_at_not_save_order(
 async def test_null_and_falsy_outputs_are_stored(driver: JobDriver, clock: FrozenClock) -> None:
     await driver.enqueue(req())
     job = await claim_one(driver)
-    for i, output in enumerate([None, 0, "", [], {}, False]):
+    falsy: list[object] = [None, 0, "", [], {}, False]
+    for i, output in enumerate(falsy):
         assert await driver.save_step(
             job.id, job.ref, job.run_id, f"s{i}", output, started_at_ms=clock.now_ms() + i
         )
-    assert [s.output for s in await driver.load_steps(job.run_id)] == [None, 0, "", [], {}, False]
+    assert [s.output for s in await driver.load_steps(job.run_id)] == falsy
 
 
 async def test_a_step_is_refused_without_the_live_claim(
