@@ -174,6 +174,7 @@ class MemoryDriver:
             row.claimed_by = options.worker_id
             row.lease_expires_at_ms = now + options.visibility_ms
             row.progress_at_ms = None
+            row.pending_progress = None
             row.updated_at_ms = now
             claimed.append(self._claimed(row))
         if exhausted and options.on_exhausted is not None:
@@ -227,6 +228,7 @@ class MemoryDriver:
         if row is None:
             return False
         now = self.clock.now_ms()
+        self.state.land_pending_progress(row)
         self.state.finish(row, "done", now)
         self.state.count(row.name, "done", now, duration_ms)
         return True
@@ -237,6 +239,7 @@ class MemoryDriver:
             return False
         now = self.clock.now_ms()
         target = nack_state(options)
+        self.state.land_pending_progress(row)
         if not options.count:
             row.attempt = max(0, row.attempt - 1)
         if options.error is not None:

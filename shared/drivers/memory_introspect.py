@@ -174,8 +174,10 @@ class MemoryIntrospection:
             and row.progress_at_ms is not None
             and now - row.progress_at_ms < PROGRESS_INTERVAL_MS
         ):
-            return True  # the claim holds; the throttle dropped this value
+            row.pending_progress = (json_copy(progress),)  # lands with the claim's settle
+            return True
         row.progress = json_copy(progress)
+        row.pending_progress = None
         row.progress_at_ms = now
         row.updated_at_ms = now
         return True
