@@ -358,8 +358,8 @@ class JobRow:
 class JobFilter:
     """One page of ``list()``: newest first; ``after`` pages older, ``before`` pages newer.
 
-    Newest first is ``(created_at_ms, id)`` descending. ``created_from_ms`` is inclusive and
-    ``created_to_ms`` exclusive; ``id_prefix`` matches the start of the id, ignoring case.
+    Newest first is ``(created_at_ms, id)`` descending. ``created_from_ms`` and ``created_to_ms``
+    are both inclusive; ``id_prefix`` matches the start of the id, ignoring case.
     """
 
     queue: str | None = None
