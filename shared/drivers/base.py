@@ -553,7 +553,15 @@ class JobIntrospection(Protocol):
         """Fold buckets past their tier into the next; answers the buckets folded."""
         ...
 
-    async def record_progress(self, job_id: str, ref: ClaimRef, progress: JSONValue) -> bool: ...
+    async def record_progress(
+        self, job_id: str, ref: ClaimRef, progress: JSONValue, *, force: bool = False
+    ) -> bool:
+        """What ``run.progress`` writes, fenced on the claim (False: not ours any more).
+
+        At most one write per ``PROGRESS_INTERVAL_MS`` per run lands; ``force=True`` is the
+        last value before the settle, written whatever the interval.
+        """
+        ...
 
     async def task_fires(self) -> builtins.list[TaskFire]: ...
 
