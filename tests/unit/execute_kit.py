@@ -10,7 +10,7 @@ import pytest
 
 from shared.clock import FrozenClock
 from shared.definitions import JobHandle
-from shared.drivers.base import ClaimedJob, ClaimOptions
+from shared.drivers.base import ClaimedJob, ClaimOptions, JobRow
 from shared.drivers.memory import MemoryDriver, memory_driver
 from shared.execute import execute_job
 from shared.outcome import JobExecution
@@ -46,19 +46,24 @@ async def attempt(
     return await execute_job(claimed, driver=driver, handle=handle, context=context, **kwargs)
 
 
-def row(driver: MemoryDriver, job_id: str) -> Any:
-    return driver.rows()[job_id]
+async def row(driver: MemoryDriver, job_id: str) -> JobRow:
+    """The job as the operator surface shows it."""
+    introspect = driver.introspect
+    assert introspect is not None
+    found = await introspect.get(job_id)
+    assert found is not None, f"no job {job_id}"
+    return found
 
 
 def records(caplog: pytest.LogCaptureFixture, message: str) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.getMessage() == message]
 
 
-def counts(driver: MemoryDriver, name: str) -> dict[str, int]:
-    """The counters the settles moved for one job, summed over buckets."""
-    total = {"done": 0, "retried": 0, "failed": 0, "dead": 0}
-    for (job_name, _, _), bucket in driver.state.counters.items():
-        if job_name == name:
-            for kind in total:
-                total[kind] += getattr(bucket, kind)
-    return total
+async def counts(driver: MemoryDriver, name: str) -> dict[str, int]:
+    """The counters the settles moved for one job (``counter_totals`` since the epoch)."""
+    introspect = driver.introspect
+    assert introspect is not None
+    for totals in await introspect.counter_totals(0):
+        if totals.job == name:
+            return {k: getattr(totals, k) for k in ("done", "retried", "failed", "dead")}
+    return {"done": 0, "retried": 0, "failed": 0, "dead": 0}

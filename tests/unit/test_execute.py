@@ -68,7 +68,7 @@ async def test_onboard_org_replays_provision_from_storage_when_welcome_email_fai
 
     first = await attempt(driver, onboard_org)
     assert (first.outcome, first.attempt, first.code) == ("retried", 1, None)
-    assert "ConnectionError: smtp down" in row(driver, job_id).last_error
+    assert "ConnectionError: smtp down" in (await row(driver, job_id)).last_error
     assert first.resume_at_ms == clock.now_ms() + 1_000
 
     clock.advance(1_000)
@@ -76,14 +76,14 @@ async def test_onboard_org_replays_provision_from_storage_when_welcome_email_fai
     assert (second.outcome, second.attempt) == ("suspended", 2)
     assert provisioned == [ORG]  # replayed from storage, not run again
     assert emails == ["Acme", "Acme"]  # only the failed step ran again
-    assert row(driver, job_id).state == "suspended"
+    assert (await row(driver, job_id)).state == "suspended"
 
     clock.set(second.resume_at_ms)
     third = await attempt(driver, onboard_org)
     assert (third.outcome, third.attempt, third.result) == ("completed", 2, ORG)
     assert provisioned == [ORG]
     assert emails == ["Acme", "Acme"]
-    steps = [s.name for s in await driver.load_steps(row(driver, job_id).run_id)]
+    steps = [s.name for s in await driver.load_steps((await row(driver, job_id)).run_id)]
     assert steps == ["provision", "welcome-email", "sleep:3d", "nudge"]
     assert [s.outcome for s in settled] == ["completed"]
     assert settled[0].result == ORG
@@ -112,8 +112,8 @@ async def test_the_body_returning_is_completed_and_counted_ok() -> None:
     assert execution.settled
     assert execution.jobs_total == "ok"
     assert execution.attempt_counted is None
-    assert row(driver, job_id).state == "done"
-    assert counts(driver, handle.name)["done"] == 1
+    assert (await row(driver, job_id)).state == "done"
+    assert (await counts(driver, handle.name))["done"] == 1
 
 
 async def test_a_suspension_is_uncounted_and_presented_again_under_the_same_number() -> None:
@@ -131,9 +131,9 @@ async def test_a_suspension_is_uncounted_and_presented_again_under_the_same_numb
     assert execution.attempt_counted is False
     assert execution.jobs_total is None
     assert execution.resume_at_ms == clock.now_ms() + 3_600_000
-    r = row(driver, job_id)
+    r = await row(driver, job_id)
     assert (r.state, r.attempt, r.run_at_ms) == ("suspended", 0, execution.resume_at_ms)
-    assert counts(driver, handle.name) == {"done": 0, "retried": 0, "failed": 0, "dead": 0}
+    assert (await counts(driver, handle.name)) == {"done": 0, "retried": 0, "failed": 0, "dead": 0}
 
     clock.set(execution.resume_at_ms)
     woke = await attempt(driver, handle)
@@ -155,10 +155,10 @@ async def test_throwing_with_attempts_left_is_retried_and_counted() -> None:
     assert execution.attempt_counted is True
     assert execution.jobs_total == "failed"
     assert execution.stop_reason is None
-    r = row(driver, job_id)
+    r = await row(driver, job_id)
     assert (r.state, r.attempt, r.run_at_ms) == ("ready", 1, clock.now_ms() + 1_000)
     assert r.last_error.startswith("ValueError: nope")
-    assert counts(driver, handle.name)["retried"] == 1
+    assert (await counts(driver, handle.name))["retried"] == 1
 
 
 async def test_throwing_with_none_left_is_dead_lettered() -> None:
@@ -176,10 +176,10 @@ async def test_throwing_with_none_left_is_dead_lettered() -> None:
     assert execution.stop_reason == "attempts-exhausted"
     assert execution.jobs_total == "dead"
     assert execution.attempt_counted is True
-    r = row(driver, job_id)
+    r = await row(driver, job_id)
     assert (r.state, r.attempt) == ("dead", 2)
     assert "stop: attempts-exhausted" in r.last_error
-    assert counts(driver, handle.name)["dead"] == 1
+    assert (await counts(driver, handle.name))["dead"] == 1
 
 
 async def test_a_terminal_error_dead_letters_at_once_and_says_why() -> None:
@@ -194,7 +194,7 @@ async def test_a_terminal_error_dead_letters_at_once_and_says_why() -> None:
     assert execution.outcome == "dead-lettered"
     assert execution.stop_reason == "terminal"
     assert execution.code == "X_TEST_TERMINAL"
-    r = row(driver, job_id)
+    r = await row(driver, job_id)
     assert (r.state, r.attempt) == ("dead", 1)
     first, verdict = r.last_error.splitlines()[:2]
     assert first == "X_TEST_TERMINAL: the gateway rejected the invoice"
@@ -214,8 +214,8 @@ async def test_dead_letter_false_drops_the_row_as_failed() -> None:
     assert execution.outcome == "dropped"
     assert execution.jobs_total == "failed"
     assert execution.attempt_counted is True
-    assert row(driver, job_id).state == "failed"
-    assert counts(driver, handle.name)["failed"] == 1
+    assert (await row(driver, job_id)).state == "failed"
+    assert (await counts(driver, handle.name))["failed"] == 1
 
 
 async def test_a_drain_that_unwinds_the_body_is_interrupted_and_uncounted() -> None:
@@ -241,10 +241,10 @@ async def test_a_drain_that_unwinds_the_body_is_interrupted_and_uncounted() -> N
     assert execution.code == "X_DRAINING"
     assert execution.attempt_counted is False
     assert execution.jobs_total is None
-    r = row(driver, job_id)
+    r = await row(driver, job_id)
     # attempts=1 survives the deploy: the attempt was handed back, due at once.
     assert (r.state, r.attempt, r.run_at_ms) == ("ready", 0, clock.now_ms())
-    assert counts(driver, handle.name) == {"done": 0, "retried": 0, "failed": 0, "dead": 0}
+    assert (await counts(driver, handle.name)) == {"done": 0, "retried": 0, "failed": 0, "dead": 0}
 
 
 async def test_a_drain_the_body_finishes_through_is_completed() -> None:
@@ -286,7 +286,7 @@ async def test_refused_over_a_busy_key_fails_the_row_uncounted() -> None:
 
     async def hook(s: Settled[Any]) -> None:
         told.append(s)
-        states.append(row(driver, s.job_id).state)
+        states.append((await row(driver, s.job_id)).state)
 
     async def sync_account(run: Run[Any]) -> None:
         ran.append(1)
@@ -307,10 +307,10 @@ async def test_refused_over_a_busy_key_fails_the_row_uncounted() -> None:
     assert execution.attempt_counted is False
     assert execution.jobs_total == "failed"
     assert execution.code == "X_JOB_KEY_BUSY"
-    r = row(driver, job_id)
+    r = await row(driver, job_id)
     assert (r.state, r.attempt) == ("failed", 0)
     assert r.last_error.startswith("X_JOB_KEY_BUSY")
-    assert counts(driver, handle.name)["failed"] == 1
+    assert (await counts(driver, handle.name))["failed"] == 1
     assert ran == []
     assert [(s.outcome, s.code, s.input.account_id, s.ctx) for s in told] == [
         ("refused", "X_JOB_KEY_BUSY", "a1", "ctx")
@@ -332,9 +332,9 @@ async def test_an_unknown_job_name_is_handed_back_not_dead_lettered(
     assert execution.outcome == "handed-back"
     assert execution.settled
     assert execution.jobs_total is None
-    r = row(driver, job_id)
+    r = await row(driver, job_id)
     assert (r.state, r.attempt, r.run_at_ms) == ("ready", 0, clock.now_ms() + 30_000)
-    assert counts(driver, "jobs.from_a_newer_deploy") == {
+    assert (await counts(driver, "jobs.from_a_newer_deploy")) == {
         "done": 0,
         "retried": 0,
         "failed": 0,
@@ -349,7 +349,7 @@ async def test_a_shed_is_handed_back_after_about_one_poll() -> None:
     job_id = (await driver.enqueue(EnqueueRequest(name="x", input={}, idempotency_key="k"))).id
     execution = await hand_back(await claim(driver), driver=driver, reason="shed")
     assert execution.resume_at_ms == clock.now_ms() + 1_000
-    assert row(driver, job_id).attempt == 0
+    assert (await row(driver, job_id)).attempt == 0
 
 
 # --- finalAttempt --------------------------------------------------------------------------
@@ -461,9 +461,9 @@ async def test_before_settle_runs_while_the_row_is_still_running() -> None:
     job_id = await enqueue(driver, handle)
 
     async def before() -> None:
-        states.append(row(driver, job_id).state)
+        states.append((await row(driver, job_id)).state)
 
     execution = await attempt(driver, handle, before_settle=before)
     assert states == ["running"]
     assert execution.outcome == "completed"
-    assert row(driver, job_id).state == "done"
+    assert (await row(driver, job_id)).state == "done"

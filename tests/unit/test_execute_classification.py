@@ -38,7 +38,7 @@ async def _one(error: BaseException, retry: Retry) -> tuple[Any, Any, Any]:
     handle = _failing(error, retry)
     job_id = await enqueue(driver, handle)
     execution = await attempt(driver, handle)
-    return execution, row(driver, job_id), (driver, clock)
+    return execution, (await row(driver, job_id)), (driver, clock)
 
 
 async def test_retry_after_waits_the_stated_time_clamped_by_max_delay() -> None:
@@ -50,7 +50,7 @@ async def test_retry_after_waits_the_stated_time_clamped_by_max_delay() -> None:
     assert r.run_at_ms == clock.now_ms() + 60_000
     assert execution.resume_at_ms == r.run_at_ms
     assert r.attempt == 1  # still an attempt
-    assert counts(driver, "failing")["retried"] == 1
+    assert (await counts(driver, "failing"))["retried"] == 1
 
 
 async def test_retry_after_within_max_delay_replaces_the_backoff() -> None:

@@ -57,8 +57,8 @@ async def test_the_deadline_aborts_the_signal_then_cancels_the_task(
         "X_JOB_TIMEOUT",
         False,
     )
-    assert row(driver, job_id).last_error.startswith("X_JOB_TIMEOUT")
-    assert row(driver, job_id).state == "ready"
+    assert (await row(driver, job_id)).last_error.startswith("X_JOB_TIMEOUT")
+    assert (await row(driver, job_id)).state == "ready"
     assert records(caplog, "jobs.timeout.abandoned") == []
 
 
@@ -98,7 +98,7 @@ async def test_past_the_deadline_every_step_write_is_x_aborted() -> None:
     execution = await attempt(driver, handle)
     assert refused == ["X_ABORTED"]
     assert execution.code == "X_JOB_TIMEOUT"  # the verdict is read off the signal
-    steps = await driver.load_steps(row(driver, job_id).run_id)
+    steps = await driver.load_steps((await row(driver, job_id)).run_id)
     assert [s.name for s in steps] == ["before"]
 
 
@@ -126,7 +126,7 @@ async def test_a_body_that_swallows_the_cancel_is_abandoned_and_logged_when_it_e
     execution = await attempt(driver, handle, abandon_grace_ms=10)
     assert execution.abandoned is True
     assert (execution.outcome, execution.code) == ("retried", "X_JOB_TIMEOUT")
-    assert row(driver, job_id).state == "ready"  # settled without waiting for the body
+    assert (await row(driver, job_id)).state == "ready"  # settled without waiting for the body
     assert records(caplog, "jobs.timeout.abandoned") == []
 
     release.set()
@@ -139,7 +139,7 @@ async def test_a_body_that_swallows_the_cancel_is_abandoned_and_logged_when_it_e
         "X_JOB_TIMEOUT",
     )
     assert late == ["X_ABORTED"]
-    assert await driver.load_steps(row(driver, job_id).run_id) == []
+    assert await driver.load_steps((await row(driver, job_id)).run_id) == []
 
 
 async def test_a_body_that_swallows_the_cancel_and_returns_still_fails_the_attempt(
@@ -220,7 +220,7 @@ async def test_a_lost_lease_cancels_the_body_and_the_settle_is_unowned(
     assert execution.settled is False
     assert execution.jobs_total is None
     assert told == []
-    assert row(driver, job_id).state == "dead"  # as the claim buried it, untouched
+    assert (await row(driver, job_id)).state == "dead"  # as the claim buried it, untouched
     assert len(records(caplog, "jobs.settle.unowned")) == 1
 
 

@@ -36,7 +36,7 @@ class Watch:
 
     async def __call__(self, settled: Settled[Any]) -> None:
         self.calls += 1
-        self.states.append(row(self.driver, settled.job_id).state)
+        self.states.append((await row(self.driver, settled.job_id)).state)
         actor = current_actor()
         self.orgs.append(actor.org_id if actor is not None else "<no actor>")
         if self.calls <= self.fail_times:
@@ -128,7 +128,7 @@ async def test_an_input_that_no_longer_parses_fails_the_attempt_and_tells_input_
     ).id
     first = await attempt(driver, handle)
     assert (first.outcome, first.code) == ("retried", "X_JOB_INPUT_UNPARSEABLE")
-    assert row(driver, job_id).last_error.startswith("X_JOB_INPUT_UNPARSEABLE")
+    assert (await row(driver, job_id)).last_error.startswith("X_JOB_INPUT_UNPARSEABLE")
     clock.advance(1_000)
     final = await attempt(driver, handle)
     assert final.outcome == "dead-lettered"
@@ -186,7 +186,7 @@ async def test_a_lease_lapse_on_the_final_attempt_is_buried_and_announced(
         )
     )
     assert again == []
-    assert row(driver, job_id).state == state
+    assert (await row(driver, job_id)).state == state
     [s] = hook.told
     assert (s.outcome, s.error, s.code, s.input.n, s.ctx) == (
         outcome,
@@ -284,8 +284,8 @@ async def test_a_hook_that_keeps_throwing_is_logged_and_reported_never_changing_
     assert execution.jobs_total == "ok"
     assert execution.on_settled_error is not None
     assert execution.on_settled_error.code == "X_JOB_ON_SETTLED_FAILED"
-    assert row(driver, job_id).state == "done"
-    assert counts(driver, handle.name) == {"done": 1, "retried": 0, "failed": 0, "dead": 0}
+    assert (await row(driver, job_id)).state == "done"
+    assert (await counts(driver, handle.name)) == {"done": 1, "retried": 0, "failed": 0, "dead": 0}
     [logged] = records(caplog, "jobs.on-settled.failed")
     assert logged.levelno == logging.ERROR
     assert logged.code == "X_JOB_ON_SETTLED_FAILED"  # type: ignore[attr-defined]
@@ -311,7 +311,7 @@ async def test_a_stale_claims_settle_answers_false_logs_unowned_and_tells_nobody
     assert execution.settled is False
     assert execution.jobs_total is None
     assert hook.calls == 0
-    r = row(driver, job_id)
+    r = await row(driver, job_id)
     assert (r.state, r.claimed_by, r.attempt) == ("running", "w2", 2)
     [logged] = records(caplog, "jobs.settle.unowned")
     assert logged.levelno == logging.WARNING
