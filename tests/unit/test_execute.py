@@ -16,6 +16,7 @@ from shared.errors import (
     UltimateError,
     register_error_retry,
 )
+from shared.events import memory_event_bus
 from shared.execute import execute_job, hand_back, refuse_job
 from shared.retry import Retry
 from shared.run import Run, Settled
@@ -467,3 +468,72 @@ async def test_before_settle_runs_while_the_row_is_still_running() -> None:
     assert states == ["running"]
     assert execution.outcome == "completed"
     assert (await row(driver, job_id)).state == "done"
+
+
+# --- wait_for_event through the executor --------------------------------------------------
+
+
+async def test_a_wait_suspends_uncounted_at_event_poll_and_resumes_on_the_event() -> None:
+    driver, clock = frozen_driver()
+    bus = memory_event_bus(clock=clock)
+
+    async def awaits_approval(run: Run[Any]) -> Any:
+        answer = await run.step.wait_for_event("approval", "doc.approved", match={"doc": "d1"})
+        return answer["by"]
+
+    handle = job(
+        idempotency_key="k",
+        tenant="none",
+        name="t.awaits_approval",
+        event_poll="10s",
+        retry=Retry(attempts=1),
+    )(awaits_approval)
+    job_id = await enqueue(driver, handle)
+    first = await attempt(driver, handle, events=bus)
+    assert (first.outcome, first.resume_at_ms) == ("suspended", clock.now_ms() + 10_000)
+    assert (await row(driver, job_id)).attempt == 0
+
+    clock.advance(10_000)
+    polled = await attempt(driver, handle, events=bus)  # nothing yet: park again
+    assert polled.outcome == "suspended"
+
+    await bus.publish("doc.approved", {"doc": "d1", "by": "ana"})
+    clock.advance(10_000)
+    done = await attempt(driver, handle, events=bus)
+    assert (done.outcome, done.result, done.attempt) == ("completed", "ana", 1)
+
+
+async def test_a_timed_out_wait_fails_the_attempt_with_x_job_timeout() -> None:
+    driver, clock = frozen_driver()
+    bus = memory_event_bus(clock=clock)
+
+    async def awaits_reply(run: Run[Any]) -> None:
+        await run.step.wait_for_event("reply", "reply", timeout="1m")
+
+    handle = _declare(awaits_reply, retry=Retry(attempts=1))
+    await enqueue(driver, handle)
+    parked = await attempt(driver, handle, events=bus)
+    assert parked.resume_at_ms == clock.now_ms() + 30_000  # the default event_poll
+    clock.advance(45_000)
+    again = await attempt(driver, handle, events=bus)
+    assert again.resume_at_ms == clock.now_ms() + 15_000  # what is left of the timeout
+    clock.advance(15_000)
+    timed_out = await attempt(driver, handle, events=bus)
+    assert (timed_out.outcome, timed_out.code) == ("dead-lettered", "X_JOB_TIMEOUT")
+
+
+async def test_a_body_that_swallows_its_suspension_is_still_suspended() -> None:
+    driver, _ = frozen_driver()
+
+    async def swallows(run: Run[Any]) -> str:
+        try:
+            await run.step.sleep("1m")
+        except BaseException:
+            pass
+        return "carried on"
+
+    handle = _declare(swallows)
+    await enqueue(driver, handle)
+    execution = await attempt(driver, handle)
+    assert execution.outcome == "suspended"
+    assert execution.result is None
