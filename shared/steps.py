@@ -39,15 +39,11 @@ Decisions worth knowing when writing a body:
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import inspect
 import math
 from collections.abc import Awaitable, Sequence
 from datetime import timedelta
 from typing import Any, Literal, TypeVar, cast
-
-import orjson
-from pydantic import BaseModel
 
 from shared.clock import Clock
 from shared.drivers.base import ClaimRef, JobDriver, StepRecord
@@ -58,12 +54,13 @@ from shared.errors import (
     JobTimeoutError,
     LeaseLostError,
     StepDuplicateError,
-    StepOutputInvalidError,
     error_code_of,
 )
 from shared.events import EventBus, event_bus
 from shared.run import JSONValue, Match, StepFn
 from shared.signal import Signal
+from shared.step_output import copy_output as _copy
+from shared.step_output import stored_form
 
 R = TypeVar("R")
 
@@ -84,53 +81,6 @@ class StepSuspension(BaseException):
         self.step = step
         self.resume_at_ms = resume_at_ms
         self.kind = kind
-
-
-def _finite_check(value: Any, step: str, depth: int = 0) -> None:
-    """orjson writes NaN and Infinity as ``null``; refuse them instead of losing them."""
-    if depth > 200:
-        return  # orjson refuses deeper nesting itself, with a clear message
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise StepOutputInvalidError(
-                f"step {step!r} returned a non-finite number ({value}); JSON cannot store it",
-                meta={"step": step},
-            )
-    elif isinstance(value, dict):
-        for item in value.values():
-            _finite_check(item, step, depth + 1)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            _finite_check(item, step, depth + 1)
-    elif isinstance(value, BaseModel):
-        for item in dict(value).values():
-            _finite_check(item, step, depth + 1)
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for f in dataclasses.fields(value):
-            _finite_check(getattr(value, f.name), step, depth + 1)
-
-
-def _default(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")
-
-
-def stored_form(step: str, value: Any) -> JSONValue:
-    """``value`` as a step record stores it: JSON written and read back, or refused."""
-    _finite_check(value, step)
-    try:
-        return orjson.loads(orjson.dumps(value, default=_default))
-    except TypeError as exc:
-        raise StepOutputInvalidError(
-            f"step {step!r} returned a value JSON cannot store ({exc}); return dicts, lists, "
-            "strings, numbers, booleans, None, dataclasses or pydantic models",
-            meta={"step": step, "type": type(value).__name__},
-        ) from None
-
-
-def _copy(value: JSONValue) -> JSONValue:
-    return orjson.loads(orjson.dumps(value))
 
 
 def _validate_name(name: Any) -> str:
