@@ -166,21 +166,26 @@ def validate_name(name: Any, *, kind: str = "job") -> str:
 # --- explicit names are durable keys: refused at declaration when taken ---------------------
 
 _declared_lock = threading.Lock()
-_declared: dict[str, weakref.ref[Any]] = {}
+_declared: dict[tuple[str, str], weakref.ref[Any]] = {}
 
 
 def claim_declared_name(name: str, handle: Any, *, kind: str) -> None:
-    """Refuse a second live definition setting the same ``name=`` (``X_JOB_DUPLICATE``)."""
+    """Refuse a second live definition setting the same ``name=`` (``X_JOB_DUPLICATE``).
+
+    Jobs and tasks are two namespaces (two registries, two durable keys), so a task may share
+    a job's name. The holder is weakly held: a definition that was garbage-collected (a module
+    reloaded in a REPL) no longer seats a name out.
+    """
     with _declared_lock:
-        existing = _declared.get(name)
+        existing = _declared.get((kind, name))
         holder = existing() if existing is not None else None
         if holder is not None and holder is not handle:
             raise JobNameTakenError(
-                f"{kind} name {name!r} is already declared by another definition; "
-                "a name is the durable queue key, so each must be unique",
-                meta={"name": name},
+                f"{kind} name {name!r} is already declared by another definition; a name is "
+                f"the durable queue key, so each must be unique — rename one of the two",
+                meta={"name": name, "kind": kind},
             )
-        _declared[name] = weakref.ref(handle)
+        _declared[(kind, name)] = weakref.ref(handle)
 
 
 def reset_declared_names() -> None:
@@ -549,6 +554,12 @@ def job(
         return _build(run, name=name, **options)
 
     def decorate(fn: RunFn) -> JobHandle[Any]:
+        if not inspect.iscoroutinefunction(fn):
+            raise JobDeclarationInvalidError(
+                f"@job decorates the body, which must be an async def; "
+                f"{getattr(fn, '__name__', fn)!r} is not",
+                meta={"job": getattr(fn, "__name__", None)},
+            )
         return _build(fn, name=name, **options)
 
     return decorate
