@@ -62,6 +62,13 @@ def test_a_definition_that_sets_name_keeps_it() -> None:
     assert handle.name == "mail.send"
 
 
+def test_an_explicitly_named_handle_leaves_its_export_name_free() -> None:
+    named = declared_in("app.mail", "send", name="mail.send")
+    other = declared_in("app.sms", "_n")
+    api = define_api(jobs=[module("app.mail", notify=named), module("app.sms", notify=other)])
+    assert api.jobs == {"mail.send": named, "notify": other}
+
+
 def test_an_imported_handle_registers_under_its_own_name_without_stamping() -> None:
     handle = declared_in("app.mail", "send_mail")
     billing = module("app.billing", mailer=handle)
