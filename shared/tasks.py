@@ -59,16 +59,20 @@ _NONDETERMINISTIC = re.compile(r"(?<![A-Za-z])[HR](?![A-Za-z])")
 
 
 def validate_cron(name: str, cron: Any) -> str:
-    """Five fields (minute hour day-of-month month day-of-week) or an ``@daily``-style alias,
+    """Five fields (minute hour day-of-month month day-of-week), or six with seconds LAST
+    (croniter's layout, which ``shared.cron`` resolves), or an ``@daily``-style alias;
     deterministic, and with at least one occurrence (``0 0 31 2 *`` never fires)."""
-    hint = "write five fields (minute hour day month weekday), e.g. '0 3 * * *', or '@daily'"
+    hint = (
+        "write five fields (minute hour day month weekday), e.g. '0 3 * * *', six with "
+        "seconds last, or '@daily'"
+    )
     if not isinstance(cron, str) or not cron.strip():
         raise _invalid(name, f"cron is required; {hint}", cron=repr(cron))
     text = cron.strip()
     if text.startswith("@"):
-        if text not in CRON_ALIASES:
+        if text.lower() not in CRON_ALIASES:
             raise _invalid(name, f"cron {cron!r} is not a known alias; {hint}", cron=cron)
-    elif len(text.split()) != 5 or not croniter.is_valid(text):
+    elif len(text.split()) not in (5, 6) or not croniter.is_valid(text):
         raise _invalid(name, f"cron {cron!r} is not a valid cron expression; {hint}", cron=cron)
     if _NONDETERMINISTIC.search(text):
         raise _invalid(
