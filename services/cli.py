@@ -22,6 +22,7 @@ from services.cli_db import db_app
 from services.cli_jobs import jobs_app
 from services.cli_output import emit_json, reported, set_debug
 from services.cli_queues import queues_app, workers_command
+from services.cli_services import api_command
 from services.config import environment
 
 app = typer.Typer(
@@ -60,6 +61,7 @@ app.add_typer(jobs_app, name="jobs")
 app.add_typer(queues_app, name="queues")
 app.command("workers")(workers_command)
 app.add_typer(db_app, name="db")
+app.command("api")(api_command)
 
 
 def main() -> None:

@@ -1,0 +1,38 @@
+"""``ujobs api`` (and, as they land, the other services): config, then ``run_service``.
+
+Each command builds its service's frozen config from the environment, flags overriding, and
+fails at once with the variable's name when a value is bad; then it runs until SIGTERM has
+drained it and exits 0 (1 when a role abandoned work at the deadline).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from services.cli_common import AppOption
+from services.cli_output import reported
+from services.config import ApiConfig, environment
+from services.runtime import ServiceRun, run_service
+
+
+def api_command(
+    app_spec: AppOption = None,
+    host: Annotated[
+        str | None, typer.Option(help="listen address [default: UJOBS_API_HOST, 127.0.0.1]")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help="port; 0 picks a free one [default: UJOBS_API_PORT, 8080]")
+    ] = None,
+) -> None:
+    """Run the api: /healthz, /readyz, /metrics, /v1/manifest, /v1/openapi.json."""
+    with reported(as_json=False):
+        config = ApiConfig.load(environment(), app=app_spec, host=host, port=port)
+
+    async def start(run: ServiceRun) -> None:
+        from services.api import start_api  # aiohttp's server side only where it serves
+
+        await start_api(run, config)
+
+    run_service(config.common, start)
