@@ -33,13 +33,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from shared.clock import SYSTEM_CLOCK, Clock
-from shared.cron import CronSchedule, latest_occurrence, schedule_of
+from shared.cron import CronSchedule, latest_occurrence, next_task_run, schedule_of
 from shared.drivers.base import JobDriver
 from shared.errors import ConfigInvalidError
 from shared.hooks import Signals
 from shared.leader import Leader, always_leader
+from shared.leader_pg import postgres_lease_leader
 from shared.lifecycle import Deadline, Lifecycle, process_lifecycle
 from shared.registry import registry
+from shared.scheduler_pg import postgres_scheduler_state
 from shared.scheduler_state import SchedulerState, memory_scheduler_state
 from shared.tasks import CatchUp, TaskHandle
 
@@ -126,6 +128,7 @@ class JobScheduler:
         self._wake = asyncio.Event()
         self._loop: asyncio.Task[None] | None = None
         self._closing: asyncio.Task[None] | None = None
+        self._drain_abandoned = False
 
     # -- tasks --------------------------------------------------------------------------------
 
@@ -147,6 +150,11 @@ class JobScheduler:
     def stopping(self) -> bool:
         """Whether the drain began: no round starts after the one in flight."""
         return self._stopping
+
+    @property
+    def drain_abandoned(self) -> bool:
+        """Whether the drain's deadline found a round still enqueueing (the lease was kept)."""
+        return self._drain_abandoned
 
     @property
     def leading(self) -> bool:
@@ -479,7 +487,7 @@ class JobScheduler:
         done, _ = await asyncio.wait({loop_task}, timeout=timeout)
         keep_lease = False
         if not done:
-            keep_lease = self._enqueueing
+            keep_lease = self._drain_abandoned = self._enqueueing
             if keep_lease:
                 log.error(
                     "jobs.scheduler.drain-abandoned",
@@ -530,3 +538,19 @@ def job_scheduler(
         clock=clock,
         lifecycle=lifecycle,
     )
+
+
+__all__ = [
+    "PAUSE_RECHECK_MS",
+    "Fired",
+    "JobScheduler",
+    "Leader",
+    "RoundResult",
+    "SchedulerState",
+    "always_leader",
+    "job_scheduler",
+    "memory_scheduler_state",
+    "next_task_run",
+    "postgres_lease_leader",
+    "postgres_scheduler_state",
+]
