@@ -39,11 +39,11 @@ class JsonLineFormatter(logging.Formatter):
 
 
 def configure_logging(level: int | str = logging.INFO) -> None:
-    """Send every ``ujobs.*`` log to stderr as JSON lines (idempotent)."""
+    """Send every ``ujobs.*`` log to stderr as JSON lines (idempotent). The records still
+    propagate, so an app that configured the root logger sees them too."""
     root = logging.getLogger("ujobs")
     root.setLevel(level)
     if not any(isinstance(h.formatter, JsonLineFormatter) for h in root.handlers):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(JsonLineFormatter())
         root.addHandler(handler)
-    root.propagate = False

@@ -87,7 +87,6 @@ def scheduler_command(
     ] = DEFAULT_DRAIN_DEADLINE_MS,
 ) -> None:
     """Run the scheduler service: fire the app's tasks, one leader at a time."""
-    configure_logging()
     try:
         url = _require_url(database_url)
         tasks = list(load_api(app_spec).tasks.values())
@@ -111,6 +110,7 @@ def scheduler_command(
 async def _serve(url: str, tasks: list[TaskHandle], tick_interval_ms: int, ttl_ms: int) -> int:
     from shared.drivers.postgres import postgres_driver
 
+    configure_logging()
     pool = await asyncpg.create_pool(url, min_size=1, max_size=4)
     if pool is None:  # pragma: no cover - asyncpg answers None only with no connection
         raise DriverUnavailableError("asyncpg could not build a pool for DATABASE_URL")

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import zoneinfo
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -413,3 +415,36 @@ async def test_a_pause_is_read_only_when_a_task_is_due(
     (thirteen,) = hours_from(T0, 1)
     clock.set(thirteen)
     assert (await scheduler.run_once()).paused == ["hourly"]
+
+
+# -- DST, through the scheduler --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cron", "day", "expected"),
+    [
+        ("0 2 * * *", (2024, 3, 10), ["03:00 EDT"]),  # 02:00 does not exist: once, after the gap
+        ("0 2 * * *", (2024, 11, 3), ["02:00 EST"]),  # 02:00 happens once: once
+        ("30 1 * * *", (2024, 11, 3), ["01:30 EDT"]),  # 01:30 happens twice: the first only
+    ],
+    ids=["spring-forward", "fall-back", "fall-back-repeated-wall-time"],
+)
+async def test_a_daily_new_york_task_fires_once_on_each_switch_day(
+    cron: str, day: tuple[int, int, int], expected: list[str]
+) -> None:
+    zone = zoneinfo.ZoneInfo("America/New_York")
+    start = int(datetime(*day, tzinfo=zone).timestamp() * 1000)
+    end = int((datetime(*day, tzinfo=zone) + timedelta(days=1)).timestamp() * 1000)
+    clock = FrozenClock(start)
+    driver = memory_driver(clock=clock)
+    daily = ticking_task(tick_job(), name="daily", cron=cron, tz="America/New_York")
+    scheduler = scheduler_for(driver, clock, memory_scheduler_state(driver), daily)
+    fired = []
+    while clock.now_ms() < end:  # a round every 30 s through the whole local day
+        fired += (await scheduler.run_once()).fired
+        clock.advance(30_000)
+    local = [
+        datetime.fromtimestamp(f.occurrence_ms / 1000, zone).strftime("%H:%M %Z") for f in fired
+    ]
+    assert local == expected
+    assert await queued_occurrences(driver) == [f.occurrence_ms for f in fired]
