@@ -304,16 +304,19 @@ class CountingState(MemorySchedulerState):
 
 
 class CountingLeader:
+    """A lease that is ours (or another node's, ``held=False``), counting every ask."""
+
     exclusive = True
     ttl_ms = 30_000
     renew_every_ms = 10_000
 
-    def __init__(self) -> None:
+    def __init__(self, held: bool = True) -> None:
         self.acquires = 0
+        self.held = held
 
     async def acquire(self) -> bool:
         self.acquires += 1
-        return True
+        return self.held
 
     async def release(self) -> None:
         return None
@@ -337,6 +340,21 @@ async def test_an_idle_minute_reads_no_store_and_renews_the_lease_six_times(
         assert result.fired == result.armed == []
     assert state.calls == []
     assert leader.acquires == 6
+
+
+async def test_a_standby_asks_for_the_lease_every_renewal_not_every_round(
+    driver: MemoryDriver, clock: FrozenClock, hourly: TaskHandle
+) -> None:
+    state = CountingState(driver)
+    leader = CountingLeader(held=False)
+    scheduler = job_scheduler(
+        driver=driver, state=state, leader=leader, tasks=[hourly], clock=clock
+    )
+    for _ in range(60):
+        assert not (await scheduler.run_once()).leading
+        clock.advance(1_000)
+    assert leader.acquires == 6
+    assert state.calls == []  # a standby never touches the store
 
 
 # -- logs ----------------------------------------------------------------------------------------
