@@ -28,7 +28,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import orjson
 
 from shared.clock import Clock
-from shared.errors import JobPageInvalidError
+from shared.errors import JobPageInvalidError, NotImplementedByDriverError
 
 JSONValue = Any
 
@@ -646,3 +646,36 @@ def capabilities_of(driver: JobDriver) -> Capabilities:
         workers=driver.workers is not None,
         backfills=driver.backfills is not None,
     )
+
+
+_DRIVER_TITLES = {"postgres": "Postgres", "redis": "Redis", "memory": "memory"}
+
+
+def require_introspection(driver: JobDriver) -> JobIntrospection:
+    """The driver's operator surface, or ``X_NOT_IMPLEMENTED`` saying which driver has one.
+
+    Every operator command (``ujobs jobs show/retry/cancel``, queue pauses, the api's job
+    routes) goes through here, so a deployment on a driver without an index of its rows (Redis)
+    gets one sentence that names the fix instead of an AttributeError.
+    """
+    introspect = driver.introspect
+    if introspect is None:
+        title = _DRIVER_TITLES.get(driver.name, driver.name)
+        raise NotImplementedByDriverError(
+            f"queue introspection needs the Postgres driver; the {title} driver keeps no "
+            "operator index",
+            meta={"driver": driver.name, "capability": "introspect"},
+        )
+    return introspect
+
+
+def require_backfills(driver: JobDriver) -> BackfillLedger:
+    """The driver's backfill ledger, or ``X_NOT_IMPLEMENTED`` naming the Postgres driver."""
+    ledger = driver.backfills
+    if ledger is None:
+        title = _DRIVER_TITLES.get(driver.name, driver.name)
+        raise NotImplementedByDriverError(
+            f"backfills need the Postgres driver; the {title} driver keeps no backfill ledger",
+            meta={"driver": driver.name, "capability": "backfills"},
+        )
+    return ledger
