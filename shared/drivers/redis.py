@@ -27,7 +27,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import RedisError
 
 from shared.clock import SYSTEM_CLOCK, Clock
@@ -73,7 +73,7 @@ class RedisDriver:
 
     def __init__(
         self,
-        client: Redis,
+        client: Redis | RedisCluster,
         *,
         prefix: str = DEFAULT_PREFIX,
         clock: Clock = SYSTEM_CLOCK,
@@ -246,7 +246,7 @@ class RedisDriver:
 
 
 def redis_driver(
-    client: Redis | None = None,
+    client: Redis | RedisCluster | None = None,
     *,
     prefix: str = DEFAULT_PREFIX,
     clock: Clock = SYSTEM_CLOCK,

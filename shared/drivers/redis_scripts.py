@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import NoScriptError
 
 LUA_DIR = "lua"
@@ -54,7 +54,7 @@ class LuaScript:
         source = f"{prelude}\n-- ===== {name}.lua =====\n{read_lua(f'{name}.lua')}"
         return cls(name=name, source=source, sha=hashlib.sha1(source.encode()).hexdigest())
 
-    async def __call__(self, client: Redis, keys: list[str], args: list[Any]) -> Any:
+    async def __call__(self, client: Redis | RedisCluster, keys: list[str], args: list[Any]) -> Any:
         """``EVALSHA``; on ``NOSCRIPT``, ``SCRIPT LOAD`` then ``EVALSHA`` again."""
         try:
             return await client.evalsha(self.sha, len(keys), *keys, *args)
