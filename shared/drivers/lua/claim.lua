@@ -67,21 +67,36 @@ end)
 local claimed = {}
 local buried = {}
 local lease = now + visibility
+-- The reply's fields, then the row's state (read in the same HMGET, for the tally).
 local CLAIMED_FIELDS = {
   'id', 'run_id', 'name', 'queue', 'input', 'tenant_id', 'key', 'attempt', 'max_attempts',
-  'claimed_by', 'claim', 'run_at', 'created_at', 'lease', 'traceparent', 'enqueued_by',
+  'claimed_by', 'claim', 'run_at', 'created_at', 'lease', 'traceparent', 'enqueued_by', 'state',
 }
 
+-- Lease one row: one read, one write, the two index moves. Answers its reply row, or nil
+-- when the row is gone (a due member whose row was deleted by hand: the entry is dropped).
 local function take(jk, c)
-  redis.call('HINCRBY', jk, 'attempt', 1)
-  redis.call('HINCRBY', jk, 'claim', 1)
-  redis.call('HSET', jk, 'state', 'running', 'claimed_by', worker, 'lease', lease,
-    'updated_at', now)
-  redis.call('ZADD', running_key(c.queue), lease, c.id)
   local row = redis.call('HMGET', jk, unpack(CLAIMED_FIELDS))
-  for _, n in ipairs({ 8, 9, 11, 12, 13, 14 }) do
-    row[n] = tonumber(row[n])
+  if not c.lapsed then
+    redis.call('ZREM', due_key(c.queue), c.member)
+    if not row[17] then
+      return nil
+    end
+    tally(c.queue, row[17], 'running')
   end
+  local attempt = tonumber(row[8]) + 1
+  local claim = tonumber(row[11]) + 1
+  redis.call('HSET', jk, 'state', 'running', 'attempt', attempt, 'claim', claim,
+    'claimed_by', worker, 'lease', lease, 'updated_at', now)
+  redis.call('ZADD', running_key(c.queue), lease, c.id)
+  row[8] = attempt
+  row[9] = tonumber(row[9])
+  row[10] = worker
+  row[11] = claim
+  row[12] = tonumber(row[12])
+  row[13] = tonumber(row[13])
+  row[14] = lease
+  row[17] = nil
   return row
 end
 
@@ -101,18 +116,9 @@ for _, c in ipairs(candidates) do
       c.id, row[3], row[1], c.queue, row[4], row[5], tonumber(row[6]), tonumber(row[7]), target,
     }
   elseif #claimed < limit then
-    local present = true
-    if not c.lapsed then
-      local from = redis.call('HGET', jk, 'state')
-      redis.call('ZREM', due_key(c.queue), c.member)
-      if from then
-        tally(c.queue, from, 'running')
-      else
-        present = false -- a due member whose row was deleted by hand: drop the index entry
-      end
-    end
-    if present then
-      claimed[#claimed + 1] = take(jk, c)
+    local row = take(jk, c)
+    if row then
+      claimed[#claimed + 1] = row
     end
   end
 end
