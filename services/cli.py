@@ -6,15 +6,17 @@ prints machine-readable output on every command.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from typing import Annotated, Any
 
+import asyncpg
 import orjson
 import typer
 
 from services.app_loader import load_api
-from shared.errors import UltimateError
+from shared.errors import DriverUnavailableError, UltimateError
 
 app = typer.Typer(
     name="ujobs",
@@ -53,6 +55,52 @@ def manifest(app_spec: AppOption = None, as_json: JsonOption = True) -> None:
         fail(exc, as_json=as_json)
         return
     emit_json(reg.manifest())
+
+
+db_app = typer.Typer(help="The database schema.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+DatabaseUrlOption = Annotated[
+    str | None,
+    typer.Option("--database-url", envvar="DATABASE_URL", help="postgresql://… to migrate"),
+]
+
+
+@db_app.command("migrate")
+def db_migrate(database_url: DatabaseUrlOption = None, as_json: JsonOption = False) -> None:
+    """Apply every pending migration in sql/migrations, in order; a no-op when none is."""
+    if not database_url:
+        fail(
+            DriverUnavailableError(
+                "no database to migrate: pass --database-url or set DATABASE_URL"
+            ),
+            as_json=as_json,
+        )
+        return
+    try:
+        applied = asyncio.run(_migrate(database_url))
+    except (OSError, asyncpg.PostgresError) as exc:
+        fail(
+            DriverUnavailableError(f"could not migrate: {exc}", meta={"cause": type(exc).__name__}),
+            as_json=as_json,
+        )
+        return
+    if as_json:
+        emit_json({"applied": applied})
+    elif applied:
+        sys.stdout.write("".join(f"applied {name}\n" for name in applied))
+    else:
+        sys.stdout.write("up to date: nothing to apply\n")
+
+
+async def _migrate(database_url: str) -> list[str]:
+    from shared.migrate import migrate
+
+    conn = await asyncpg.connect(database_url)
+    try:
+        return await migrate(conn)
+    finally:
+        await conn.close()
 
 
 def main() -> None:

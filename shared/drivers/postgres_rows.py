@@ -1,0 +1,150 @@
+"""Records from the Postgres statements, turned into the contract's dataclasses.
+
+JSON crosses the wire as TEXT in both directions (``$n::text::jsonb`` in, ``col::text`` out),
+encoded and decoded here with orjson. That is deliberate: the driver is handed a pool it did
+not build, and text works the same whether or not that pool registered a json/jsonb codec.
+What comes back is plain JSON (dict, list, str, int, float, bool, None), equal to what the
+memory driver stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, cast
+
+import orjson
+
+from shared.drivers.base import (
+    BackfillRow,
+    BackfillStatus,
+    ClaimedJob,
+    ExhaustedJob,
+    JobRow,
+    JobState,
+    StepRecord,
+    WorkerRow,
+)
+from shared.errors import StepOutputInvalidError
+
+JSONValue = Any
+Record = Mapping[str, Any]
+
+
+def dumps(value: JSONValue) -> str:
+    """A value as JSON text for a ``$n::text::jsonb`` parameter."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError as exc:
+        raise StepOutputInvalidError(
+            f"value cannot be stored as JSON: {exc}; return plain dicts, lists, str, numbers",
+            meta={"type": type(value).__name__},
+        ) from exc
+
+
+def dumps_or_none(value: JSONValue) -> str | None:
+    return None if value is None else dumps(value)
+
+
+def loads(text: str | None) -> JSONValue:
+    return None if text is None else orjson.loads(text)
+
+
+def job_row(r: Record) -> JobRow:
+    return JobRow(
+        id=r["id"],
+        run_id=r["run_id"],
+        name=r["name"],
+        queue=r["queue"],
+        state=cast(JobState, r["state"]),
+        input=loads(r["input"]),
+        tenant_id=r["tenant_id"],
+        idempotency_key=r["idempotency_key"],
+        attempt=r["attempt"],
+        max_attempts=r["max_attempts"],
+        run_at_ms=r["run_at_ms"],
+        created_at_ms=r["created_at_ms"],
+        updated_at_ms=r["updated_at_ms"],
+        finished_at_ms=r["finished_at_ms"],
+        claimed_by=r["claimed_by"],
+        claim=r["claim"],
+        lease_expires_at_ms=r["lease_expires_at_ms"],
+        last_error=r["last_error"],
+        progress=loads(r["progress"]),
+        traceparent=r["traceparent"],
+        enqueued_by=r["enqueued_by"],
+    )
+
+
+def claimed_job(r: Record) -> ClaimedJob:
+    return ClaimedJob(
+        id=r["id"],
+        run_id=r["run_id"],
+        name=r["name"],
+        queue=r["queue"],
+        input=loads(r["input"]),
+        tenant_id=r["tenant_id"],
+        idempotency_key=r["idempotency_key"],
+        attempt=r["attempt"],
+        max_attempts=r["max_attempts"],
+        worker_id=r["claimed_by"],
+        claim=r["claim"],
+        run_at_ms=r["run_at_ms"],
+        created_at_ms=r["created_at_ms"],
+        lease_expires_at_ms=r["lease_expires_at_ms"],
+        traceparent=r["traceparent"],
+        enqueued_by=r["enqueued_by"],
+    )
+
+
+def exhausted_job(r: Record) -> ExhaustedJob:
+    return ExhaustedJob(
+        id=r["id"],
+        run_id=r["run_id"],
+        name=r["name"],
+        queue=r["queue"],
+        input=loads(r["input"]),
+        tenant_id=r["tenant_id"],
+        attempt=r["attempt"],
+        max_attempts=r["max_attempts"],
+        state=cast(Literal["dead", "failed"], r["state"]),
+    )
+
+
+def step_record(r: Record) -> StepRecord:
+    return StepRecord(
+        name=r["name"],
+        output=loads(r["output"]),
+        seq=r["seq"],
+        started_at_ms=r["started_at_ms"],
+        finished_at_ms=r["finished_at_ms"],
+    )
+
+
+def worker_row(r: Record) -> WorkerRow:
+    return WorkerRow(
+        id=r["id"],
+        host=r["host"],
+        pid=r["pid"],
+        started_at_ms=r["started_at_ms"],
+        queues=tuple(r["queues"]),
+        slots=r["slots"],
+        in_flight=tuple(r["in_flight"]),
+        last_heartbeat_ms=r["last_heartbeat_ms"],
+        expires_at_ms=r["expires_at_ms"],
+        draining_at_ms=r["draining_at_ms"],
+    )
+
+
+def backfill_row(r: Record) -> BackfillRow:
+    return BackfillRow(
+        name=r["name"],
+        run_id=r["run_id"],
+        checksum=r["checksum"],
+        status=cast(BackfillStatus, r["status"]),
+        app_version=r["app_version"],
+        rows_processed=r["rows_processed"],
+        last_cursor=loads(r["last_cursor"]),
+        started_at_ms=r["started_at_ms"],
+        completed_at_ms=r["completed_at_ms"],
+        error=r["error"],
+    )

@@ -1,0 +1,89 @@
+-- claim: up to $2 rows of the queues $1 that are not paused, handed to worker $3, in one
+-- statement. Takes due rows (ready/delayed/suspended with run_at <= now) and running rows
+-- whose lease lapsed (the worker died), oldest due first (run_at, then seq). Each lateral
+-- scan walks the partial claim index of ONE queue in hand-out order and stops after $2 rows
+-- it could lock (FOR UPDATE SKIP LOCKED), so concurrent claimers take disjoint rows and never
+-- read history. A lapsed row already at attempt >= max_attempts is never handed out: the
+-- second arm buries it (dead, or failed when its name is in $6) with
+-- LEASE_LAPSED_FINAL_ATTEMPT and counts it, in this same statement.
+-- $1 queues  $2 limit  $3 worker id  $4 now ms  $5 visibility ms  $6 drop_exhausted names
+-- $7 counter bucket width ms  $8 counter bucket start ms
+with queues as (
+  select q.name
+    from unnest($1::text[]) as q(name)
+   where not exists (select 1 from x_job_pauses p where p.kind = 'queue' and p.name = q.name)
+),
+due as (
+  select d.id, d.run_at, d.seq
+    from queues q
+   cross join lateral (
+     select j.id, j.run_at, j.seq
+       from x_jobs j
+      where j.queue = q.name
+        and j.state in ('ready', 'delayed', 'suspended')
+        and j.run_at <= x_ts($4::bigint)
+      order by j.run_at, j.seq
+      limit $2::int
+        for update skip locked) d
+),
+lapsed as (
+  select l.id, l.run_at, l.seq, l.final
+    from queues q
+   cross join lateral (
+     select j.id, j.run_at, j.seq, j.attempt >= j.max_attempts as final
+       from x_jobs j
+      where j.queue = q.name
+        and j.state = 'running'
+        and j.lease_expires_at <= x_ts($4::bigint)
+        for update skip locked) l
+),
+picked as (
+  select c.id
+    from (select id, run_at, seq from due
+          union all
+          select id, run_at, seq from lapsed where not final) c
+   order by c.run_at, c.seq
+   limit $2::int
+),
+claimed as (
+  update x_jobs j
+     set state = 'running',
+         attempt = j.attempt + 1,
+         claim = j.claim + 1,
+         claimed_by = $3::text,
+         lease_expires_at = x_ts($4::bigint + $5::bigint),
+         updated_at = x_ts($4::bigint)
+    from picked p
+   where j.id = p.id
+  returning j.*
+),
+buried as (
+  update x_jobs j
+     set state = case when j.name = any($6::text[]) then 'failed' else 'dead' end,
+         last_error = 'LEASE_LAPSED_FINAL_ATTEMPT',
+         finished_at = x_ts($4::bigint),
+         updated_at = x_ts($4::bigint),
+         lease_expires_at = null
+    from lapsed l
+   where j.id = l.id and l.final
+  returning j.*
+),
+counted as (
+  insert into x_job_counters as c (job, width_ms, bucket_start_ms, dead, failed)
+  select b.name, $7::int, $8::bigint,
+         count(*) filter (where b.state = 'dead'),
+         count(*) filter (where b.state = 'failed')
+    from buried b
+   group by b.name
+   order by b.name
+  on conflict (job, width_ms, bucket_start_ms) do update
+     set dead = c.dead + excluded.dead, failed = c.failed + excluded.failed
+)
+select x.kind, x.id, x.run_id, x.name, x.queue, x.input::text as input, x.tenant_id,
+       x.idempotency_key, x.attempt, x.max_attempts, x.claimed_by, x.claim, x.state,
+       x_ms(x.run_at) as run_at_ms, x_ms(x.created_at) as created_at_ms,
+       x_ms(x.lease_expires_at) as lease_expires_at_ms, x.traceparent, x.enqueued_by
+  from (select 'claimed' as kind, c.* from claimed c
+        union all
+        select 'buried' as kind, b.* from buried b) x
+ order by x.kind desc, x.run_at, x.seq

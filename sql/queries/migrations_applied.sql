@@ -1,0 +1,1 @@
+select id, checksum from x_migrations order by id

@@ -1,0 +1,1 @@
+insert into x_migrations (id, checksum) values ($1, $2)

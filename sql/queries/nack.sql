@@ -1,0 +1,37 @@
+-- nack: settle one running row to the state nack_state() chose ($4: dead, failed, suspended
+-- or ready), fenced on its claim and on state = 'running'. An uncounted nack ($5 false) hands
+-- the attempt back. The counter nack_counter() chose ($9, null: none) moves in this same
+-- statement. A pending throttled progress write lands here too.
+-- $1 id  $2 worker id  $3 claim  $4 target state  $5 counted  $6 error  $7 run_at ms (null:
+-- now)  $8 now ms  $9 counter kind  $10 bucket width ms  $11 bucket start ms  $12 progress
+with settled as (
+  update x_jobs j
+     set state = $4::text,
+         attempt = case when $5::bool then j.attempt else greatest(j.attempt - 1, 0) end,
+         last_error = coalesce($6::text, j.last_error),
+         run_at = case when $4::text in ('dead', 'failed') then j.run_at
+                       else x_ts(coalesce($7::bigint, $8::bigint)) end,
+         finished_at = case when $4::text in ('dead', 'failed') then x_ts($8::bigint) end,
+         lease_expires_at = null,
+         updated_at = x_ts($8::bigint),
+         progress = coalesce($12::text::jsonb, j.progress)
+   where j.id = $1::text
+     and j.claimed_by = $2::text
+     and j.claim = $3::int
+     and j.state = 'running'
+  returning j.name
+),
+counted as (
+  insert into x_job_counters as c (job, width_ms, bucket_start_ms, retried, failed, dead)
+  select s.name, $10::int, $11::bigint,
+         (case when $9::text = 'retried' then 1 else 0 end),
+         (case when $9::text = 'failed' then 1 else 0 end),
+         (case when $9::text = 'dead' then 1 else 0 end)
+    from settled s
+   where $9::text is not null
+  on conflict (job, width_ms, bucket_start_ms) do update
+     set retried = c.retried + excluded.retried,
+         failed = c.failed + excluded.failed,
+         dead = c.dead + excluded.dead
+)
+select count(*) as settled from settled
