@@ -43,6 +43,7 @@ from shared.drivers.base import (
     HeartbeatResult,
     NackOptions,
     StepRecord,
+    check_enqueue_request,
     nack_counter,
     nack_state,
 )
@@ -136,8 +137,7 @@ class RedisDriver:
         if not requests:
             return []
         for request in requests:
-            if request.max_attempts < 1:
-                raise InvariantError("max_attempts must be at least 1")
+            check_enqueue_request(request)
         minted = [(r, r.id or new_id(), r.run_id or new_id()) for r in requests]
         reply = await self._run("enqueue", codec.enqueue_args(self.clock.now_ms(), minted))
         return codec.enqueued_from(reply)
@@ -194,6 +194,8 @@ class RedisDriver:
         return bool(await self._run("nack", args))
 
     async def heartbeat(self, job_id: str, ref: ClaimRef, visibility_ms: int) -> HeartbeatResult:
+        if visibility_ms < 1:
+            raise InvariantError("visibility_ms must be at least 1")
         args = [job_id, ref.worker_id, ref.claim, self.clock.now_ms(), visibility_ms]
         answer = codec.text(await self._run("heartbeat", args))
         return _HEARTBEAT_RESULTS[answer]

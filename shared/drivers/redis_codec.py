@@ -123,7 +123,7 @@ def exhausted_from(row: Sequence[Any]) -> ExhaustedJob:
 
 
 def steps_from(reply: Sequence[Any]) -> list[StepRecord]:
-    """``load_steps.lua``'s name/value pairs, in the order the steps were saved."""
+    """``load_steps.lua``'s name/value pairs, in start order: ``started_at``, then save order."""
     steps: list[StepRecord] = []
     for i in range(0, len(reply), 2):
         value = reply[i + 1]
@@ -138,7 +138,7 @@ def steps_from(reply: Sequence[Any]) -> list[StepRecord]:
                 finished_at_ms=int(finished),
             )
         )
-    steps.sort(key=lambda s: s.seq)
+    steps.sort(key=lambda s: (s.started_at_ms, s.seq))
     return steps
 
 
