@@ -1,6 +1,6 @@
 """Driver-level micro-benchmark of the Redis driver; prints one JSON line.
 
-    python bench/redis_driver_micro.py [--n 5000] [--backlog 50000] [--claimers 16]
+    python bench/redis_driver_micro.py [--n 5000] [--backlog 50000] [--claimers 16] [--reps 1]
 
 Figures (jobs per second, wall clock, one process, one event loop):
   enqueue_single_per_s    N sequential ``enqueue`` calls (one script call each)
@@ -12,7 +12,8 @@ Figures (jobs per second, wall clock, one process, one event loop):
 
 It measures the driver and Redis only: no job bodies, no worker, no wake. The worker-level
 comparison against the Redis-backed peers is bench/throughput.py's job. Runs on a key prefix of
-its own and deletes exactly that prefix afterwards.
+its own and deletes exactly that prefix afterwards. With ``--reps R`` each figure is the median
+of R runs (a shared 2-core machine is noisy).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import argparse
 import asyncio
 import os
 import platform
+import statistics
 import sys
 import time
 import uuid
@@ -123,11 +125,21 @@ async def main(n: int, backlog: int, claimers: int) -> dict[str, object]:
         await client.aclose()
 
 
+def median_of(runs: list[dict[str, object]]) -> dict[str, object]:
+    figures = dict(runs[0])
+    for key in runs[0]:
+        if key.endswith("_per_s"):
+            figures[key] = round(statistics.median(float(str(run[key])) for run in runs))
+    figures["reps"] = len(runs)
+    return figures
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=5_000)
     parser.add_argument("--backlog", type=int, default=50_000)
     parser.add_argument("--claimers", type=int, default=16)
+    parser.add_argument("--reps", type=int, default=1)
     args = parser.parse_args()
-    figures = asyncio.run(main(args.n, args.backlog, args.claimers))
-    sys.stdout.write(orjson.dumps(figures).decode() + "\n")
+    runs = [asyncio.run(main(args.n, args.backlog, args.claimers)) for _ in range(args.reps)]
+    sys.stdout.write(orjson.dumps(median_of(runs)).decode() + "\n")
