@@ -3,7 +3,12 @@
 Every driver operation is one script, so it is atomic on the server and one round trip on the
 wire. A script is ``prelude.lua`` (the key layout and the helpers every operation shares)
 followed by the operation's own file, read once at import; what runs is exactly what a person
-debugging a stuck queue can read there (and run with ``redis-cli --eval``, prelude included).
+debugging a stuck queue can read there (``cat prelude.lua claim.lua`` is the claim script, to
+run with ``redis-cli --eval`` and the key ``{<prefix>}``).
+
+Why files under ``shared/drivers/lua/`` and not ``sql/redis/``: they ship inside the package
+(``importlib.resources``, listed in ``pyproject.toml``'s package data) beside the only module
+that reads them, and ``sql/`` stays the Postgres schema and statements.
 
 The server is handed a script by SHA (``EVALSHA``); the first call on a server that does not
 know it (a fresh server, a restart, a ``SCRIPT FLUSH``, a failover) answers ``NOSCRIPT``, and
