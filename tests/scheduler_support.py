@@ -57,7 +57,7 @@ def queued_occurrences(driver: MemoryDriver, job_name: str | None = None) -> lis
     """The occurrence of every row on the memory driver, sorted (duplicates kept)."""
     return sorted(
         row.input["occurrence_ms"]
-        for row in driver.rows().values()
+        for row in driver.state.rows.values()
         if job_name is None or row.name == job_name
     )
 

@@ -88,7 +88,7 @@ async def test_an_occurrence_fires_once_with_an_occurrence_scoped_key(
     clock.advance(500)
     assert (await scheduler.run_once()).fired == []
     assert queued_occurrences(driver) == [thirteen]
-    (row,) = driver.rows().values()
+    (row,) = driver.state.rows.values()
     assert row.idempotency_key == f"tick:{thirteen}@hourly:{thirteen}"
     assert state.watermarks["hourly"] == thirteen
     assert scheduler.next_due("hourly") == thirteen + HOUR
@@ -263,7 +263,7 @@ async def test_the_state_refuses_an_occurrence_at_or_behind_its_watermark(
     request = EnqueueRequest(name="tick", input={"occurrence_ms": 1_000}, idempotency_key="k")
     assert await state.fire("hourly", 1_000, [request]) is False
     assert await state.fire("hourly", 999, [request]) is False
-    assert driver.rows() == {}
+    assert driver.state.rows == {}
     assert await state.fire("hourly", 2_000, [request], watermark_ms=5_000) is True
     assert state.watermarks["hourly"] == 5_000
     await state.advance("hourly", 4_000)  # never backwards
