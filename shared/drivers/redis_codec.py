@@ -123,7 +123,11 @@ def exhausted_from(row: Sequence[Any]) -> ExhaustedJob:
 
 
 def steps_from(reply: Sequence[Any]) -> list[StepRecord]:
-    """``load_steps.lua``'s name/value pairs, in start order: ``started_at``, then save order."""
+    """``load_steps.lua``'s name/value pairs, in the order they were saved.
+
+    A run's steps are sequential (each is stored before the next starts), so save order is
+    start order, whichever worker's clock stamped ``started_at``.
+    """
     steps: list[StepRecord] = []
     for i in range(0, len(reply), 2):
         value = reply[i + 1]
@@ -138,7 +142,7 @@ def steps_from(reply: Sequence[Any]) -> list[StepRecord]:
                 finished_at_ms=int(finished),
             )
         )
-    steps.sort(key=lambda s: (s.started_at_ms, s.seq))
+    steps.sort(key=lambda s: s.seq)
     return steps
 
 

@@ -1,5 +1,5 @@
 -- load_steps.lua: the completed steps of a run, as name, "<seq>:<started>:<finished>:<output>"
--- pairs (the caller orders them by started_at, then seq).
+-- pairs (the caller orders them by seq: save order).
 --
 -- ARGV: run_id
 

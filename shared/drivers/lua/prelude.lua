@@ -67,12 +67,12 @@ local function tally(queue, from, to)
 end
 
 -- Move one counter in the current 1-minute bucket: the settle's own script, never a second trip.
--- duration_ms adds up over every counted settle that carries one (ack, and a counted nack).
+-- duration_ms adds up for done only, so duration_ms / done is the mean successful run.
 local function bump(name, kind, now, duration)
   local start = now - (now % COUNTER_WIDTH_MS)
   local key = base .. ':ctr:' .. name .. ':' .. string.format('%d', start)
   redis.call('HINCRBY', key, kind, 1)
-  if duration ~= nil then
+  if kind == 'done' and duration ~= nil then
     redis.call('HINCRBY', key, 'duration_ms', duration)
   end
   redis.call('PEXPIRE', key, COUNTER_KEEP_MS)
