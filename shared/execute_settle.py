@@ -38,8 +38,8 @@ from shared.errors import (
 )
 from shared.job_scope import ContextSpec, build_ctx, job_scope, parse_stored
 from shared.on_settled import tell_settled
-from shared.outcome import JobExecution, StopReason
-from shared.retry import Retry, retry_delay_ms, stop_reason
+from shared.outcome import JobExecution
+from shared.retry import Retry, StopReason, retry_delay_ms, stop_reason
 from shared.run import Settled
 
 log = logging.getLogger("ujobs.jobs")
