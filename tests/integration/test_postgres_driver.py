@@ -42,7 +42,8 @@ async def test_an_id_that_names_a_finished_row_inserts_nothing(pg: PostgresDrive
     again = await pg.enqueue(req("other-key", id="job-1"))
     assert (again.id, again.run_id, again.deduped) == (first.id, first.run_id, True)
     fresh = await pg.enqueue(req("a"))
-    assert fresh.deduped is False and fresh.id != first.id
+    assert fresh.deduped is False
+    assert fresh.id != first.id
 
 
 async def test_concurrent_enqueues_of_one_key_make_one_row(
@@ -63,7 +64,9 @@ async def test_enqueue_many_dedupes_inside_the_batch_and_against_rows(
         [req("x"), req("held"), req("x"), req("y", id="fixed"), req("z", id="fixed")]
     )
     assert [a.deduped for a in out] == [False, True, True, False, True]
-    assert out[1].id == held.id and out[2].id == out[0].id and out[4].id == "fixed"
+    assert out[1].id == held.id
+    assert out[2].id == out[0].id
+    assert out[4].id == "fixed"
     assert await pg_pool.fetchval("select count(*) from x_jobs") == 3
 
 
@@ -136,7 +139,8 @@ async def test_a_lapsed_final_attempt_is_buried_counted_and_reported_once(
     assert got == []
     assert len(told) == 1
     by_id = {row.id: row for row in told[0]}
-    assert by_id[dead.id].state == "dead" and by_id[dropped.id].state == "failed"
+    assert by_id[dead.id].state == "dead"
+    assert by_id[dropped.id].state == "failed"
     assert by_id[dead.id].last_error == LEASE_LAPSED_FINAL_ATTEMPT
     assert await state_of(pg_pool, dead.id) == "dead"
     assert await state_of(pg_pool, dropped.id) == "failed"
@@ -285,4 +289,5 @@ async def test_stats_counts_per_queue_and_state(pg: PostgresDriver, clock: Froze
     d = stats["default"]
     assert (d.ready, d.delayed, d.done, d.due, d.paused) == (1, 1, 1, 1, False)
     assert d.oldest_due_run_at_ms == clock.now_ms()
-    assert stats["q2"].paused and stats["q2"].ready == 1
+    assert stats["q2"].paused
+    assert stats["q2"].ready == 1

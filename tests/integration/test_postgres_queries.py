@@ -63,7 +63,8 @@ def test_every_driver_operation_names_its_statements() -> None:
     for protocol, mapping, without_sql in pairs:
         assert protocol_members(protocol) - without_sql == set(mapping), protocol.__name__
         for names in mapping.values():
-            assert names and all(name in QUERIES for name in names)
+            assert names
+            assert all(name in QUERIES for name in names)
 
 
 def test_no_python_module_builds_sql_in_an_f_string() -> None:
