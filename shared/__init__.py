@@ -1,6 +1,6 @@
 """ultimate-jobs core: declare jobs and tasks, enqueue them, run them durably.
 
-from shared import job, task, t, Retry, define_api
+from shared import job, task, t, Retry, define_api, publish_event
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from shared.clock import Clock, FrozenClock, SystemClock
 from shared.context import Actor, bind_transaction, cross_tenant
 from shared.definitions import JobHandle, KeyedConcurrency, job
 from shared.errors import UltimateError, register_error_retry, retry_for
+from shared.events import publish_event
 from shared.registry import Api, define_api
 from shared.retry import Retry, is_final_attempt, retry_schedule
 from shared.run import Run, Settled
@@ -35,6 +36,7 @@ __all__ = [
     "define_api",
     "is_final_attempt",
     "job",
+    "publish_event",
     "register_error_retry",
     "retry_for",
     "retry_schedule",

@@ -372,3 +372,13 @@ class TenancyActorOrgRequiredError(UltimateError):
 
 class TenancyActorMismatchError(UltimateError):
     code = "X_TENANCY_ACTOR_MISMATCH"
+
+
+class JobInputUnparseableError(UltimateError):
+    """The stored input no longer parses under the job's current schema (a deploy changed it).
+
+    Unclassified on purpose: the attempt takes the ordinary retry path, because the next
+    attempt may run on a worker whose code still accepts it.
+    """
+
+    code = "X_JOB_INPUT_UNPARSEABLE"

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from shared.definitions import reset_declared_names
+from shared.events import reset_event_bus
 from shared.facade import reset_job_driver, reset_jobs_facade
 from shared.registry import reset_registry
 
@@ -21,13 +22,16 @@ settings.load_profile("ci")
 
 @pytest.fixture(autouse=True)
 def _clean_process_state() -> Iterator[None]:
-    """Every test starts with no declared names, no registry, no driver and no facade."""
+    """Every test starts with no declared names, no registry, no driver, no facade and an
+    empty event bus."""
     reset_declared_names()
     reset_registry()
     reset_job_driver()
     reset_jobs_facade()
+    reset_event_bus()
     yield
     reset_declared_names()
     reset_registry()
     reset_job_driver()
     reset_jobs_facade()
+    reset_event_bus()

@@ -356,7 +356,11 @@ class JobRow:
 
 @dataclass(frozen=True, slots=True)
 class JobFilter:
-    """One page of ``list()``: newest first; ``after`` pages older, ``before`` pages newer."""
+    """One page of ``list()``: newest first; ``after`` pages older, ``before`` pages newer.
+
+    Newest first is ``(created_at_ms, id)`` descending. ``created_from_ms`` and ``created_to_ms``
+    are both inclusive; ``id_prefix`` matches the start of the id, ignoring case.
+    """
 
     queue: str | None = None
     name: str | None = None
@@ -452,6 +456,9 @@ class BulkResult:
 
 @dataclass(frozen=True, slots=True)
 class CounterBucket:
+    """One bucket of a job's settle history. ``duration_ms`` sums the ``duration_ms`` of the
+    ``done`` settles (ack), so ``duration_ms / done`` is the mean successful run."""
+
     job: str
     bucket_start_ms: int
     width_ms: int
@@ -507,7 +514,13 @@ class WorkerRow:
 
 @runtime_checkable
 class JobIntrospection(Protocol):
-    """Every operator capability; ``ujobs jobs``, the api and the dashboard read nothing else."""
+    """Every operator capability; ``ujobs jobs``, the api and the dashboard read nothing else.
+
+    ``record_progress`` details: a call inside the interval answers True and is not visible
+    yet; the driver keeps the latest such value and writes it in the statement of that
+    claim's ack or nack, so the last progress before a settle always lands. The interval is
+    measured on the driver's clock from the last write.
+    """
 
     async def list(self, flt: JobFilter) -> JobPage: ...
 
@@ -517,19 +530,54 @@ class JobIntrospection(Protocol):
         """Delete one job and its steps (when no other row shares the run). Running: refused."""
         ...
 
-    async def requeue(self, job_id: str, *, from_step: str | None = None) -> JobRow: ...
+    async def requeue(self, job_id: str, *, from_step: str | None = None) -> JobRow:
+        """Re-queue ONE finished job (``REQUEUEABLE_STATES``), due now; answers the moved row.
 
-    async def cancel(self, job_id: str, reason: str | None = None) -> JobRow | None:
-        """Cancel a live job; a finished one is left as it ended and answers None."""
+        Unknown id: ``X_JOB_NOT_FOUND``. Live row: ``X_JOB_NOT_REQUEUEABLE``. Its key held by
+        another live row: ``X_JOB_DUPLICATE``. The row keeps its ``id`` and ``run_id`` (so its
+        completed steps replay from storage), starts again at ``attempt`` 0 (a fresh attempt
+        budget), keeps its ``claim`` counter (claims only grow, so no fence from before the
+        requeue can match the new run), and clears ``last_error``, ``progress`` and
+        ``finished_at``. ``from_step`` drops that step and every step saved after it (steps
+        are sequential, so that is every step that started after it); a name the run never
+        saved drops nothing.
+        """
         ...
 
-    async def promote(self, job_id: str) -> JobRow: ...
+    async def cancel(self, job_id: str, reason: str | None = None) -> JobRow | None:
+        """Cancel a live job; a finished (or unknown) one is left as it ended and answers None.
 
-    async def requeue_many(self, flt: BulkFilter) -> BulkResult: ...
+        The row becomes ``cancelled`` at once with ``last_error`` ``"cancelled: <reason>"`` (or
+        ``"cancelled"``) and frees its key. A RUNNING row keeps ``claimed_by``/``claim``: its
+        worker's next heartbeat answers ``'cancelled'`` and its ack/nack answer False.
+        """
+        ...
 
-    async def remove_many(self, flt: BulkFilter) -> BulkResult: ...
+    async def promote(self, job_id: str) -> JobRow:
+        """A delayed row, or a ready one backing off, whose ``run_at`` is ahead: due now (ready).
 
-    async def promote_many(self, flt: BulkFilter) -> BulkResult: ...
+        Unknown id: ``X_JOB_NOT_FOUND``; any other row: ``X_JOB_NOT_PROMOTABLE``.
+        """
+        ...
+
+    async def requeue_many(self, flt: BulkFilter) -> BulkResult:
+        """``requeue`` over a finished state (else ``X_JOB_NOT_REQUEUEABLE``), oldest first.
+
+        A row whose key a live job holds stays and is not counted in ``remaining``; of several
+        rows sharing one key only the oldest moves (the rest are then held). At most
+        ``MAX_BULK_ROWS`` move per call.
+        """
+        ...
+
+    async def remove_many(self, flt: BulkFilter) -> BulkResult:
+        """Delete up to ``MAX_BULK_ROWS`` rows of any state but ``running``
+        (``X_JOB_NOT_REMOVABLE``), oldest first; their steps go with the last row of a run."""
+        ...
+
+    async def promote_many(self, flt: BulkFilter) -> BulkResult:
+        """``promote`` over ``PROMOTABLE_STATES`` (else ``X_JOB_NOT_PROMOTABLE``); ``remaining``
+        is the rows still waiting on their ``run_at``."""
+        ...
 
     async def pause_queue(self, queue: str) -> None: ...
 
@@ -553,31 +601,57 @@ class JobIntrospection(Protocol):
         """Fold buckets past their tier into the next; answers the buckets folded."""
         ...
 
-    async def record_progress(self, job_id: str, ref: ClaimRef, progress: JSONValue) -> bool: ...
+    async def record_progress(
+        self, job_id: str, ref: ClaimRef, progress: JSONValue, *, force: bool = False
+    ) -> bool:
+        """What ``run.progress`` writes, fenced on the claim (False: not ours any more).
 
-    async def task_fires(self) -> builtins.list[TaskFire]: ...
+        At most one write per ``PROGRESS_INTERVAL_MS`` per run lands; ``force=True`` is the
+        last value before the settle, written whatever the interval.
+        """
+        ...
 
-    async def record_task_fire(self, task: str, occurrence_ms: int) -> None: ...
+    async def task_fires(self) -> builtins.list[TaskFire]:
+        """Per task, its last recorded fire, by task name; at most ``MAX_TASK_FIRES`` rows."""
+        ...
+
+    async def record_task_fire(self, task: str, occurrence_ms: int) -> None:
+        """Upsert the task's fire: the latest recorded one replaces the last, stamped now."""
+        ...
 
 
 @runtime_checkable
 class LeaseStore(Protocol):
-    """Fleet-wide slots: at most ``limit`` live holders per key, each expiring after its TTL."""
+    """Fleet-wide slots: at most ``limit`` live holders per key, each expiring after its TTL.
 
-    async def acquire(self, key: str, holder: str, limit: int, ttl_ms: int) -> bool: ...
+    Slots are numbered from 0 per key; an acquire takes the lowest free number, and a slot whose
+    TTL passed is free again with no cleanup call (a SIGKILLed holder's slot comes back).
+    """
 
-    async def renew(self, key: str, holder: str, ttl_ms: int) -> bool: ...
+    async def acquire(self, key: str, holder: str, limit: int, ttl_ms: int) -> bool:
+        """Take a slot while fewer than ``limit`` live holders share ``key``. A holder that
+        already holds one keeps it (TTL renewed) and answers True — never two slots."""
+        ...
+
+    async def renew(self, key: str, holder: str, ttl_ms: int) -> bool:
+        """Extend ``holder``'s live slot to now + ``ttl_ms``; False when it lapsed or was
+        released (the slot may be someone else's now)."""
+        ...
 
     async def release(self, key: str, holder: str) -> None: ...
 
     async def holders(self, key: str) -> builtins.list[str]:
-        """The live holders of ``key``, in slot order."""
+        """The live holders of ``key``, in slot-number order."""
         ...
 
 
 @runtime_checkable
 class WorkerRegistry(Protocol):
-    """The worker rows ``workers()`` reads; a row expires ``ttl_ms`` after its last beat."""
+    """The worker rows ``workers()`` reads; a row expires ``ttl_ms`` after its last beat.
+
+    ``in_flight`` keeps at most ``MAX_WORKER_IN_FLIGHT`` ids. ``workers()`` lists the live rows
+    oldest worker first (``started_at_ms``, then id).
+    """
 
     async def beat(
         self, info: WorkerInfo, in_flight: Sequence[str], ttl_ms: int, *, draining: bool = False

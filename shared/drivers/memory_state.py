@@ -1,0 +1,209 @@
+"""The memory driver's tables: the twins of x_jobs, x_job_steps, x_job_pauses, x_job_counters.
+
+Every module of the memory driver (core operations, introspection, bulk operations, counters)
+reads and writes this one ``MemoryState``, so a rule such as "a finished row frees its live key"
+or "a run's steps go when its last row goes" lives here once instead of in each caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from shared.drivers.base import (
+    COUNTER_TIERS,
+    LIVE_STATES,
+    ClaimRef,
+    CounterKind,
+    JobRow,
+    JobState,
+    StepRecord,
+    TaskFire,
+)
+
+JSONValue = Any
+LiveKey = tuple[str, str, str]
+
+
+def json_copy(value: JSONValue) -> JSONValue:
+    """Store what Postgres would: JSON in, an equal but independent value out."""
+    return orjson.loads(orjson.dumps(value))
+
+
+@dataclass(slots=True)
+class MemoryRow:
+    """One job row. ``claim`` only ever grows, so an old ``ClaimRef`` can never match again."""
+
+    id: str
+    run_id: str
+    name: str
+    queue: str
+    state: JobState
+    input: JSONValue
+    tenant_id: str | None
+    idempotency_key: str
+    attempt: int
+    max_attempts: int
+    run_at_ms: int
+    created_at_ms: int
+    updated_at_ms: int
+    seq: int
+    finished_at_ms: int | None = None
+    claimed_by: str | None = None
+    claim: int = 0
+    lease_expires_at_ms: int | None = None
+    last_error: str | None = None
+    progress: JSONValue = None
+    progress_at_ms: int | None = None
+    # The latest value the progress throttle held back, boxed so a None progress still counts;
+    # the claim's ack or nack writes it, so the last report before a settle always lands.
+    pending_progress: tuple[JSONValue] | None = None
+    # The claim that was running when an operator cancelled the row: its heartbeat answers
+    # 'cancelled' (stop quietly) rather than 'lost' (page someone).
+    cancelled_claim: int | None = None
+    traceparent: str | None = None
+    enqueued_by: str | None = None
+
+    def view(self) -> JobRow:
+        return JobRow(
+            id=self.id,
+            run_id=self.run_id,
+            name=self.name,
+            queue=self.queue,
+            state=self.state,
+            input=json_copy(self.input),
+            tenant_id=self.tenant_id,
+            idempotency_key=self.idempotency_key,
+            attempt=self.attempt,
+            max_attempts=self.max_attempts,
+            run_at_ms=self.run_at_ms,
+            created_at_ms=self.created_at_ms,
+            updated_at_ms=self.updated_at_ms,
+            finished_at_ms=self.finished_at_ms,
+            claimed_by=self.claimed_by,
+            claim=self.claim,
+            lease_expires_at_ms=self.lease_expires_at_ms,
+            last_error=self.last_error,
+            progress=json_copy(self.progress),
+            traceparent=self.traceparent,
+            enqueued_by=self.enqueued_by,
+        )
+
+    def live_key(self) -> LiveKey:
+        return live_key(self.name, self.tenant_id, self.idempotency_key)
+
+    def newest_first(self) -> tuple[int, str]:
+        """The sort key of every listing: created_at, then id (UUIDv7 strings sort by time)."""
+        return (self.created_at_ms, self.id)
+
+
+def live_key(name: str, tenant_id: str | None, idempotency_key: str) -> LiveKey:
+    """The one-live-run key: ``(name, coalesce(tenant_id, ''), idempotency_key)``."""
+    return (name, tenant_id or "", idempotency_key)
+
+
+@dataclass(slots=True)
+class Bucket:
+    done: int = 0
+    retried: int = 0
+    failed: int = 0
+    dead: int = 0
+    duration_ms: int = 0
+
+
+@dataclass(slots=True)
+class MemoryState:
+    rows: dict[str, MemoryRow] = field(default_factory=dict)
+    # live key -> id of the live row holding it (the partial unique index over LIVE_STATES)
+    live: dict[LiveKey, str] = field(default_factory=dict)
+    # run id -> step name -> record
+    steps: dict[str, dict[str, StepRecord]] = field(default_factory=dict)
+    paused_queues: set[str] = field(default_factory=set)
+    paused_tasks: set[str] = field(default_factory=set)
+    # (job name, bucket width ms, bucket start ms) -> counts
+    counters: dict[tuple[str, int, int], Bucket] = field(default_factory=dict)
+    task_fires: dict[str, TaskFire] = field(default_factory=dict)
+    # run id -> how many rows carry it, so a delete knows when a run's steps go with it
+    run_rows: dict[str, int] = field(default_factory=dict)
+    seq: int = 0
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    def count(self, job: str, kind: CounterKind, now_ms: int, duration_ms: int | None) -> None:
+        """Move one counter in the current 1-minute bucket (the settle's own statement).
+
+        ``duration_ms`` adds up for ``done`` only, so ``duration_ms / done`` is the mean time
+        of a successful run.
+        """
+        width = COUNTER_TIERS[0][0]
+        start = now_ms - now_ms % width
+        bucket = self.counters.setdefault((job, width, start), Bucket())
+        setattr(bucket, kind, getattr(bucket, kind) + 1)
+        if duration_ms is not None and kind == "done":
+            bucket.duration_ms += max(0, int(duration_ms))
+
+    def owned(self, job_id: str, ref: ClaimRef) -> MemoryRow | None:
+        """The row when it is ``running`` under exactly this claim: the fence of every write."""
+        row = self.rows.get(job_id)
+        if (
+            row is None
+            or row.state != "running"
+            or row.claimed_by != ref.worker_id
+            or row.claim != ref.claim
+        ):
+            return None
+        return row
+
+    def insert(self, row: MemoryRow) -> None:
+        """Add a row; a live one takes its key (the caller checked the key was free)."""
+        self.rows[row.id] = row
+        self.run_rows[row.run_id] = self.run_rows.get(row.run_id, 0) + 1
+        if row.state in LIVE_STATES:
+            self.live[row.live_key()] = row.id
+
+    def land_pending_progress(self, row: MemoryRow) -> None:
+        """Write what the throttle held back, in the settle that ends the claim."""
+        if row.pending_progress is not None:
+            row.progress = row.pending_progress[0]
+            row.pending_progress = None
+
+    def finish(self, row: MemoryRow, state: JobState, now_ms: int) -> None:
+        """Move a row to a finished state: it stops holding its live key and its lease."""
+        row.state = state
+        row.finished_at_ms = now_ms
+        row.updated_at_ms = now_ms
+        row.lease_expires_at_ms = None
+        self.release_key(row)
+
+    def release_key(self, row: MemoryRow) -> None:
+        key = row.live_key()
+        if self.live.get(key) == row.id:
+            del self.live[key]
+
+    def live_holder(self, row: MemoryRow) -> MemoryRow | None:
+        """The live row holding ``row``'s key, if any (possibly ``row`` itself)."""
+        holder = self.live.get(row.live_key())
+        return self.rows.get(holder) if holder is not None else None
+
+    def delete(self, row: MemoryRow) -> None:
+        """Delete a row; its steps go too when no other row shares its run."""
+        if self.rows.pop(row.id, None) is None:
+            return
+        self.release_key(row)
+        left = self.run_rows.get(row.run_id, 1) - 1
+        if left > 0:
+            self.run_rows[row.run_id] = left
+        else:
+            self.run_rows.pop(row.run_id, None)
+            self.steps.pop(row.run_id, None)
+
+    def ordered_steps(self, run_id: str) -> list[StepRecord]:
+        """The steps of a run in the order they were saved. A run's steps are sequential (each
+        is stored before the next starts), so that is their start order, with no dependence on
+        which worker's clock stamped ``started_at``."""
+        steps = self.steps.get(run_id, {})
+        return sorted(steps.values(), key=lambda s: s.seq)

@@ -1,0 +1,65 @@
+"""Awaitable signals a background loop emits, so tests wait on an event instead of sleeping.
+
+A loop calls ``signals.emit("fired", payload)``; a test awaits
+``signals.wait("fired", lambda p: p.task == "digest")`` with a timeout. Emitted payloads are
+kept (a bounded history), so a wait that starts after the event still sees it; ``mark()``
+answers a position to wait from when only later events count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+DEFAULT_WAIT_S = 10.0
+
+
+class Signals:
+    def __init__(self, history: int = 10_000) -> None:
+        self._events: deque[tuple[int, str, Any]] = deque(maxlen=history)
+        self._seq = 0
+        self._changed: asyncio.Event | None = None
+
+    def emit(self, event: str, payload: Any = None) -> None:
+        self._seq += 1
+        self._events.append((self._seq, event, payload))
+        if self._changed is not None:
+            self._changed.set()
+
+    def mark(self) -> int:
+        """The position after every event emitted so far."""
+        return self._seq
+
+    def emitted(self, event: str, since: int = 0) -> list[Any]:
+        return [p for seq, name, p in self._events if name == event and seq > since]
+
+    async def wait(
+        self,
+        event: str,
+        predicate: Callable[[Any], bool] | None = None,
+        *,
+        since: int = 0,
+        timeout_s: float = DEFAULT_WAIT_S,
+    ) -> Any:
+        """The first payload of ``event`` after position ``since`` that matches ``predicate``;
+        ``TimeoutError`` when none arrives within ``timeout_s``."""
+
+        def found() -> tuple[bool, Any]:
+            for payload in self.emitted(event, since):
+                if predicate is None or predicate(payload):
+                    return True, payload
+            return False, None
+
+        async def watch() -> Any:
+            while True:
+                hit, payload = found()
+                if hit:
+                    return payload
+                if self._changed is None:
+                    self._changed = asyncio.Event()
+                self._changed.clear()
+                await self._changed.wait()
+
+        return await asyncio.wait_for(watch(), timeout_s)

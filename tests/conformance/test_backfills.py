@@ -1,0 +1,93 @@
+"""The backfill ledger: one row per pass; a retry adopts its own row."""
+
+from __future__ import annotations
+
+from shared.clock import FrozenClock
+from shared.drivers.base import BackfillLedger
+from shared.ids import new_id
+
+
+async def test_a_pass_begins_progresses_and_completes(
+    backfills: BackfillLedger, clock: FrozenClock
+) -> None:
+    run_id = new_id()
+    row = await backfills.begin("rewrite-slugs", run_id, "sha:1", "1.2.3")
+    assert (row.name, row.run_id, row.checksum, row.app_version) == (
+        "rewrite-slugs",
+        run_id,
+        "sha:1",
+        "1.2.3",
+    )
+    assert (row.status, row.rows_processed, row.last_cursor) == ("running", 0, None)
+    assert row.started_at_ms == clock.now_ms()
+    assert row.completed_at_ms is None
+    await backfills.progress("rewrite-slugs", run_id, 1_000, {"id": "p-1000"})
+    await backfills.progress("rewrite-slugs", run_id, 2_000, {"id": "p-2000"})
+    [running] = await backfills.list(name="rewrite-slugs")
+    assert (running.rows_processed, running.last_cursor) == (2_000, {"id": "p-2000"})
+    assert await backfills.latest_completed("rewrite-slugs") is None
+    clock.advance(5_000)
+    await backfills.finish("rewrite-slugs", run_id, "completed")
+    done = await backfills.latest_completed("rewrite-slugs")
+    assert done is not None
+    assert (done.status, done.completed_at_ms, done.rows_processed) == (
+        "completed",
+        clock.now_ms(),
+        2_000,
+    )
+
+
+async def test_a_retry_adopts_its_row_and_keeps_started_at(
+    backfills: BackfillLedger, clock: FrozenClock
+) -> None:
+    run_id = new_id()
+    first = await backfills.begin("drop-legacy", run_id, "sha:1", None)
+    await backfills.progress("drop-legacy", run_id, 500, 500)
+    await backfills.finish("drop-legacy", run_id, "failed", "X_TIMEOUT")
+    [failed] = await backfills.list(name="drop-legacy")
+    assert (failed.status, failed.error) == ("failed", "X_TIMEOUT")
+    clock.advance(60_000)
+    again = await backfills.begin("drop-legacy", run_id, "sha:1", None)
+    assert again.started_at_ms == first.started_at_ms
+    assert again.status == "running"
+    assert again.rows_processed == 500
+    assert len(await backfills.list(name="drop-legacy")) == 1
+
+
+async def test_a_forced_rerun_is_a_new_row(backfills: BackfillLedger, clock: FrozenClock) -> None:
+    first, second = new_id(), new_id()
+    await backfills.begin("b", first, "sha:1", None)
+    await backfills.finish("b", first, "completed")
+    clock.advance(1_000)
+    await backfills.begin("b", second, "sha:2", None)
+    rows = await backfills.list(name="b")
+    assert [(r.run_id, r.status) for r in rows] == [(second, "running"), (first, "completed")]
+    latest = await backfills.latest_completed("b")
+    assert latest is not None
+    assert latest.run_id == first
+    await backfills.finish("b", second, "completed")
+    latest = await backfills.latest_completed("b")
+    assert latest is not None
+    assert latest.run_id == second
+
+
+async def test_list_filters_and_limits(backfills: BackfillLedger, clock: FrozenClock) -> None:
+    runs = {}
+    for name in ("a", "b", "c"):
+        runs[name] = new_id()
+        await backfills.begin(name, runs[name], "sha", None)
+        clock.advance(1_000)
+    await backfills.finish("b", runs["b"], "completed")
+    assert [r.name for r in await backfills.list()] == ["c", "b", "a"]
+    assert [r.name for r in await backfills.list(limit=2)] == ["c", "b"]
+    assert [r.name for r in await backfills.list(status="completed")] == ["b"]
+    assert [r.name for r in await backfills.list(status="running")] == ["c", "a"]
+    assert await backfills.list(name="zzz") == []
+    assert await backfills.latest_completed("a") is None
+
+
+async def test_a_pass_never_begun_has_no_row_to_move(backfills: BackfillLedger) -> None:
+    await backfills.progress("nope", new_id(), 1, None)
+    await backfills.finish("nope", new_id(), "completed")
+    assert await backfills.list(name="nope") == []
+    assert await backfills.latest_completed("nope") is None

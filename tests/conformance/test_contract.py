@@ -1,0 +1,42 @@
+"""The driver answers the contract's shape: the Protocols, and capabilities by attribute."""
+
+from __future__ import annotations
+
+from shared.clock import FrozenClock
+from shared.drivers.base import (
+    BackfillLedger,
+    JobDriver,
+    JobIntrospection,
+    LeaseStore,
+    WorkerRegistry,
+    capabilities_of,
+)
+
+
+async def test_the_driver_is_a_job_driver(driver: JobDriver, clock: FrozenClock) -> None:
+    assert isinstance(driver, JobDriver)
+    assert isinstance(driver.name, str)
+    assert driver.name
+    assert driver.clock is clock, "every time decision reads the injected clock"
+
+
+async def test_each_capability_is_none_or_its_protocol(driver: JobDriver) -> None:
+    caps = capabilities_of(driver)
+    pairs: list[tuple[bool, object, type]] = [
+        (caps.introspect, driver.introspect, JobIntrospection),
+        (caps.leases, driver.leases, LeaseStore),
+        (caps.workers, driver.workers, WorkerRegistry),
+        (caps.backfills, driver.backfills, BackfillLedger),
+    ]
+    for present, surface, protocol in pairs:
+        assert present == (surface is not None)
+        if surface is not None:
+            assert isinstance(surface, protocol)
+
+
+async def test_a_fresh_driver_is_empty(driver: JobDriver) -> None:
+    stats = await driver.stats()
+    assert all(
+        q.ready == q.delayed == q.running == q.suspended == q.done == q.dead == 0
+        for q in stats.queues.values()
+    )
