@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -17,20 +15,14 @@ from typer.testing import CliRunner
 from services.cli import app
 from shared.migrate import migrate
 from shared.sql import migration_files
-from tests.fixtures.services import _admin, _dsn_for
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "pg_schema.txt"
 
 
 @pytest.fixture
-async def blank_dsn() -> AsyncIterator[str]:
+def blank_dsn(pg_fresh_dsn: str) -> str:
     """An empty database (no migrations applied)."""
-    name = f"ujobs_blank_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    await _admin(f'CREATE DATABASE "{name}"')
-    try:
-        yield _dsn_for(name)
-    finally:
-        await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return pg_fresh_dsn
 
 
 async def test_migrate_applies_every_file_once_then_is_a_no_op(blank_dsn: str) -> None:
