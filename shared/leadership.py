@@ -45,10 +45,10 @@ class Leadership:
                     if not self.leading:
                         change = "gained"
                 elif self.leading:
-                    self._stop_leading()
+                    self.step_down()
                     return "lost"
         if self.leading and self._lease_until is not None and now >= self._lease_until:
-            self._stop_leading()
+            self.step_down()
             return "lapsed"
         return change
 
@@ -59,6 +59,7 @@ class Leadership:
         """Ask again next round (the lease was taken but the state could not be read)."""
         self.next_acquire_at = now
 
-    def _stop_leading(self) -> None:
+    def step_down(self) -> None:
+        """Stop counting as the leader (demoted, lapsed, or drained)."""
         self.leading = False
         self._lease_until = None

@@ -278,7 +278,7 @@ class JobScheduler:
                 await self.leader.release()
             except Exception as exc:
                 log.warning("jobs.scheduler.release-failed", extra={"error": repr(exc)})
-        self._leadership.leading = False
+        self._leadership.step_down()
         for unregister in self._unregister:
             unregister()
         self._unregister.clear()
