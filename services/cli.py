@@ -22,7 +22,8 @@ from services.cli_db import db_app
 from services.cli_jobs import jobs_app
 from services.cli_output import emit_json, reported, set_debug
 from services.cli_queues import queues_app, workers_command
-from services.cli_services import api_command
+from services.cli_services import api_command, scheduler_command
+from services.cli_tasks import tasks_app
 from services.config import environment
 
 app = typer.Typer(
@@ -59,9 +60,11 @@ def manifest(app_spec: AppOption = None, as_json: JsonOption = False) -> None:
 
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(queues_app, name="queues")
+app.add_typer(tasks_app, name="tasks")
 app.command("workers")(workers_command)
 app.add_typer(db_app, name="db")
 app.command("api")(api_command)
+app.command("scheduler")(scheduler_command)
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ import typer
 
 from services.cli_common import AppOption
 from services.cli_output import reported
-from services.config import ApiConfig, environment
+from services.config import ApiConfig, SchedulerConfig, environment
 from services.runtime import ServiceRun, run_service
 
 
@@ -34,5 +34,18 @@ def api_command(
         from services.api import start_api  # aiohttp's server side only where it serves
 
         await start_api(run, config)
+
+    run_service(config.common, start)
+
+
+def scheduler_command(app_spec: AppOption = None) -> None:
+    """Run the scheduler: fire the app's tasks, one leader at a time (Postgres)."""
+    with reported(as_json=False):
+        config = SchedulerConfig.load(environment(), app=app_spec)
+
+    async def start(run: ServiceRun) -> None:
+        from services.scheduler import start_scheduler
+
+        await start_scheduler(run, config)
 
     run_service(config.common, start)

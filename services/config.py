@@ -48,7 +48,7 @@ from services.config_vars import (
 )
 from services.redact import redact_url
 from shared.drivers.base import DEFAULT_QUEUE, DEFAULT_VISIBILITY_MS
-from shared.errors import ConfigInvalidError
+from shared.errors import DriverUnavailableError
 from shared.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
 
 T = TypeVar("T")
@@ -157,7 +157,7 @@ class Connections:
 
     def require_database(self, service: str) -> str:
         if self.database_url is None:
-            raise ConfigInvalidError(
+            raise DriverUnavailableError(
                 f"DATABASE_URL: {service} needs Postgres; set DATABASE_URL=postgresql://… "
                 "(or run `ujobs dev` for an embedded one)",
                 meta={"variable": "DATABASE_URL"},
@@ -166,7 +166,7 @@ class Connections:
 
     def require_redis(self, service: str) -> str:
         if self.redis_url is None:
-            raise ConfigInvalidError(
+            raise DriverUnavailableError(
                 f"REDIS_URL: {service} with UJOBS_DRIVER=redis needs REDIS_URL=redis://…",
                 meta={"variable": "REDIS_URL"},
             )

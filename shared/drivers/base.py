@@ -28,7 +28,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import orjson
 
 from shared.clock import Clock
-from shared.errors import JobPageInvalidError
+from shared.errors import InvariantError, JobPageInvalidError, NotImplementedByDriverError
 
 JSONValue = Any
 
@@ -94,6 +94,26 @@ class EnqueueRequest:
     run_id: str | None = None
     traceparent: str | None = None
     enqueued_by: str | None = None
+
+
+def check_enqueue_request(request: EnqueueRequest) -> None:
+    """Refuse a request no driver can store (``X_INVARIANT``), before anything is inserted.
+
+    Every driver runs it over a whole ``enqueue_many`` batch first, so a bad request inserts
+    nothing, as one statement in Postgres is all or nothing.
+    """
+    if not isinstance(request.name, str) or not request.name:
+        raise InvariantError("an enqueue needs a job name", meta={"name": request.name})
+    if not isinstance(request.queue, str) or not request.queue:
+        raise InvariantError("an enqueue needs a queue name", meta={"queue": request.queue})
+    if not isinstance(request.idempotency_key, str):
+        raise InvariantError(
+            "idempotency_key must be a string", meta={"key": repr(request.idempotency_key)}
+        )
+    if isinstance(request.max_attempts, bool) or request.max_attempts < 1:
+        raise InvariantError(
+            "max_attempts must be at least 1", meta={"max_attempts": request.max_attempts}
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -720,3 +740,36 @@ def capabilities_of(driver: JobDriver) -> Capabilities:
         workers=driver.workers is not None,
         backfills=driver.backfills is not None,
     )
+
+
+_DRIVER_TITLES = {"postgres": "Postgres", "redis": "Redis", "memory": "memory"}
+
+
+def require_introspection(driver: JobDriver) -> JobIntrospection:
+    """The driver's operator surface, or ``X_NOT_IMPLEMENTED`` saying which driver has one.
+
+    Every operator command (``ujobs jobs show/retry/cancel``, queue pauses, the api's job
+    routes) goes through here, so a deployment on a driver without an index of its rows (Redis)
+    gets one sentence that names the fix instead of an AttributeError.
+    """
+    introspect = driver.introspect
+    if introspect is None:
+        title = _DRIVER_TITLES.get(driver.name, driver.name)
+        raise NotImplementedByDriverError(
+            f"queue introspection needs the Postgres driver; the {title} driver keeps no "
+            "operator index",
+            meta={"driver": driver.name, "capability": "introspect"},
+        )
+    return introspect
+
+
+def require_backfills(driver: JobDriver) -> BackfillLedger:
+    """The driver's backfill ledger, or ``X_NOT_IMPLEMENTED`` naming the Postgres driver."""
+    ledger = driver.backfills
+    if ledger is None:
+        title = _DRIVER_TITLES.get(driver.name, driver.name)
+        raise NotImplementedByDriverError(
+            f"backfills need the Postgres driver; the {title} driver keeps no backfill ledger",
+            meta={"driver": driver.name, "capability": "backfills"},
+        )
+    return ledger
