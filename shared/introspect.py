@@ -29,27 +29,18 @@ from shared.drivers.base import (
     QueueStats,
     StepRecord,
     WorkerRow,
+    require_introspection,
 )
-from shared.errors import JobNotCancellableError, JobNotFoundError, NotImplementedByDriverError
+from shared.errors import JobNotCancellableError, JobNotFoundError
 
 MASK = "[redacted]"
 MAX_REDACTED_ITEMS = 20
 """A redacted list shows at most this many masked items, then how many more there were."""
 
-_DRIVER_TITLES = {"postgres": "Postgres", "redis": "Redis", "memory": "memory"}
-
 
 def introspection_of(driver: JobDriver) -> JobIntrospection:
-    """``driver.introspect``, or ``X_NOT_IMPLEMENTED`` saying which driver has one."""
-    introspect = driver.introspect
-    if introspect is None:
-        title = _DRIVER_TITLES.get(driver.name, driver.name)
-        raise NotImplementedByDriverError(
-            f"queue introspection needs the Postgres driver; the {title} driver keeps no "
-            "operator index (set UJOBS_DRIVER=postgres and DATABASE_URL)",
-            meta={"driver": driver.name, "capability": "introspect"},
-        )
-    return introspect
+    """``driver.introspect``, or ``X_NOT_IMPLEMENTED`` naming the Postgres driver."""
+    return require_introspection(driver)
 
 
 # --- projections --------------------------------------------------------------------------
