@@ -34,7 +34,12 @@ from services.backends import Backend, open_backend
 from services.config import ApiConfig
 from services.redact import redact_text
 from services.runtime import ServiceRun
-from shared.errors import DriverUnavailableError, JobDrainedError, UltimateError
+from shared.errors import (
+    ConfigInvalidError,
+    DriverUnavailableError,
+    JobDrainedError,
+    UltimateError,
+)
 from shared.lifecycle import Deadline, register_shutdown_hooks
 from shared.metrics import JobMetrics, job_metrics
 from shared.registry import Registry
@@ -207,8 +212,16 @@ async def start_api(run: ServiceRun, config: ApiConfig) -> web.AppRunner:
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=budget_s)
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port)
-    await site.start()
-    log.info("ujobs.api.listening", extra={"addresses": [_address(a) for a in runner.addresses]})
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise ConfigInvalidError(
+            f"UJOBS_API_PORT: cannot listen on {config.host}:{config.port} ({exc.strerror}); "
+            "choose another port (0 picks a free one)",
+            meta={"variable": "UJOBS_API_PORT", "port": config.port},
+        ) from None
+    log.info("ujobs.api.listening", extra={"addresses": [address(a) for a in runner.addresses]})
 
     def accept() -> None:
         app[STATE].draining = True
@@ -220,7 +233,7 @@ async def start_api(run: ServiceRun, config: ApiConfig) -> web.AppRunner:
     return runner
 
 
-def _address(address: object) -> str:
+def address(address: object) -> str:
     if isinstance(address, tuple) and len(address) >= 2:
         return f"{address[0]}:{address[1]}"
     return str(address)

@@ -49,3 +49,30 @@ def scheduler_command(app_spec: AppOption = None) -> None:
         await start_scheduler(run, config)
 
     run_service(config.common, start)
+
+
+def dev_command(
+    app_spec: AppOption = None,
+    example: Annotated[
+        bool, typer.Option("--example", help="load services.example_app and enqueue onboard_org")
+    ] = False,
+    port: Annotated[
+        int | None, typer.Option(help="the api's port; 0 picks a free one [default: 8080]")
+    ] = None,
+    queues: Annotated[
+        str | None,
+        typer.Option(help="queues to serve [default: every queue the app's jobs name]"),
+    ] = None,
+) -> None:
+    """Run every service in this process; with no DATABASE_URL, on an embedded Postgres."""
+    from services.dev import DevConfig
+
+    with reported(as_json=False):
+        config = DevConfig.load(app=app_spec, example=example, port=port, queues=queues)
+
+    async def start(run: ServiceRun) -> None:
+        from services.dev import start_dev
+
+        await start_dev(run, config)
+
+    run_service(config.worker.common, start)

@@ -70,6 +70,12 @@ class DevWatch:
     fires: dict[str, int] = field(default_factory=dict)
     _task: asyncio.Task[None] | None = None
 
+    async def prime(self) -> None:
+        """Remember what is there already (a previous run's jobs) without narrating it."""
+        page = await self.introspect.list(JobFilter(limit=MAX_JOB_PAGE))
+        self.seen.update((row.id, row) for row in page.rows)
+        self.fires.update((f.task, f.occurrence_ms) for f in await self.introspect.task_fires())
+
     async def run_once(self) -> None:
         page = await self.introspect.list(JobFilter(limit=MAX_JOB_PAGE))
         for row in reversed(page.rows):  # oldest first, so lines read in order

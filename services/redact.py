@@ -18,7 +18,7 @@ MASK = "***"
 
 # scheme://user:password@host — the password is everything between the first ':' after the
 # user and the LAST '@' before the host (passwords may contain '@' when not percent-encoded).
-_URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/@\s'\"]*:)[^\s'\"/]*(?=@)")
+_URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/@\s'\"]*:)[^\s'\"/]+(?=@)")
 # password=…, token=…, secret=… in a query string, a DSN's keywords or a message.
 _KEYWORD = re.compile(
     r"(?P<head>\b(?:password|passwd|pwd|token|secret|api_key|apikey)\s*[=:]\s*)"
@@ -36,8 +36,8 @@ def redact_url(url: str) -> str:
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, _, host = netloc.rpartition("@")
-        if ":" in userinfo:
-            user, _, _ = userinfo.partition(":")
+        user, colon, password = userinfo.partition(":")
+        if colon and password:
             netloc = f"{user}:{MASK}@{host}"
     query = _KEYWORD.sub(lambda m: f"{m['head']}{MASK}", parts.query)
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
