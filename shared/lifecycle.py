@@ -76,6 +76,8 @@ class Lifecycle:
         self._idle: asyncio.Event | None = None
         self._drain: asyncio.Task[None] | None = None
         self._drained: asyncio.Event | None = None
+        self.last_signal: str | None = None
+        """The name of the signal that started the drain (``SIGTERM``), for roles that name it."""
 
     # -- registration ----------------------------------------------------------------------
 
@@ -206,6 +208,8 @@ class Lifecycle:
 
         def on_signal(signum: signal.Signals) -> None:
             log.info("jobs.lifecycle.signal", extra={"signal": signum.name})
+            if self.last_signal is None:
+                self.last_signal = signum.name
             task = target.create_task(self.drain())
             pending.add(task)
             task.add_done_callback(pending.discard)

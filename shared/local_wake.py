@@ -36,7 +36,8 @@ def on_enqueued(callback: WakeCallback) -> Callable[[], None]:
 
 
 def signal_enqueued(queue: str) -> None:
-    """Tell this process's listeners that ``queue`` gained a row due now."""
+    """Tell this process's listeners that ``queue`` gained a row due now (the enqueue path
+    calls this after its commit)."""
     for callback in list(_callbacks):
         try:
             callback(queue)
@@ -44,6 +45,6 @@ def signal_enqueued(queue: str) -> None:
             log.exception("jobs.wake.callback-failed", extra={"queue": queue, "local": True})
 
 
-def local_listeners() -> int:
+def listener_count() -> int:
     """How many listeners are registered (for tests and diagnostics)."""
     return len(_callbacks)

@@ -11,7 +11,7 @@ from shared.drivers import postgres as pg_driver
 from shared.drivers.base import EnqueueRequest, JobDriver, JobIntrospection
 from shared.drivers.memory import memory_driver
 from shared.errors import ConfigInvalidError
-from shared.local_wake import local_listeners, on_enqueued, signal_enqueued
+from shared.local_wake import listener_count, on_enqueued, signal_enqueued
 from shared.wake import PROBE_PREFIX, ChannelWake, redis_wake
 from shared.wake_announce import SlotThrottle, announcing
 from shared.wake_protocol import (
@@ -63,7 +63,7 @@ def test_the_slot_throttle_admits_once_per_key_per_epoch_aligned_slot() -> None:
 
 def test_the_in_process_wake_calls_every_listener_until_unsubscribed() -> None:
     heard: list[str] = []
-    before = local_listeners()
+    before = listener_count()
 
     def broken(_queue: str) -> None:
         raise RuntimeError("a listener bug never fails the enqueue")
@@ -76,7 +76,7 @@ def test_the_in_process_wake_calls_every_listener_until_unsubscribed() -> None:
     off_broken()
     signal_enqueued("emails")
     assert heard == ["emails"]
-    assert local_listeners() == before
+    assert listener_count() == before
 
 
 def test_a_wake_is_a_queue_wake_and_refuses_unknown_channels() -> None:
