@@ -13,6 +13,10 @@ that exists. Settings, by environment:
   session in the worker) or ``none`` (the poll alone).
 - ``BENCH_UJOBS_DB`` (default ``bench_ujobs``), ``BENCH_UJOBS_QUEUE`` (``bench``),
   ``BENCH_UJOBS_CHANNEL`` (``ujobs:wake:bench``): where the run lives.
+- ``BENCH_UJOBS_SLOT_MS`` (default 250): the Redis announcer's throttle slot; ``1`` turns the
+  throttle off at the harness's pace (a variant of ``bench/latency.py``, never the default).
+- ``BENCH_UJOBS_LAT_INTERVAL_S``: the producer's spacing instead of the harness's 50 ms, for
+  the variant where every job lands in a slot of its own (only OUR adapter reads it).
 - ``BENCH_CLAIMS_OUT``: a file the worker appends one line per claim statement to (its
   ``time.time()``), which is how ``bench/latency.py`` counts an idle worker's claims.
 
@@ -84,6 +88,8 @@ if not DB_NAME.startswith("bench_"):
 QUEUE = os.environ.get("BENCH_UJOBS_QUEUE", "bench")
 CHANNEL = os.environ.get("BENCH_UJOBS_CHANNEL", "ujobs:wake:bench")
 SLOT_MS = int(os.environ.get("BENCH_UJOBS_SLOT_MS", "250"))
+if os.environ.get("BENCH_UJOBS_LAT_INTERVAL_S"):
+    common.LAT_INTERVAL = float(os.environ["BENCH_UJOBS_LAT_INTERVAL_S"])
 REDIS_URL = common.redis_url(0)
 SLOTS = 16
 DSN = f"{common.PG_BASE}/{DB_NAME}"
@@ -95,13 +101,15 @@ SETTINGS = (
     f"job_worker(concurrency={SLOTS}, queues=[{QUEUE!r}]) in 1 process over postgres_driver "
     f"(asyncpg pool); wake={WAKE}: "
     + {
-        "redis": f"enqueuer publishes the queue on {CHANNEL!r} (once per queue per 250 ms slot), "
+        "redis": f"enqueuer publishes the queue on {CHANNEL!r} (once per queue per {SLOT_MS} ms "
+        "slot), "
         "worker subscribes, proven by a probe",
         "postgres": "the enqueue statement's pg_notify (once per queue per 250 ms slot), one "
         "LISTEN session in the worker",
         "none": "the poll alone (idle ceiling 2 s)",
     }[WAKE]
     + "; batch = enqueue_many (one statement)"
+    + f"; latency jobs {common.LAT_INTERVAL * 1000:g} ms apart"
 )
 NOTES = [
     "run from the source tree; version read from pyproject.toml plus the git commit",

@@ -54,6 +54,8 @@ DEFAULT_PROBE_TIMEOUT_S = 3.0
 DEFAULT_REPROBE_EVERY_S = 60.0
 DEFAULT_BACKOFF_MIN_S = 0.1
 DEFAULT_BACKOFF_MAX_S = 5.0
+OPEN_TIMEOUT_S = 15.0
+"""A dial that has not subscribed within this long has failed (a blackholed server)."""
 UNPROVEN_REPROBE_S = 15.0
 """An unproven session is probed again this often (a proven one every ``reprobe_every_s``)."""
 
@@ -234,7 +236,10 @@ class ChannelWake:
         while not self._stopping.is_set():
             session = self._session_factory()
             try:
-                await session.open(self.channels, self._deliver)
+                await asyncio.wait_for(session.open(self.channels, self._deliver), OPEN_TIMEOUT_S)
+            except asyncio.CancelledError:
+                await _quietly(session.close())  # stopped mid-dial: leave no connection behind
+                raise
             except Exception as exc:
                 await _quietly(session.close())
                 self._unproven("dial", exc)
