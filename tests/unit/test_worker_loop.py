@@ -103,7 +103,8 @@ async def test_a_worker_at_the_cap_asks_the_queue_for_nothing() -> None:
     first = await worker.run_once()
     assert first.asks == [ClaimAsk(("default",), 2, 2)]
     second = await worker.run_once()
-    assert second.full and second.asks == []
+    assert second.full
+    assert second.asks == []
     assert [(await row(driver, i)).state for i in ids].count("running") == 2
     assert worker.stats().in_flight == 2
     gate.open.set()
