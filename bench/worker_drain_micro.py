@@ -28,14 +28,14 @@ from prometheus_client import CollectorRegistry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from shared import job, t  # noqa: E402
-from shared.drivers.postgres import postgres_driver  # noqa: E402
-from shared.lifecycle import Lifecycle  # noqa: E402
-from shared.metrics import JobMetrics  # noqa: E402
-from shared.migrate import migrate  # noqa: E402
-from shared.registry import Registry  # noqa: E402
-from shared.run import Run  # noqa: E402
-from shared.worker import job_worker  # noqa: E402
+from shared import job, t
+from shared.drivers.postgres import postgres_driver
+from shared.lifecycle import Lifecycle
+from shared.metrics import JobMetrics
+from shared.migrate import migrate
+from shared.registry import Registry
+from shared.run import Run
+from shared.worker import job_worker
 
 ADMIN = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
