@@ -145,7 +145,8 @@ async def test_fail_over_a_key_another_run_holds_is_refused() -> None:
     await _until_settled(worker, 1)
     refused = await row(driver, busy)
     assert (refused.state, refused.attempt) == ("failed", 0)
-    assert refused.last_error is not None and "X_JOB_KEY_BUSY" in refused.last_error
+    assert refused.last_error is not None
+    assert "X_JOB_KEY_BUSY" in refused.last_error
     assert gate.started == [handle.parse_input({"n": 1, "account": "acct-1"})]
     assert worker.stats().refused == 1
     assert sample(worker.metrics, "jobs_total", queue="default", outcome="failed") == 1
@@ -239,7 +240,8 @@ async def test_a_key_that_throws_or_an_input_that_no_longer_parses_fails_the_att
     for job_id, code in ((boom, "ValueError"), (stale, "X_JOB_INPUT_UNPARSEABLE")):
         r = await row(driver, job_id)
         assert (r.state, r.attempt) == ("ready", 1)  # the ordinary retry path: counted
-        assert r.last_error is not None and code in r.last_error
+        assert r.last_error is not None
+        assert code in r.last_error
 
 
 class LeaselessDriver(MemoryDriver):
