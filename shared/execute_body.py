@@ -97,7 +97,7 @@ class Attempt:
         )
         halt = self.halt
         # One future for "the body ended or was halted" (cheaper than asyncio.wait per run).
-        task.add_done_callback(lambda _: halt.done() or halt.set_result(None))
+        task.add_done_callback(lambda _: _resolve(halt))
         try:
             await halt
             if not task.done():
@@ -169,3 +169,8 @@ def verdict_error(attempt: Attempt, end: BodyEnd) -> BaseException:
             meta={"job": attempt.claimed.name},
         )
     return end.error
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
