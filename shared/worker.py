@@ -55,7 +55,7 @@ from shared.metrics import JobMetrics, job_metrics
 from shared.on_settled import announce_exhausted
 from shared.registry import Api, Registry
 from shared.registry import registry as process_registry
-from shared.wake_protocol import IDLE_POLL_CEILING_MS, WOKEN_IDLE_POLL_CEILING_MS, QueueWake
+from shared.wake_protocol import QueueWake, idle_ceiling_ms
 from shared.worker_concurrency import job_lease_key
 from shared.worker_heartbeat import HeartbeatTimer, HeldRun, Renewals
 from shared.worker_loop import ClaimLoop, PassResult
@@ -192,11 +192,7 @@ class JobWorker:
 
     def idle_ceiling_ms(self) -> int:
         """``idle_poll_max_ms`` when declared; else 5 s while the wake is live, 2 s without."""
-        if self.options.idle_poll_max_ms is not None:
-            return self.options.idle_poll_max_ms
-        if self.wake is not None and self.wake.live:
-            return WOKEN_IDLE_POLL_CEILING_MS
-        return IDLE_POLL_CEILING_MS
+        return idle_ceiling_ms(self.wake, self.options.idle_poll_max_ms)
 
     def stats(self) -> WorkerStats:
         c = self.runner.counters

@@ -19,6 +19,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from shared.clock import Clock
 from shared.drivers.base import JobDriver
@@ -79,6 +80,7 @@ class Runner:
         self.lifecycle = lifecycle
         self.limiter = Limiter(options.limits, clock) if options.limits is not None else None
         self.counters = RunCounters()
+        self._totals: dict[tuple[str, str], Any] = {}
         self._due_at = due_at
         self._finished = finished
 
@@ -174,7 +176,11 @@ class Runner:
     def _after(self, execution: JobExecution) -> None:
         total = execution.jobs_total
         if total is not None:
-            self.metrics.record_outcome(execution.queue, total)
+            counter = self._totals.get((execution.queue, total))
+            if counter is None:  # the labelled child, looked up once per (queue, outcome)
+                counter = self.metrics.jobs_total.labels(queue=execution.queue, outcome=total)
+                self._totals[(execution.queue, total)] = counter
+            counter.inc()
         if execution.settled:
             self.counters.settled += 1
             if execution.resume_at_ms is not None:
