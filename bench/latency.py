@@ -227,9 +227,16 @@ def wanted_variants() -> list[str]:
 def ensure_venvs(peers: list[str]) -> None:
     missing = [p for p in peers if not (PEERS_HOME / ".venvs" / p / "bin/python").exists()]
     if missing:
+        env = {**os.environ, "PEERS_HOME": str(PEERS_HOME)}
+        if "PY312" not in env:
+            # oban needs Python >= 3.12; a pyenv shim for an inactive version would win over
+            # setup_venvs.sh's own fallback, so name the interpreter when one is installed.
+            found = sorted(Path.home().glob(".pyenv/versions/3.12*/bin/python"))
+            if found:
+                env["PY312"] = str(found[-1])
         subprocess.run(
             ["bash", str(PEERS_DIR / "setup_venvs.sh")],
-            env={**os.environ, "PEERS_HOME": str(PEERS_HOME)},
+            env=env,
             stdout=sys.stderr,
             check=False,
             timeout=1_800,

@@ -232,6 +232,17 @@ class ChannelWake:
     # -- the session loop ---------------------------------------------------------------------
 
     async def _run(self) -> None:
+        """The session loop, restarted if it ever fails: the wake must never die quietly and
+        leave a worker believing nothing (it would merely poll at 2 s, but nobody would know)."""
+        while not self._stopping.is_set():
+            try:
+                await self._sessions()
+            except Exception:
+                self._set_live(False)
+                log.exception("jobs.wake.loop-failed", extra={"transport": self.transport})
+                await self._pause(self._backoff_max_s)
+
+    async def _sessions(self) -> None:
         backoff = self._backoff_min_s
         while not self._stopping.is_set():
             session = self._session_factory()
