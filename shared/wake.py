@@ -30,11 +30,12 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from shared.errors import ConfigInvalidError
 from shared.hooks import Signals
 from shared.wake_protocol import QueueWake, WakeCallback
+from shared.wake_session import WakeSession
 
 if TYPE_CHECKING:
     import asyncpg
@@ -58,30 +59,6 @@ OPEN_TIMEOUT_S = 15.0
 """A dial that has not subscribed within this long has failed (a blackholed server)."""
 UNPROVEN_REPROBE_S = 15.0
 """An unproven session is probed again this often (a proven one every ``reprobe_every_s``)."""
-
-Deliver = Callable[[str, str], None]
-"""``deliver(channel, payload)``: how a session hands one notification to its wake."""
-
-
-class WakeSession(Protocol):
-    """One dialled subscription. A new session is made for every dial; none is reused."""
-
-    async def open(self, channels: Sequence[str], deliver: Deliver) -> None:
-        """Dial and subscribe to every channel; answer only once the subscription is active
-        (a probe published after this returns must be heard)."""
-        ...
-
-    async def probe(self, channel: str, token: str) -> None:
-        """Publish ``token`` on ``channel`` through a path other than the session's own."""
-        ...
-
-    async def lost(self) -> None:
-        """Answer when the session has gone (the connection closed or failed)."""
-        ...
-
-    async def close(self) -> None:
-        """Drop the session (safe on a half-open or failed one, and twice)."""
-        ...
 
 
 class _ChannelView:

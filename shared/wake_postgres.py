@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import asyncpg
 
 from shared.sql import query
-from shared.wake import Deliver, WakeSession
+from shared.wake_session import Deliver, WakeSession
 
 _PROBE = query("wake_probe")
 OPEN_TIMEOUT_S = 10.0
