@@ -76,6 +76,8 @@ log = logging.getLogger("ujobs.worker")
 ABANDON_WAIT_S = 1.0
 """After the deadline, how long the cancelled runs get to unwind before the worker closes."""
 
+SIGNAL_HISTORY = 1_000
+
 WorkerState = Literal["new", "running", "draining", "stopped"]
 
 
@@ -121,7 +123,9 @@ class JobWorker:
         self.clock = clock
         self.wake = wake
         self.metrics = metrics
-        self.signals = Signals()
+        # Awaitable test hooks. A short history: every settled run is emitted, and a long
+        # one keeps thousands of executions alive for the garbage collector to walk.
+        self.signals = Signals(history=SIGNAL_HISTORY)
         self.slots = Slots(options.concurrency, options.max_in_flight)
         self.held: dict[tuple[str, int], HeldRun] = {}
         self._lifecycle = lifecycle
@@ -222,16 +226,34 @@ class JobWorker:
         held = HeldRun(claimed, sent_ms=sent_ms, interval_ms=self.options.heartbeat_interval_ms)
         if self._drain_reason is not None:
             held.signal.abort(self._drain_reason)  # claimed by the pass the drain caught
+        held.on_settling = self._settling
         self.held[(claimed.id, claimed.claim)] = held
         self.slots.take(claimed.queue)
         self.runner.counters.claimed += 1
         held.task = asyncio.ensure_future(self.runner.run(held))
 
+    def _settling(self, held: HeldRun) -> None:
+        """The run's ack/nack is being SENT: its body is over, so its pool slot (and limiter
+        lease) is free now and a pass is kicked — the next claim overlaps the settle's round
+        trip. A run holding a fleet ``concurrency`` slot keeps its pool slot until that slot
+        is released (after the settle), so this worker never meets its own finished run's
+        slot on the next claim."""
+        if held.slot is None:
+            self._free(held)
+
+    def _free(self, held: HeldRun) -> None:
+        if held.freed:
+            return
+        held.freed = True
+        if held.limit_lease is not None:
+            held.limit_lease.release()
+        self.slots.give(held.claimed.queue)
+        self.loop.kick()
+
     def _finished(self, held: HeldRun) -> None:
         claimed = held.claimed
         self.held.pop((claimed.id, claimed.claim), None)
-        self.slots.give(claimed.queue)
-        self.loop.kick()
+        self._free(held)
 
     async def _on_exhausted(self, rows: Sequence[ExhaustedJob]) -> None:
         """The claim buried rows whose lease lapsed on their final attempt: announce them."""

@@ -4,9 +4,11 @@ In order: the job's handle (a name this code does not declare is handed back —
 deploy an older worker may claim a newer job); the process limits (``LimitConfig`` — over any
 cap the row is SHED: handed back, no attempt burned); the fleet ``concurrency`` slot
 (``worker_concurrency``); then ``execute_job`` with the run's signal (drain, lost lease) and
-``before_settle`` = the heartbeat's stop. Whatever happened, the ``finally`` returns the limiter
-lease and the fleet slot, frees the run's pool slot and kicks a pass — a finish refills its
-slot at once, with no poll wait.
+``before_settle`` = the heartbeat's stop. A run is HELD — its pool slot, its limiter lease —
+from its claim until its settle is SENT: then its body is over, the worker frees the slot and
+kicks a pass, so the next claim overlaps the ack's round trip instead of waiting behind it (a
+run holding a fleet slot frees its pool slot only once that slot is released). The ``finally``
+releases the fleet slot and frees whatever the settle did not (a path that never settled).
 
 Only settled executions move ``jobs_total`` (``JobExecution.jobs_total``); a row handed back
 due inside a minute arms the loop's timer.
@@ -188,8 +190,6 @@ class Runner:
         self.signals.emit("settled", execution)
 
     async def _release(self, held: HeldRun) -> None:
-        if held.limit_lease is not None:
-            held.limit_lease.release()
         slot, leases = held.slot, self.driver.leases
         if slot is None or leases is None:
             return
