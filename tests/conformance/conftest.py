@@ -87,6 +87,24 @@ async def _memory(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
     await driver.close()
 
 
+@driver_factory("postgres", needs=("pg_pool",))
+async def _postgres(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
+    from shared.drivers.postgres import postgres_driver
+
+    driver = postgres_driver(deps["pg_pool"], clock=clock)
+    yield driver
+    await driver.close()
+
+
+@driver_factory("redis", needs=("redis_url", "redis_prefix"))
+async def _redis(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
+    from tests.fixtures.redis_keys import redis_test_driver
+
+    # Its own client and key prefix; the prefix's keys are deleted after the test (never FLUSHDB).
+    async with redis_test_driver(deps["redis_url"], deps["redis_prefix"], clock=clock) as driver:
+        yield driver
+
+
 # --- fixtures -----------------------------------------------------------------------------
 
 
