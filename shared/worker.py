@@ -73,8 +73,9 @@ from shared.worker_slots import Slots
 
 log = logging.getLogger("ujobs.worker")
 
-ABANDON_WAIT_S = 1.0
-"""After the deadline, how long the cancelled runs get to unwind before the worker closes."""
+ABANDON_WAIT_S = 0.25
+"""After the deadline, how long the cancelled runs get to unwind before the worker closes —
+well inside the lifecycle's ``CLOSE_GRACE_MS``, so the close itself is never cut off."""
 
 SIGNAL_HISTORY = 1_000
 
@@ -83,8 +84,11 @@ WorkerState = Literal["new", "running", "draining", "stopped"]
 
 @dataclass(frozen=True, slots=True)
 class WorkerStats:
-    """What a scaler and an operator read: ``in_flight`` and ``max_in_flight`` (None when
-    uncapped), ``refused`` (``when_busy='fail'`` refusals), and the rest of the counts."""
+    """What a scaler and an operator read: ``in_flight`` (runs holding a pool slot: claimed,
+    and not yet sent to be settled) and ``max_in_flight`` (None when uncapped), ``refused``
+    (``when_busy='fail'`` refusals), and the rest of the counts: ``shed`` (over a
+    ``LimitConfig`` cap), ``waited`` (handed back for a busy fleet slot), ``unknown`` (a job
+    name this code does not declare), ``next_timer_ms`` (the earliest armed due timer)."""
 
     worker_id: str
     state: WorkerState
