@@ -364,8 +364,9 @@ class JobWorker:
     def _accept(self) -> None:
         """The drain's first phase: stop claiming, abort every held run with X_DRAINING,
         announce ``draining``. Returns at once."""
-        if not self._stop_claiming():
-            return
+        self._stop_claiming()
+        if self._drain_reason is not None or self._state == "stopped":
+            return  # a second SIGTERM; or nothing left (a SIGTERM during stop() still aborts)
         lifecycle = self._lifecycle
         signal_name = (lifecycle.last_signal if lifecycle is not None else None) or "drain"
         reason = JobDrainedError(
