@@ -41,7 +41,7 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Sequence
 
-from shared.clock import SYSTEM_CLOCK, Clock
+from shared.clock import Clock
 from shared.drivers.base import ClaimedJob, ExhaustedJob, JobDriver
 from shared.errors import JobDrainedError
 from shared.events import EventBus
@@ -395,7 +395,7 @@ def job_worker(
     poll_interval_ms: int = DEFAULT_POLL_INTERVAL_MS,
     idle_poll_max_ms: int | None = None,
     registry: Registry | Api | None = None,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Clock | None = None,
     events: EventBus | None = None,
     wake: QueueWake | None = None,
     metrics: JobMetrics | None = None,
@@ -405,7 +405,8 @@ def job_worker(
     lifecycle: Lifecycle | None = None,
 ) -> JobWorker:
     """The worker role. ``driver`` and ``context`` are required; everything else defaults
-    (see ``shared.worker_options``). ``registry`` defaults to the process registry (what
+    (see ``shared.worker_options``). ``clock`` defaults to the driver's (every lease window,
+    timer and step stamp then reads one clock). ``registry`` defaults to the process registry (what
     ``define_api`` installed); ``lifecycle`` to the process lifecycle; ``metrics`` to the
     process's series; ``wake`` to none (in-process enqueues still wake it)."""
     reg = registry.registry() if isinstance(registry, Api) else registry or process_registry()
@@ -428,7 +429,7 @@ def job_worker(
         context=context,
         options=options,
         registry=reg,
-        clock=clock,
+        clock=clock if clock is not None else driver.clock,
         events=events,
         wake=wake,
         metrics=metrics if metrics is not None else job_metrics(),
