@@ -88,13 +88,11 @@ class Runner:
 
     async def run(self, held: HeldRun) -> None:
         """The task of one claimed row."""
+        lifecycle = self.lifecycle
+        if lifecycle is not None:
+            lifecycle.work_started()  # the drain's in-flight phase waits for it
         try:
-            if self.lifecycle is not None:
-                async with self.lifecycle.begin_work():
-                    execution = await self._attempt(held)
-            else:
-                execution = await self._attempt(held)
-            self._after(execution)
+            self._after(await self._attempt(held))
         except asyncio.CancelledError:
             raise  # abandoned at the drain deadline: no settle, the lease lapses
         except Exception:
@@ -102,6 +100,8 @@ class Runner:
         finally:
             await self._release(held)
             self._finished(held)
+            if lifecycle is not None:
+                lifecycle.work_finished()
 
     async def _attempt(self, held: HeldRun) -> JobExecution:
         claimed = held.claimed
