@@ -11,6 +11,7 @@ Who does what (each module 100-300 lines):
 * ``worker_heartbeat.py`` — ONE timer renewing every held lease and slot; what it reports.
 * ``worker_concurrency.py`` — ``job_lease_key``, the holder id, what a busy key decides.
 * ``worker_registry.py`` — the registry row: beats, the ``draining`` announce, removal.
+* ``worker_drain.py`` — the drain's reason and its bounded wait; ``worker_stats.py`` — stats.
 
 The drain (§ Roles): ``start()`` registers a PAIR of lifecycle hooks (unless
 ``drain_on_shutdown=False``). ``accept`` stops claiming, aborts every held run's signal with
@@ -38,13 +39,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Callable, Iterable, Sequence
 
-from shared.clock import SYSTEM_CLOCK, Clock
+from shared.clock import Clock
 from shared.drivers.base import ClaimedJob, ExhaustedJob, JobDriver
-from shared.errors import ConcurrencyUnenforceableError, JobDrainedError
+from shared.errors import JobDrainedError
 from shared.events import EventBus
 from shared.hooks import Signals
 from shared.job_scope import ContextSpec
@@ -56,7 +55,8 @@ from shared.on_settled import announce_exhausted
 from shared.registry import Api, Registry
 from shared.registry import registry as process_registry
 from shared.wake_protocol import QueueWake, idle_ceiling_ms
-from shared.worker_concurrency import job_lease_key
+from shared.worker_concurrency import check_enforceable, job_lease_key
+from shared.worker_drain import drain_reason, remaining_s, wait_out
 from shared.worker_heartbeat import HeartbeatTimer, HeldRun, Renewals
 from shared.worker_loop import ClaimLoop, PassResult
 from shared.worker_options import (
@@ -66,38 +66,16 @@ from shared.worker_options import (
     Concurrency,
     WorkerOptions,
     build_options,
+    unregistered_queues,
 )
 from shared.worker_registry import RegistryBeat
 from shared.worker_run import Runner
 from shared.worker_slots import Slots
+from shared.worker_stats import WorkerState, WorkerStats
 
 log = logging.getLogger("ujobs.worker")
 
-ABANDON_WAIT_S = 1.0
-"""After the deadline, how long the cancelled runs get to unwind before the worker closes."""
-
-WorkerState = Literal["new", "running", "draining", "stopped"]
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerStats:
-    """What a scaler and an operator read: ``in_flight`` and ``max_in_flight`` (None when
-    uncapped), ``refused`` (``when_busy='fail'`` refusals), and the rest of the counts."""
-
-    worker_id: str
-    state: WorkerState
-    in_flight: int
-    max_in_flight: int | None
-    capacity: int
-    in_flight_by_queue: Mapping[str, int]
-    claimed: int
-    settled: int
-    refused: int
-    shed: int
-    waited: int
-    unknown: int
-    passes: int
-    next_timer_ms: int | None
+SIGNAL_HISTORY = 1_000
 
 
 class JobWorker:
@@ -121,7 +99,9 @@ class JobWorker:
         self.clock = clock
         self.wake = wake
         self.metrics = metrics
-        self.signals = Signals()
+        # Awaitable test hooks. A short history: every settled run is emitted, and a long
+        # one keeps thousands of executions alive for the garbage collector to walk.
+        self.signals = Signals(history=SIGNAL_HISTORY)
         self.slots = Slots(options.concurrency, options.max_in_flight)
         self.held: dict[tuple[str, int], HeldRun] = {}
         self._lifecycle = lifecycle
@@ -222,16 +202,34 @@ class JobWorker:
         held = HeldRun(claimed, sent_ms=sent_ms, interval_ms=self.options.heartbeat_interval_ms)
         if self._drain_reason is not None:
             held.signal.abort(self._drain_reason)  # claimed by the pass the drain caught
+        held.on_settling = self._settling
         self.held[(claimed.id, claimed.claim)] = held
         self.slots.take(claimed.queue)
         self.runner.counters.claimed += 1
         held.task = asyncio.ensure_future(self.runner.run(held))
 
+    def _settling(self, held: HeldRun) -> None:
+        """The run's ack/nack is being SENT: its body is over, so its pool slot (and limiter
+        lease) is free now and a pass is kicked — the next claim overlaps the settle's round
+        trip. A run holding a fleet ``concurrency`` slot keeps its pool slot until that slot
+        is released (after the settle), so this worker never meets its own finished run's
+        slot on the next claim."""
+        if held.slot is None:
+            self._free(held)
+
+    def _free(self, held: HeldRun) -> None:
+        if held.freed:
+            return
+        held.freed = True
+        if held.limit_lease is not None:
+            held.limit_lease.release()
+        self.slots.give(held.claimed.queue)
+        self.loop.kick()
+
     def _finished(self, held: HeldRun) -> None:
         claimed = held.claimed
         self.held.pop((claimed.id, claimed.claim), None)
-        self.slots.give(claimed.queue)
-        self.loop.kick()
+        self._free(held)
 
     async def _on_exhausted(self, rows: Sequence[ExhaustedJob]) -> None:
         """The claim buried rows whose lease lapsed on their final attempt: announce them."""
@@ -276,25 +274,13 @@ class JobWorker:
         lease store."""
         if self._state != "new":
             return
-        if self.driver.leases is None:
-            declaring = sorted(
-                n for n, h in self.registry.jobs.items() if h.concurrency is not None
+        check_enforceable(self.driver, self.registry)
+        for queue in unregistered_queues(self.options, self.registry):
+            log.warning(
+                "jobs.worker.queue-unregistered",
+                extra={"queue": queue, "worker_id": self.id, "polled": True},
             )
-            if declaring:
-                raise ConcurrencyUnenforceableError(
-                    f"the {self.driver.name!r} driver has no lease store, so the fleet-wide "
-                    f"concurrency of {', '.join(declaring)} cannot be held; run these jobs on a "
-                    "driver with leases (postgres) or drop their concurrency",
-                    meta={"jobs": declaring, "driver": self.driver.name},
-                )
-        named = {h.queue for h in self.registry.jobs.values()}
-        for queue in self.options.queues:
-            if queue not in named:
-                log.warning(
-                    "jobs.worker.queue-unregistered",
-                    extra={"queue": queue, "worker_id": self.id, "polled": True},
-                )
-                self.signals.emit("queue-unregistered", queue)
+            self.signals.emit("queue-unregistered", queue)
         self._state = "running"
         self.loop.drop_exhausted = self._drop_exhausted()
         if self.options.drain_on_shutdown:
@@ -338,21 +324,22 @@ class JobWorker:
     def _accept(self) -> None:
         """The drain's first phase: stop claiming, abort every held run with X_DRAINING,
         announce ``draining``. Returns at once."""
-        if not self._stop_claiming():
-            return
+        self._stop_claiming()
+        if self._drain_reason is not None or self._state == "stopped":
+            return  # a second SIGTERM; or nothing left (a SIGTERM during stop() still aborts)
         lifecycle = self._lifecycle
-        signal_name = (lifecycle.last_signal if lifecycle is not None else None) or "drain"
-        reason = JobDrainedError(
-            f"worker {self.id} is draining ({signal_name}); the attempt goes back to the queue "
-            "uncounted",
-            meta={"worker": self.id, "signal": signal_name},
-        )
+        signal_name = lifecycle.last_signal if lifecycle is not None else None
+        reason = drain_reason(self.id, signal_name)
         self._drain_reason = reason
         for held in list(self.held.values()):
             held.signal.abort(reason)
         log.info(
             "jobs.worker.draining",
-            extra={"worker_id": self.id, "in_flight": len(self.held), "signal": signal_name},
+            extra={
+                "worker_id": self.id,
+                "in_flight": len(self.held),
+                "signal": reason.meta["signal"],
+            },
         )
         self.signals.emit("draining", len(self.held))
 
@@ -376,18 +363,10 @@ class JobWorker:
             self._closing = asyncio.ensure_future(self._close_once(deadline))
         await asyncio.shield(self._closing)
 
-    def _remaining_s(self, deadline: Deadline) -> float | None:
-        return None if math.isinf(deadline.at) else deadline.remaining_s()
-
     async def _close_once(self, deadline: Deadline) -> None:
-        if not await self.loop.join(self._remaining_s(deadline)):
+        if not await self.loop.join(remaining_s(deadline)):
             log.warning("jobs.worker.claim-abandoned", extra={"worker_id": self.id})
-        tasks = {h.task for h in self.held.values() if h.task is not None}
-        if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=self._remaining_s(deadline))
-            if pending:
-                self._abandon(pending)
-                await asyncio.wait(pending, timeout=ABANDON_WAIT_S)
+        await wait_out(self.held, deadline, worker_id=self.id, signals=self.signals)
         await self.heartbeat.stop()
         await self.registry_beat.remove()
         for cleanup in reversed(self._cleanup):
@@ -401,26 +380,6 @@ class JobWorker:
         self._state = "stopped"
         log.info("jobs.worker.stopped", extra={"worker_id": self.id})
         self.signals.emit("stopped", self.id)
-
-    def _abandon(self, pending: Iterable[asyncio.Task[None]]) -> None:
-        """The deadline passed with runs still going: stop renewing them and cancel their
-        tasks unsettled — the leases lapse and the queue delivers them again."""
-        stuck = [h for h in self.held.values() if h.task in set(pending)]
-        log.error(
-            "jobs.worker.drain-abandoned",
-            extra={
-                "worker_id": self.id,
-                "job_ids": [h.claimed.id for h in stuck],
-                "in_flight": len(stuck),
-                "fix": "raise configure_lifecycle(deadline_ms=...) past the slowest job, or "
-                "make the job read run.signal",
-            },
-        )
-        for held in stuck:
-            held.stopped = True
-            if held.task is not None:
-                held.task.cancel()
-        self.signals.emit("drain-abandoned", [h.claimed.id for h in stuck])
 
 
 def job_worker(
@@ -436,7 +395,7 @@ def job_worker(
     poll_interval_ms: int = DEFAULT_POLL_INTERVAL_MS,
     idle_poll_max_ms: int | None = None,
     registry: Registry | Api | None = None,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Clock | None = None,
     events: EventBus | None = None,
     wake: QueueWake | None = None,
     metrics: JobMetrics | None = None,
@@ -446,7 +405,8 @@ def job_worker(
     lifecycle: Lifecycle | None = None,
 ) -> JobWorker:
     """The worker role. ``driver`` and ``context`` are required; everything else defaults
-    (see ``shared.worker_options``). ``registry`` defaults to the process registry (what
+    (see ``shared.worker_options``). ``clock`` defaults to the driver's (every lease window,
+    timer and step stamp then reads one clock). ``registry`` defaults to the process registry (what
     ``define_api`` installed); ``lifecycle`` to the process lifecycle; ``metrics`` to the
     process's series; ``wake`` to none (in-process enqueues still wake it)."""
     reg = registry.registry() if isinstance(registry, Api) else registry or process_registry()
@@ -469,7 +429,7 @@ def job_worker(
         context=context,
         options=options,
         registry=reg,
-        clock=clock,
+        clock=clock if clock is not None else driver.clock,
         events=events,
         wake=wake,
         metrics=metrics if metrics is not None else job_metrics(),

@@ -35,13 +35,30 @@ from typing import Any, Literal
 from urllib.parse import quote, unquote
 
 from shared.definitions import JobHandle, KeyedConcurrency
-from shared.drivers.base import ClaimedJob, LeaseStore
+from shared.drivers.base import ClaimedJob, JobDriver, LeaseStore
+from shared.errors import ConcurrencyUnenforceableError
 from shared.job_scope import parse_stored
+from shared.registry import Registry
 from shared.worker_heartbeat import FleetSlot
 
 log = logging.getLogger("ujobs.worker")
 
 Decision = Literal["held", "wait", "refuse", "failed"]
+
+
+def check_enforceable(driver: JobDriver, registry: Registry) -> None:
+    """``X_JOB_CONCURRENCY_UNENFORCEABLE`` when a registered job declares ``concurrency`` and
+    the driver has no lease store: a documented guarantee must not silently do nothing."""
+    if driver.leases is not None:
+        return
+    declaring = sorted(n for n, h in registry.jobs.items() if h.concurrency is not None)
+    if declaring:
+        raise ConcurrencyUnenforceableError(
+            f"the {driver.name!r} driver has no lease store, so the fleet-wide concurrency of "
+            f"{', '.join(declaring)} cannot be held; run these jobs on a driver with leases "
+            "(postgres) or drop their concurrency",
+            meta={"jobs": declaring, "driver": driver.name},
+        )
 
 
 def job_lease_key(name: str, key: str) -> str:

@@ -57,10 +57,12 @@ class HeldRun:
 
     __slots__ = (
         "claimed",
+        "freed",
         "last_landed_ms",
         "limit_lease",
         "lost",
         "next_renew_ms",
+        "on_settling",
         "renewing",
         "signal",
         "slot",
@@ -79,10 +81,16 @@ class HeldRun:
         self.slot: FleetSlot | None = None
         self.limit_lease: LimitLease | None = None
         self.task: asyncio.Task[None] | None = None
+        self.freed = False
+        self.on_settling: Callable[[HeldRun], None] | None = None
 
     async def stop(self) -> None:
-        """No more renewals, and none on the wire is read: the settle is being sent."""
+        """No more renewals, and none on the wire is read: the settle is being sent. Tells
+        ``on_settling`` once (the worker frees the run's pool slot there)."""
         self.stopped = True
+        if self.on_settling is not None:
+            callback, self.on_settling = self.on_settling, None
+            callback(self)
 
     @property
     def renewable(self) -> bool:

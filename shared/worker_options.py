@@ -32,6 +32,7 @@ from shared.definitions import validate_name
 from shared.errors import InvariantError, JobDeclarationInvalidError
 from shared.ids import new_id
 from shared.limits import LimitConfig
+from shared.registry import Registry
 
 JOBS_CONCURRENCY_DEFAULT = 8
 """The slots of a queue ``concurrency`` does not name."""
@@ -100,6 +101,13 @@ def _queue_names(queues: Iterable[str], option: str) -> tuple[str, ...]:
         if queue not in names:
             names.append(queue)
     return tuple(names)
+
+
+def unregistered_queues(options: WorkerOptions, registry: Registry) -> list[str]:
+    """Served queues no registered job names: still polled (a per-call ``enqueue(queue=)`` may
+    land there), reported once at start as ``jobs.worker.queue-unregistered``."""
+    named = {h.queue for h in registry.jobs.values()}
+    return [q for q in options.queues if q not in named]
 
 
 def default_worker_id() -> str:

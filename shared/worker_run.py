@@ -4,9 +4,11 @@ In order: the job's handle (a name this code does not declare is handed back —
 deploy an older worker may claim a newer job); the process limits (``LimitConfig`` — over any
 cap the row is SHED: handed back, no attempt burned); the fleet ``concurrency`` slot
 (``worker_concurrency``); then ``execute_job`` with the run's signal (drain, lost lease) and
-``before_settle`` = the heartbeat's stop. Whatever happened, the ``finally`` returns the limiter
-lease and the fleet slot, frees the run's pool slot and kicks a pass — a finish refills its
-slot at once, with no poll wait.
+``before_settle`` = the heartbeat's stop. A run is HELD — its pool slot, its limiter lease —
+from its claim until its settle is SENT: then its body is over, the worker frees the slot and
+kicks a pass, so the next claim overlaps the ack's round trip instead of waiting behind it (a
+run holding a fleet slot frees its pool slot only once that slot is released). The ``finally``
+releases the fleet slot and frees whatever the settle did not (a path that never settled).
 
 Only settled executions move ``jobs_total`` (``JobExecution.jobs_total``); a row handed back
 due inside a minute arms the loop's timer.
@@ -86,13 +88,11 @@ class Runner:
 
     async def run(self, held: HeldRun) -> None:
         """The task of one claimed row."""
+        lifecycle = self.lifecycle
+        if lifecycle is not None:
+            lifecycle.work_started()  # the drain's in-flight phase waits for it
         try:
-            if self.lifecycle is not None:
-                async with self.lifecycle.begin_work():
-                    execution = await self._attempt(held)
-            else:
-                execution = await self._attempt(held)
-            self._after(execution)
+            self._after(await self._attempt(held))
         except asyncio.CancelledError:
             raise  # abandoned at the drain deadline: no settle, the lease lapses
         except Exception:
@@ -100,6 +100,8 @@ class Runner:
         finally:
             await self._release(held)
             self._finished(held)
+            if lifecycle is not None:
+                lifecycle.work_finished()
 
     async def _attempt(self, held: HeldRun) -> JobExecution:
         claimed = held.claimed
@@ -188,8 +190,6 @@ class Runner:
         self.signals.emit("settled", execution)
 
     async def _release(self, held: HeldRun) -> None:
-        if held.limit_lease is not None:
-            held.limit_lease.release()
         slot, leases = held.slot, self.driver.leases
         if slot is None or leases is None:
             return

@@ -1,9 +1,10 @@
 """The worker's in-flight accounting: per-queue pools under one optional process cap.
 
 A run holds one slot of its queue's pool (``concurrency``) and one of the process cap
-(``max_in_flight``) from the moment it is claimed until its ``finally`` — settled, handed back
-or abandoned. The claim loop reads ``room()`` and ``free(queue)`` BEFORE it claims, so a worker
-at the cap asks the queue for nothing and no row is claimed only to be shed.
+(``max_in_flight``) from the moment it is claimed until its settle is SENT (its body is over;
+see ``worker_run``) — or, for a run that never settles, until its ``finally``. The claim
+loop reads ``room()`` and ``free(queue)`` BEFORE it claims, so a worker at the cap asks the
+queue for nothing and no row is claimed only to be shed.
 """
 
 from __future__ import annotations

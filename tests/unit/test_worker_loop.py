@@ -359,3 +359,20 @@ async def test_the_registry_row_says_what_the_worker_holds() -> None:
         gate.open.set()
         await worker.stop()
     assert await introspect.workers() == []
+
+
+async def test_a_paused_queue_is_read_by_the_claim_itself() -> None:
+    driver, _ = frozen()
+    gate = Gate()
+    gate.open.set()
+    handle = declare(gate)
+    job_id = await enqueue(driver, handle, 1)
+    introspect = driver.introspect
+    assert introspect is not None
+    await introspect.pause_queue("default")
+    worker = make_worker(driver, [handle])
+    assert (await worker.run_once()).claimed == 0
+    await introspect.resume_queue("default")
+    assert (await worker.run_once()).claimed == 1
+    await worker.join()
+    assert (await row(driver, job_id)).state == "done"
