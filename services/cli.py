@@ -22,7 +22,14 @@ from services.cli_db import db_app
 from services.cli_jobs import jobs_app
 from services.cli_output import emit_json, reported, set_debug
 from services.cli_queues import queues_app, workers_command
-from services.cli_services import api_command, dev_command, scheduler_command
+from services.cli_services import (
+    api_command,
+    dev_command,
+    exporter_command,
+    scheduler_command,
+    webhook_deliverer_command,
+    worker_command,
+)
 from services.cli_tasks import tasks_app
 from services.config import environment
 
@@ -66,6 +73,9 @@ app.add_typer(db_app, name="db")
 app.command("api")(api_command)
 app.command("scheduler")(scheduler_command)
 app.command("dev")(dev_command)
+app.command("worker")(worker_command)
+app.command("webhook-deliverer")(webhook_deliverer_command)
+app.command("exporter")(exporter_command)
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ import typer
 
 from services.cli_common import AppOption
 from services.cli_output import reported
-from services.config import ApiConfig, SchedulerConfig, environment
+from services.config import ApiConfig, SchedulerConfig, WorkerConfig, environment
 from services.runtime import ServiceRun, run_service
 
 
@@ -76,3 +76,51 @@ def dev_command(
         await start_dev(run, config)
 
     run_service(config.worker.common, start)
+
+
+QueuesOption = Annotated[
+    str | None,
+    typer.Option("--queues", help="comma-separated queues [default: UJOBS_QUEUES, default]"),
+]
+DriverOption = Annotated[
+    str | None,
+    typer.Option(
+        "--driver", help="postgres or redis [default: UJOBS_DRIVER, postgres]", show_default=False
+    ),
+]
+
+
+def _run_worker(config: WorkerConfig) -> None:
+    async def start(run: ServiceRun) -> None:
+        from services.worker import start_worker
+
+        await start_worker(run, config)
+
+    run_service(config.common, start)
+
+
+def worker_command(
+    app_spec: AppOption = None, queues: QueuesOption = None, driver: DriverOption = None
+) -> None:
+    """Run a worker: the app's jobs of these queues, until SIGTERM has drained it."""
+    with reported(as_json=False):
+        config = WorkerConfig.load(environment(), queues=queues, app=app_spec, driver=driver)
+    _run_worker(config)
+
+
+def webhook_deliverer_command(app_spec: AppOption = None, driver: DriverOption = None) -> None:
+    """Run a worker pinned to the webhooks queue (outbound webhook deliveries)."""
+    from services.webhook_deliverer import webhook_deliverer_config
+
+    with reported(as_json=False):
+        config = webhook_deliverer_config(environment(), app=app_spec, driver=driver)
+    _run_worker(config)
+
+
+def exporter_command(app_spec: AppOption = None, driver: DriverOption = None) -> None:
+    """Run a worker pinned to the exports queue (large dataset exports)."""
+    from services.exporter import exporter_config
+
+    with reported(as_json=False):
+        config = exporter_config(environment(), app=app_spec, driver=driver)
+    _run_worker(config)

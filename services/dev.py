@@ -20,15 +20,19 @@ from pathlib import Path
 from typing import TypeVar
 
 from services.app_loader import load_api
-from services.backends import open_backend
 from services.cli_db import migrate_url
-from services.config import ApiConfig, Connections, SchedulerConfig, WorkerConfig, environment
+from services.config import (
+    ApiConfig,
+    Connections,
+    SchedulerConfig,
+    WorkerConfig,
+    environment,
+)
 from services.dev_watch import DevWatch
 from services.embedded import start_embedded_postgres
 from services.redact import redact_url
 from services.runtime import ServiceRun
 from shared.drivers.base import DEFAULT_QUEUE
-from shared.facade import reset_job_driver, set_job_driver
 from shared.introspect import introspection_of
 from shared.registry import Registry
 
@@ -119,25 +123,24 @@ async def start_dev(run: ServiceRun, config: DevConfig) -> None:
     """Bring up the database, the schema and every role; narrate until drained."""
     from services.api import address, start_api
     from services.scheduler import start_scheduler
+    from services.wiring import wire
+    from services.worker import start_worker
 
     config = await _database(run, config)
     url = config.connections.require_database("ujobs dev")
     applied = await migrate_url(url)
     say(f"schema: applied {', '.join(applied)}" if applied else "schema: up to date")
     registry = load_api(config.worker.common.app)
-    backend = await run.stack.enter_async_context(
-        open_backend(config.connections, need_database=True, need_redis=True)
-    )
-    set_job_driver(backend.driver)
-    run.stack.callback(reset_job_driver)
-
-    watch = DevWatch(introspection_of(backend.driver))
+    wired = await wire(run, config.connections, listen=True, need_database=True)
+    watch = DevWatch(introspection_of(wired.driver))
     await watch.prime()
     watch.start()
     run.stack.push_async_callback(watch.stop)
 
     queues = served_queues(config, registry)
     await start_scheduler(run, config.scheduler)
+    worker = dataclasses.replace(config.worker, queues=queues)
+    await start_worker(run, worker, registry=registry, wired=wired)
     runner = await start_api(run, config.api)
     _banner(config, registry, queues, url, [f"http://{address(a)}" for a in runner.addresses])
     if config.example:

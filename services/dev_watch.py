@@ -77,16 +77,17 @@ class DevWatch:
         self.fires.update((f.task, f.occurrence_ms) for f in await self.introspect.task_fires())
 
     async def run_once(self) -> None:
+        # Fires first: a fire's jobs may already show as done in the same poll.
+        for fire in await self.introspect.task_fires():
+            if self.fires.get(fire.task) != fire.occurrence_ms:
+                self.fires[fire.task] = fire.occurrence_ms
+                self.say(f"task {fire.task}: fired for {_clock(fire.occurrence_ms)}")
         page = await self.introspect.list(JobFilter(limit=MAX_JOB_PAGE))
         for row in reversed(page.rows):  # oldest first, so lines read in order
             line = describe(row, self.seen.get(row.id))
             self.seen[row.id] = row
             if line is not None:
                 self.say(line)
-        for fire in await self.introspect.task_fires():
-            if self.fires.get(fire.task) != fire.occurrence_ms:
-                self.fires[fire.task] = fire.occurrence_ms
-                self.say(f"task {fire.task}: fired for {_clock(fire.occurrence_ms)}")
 
     async def _loop(self) -> None:
         while True:

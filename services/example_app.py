@@ -33,11 +33,6 @@ def say(message: str) -> None:
     sys.stdout.flush()
 
 
-def _provision(org_id: str) -> dict[str, str]:
-    say(f"provision {org_id}: creating the org (runs ONCE; a retry replays it from storage)")
-    return {"org_id": org_id, "plan": "trial"}
-
-
 @job(
     input=t.object(org_id=t.string),
     idempotency_key=lambda i: f"onboard:{i.org_id}",
@@ -47,9 +42,16 @@ def _provision(org_id: str) -> dict[str, str]:
 async def onboard_org(run: Run[Any]) -> dict[str, str]:
     """Provision, welcome (fails once), sleep, nudge: the spec's first example, in seconds."""
     org_id = run.input.org_id
-    org = await run.step.run("provision", lambda _: _provision(org_id))
-    if run.attempt > 1:
-        say(f"attempt {run.attempt}: 'provision' came back from storage: {org}")
+    ran: list[str] = []
+
+    def provision(_: Signal) -> dict[str, str]:
+        ran.append("provision")
+        say(f"provision {org_id}: creating the org (runs ONCE; a retry replays it from storage)")
+        return {"org_id": org_id, "plan": "trial"}
+
+    org = await run.step.run("provision", provision)
+    if not ran:
+        say(f"attempt {run.attempt}: 'provision' replayed from storage, not run again: {org}")
 
     def welcome(_: Signal) -> str:
         if run.attempt == 1:
@@ -59,7 +61,10 @@ async def onboard_org(run: Run[Any]) -> dict[str, str]:
         return "sent"
 
     await run.step.run("welcome-email", welcome)
-    say(f"sleeping {SLEEP}: the run is parked in the queue, no process holds it")
+    await run.step.run(
+        "say-sleeping",
+        lambda _: say(f"sleeping {SLEEP}: the run is parked in the queue, no process holds it"),
+    )
     await run.step.sleep("wait-before-nudge", SLEEP)
     await run.step.run("nudge", lambda _: say(f"nudge: woke up after {SLEEP}, nudging {org_id}"))
     return {"org_id": org_id, "status": "onboarded"}
