@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from shared.drivers.base import MAX_JOB_PAGE, JobFilter, JobIntrospection, JobRow
 
 POLL_S = 0.5
+FINISHED = ("done", "failed", "dead", "cancelled")
 
 Say = Callable[[str], None]
 
@@ -39,7 +40,11 @@ def _first(text: str | None) -> str:
 
 def describe(row: JobRow, before: JobRow | None) -> str | None:
     """The line for ``row`` given what was seen before (None: nothing worth saying)."""
-    if before is not None and (before.state, before.attempt) == (row.state, row.attempt):
+    if before is not None and (before.state, before.attempt, before.claim) == (
+        row.state,
+        row.attempt,
+        row.claim,
+    ):
         return None
     head = f"{row.name} {row.id[-12:]}"
     if before is None and row.state in ("ready", "delayed"):
@@ -53,6 +58,8 @@ def describe(row: JobRow, before: JobRow | None) -> str | None:
     if row.state == "ready" and before is not None and before.state == "running":
         why = f" — {_first(row.last_error)}" if row.last_error else ""
         return f"{head}: attempt {before.attempt} failed, retrying at {_clock(row.run_at_ms)}{why}"
+    if row.state in ("ready", "delayed") and before is not None and before.state in FINISHED:
+        return f"{head}: re-queued on {row.queue!r}"
     if row.state == "done":
         return f"{head}: done after {row.attempt} attempt(s)"
     if row.state in ("dead", "failed", "cancelled"):

@@ -53,6 +53,13 @@ async def test_the_watch_narrates_each_change_once() -> None:
     count = len(lines)
     await watch.run_once()
     assert len(lines) == count
+    await driver.introspect.requeue(job.id)
+    await watch.run_once()
+    assert lines[-1] == f"{head}: re-queued on 'default'"
+    again = await claim(driver)
+    assert await driver.ack(job.id, again.ref)
+    await watch.run_once()
+    assert lines[-1] == f"{head}: done after 1 attempt(s)"
 
     await driver.introspect.record_task_fire("poll_fleet", 1_700_000_020_000)
     await watch.run_once()
