@@ -43,6 +43,11 @@ BATCH = 500
 QUEUE = "bench"
 
 
+def note(what: str) -> None:
+    """Progress on stderr (the JSON line is the only stdout)."""
+    sys.stderr.write(f"{time.strftime('%H:%M:%S')} {what}\n")
+
+
 async def admin(statement: str) -> None:
     conn = await asyncpg.connect(f"{PG}/postgres")
     try:
@@ -159,16 +164,21 @@ async def add_history(pool: asyncpg.Pool[Any], rows: int) -> None:
 
 async def reset_queue(pool: asyncpg.Pool[Any]) -> None:
     await pool.execute("delete from x_jobs where state <> 'done' or id not like 'h%'")
+    note("deleted")
     await pool.execute("vacuum analyze x_jobs")
+    note("vacuumed")
 
 
 async def drains(pool: asyncpg.Pool[Any], driver: PostgresDriver) -> tuple[float, float]:
     await reset_queue(pool)
     await enqueue_batch(driver, N, offset=10_000_000)
+    note("enqueued")
     worker = await drain_worker_style(driver, N)
+    note(f"drain worker-style {worker:.0f}/s")
     await reset_queue(pool)
     await enqueue_batch(driver, N, offset=20_000_000)
     single = await drain_single_claimers(driver, N)
+    note(f"drain single claimers {single:.0f}/s")
     return worker, single
 
 
@@ -183,12 +193,16 @@ async def main() -> None:
     pool = await postgres_pool(f"{PG}/{DB}", min_size=SLOTS + 2, max_size=SLOTS + 4)
     driver = postgres_driver(pool)
     try:
+        note("migrated")
         single = await enqueue_single(driver, SINGLE_N)
+        note(f"enqueue single {single:.0f}/s")
         await reset_queue(pool)
         batch = await enqueue_batch(driver, N)
+        note(f"enqueue batch {batch:.0f}/s")
         await reset_queue(pool)
         drain, drain_single = await drains(pool, driver)
         await add_history(pool, HISTORY)
+        note(f"{HISTORY} finished rows added")
         drain_h, drain_single_h = await drains(pool, driver)
     finally:
         await driver.close()

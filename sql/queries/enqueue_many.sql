@@ -1,6 +1,8 @@
 -- enqueue_many: N jobs, one statement, each still deduped by its id and its live key (the
--- driver collapses repeats inside the batch before sending it). A row that answers no id was
--- raced by a concurrent enqueue not yet visible to this snapshot: the driver sends it again.
+-- driver collapses repeats inside the batch before sending it). Dedupe is ON CONFLICT DO
+-- NOTHING (index probes whatever the plan); the holder of a row that was not inserted is then
+-- looked up by id, else by live key, and answered with deduped = true. A row that answers no
+-- id was raced by a concurrent enqueue committed after this snapshot: the driver resends it.
 -- One wake per queue that gained a row due within 1 s, throttled per 250 ms slot.
 -- $1..$9, $11, $12 arrays (one element per job), $10 now ms, $13 wake slot, $14 due-by ms.
 with req as (
@@ -10,18 +12,6 @@ with req as (
          with ordinality as r(id, run_id, name, queue, input, tenant_id, idempotency_key,
                               max_attempts, run_at_ms, traceparent, enqueued_by, ord)
 ),
-found as (
-  select r.ord, coalesce(b.id, k.id) as id, coalesce(b.run_id, k.run_id) as run_id
-    from req r
-    left join lateral (select j.id, j.run_id from x_jobs j where j.id = r.id) b on true
-    left join lateral (
-      select j.id, j.run_id from x_jobs j
-       where j.name = r.name
-         and coalesce(j.tenant_id, '') = coalesce(r.tenant_id, '')
-         and j.idempotency_key = r.idempotency_key
-         and j.state in ('ready', 'delayed', 'running', 'suspended')
-       limit 1) k on true
-),
 inserted as (
   insert into x_jobs (id, run_id, name, queue, state, input, tenant_id, idempotency_key,
                       max_attempts, run_at, created_at, updated_at, traceparent, enqueued_by)
@@ -29,8 +19,7 @@ inserted as (
          case when r.run_at_ms > $10::bigint then 'delayed' else 'ready' end,
          r.input::jsonb, r.tenant_id, r.idempotency_key, r.max_attempts,
          x_ts(r.run_at_ms), x_ts($10::bigint), x_ts($10::bigint), r.traceparent, r.enqueued_by
-    from req r join found f on f.ord = r.ord
-   where f.id is null
+    from req r
    order by r.ord
   on conflict do nothing
   returning id, run_id, queue, run_at
@@ -44,10 +33,22 @@ woke as (
    order by d.queue
   on conflict (queue) do update set slot = excluded.slot where w.slot < excluded.slot
   returning pg_notify('x_jobs_wake', w.queue)
+),
+answered as (
+  select r.*, i.id as new_id, i.run_id as new_run_id
+    from req r left join inserted i on i.id = r.id
 )
-select r.ord, coalesce(i.id, f.id) as id, coalesce(i.run_id, f.run_id) as run_id,
-       i.id is null as deduped, (select count(*) from woke) as woke
-  from req r
-  join found f on f.ord = r.ord
-  left join inserted i on i.id = r.id
- order by r.ord
+select a.ord, coalesce(a.new_id, h.id) as id, coalesce(a.new_run_id, h.run_id) as run_id,
+       a.new_id is null as deduped, (select count(*) from woke) as woke
+  from answered a
+  left join lateral (
+    (select j.id, j.run_id from x_jobs j where a.new_id is null and j.id = a.id)
+    union all
+    (select j.id, j.run_id from x_jobs j
+      where a.new_id is null
+        and j.name = a.name
+        and coalesce(j.tenant_id, '') = coalesce(a.tenant_id, '')
+        and j.idempotency_key = a.idempotency_key
+        and j.state in ('ready', 'delayed', 'running', 'suspended'))
+    limit 1) h on true
+ order by a.ord
