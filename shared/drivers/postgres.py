@@ -47,7 +47,7 @@ from shared.drivers.postgres_leases import PostgresLeaseStore
 from shared.drivers.postgres_progress import ProgressThrottle
 from shared.drivers.postgres_rows import claimed_job, dumps, exhausted_job, step_record
 from shared.drivers.postgres_workers import PostgresWorkerRegistry
-from shared.errors import ClaimQueuesEmptyError, InvariantError
+from shared.errors import ClaimQueuesEmptyError, InputInvalidError, InvariantError
 from shared.ids import new_id
 from shared.sql import query
 
@@ -145,7 +145,7 @@ class PostgresDriver:
         check_enqueue_request(request)
         job_id = request.id or new_id()
         run_id = request.run_id or new_id()
-        input_text = dumps(request.input)
+        input_text = dumps(request.input, error=InputInvalidError)
         for _ in range(ENQUEUE_RETRIES):
             now = self.clock.now_ms()
             run_at = request.run_at_ms if request.run_at_ms is not None else now
@@ -176,13 +176,13 @@ class PostgresDriver:
     async def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
         """One statement for the batch. Repeats inside it (same id, or same live key) answer
         the first occurrence, deduped, exactly as N single enqueues in order would."""
+        for request in requests:
+            check_enqueue_request(request)  # the whole batch first: a bad one inserts nothing
         answers: list[Enqueued | None] = [None] * len(requests)
         first_of: list[int] = []
         by_id: dict[str, int] = {}
         by_key: dict[tuple[str, str, str], int] = {}
-        prepared: list[tuple[int, str, str, str]] = []
-        for request in requests:
-            check_enqueue_request(request)  # the whole batch first: a bad one inserts nothing
+        todo: list[tuple[int, dict[str, Any]]] = []
         for index, request in enumerate(requests):
             key = (request.name, request.tenant_id or "", request.idempotency_key)
             earlier = by_id.get(request.id) if request.id is not None else None
@@ -194,12 +194,11 @@ class PostgresDriver:
             job_id = request.id or new_id()
             by_id[job_id] = index
             by_key[key] = index
-            prepared.append((index, job_id, request.run_id or new_id(), dumps(request.input)))
-        todo = prepared
+            todo.append((index, _batch_row(request, job_id)))
         for _ in range(ENQUEUE_RETRIES):
             if not todo:
                 break
-            todo = await self._enqueue_batch(requests, todo, answers)
+            todo = await self._enqueue_batch(todo, answers)
         if todo:
             raise InvariantError(
                 "enqueue_many kept meeting concurrent enqueues of the same ids or keys; retry",
@@ -213,37 +212,24 @@ class PostgresDriver:
         return out
 
     async def _enqueue_batch(
-        self,
-        requests: Sequence[EnqueueRequest],
-        todo: list[tuple[int, str, str, str]],
-        answers: list[Enqueued | None],
-    ) -> list[tuple[int, str, str, str]]:
+        self, todo: list[tuple[int, dict[str, Any]]], answers: list[Enqueued | None]
+    ) -> list[tuple[int, dict[str, Any]]]:
         now = self.clock.now_ms()
-        reqs = [requests[index] for index, _, _, _ in todo]
-        run_ats = [r.run_at_ms if r.run_at_ms is not None else now for r in reqs]
+        for _, row in todo:
+            row["run_at_ms"] = row["at"] if row["at"] is not None else now
         rows = await self.pool.fetch(
             _ENQUEUE_MANY,
-            [job_id for _, job_id, _, _ in todo],
-            [run_id for _, _, run_id, _ in todo],
-            [r.name for r in reqs],
-            [r.queue for r in reqs],
-            [text for _, _, _, text in todo],
-            [r.tenant_id for r in reqs],
-            [r.idempotency_key for r in reqs],
-            [r.max_attempts for r in reqs],
-            run_ats,
+            dumps([row for _, row in todo], error=InputInvalidError),
             now,
-            [r.traceparent for r in reqs],
-            [r.enqueued_by for r in reqs],
             now // WAKE_SLOT_MS,
             now + WAKE_DUE_WITHIN_MS,
         )
-        again: list[tuple[int, str, str, str]] = []
-        for row, item in zip(rows, todo, strict=True):
-            if row["id"] is None:
+        again: list[tuple[int, dict[str, Any]]] = []
+        for answered, item in zip(rows, todo, strict=True):
+            if answered["id"] is None:
                 again.append(item)
             else:
-                answers[item[0]] = Enqueued(row["id"], row["run_id"], row["deduped"])
+                answers[item[0]] = Enqueued(answered["id"], answered["run_id"], answered["deduped"])
         return again
 
     # -- claim -------------------------------------------------------------------------------
@@ -387,6 +373,23 @@ class PostgresDriver:
     async def close(self) -> None:
         """Wait for settles in flight. The pool is the caller's and stays open."""
         await self._acks.join()
+
+
+def _batch_row(request: EnqueueRequest, job_id: str) -> dict[str, Any]:
+    """One job of an ``enqueue_many`` batch, as ``jsonb_to_recordset`` reads it."""
+    return {
+        "id": job_id,
+        "run_id": request.run_id or new_id(),
+        "name": request.name,
+        "queue": request.queue,
+        "input": request.input,
+        "tenant_id": request.tenant_id,
+        "idempotency_key": request.idempotency_key,
+        "max_attempts": request.max_attempts,
+        "at": request.run_at_ms,
+        "traceparent": request.traceparent,
+        "enqueued_by": request.enqueued_by,
+    }
 
 
 def postgres_driver(pool: Pool, *, clock: Clock = SYSTEM_CLOCK) -> PostgresDriver:

@@ -4,11 +4,14 @@
 -- looked up by id, else by live key, and answered with deduped = true. A row that answers no
 -- id was raced by a concurrent enqueue committed after this snapshot: the driver resends it.
 -- One wake per queue that gained a row due within 1 s, throttled per 250 ms slot.
--- $1..$9, $11, $12 arrays (one element per job), $10 now ms, $13 wake slot, $14 due-by ms.
+-- $1 the jobs, one JSON array of objects (one parameter: no per-element array encoding, and
+-- each input travels as JSON inside it)  $2 now ms  $3 wake slot  $4 due-by ms
 with req as (
   select *
-    from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                $7::text[], $8::int[], $9::bigint[], $11::text[], $12::text[])
+    from rows from (jsonb_to_recordset($1::text::jsonb)
+                    as (id text, run_id text, name text, queue text, input jsonb,
+                        tenant_id text, idempotency_key text, max_attempts int,
+                        run_at_ms bigint, traceparent text, enqueued_by text))
          with ordinality as r(id, run_id, name, queue, input, tenant_id, idempotency_key,
                               max_attempts, run_at_ms, traceparent, enqueued_by, ord)
 ),
@@ -16,9 +19,9 @@ inserted as (
   insert into x_jobs (id, run_id, name, queue, state, input, tenant_id, idempotency_key,
                       max_attempts, run_at, created_at, updated_at, traceparent, enqueued_by)
   select r.id, r.run_id, r.name, r.queue,
-         case when r.run_at_ms > $10::bigint then 'delayed' else 'ready' end,
-         r.input::jsonb, r.tenant_id, r.idempotency_key, r.max_attempts,
-         x_ts(r.run_at_ms), x_ts($10::bigint), x_ts($10::bigint), r.traceparent, r.enqueued_by
+         case when r.run_at_ms > $2::bigint then 'delayed' else 'ready' end,
+         r.input, r.tenant_id, r.idempotency_key, r.max_attempts,
+         x_ts(r.run_at_ms), x_ts($2::bigint), x_ts($2::bigint), r.traceparent, r.enqueued_by
     from req r
    order by r.ord
   on conflict do nothing
@@ -26,10 +29,10 @@ inserted as (
 ),
 woke as (
   insert into x_job_wake_slots as w (queue, slot)
-  select d.queue, $13::bigint
-    from (select distinct i.queue from inserted i where i.run_at <= x_ts($14::bigint)) d
-   where $13::bigint is not null
-     and not exists (select 1 from x_job_wake_slots s where s.queue = d.queue and s.slot >= $13::bigint)
+  select d.queue, $3::bigint
+    from (select distinct i.queue from inserted i where i.run_at <= x_ts($4::bigint)) d
+   where $3::bigint is not null
+     and not exists (select 1 from x_job_wake_slots s where s.queue = d.queue and s.slot >= $3::bigint)
    order by d.queue
   on conflict (queue) do update set slot = excluded.slot where w.slot < excluded.slot
   returning pg_notify('x_jobs_wake', w.queue)
