@@ -38,6 +38,7 @@ DB = os.environ.get("BENCH_DB", "ujobs_bench_micro")
 N = int(os.environ.get("BENCH_N", "20000"))
 SINGLE_N = int(os.environ.get("BENCH_SINGLE_N", "3000"))
 HISTORY = int(os.environ.get("BENCH_HISTORY", "1000000"))
+REPS = int(os.environ.get("BENCH_REPS", "3"))
 SLOTS = 16
 BATCH = 500
 QUEUE = "bench"
@@ -60,10 +61,10 @@ def request(i: int) -> EnqueueRequest:
     return EnqueueRequest(name="noop", input={"seq": i}, idempotency_key=f"k{i}", queue=QUEUE)
 
 
-async def enqueue_single(driver: PostgresDriver, n: int) -> float:
+async def enqueue_single(driver: PostgresDriver, n: int, offset: int = 0) -> float:
     started = time.perf_counter()
     for i in range(n):
-        await driver.enqueue(request(-1 - i))
+        await driver.enqueue(request(-1 - offset - i))
     return n / (time.perf_counter() - started)
 
 
@@ -163,22 +164,25 @@ async def add_history(pool: asyncpg.Pool[Any], rows: int) -> None:
 
 
 async def reset_queue(pool: asyncpg.Pool[Any]) -> None:
+    """Back to the history rows only, vacuumed (this server may run without autovacuum)."""
     await pool.execute("delete from x_jobs where state <> 'done' or id not like 'h%'")
-    note("deleted")
     await pool.execute("vacuum analyze x_jobs")
-    note("vacuumed")
 
 
-async def drains(pool: asyncpg.Pool[Any], driver: PostgresDriver) -> tuple[float, float]:
-    await reset_queue(pool)
-    await enqueue_batch(driver, N, offset=10_000_000)
-    note("enqueued")
-    worker = await drain_worker_style(driver, N)
-    note(f"drain worker-style {worker:.0f}/s")
-    await reset_queue(pool)
-    await enqueue_batch(driver, N, offset=20_000_000)
-    single = await drain_single_claimers(driver, N)
-    note(f"drain single claimers {single:.0f}/s")
+async def drains(
+    pool: asyncpg.Pool[Any], driver: PostgresDriver
+) -> tuple[list[float], list[float]]:
+    worker: list[float] = []
+    single: list[float] = []
+    for rep in range(REPS):
+        await reset_queue(pool)
+        await enqueue_batch(driver, N, offset=10_000_000 + rep * N)
+        worker.append(await drain_worker_style(driver, N))
+        note(f"drain worker-style {worker[-1]:.0f}/s")
+        await reset_queue(pool)
+        await enqueue_batch(driver, N, offset=20_000_000 + rep * N)
+        single.append(await drain_single_claimers(driver, N))
+        note(f"drain single claimers {single[-1]:.0f}/s")
     return worker, single
 
 
@@ -193,13 +197,15 @@ async def main() -> None:
     pool = await postgres_pool(f"{PG}/{DB}", min_size=SLOTS + 2, max_size=SLOTS + 4)
     driver = postgres_driver(pool)
     try:
-        note("migrated")
-        single = await enqueue_single(driver, SINGLE_N)
-        note(f"enqueue single {single:.0f}/s")
-        await reset_queue(pool)
-        batch = await enqueue_batch(driver, N)
-        note(f"enqueue batch {batch:.0f}/s")
-        await reset_queue(pool)
+        single: list[float] = []
+        batch: list[float] = []
+        for rep in range(REPS):
+            await reset_queue(pool)
+            single.append(await enqueue_single(driver, SINGLE_N, offset=rep * SINGLE_N))
+            note(f"enqueue single {single[-1]:.0f}/s")
+            await reset_queue(pool)
+            batch.append(await enqueue_batch(driver, N, offset=rep * N))
+            note(f"enqueue batch {batch[-1]:.0f}/s")
         drain, drain_single = await drains(pool, driver)
         await add_history(pool, HISTORY)
         note(f"{HISTORY} finished rows added")
@@ -214,13 +220,21 @@ async def main() -> None:
         "single_n": SINGLE_N,
         "history_rows": HISTORY,
         "slots": SLOTS,
-        "enqueue_single_per_s": round(single),
-        "enqueue_batch_per_s": round(batch),
-        "drain_per_s": round(drain),
-        "drain_per_s_with_history": round(drain_h),
-        "drain_single_claimers_per_s": round(drain_single),
-        "drain_single_claimers_per_s_with_history": round(drain_single_h),
-        "history_slowdown": round(1 - drain_h / drain, 3),
+        "reps": REPS,
+        "figure": "best of reps (a shared 2-core machine: the slow reps are other work)",
+        "enqueue_single_per_s": round(max(single)),
+        "enqueue_batch_per_s": round(max(batch)),
+        "drain_per_s": round(max(drain)),
+        "drain_per_s_with_history": round(max(drain_h)),
+        "drain_single_claimers_per_s": round(max(drain_single)),
+        "drain_single_claimers_per_s_with_history": round(max(drain_single_h)),
+        "history_slowdown": round(1 - max(drain_h) / max(drain), 3),
+        "reps_per_s": {
+            "enqueue_single": [round(x) for x in single],
+            "enqueue_batch": [round(x) for x in batch],
+            "drain": [round(x) for x in drain],
+            "drain_with_history": [round(x) for x in drain_h],
+        },
     }
     sys.stdout.write(orjson.dumps(figures).decode() + "\n")
 
