@@ -75,6 +75,26 @@ async def enqueue_batch(driver: PostgresDriver, n: int, offset: int = 0) -> floa
     return n / (time.perf_counter() - started)
 
 
+def backend_cpu_s(pids: list[int]) -> float:
+    """User+system CPU seconds the server processes ``pids`` have used (a local server only;
+    0.0 when /proc cannot show them). Less sensitive to other work on the machine than wall
+    time, so it is the figure to compare with and without history."""
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+async def backend_pids(pool: asyncpg.Pool[Any]) -> list[int]:
+    rows = await pool.fetch("select pid from pg_stat_activity where datname = current_database()")
+    return [r["pid"] for r in rows]
+
+
 async def drain_worker_style(driver: PostgresDriver, n: int) -> float:
     """One claim loop over 16 slots; every claimed job acks on its own task."""
     done = 0
@@ -169,6 +189,9 @@ async def reset_queue(pool: asyncpg.Pool[Any]) -> None:
     await pool.execute("vacuum analyze x_jobs")
 
 
+DB_CPU_US: list[float] = []
+
+
 async def drains(
     pool: asyncpg.Pool[Any], driver: PostgresDriver
 ) -> tuple[list[float], list[float]]:
@@ -177,8 +200,11 @@ async def drains(
     for rep in range(REPS):
         await reset_queue(pool)
         await enqueue_batch(driver, N, offset=10_000_000 + rep * N)
+        pids = await backend_pids(pool)
+        cpu_before = backend_cpu_s(pids)
         worker.append(await drain_worker_style(driver, N))
-        note(f"drain worker-style {worker[-1]:.0f}/s")
+        DB_CPU_US.append(1e6 * (backend_cpu_s(pids) - cpu_before) / N)
+        note(f"drain worker-style {worker[-1]:.0f}/s, database {DB_CPU_US[-1]:.0f} us/job")
         await reset_queue(pool)
         await enqueue_batch(driver, N, offset=20_000_000 + rep * N)
         single.append(await drain_single_claimers(driver, N))
@@ -207,6 +233,8 @@ async def main() -> None:
             batch.append(await enqueue_batch(driver, N, offset=rep * N))
             note(f"enqueue batch {batch[-1]:.0f}/s")
         drain, drain_single = await drains(pool, driver)
+        db_cpu = list(DB_CPU_US)
+        DB_CPU_US.clear()
         await add_history(pool, HISTORY)
         note(f"{HISTORY} finished rows added")
         drain_h, drain_single_h = await drains(pool, driver)
@@ -229,6 +257,8 @@ async def main() -> None:
         "drain_single_claimers_per_s": round(max(drain_single)),
         "drain_single_claimers_per_s_with_history": round(max(drain_single_h)),
         "history_slowdown": round(1 - max(drain_h) / max(drain), 3),
+        "drain_db_cpu_us_per_job": round(min(db_cpu)) if db_cpu else None,
+        "drain_db_cpu_us_per_job_with_history": round(min(DB_CPU_US)) if DB_CPU_US else None,
         "reps_per_s": {
             "enqueue_single": [round(x) for x in single],
             "enqueue_batch": [round(x) for x in batch],
