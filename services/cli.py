@@ -16,6 +16,7 @@ import orjson
 import typer
 
 from services.app_loader import load_api
+from services.scheduler import scheduler_command, tasks_app
 from shared.errors import DriverUnavailableError, UltimateError
 
 app = typer.Typer(
@@ -67,6 +68,9 @@ def manifest(app_spec: AppOption = None, as_json: JsonOption = False) -> None:
         return
     emit_json(document)
 
+
+app.command("scheduler")(scheduler_command)
+app.add_typer(tasks_app, name="tasks")
 
 db_app = typer.Typer(help="The database schema.", no_args_is_help=True)
 app.add_typer(db_app, name="db")

@@ -37,6 +37,7 @@ from shared.drivers.base import (
     QueueStats,
     StepRecord,
     WorkerRegistry,
+    check_enqueue_request,
     nack_counter,
     nack_state,
 )
@@ -49,21 +50,6 @@ from shared.errors import ClaimQueuesEmptyError, InvariantError
 from shared.ids import new_id
 
 JSONValue = Any
-
-
-def _check_request(request: EnqueueRequest) -> None:
-    if not isinstance(request.name, str) or not request.name:
-        raise InvariantError("an enqueue needs a job name", meta={"name": request.name})
-    if not isinstance(request.queue, str) or not request.queue:
-        raise InvariantError("an enqueue needs a queue name", meta={"queue": request.queue})
-    if not isinstance(request.idempotency_key, str):
-        raise InvariantError(
-            "idempotency_key must be a string", meta={"key": repr(request.idempotency_key)}
-        )
-    if isinstance(request.max_attempts, bool) or request.max_attempts < 1:
-        raise InvariantError(
-            "max_attempts must be at least 1", meta={"max_attempts": request.max_attempts}
-        )
 
 
 class MemoryDriver:
@@ -130,14 +116,14 @@ class MemoryDriver:
         return Enqueued(row.id, row.run_id, False)
 
     async def enqueue(self, request: EnqueueRequest) -> Enqueued:
-        _check_request(request)
+        check_enqueue_request(request)
         return self._insert(request, self.clock.now_ms())
 
     async def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
         # Checked before any insert, so a bad request in the batch inserts nothing (one
         # statement in Postgres is all or nothing too).
         for request in requests:
-            _check_request(request)
+            check_enqueue_request(request)
         now = self.clock.now_ms()
         return [self._insert(r, now) for r in requests]
 
