@@ -41,6 +41,7 @@ from shared.drivers.base import (
 )
 from shared.drivers.postgres_backfills import PostgresBackfillLedger
 from shared.drivers.postgres_batch import SettleBatcher
+from shared.drivers.postgres_conns import HeldConnections
 from shared.drivers.postgres_enqueue import (
     WAKE_CHANNEL,
     WAKE_DUE_WITHIN_MS,
@@ -110,7 +111,8 @@ class PostgresDriver:
         self.clock = clock
         self.progress = ProgressThrottle(clock)
         self._acks: SettleBatcher[_Ack] = SettleBatcher(self._flush_acks)
-        self._enqueuer = PostgresEnqueuer(pool, clock)
+        self._conns = HeldConnections(pool)
+        self._enqueuer = PostgresEnqueuer(self._conns, clock)
         self._introspect = PostgresIntrospection(pool, clock, self.progress)
         self._leases = PostgresLeaseStore(pool, clock)
         self._workers = PostgresWorkerRegistry(pool, clock)
@@ -153,7 +155,7 @@ class PostgresDriver:
         now = self.clock.now_ms()
         width, start = counter_bucket(now)
         rows = await retry_deadlock(
-            self.pool.fetch,
+            self._fetch,
             _CLAIM,
             list(dict.fromkeys(options.queues)),
             options.limit,
@@ -180,7 +182,7 @@ class PostgresDriver:
         now = self.clock.now_ms()
         width, start = counter_bucket(now)
         rows = await retry_deadlock(
-            self.pool.fetch,
+            self._fetch,
             _ACK,
             [i.id for i in items],
             [i.worker_id for i in items],
@@ -201,7 +203,7 @@ class PostgresDriver:
         now = self.clock.now_ms()
         width, start = counter_bucket(now)
         settled = await retry_deadlock(
-            self.pool.fetchval,
+            self._fetchval,
             _NACK,
             job_id,
             ref.worker_id,
@@ -222,7 +224,7 @@ class PostgresDriver:
         if visibility_ms < 1:
             raise InvariantError("visibility_ms must be at least 1", meta={"value": visibility_ms})
         result = await retry_deadlock(
-            self.pool.fetchval,
+            self._fetchval,
             _HEARTBEAT,
             job_id,
             ref.worker_id,
@@ -249,7 +251,7 @@ class PostgresDriver:
         started_at_ms: int,
     ) -> bool:
         row = await retry_deadlock(
-            self.pool.fetchrow,
+            self._fetchrow,
             _SAVE_STEP,
             job_id,
             ref.worker_id,
@@ -290,8 +292,20 @@ class PostgresDriver:
         return int(await self.pool.fetchval(_SCALER_DEPTH, list(queues)))
 
     async def close(self) -> None:
-        """Wait for settles in flight. The pool is the caller's and stays open."""
+        """Wait for settles in flight and hand the held connections back. The pool is the
+        caller's and stays open."""
         await self._acks.join()
+        await self._conns.close()
+
+    # -- the hot statements run on held connections (postgres_conns) ---------------------------
+    async def _fetch(self, sql: str, *args: Any) -> list[Any]:
+        return await self._conns.run(lambda conn: conn.fetch(sql, *args))
+
+    async def _fetchval(self, sql: str, *args: Any) -> Any:
+        return await self._conns.run(lambda conn: conn.fetchval(sql, *args))
+
+    async def _fetchrow(self, sql: str, *args: Any) -> Any:
+        return await self._conns.run(lambda conn: conn.fetchrow(sql, *args))
 
 
 def postgres_driver(pool: Pool, *, clock: Clock = SYSTEM_CLOCK) -> PostgresDriver:

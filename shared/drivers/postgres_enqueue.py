@@ -10,19 +10,15 @@ after its snapshot; it is simply sent again.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
-import asyncpg
+from typing import Any
 
 from shared.clock import Clock
 from shared.drivers.base import Enqueued, EnqueueRequest, check_enqueue_request
+from shared.drivers.postgres_conns import HeldConnections
 from shared.drivers.postgres_rows import dumps
 from shared.errors import InputInvalidError, InvariantError
 from shared.ids import new_id
 from shared.sql import query
-
-if TYPE_CHECKING:
-    Pool = asyncpg.Pool[Any]
 
 WAKE_CHANNEL = "x_jobs_wake"
 WAKE_SLOT_MS = 250
@@ -41,9 +37,12 @@ def wake_slot(run_at_ms: int, now_ms: int) -> int | None:
 
 
 class PostgresEnqueuer:
-    def __init__(self, pool: Pool, clock: Clock) -> None:
-        self.pool = pool
+    def __init__(self, conns: HeldConnections, clock: Clock) -> None:
+        self._conns = conns
         self.clock = clock
+
+    async def _fetch(self, sql: str, *args: Any) -> list[Any]:
+        return await self._conns.run(lambda conn: conn.fetch(sql, *args))
 
     async def enqueue(self, request: EnqueueRequest) -> Enqueued:
         check_enqueue_request(request)
@@ -53,7 +52,7 @@ class PostgresEnqueuer:
         for _ in range(ENQUEUE_RETRIES):
             now = self.clock.now_ms()
             run_at = request.run_at_ms if request.run_at_ms is not None else now
-            rows = await self.pool.fetch(
+            rows = await self._fetch(
                 _ENQUEUE,
                 job_id,
                 run_id,
@@ -121,7 +120,7 @@ class PostgresEnqueuer:
         now = self.clock.now_ms()
         for _, row in todo:
             row["run_at_ms"] = row["at"] if row["at"] is not None else now
-        rows = await self.pool.fetch(
+        rows = await self._fetch(
             _ENQUEUE_MANY,
             dumps([row for _, row in todo], error=InputInvalidError),
             now,
