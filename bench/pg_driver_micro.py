@@ -36,7 +36,7 @@ from shared.migrate import migrate
 PG = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
 DB = os.environ.get("BENCH_DB", "ujobs_bench_micro")
 N = int(os.environ.get("BENCH_N", "20000"))
-SINGLE_N = int(os.environ.get("BENCH_SINGLE_N", "3000"))
+SINGLE_N = int(os.environ.get("BENCH_SINGLE_N", "5000"))
 HISTORY = int(os.environ.get("BENCH_HISTORY", "1000000"))
 REPS = int(os.environ.get("BENCH_REPS", "3"))
 SLOTS = 16
