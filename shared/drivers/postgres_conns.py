@@ -44,6 +44,9 @@ class HeldConnections:
 
     async def run(self, call: Callable[[Conn], Awaitable[T]]) -> T:
         """``await call(connection)`` on a held connection (or a pooled one past the cap)."""
+        while self._idle and self._idle[-1][0].is_closed():
+            # The server ended it (a restart, pg_terminate_backend): the pool replaces it.
+            await self._give_back(self._idle.pop()[0])
         if self._idle:
             conn = self._idle.pop()[0]
         elif self._held < self._max_held and not self._closed:
@@ -59,7 +62,10 @@ class HeldConnections:
         try:
             result = await call(conn)
         except asyncpg.PostgresError:
-            self._park(conn)  # the statement failed; the connection is fine
+            if conn.is_closed():
+                await self._give_back(conn)
+            else:
+                self._park(conn)  # the statement failed; the connection is fine
             raise
         except BaseException:
             await self._give_back(conn)

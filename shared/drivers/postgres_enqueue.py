@@ -127,12 +127,16 @@ class PostgresEnqueuer:
             now // WAKE_SLOT_MS,
             now + WAKE_DUE_WITHIN_MS,
         )
+        skipped = {r["ord"]: r for r in rows if r["ord"] != 0}
         again: list[tuple[int, dict[str, Any]]] = []
-        for answered, item in zip(rows, todo, strict=True):
-            if answered["id"] is None:
+        for ord_, item in enumerate(todo, start=1):
+            holder = skipped.get(ord_)
+            if holder is None:
+                answers[item[0]] = Enqueued(item[1]["id"], item[1]["run_id"], False)
+            elif holder["id"] is None:
                 again.append(item)
             else:
-                answers[item[0]] = Enqueued(answered["id"], answered["run_id"], answered["deduped"])
+                answers[item[0]] = Enqueued(holder["id"], holder["run_id"], True)
         return again
 
 

@@ -1,8 +1,9 @@
 -- enqueue_many: N jobs, one statement, each still deduped by its id and its live key (the
 -- driver collapses repeats inside the batch before sending it). Dedupe is ON CONFLICT DO
--- NOTHING (index probes whatever the plan); the holder of a row that was not inserted is then
--- looked up by id, else by live key, and answered with deduped = true. A row that answers no
--- id was raced by a concurrent enqueue committed after this snapshot: the driver resends it.
+-- NOTHING (index probes whatever the plan); only the jobs that were not inserted come back,
+-- each with its holder (by id, else by live key), to be answered deduped = true. One that
+-- comes back with no holder was raced by a concurrent enqueue committed after this snapshot:
+-- the driver resends it.
 -- One wake per queue that gained a row due within 1 s, throttled per 250 ms slot.
 -- $1 the jobs, one JSON array of objects (one parameter: no per-element array encoding, and
 -- each input travels as JSON inside it)  $2 now ms  $3 wake slot  $4 due-by ms
@@ -37,21 +38,22 @@ woke as (
   on conflict (queue) do update set slot = excluded.slot where w.slot < excluded.slot
   returning pg_notify('x_jobs_wake', w.queue)
 ),
-answered as (
-  select r.*, i.id as new_id, i.run_id as new_run_id
-    from req r left join inserted i on i.id = r.id
+skipped as (
+  select r.* from req r where not exists (select 1 from inserted i where i.id = r.id)
 )
-select a.ord, coalesce(a.new_id, h.id) as id, coalesce(a.new_run_id, h.run_id) as run_id,
-       a.new_id is null as deduped, (select count(*) from woke) as woke
-  from answered a
+-- One row per job that was NOT inserted (its holder's ids, or nulls when raced), plus one
+-- summary row (ord 0) so the caller always hears how many announcements went out. A job not
+-- listed was inserted under the ids the caller sent.
+select s.ord, h.id, h.run_id, (select count(*) from woke) as woke
+  from skipped s
   left join lateral (
-    (select j.id, j.run_id from x_jobs j where a.new_id is null and j.id = a.id)
+    (select j.id, j.run_id from x_jobs j where j.id = s.id)
     union all
     (select j.id, j.run_id from x_jobs j
-      where a.new_id is null
-        and j.name = a.name
-        and coalesce(j.tenant_id, '') = coalesce(a.tenant_id, '')
-        and j.idempotency_key = a.idempotency_key
+      where j.name = s.name
+        and coalesce(j.tenant_id, '') = coalesce(s.tenant_id, '')
+        and j.idempotency_key = s.idempotency_key
         and j.state in ('ready', 'delayed', 'running', 'suspended'))
     limit 1) h on true
- order by a.ord
+union all
+select 0, null, null, (select count(*) from woke)

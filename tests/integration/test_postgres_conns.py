@@ -60,3 +60,22 @@ async def test_idle_connections_go_back_to_the_pool_without_close(pg_dsn: str) -
     await held.run(backend)
     # Nobody closes `held`: the pool still closes, once the idle connection went back.
     await asyncio.wait_for(pool.close(), 5)
+
+
+async def test_a_connection_the_server_ended_is_replaced(pg_dsn: str) -> None:
+    pool = await postgres_pool(pg_dsn, min_size=1, max_size=2)
+    held = HeldConnections(pool, max_held=1)
+    admin = await asyncpg.connect(pg_dsn)
+    try:
+        victim = await held.run(backend)
+        await admin.execute("select pg_terminate_backend($1)", victim)
+        for _ in range(50):  # the client notices the closed socket on its own
+            await asyncio.sleep(0.02)
+            if pool.get_idle_size() == 0 and held._idle and held._idle[-1][0].is_closed():
+                break
+        pid = await held.run(backend)
+        assert pid != victim
+    finally:
+        await admin.close()
+        await held.close()
+        await asyncio.wait_for(pool.close(), 5)
