@@ -26,6 +26,7 @@ WAKE_SLOT_MS = 250
 WAKE_DUE_WITHIN_MS = 1_000
 """Only rows due within this much of now are announced; later ones start on the poll."""
 ENQUEUE_RETRIES = 5
+MAX_ANNOUNCED_QUEUES = 1_000
 
 _ENQUEUE = query("enqueue")
 _ENQUEUE_MANY = query("enqueue_many")
@@ -40,6 +41,18 @@ class PostgresEnqueuer:
     def __init__(self, conns: HeldConnections, clock: Clock) -> None:
         self._conns = conns
         self.clock = clock
+        # queue -> the last 250 ms slot this process knows was announced (by it or, since its
+        # own statement found the slot taken, by another): no need to ask the table again.
+        self._announced: dict[str, int] = {}
+
+    def _slot_to_announce(self, queue: str, slot: int | None) -> int | None:
+        return None if slot is None or self._announced.get(queue) == slot else slot
+
+    def _seen_slot(self, queue: str, slot: int | None) -> None:
+        if slot is not None:
+            if len(self._announced) >= MAX_ANNOUNCED_QUEUES:
+                self._announced.clear()
+            self._announced[queue] = slot
 
     async def _fetch(self, sql: str, *args: Any) -> list[Any]:
         return await self._conns.run(lambda conn: conn.fetch(sql, *args))
@@ -66,10 +79,13 @@ class PostgresEnqueuer:
                 now,
                 request.traceparent,
                 request.enqueued_by,
-                wake_slot(run_at, now),
+                self._slot_to_announce(request.queue, wake_slot(run_at, now)),
             )
             if rows:
-                return Enqueued(rows[0]["id"], rows[0]["run_id"], rows[0]["deduped"])
+                answer = Enqueued(rows[0]["id"], rows[0]["run_id"], rows[0]["deduped"])
+                if not answer.deduped:
+                    self._seen_slot(request.queue, wake_slot(run_at, now))
+                return answer
         raise InvariantError(
             "enqueue kept meeting a concurrent enqueue of the same id or key that neither "
             "committed nor rolled back; retry the enqueue",
