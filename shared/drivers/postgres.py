@@ -8,7 +8,11 @@ JSON crosses as text (see ``postgres_rows``), so the caller's pool needs no code
 driver never closes that pool (``close()`` only waits for settles in flight).
 
 Throughput: a claim takes up to ``limit`` rows in one statement; acks that arrive while one is
-in flight are sent together (``postgres_batch``); ``enqueue_many`` is one statement for N jobs.
+in flight are sent together (``postgres_batch``); ``enqueue_many`` is one statement for N jobs;
+the hot statements run on a few held connections (``postgres_conns``). Build the pool with
+``postgres_pool()`` (no reset round trip per release, generic plans) for the figures in
+sql/README.md; any asyncpg pool works. Enqueue lives in ``postgres_enqueue``; a statement
+Postgres picks as a deadlock victim is sent again (``postgres_retry``).
 The optional capabilities live beside this file: ``postgres_introspect`` (the operator
 surface), ``postgres_leases`` (fleet slots), ``postgres_workers`` (the registry) and
 ``postgres_backfills`` (the ledger).
