@@ -16,6 +16,7 @@ import orjson
 import typer
 
 from services.app_loader import load_api
+from services.relay import relay_command
 from shared.errors import DriverUnavailableError, UltimateError
 
 app = typer.Typer(
@@ -101,6 +102,9 @@ async def _migrate(database_url: str) -> list[str]:
         return await migrate(conn)
     finally:
         await conn.close()
+
+
+app.command(name="relay")(relay_command)
 
 
 def main() -> None:
