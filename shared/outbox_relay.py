@@ -120,6 +120,12 @@ class OutboxRelay:
         self.idle_poll_max_ms = (
             None if idle_poll_max_ms is None else _whole_ms(idle_poll_max_ms, "idle_poll_max_ms")
         )
+        if self.idle_poll_max_ms is not None and self.idle_poll_max_ms < self.interval_ms:
+            raise ConfigInvalidError(
+                f"idle_poll_max_ms ({idle_poll_max_ms}) is the idle CEILING and cannot be below "
+                f"interval_ms ({interval_ms}), the floor",
+                meta={"option": "idle_poll_max_ms"},
+            )
         self.store = store
         self.driver = driver
         self.wake = wake if wake is not None else store.wake
@@ -147,7 +153,8 @@ class OutboxRelay:
         if self.idle_poll_max_ms is not None:
             return self.idle_poll_max_ms
         live = self.wake is not None and self.wake.live
-        return WOKEN_IDLE_POLL_CEILING_MS if live else IDLE_POLL_CEILING_MS
+        ceiling = WOKEN_IDLE_POLL_CEILING_MS if live else IDLE_POLL_CEILING_MS
+        return max(ceiling, self.interval_ms)
 
     @property
     def delay_ms(self) -> int:

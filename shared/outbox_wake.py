@@ -115,14 +115,15 @@ class PostgresOutboxWake:
                         "transaction-pooling proxy delivers no notifications",
                     },
                 )
-            return
-        self._live = True
-        log.info("jobs.wake.live", extra={"channel": OUTBOX_WAKE_CHANNEL})
 
     def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
         if self._probe is not None and payload == self._probe:
+            # Our probe came back on the session (late is fine too): the wake is proven.
             if self._probed is not None:
                 self._probed.set()
+            if not self._live:
+                self._live = True
+                log.info("jobs.wake.live", extra={"channel": OUTBOX_WAKE_CHANNEL})
             return
         self._wake()
 
