@@ -32,9 +32,7 @@ log = logging.getLogger("ujobs.relay")
 
 async def serve(database_url: str, *, claim_lease_ms: int, batch_size: int) -> None:
     """Run the relay until the process lifecycle drains (a signal, or ``drain()``)."""
-    pool: asyncpg.Pool[Any] | None = await asyncpg.create_pool(
-        database_url, min_size=1, max_size=4
-    )
+    pool: asyncpg.Pool[Any] | None = await asyncpg.create_pool(database_url, min_size=1, max_size=4)
     assert pool is not None
     try:
         driver = postgres_driver(pool)
