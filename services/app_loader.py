@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from shared.errors import ConfigInvalidError
+from shared.errors import ConfigInvalidError, UltimateError
 from shared.registry import Api, Registry, registry
 
 
@@ -17,22 +17,32 @@ def load_api(spec: str | None) -> Registry:
     if not sep or not module_name or not attr:
         raise ConfigInvalidError(
             f"UJOBS_APP / --app must be 'module:attribute' (the value define_api returned), "
-            f"got {spec!r}",
+            f"e.g. 'myapp.jobs:api'; got {spec!r}",
             meta={"variable": "UJOBS_APP"},
         )
     if "" not in sys.path:
         sys.path.insert(0, "")
     try:
         module = importlib.import_module(module_name)
+    except UltimateError:
+        raise  # a declaration refused at import (X_JOB_DUPLICATE, ...) keeps its own code
     except ImportError as exc:
         raise ConfigInvalidError(
-            f"UJOBS_APP: cannot import {module_name!r} ({exc}); is it on PYTHONPATH?",
-            meta={"variable": "UJOBS_APP"},
+            f"UJOBS_APP / --app: cannot import {module_name!r} ({exc}); run from the app's "
+            "directory or put it on PYTHONPATH",
+            meta={"variable": "UJOBS_APP", "app": spec},
         ) from None
+    except Exception as exc:
+        raise ConfigInvalidError(
+            f"UJOBS_APP / --app: importing {module_name!r} failed: {type(exc).__name__}: {exc}",
+            meta={"variable": "UJOBS_APP", "app": spec},
+        ) from exc
     api = getattr(module, attr, None)
     if not isinstance(api, Api):
+        found = "nothing" if api is None else f"a {type(api).__name__}"
         raise ConfigInvalidError(
-            f"UJOBS_APP: {spec!r} is not the Api define_api() returned",
-            meta={"variable": "UJOBS_APP"},
+            f"UJOBS_APP / --app: {spec!r} is {found}, not the Api define_api() returned; "
+            f"point it at the module attribute holding define_api(...)",
+            meta={"variable": "UJOBS_APP", "app": spec},
         )
     return api.registry()

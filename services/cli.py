@@ -47,15 +47,26 @@ def fail(error: UltimateError, *, as_json: bool) -> None:
     raise typer.Exit(code=1)
 
 
+@app.callback()
+def root() -> None:
+    """ultimate-jobs: durable background work. Every command takes --json."""
+    # A callback keeps typer in group mode, so `ujobs manifest` is a subcommand even while it
+    # is the only one (typer otherwise promotes a lone command to the whole program).
+
+
 @app.command()
-def manifest(app_spec: AppOption = None, as_json: JsonOption = True) -> None:
-    """Print every job and task descriptor (with each job's input JSON Schema) as JSON."""
+def manifest(app_spec: AppOption = None, as_json: JsonOption = False) -> None:
+    """Print every job and task descriptor (with each job's input JSON Schema) as JSON.
+
+    The manifest is always JSON; --json also prints a failure as JSON on stdout.
+    """
     try:
         reg = load_api(app_spec)
+        document = reg.manifest()
     except UltimateError as exc:
         fail(exc, as_json=as_json)
         return
-    emit_json(reg.manifest())
+    emit_json(document)
 
 
 db_app = typer.Typer(help="The database schema.", no_args_is_help=True)

@@ -7,7 +7,7 @@ milliseconds. The system clock is the default; ``FrozenClock`` only moves when a
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 
@@ -58,8 +58,13 @@ def to_epoch_ms(at: datetime) -> int:
     """A timezone-aware datetime as epoch ms; a naive one is refused (it has no instant)."""
     if at.tzinfo is None:
         raise ValueError("a naive datetime names no instant; pass a timezone-aware one")
-    return int(at.timestamp() * 1000)
+    # Integer arithmetic: timestamp() is a float, and float * 1000 truncates 1.001 s to 1000 ms.
+    return (at - EPOCH) // _ONE_MS
 
 
 def from_epoch_ms(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return EPOCH + timedelta(milliseconds=ms)
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MS = timedelta(milliseconds=1)

@@ -10,25 +10,34 @@ one is a ``TypeError`` (and a type-checker error); passing ``None`` is the runti
 from __future__ import annotations
 
 import inspect
-import math
-import re
-import threading
-import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, overload
 
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.context import Actor, acting_as, current_actor, current_traceparent
+from shared.declarations import (
+    DEFAULT_EVENT_POLL_MS,
+    MAX_CONCURRENCY_KEY_LENGTH,
+    MAX_IDEMPOTENCY_KEY_LENGTH,
+    NAME_PATTERN,
+    Concurrency,
+    KeyedConcurrency,
+    WhenBusy,
+    claim_declared_name,
+    declaration_invalid,
+    positive_duration,
+    reset_declared_names,
+    validate_concurrency,
+    validate_name,
+)
 from shared.drivers.base import DEFAULT_QUEUE, Enqueued, EnqueueRequest
 from shared.durations import Duration, duration_ms
 from shared.errors import (
     IdempotencyRequiredError,
     InvariantError,
-    JobConcurrencyInvalidError,
     JobConcurrencyKeyInvalidError,
     JobDeclarationInvalidError,
-    JobNameTakenError,
     JobTenantMismatchError,
     JobTenantRequiredError,
     UltimateError,
@@ -38,29 +47,33 @@ from shared.retry import Retry, coerce_retry
 from shared.run import OnSettled, Run
 from shared.schema import InputSchema, as_input_schema
 
-InputT = TypeVar("InputT")
+__all__ = [
+    "DEFAULT_EVENT_POLL_MS",
+    "MAX_CONCURRENCY_KEY_LENGTH",
+    "MAX_IDEMPOTENCY_KEY_LENGTH",
+    "NAME_PATTERN",
+    "AnyJobHandle",
+    "Concurrency",
+    "JobDefinition",
+    "JobHandle",
+    "KeySpec",
+    "KeyedConcurrency",
+    "RunFn",
+    "TenantSpec",
+    "WhenBusy",
+    "claim_declared_name",
+    "is_job_handle",
+    "job",
+    "reset_declared_names",
+    "validate_concurrency",
+    "validate_name",
+]
 
-MAX_CONCURRENCY_KEY_LENGTH = 200
-MAX_IDEMPOTENCY_KEY_LENGTH = 500
-DEFAULT_EVENT_POLL_MS = 30_000
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:/\-]{0,199}$")
+InputT = TypeVar("InputT")
 
 RunFn = Callable[[Run[Any]], Awaitable[Any]]
 TenantSpec = Callable[[Any], str | None] | Literal["none"]
 KeySpec = Callable[[Any], str] | str
-WhenBusy = Literal["wait", "fail"]
-
-
-@dataclass(frozen=True, slots=True)
-class KeyedConcurrency:
-    """At most ``limit`` runs per ``key(input)`` fleet-wide; ``when_busy`` decides the rest."""
-
-    key: Callable[[Any], str]
-    limit: int = 1
-    when_busy: WhenBusy = "wait"
-
-
-Concurrency = int | KeyedConcurrency | Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,113 +93,6 @@ class JobDefinition:
     run: RunFn
     description: str | None
     module: str | None
-
-
-def _invalid(name: str, message: str, **meta: Any) -> JobDeclarationInvalidError:
-    return JobDeclarationInvalidError(f"job {name!r}: {message}", meta={"job": name, **meta})
-
-
-def _whole_positive(value: Any) -> bool:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
-        return False
-    return value >= 1
-
-
-def _positive_duration(name: str, field: str, value: Duration | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        ms = duration_ms(value, field=field)
-    except InvariantError as exc:
-        raise _invalid(name, exc.message, field=field) from None
-    if ms <= 0:
-        raise _invalid(
-            name,
-            f"{field} must be above zero; omit it for no ceiling",
-            field=field,
-        )
-    return ms
-
-
-def validate_concurrency(name: str, value: Concurrency | None) -> int | KeyedConcurrency | None:
-    """A plain cap (a whole number >= 1) or ``{key, limit, when_busy}``; anything else refused."""
-    if value is None:
-        return None
-    if isinstance(value, Mapping):
-        unknown = set(value) - {"key", "limit", "when_busy"}
-        if unknown:
-            raise JobConcurrencyInvalidError(
-                f"job {name!r}: unknown concurrency field(s) {sorted(unknown)}",
-                meta={"job": name},
-            )
-        if "key" not in value:
-            raise JobConcurrencyInvalidError(
-                f"job {name!r}: a concurrency table needs a key function", meta={"job": name}
-            )
-        value = KeyedConcurrency(
-            key=value["key"], limit=value.get("limit", 1), when_busy=value.get("when_busy", "wait")
-        )
-    if isinstance(value, KeyedConcurrency):
-        if not callable(value.key):
-            raise JobConcurrencyInvalidError(
-                f"job {name!r}: concurrency.key must be a function of the input",
-                meta={"job": name},
-            )
-        if not _whole_positive(value.limit):
-            raise JobConcurrencyInvalidError(
-                f"job {name!r}: concurrency.limit must be a whole number of at least 1",
-                meta={"job": name, "limit": repr(value.limit)},
-            )
-        if value.when_busy not in ("wait", "fail"):
-            raise JobConcurrencyInvalidError(
-                f"job {name!r}: concurrency.when_busy must be 'wait' or 'fail'",
-                meta={"job": name, "when_busy": repr(value.when_busy)},
-            )
-        return KeyedConcurrency(value.key, int(value.limit), value.when_busy)
-    if not _whole_positive(value):
-        raise JobConcurrencyInvalidError(
-            f"job {name!r}: concurrency must be a whole number of at least 1 "
-            "(or {key, limit, when_busy})",
-            meta={"job": name, "concurrency": repr(value)},
-        )
-    return int(value)
-
-
-def validate_name(name: Any, *, kind: str = "job") -> str:
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
-        raise JobDeclarationInvalidError(
-            f"{kind} name {name!r} must be 1-200 characters of letters, digits and _ . : / -",
-            meta={"name": repr(name)},
-        )
-    return name
-
-
-# --- explicit names are durable keys: refused at declaration when taken ---------------------
-
-_declared_lock = threading.Lock()
-_declared: dict[str, weakref.ref[Any]] = {}
-
-
-def claim_declared_name(name: str, handle: Any, *, kind: str) -> None:
-    """Refuse a second live definition setting the same ``name=`` (``X_JOB_DUPLICATE``)."""
-    with _declared_lock:
-        existing = _declared.get(name)
-        holder = existing() if existing is not None else None
-        if holder is not None and holder is not handle:
-            raise JobNameTakenError(
-                f"{kind} name {name!r} is already declared by another definition; "
-                "a name is the durable queue key, so each must be unique",
-                meta={"name": name},
-            )
-        _declared[name] = weakref.ref(handle)
-
-
-def reset_declared_names() -> None:
-    """Test seam: forget every explicit name (tests declare the same jobs many times)."""
-    with _declared_lock:
-        _declared.clear()
 
 
 class JobHandle(Generic[InputT]):
@@ -351,8 +257,10 @@ class JobHandle(Generic[InputT]):
             req = self.request(input, run_id=run_id, delay=delay, queue=queue)
         if actor.org_id is not None and req.tenant_id is not None and req.tenant_id != actor.org_id:
             raise JobTenantMismatchError(
-                f"job {self.name!r}: the input names another org than the acting one",
-                meta={"job": self.name},
+                f"job {self.name!r}: the input names org {req.tenant_id!r} but the actor acts "
+                f"for {actor.org_id!r}; an actor can only queue work for its own org (trusted "
+                "code that spans orgs calls enqueue() instead)",
+                meta={"job": self.name, "tenant": req.tenant_id, "actor_org": actor.org_id},
             )
         return await jobs_facade().enqueue(req)
 
@@ -389,7 +297,7 @@ class JobHandle(Generic[InputT]):
         to production: the worker calls this too, through ``execute_job``."""
         result = self._definition.run(run)
         if not inspect.isawaitable(result):
-            raise _invalid(self.name, "the body must be an async function")
+            raise declaration_invalid(self.name, "the body must be an async function")
         return await result
 
     def __repr__(self) -> str:
@@ -415,7 +323,7 @@ def _build(
     explicit = name is not None
     job_name = validate_name(name if name is not None else getattr(fn, "__name__", None))
     if not callable(fn):
-        raise _invalid(job_name, "the body must be an async function of the run")
+        raise declaration_invalid(job_name, "the body must be an async function of the run")
     if idempotency_key is None:
         raise IdempotencyRequiredError(
             f"job {job_name!r}: idempotency_key is required — every job is asked 'have you "
@@ -423,7 +331,9 @@ def _build(
             meta={"job": job_name},
         )
     if not callable(idempotency_key) and not (isinstance(idempotency_key, str) and idempotency_key):
-        raise _invalid(job_name, "idempotency_key must be a function of the input or a string")
+        raise declaration_invalid(
+            job_name, "idempotency_key must be a function of the input or a string"
+        )
     if tenant is None:
         raise JobTenantRequiredError(
             f"job {job_name!r}: tenant is required — a function of the input naming the org the "
@@ -431,17 +341,19 @@ def _build(
             meta={"job": job_name},
         )
     if tenant != "none" and not callable(tenant):
-        raise _invalid(
+        raise declaration_invalid(
             job_name, "tenant must be a function of the input or the string 'none'", field="tenant"
         )
     try:
         schema = as_input_schema(input)
         policy = coerce_retry(retry)
     except UltimateError as exc:
-        raise _invalid(job_name, exc.message) from None
+        raise declaration_invalid(job_name, exc.message) from None
     validate_name(queue, kind="queue")
     if on_settled is not None and not callable(on_settled):
-        raise _invalid(job_name, "on_settled must be an async function of the settlement")
+        raise declaration_invalid(
+            job_name, "on_settled must be an async function of the settlement"
+        )
     definition = JobDefinition(
         name=job_name,
         explicit_name=explicit,
@@ -450,9 +362,9 @@ def _build(
         tenant=tenant,
         retry=policy,
         queue=queue,
-        timeout_ms=_positive_duration(job_name, "timeout", timeout),
-        step_timeout_ms=_positive_duration(job_name, "step_timeout", step_timeout),
-        event_poll_ms=_positive_duration(job_name, "event_poll", event_poll)
+        timeout_ms=positive_duration(job_name, "timeout", timeout),
+        step_timeout_ms=positive_duration(job_name, "step_timeout", step_timeout),
+        event_poll_ms=positive_duration(job_name, "event_poll", event_poll)
         or DEFAULT_EVENT_POLL_MS,
         concurrency=validate_concurrency(job_name, concurrency),
         on_settled=on_settled,
@@ -549,6 +461,12 @@ def job(
         return _build(run, name=name, **options)
 
     def decorate(fn: RunFn) -> JobHandle[Any]:
+        if not inspect.iscoroutinefunction(fn):
+            raise JobDeclarationInvalidError(
+                f"@job decorates the body, which must be an async def; "
+                f"{getattr(fn, '__name__', fn)!r} is not",
+                meta={"job": getattr(fn, "__name__", None)},
+            )
         return _build(fn, name=name, **options)
 
     return decorate

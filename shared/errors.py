@@ -323,7 +323,8 @@ def register_error_retry(table: Mapping[str, RetryClass]) -> None:
             known = _retry_table.get(code)
             if known is not None and known != cls:
                 raise InvariantError(
-                    f"{code} is already classified {known!r}; refusing to reclassify it {cls!r}",
+                    f"{code} is already classified {known!r}; refusing to reclassify it "
+                    f"{cls!r} — classify each code once, beside the module that declares it",
                     meta={"code": code, "known": known, "asked": cls},
                 )
         _retry_table.update(table)

@@ -79,9 +79,9 @@ from shared.execute_settle import (
 )
 from shared.job_scope import ContextSpec, build_ctx, job_scope, parse_stored
 from shared.on_settled import ON_SETTLED_ATTEMPTS, announce_exhausted, tell_settled
-from shared.outcome import OUTCOMES, ExecutionOutcome, JobExecution, JobOutcome, StopReason
+from shared.outcome import OUTCOMES, ExecutionOutcome, JobExecution, JobOutcome
 from shared.progress import ProgressReporter
-from shared.retry import is_final_attempt
+from shared.retry import StopReason, is_final_attempt
 from shared.run import Run, Settled, SettledOutcome
 from shared.signal import Signal
 from shared.steps import Step

@@ -38,14 +38,8 @@ from shared.errors import (
 )
 from shared.job_scope import ContextSpec, build_ctx, job_scope, parse_stored
 from shared.on_settled import tell_settled
-from shared.outcome import JobExecution, StopReason
-from shared.retry import (
-    Retry,
-    backoff_delay_ms,
-    is_final_attempt,
-    retry_after_seconds_of,
-    stated_delay_ms,
-)
+from shared.outcome import JobExecution
+from shared.retry import Retry, StopReason, retry_delay_ms, stop_reason
 from shared.run import Settled
 
 log = logging.getLogger("ujobs.jobs")
@@ -115,28 +109,22 @@ def decide_failure(
             None,
         )
     code = error_code_of(error) or type(error).__name__
-    stop: StopReason | None = None
-    if cls == "terminal":
-        stop = "terminal"
-        verdict = (
-            f"stop: terminal — {code} is classified terminal; dead-lettered on attempt "
-            f"{attempt} of {retry.attempts}, {max(0, retry.attempts - attempt)} left unspent"
-        )
-    elif is_final_attempt(retry, attempt):
-        stop = "attempts-exhausted"
-        verdict = f"stop: attempts-exhausted — attempt {attempt} of {retry.attempts} failed"
+    stop = stop_reason(retry, attempt, error)
     if stop is not None:
+        if stop == "terminal":
+            verdict = (
+                f"stop: terminal — {code} is classified terminal; dead-lettered on attempt "
+                f"{attempt} of {retry.attempts}, {max(0, retry.attempts - attempt)} left unspent"
+            )
+        else:
+            verdict = f"stop: attempts-exhausted — attempt {attempt} of {retry.attempts} failed"
         text = last_error_text(error, verdict)
         if retry.dead_letter:
             options = NackOptions(error=text, dead_letter=True, duration_ms=duration_ms)
             return FailureVerdict("dead-lettered", stop, cls, options, None, text)
         options = NackOptions(error=text, fail=True, duration_ms=duration_ms)
         return FailureVerdict("dropped", stop, cls, options, None, text)
-    stated = retry_after_seconds_of(error) if cls == "retry-after" else None
-    if stated is not None:
-        delay = stated_delay_ms(retry, stated, rng)
-    else:
-        delay = backoff_delay_ms(retry, attempt, rng)
+    delay = retry_delay_ms(retry, attempt, error, rng)
     text = last_error_text(error)
     resume = now_ms + delay
     options = NackOptions(error=text, run_at_ms=resume, duration_ms=duration_ms)

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from shared.errors import UltimateError
+from shared.retry import StopReason
 
 JobOutcome = Literal[
     "completed", "suspended", "retried", "dead-lettered", "dropped", "interrupted", "refused"
 ]
 ExecutionOutcome = JobOutcome | Literal["handed-back"]
-StopReason = Literal["terminal", "attempts-exhausted"]
 JobsTotal = Literal["ok", "failed", "dead"]
 
 

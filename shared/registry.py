@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from shared.definitions import JobHandle
+from shared.definitions import JobHandle, validate_name
 from shared.errors import InvariantError, JobDuplicateError
 from shared.tasks import TaskHandle
 
@@ -106,13 +106,22 @@ class Api:
 
 
 def _exports(namespace: Namespace, kind: type[Any]) -> Iterable[tuple[str, Any]]:
-    if isinstance(namespace, str | bytes):
+    if isinstance(namespace, str | bytes | JobHandle | TaskHandle) or not hasattr(
+        namespace, "__dict__"
+    ):
         raise InvariantError(
-            "define_api takes module namespaces (import jobs; define_api(jobs=[jobs])), never "
-            "names as strings"
+            "define_api takes module namespaces (import app.jobs as jobs; "
+            f"define_api(jobs=[jobs])), never handles or names; got {namespace!r}"
         )
-    items = vars(namespace).items() if hasattr(namespace, "__dict__") else ()
-    return [(attr, value) for attr, value in items if isinstance(value, kind)]
+    return [(attr, value) for attr, value in vars(namespace).items() if isinstance(value, kind)]
+
+
+def _namespaces(value: Any, field: str) -> Sequence[Namespace]:
+    if isinstance(value, ModuleType | str | bytes) or not isinstance(value, Sequence):
+        raise InvariantError(
+            f"define_api({field}=...) takes a list of modules, e.g. {field}=[{field}_module]"
+        )
+    return value
 
 
 def _home_module(namespace: Namespace) -> str | None:
@@ -121,28 +130,49 @@ def _home_module(namespace: Namespace) -> str | None:
     return getattr(namespace, "__module__", None)
 
 
-def _collect(namespaces: Sequence[Namespace], kind: type[Any]) -> list[Any]:
-    """Handles defined in each namespace (name stamped from the export) and ones it imported."""
-    found: list[Any] = []
+def _plan(namespaces: Sequence[Namespace], kind: type[Any], noun: str) -> dict[str, Any]:
+    """The name each handle will register under, checked before any handle is renamed.
+
+    A handle found in the module that defined it takes the export name (unless it set
+    ``name=``); one a module merely imported keeps the name its home gave it. One handle
+    exported twice by its home, or two handles landing on one name, is ``X_JOB_DUPLICATE``.
+    """
+    stamps: dict[int, str] = {}
+    handles: dict[int, Any] = {}
     for namespace in namespaces:
         home = _home_module(namespace)
-        exported_as: dict[int, str] = {}
+        seen_here: dict[int, str] = {}
         for attr, handle in _exports(namespace, kind):
             if attr.startswith("_"):
                 continue
-            defined_here = handle.module == home
-            if defined_here:
-                first = exported_as.get(id(handle))
-                if first is not None:
-                    raise JobDuplicateError(
-                        f"{handle.name!r} is exported twice ({first!r} and {attr!r}); the second "
-                        "name would move its queue key — export it once",
-                        meta={"name": handle.name, "exports": [first, attr]},
-                    )
-                exported_as[id(handle)] = attr
-                handle.stamp_name(attr)
-            found.append(handle)
-    return found
+            handles[id(handle)] = handle
+            if handle.module != home:
+                continue
+            first = seen_here.get(id(handle))
+            if first is not None and first != attr:
+                raise JobDuplicateError(
+                    f"{noun} {handle.name!r} is exported twice by {home} ({first!r} and "
+                    f"{attr!r}); the second name would move its queue key — export it once",
+                    meta={"name": handle.name, "exports": [first, attr]},
+                )
+            seen_here[id(handle)] = attr
+            if not handle.explicit_name:
+                stamps[id(handle)] = validate_name(attr, kind=noun)
+    planned: dict[str, Any] = {}
+    for key, handle in handles.items():
+        name = stamps.get(key, handle.name)
+        known = planned.get(name)
+        if known is not None and known is not handle:
+            raise JobDuplicateError(
+                f"two different {noun}s are registered under the name {name!r}; a {noun} name "
+                "is its durable queue key — give one of them name=",
+                meta={"name": name},
+            )
+        planned[name] = handle
+    for key, handle in handles.items():
+        if key in stamps:
+            handle.stamp_name(stamps[key])
+    return planned
 
 
 def define_api(
@@ -150,12 +180,14 @@ def define_api(
 ) -> Api:
     """Register the app's job and task modules; answers the ``Api`` the services load.
 
-    ``install=False`` builds the ``Api`` without touching the process registry (tests).
+    Pass module objects (``import app.jobs as jobs; define_api(jobs=[jobs])``). Every collision
+    is refused before any handle is renamed. ``install=False`` builds the ``Api`` without
+    touching the process registry (tests).
     """
     reg = Registry()
-    for handle in _collect(jobs, JobHandle):
+    for handle in _plan(_namespaces(jobs, "jobs"), JobHandle, "job").values():
         reg.register_job(handle)
-    for task_handle in _collect(tasks, TaskHandle):
+    for task_handle in _plan(_namespaces(tasks, "tasks"), TaskHandle, "task").values():
         reg.register_task(task_handle)
         for job_handle, _ in task_handle.entries(0):
             reg.register_job(job_handle)

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from shared.durations import Duration, duration_ms
-from shared.errors import InvariantError, UltimateError
+from shared.errors import InvariantError, UltimateError, retry_class_of
 
 Backoff = Literal["exponential", "linear", "fixed"]
+StopReason = Literal["terminal", "attempts-exhausted"]
 
 DEFAULT_ATTEMPTS = 3
 DEFAULT_DELAY_MS = 1_000
@@ -45,6 +46,9 @@ class Retry:
             raise InvariantError("retry.attempts must be a whole number of at least 1")
         if self.attempts < 1:
             raise InvariantError("retry.attempts must be at least 1 (the first attempt counts)")
+        for flag in ("jitter", "dead_letter"):
+            if not isinstance(getattr(self, flag), bool):
+                raise InvariantError(f"retry.{flag} must be True or False")
         if self.backoff not in ("exponential", "linear", "fixed"):
             raise InvariantError(
                 f"retry.backoff must be exponential, linear or fixed; got {self.backoff!r}"
@@ -118,11 +122,12 @@ def backoff_delay_ms(policy: Retry, failed_attempt: int, rng: random.Random | No
     shorter than half the schedule and a burst spreads over the rest.
     """
     base = base_delay_ms(policy, failed_attempt)
-    if not policy.jitter or base <= 1:
+    if not policy.jitter:
         return base
     r = rng or random
-    half = base / 2
-    return int(half + r.uniform(0, half))
+    # Whole milliseconds: the kept half rounds up, so the wait is in [ceil(base/2), base].
+    spread = base // 2
+    return base - spread + r.randint(0, spread)
 
 
 def is_final_attempt(policy: Retry, attempt: int) -> bool:
@@ -152,9 +157,39 @@ def stated_delay_ms(
 
     The spread only ever adds, so a retry never lands before the time the responder named.
     """
-    stated = min(int(retry_after_seconds * 1000), policy.max_delay_ms)
+    if not math.isfinite(retry_after_seconds) or retry_after_seconds < 0:
+        raise InvariantError(
+            f"a stated retry-after must be a finite number of seconds, got {retry_after_seconds!r}"
+        )
+    # Rounded up: a retry never lands before the millisecond the responder named.
+    stated = min(math.ceil(retry_after_seconds * 1000), policy.max_delay_ms)
     if not policy.jitter:
         return stated
     r = rng or random
-    spread = min(stated * STATED_SPREAD_RATIO, STATED_SPREAD_CAP_MS)
-    return int(stated + r.uniform(0, spread))
+    spread = min(int(stated * STATED_SPREAD_RATIO), STATED_SPREAD_CAP_MS)
+    return stated + r.randint(0, spread)
+
+
+def stop_reason(policy: Retry, attempt: int, error: BaseException) -> StopReason | None:
+    """Why a failure of ``attempt`` is not retried, or None when it is.
+
+    A ``terminal`` code stops on the attempt it happened, attempts unspent; every other error —
+    ``retryable``, ``retry-after``, unclassified, not ours — stops only when attempts run out.
+    """
+    if retry_class_of(error) == "terminal":
+        return "terminal"
+    if is_final_attempt(policy, attempt):
+        return "attempts-exhausted"
+    return None
+
+
+def retry_delay_ms(
+    policy: Retry, failed_attempt: int, error: BaseException, rng: random.Random | None = None
+) -> int:
+    """The wait before the next attempt after ``error``: the time a ``retry-after`` responder
+    named (clamped, spread), else the backoff schedule with its jitter."""
+    if retry_class_of(error) == "retry-after":
+        stated = retry_after_seconds_of(error)
+        if stated is not None:
+            return stated_delay_ms(policy, stated, rng)
+    return backoff_delay_ms(policy, failed_attempt, rng)

@@ -8,7 +8,11 @@ chose — ``t.object(...)``, a pydantic model, a dataclass, a TypedDict — behi
 
 from __future__ import annotations
 
-import uuid
+import copy
+import dataclasses
+import keyword
+import math
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
@@ -17,33 +21,48 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
+    Field,
+    PydanticUserError,
     Strict,
     TypeAdapter,
     ValidationError,
     WithJsonSchema,
-    create_model,
 )
 
 from shared.errors import InputInvalidError, InvariantError
+from shared.typeddicts import portable_typeddicts
 
 T = TypeVar("T")
 
 JSONValue = Any
 """A value orjson can write: dict, list, str, int, float, bool, None (nested)."""
 
+MAX_SAFE_INT = 2**53 - 1
+
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
 
 def _canonical_uuid(value: str) -> str:
-    try:
-        return str(uuid.UUID(value))
-    except (ValueError, AttributeError, TypeError) as exc:
-        raise ValueError("must be a UUID, e.g. 0b6c3f0e-8f5c-4f43-9d77-4b6a3a1c8e10") from exc
+    """The 8-4-4-4-12 form only, lower-cased: the one spelling every language agrees on, so a
+    key derived from it dedupes however the caller cased it."""
+    if not _UUID.match(value):
+        raise ValueError("must be a UUID, e.g. 0b6c3f0e-8f5c-4f43-9d77-4b6a3a1c8e10")
+    return value.lower()
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return value
 
 
 UUIDStr = Annotated[
     str,
     Strict(),
     AfterValidator(_canonical_uuid),
-    WithJsonSchema({"type": "string", "format": "uuid"}),
+    WithJsonSchema(
+        {"type": "string", "format": "uuid", "pattern": _UUID.pattern.replace("a-fA-F", "a-f")}
+    ),
 ]
 
 
@@ -64,35 +83,49 @@ class _NumberType(SchemaType):
     """``t.number`` is any finite number; ``t.number.int()`` is a whole one."""
 
     def int(self) -> SchemaType:
-        return SchemaType(Annotated[int, Strict()])
+        """A whole number every JSON reader holds exactly (JavaScript's safe integers)."""
+        return SchemaType(Annotated[int, Strict(), Field(ge=-MAX_SAFE_INT, le=MAX_SAFE_INT)])
+
+
+def _field_type(value: Any, where: str) -> SchemaType:
+    if not isinstance(value, SchemaType):
+        raise InvariantError(
+            f"{where} must be a t.* type (t.string, t.object(...), ...), got {value!r}"
+        )
+    return value
 
 
 class ObjectSchema(SchemaType):
-    """``t.object(...)``: a closed object (unknown keys are refused), built as a pydantic model."""
+    """``t.object(...)``: a closed object (unknown keys are refused), built as a frozen dataclass.
+
+    A dataclass rather than a pydantic model, so a field may be called ``json``, ``schema``,
+    ``copy`` or ``model_id`` — names a model reserves — and the body still reads
+    ``run.input.schema``. pydantic validates it all the same (``extra="forbid"``).
+    """
 
     __slots__ = ("fields", "model")
 
     def __init__(self, fields: Mapping[str, SchemaType], *, model_name: str = "Input") -> None:
-        definitions: dict[str, Any] = {}
+        definitions: list[tuple[str, Any, Any]] = []
         for key, field in fields.items():
-            if not isinstance(field, SchemaType):
+            _field_type(field, f"t.object field {key!r}")
+            if not key.isidentifier() or key.startswith("_") or keyword.iskeyword(key):
                 raise InvariantError(
-                    f"t.object field {key!r} must be a t.* type, got {type(field).__name__}"
+                    f"t.object field name {key!r} must be a public identifier that is not a "
+                    "Python keyword (write from_, class_, ...)"
                 )
-            if not key.isidentifier() or key.startswith("_"):
-                raise InvariantError(f"t.object field name {key!r} must be a public identifier")
-            if field.optional:
-                definitions[key] = (field.annotation | None, None)
-            else:
-                definitions[key] = (field.annotation, ...)
-        model = create_model(
+            default = dataclasses.field(default=None) if field.optional else dataclasses.field()
+            definitions.append((key, field.annotation, default))
+        model = dataclasses.make_dataclass(
             model_name,
-            __config__=ConfigDict(extra="forbid", frozen=True),
-            **definitions,
+            definitions,
+            frozen=True,
+            kw_only=True,
+            namespace={"__pydantic_config__": ConfigDict(extra="forbid")},
         )
         super().__init__(model)
         self.fields = dict(fields)
-        self.model: type[BaseModel] = model
+        self.model: type[Any] = model
 
 
 class _Builder:
@@ -100,7 +133,7 @@ class _Builder:
 
     uuid = SchemaType(UUIDStr)
     string = SchemaType(Annotated[str, Strict()])
-    number = _NumberType(Annotated[float, Strict(), AfterValidator(lambda v: _finite(v))])
+    number = _NumberType(Annotated[float, Strict(), AfterValidator(_finite)])
     boolean = SchemaType(Annotated[bool, Strict()])
     any = SchemaType(Any)
 
@@ -110,32 +143,72 @@ class _Builder:
 
     @staticmethod
     def array(item: SchemaType) -> SchemaType:
-        return SchemaType(list[item.annotation])  # type: ignore[name-defined]
+        return SchemaType(list[_field_type(item, "t.array item").annotation])  # type: ignore[misc]
 
     @staticmethod
     def optional(inner: SchemaType) -> SchemaType:
-        return SchemaType(inner.annotation, optional=True)
+        """May be omitted or null — inside ``t.object`` and anywhere else (``t.array`` items)."""
+        return SchemaType(_field_type(inner, "t.optional").annotation | None, optional=True)
 
     @staticmethod
     def literal(*values: str | int | bool) -> SchemaType:
         if not values:
             raise InvariantError("t.literal needs at least one value")
+        for value in values:
+            if not isinstance(value, str | int | bool):
+                raise InvariantError(f"t.literal values are strings, ints or bools; got {value!r}")
         return SchemaType(Literal[values])
 
     @staticmethod
     def record(value: SchemaType) -> SchemaType:
-        return SchemaType(dict[str, value.annotation])  # type: ignore[name-defined]
-
-
-def _finite(value: float) -> float:
-    if value != value or value in (float("inf"), float("-inf")):
-        raise ValueError("must be a finite number")
-    return value
+        return SchemaType(dict[str, _field_type(value, "t.record value").annotation])  # type: ignore[misc]
 
 
 t = _Builder()
 
 EMPTY_INPUT = ObjectSchema({}, model_name="EmptyInput")
+
+
+def _adapter(annotation: Any) -> TypeAdapter[Any]:
+    try:
+        return TypeAdapter(annotation)
+    except PydanticUserError as exc:
+        # Python 3.11's typing.TypedDict lacks what pydantic reads; rebuild it portably.
+        if exc.code != "typed-dict-version":
+            raise
+        return TypeAdapter(portable_typeddicts(annotation))
+
+
+def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with every ``$ref`` into ``$defs`` replaced by its definition.
+
+    A caller in another language reads one self-contained object instead of chasing
+    pydantic's generated names (``shared__schema__Input__2``). A recursive model cannot be
+    inlined; its schema is answered as pydantic wrote it.
+    """
+    defs: dict[str, Any] = schema.get("$defs", {})
+    if not defs:
+        return schema
+
+    def resolve(node: Any, stack: tuple[str, ...]) -> Any:
+        if isinstance(node, list):
+            return [resolve(item, stack) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            name = ref.removeprefix("#/$defs/")
+            if name in stack:
+                raise RecursionError(name)
+            siblings = {k: resolve(v, stack) for k, v in node.items() if k != "$ref"}
+            return {**resolve(copy.deepcopy(defs[name]), (*stack, name)), **siblings}
+        return {k: resolve(v, stack) for k, v in node.items() if k != "$defs"}
+
+    try:
+        inlined: dict[str, Any] = resolve(schema, ())
+    except RecursionError:
+        return schema
+    return inlined
 
 
 class InputSchema(Generic[T]):
@@ -147,11 +220,12 @@ class InputSchema(Generic[T]):
         if annotation is None:
             raise InvariantError("input schema must be a t.* type, a model, a dataclass or a type")
         try:
-            self.adapter: TypeAdapter[T] = TypeAdapter(annotation)
-            self._json_schema: dict[str, Any] = self.adapter.json_schema()
+            self.adapter: TypeAdapter[T] = _adapter(annotation)
+            self._json_schema: dict[str, Any] = inline_refs(self.adapter.json_schema())
         except Exception as exc:  # pydantic raises several unrelated classes here
             raise InvariantError(
-                f"input schema {declared!r} cannot be validated or described: {exc}"
+                f"input schema {declared!r} cannot be validated or described ({exc}); use "
+                "t.object(...), a pydantic model, a dataclass or a TypedDict"
             ) from exc
 
     def parse(self, value: Any) -> T:
@@ -164,13 +238,25 @@ class InputSchema(Generic[T]):
             raise input_invalid(exc) from None
 
     def dump(self, value: T) -> JSONValue:
-        """The JSON-shaped form stored on the row and handed to other languages."""
+        """The JSON-shaped form stored on the row and handed to other languages.
+
+        Refused with ``X_INPUT_INVALID`` (not a driver's error after the fact) when the value
+        cannot be stored as JSON every backend accepts: an integer past 64 bits, a lone
+        surrogate, a NUL character (Postgres ``jsonb`` cannot hold ``\\u0000``).
+        """
         dumped = self.adapter.dump_python(value, mode="json")
-        # Round-trip through orjson once so what is stored is exactly what comes back.
-        return orjson.loads(orjson.dumps(dumped))
+        _refuse_unstorable(dumped, ())
+        try:
+            # Round-trip through orjson once so what is stored is exactly what comes back.
+            return orjson.loads(orjson.dumps(dumped))
+        except orjson.JSONEncodeError as exc:
+            raise InputInvalidError(
+                f"input cannot be stored as JSON: {exc}",
+                meta={"issues": [{"path": "(root)", "message": str(exc), "type": "json"}]},
+            ) from None
 
     def json_schema(self) -> dict[str, Any]:
-        return dict(self._json_schema)
+        return copy.deepcopy(self._json_schema)
 
     def _model_class(self) -> type:
         declared = self.declared
@@ -181,12 +267,43 @@ class InputSchema(Generic[T]):
         return object
 
 
+def _refuse_unstorable(value: Any, path: tuple[str | int, ...]) -> None:
+    problem = None
+    if isinstance(value, str):
+        if "\x00" in value:
+            problem = "contains a NUL character, which cannot be stored"
+    elif isinstance(value, bool):
+        return
+    elif isinstance(value, int):
+        if not -(2**63) <= value < 2**64:
+            problem = "is an integer past 64 bits, which JSON storage cannot hold"
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_unstorable(key, (*path, str(key)))
+            _refuse_unstorable(item, (*path, str(key)))
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _refuse_unstorable(item, (*path, index))
+    if problem is not None:
+        where = ".".join(str(part) for part in path) or "(root)"
+        raise InputInvalidError(
+            f"input invalid at {where}: {problem}",
+            meta={"issues": [{"path": where, "message": problem, "type": "unstorable"}]},
+        )
+
+
+_MESSAGES = {
+    "unexpected_keyword_argument": "unknown field: the input accepts only its declared fields",
+    "extra_forbidden": "unknown field: the input accepts only its declared fields",
+}
+
+
 def input_invalid(exc: ValidationError) -> InputInvalidError:
     """One ``X_INPUT_INVALID`` naming every failing field path (``items.0.id``)."""
     issues = [
         {
             "path": ".".join(str(part) for part in err["loc"]) or "(root)",
-            "message": err["msg"],
+            "message": _MESSAGES.get(err["type"], err["msg"]),
             "type": err["type"],
         }
         for err in exc.errors()

@@ -8,11 +8,12 @@ database is a fan-out *job* the task enqueues, not the task.
 from __future__ import annotations
 
 import inspect
+import re
 import zoneinfo
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, overload
 
-from croniter import croniter
+from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.definitions import JobHandle, claim_declared_name, validate_name
@@ -49,10 +50,42 @@ def validate_tz(name: str, tz: Any) -> zoneinfo.ZoneInfo:
         ) from None
 
 
+CRON_ALIASES = frozenset(
+    {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+)
+# croniter's hashed (H) and random (R) fields answer a different minute on every scheduler
+# replica, which is a double fire; a fleet needs every node to compute the same occurrence.
+_NONDETERMINISTIC = re.compile(r"(?<![A-Za-z])[HR](?![A-Za-z])")
+
+
 def validate_cron(name: str, cron: Any) -> str:
-    if not isinstance(cron, str) or not croniter.is_valid(cron):
-        raise _invalid(name, f"cron {cron!r} is not a valid cron expression", cron=repr(cron))
-    return cron
+    """Five fields (minute hour day-of-month month day-of-week), or six with seconds LAST
+    (croniter's layout, which ``shared.cron`` resolves), or an ``@daily``-style alias;
+    deterministic, and with at least one occurrence (``0 0 31 2 *`` never fires)."""
+    hint = (
+        "write five fields (minute hour day month weekday), e.g. '0 3 * * *', six with "
+        "seconds last, or '@daily'"
+    )
+    if not isinstance(cron, str) or not cron.strip():
+        raise _invalid(name, f"cron is required; {hint}", cron=repr(cron))
+    text = cron.strip()
+    if text.startswith("@"):
+        if text.lower() not in CRON_ALIASES:
+            raise _invalid(name, f"cron {cron!r} is not a known alias; {hint}", cron=cron)
+    elif len(text.split()) not in (5, 6) or not croniter.is_valid(text):
+        raise _invalid(name, f"cron {cron!r} is not a valid cron expression; {hint}", cron=cron)
+    if _NONDETERMINISTIC.search(text):
+        raise _invalid(
+            name,
+            f"cron {cron!r} uses a hashed (H) or random (R) field; every scheduler must agree "
+            "on the occurrence, so name the minute",
+            cron=cron,
+        )
+    try:
+        croniter(text, 0).get_next(float)
+    except (CroniterBadDateError, CroniterBadCronError, ValueError):
+        raise _invalid(name, f"cron {cron!r} never fires; {hint}", cron=cron) from None
+    return text
 
 
 class TaskHandle:
@@ -103,14 +136,20 @@ class TaskHandle:
                 "enqueue must be synchronous; work that reads a database is a fan-out job the "
                 "task enqueues",
             )
-        entries = list(produced)
-        for entry in entries:
+        if isinstance(produced, str | bytes | dict) or not hasattr(produced, "__iter__"):
+            raise _invalid(self.name, "enqueue must answer a list of (job_handle, input) pairs")
+        entries: list[TaskEntry] = []
+        for entry in produced:
             if (
-                not isinstance(entry, tuple)
+                not isinstance(entry, tuple | list)
                 or len(entry) != 2
                 or not isinstance(entry[0], JobHandle)
             ):
-                raise _invalid(self.name, "enqueue must answer a list of (job_handle, input) pairs")
+                raise _invalid(
+                    self.name,
+                    f"enqueue must answer a list of (job_handle, input) pairs; got {entry!r}",
+                )
+            entries.append((entry[0], entry[1]))
         return entries
 
     def requests_for(self, occurrence_ms: int) -> list[EnqueueRequest]:
@@ -126,10 +165,11 @@ class TaskHandle:
 
     async def enqueue(self, *, clock: Clock = SYSTEM_CLOCK) -> list[Enqueued]:
         """Fire every entry now, each under its job's own idempotency key; one result each."""
-        results = []
-        for handle, raw in self.entries(clock.now_ms()):
-            results.append(await jobs_facade().enqueue(handle.request(raw, clock=clock)))
-        return results
+        # Every entry is validated before any is queued: a bad third entry queues nothing.
+        entries = self.entries(clock.now_ms())
+        requests = [handle.request(raw, clock=clock) for handle, raw in entries]
+        facade = jobs_facade()
+        return [await facade.enqueue(request) for request in requests]
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -163,6 +203,12 @@ def _build(
     )
     if not callable(fn):
         raise _invalid(task_name, "enqueue must be a function of the occurrence (epoch ms)")
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise _invalid(
+            task_name,
+            "enqueue must be synchronous — (occurrence_ms) -> [(job, input), ...]; work that "
+            "reads a database is a fan-out job the task enqueues",
+        )
     validate_cron(task_name, cron)
     validate_tz(task_name, tz)
     if catch_up not in CATCH_UP_POLICIES:

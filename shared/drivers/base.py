@@ -28,7 +28,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import orjson
 
 from shared.clock import Clock
-from shared.errors import JobPageInvalidError
+from shared.errors import InvariantError, JobPageInvalidError, NotImplementedByDriverError
 
 JSONValue = Any
 
@@ -94,6 +94,26 @@ class EnqueueRequest:
     run_id: str | None = None
     traceparent: str | None = None
     enqueued_by: str | None = None
+
+
+def check_enqueue_request(request: EnqueueRequest) -> None:
+    """Refuse a request no driver can store (``X_INVARIANT``), before anything is inserted.
+
+    Every driver runs it over a whole ``enqueue_many`` batch first, so a bad request inserts
+    nothing, as one statement in Postgres is all or nothing.
+    """
+    if not isinstance(request.name, str) or not request.name:
+        raise InvariantError("an enqueue needs a job name", meta={"name": request.name})
+    if not isinstance(request.queue, str) or not request.queue:
+        raise InvariantError("an enqueue needs a queue name", meta={"queue": request.queue})
+    if not isinstance(request.idempotency_key, str):
+        raise InvariantError(
+            "idempotency_key must be a string", meta={"key": repr(request.idempotency_key)}
+        )
+    if isinstance(request.max_attempts, bool) or request.max_attempts < 1:
+        raise InvariantError(
+            "max_attempts must be at least 1", meta={"max_attempts": request.max_attempts}
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,8 +378,8 @@ class JobRow:
 class JobFilter:
     """One page of ``list()``: newest first; ``after`` pages older, ``before`` pages newer.
 
-    Newest first is ``(created_at_ms, id)`` descending. ``created_from_ms`` is inclusive and
-    ``created_to_ms`` exclusive; ``id_prefix`` matches the start of the id, ignoring case.
+    Newest first is ``(created_at_ms, id)`` descending. ``created_from_ms`` and ``created_to_ms``
+    are both inclusive; ``id_prefix`` matches the start of the id, ignoring case.
     """
 
     queue: str | None = None
@@ -456,8 +476,8 @@ class BulkResult:
 
 @dataclass(frozen=True, slots=True)
 class CounterBucket:
-    """One bucket of a job's settle history. ``duration_ms`` sums the ``duration_ms`` of every
-    counted settle that carried one (ack, and nack via ``NackOptions.duration_ms``)."""
+    """One bucket of a job's settle history. ``duration_ms`` sums the ``duration_ms`` of the
+    ``done`` settles (ack), so ``duration_ms / done`` is the mean successful run."""
 
     job: str
     bucket_start_ms: int
@@ -514,7 +534,13 @@ class WorkerRow:
 
 @runtime_checkable
 class JobIntrospection(Protocol):
-    """Every operator capability; ``ujobs jobs``, the api and the dashboard read nothing else."""
+    """Every operator capability; ``ujobs jobs``, the api and the dashboard read nothing else.
+
+    ``record_progress`` details: a call inside the interval answers True and is not visible
+    yet; the driver keeps the latest such value and writes it in the statement of that
+    claim's ack or nack, so the last progress before a settle always lands. The interval is
+    measured on the driver's clock from the last write.
+    """
 
     async def list(self, flt: JobFilter) -> JobPage: ...
 
@@ -532,9 +558,9 @@ class JobIntrospection(Protocol):
         completed steps replay from storage), starts again at ``attempt`` 0 (a fresh attempt
         budget), keeps its ``claim`` counter (claims only grow, so no fence from before the
         requeue can match the new run), and clears ``last_error``, ``progress`` and
-        ``finished_at``. ``from_step`` drops that step and every step that started after it,
-        in start order (``started_at_ms``, then save order); a name the run never saved drops
-        nothing.
+        ``finished_at``. ``from_step`` drops that step and every step saved after it (steps
+        are sequential, so that is every step that started after it); a name the run never
+        saved drops nothing.
         """
         ...
 
@@ -598,12 +624,10 @@ class JobIntrospection(Protocol):
     async def record_progress(
         self, job_id: str, ref: ClaimRef, progress: JSONValue, *, force: bool = False
     ) -> bool:
-        """Store a run's progress, fenced on the claim (False: the row is not ours).
+        """What ``run.progress`` writes, fenced on the claim (False: not ours any more).
 
-        Throttled per run: within ``PROGRESS_INTERVAL_MS`` of the last write (on the driver's
-        clock) a call answers True and drops the value. ``force=True`` writes regardless — the
-        worker forces the last value before it settles, so the final progress always lands.
-        A new claim starts the interval afresh.
+        At most one write per ``PROGRESS_INTERVAL_MS`` per run lands; ``force=True`` is the
+        last value before the settle, written whatever the interval.
         """
         ...
 
@@ -716,3 +740,36 @@ def capabilities_of(driver: JobDriver) -> Capabilities:
         workers=driver.workers is not None,
         backfills=driver.backfills is not None,
     )
+
+
+_DRIVER_TITLES = {"postgres": "Postgres", "redis": "Redis", "memory": "memory"}
+
+
+def require_introspection(driver: JobDriver) -> JobIntrospection:
+    """The driver's operator surface, or ``X_NOT_IMPLEMENTED`` saying which driver has one.
+
+    Every operator command (``ujobs jobs show/retry/cancel``, queue pauses, the api's job
+    routes) goes through here, so a deployment on a driver without an index of its rows (Redis)
+    gets one sentence that names the fix instead of an AttributeError.
+    """
+    introspect = driver.introspect
+    if introspect is None:
+        title = _DRIVER_TITLES.get(driver.name, driver.name)
+        raise NotImplementedByDriverError(
+            f"queue introspection needs the Postgres driver; the {title} driver keeps no "
+            "operator index",
+            meta={"driver": driver.name, "capability": "introspect"},
+        )
+    return introspect
+
+
+def require_backfills(driver: JobDriver) -> BackfillLedger:
+    """The driver's backfill ledger, or ``X_NOT_IMPLEMENTED`` naming the Postgres driver."""
+    ledger = driver.backfills
+    if ledger is None:
+        title = _DRIVER_TITLES.get(driver.name, driver.name)
+        raise NotImplementedByDriverError(
+            f"backfills need the Postgres driver; the {title} driver keeps no backfill ledger",
+            meta={"driver": driver.name, "capability": "backfills"},
+        )
+    return ledger

@@ -14,7 +14,7 @@ from typing import Any
 from shared.clock import Clock
 from shared.drivers.base import BackfillRow, BackfillStatus
 from shared.drivers.memory_state import json_copy
-from shared.errors import BackfillUnknownError, InvariantError
+from shared.errors import InvariantError
 
 JSONValue = Any
 _STATUSES: frozenset[str] = frozenset({"running", "completed", "failed"})
@@ -27,15 +27,6 @@ class MemoryBackfillLedger:
         self._clock = clock
         self._rows: dict[tuple[str, str], BackfillRow] = {}
         self._order: dict[tuple[str, str], int] = {}
-
-    def _row(self, name: str, run_id: str) -> BackfillRow:
-        row = self._rows.get((name, run_id))
-        if row is None:
-            raise BackfillUnknownError(
-                f"no ledger row for backfill {name!r} run {run_id!r}; begin() it first",
-                meta={"name": name, "run_id": run_id},
-            )
-        return row
 
     async def begin(
         self, name: str, run_id: str, checksum: str, app_version: str | None
@@ -70,8 +61,14 @@ class MemoryBackfillLedger:
         return row
 
     async def progress(self, name: str, run_id: str, rows: int, cursor: JSONValue) -> None:
-        """Record the pass's running total of rows and its cursor (absolute, never +=)."""
-        row = self._row(name, run_id)
+        """Record the pass's running total of rows and its cursor (absolute, never +=).
+
+        A pass never begun has no row and this changes nothing: the ledger is a report, and a
+        pass runs with or without one.
+        """
+        row = self._rows.get((name, run_id))
+        if row is None:
+            return
         self._rows[(name, run_id)] = replace(
             row, rows_processed=rows, last_cursor=json_copy(cursor)
         )
@@ -81,7 +78,9 @@ class MemoryBackfillLedger:
     ) -> None:
         if status not in _STATUSES:
             raise InvariantError(f"unknown backfill status {status!r}", meta={"status": status})
-        row = self._row(name, run_id)
+        row = self._rows.get((name, run_id))
+        if row is None:
+            return
         self._rows[(name, run_id)] = replace(
             row,
             status=status,

@@ -44,6 +44,7 @@ def requeue_row(state: MemoryState, row: MemoryRow, now: int, from_step: str | N
     row.last_error = None
     row.progress = None
     row.progress_at_ms = None
+    row.pending_progress = None
     row.updated_at_ms = now
     state.live[row.live_key()] = row.id
     if from_step is not None:
@@ -51,7 +52,7 @@ def requeue_row(state: MemoryState, row: MemoryRow, now: int, from_step: str | N
 
 
 def drop_from_step(state: MemoryState, run_id: str, from_step: str) -> None:
-    """Drop ``from_step`` and every step that started after it (start order).
+    """Drop ``from_step`` and every step saved after it (a run's steps are sequential).
 
     A name the run never saved drops nothing: the run never reached it, so everything it did
     complete still stands and replays.

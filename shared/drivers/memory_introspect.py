@@ -49,7 +49,7 @@ def _name(kind: str, value: str) -> str:
 
 
 def _selected(row: MemoryRow, flt: JobFilter) -> bool:
-    """``created_from_ms`` inclusive, ``created_to_ms`` exclusive; ``id_prefix`` ignores case."""
+    """``created_from_ms`` and ``created_to_ms`` inclusive; ``id_prefix`` ignores case."""
     return (
         (flt.queue is None or row.queue == flt.queue)
         and (flt.name is None or row.name == flt.name)
@@ -57,7 +57,7 @@ def _selected(row: MemoryRow, flt: JobFilter) -> bool:
         and (flt.tenant_id is None or row.tenant_id == flt.tenant_id)
         and (flt.id_prefix is None or row.id.startswith(flt.id_prefix.lower()))
         and (flt.created_from_ms is None or row.created_at_ms >= flt.created_from_ms)
-        and (flt.created_to_ms is None or row.created_at_ms < flt.created_to_ms)
+        and (flt.created_to_ms is None or row.created_at_ms <= flt.created_to_ms)
     )
 
 
@@ -174,8 +174,10 @@ class MemoryIntrospection:
             and row.progress_at_ms is not None
             and now - row.progress_at_ms < PROGRESS_INTERVAL_MS
         ):
-            return True  # the claim holds; the throttle dropped this value
+            row.pending_progress = (json_copy(progress),)  # lands with the claim's settle
+            return True
         row.progress = json_copy(progress)
+        row.pending_progress = None
         row.progress_at_ms = now
         row.updated_at_ms = now
         return True

@@ -57,6 +57,9 @@ class MemoryRow:
     last_error: str | None = None
     progress: JSONValue = None
     progress_at_ms: int | None = None
+    # The latest value the progress throttle held back, boxed so a None progress still counts;
+    # the claim's ack or nack writes it, so the last report before a settle always lands.
+    pending_progress: tuple[JSONValue] | None = None
     # The claim that was running when an operator cancelled the row: its heartbeat answers
     # 'cancelled' (stop quietly) rather than 'lost' (page someone).
     cancelled_claim: int | None = None
@@ -133,15 +136,14 @@ class MemoryState:
     def count(self, job: str, kind: CounterKind, now_ms: int, duration_ms: int | None) -> None:
         """Move one counter in the current 1-minute bucket (the settle's own statement).
 
-        ``duration_ms`` adds to the bucket's ``duration_ms`` for every counted settle that
-        carries one, so ``duration_ms / (done + retried + failed + dead)`` is the mean time an
-        attempt of this job held a worker.
+        ``duration_ms`` adds up for ``done`` only, so ``duration_ms / done`` is the mean time
+        of a successful run.
         """
         width = COUNTER_TIERS[0][0]
         start = now_ms - now_ms % width
         bucket = self.counters.setdefault((job, width, start), Bucket())
         setattr(bucket, kind, getattr(bucket, kind) + 1)
-        if duration_ms is not None:
+        if duration_ms is not None and kind == "done":
             bucket.duration_ms += max(0, int(duration_ms))
 
     def owned(self, job_id: str, ref: ClaimRef) -> MemoryRow | None:
@@ -162,6 +164,12 @@ class MemoryState:
         self.run_rows[row.run_id] = self.run_rows.get(row.run_id, 0) + 1
         if row.state in LIVE_STATES:
             self.live[row.live_key()] = row.id
+
+    def land_pending_progress(self, row: MemoryRow) -> None:
+        """Write what the throttle held back, in the settle that ends the claim."""
+        if row.pending_progress is not None:
+            row.progress = row.pending_progress[0]
+            row.pending_progress = None
 
     def finish(self, row: MemoryRow, state: JobState, now_ms: int) -> None:
         """Move a row to a finished state: it stops holding its live key and its lease."""
@@ -194,6 +202,8 @@ class MemoryState:
             self.steps.pop(row.run_id, None)
 
     def ordered_steps(self, run_id: str) -> list[StepRecord]:
-        """The steps of a run in start order: ``started_at``, then the order they were saved."""
+        """The steps of a run in the order they were saved. A run's steps are sequential (each
+        is stored before the next starts), so that is their start order, with no dependence on
+        which worker's clock stamped ``started_at``."""
         steps = self.steps.get(run_id, {})
-        return sorted(steps.values(), key=lambda s: (s.started_at_ms, s.seq))
+        return sorted(steps.values(), key=lambda s: s.seq)

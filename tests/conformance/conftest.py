@@ -87,6 +87,15 @@ async def _memory(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
     await driver.close()
 
 
+@driver_factory("redis", needs=("redis_url", "redis_prefix"))
+async def _redis(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
+    from tests.fixtures.redis_keys import redis_test_driver
+
+    # Its own client and key prefix; the prefix's keys are deleted after the test (never FLUSHDB).
+    async with redis_test_driver(deps["redis_url"], deps["redis_prefix"], clock=clock) as driver:
+        yield driver
+
+
 # --- fixtures -----------------------------------------------------------------------------
 
 

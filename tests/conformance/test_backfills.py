@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
 from shared.clock import FrozenClock
 from shared.drivers.base import BackfillLedger
-from shared.errors import BackfillUnknownError
 from shared.ids import new_id
 
 
@@ -89,9 +86,8 @@ async def test_list_filters_and_limits(backfills: BackfillLedger, clock: FrozenC
     assert await backfills.latest_completed("a") is None
 
 
-async def test_progress_of_a_pass_never_begun_is_refused(backfills: BackfillLedger) -> None:
-    with pytest.raises(BackfillUnknownError) as caught:
-        await backfills.progress("nope", new_id(), 1, None)
-    assert caught.value.code == "X_BACKFILL_UNKNOWN"
-    with pytest.raises(BackfillUnknownError):
-        await backfills.finish("nope", new_id(), "completed")
+async def test_a_pass_never_begun_has_no_row_to_move(backfills: BackfillLedger) -> None:
+    await backfills.progress("nope", new_id(), 1, None)
+    await backfills.finish("nope", new_id(), "completed")
+    assert await backfills.list(name="nope") == []
+    assert await backfills.latest_completed("nope") is None

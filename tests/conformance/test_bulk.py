@@ -106,7 +106,7 @@ async def test_requeue_many_is_bounded_and_says_what_is_left(
     driver: JobDriver, introspect: JobIntrospection
 ) -> None:
     total = MAX_BULK_ROWS + 3
-    ids = [(await driver.enqueue(req())).id for _ in range(total)]
+    ids = [e.id for e in await driver.enqueue_many([req() for _ in range(total)])]
     for job_id in ids:
         await introspect.cancel(job_id)
     first = await introspect.requeue_many(BulkFilter(state="cancelled"))

@@ -146,8 +146,10 @@ async def test_filters(driver: JobDriver, introspect: JobIntrospection, clock: F
     assert await ids(state="ready", queue="q2", name="alpha") == {c.id}
     start = clock.now_ms() - 20
     assert await ids(created_from_ms=start + 10) == {b.id, c.id, done}
-    assert await ids(created_to_ms=start + 10) == {a.id}
-    assert await ids(created_from_ms=start + 10, created_to_ms=start + 20) == {b.id}
+    assert await ids(created_to_ms=start + 9) == {a.id}
+    assert await ids(created_to_ms=start + 10) == {a.id, b.id}, "both bounds are inclusive"
+    assert await ids(created_from_ms=start + 10, created_to_ms=start + 10) == {b.id}
+    assert await ids(created_from_ms=start + 11, created_to_ms=start + 19) == set()
     everyone = {a.id, b.id, c.id, done}
     prefix = b.id[:14]
     assert await ids(id_prefix=prefix) == {i for i in everyone if i.startswith(prefix)}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from shared.clock import FrozenClock
 from shared.drivers.base import (
     MAX_TASK_FIRES,
@@ -9,6 +11,7 @@ from shared.drivers.base import (
     ClaimRef,
     JobDriver,
     JobIntrospection,
+    NackOptions,
     TaskFire,
 )
 from tests.conformance.support import claim_one, req
@@ -77,16 +80,23 @@ async def test_the_throttle_is_per_run(driver: JobDriver, introspect: JobIntrosp
     assert (await _progress(introspect, a.id), await _progress(introspect, b.id)) == ("a", "b")
 
 
-async def test_a_new_claim_starts_the_interval_afresh(
-    driver: JobDriver, introspect: JobIntrospection, clock: FrozenClock
+@pytest.mark.parametrize("settle", ["ack", "nack"])
+async def test_the_value_the_throttle_held_back_lands_with_the_settle(
+    driver: JobDriver, introspect: JobIntrospection, clock: FrozenClock, settle: str
 ) -> None:
     await driver.enqueue(req())
-    first = await claim_one(driver, visibility_ms=100)
-    assert await introspect.record_progress(first.id, first.ref, 1)
-    clock.advance(100)
-    second = await claim_one(driver)
-    assert await introspect.record_progress(second.id, second.ref, 2)
-    assert await _progress(introspect, second.id) == 2
+    job = await claim_one(driver)
+    assert await introspect.record_progress(job.id, job.ref, {"done": 1, "total": 3})
+    clock.advance(10)
+    assert await introspect.record_progress(job.id, job.ref, {"done": 2, "total": 3})
+    clock.advance(10)
+    assert await introspect.record_progress(job.id, job.ref, {"done": 3, "total": 3})
+    assert await _progress(introspect, job.id) == {"done": 1, "total": 3}
+    if settle == "ack":
+        assert await driver.ack(job.id, job.ref)
+    else:
+        assert await driver.nack(job.id, job.ref, NackOptions(error="x", dead_letter=True))
+    assert await _progress(introspect, job.id) == {"done": 3, "total": 3}
 
 
 async def test_task_pauses(introspect: JobIntrospection) -> None:

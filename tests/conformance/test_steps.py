@@ -28,17 +28,6 @@ async def test_steps_load_in_start_order_with_their_outputs(
     assert steps[0].seq < steps[1].seq < steps[2].seq
 
 
-async def test_start_order_is_started_at_not_save_order(
-    driver: JobDriver, clock: FrozenClock
-) -> None:
-    await driver.enqueue(req())
-    job = await claim_one(driver)
-    t0 = clock.now_ms()
-    assert await driver.save_step(job.id, job.ref, job.run_id, "second", 2, started_at_ms=t0 + 5)
-    assert await driver.save_step(job.id, job.ref, job.run_id, "first", 1, started_at_ms=t0)
-    assert [s.name for s in await driver.load_steps(job.run_id)] == ["first", "second"]
-
-
 async def test_null_and_falsy_outputs_are_stored(driver: JobDriver, clock: FrozenClock) -> None:
     await driver.enqueue(req())
     job = await claim_one(driver)

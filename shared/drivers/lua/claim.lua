@@ -1,0 +1,126 @@
+-- claim.lua: lease up to `limit` due rows of the queues, oldest due first; bury final attempts.
+--
+-- ARGV: now, limit, worker_id, visibility_ms, n_drop, <n_drop job names>, <queues...>
+-- Returns { claimed, buried }:
+--   claimed: one list per row: id, run_id, name, queue, input, tenant_id, idempotency_key,
+--            attempt, max_attempts, worker_id, claim, run_at, created_at, lease, traceparent,
+--            enqueued_by
+--   buried:  one list per row: id, run_id, name, queue, input, tenant_id, attempt,
+--            max_attempts, state
+--
+-- Candidates per queue: the first `limit` members of the due zset with run_at <= now (the
+-- zset is ordered by run_at, then insertion), plus running rows whose lease lapsed (at most
+-- LAPSED_SCAN per queue per pass). All are sorted by (run_at, seq) and walked as the memory
+-- driver walks them: a lapsed row already at its final attempt is buried (dead, or failed
+-- when its name is in the drop list, last_error LEASE_LAPSED_FINAL_ATTEMPT, counted) whatever
+-- the limit; every other candidate is claimed until `limit` rows are. Cost: O(queues x (limit
+-- + lapsed) x log N) however long the backlog is.
+
+local LAPSED_SCAN = 1000
+
+local now = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+local worker = ARGV[3]
+local visibility = tonumber(ARGV[4])
+local n_drop = tonumber(ARGV[5])
+local drop = {}
+for i = 6, 5 + n_drop do
+  drop[ARGV[i]] = true
+end
+
+local candidates = {}
+for i = 6 + n_drop, #ARGV do
+  local queue = ARGV[i]
+  local lapsed = redis.call('ZRANGEBYSCORE', running_key(queue), '-inf', now,
+    'LIMIT', 0, LAPSED_SCAN)
+  for _, id in ipairs(lapsed) do
+    local row = redis.call('HMGET', job_key(id), 'run_at', 'seq', 'attempt', 'max_attempts')
+    if row[1] then
+      candidates[#candidates + 1] = {
+        run_at = tonumber(row[1]), seq = tonumber(row[2]), id = id, queue = queue,
+        lapsed = true, final = tonumber(row[3]) >= tonumber(row[4]),
+      }
+    else
+      -- A running member whose row is gone (deleted by hand): drop the stale index entry.
+      redis.call('ZREM', running_key(queue), id)
+    end
+  end
+  local due = redis.call('ZRANGEBYSCORE', due_key(queue), '-inf', now,
+    'WITHSCORES', 'LIMIT', 0, limit)
+  for j = 1, #due, 2 do
+    local member = due[j]
+    candidates[#candidates + 1] = {
+      run_at = tonumber(due[j + 1]), seq = tonumber(string.sub(member, 1, 15)),
+      id = string.sub(member, 16), member = member, queue = queue, lapsed = false,
+      final = false,
+    }
+  end
+end
+
+table.sort(candidates, function(a, b)
+  if a.run_at ~= b.run_at then
+    return a.run_at < b.run_at
+  end
+  return a.seq < b.seq
+end)
+
+local claimed = {}
+local buried = {}
+local lease = now + visibility
+-- The reply's fields, then the row's state (read in the same HMGET, for the tally).
+local CLAIMED_FIELDS = {
+  'id', 'run_id', 'name', 'queue', 'input', 'tenant_id', 'key', 'attempt', 'max_attempts',
+  'claimed_by', 'claim', 'run_at', 'created_at', 'lease', 'traceparent', 'enqueued_by', 'state',
+}
+
+-- Lease one row: one read, one write, the two index moves. Answers its reply row, or nil
+-- when the row is gone (a due member whose row was deleted by hand: the entry is dropped).
+local function take(jk, c)
+  local row = redis.call('HMGET', jk, unpack(CLAIMED_FIELDS))
+  if not c.lapsed then
+    redis.call('ZREM', due_key(c.queue), c.member)
+    if not row[17] then
+      return nil
+    end
+    tally(c.queue, row[17], 'running')
+  end
+  local attempt = tonumber(row[8]) + 1
+  local claim = tonumber(row[11]) + 1
+  redis.call('HSET', jk, 'state', 'running', 'attempt', attempt, 'claim', claim,
+    'claimed_by', worker, 'lease', lease, 'updated_at', now)
+  redis.call('ZADD', running_key(c.queue), lease, c.id)
+  row[8] = attempt
+  row[9] = tonumber(row[9])
+  row[10] = worker
+  row[11] = claim
+  row[12] = tonumber(row[12])
+  row[13] = tonumber(row[13])
+  row[14] = lease
+  row[17] = nil
+  return row
+end
+
+for _, c in ipairs(candidates) do
+  local jk = job_key(c.id)
+  if c.final then
+    local row = redis.call('HMGET', jk, 'name', 'lk', 'run_id', 'input', 'tenant_id',
+      'attempt', 'max_attempts')
+    local target = 'dead'
+    if drop[row[1]] then
+      target = 'failed'
+    end
+    finish(c.id, c.queue, row[2], target, now)
+    redis.call('HSET', jk, 'last_error', 'LEASE_LAPSED_FINAL_ATTEMPT')
+    bump(row[1], target, now, nil)
+    buried[#buried + 1] = {
+      c.id, row[3], row[1], c.queue, row[4], row[5], tonumber(row[6]), tonumber(row[7]), target,
+    }
+  elseif #claimed < limit then
+    local row = take(jk, c)
+    if row then
+      claimed[#claimed + 1] = row
+    end
+  end
+end
+
+return { claimed, buried }

@@ -1,0 +1,79 @@
+-- enqueue.lua: queue N jobs (enqueue is N = 1), each deduped by its id and by its live key.
+--
+-- ARGV[1] now; then 12 arguments per job:
+--   id, run_id, name, queue, tenant_id (opt), idempotency_key, live key, max_attempts,
+--   run_at (opt), input JSON, traceparent (opt), enqueued_by (opt)
+-- Returns a flat list: id, run_id, deduped (0/1) per job, in the order given.
+--
+-- An id that already names a row (live or finished) inserts nothing and answers that row, so
+-- an outbox republish meets the job its first publish made. A live row holding the same
+-- (name, tenant or '', key) answers the same way. Rows in one call see the rows before them.
+
+local now = tonumber(ARGV[1])
+local live = base .. ':live'
+local out = {}
+local STRIDE = 12
+
+for i = 2, #ARGV, STRIDE do
+  local id = ARGV[i]
+  local run_id = ARGV[i + 1]
+  local name = ARGV[i + 2]
+  local queue = ARGV[i + 3]
+  local tenant = opt(ARGV[i + 4])
+  local key = ARGV[i + 5]
+  local lk = ARGV[i + 6]
+  local max_attempts = tonumber(ARGV[i + 7])
+  local run_at = tonumber(opt(ARGV[i + 8])) or now
+  local input = ARGV[i + 9]
+  local traceparent = opt(ARGV[i + 10])
+  local enqueued_by = opt(ARGV[i + 11])
+
+  local jk = job_key(id)
+  local existing = redis.call('HMGET', jk, 'id', 'run_id')
+  if existing[1] then
+    out[#out + 1] = existing[1]
+    out[#out + 1] = existing[2]
+    out[#out + 1] = 1
+  else
+    local holder = redis.call('HGET', live, lk)
+    local held = false
+    if holder then
+      held = redis.call('HMGET', job_key(holder), 'id', 'run_id')
+    end
+    if held and held[1] then
+      out[#out + 1] = held[1]
+      out[#out + 1] = held[2]
+      out[#out + 1] = 1
+    else
+      local seq = redis.call('INCR', base .. ':seq')
+      local member = string.format('%015d', seq) .. id
+      local state = 'ready'
+      if run_at > now then
+        state = 'delayed'
+      end
+      redis.call('HSET', jk,
+        'id', id, 'run_id', run_id, 'name', name, 'queue', queue, 'state', state,
+        'input', input, 'key', key, 'lk', lk, 'attempt', 0, 'max_attempts', max_attempts,
+        'run_at', run_at, 'created_at', now, 'updated_at', now, 'seq', seq, 'm', member,
+        'claim', 0)
+      if tenant ~= nil then
+        redis.call('HSET', jk, 'tenant_id', tenant)
+      end
+      if traceparent ~= nil then
+        redis.call('HSET', jk, 'traceparent', traceparent)
+      end
+      if enqueued_by ~= nil then
+        redis.call('HSET', jk, 'enqueued_by', enqueued_by)
+      end
+      redis.call('ZADD', due_key(queue), run_at, member)
+      redis.call('HSET', live, lk, id)
+      redis.call('SADD', base .. ':queues', queue)
+      tally(queue, nil, state)
+      out[#out + 1] = id
+      out[#out + 1] = run_id
+      out[#out + 1] = 0
+    end
+  end
+end
+
+return out

@@ -1,0 +1,50 @@
+-- nack.lua: settle a running row per nack_state(), fenced on the claim.
+--
+-- ARGV: id, worker_id, claim, now, target (dead|failed|suspended|ready), count (0|1),
+--       error (opt), run_at (opt), counter kind (opt), duration_ms (opt)
+-- Returns 1 when it landed, 0 when the row is not running under {worker_id, claim}.
+--
+-- count = 0 hands the attempt back (the same number is presented again). dead and failed
+-- finish the row (kept, never expired); ready and suspended put it back in its queue's due
+-- zset at run_at (default now). The counter the caller named (nack_counter) moves here.
+
+local id = ARGV[1]
+local worker = ARGV[2]
+local claim = tonumber(ARGV[3])
+local now = tonumber(ARGV[4])
+local target = ARGV[5]
+local count = ARGV[6] == '1'
+local err = opt(ARGV[7])
+local run_at = tonumber(opt(ARGV[8])) or now
+local counter = opt(ARGV[9])
+local duration = tonumber(opt(ARGV[10]))
+
+local jk = job_key(id)
+local row = redis.call('HMGET', jk, 'state', 'claimed_by', 'claim', 'queue', 'name', 'lk',
+  'attempt', 'm')
+if not owned(row, worker, claim) then
+  return 0
+end
+local queue = row[4]
+if not count then
+  local attempt = tonumber(row[7])
+  if attempt > 0 then
+    redis.call('HSET', jk, 'attempt', attempt - 1)
+  end
+end
+if err ~= nil then
+  redis.call('HSET', jk, 'last_error', err)
+end
+if target == 'dead' or target == 'failed' then
+  finish(id, queue, row[6], target, now)
+else
+  redis.call('HSET', jk, 'state', target, 'run_at', run_at, 'updated_at', now)
+  redis.call('HDEL', jk, 'lease')
+  redis.call('ZREM', running_key(queue), id)
+  redis.call('ZADD', due_key(queue), run_at, row[8])
+  tally(queue, 'running', target)
+end
+if counter ~= nil then
+  bump(row[5], counter, now, duration)
+end
+return 1

@@ -1,0 +1,97 @@
+-- prelude.lua: helpers every Redis driver script starts with (the loader prepends this file).
+--
+-- Key layout (KEYS[1] is the deployment's hash tag, e.g. "{ujobs}"; every key below starts
+-- with it, so one deployment lives in one Redis Cluster slot):
+--   {p}:job:<id>          hash    one job row (fields: see enqueue.lua)
+--   {p}:live              hash    live key (JSON [name, tenant or "", key]) -> id of the live row
+--   {p}:seq               string  insertion counter: FIFO among rows due at the same ms
+--   {p}:queues            set     every queue that ever held a row (what stats() walks)
+--   {p}:q:<queue>         zset    ready / delayed / suspended rows, score run_at,
+--                                 member <seq, 15 digits><id> so equal run_at pops FIFO
+--   {p}:r:<queue>         zset    running rows, score lease expiry, member id
+--   {p}:d:<queue>         zset    done rows, score finished_at (driver clock), member id
+--   {p}:n:<queue>         hash    rows per state (done excluded: counted off {p}:d:<queue>)
+--   {p}:steps:<run_id>    hash    step name -> "<seq>:<started>:<finished>:<output JSON>"
+--   {p}:ctr:<job>:<start> hash    one 1-minute counter bucket: done/retried/failed/dead/duration_ms
+--
+-- Time is never Redis TIME: every script is handed the driver clock's `now` as an argument.
+-- Inputs and step outputs are JSON strings stored verbatim; no script decodes them (cjson
+-- would round large integers).
+
+local base = KEYS[1]
+
+local COUNTER_WIDTH_MS = 60000        -- COUNTER_TIERS[0][0] in shared/drivers/base.py
+local COUNTER_KEEP_MS = 86400000      -- COUNTER_TIERS[0][1]: a 1-minute bucket lives a day
+
+local function job_key(id)
+  return base .. ':job:' .. id
+end
+
+local function due_key(queue)
+  return base .. ':q:' .. queue
+end
+
+local function running_key(queue)
+  return base .. ':r:' .. queue
+end
+
+local function done_key(queue)
+  return base .. ':d:' .. queue
+end
+
+local function count_key(queue)
+  return base .. ':n:' .. queue
+end
+
+local function steps_key(run_id)
+  return base .. ':steps:' .. run_id
+end
+
+-- Optional strings travel as "" (absent) or "=<value>" (present, possibly empty).
+local function opt(value)
+  if value == nil or value == '' then
+    return nil
+  end
+  return string.sub(value, 2)
+end
+
+-- Move one row between states in its queue's per-state tally (done is tallied by its zset).
+local function tally(queue, from, to)
+  local key = count_key(queue)
+  if from ~= nil and from ~= 'done' then
+    redis.call('HINCRBY', key, from, -1)
+  end
+  if to ~= nil and to ~= 'done' then
+    redis.call('HINCRBY', key, to, 1)
+  end
+end
+
+-- Move one counter in the current 1-minute bucket: the settle's own script, never a second trip.
+-- duration_ms adds up for done only, so duration_ms / done is the mean successful run.
+local function bump(name, kind, now, duration)
+  local start = now - (now % COUNTER_WIDTH_MS)
+  local key = base .. ':ctr:' .. name .. ':' .. string.format('%d', start)
+  redis.call('HINCRBY', key, kind, 1)
+  if kind == 'done' and duration ~= nil then
+    redis.call('HINCRBY', key, 'duration_ms', duration)
+  end
+  redis.call('PEXPIRE', key, COUNTER_KEEP_MS)
+end
+
+-- A running row is ours when the fence {worker_id, claim} matches and it is still running.
+local function owned(row, worker, claim)
+  return row[1] == 'running' and row[2] == worker and tonumber(row[3]) == claim
+end
+
+-- Finish a running row: out of the running zset, its live key released, its state tallied.
+local function finish(id, queue, lk, target, now)
+  local jk = job_key(id)
+  redis.call('HSET', jk, 'state', target, 'finished_at', now, 'updated_at', now)
+  redis.call('HDEL', jk, 'lease')
+  redis.call('ZREM', running_key(queue), id)
+  local live = base .. ':live'
+  if redis.call('HGET', live, lk) == id then
+    redis.call('HDEL', live, lk)
+  end
+  tally(queue, 'running', target)
+end

@@ -1,0 +1,29 @@
+-- stats.lua: rows per state per queue, the due count and the oldest due run_at.
+--
+-- ARGV: now, done_ttl_ms
+-- Returns one list per queue: queue, due, oldest due run_at (or false), done, then
+-- state/count pairs from the queue's tally.
+--
+-- done is the queue's done zset after forgetting rows finished done_ttl_ms ago (driver clock):
+-- the rows Redis has expired, or is about to.
+
+local now = tonumber(ARGV[1])
+local ttl = tonumber(ARGV[2])
+local out = {}
+for _, queue in ipairs(redis.call('SMEMBERS', base .. ':queues')) do
+  if ttl > 0 then
+    redis.call('ZREMRANGEBYSCORE', done_key(queue), '-inf', now - ttl)
+  end
+  local due = redis.call('ZCOUNT', due_key(queue), '-inf', now)
+  local oldest = false
+  if due > 0 then
+    oldest = tonumber(redis.call('ZRANGE', due_key(queue), 0, 0, 'WITHSCORES')[2])
+  end
+  local entry = { queue, due, oldest, redis.call('ZCARD', done_key(queue)) }
+  local states = redis.call('HGETALL', count_key(queue))
+  for i = 1, #states do
+    entry[#entry + 1] = states[i]
+  end
+  out[#out + 1] = entry
+end
+return out

@@ -1,0 +1,266 @@
+"""The Redis driver: the queue off the database, one Lua script per operation.
+
+``redis_driver()`` puts the core operations of ``JobDriver`` on Redis (redis-py asyncio). Each
+operation is ONE script (``shared/drivers/lua/``, see ``redis_scripts.py``), so it is atomic
+on the server, as a statement is in Postgres, and one round trip. Every key of a deployment
+starts with the hash tag ``{<prefix>}``, so all of them live in one Redis Cluster slot and the
+scripts run on a cluster unchanged. Time comes from the driver's clock and is handed to every
+script as ``now`` (never Redis ``TIME``), so a ``FrozenClock`` moves it in tests.
+
+What it does not carry, by design: ``introspect`` (the operator surface needs an index of
+every row, by every filter; Redis keeps none), ``backfills``, ``leases`` and the worker
+registry. Those properties answer None; ``require_introspection()`` turns that into
+``X_NOT_IMPLEMENTED`` naming the Postgres driver, and a job declaring ``concurrency`` cannot run
+on it.
+
+Retention: a ``done`` row and its steps expire ``done_ttl_ms`` after the ack (Redis drops them,
+no sweep; ``0`` keeps them); ``dead`` and ``failed`` rows are kept. Its ids stop deduping an
+enqueue once expired.
+
+This module is imported only when asked for (``shared.drivers.redis_driver`` is lazy), and no
+other module in ``shared`` imports redis: a Postgres deployment never loads it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from redis.asyncio import Redis, RedisCluster
+from redis.exceptions import RedisError
+
+from shared.clock import SYSTEM_CLOCK, Clock
+from shared.drivers import redis_codec as codec
+from shared.drivers.base import (
+    ClaimedJob,
+    ClaimOptions,
+    ClaimRef,
+    CounterBucket,
+    DriverStats,
+    Enqueued,
+    EnqueueRequest,
+    HeartbeatResult,
+    NackOptions,
+    StepRecord,
+    check_enqueue_request,
+    nack_counter,
+    nack_state,
+)
+from shared.drivers.redis_scripts import SCRIPTS
+from shared.errors import (
+    ClaimQueuesEmptyError,
+    ConfigInvalidError,
+    DriverUnavailableError,
+    InvariantError,
+)
+from shared.ids import new_id
+
+JSONValue = Any
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_PREFIX = "ujobs"
+DEFAULT_DONE_TTL_MS = 7 * 86_400_000
+_HEARTBEAT_RESULTS: dict[str, HeartbeatResult] = {
+    "renewed": "renewed",
+    "cancelled": "cancelled",
+    "lost": "lost",
+}
+
+
+class RedisDriver:
+    """The core ``JobDriver`` operations over one Redis (or one Redis Cluster slot)."""
+
+    name = "redis"
+
+    def __init__(
+        self,
+        client: Redis | RedisCluster,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        clock: Clock = SYSTEM_CLOCK,
+        done_ttl_ms: int = DEFAULT_DONE_TTL_MS,
+        owns_client: bool = False,
+    ) -> None:
+        if not prefix or "{" in prefix or "}" in prefix:
+            raise ConfigInvalidError(
+                "prefix must be a non-empty string without '{' or '}' (it becomes the hash tag "
+                f"'{{prefix}}' every key starts with); got {prefix!r}",
+                meta={"option": "prefix"},
+            )
+        if isinstance(done_ttl_ms, bool) or not isinstance(done_ttl_ms, int) or done_ttl_ms < 0:
+            raise ConfigInvalidError(
+                "done_ttl_ms must be a whole number of milliseconds, 0 to keep done rows; "
+                f"got {done_ttl_ms!r}",
+                meta={"option": "done_ttl_ms"},
+            )
+        self.clock = clock
+        self.client = client
+        self.prefix = prefix
+        self.done_ttl_ms = done_ttl_ms
+        self.hash_tag = f"{{{prefix}}}"
+        self._keys = [self.hash_tag]
+        self._owns_client = owns_client
+
+    # -- capabilities: none beyond the core operations (see the module docstring) ---------
+    @property
+    def introspect(self) -> None:
+        return None
+
+    @property
+    def leases(self) -> None:
+        return None
+
+    @property
+    def workers(self) -> None:
+        return None
+
+    @property
+    def backfills(self) -> None:
+        return None
+
+    async def _run(self, operation: str, args: list[Any]) -> Any:
+        """One script; a Redis failure leaves the driver as ``X_DRIVER_UNAVAILABLE``."""
+        try:
+            return await SCRIPTS[operation](self.client, self._keys, args)
+        except RedisError as exc:
+            raise DriverUnavailableError(
+                f"the Redis driver's {operation} failed: {exc}; check that Redis at REDIS_URL "
+                "answers and has memory to spare",
+                meta={"driver": "redis", "operation": operation},
+            ) from exc
+
+    # -- enqueue ------------------------------------------------------------------------
+    async def enqueue(self, request: EnqueueRequest) -> Enqueued:
+        return (await self.enqueue_many([request]))[0]
+
+    async def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
+        if not requests:
+            return []
+        for request in requests:
+            check_enqueue_request(request)
+        minted = [(r, r.id or new_id(), r.run_id or new_id()) for r in requests]
+        reply = await self._run("enqueue", codec.enqueue_args(self.clock.now_ms(), minted))
+        return codec.enqueued_from(reply)
+
+    # -- claim --------------------------------------------------------------------------
+    async def claim(self, options: ClaimOptions) -> list[ClaimedJob]:
+        if not options.queues:
+            raise ClaimQueuesEmptyError("claim needs at least one queue")
+        if options.limit < 1 or options.visibility_ms < 1:
+            raise InvariantError("claim limit and visibility_ms must be at least 1")
+        drop = sorted(options.drop_exhausted)
+        queues = list(dict.fromkeys(options.queues))
+        args: list[Any] = [
+            self.clock.now_ms(),
+            options.limit,
+            options.worker_id,
+            options.visibility_ms,
+            len(drop),
+            *drop,
+            *queues,
+        ]
+        claimed, buried = await self._run("claim", args)
+        if buried and options.on_exhausted is not None:
+            await options.on_exhausted([codec.exhausted_from(row) for row in buried])
+        return [codec.claimed_from(row) for row in claimed]
+
+    # -- settle -------------------------------------------------------------------------
+    async def ack(self, job_id: str, ref: ClaimRef, *, duration_ms: int | None = None) -> bool:
+        duration = None if duration_ms is None else max(0, int(duration_ms))
+        args = [
+            job_id,
+            ref.worker_id,
+            ref.claim,
+            self.clock.now_ms(),
+            codec.opt_arg(duration),
+            self.done_ttl_ms,
+        ]
+        return bool(await self._run("ack", args))
+
+    async def nack(self, job_id: str, ref: ClaimRef, options: NackOptions) -> bool:
+        duration = None if options.duration_ms is None else max(0, int(options.duration_ms))
+        args = [
+            job_id,
+            ref.worker_id,
+            ref.claim,
+            self.clock.now_ms(),
+            nack_state(options),
+            1 if options.count else 0,
+            codec.opt_arg(options.error),
+            codec.opt_arg(options.run_at_ms),
+            codec.opt_arg(nack_counter(options)),
+            codec.opt_arg(duration),
+        ]
+        return bool(await self._run("nack", args))
+
+    async def heartbeat(self, job_id: str, ref: ClaimRef, visibility_ms: int) -> HeartbeatResult:
+        if visibility_ms < 1:
+            raise InvariantError("visibility_ms must be at least 1")
+        args = [job_id, ref.worker_id, ref.claim, self.clock.now_ms(), visibility_ms]
+        answer = codec.text(await self._run("heartbeat", args))
+        return _HEARTBEAT_RESULTS[answer]
+
+    # -- steps --------------------------------------------------------------------------
+    async def load_steps(self, run_id: str) -> list[StepRecord]:
+        return codec.steps_from(await self._run("load_steps", [run_id]))
+
+    async def save_step(
+        self,
+        job_id: str,
+        ref: ClaimRef,
+        run_id: str,
+        name: str,
+        output: JSONValue,
+        *,
+        started_at_ms: int,
+    ) -> bool:
+        args = [
+            job_id,
+            ref.worker_id,
+            ref.claim,
+            run_id,
+            name,
+            codec.dump_json(output),
+            int(started_at_ms),
+            self.clock.now_ms(),
+        ]
+        return bool(await self._run("save_step", args))
+
+    # -- reads --------------------------------------------------------------------------
+    async def stats(self) -> DriverStats:
+        reply = await self._run("stats", [self.clock.now_ms(), self.done_ttl_ms])
+        queues = [codec.queue_stats_from(entry) for entry in reply]
+        return DriverStats(queues={q.queue: q for q in sorted(queues, key=lambda q: q.queue)})
+
+    async def counter_buckets(self, job: str, since_ms: int) -> list[CounterBucket]:
+        """The 1-minute counter buckets of ``job`` from ``since_ms`` (at most a day back).
+
+        Not part of ``JobDriver``: the operator reads counters through ``introspect``, which
+        this driver has not. Here so a person (or a test) can see what the settles counted.
+        """
+        reply = await self._run("counters", [job, since_ms, self.clock.now_ms()])
+        return codec.buckets_from(job, reply)
+
+    async def close(self) -> None:
+        """Close the client if this driver opened it; a caller's own client stays open."""
+        if self._owns_client:
+            await self.client.aclose()
+
+
+def redis_driver(
+    client: Redis | RedisCluster | None = None,
+    *,
+    prefix: str = DEFAULT_PREFIX,
+    clock: Clock = SYSTEM_CLOCK,
+    done_ttl_ms: int = DEFAULT_DONE_TTL_MS,
+) -> RedisDriver:
+    """A Redis driver; with no ``client``, one to ``REDIS_URL`` (default the local Redis)."""
+    owns = client is None
+    if client is None:
+        client = Redis.from_url(os.environ.get("REDIS_URL", DEFAULT_REDIS_URL))
+    return RedisDriver(
+        client, prefix=prefix, clock=clock, done_ttl_ms=done_ttl_ms, owns_client=owns
+    )
+
+
+__all__ = ["DEFAULT_DONE_TTL_MS", "RedisDriver", "redis_driver"]

@@ -1,0 +1,11 @@
+"""A small app, as a user writes one, for the registry and ``ujobs manifest`` tests.
+
+``api`` is what ``ujobs manifest --app tests.unit.sample_app:api`` loads.
+"""
+
+from __future__ import annotations
+
+from shared import define_api
+from tests.unit.sample_app import billing, mail, schedules
+
+api = define_api(jobs=[mail, billing], tasks=[schedules])
