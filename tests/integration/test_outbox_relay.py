@@ -4,6 +4,7 @@ a pass that throws, and the two relays that must never publish one row twice."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import asyncpg
@@ -43,6 +44,23 @@ end $$;
 create trigger fail_first_insert before insert on x_jobs
   for each row execute function fail_first_insert('{name}');
 """
+# The database outlives the test (pg_dsn empties rows, not schema): take it all out again.
+UNDO_FAIL_FIRST_INSERT = """
+drop trigger if exists fail_first_insert on x_jobs;
+drop function if exists fail_first_insert();
+drop sequence if exists fail_seq;
+"""
+
+
+@pytest.fixture
+async def refuse_first_insert(pg_pool: Pool) -> AsyncIterator[Callable[[str], Awaitable[None]]]:
+    """``await refuse_first_insert("charge_card")``: the first publish of that job fails."""
+
+    async def install(name: str) -> None:
+        await pg_pool.execute(UNDO_FAIL_FIRST_INSERT + FAIL_FIRST_INSERT.format(name=name))
+
+    yield install
+    await pg_pool.execute(UNDO_FAIL_FIRST_INSERT)
 
 
 async def _stage_orders(pool: Pool, billing: Billing, orders: list[str]) -> None:
@@ -75,10 +93,13 @@ async def test_invoice_then_charge_are_published_in_staging_order(
 
 
 async def test_a_failed_publish_stops_the_batch_and_releases_the_rest_at_once(
-    pg_pool: Pool, billing: Billing, caplog: pytest.LogCaptureFixture
+    pg_pool: Pool,
+    billing: Billing,
+    caplog: pytest.LogCaptureFixture,
+    refuse_first_insert: Callable[[str], Awaitable[None]],
 ) -> None:
     wired = wire(pg_pool)
-    await pg_pool.execute(FAIL_FIRST_INSERT.format(name="charge_card"))
+    await refuse_first_insert("charge_card")
     await _stage_orders(pg_pool, billing, ["o1", "o2"])
     staged = [r["id"] for r in await outbox_rows(pg_pool)]
     relay = relay_for(wired)
@@ -105,10 +126,10 @@ async def test_a_failed_publish_stops_the_batch_and_releases_the_rest_at_once(
 
 
 async def test_a_failed_first_publish_publishes_nothing_of_the_transaction(
-    pg_pool: Pool, billing: Billing
+    pg_pool: Pool, billing: Billing, refuse_first_insert: Callable[[str], Awaitable[None]]
 ) -> None:
     wired = wire(pg_pool)
-    await pg_pool.execute(FAIL_FIRST_INSERT.format(name="create_invoice"))
+    await refuse_first_insert("create_invoice")
     await _stage_orders(pg_pool, billing, ["o1"])
     relay = relay_for(wired)
     first = await relay.run_once()

@@ -54,7 +54,7 @@ async def test_a_committed_transaction_runs_the_job_under_the_ids_enqueue_answer
     billing = billing_jobs()
     wired = wire(pg_pool)
     async with pg_pool.acquire() as conn, transaction(conn):
-        await conn.execute("create table invoices (id text primary key)")
+        await conn.execute("create temp table invoices (id text primary key)")
         await conn.execute("insert into invoices values ('o-1')")
         queued = await billing.create_invoice.enqueue({"order": "o-1"})
         # Inside the transaction nothing is visible to anyone else yet.
