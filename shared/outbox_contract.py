@@ -61,7 +61,9 @@ class OutboxRecord:
         )
 
 
-WakeCallback = Callable[[], None]
+WakeCallback = Callable[[str], None]
+"""Called with the announce's payload (the outbox's is empty). The same shape as the worker's
+queue wake, so one listener holding several channels can serve the relay too."""
 
 
 @runtime_checkable
@@ -73,7 +75,7 @@ class OutboxWake(Protocol):
     def live(self) -> bool: ...
 
     def subscribe(self, callback: WakeCallback) -> Callable[[], None]:
-        """Call ``callback`` on every wake; answers the function that unsubscribes."""
+        """Call ``callback(payload)`` on every wake; answers the function that unsubscribes."""
         ...
 
 

@@ -239,7 +239,7 @@ class OutboxRelay:
             self._delay_ms = min(self._idle_ms, self.idle_ceiling_ms)
             self._idle_ms = min(self._idle_ms * 2, self.idle_ceiling_ms)
 
-    def _on_wake(self) -> None:
+    def _on_wake(self, _payload: str) -> None:
         self._woken.set()
         self.signals.emit("woken")
 

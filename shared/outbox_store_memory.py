@@ -84,7 +84,7 @@ class MemoryOutboxStore:
             self._rows[record.id] = _Row(record)
             answers.append(Staged(record.id, record.run_id))
         for callback in list(self._subscribers.values()):
-            callback()
+            callback("")
         return answers
 
     async def claim(

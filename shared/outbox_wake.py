@@ -71,9 +71,9 @@ class PostgresOutboxWake:
 
         return unsubscribe
 
-    def _wake(self) -> None:
+    def _wake(self, payload: str = "") -> None:
         for callback in list(self._subscribers.values()):
-            callback()
+            callback(payload)
 
     # -- the session ------------------------------------------------------------------------
     async def start(self) -> None:
@@ -125,7 +125,7 @@ class PostgresOutboxWake:
                 self._live = True
                 log.info("jobs.wake.live", extra={"channel": OUTBOX_WAKE_CHANNEL})
             return
-        self._wake()
+        self._wake(str(payload))
 
     def _on_lost(self, _conn: object) -> None:
         self._conn = None
