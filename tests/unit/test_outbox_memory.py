@@ -172,3 +172,13 @@ def test_purge_options_must_be_positive_whole_numbers(option: str) -> None:
     with pytest.raises(ConfigInvalidError) as refused:
         outbox_purge_target(executor=None, **{option: 0})  # type: ignore[arg-type]
     assert refused.value.meta["option"] == option
+
+
+async def test_the_postgres_store_never_stages_without_the_callers_transaction() -> None:
+    from shared.errors import OutboxNoTxError
+    from shared.outbox import postgres_outbox_store
+
+    invoice, _ = _jobs()
+    store = postgres_outbox_store(executor=None)  # type: ignore[arg-type]  # never reached
+    with pytest.raises(OutboxNoTxError):
+        await store.stage(None, [invoice.request({"order": "o1"})])
