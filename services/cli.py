@@ -17,6 +17,7 @@ import typer
 
 from services.app_loader import load_api
 from services.relay import relay_command
+from services.scheduler import scheduler_command, tasks_app
 from shared.errors import DriverUnavailableError, UltimateError
 
 app = typer.Typer(
@@ -69,6 +70,10 @@ def manifest(app_spec: AppOption = None, as_json: JsonOption = False) -> None:
     emit_json(document)
 
 
+app.command("scheduler")(scheduler_command)
+app.command("relay")(relay_command)
+app.add_typer(tasks_app, name="tasks")
+
 db_app = typer.Typer(help="The database schema.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
@@ -113,9 +118,6 @@ async def _migrate(database_url: str) -> list[str]:
         return await migrate(conn)
     finally:
         await conn.close()
-
-
-app.command(name="relay")(relay_command)
 
 
 def main() -> None:

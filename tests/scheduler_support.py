@@ -8,7 +8,7 @@ from typing import Any
 
 from shared import job, t
 from shared.definitions import JobHandle
-from shared.drivers.memory import MemoryDriver
+from shared.drivers.base import MAX_JOB_PAGE, JobDriver, JobFilter, JobRow
 from shared.run import Run
 from shared.tasks import CatchUp, TaskHandle, task
 
@@ -53,13 +53,23 @@ def ticking_task(
     )
 
 
-def queued_occurrences(driver: MemoryDriver, job_name: str | None = None) -> list[int]:
-    """The occurrence of every row on the memory driver, sorted (duplicates kept)."""
-    return sorted(
-        row.input["occurrence_ms"]
-        for row in driver.state.rows.values()
-        if job_name is None or row.name == job_name
-    )
+async def queued_rows(driver: JobDriver) -> list[JobRow]:
+    """Every row on the queue, through the operator surface (any driver with introspect)."""
+    introspect = driver.introspect
+    assert introspect is not None
+    rows: list[JobRow] = []
+    after: str | None = None
+    while True:
+        page = await introspect.list(JobFilter(limit=MAX_JOB_PAGE, after=after))
+        rows.extend(page.rows)
+        if page.is_last:
+            return rows
+        after = page.next_cursor
+
+
+async def queued_occurrences(driver: JobDriver) -> list[int]:
+    """The occurrence of every queued row, sorted (duplicates kept)."""
+    return sorted(row.input["occurrence_ms"] for row in await queued_rows(driver))
 
 
 def hours_from(start_ms: int, count: int) -> list[int]:

@@ -36,6 +36,7 @@ from shared.drivers.base import (
     NackOptions,
     QueueStats,
     StepRecord,
+    check_enqueue_request,
     nack_counter,
     nack_state,
 )
@@ -141,7 +142,7 @@ class PostgresDriver:
 
     # -- enqueue -----------------------------------------------------------------------------
     async def enqueue(self, request: EnqueueRequest) -> Enqueued:
-        _check_request(request)
+        check_enqueue_request(request)
         job_id = request.id or new_id()
         run_id = request.run_id or new_id()
         input_text = dumps(request.input)
@@ -180,8 +181,9 @@ class PostgresDriver:
         by_id: dict[str, int] = {}
         by_key: dict[tuple[str, str, str], int] = {}
         prepared: list[tuple[int, str, str, str]] = []
+        for request in requests:
+            check_enqueue_request(request)  # the whole batch first: a bad one inserts nothing
         for index, request in enumerate(requests):
-            _check_request(request)
             key = (request.name, request.tenant_id or "", request.idempotency_key)
             earlier = by_id.get(request.id) if request.id is not None else None
             if earlier is None:
@@ -385,13 +387,6 @@ class PostgresDriver:
     async def close(self) -> None:
         """Wait for settles in flight. The pool is the caller's and stays open."""
         await self._acks.join()
-
-
-def _check_request(request: EnqueueRequest) -> None:
-    if request.max_attempts < 1:
-        raise InvariantError(
-            "max_attempts must be at least 1", meta={"max_attempts": request.max_attempts}
-        )
 
 
 def postgres_driver(pool: Pool, *, clock: Clock = SYSTEM_CLOCK) -> PostgresDriver:

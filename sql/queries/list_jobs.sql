@@ -13,7 +13,7 @@ select j.id, j.run_id, j.name, j.queue, j.state, j.input::text as input, j.tenan
    and ($2::text is null or j.name = $2::text)
    and ($3::text is null or j.state = $3::text)
    and ($4::text is null or j.tenant_id = $4::text)
-   and ($5::text is null or starts_with(j.id, $5::text))
+   and ($5::text is null or starts_with(lower(j.id), lower($5::text)))
    and ($6::bigint is null or j.created_at >= x_ts($6::bigint))
    and ($7::bigint is null or j.created_at <= x_ts($7::bigint))
    and ($8::bigint is null or (j.created_at, j.id) < (x_ts($8::bigint), $9::text))

@@ -87,6 +87,15 @@ async def _memory(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
     await driver.close()
 
 
+@driver_factory("postgres", needs=("pg_pool",))
+async def _postgres(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
+    from shared.drivers.postgres import postgres_driver
+
+    driver = postgres_driver(deps["pg_pool"], clock=clock)
+    yield driver
+    await driver.close()
+
+
 @driver_factory("redis", needs=("redis_url", "redis_prefix"))
 async def _redis(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
     from tests.fixtures.redis_keys import redis_test_driver

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import zoneinfo
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -17,7 +19,7 @@ from shared.drivers.base import EnqueueRequest
 from shared.drivers.memory import MemoryDriver, memory_driver
 from shared.leader import always_leader
 from shared.registry import define_api
-from shared.scheduler import JobScheduler, job_scheduler
+from shared.scheduler import PAUSE_RECHECK_MS, JobScheduler, job_scheduler
 from shared.scheduler_state import MemorySchedulerState, memory_scheduler_state
 from shared.tasks import CatchUp, TaskHandle
 from tests.scheduler_support import (
@@ -28,6 +30,7 @@ from tests.scheduler_support import (
     last_hour_at_or_before,
     occurrences_of,
     queued_occurrences,
+    queued_rows,
     tick_job,
     ticking_task,
 )
@@ -69,7 +72,7 @@ async def test_arming_sets_the_watermark_to_now_and_fires_nothing(
     assert result.armed == ["hourly"]
     assert result.fired == []
     assert state.watermarks == {"hourly": T0}
-    assert queued_occurrences(driver) == []
+    assert await queued_occurrences(driver) == []
 
 
 async def test_an_occurrence_fires_once_with_an_occurrence_scoped_key(
@@ -87,8 +90,8 @@ async def test_an_occurrence_fires_once_with_an_occurrence_scoped_key(
     assert result.fired[0].missed is False
     clock.advance(500)
     assert (await scheduler.run_once()).fired == []
-    assert queued_occurrences(driver) == [thirteen]
-    (row,) = driver.state.rows.values()
+    assert await queued_occurrences(driver) == [thirteen]
+    (row,) = await queued_rows(driver)
     assert row.idempotency_key == f"tick:{thirteen}@hourly:{thirteen}"
     assert state.watermarks["hourly"] == thirteen
     assert scheduler.next_due("hourly") == thirteen + HOUR
@@ -141,7 +144,7 @@ async def test_skip_fires_the_true_latest_missed_occurrence(
     assert (await scheduler.run_once()).fired == []
     clock.set(latest + HOUR)
     assert occurrences_of((await scheduler.run_once()).fired) == [latest + HOUR]
-    assert queued_occurrences(driver) == [latest, latest + HOUR]
+    assert await queued_occurrences(driver) == [latest, latest + HOUR]
 
 
 @pytest.mark.parametrize("down_ms", [3 * HOUR, YEAR], ids=["3h", "1y"])
@@ -160,7 +163,7 @@ async def test_run_once_fires_the_earliest_missed_once_and_passes_the_rest(
     next_real = last_hour_at_or_before(now) + HOUR
     clock.set(next_real)
     assert occurrences_of((await scheduler.run_once()).fired) == [next_real]
-    assert queued_occurrences(driver) == [earliest, next_real]
+    assert await queued_occurrences(driver) == [earliest, next_real]
 
 
 async def test_run_all_fires_every_missed_occurrence_after_three_hours(
@@ -174,7 +177,7 @@ async def test_run_all_fires_every_missed_occurrence_after_three_hours(
     assert state.watermarks["hourly"] == missed[-1]
     clock.advance(1_000)
     assert (await scheduler.run_once()).fired == []
-    assert queued_occurrences(driver) == missed
+    assert await queued_occurrences(driver) == missed
 
 
 async def test_run_all_after_a_year_walks_at_most_max_catch_up_per_tick(
@@ -187,7 +190,7 @@ async def test_run_all_after_a_year_walks_at_most_max_catch_up_per_tick(
         assert occurrences_of(result.fired) == missed[tick * 4 : tick * 4 + 4]
         assert state.watermarks["hourly"] == missed[tick * 4 + 3]
         clock.advance(1_000)
-    assert queued_occurrences(driver) == missed
+    assert await queued_occurrences(driver) == missed
 
 
 # -- restarts and races ----------------------------------------------------------------------
@@ -208,7 +211,7 @@ async def test_a_replacement_scheduler_fires_the_occurrence_the_previous_one_dro
     result = await second.run_once()
     assert result.armed == []
     assert occurrences_of(result.fired) == [fourteen]
-    assert queued_occurrences(driver) == [thirteen, fourteen]
+    assert await queued_occurrences(driver) == [thirteen, fourteen]
 
 
 async def test_a_scheduler_without_a_durable_watermark_arms_and_loses_the_gap(
@@ -235,7 +238,7 @@ async def test_two_schedulers_racing_on_one_store_fire_once(
     results = await asyncio.gather(a.run_once(), b.run_once())
     assert sorted(len(r.fired) for r in results) == [0, 1]
     assert sorted(len(r.refused) for r in results) == [0, 1]
-    assert queued_occurrences(driver) == [thirteen]
+    assert await queued_occurrences(driver) == [thirteen]
     # The loser re-read the store: it does not try again.
     clock.advance(1_000)
     assert [(await s.run_once()).fired for s in (a, b)] == [[], []]
@@ -253,7 +256,7 @@ async def test_two_schedulers_with_separate_stores_still_produce_one_row(
     clock.set(thirteen)
     results = await asyncio.gather(a.run_once(), b.run_once())
     assert [len(r.fired) for r in results] == [1, 1]
-    assert queued_occurrences(driver) == [thirteen]
+    assert await queued_occurrences(driver) == [thirteen]
 
 
 async def test_the_state_refuses_an_occurrence_at_or_behind_its_watermark(
@@ -263,7 +266,7 @@ async def test_the_state_refuses_an_occurrence_at_or_behind_its_watermark(
     request = EnqueueRequest(name="tick", input={"occurrence_ms": 1_000}, idempotency_key="k")
     assert await state.fire("hourly", 1_000, [request]) is False
     assert await state.fire("hourly", 999, [request]) is False
-    assert driver.state.rows == {}
+    assert await queued_rows(driver) == []
     assert await state.fire("hourly", 2_000, [request], watermark_ms=5_000) is True
     assert state.watermarks["hourly"] == 5_000
     await state.advance("hourly", 4_000)  # never backwards
@@ -301,16 +304,19 @@ class CountingState(MemorySchedulerState):
 
 
 class CountingLeader:
+    """A lease that is ours (or another node's, ``held=False``), counting every ask."""
+
     exclusive = True
     ttl_ms = 30_000
     renew_every_ms = 10_000
 
-    def __init__(self) -> None:
+    def __init__(self, held: bool = True) -> None:
         self.acquires = 0
+        self.held = held
 
     async def acquire(self) -> bool:
         self.acquires += 1
-        return True
+        return self.held
 
     async def release(self) -> None:
         return None
@@ -334,6 +340,21 @@ async def test_an_idle_minute_reads_no_store_and_renews_the_lease_six_times(
         assert result.fired == result.armed == []
     assert state.calls == []
     assert leader.acquires == 6
+
+
+async def test_a_standby_asks_for_the_lease_every_renewal_not_every_round(
+    driver: MemoryDriver, clock: FrozenClock, hourly: TaskHandle
+) -> None:
+    state = CountingState(driver)
+    leader = CountingLeader(held=False)
+    scheduler = job_scheduler(
+        driver=driver, state=state, leader=leader, tasks=[hourly], clock=clock
+    )
+    for _ in range(60):
+        assert not (await scheduler.run_once()).leading
+        clock.advance(1_000)
+    assert leader.acquires == 6
+    assert state.calls == []  # a standby never touches the store
 
 
 # -- logs ----------------------------------------------------------------------------------------
@@ -366,3 +387,82 @@ async def test_a_fire_is_logged_with_its_fields(
         await scheduler.run_once()
     (fired,) = [r for r in caplog.records if r.msg == "jobs.scheduler.fired"]
     assert (fired.task, fired.occurrence_ms, fired.jobs) == ("hourly", thirteen, 1)  # type: ignore[attr-defined]
+
+
+# -- pauses --------------------------------------------------------------------------------------
+
+
+async def test_a_paused_task_holds_at_its_next_occurrence_and_resumes_by_run_once(
+    driver: MemoryDriver, clock: FrozenClock
+) -> None:
+    introspect = driver.introspect
+    assert introspect is not None
+    hourly = ticking_task(tick_job(), catch_up="run-once")
+    scheduler = scheduler_for(driver, clock, memory_scheduler_state(driver), hourly)
+    await scheduler.run_once()
+    await introspect.pause_task("hourly")
+    thirteen, fourteen, fifteen = hours_from(T0, 3)
+    clock.set(thirteen)
+    assert (await scheduler.run_once()).paused == ["hourly"]
+    assert scheduler.next_due("hourly") == thirteen + PAUSE_RECHECK_MS
+    clock.set(fourteen + 60_000)
+    assert (await scheduler.run_once()).paused == ["hourly"]
+    await introspect.resume_task("hourly")
+    clock.advance(PAUSE_RECHECK_MS)
+    result = await scheduler.run_once()
+    # run-once: the earliest of the two missed, once; the watermark passes 14:00.
+    assert occurrences_of(result.fired) == [thirteen]
+    clock.set(fifteen)
+    assert occurrences_of((await scheduler.run_once()).fired) == [fifteen]
+    assert await queued_occurrences(driver) == [thirteen, fifteen]
+    assert [(f.task, f.occurrence_ms) for f in await introspect.task_fires()] == [
+        ("hourly", fifteen)
+    ]
+
+
+async def test_a_pause_is_read_only_when_a_task_is_due(
+    driver: MemoryDriver, clock: FrozenClock, hourly: TaskHandle
+) -> None:
+    introspect = driver.introspect
+    assert introspect is not None
+    scheduler = scheduler_for(driver, clock, memory_scheduler_state(driver), hourly)
+    await scheduler.run_once()
+    await introspect.pause_task("hourly")
+    clock.advance(1_000)
+    assert (await scheduler.run_once()).paused == []  # not due: nothing asked
+    (thirteen,) = hours_from(T0, 1)
+    clock.set(thirteen)
+    assert (await scheduler.run_once()).paused == ["hourly"]
+
+
+# -- DST, through the scheduler --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cron", "day", "expected"),
+    [
+        ("0 2 * * *", (2024, 3, 10), ["03:00 EDT"]),  # 02:00 does not exist: once, after the gap
+        ("0 2 * * *", (2024, 11, 3), ["02:00 EST"]),  # 02:00 happens once: once
+        ("30 1 * * *", (2024, 11, 3), ["01:30 EDT"]),  # 01:30 happens twice: the first only
+    ],
+    ids=["spring-forward", "fall-back", "fall-back-repeated-wall-time"],
+)
+async def test_a_daily_new_york_task_fires_once_on_each_switch_day(
+    cron: str, day: tuple[int, int, int], expected: list[str]
+) -> None:
+    zone = zoneinfo.ZoneInfo("America/New_York")
+    start = int(datetime(*day, tzinfo=zone).timestamp() * 1000)
+    end = int((datetime(*day, tzinfo=zone) + timedelta(days=1)).timestamp() * 1000)
+    clock = FrozenClock(start)
+    driver = memory_driver(clock=clock)
+    daily = ticking_task(tick_job(), name="daily", cron=cron, tz="America/New_York")
+    scheduler = scheduler_for(driver, clock, memory_scheduler_state(driver), daily)
+    fired = []
+    while clock.now_ms() < end:  # a round every 30 s through the whole local day
+        fired += (await scheduler.run_once()).fired
+        clock.advance(30_000)
+    local = [
+        datetime.fromtimestamp(f.occurrence_ms / 1000, zone).strftime("%H:%M %Z") for f in fired
+    ]
+    assert local == expected
+    assert await queued_occurrences(driver) == [f.occurrence_ms for f in fired]

@@ -64,7 +64,7 @@ async def test_the_loop_fires_a_per_second_task_on_real_time(driver: MemoryDrive
     finally:
         await scheduler.stop()
         await scheduler.stop()  # safe twice
-    assert queued_occurrences(driver)[:2] == [first.occurrence_ms, second.occurrence_ms]
+    assert (await queued_occurrences(driver))[:2] == [first.occurrence_ms, second.occurrence_ms]
 
 
 async def test_stop_before_start_does_nothing(driver: MemoryDriver) -> None:

@@ -1,0 +1,26 @@
+"""Postgres driver fixtures: a driver on a frozen clock over the test's own database."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+
+from shared.clock import FrozenClock
+from shared.drivers.postgres import PostgresDriver, postgres_driver
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    return FrozenClock(1_700_000_000_000)
+
+
+@pytest.fixture
+async def pg(pg_pool: asyncpg.Pool[Any], clock: FrozenClock) -> AsyncIterator[PostgresDriver]:
+    driver = postgres_driver(pg_pool, clock=clock)
+    try:
+        yield driver
+    finally:
+        await driver.close()

@@ -1,0 +1,293 @@
+"""The Postgres driver's own paths: dedupe under races, the claim statement's two arms, fenced
+settles with counters in the same statement, the throttled wake, progress, stats."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+import pytest
+
+from shared.clock import FrozenClock
+from shared.drivers.base import (
+    LEASE_LAPSED_FINAL_ATTEMPT,
+    ClaimOptions,
+    ClaimRef,
+    EnqueueRequest,
+    ExhaustedJob,
+    NackOptions,
+)
+from shared.drivers.postgres import PostgresDriver, postgres_driver
+from shared.errors import ClaimQueuesEmptyError, InvariantError
+
+
+def req(key: str, **kw: Any) -> EnqueueRequest:
+    return EnqueueRequest(name=kw.pop("name", "send"), input={"k": key}, idempotency_key=key, **kw)
+
+
+def opts(limit: int = 10, **kw: Any) -> ClaimOptions:
+    return ClaimOptions(queues=kw.pop("queues", ["default"]), limit=limit, worker_id="w1", **kw)
+
+
+async def state_of(pool: asyncpg.Pool[Any], job_id: str) -> str:
+    return str(await pool.fetchval("select state from x_jobs where id = $1", job_id))
+
+
+async def test_an_id_that_names_a_finished_row_inserts_nothing(pg: PostgresDriver) -> None:
+    first = await pg.enqueue(req("a", id="job-1"))
+    [job] = await pg.claim(opts())
+    assert await pg.ack(job.id, job.ref)
+    again = await pg.enqueue(req("other-key", id="job-1"))
+    assert (again.id, again.run_id, again.deduped) == (first.id, first.run_id, True)
+    fresh = await pg.enqueue(req("a"))
+    assert fresh.deduped is False
+    assert fresh.id != first.id
+
+
+async def test_concurrent_enqueues_of_one_key_make_one_row(
+    pg_pool: asyncpg.Pool[Any], clock: FrozenClock
+) -> None:
+    drivers = [postgres_driver(pg_pool, clock=clock) for _ in range(6)]
+    answers = await asyncio.gather(*(d.enqueue(req("same")) for d in drivers))
+    assert len({a.id for a in answers}) == 1
+    assert sorted(a.deduped for a in answers) == [False] + [True] * 5
+    assert await pg_pool.fetchval("select count(*) from x_jobs") == 1
+
+
+async def test_enqueue_many_dedupes_inside_the_batch_and_against_rows(
+    pg: PostgresDriver, pg_pool: asyncpg.Pool[Any]
+) -> None:
+    held = await pg.enqueue(req("held"))
+    out = await pg.enqueue_many(
+        [req("x"), req("held"), req("x"), req("y", id="fixed"), req("z", id="fixed")]
+    )
+    assert [a.deduped for a in out] == [False, True, True, False, True]
+    assert out[1].id == held.id
+    assert out[2].id == out[0].id
+    assert out[4].id == "fixed"
+    assert await pg_pool.fetchval("select count(*) from x_jobs") == 3
+
+
+async def test_enqueue_refuses_max_attempts_below_one(pg: PostgresDriver) -> None:
+    with pytest.raises(InvariantError):
+        await pg.enqueue(req("a", max_attempts=0))
+
+
+async def test_claim_takes_oldest_due_first_and_skips_paused_and_future(
+    pg: PostgresDriver, clock: FrozenClock
+) -> None:
+    late = await pg.enqueue(req("late", run_at_ms=clock.now_ms() + 5_000))
+    second = await pg.enqueue(req("b", run_at_ms=clock.now_ms() - 10))
+    first = await pg.enqueue(req("a", run_at_ms=clock.now_ms() - 20))
+    await pg.enqueue(req("p", queue="paused"))
+    await pg.introspect.pause_queue("paused")
+    got = await pg.claim(opts(queues=["default", "paused"]))
+    assert [j.id for j in got] == [first.id, second.id]
+    assert all(j.attempt == 1 and j.claim == 1 and j.worker_id == "w1" for j in got)
+    assert got[0].lease_expires_at_ms == clock.now_ms() + 30_000
+    clock.advance(5_000)
+    [j] = await pg.claim(opts())
+    assert j.id == late.id
+
+
+async def test_claim_refuses_no_queues_and_a_zero_limit(pg: PostgresDriver) -> None:
+    with pytest.raises(ClaimQueuesEmptyError):
+        await pg.claim(ClaimOptions(queues=[], limit=1, worker_id="w"))
+    with pytest.raises(InvariantError):
+        await pg.claim(opts(limit=0))
+
+
+async def test_two_claimers_never_share_a_row(
+    pg: PostgresDriver, pg_pool: asyncpg.Pool[Any], clock: FrozenClock
+) -> None:
+    await pg.enqueue_many([req(f"k{i}") for i in range(60)])
+    other = postgres_driver(pg_pool, clock=clock)
+    batches = await asyncio.gather(*(d.claim(opts(limit=7)) for d in [pg, other] * 5))
+    ids = [j.id for batch in batches for j in batch]
+    assert len(ids) == len(set(ids)) == 60
+
+
+async def test_a_lapsed_lease_is_taken_again_with_the_next_attempt(
+    pg: PostgresDriver, clock: FrozenClock
+) -> None:
+    await pg.enqueue(req("a"))
+    [first] = await pg.claim(opts(visibility_ms=1_000))
+    assert await pg.claim(opts()) == []
+    clock.advance(1_000)
+    [again] = await pg.claim(opts())
+    assert (again.id, again.attempt, again.claim) == (first.id, 2, 2)
+    assert not await pg.ack(first.id, first.ref)
+    assert await pg.heartbeat(first.id, first.ref, 1_000) == "lost"
+    assert await pg.ack(again.id, again.ref)
+
+
+async def test_a_lapsed_final_attempt_is_buried_counted_and_reported_once(
+    pg: PostgresDriver, pg_pool: asyncpg.Pool[Any], clock: FrozenClock
+) -> None:
+    dead = await pg.enqueue(req("dies", max_attempts=1))
+    dropped = await pg.enqueue(req("drops", name="quiet", max_attempts=1))
+    await pg.claim(opts(visibility_ms=100))
+    clock.advance(100)
+    told: list[Sequence[ExhaustedJob]] = []
+
+    async def on_exhausted(rows: Sequence[ExhaustedJob]) -> None:
+        told.append(rows)
+
+    got = await pg.claim(opts(on_exhausted=on_exhausted, drop_exhausted=frozenset({"quiet"})))
+    assert got == []
+    assert len(told) == 1
+    by_id = {row.id: row for row in told[0]}
+    assert by_id[dead.id].state == "dead"
+    assert by_id[dropped.id].state == "failed"
+    assert by_id[dead.id].last_error == LEASE_LAPSED_FINAL_ATTEMPT
+    assert await state_of(pg_pool, dead.id) == "dead"
+    assert await state_of(pg_pool, dropped.id) == "failed"
+    counts = {c.job: c for c in await pg.introspect.counter_totals(0)}
+    assert (counts["send"].dead, counts["quiet"].failed) == (1, 1)
+    assert await pg.claim(opts(on_exhausted=on_exhausted)) == []
+    assert len(told) == 1
+
+
+async def test_settles_are_fenced_on_the_claim_and_count_in_the_same_statement(
+    pg: PostgresDriver, pg_pool: asyncpg.Pool[Any]
+) -> None:
+    await pg.enqueue_many([req("a"), req("b"), req("c"), req("d")])
+    a, b, c, d = await pg.claim(opts())
+    stranger = ClaimRef("w2", a.claim)
+    assert not await pg.ack(a.id, stranger)
+    assert not await pg.nack(a.id, ClaimRef("w1", a.claim + 1), NackOptions())
+    assert await pg.ack(a.id, a.ref, duration_ms=40)
+    assert await pg.nack(b.id, b.ref, NackOptions(error="boom"))
+    assert await pg.nack(c.id, c.ref, NackOptions(error="bad", dead_letter=True))
+    assert await pg.nack(d.id, d.ref, NackOptions(park=True, count=False, run_at_ms=1))
+    assert not await pg.ack(a.id, a.ref)
+    [totals] = await pg.introspect.counter_totals(0)
+    assert (totals.done, totals.retried, totals.dead, totals.failed) == (1, 1, 1, 0)
+    assert totals.duration_ms == 40
+    row = await pg_pool.fetchrow("select state, attempt, last_error from x_jobs where id=$1", d.id)
+    assert dict(row or {}) == {"state": "suspended", "attempt": 0, "last_error": None}
+    assert await state_of(pg_pool, c.id) == "dead"
+
+
+async def test_concurrent_acks_are_answered_each_and_all_land(
+    pg: PostgresDriver, pg_pool: asyncpg.Pool[Any]
+) -> None:
+    await pg.enqueue_many([req(f"k{i}") for i in range(50)])
+    jobs = await pg.claim(opts(limit=50))
+    wrong = [pg.ack(j.id, ClaimRef("w1", j.claim + 1)) for j in jobs[:5]]
+    answers = await asyncio.gather(*wrong, *(pg.ack(j.id, j.ref) for j in jobs))
+    assert answers == [False] * 5 + [True] * 50
+    assert await pg_pool.fetchval("select count(*) from x_jobs where state = 'done'") == 50
+    [totals] = await pg.introspect.counter_totals(0)
+    assert totals.done == 50
+
+
+async def test_heartbeat_renews_reports_cancel_and_loss(
+    pg: PostgresDriver, clock: FrozenClock
+) -> None:
+    await pg.enqueue_many([req("a"), req("b")])
+    a, b = await pg.claim(opts(visibility_ms=1_000))
+    clock.advance(900)
+    assert await pg.heartbeat(a.id, a.ref, 1_000) == "renewed"
+    clock.advance(900)
+    assert [j.id for j in await pg.claim(opts())] == [b.id]  # b lapsed; a is still held
+    assert await pg.heartbeat(a.id, a.ref, 1_000) == "renewed"
+    assert await pg.heartbeat(b.id, b.ref, 1_000) == "lost"
+    assert await pg.introspect.cancel(a.id, "operator") is not None
+    assert await pg.heartbeat(a.id, a.ref, 1_000) == "cancelled"
+    assert not await pg.ack(a.id, a.ref)
+
+
+async def test_steps_are_saved_only_under_the_claim_and_load_in_order(
+    pg: PostgresDriver, clock: FrozenClock
+) -> None:
+    await pg.enqueue(req("a"))
+    [j] = await pg.claim(opts())
+    assert await pg.save_step(j.id, j.ref, j.run_id, "one", {"n": 1}, started_at_ms=5)
+    assert await pg.save_step(j.id, j.ref, j.run_id, "two", [1, "x"], started_at_ms=6)
+    assert await pg.save_step(j.id, j.ref, j.run_id, "one", {"n": 99}, started_at_ms=7)
+    assert not await pg.save_step(j.id, ClaimRef("w9", 1), j.run_id, "x", 1, started_at_ms=8)
+    assert not await pg.save_step(j.id, j.ref, "other-run", "x", 1, started_at_ms=8)
+    steps = await pg.load_steps(j.run_id)
+    assert [(s.name, s.output, s.started_at_ms) for s in steps] == [
+        ("one", {"n": 1}, 5),
+        ("two", [1, "x"], 6),
+    ]
+    assert steps[0].finished_at_ms == clock.now_ms()
+
+
+async def listen(dsn: str) -> tuple[asyncpg.Connection[Any], list[str]]:
+    conn = await asyncpg.connect(dsn)
+    heard: list[str] = []
+    await conn.add_listener("x_jobs_wake", lambda *args: heard.append(args[3]))
+    return conn, heard
+
+
+async def wait_quiet(conn: asyncpg.Connection[Any]) -> None:
+    """Notifications of committed statements arrive before the answer to a later query."""
+    await conn.fetchval("select 1")
+    await asyncio.sleep(0.05)
+    await conn.fetchval("select 1")
+
+
+async def test_enqueue_wakes_each_queue_once_per_slot_and_never_on_dedupe(
+    pg: PostgresDriver, pg_dsn: str, clock: FrozenClock
+) -> None:
+    conn, heard = await listen(pg_dsn)
+    try:
+        await pg.enqueue(req("a"))
+        await pg.enqueue(req("b"))
+        await pg.enqueue(req("a"))
+        await pg.enqueue(req("far", run_at_ms=clock.now_ms() + 5_000))
+        await pg.enqueue(req("q", queue="other"))
+        await wait_quiet(conn)
+        assert sorted(heard) == ["default", "other"]
+        clock.advance(250)
+        await pg.enqueue(req("a"))  # deduped: silent
+        await pg.enqueue(req("soon", run_at_ms=clock.now_ms() + 1_000))
+        await pg.enqueue_many([req("m1"), req("m2", queue="other")])
+        await wait_quiet(conn)
+        assert sorted(heard) == ["default", "default", "other", "other"]
+    finally:
+        await conn.close()
+
+
+async def test_progress_is_throttled_and_the_last_report_lands_with_the_settle(
+    pg: PostgresDriver, pg_pool: asyncpg.Pool[Any], clock: FrozenClock
+) -> None:
+    await pg.enqueue(req("a"))
+    [j] = await pg.claim(opts())
+
+    async def stored() -> Any:
+        row = await pg.introspect.get(j.id)
+        assert row is not None
+        return row.progress
+
+    assert await pg.introspect.record_progress(j.id, j.ref, {"done": 1})
+    assert await pg.introspect.record_progress(j.id, j.ref, {"done": 2})
+    assert await stored() == {"done": 1}
+    assert await pg.introspect.record_progress(j.id, j.ref, {"done": 3}, force=True)
+    assert await stored() == {"done": 3}
+    clock.advance(1_000)
+    assert await pg.introspect.record_progress(j.id, j.ref, {"done": 4})
+    assert await pg.introspect.record_progress(j.id, j.ref, {"done": 5})
+    assert await stored() == {"done": 4}
+    assert await pg.ack(j.id, j.ref)
+    assert await stored() == {"done": 5}
+    assert not await pg.introspect.record_progress(j.id, j.ref, {"done": 6}, force=True)
+
+
+async def test_stats_counts_per_queue_and_state(pg: PostgresDriver, clock: FrozenClock) -> None:
+    await pg.enqueue_many([req("a"), req("b", run_at_ms=clock.now_ms() + 10), req("c")])
+    await pg.enqueue(req("d", queue="q2"))
+    await pg.introspect.pause_queue("q2")
+    [j] = await pg.claim(opts(limit=1))
+    await pg.ack(j.id, j.ref)
+    stats = (await pg.stats()).queues
+    d = stats["default"]
+    assert (d.ready, d.delayed, d.done, d.due, d.paused) == (1, 1, 1, 1, False)
+    assert d.oldest_due_run_at_ms == clock.now_ms()
+    assert stats["q2"].paused
+    assert stats["q2"].ready == 1
