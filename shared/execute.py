@@ -26,7 +26,8 @@ What one attempt does, in order:
    its final dead-letter tells ``on_settled`` ``input=None``).
 2. Install the job's scope (``shared.job_scope``): an actor whose ``org_id`` is the declared
    tenant (none for ``tenant='none'``), and the row's ``traceparent``; build ``ctx``.
-3. Load the run's stored steps, build the ``Run`` and start the body as a task.
+3. Build the step runner (it reads the run's stored steps on the body's first step call, so a
+   body that never calls a step costs no round trip), the ``Run``, and start the body as a task.
 4. Wait for it, bounded by the job's ``timeout``. The deadline aborts ``run.signal`` with
    ``X_JOB_TIMEOUT`` AND cancels the body's task, so the body stops at its next ``await``.
 5. Read the verdict (below), flush the last progress, refuse further step writes, await
@@ -113,6 +114,7 @@ async def execute_job(
     before_settle: BeforeSettle | None = None,
     abandon_grace_ms: int = ABANDON_GRACE_MS,
     rng: random.Random | None = None,
+    failure: BaseException | None = None,
 ) -> JobExecution:
     """Run one attempt of ``claimed`` and settle it; answers what happened (never raises for
     the body's errors — only a cancellation of the caller propagates).
@@ -120,7 +122,9 @@ async def execute_job(
     ``context`` is the app's ctx (a value, or a zero-arg callable called inside the job's
     scope); ``clock`` defaults to the driver's; ``events`` to the process's bus; ``signal`` is
     the worker's (drain, lost lease); ``before_settle`` is awaited right before the ack/nack
-    is sent; ``rng`` seeds the retry jitter (tests).
+    is sent; ``rng`` seeds the retry jitter (tests). ``failure`` fails the attempt without
+    running the body, on the ordinary retry path — the worker passes what went wrong deciding
+    the run's concurrency key (``key(input)`` threw), which must never fail the claim round.
     """
     clock = clock or driver.clock
     started_ms = clock.now_ms()
@@ -130,7 +134,7 @@ async def execute_job(
     try:
         with job_scope(parsed.tenant, claimed.traceparent):
             ctx: Any = None
-            failure = parsed.error
+            failure = parsed.error or failure
             try:
                 ctx = build_ctx(context)
             except Exception as exc:
@@ -141,20 +145,18 @@ async def execute_job(
             )
             end: BodyEnd
             if failure is None and not attempt.signal.aborted:
-                try:
-                    step = await Step.load(
-                        driver=driver,
-                        job_id=claimed.id,
-                        run_id=claimed.run_id,
-                        ref=claimed.ref,
-                        signal=attempt.signal,
-                        clock=clock,
-                        bus=events,
-                        step_timeout_ms=handle.definition.step_timeout_ms,
-                        event_poll_ms=handle.definition.event_poll_ms,
-                    )
-                except Exception as exc:
-                    failure = exc
+                # Lazy: the stored steps are read on the body's first step call.
+                step = Step.lazy(
+                    driver=driver,
+                    job_id=claimed.id,
+                    run_id=claimed.run_id,
+                    ref=claimed.ref,
+                    signal=attempt.signal,
+                    clock=clock,
+                    bus=events,
+                    step_timeout_ms=handle.definition.step_timeout_ms,
+                    event_poll_ms=handle.definition.event_poll_ms,
+                )
             if failure is not None:
                 end = BodyEnd("raised", error=failure)
             elif step is None or attempt.signal.aborted:

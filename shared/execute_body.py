@@ -95,8 +95,11 @@ class Attempt:
             if timeout_ms is not None
             else None
         )
+        halt = self.halt
+        # One future for "the body ended or was halted" (cheaper than asyncio.wait per run).
+        task.add_done_callback(lambda _: _resolve(halt))
         try:
-            await asyncio.wait({task, self.halt}, return_when=asyncio.FIRST_COMPLETED)
+            await halt
             if not task.done():
                 await asyncio.wait({task}, timeout=self.grace_ms / 1000)
         except asyncio.CancelledError:
@@ -166,3 +169,8 @@ def verdict_error(attempt: Attempt, end: BodyEnd) -> BaseException:
             meta={"job": attempt.claimed.name},
         )
     return end.error
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -76,6 +76,8 @@ class Lifecycle:
         self._idle: asyncio.Event | None = None
         self._drain: asyncio.Task[None] | None = None
         self._drained: asyncio.Event | None = None
+        self.last_signal: str | None = None
+        """The name of the signal that started the drain (``SIGTERM``), for roles that name it."""
 
     # -- registration ----------------------------------------------------------------------
 
@@ -100,15 +102,23 @@ class Lifecycle:
     @contextlib.asynccontextmanager
     async def begin_work(self) -> AsyncIterator[None]:
         """Count one unit of work in flight, so ``drain()`` waits for it between its phases."""
-        self._in_flight += 1
-        if self._idle is not None:
-            self._idle.clear()
+        self.work_started()
         try:
             yield
         finally:
-            self._in_flight -= 1
-            if self._in_flight == 0 and self._idle is not None:
-                self._idle.set()
+            self.work_finished()
+
+    def work_started(self) -> None:
+        """``begin_work`` without the context manager, for a hot path (the worker, per run):
+        every call must be paired with ``work_finished()``."""
+        self._in_flight += 1
+        if self._idle is not None:
+            self._idle.clear()
+
+    def work_finished(self) -> None:
+        self._in_flight -= 1
+        if self._in_flight == 0 and self._idle is not None:
+            self._idle.set()
 
     @property
     def in_flight(self) -> int:
@@ -206,6 +216,8 @@ class Lifecycle:
 
         def on_signal(signum: signal.Signals) -> None:
             log.info("jobs.lifecycle.signal", extra={"signal": signum.name})
+            if self.last_signal is None:
+                self.last_signal = signum.name
             task = target.create_task(self.drain())
             pending.add(task)
             task.add_done_callback(pending.discard)

@@ -25,10 +25,15 @@ Decisions worth knowing when writing a body:
   ``StepSuspension``, a ``BaseException`` so ``except Exception`` in a body does not swallow
   it. The step runner also remembers it: a body that catches it anyway is still suspended, and
   every later step call raises it again.
-* **Past the attempt's abort, every step write is ``X_ABORTED``** — checked before ``fn`` runs
-  and again before its result is saved. The deadline, a drain, a lost lease or a cancel all
-  abort the attempt's signal; a body that ignores the signal can finish its code but cannot
-  record anything in the run.
+* **Past the attempt's abort, no NEW step starts** — checked before ``fn`` runs and again
+  before its result is saved. The deadline, a lost lease or a cancel refuse every write
+  (``X_ABORTED``): a body that ignores the signal can finish its code but cannot record
+  anything in the run. A DRAIN (``X_DRAINING``) is gentler, because it never aborts a call
+  already on the wire: a step that was running when the drain began may still finish and be
+  saved, while a step not yet started is refused with ``X_DRAINING``. Once the attempt is
+  settled (``close()``), nothing is written whatever the reason.
+* **The stored steps are read on first use**, not when the attempt starts: a body that never
+  calls a step costs no ``load_steps`` round trip.
 * **A wait's start is stamped by the bus clock** and stored as its own record
   (``'<name>#wait-start'``), so it survives suspensions; the timeout is declared only after
   asking the bus clock again, so a worker whose clock runs ahead never gives up early.
@@ -51,6 +56,7 @@ from shared.durations import duration_label, duration_ms
 from shared.errors import (
     InvariantError,
     JobAbortedError,
+    JobDrainedError,
     JobTimeoutError,
     LeaseLostError,
     StepDuplicateError,
@@ -101,8 +107,9 @@ def _validate_name(name: Any) -> str:
 class Step:
     """One attempt's step runner (``run.step``); built by ``execute_job`` or a test by hand.
 
-    ``stored`` is the run's completed steps (``driver.load_steps(run_id)``), read once per
-    attempt. ``signal`` is the ATTEMPT's signal: once it is aborted, nothing more is written.
+    ``stored`` is the run's completed steps (``driver.load_steps(run_id)``); None reads them
+    on the first step call (once per attempt, shared by steps started together). ``signal`` is
+    the ATTEMPT's signal: once it is aborted no new step starts.
     """
 
     def __init__(
@@ -112,7 +119,7 @@ class Step:
         job_id: str,
         run_id: str,
         ref: ClaimRef,
-        stored: Sequence[StepRecord],
+        stored: Sequence[StepRecord] | None,
         signal: Signal,
         clock: Clock,
         bus: EventBus | None = None,
@@ -123,7 +130,10 @@ class Step:
         self._job_id = job_id
         self._run_id = run_id
         self._ref = ref
-        self._stored: dict[str, StepRecord] = {s.name: s for s in stored}
+        self._stored: dict[str, StepRecord] | None = (
+            None if stored is None else {s.name: s for s in stored}
+        )
+        self._loading: asyncio.Task[list[StepRecord]] | None = None
         self._signal = signal
         self._clock = clock
         self._bus = bus
@@ -164,6 +174,47 @@ class Step:
             event_poll_ms=event_poll_ms,
         )
 
+    @classmethod
+    def lazy(
+        cls,
+        *,
+        driver: JobDriver,
+        job_id: str,
+        run_id: str,
+        ref: ClaimRef,
+        signal: Signal,
+        clock: Clock,
+        bus: EventBus | None = None,
+        step_timeout_ms: int | None = None,
+        event_poll_ms: int = 30_000,
+    ) -> Step:
+        """A runner that reads the stored steps on the first step call (what ``execute_job``
+        builds: a body that never calls a step costs no ``load_steps``)."""
+        return cls(
+            driver=driver,
+            job_id=job_id,
+            run_id=run_id,
+            ref=ref,
+            stored=None,
+            signal=signal,
+            clock=clock,
+            bus=bus,
+            step_timeout_ms=step_timeout_ms,
+            event_poll_ms=event_poll_ms,
+        )
+
+    async def _records(self) -> dict[str, StepRecord]:
+        """The run's stored steps, read once; concurrent first calls share the one read."""
+        stored = self._stored
+        if stored is not None:
+            return stored
+        if self._loading is None:
+            self._loading = asyncio.ensure_future(self._driver.load_steps(self._run_id))
+        loaded = await self._loading
+        if self._stored is None:
+            self._stored = {s.name: s for s in loaded}
+        return self._stored
+
     def close(self, reason: BaseException) -> None:
         """The attempt is settled: every later step call is refused (an abandoned body)."""
         if self._closed is None:
@@ -184,9 +235,26 @@ class Step:
         self._seen.add(checked)
         return checked
 
-    def _ensure_writable(self, name: str) -> None:
-        """Past the attempt's abort (or its settle) nothing is written: ``X_ABORTED``."""
-        reason = self._signal.reason if self._signal.aborted else self._closed
+    def _ensure_writable(self, name: str, *, started: bool = False) -> None:
+        """Refuse a write past the attempt's abort or its settle.
+
+        ``started=False`` guards a step about to begin: any abort refuses it — ``X_DRAINING``
+        under a drain (a call not yet sent is stopped), ``X_ABORTED`` otherwise.
+        ``started=True`` guards the save of a step that was already running: under a drain it
+        may land (a drain never aborts a call on the wire); past the deadline, a lost lease,
+        a cancel or the settle it is ``X_ABORTED``.
+        """
+        reason = self._closed
+        if reason is None and self._signal.reason is not None:
+            reason = self._signal.reason
+            if error_code_of(reason) == JobDrainedError.code:
+                if started:
+                    return
+                raise JobDrainedError(
+                    f"step {name!r} was not started: the worker is draining; the attempt is "
+                    "handed back uncounted and the step runs on the next claim",
+                    meta={"step": name, "reason": JobDrainedError.code},
+                ) from reason
         if reason is None:
             return
         code = error_code_of(reason) or type(reason).__name__
@@ -196,8 +264,10 @@ class Step:
         )
         raise err from reason
 
-    async def _save(self, name: str, output: JSONValue, started_at_ms: int) -> None:
-        self._ensure_writable(name)
+    async def _save(
+        self, name: str, output: JSONValue, started_at_ms: int, *, started: bool = False
+    ) -> None:
+        self._ensure_writable(name, started=started)
         ok = await self._driver.save_step(
             self._job_id, self._ref, self._run_id, name, output, started_at_ms=started_at_ms
         )
@@ -207,10 +277,11 @@ class Step:
                 "(its lease lapsed and the queue re-delivered it, or it was cancelled)",
                 meta={"step": name, "job_id": self._job_id},
             )
-        self._stored[name] = StepRecord(
+        stored = await self._records()
+        stored[name] = StepRecord(
             name=name,
             output=output,
-            seq=len(self._stored),
+            seq=len(stored),
             started_at_ms=started_at_ms,
             finished_at_ms=self._clock.now_ms(),
         )
@@ -226,7 +297,7 @@ class Step:
     async def run(self, name: str, fn: StepFn[R]) -> R:
         """Run ``fn(signal)`` once ever; answers its stored (JSON) form, replayed or new."""
         checked = self._enter(name)
-        record = self._stored.get(checked)
+        record = (await self._records()).get(checked)
         if record is not None:
             self.replayed.append(checked)
             return cast(R, _copy(record.output))
@@ -236,7 +307,7 @@ class Step:
         started = self._clock.now_ms()
         result = await self._call(checked, fn)
         output = stored_form(checked, result)
-        await self._save(checked, output, started)
+        await self._save(checked, output, started, started=True)
         self.ran.append(checked)
         return cast(R, _copy(output))
 
@@ -300,7 +371,7 @@ class Step:
             name = name_or_duration
             ms = duration_ms(duration, field="step.sleep duration")
         checked = self._enter(name)
-        record = self._stored.get(checked)
+        record = (await self._records()).get(checked)
         if record is not None:
             self.replayed.append(checked)
             wake = record.output.get("wakeAtMs") if isinstance(record.output, dict) else None
@@ -333,7 +404,7 @@ class Step:
         timeout_ms = (
             None if timeout is None else duration_ms(timeout, field="wait_for_event timeout")
         )
-        record = self._stored.get(checked)
+        record = (await self._records()).get(checked)
         if record is not None:
             self.replayed.append(checked)
             return _copy(record.output)
@@ -341,7 +412,8 @@ class Step:
         started, began_at_ms = await self._wait_start(checked, event, bus)
         found = await bus.find(event, since_ms=started, match=match)
         if found is not None:
-            await self._save(checked, found.payload, began_at_ms)
+            # The wait had begun: under a drain its answer still lands.
+            await self._save(checked, found.payload, began_at_ms, started=True)
             self.ran.append(checked)
             return _copy(found.payload)
         remaining: float = math.inf
@@ -362,7 +434,7 @@ class Step:
         and when it began on this worker's clock (the step record's ``started_at_ms``, which
         every other step stamps from the worker clock too)."""
         marker = f"{name}{WAIT_START_SUFFIX}"
-        record = self._stored.get(marker)
+        record = (await self._records()).get(marker)
         if record is not None and isinstance(record.output, dict):
             started = record.output.get("startedAtMs")
             if isinstance(started, int) and not isinstance(started, bool):

@@ -78,6 +78,18 @@ def driver_factory(name: str, *, needs: tuple[str, ...] = ()) -> Callable[[Facto
 # --- the registered drivers ---------------------------------------------------------------
 
 
+@driver_factory("memory+announcing")
+async def _memory_announcing(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
+    # The wake's driver wrapper (shared.wake_announce) delegates every operation: held to the
+    # same suite, so a member it forgets or bends fails here.
+    from shared.drivers.memory import memory_driver
+    from shared.wake_announce import announcing
+
+    driver = announcing(memory_driver(clock=clock))
+    yield driver
+    await driver.close()
+
+
 @driver_factory("memory")
 async def _memory(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
     from shared.drivers.memory import memory_driver

@@ -25,6 +25,7 @@ REDIS_MODULES = {
     "shared.drivers.redis",
     "shared.drivers.redis_codec",
     "shared.drivers.redis_scripts",
+    "shared.wake_redis",  # the Redis wake's transport, imported only by redis_wake()
 }
 
 

@@ -1,0 +1,303 @@
+"""ultimate-jobs as an adapter of the peers' harness (``shared/bench/peers/common.py``).
+
+Run by ``bench/latency.py`` beside the peers' adapters, or on its own:
+
+    /work/venv/bin/python bench/bench_ujobs.py             # the harness: one JSON line
+
+The harness is imported from the shared peers folder (never copied): ``UJOBS_PEERS_DIR``, else
+the first of ``../shared/bench/peers`` and ``../../shared/bench/peers`` (from the project root)
+that exists. Settings, by environment:
+
+- ``BENCH_UJOBS_WAKE``: ``redis`` (default — the enqueuer publishes on the Redis channel, the
+  worker subscribes), ``postgres`` (the enqueue's own throttled ``pg_notify``, one LISTEN
+  session in the worker) or ``none`` (the poll alone).
+- ``BENCH_UJOBS_DB`` (default ``bench_ujobs``), ``BENCH_UJOBS_QUEUE`` (``bench``),
+  ``BENCH_UJOBS_CHANNEL`` (``ujobs:wake:bench``): where the run lives.
+- ``BENCH_UJOBS_SLOT_MS`` (default 250): the Redis announcer's throttle slot; ``1`` turns the
+  throttle off at the harness's pace (a variant of ``bench/latency.py``, never the default).
+- ``BENCH_UJOBS_LAT_INTERVAL_S``: the producer's spacing instead of the harness's 50 ms, for
+  the variant where every job lands in a slot of its own (only OUR adapter reads it).
+- ``BENCH_CLAIMS_OUT``: a file the worker appends one line per claim statement to (its
+  ``time.time()``), which is how ``bench/latency.py`` counts an idle worker's claims.
+
+The worker is ``job_worker`` with 16 slots on one queue over the Postgres driver — the
+settings the Postgres peers run with — and the job body calls ``common.record`` first thing.
+The project is run from its source tree, not installed, so the harness's version lookup is
+answered from ``pyproject.toml`` (``_SourceTreeFinder``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def peers_dir() -> Path:
+    """The shared peers folder holding ``common.py``."""
+    given = os.environ.get("UJOBS_PEERS_DIR")
+    candidates = [Path(given)] if given else []
+    candidates += [ROOT.parent / "shared/bench/peers", ROOT.parent.parent / "shared/bench/peers"]
+    for candidate in candidates:
+        if (candidate / "common.py").is_file():
+            return candidate.resolve()
+    raise SystemExit(
+        "cannot find shared/bench/peers/common.py; set UJOBS_PEERS_DIR to the peers folder"
+    )
+
+
+PEERS_DIR = peers_dir()
+for entry in (str(ROOT), str(PEERS_DIR)):
+    if entry not in sys.path:
+        sys.path.insert(0, entry)
+
+import asyncpg  # noqa: E402
+import common  # noqa: E402
+from prometheus_client import CollectorRegistry  # noqa: E402
+
+from shared import job, t  # noqa: E402
+from shared.drivers.base import JobDriver  # noqa: E402
+from shared.drivers.postgres import postgres_driver  # noqa: E402
+from shared.facade import jobs_facade, set_job_driver  # noqa: E402
+from shared.lifecycle import Lifecycle  # noqa: E402
+from shared.metrics import JobMetrics  # noqa: E402
+from shared.migrate import migrate  # noqa: E402
+from shared.registry import Registry  # noqa: E402
+from shared.run import Run  # noqa: E402
+from shared.wake import ChannelWake, postgres_wake, redis_wake  # noqa: E402
+from shared.wake_announce import RedisAnnouncer, announcing  # noqa: E402
+from shared.worker import job_worker  # noqa: E402
+
+WAKE = os.environ.get("BENCH_UJOBS_WAKE", "redis")
+if WAKE not in ("redis", "postgres", "none"):
+    raise SystemExit(f"BENCH_UJOBS_WAKE must be redis, postgres or none, got {WAKE!r}")
+DB_NAME = os.environ.get("BENCH_UJOBS_DB", "bench_ujobs")
+if not DB_NAME.startswith("bench_"):
+    raise SystemExit(f"BENCH_UJOBS_DB must start with bench_ (the harness's prefix): {DB_NAME!r}")
+QUEUE = os.environ.get("BENCH_UJOBS_QUEUE", "bench")
+CHANNEL = os.environ.get("BENCH_UJOBS_CHANNEL", "ujobs:wake:bench")
+SLOT_MS = int(os.environ.get("BENCH_UJOBS_SLOT_MS", "250"))
+if os.environ.get("BENCH_UJOBS_LAT_INTERVAL_S"):
+    common.LAT_INTERVAL = float(os.environ["BENCH_UJOBS_LAT_INTERVAL_S"])
+REDIS_URL = common.redis_url(0)
+SLOTS = 16
+DSN = f"{common.PG_BASE}/{DB_NAME}"
+
+PEER = "ultimate-jobs" if WAKE == "redis" else f"ultimate-jobs ({WAKE} wake)"
+DIST = "ultimate-jobs"
+BACKEND = "postgres" if WAKE != "redis" else "postgres + redis wake"
+SETTINGS = (
+    f"job_worker(concurrency={SLOTS}, queues=[{QUEUE!r}]) in 1 process over postgres_driver "
+    f"(asyncpg pool); wake={WAKE}: "
+    + {
+        "redis": f"enqueuer publishes the queue on {CHANNEL!r} (once per queue per {SLOT_MS} ms "
+        "slot), "
+        "worker subscribes, proven by a probe",
+        "postgres": "the enqueue statement's pg_notify (once per queue per 250 ms slot), one "
+        "LISTEN session in the worker",
+        "none": "the poll alone (idle ceiling 2 s)",
+    }[WAKE]
+    + "; batch = enqueue_many (one statement)"
+    + f"; latency jobs {common.LAT_INTERVAL * 1000:g} ms apart"
+)
+NOTES = [
+    "run from the source tree; version read from pyproject.toml plus the git commit",
+    "enqueue through the public API: the job handle's request() and the installed facade",
+]
+
+
+# -- the version the harness asks importlib.metadata for ------------------------------------
+
+
+def _source_version() -> str:
+    version = str(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return version
+    return f"{version}+g{sha}" if sha else version
+
+
+class _SourceTree(importlib.metadata.Distribution):
+    def read_text(self, filename: str) -> str | None:
+        if filename == "METADATA":
+            return f"Metadata-Version: 2.1\nName: {DIST}\nVersion: {_source_version()}\n"
+        return None
+
+    def locate_file(self, path: Any) -> Path:
+        return ROOT / str(path)
+
+
+class _SourceTreeFinder(importlib.metadata.DistributionFinder):
+    """Answers ``metadata.version('ultimate-jobs')`` for the uninstalled source tree (the
+    documented extension point of importlib.metadata); an installed copy is found first."""
+
+    def find_spec(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def find_distributions(self, context: Any = None) -> Iterator[importlib.metadata.Distribution]:
+        name = getattr(context, "name", None)
+        if name is not None and name.replace("_", "-").lower() == DIST:
+            yield _SourceTree()
+
+
+try:
+    importlib.metadata.version(DIST)
+except importlib.metadata.PackageNotFoundError:
+    sys.meta_path.append(_SourceTreeFinder())
+
+
+# -- the job ----------------------------------------------------------------------------------
+
+
+@job(
+    name="bench-noop",
+    input=t.object(seq=t.number.int(), ts=t.number),
+    idempotency_key=lambda i: f"bench:{i.seq}:{i.ts!r}",
+    tenant="none",
+    queue=QUEUE,
+)
+async def bench_noop(run: Run[Any]) -> None:
+    common.record(run.input.seq, run.input.ts)
+
+
+# -- the adapter interface --------------------------------------------------------------------
+
+_pool: asyncpg.Pool[Any] | None = None
+_announcer: RedisAnnouncer | None = None
+
+
+def setup() -> None:
+    common.recreate_pg_database(DB_NAME.removeprefix("bench_"))  # DROP + CREATE bench_<...>
+
+    async def go() -> None:
+        conn = await asyncpg.connect(DSN)
+        try:
+            await migrate(conn)
+        finally:
+            await conn.close()
+
+    asyncio.run(go())
+
+
+async def connect() -> None:
+    global _pool, _announcer
+    _pool = await asyncpg.create_pool(DSN, min_size=1, max_size=4)
+    _announcer = RedisAnnouncer(REDIS_URL, CHANNEL, slot_ms=SLOT_MS) if WAKE == "redis" else None
+    set_job_driver(announcing(postgres_driver(_pool), _announcer))
+
+
+async def close() -> None:
+    global _pool, _announcer
+    set_job_driver(None)
+    if _announcer is not None:
+        await _announcer.close()
+        _announcer = None
+    if _pool is not None:
+        await _pool.close()
+        _pool = None
+
+
+async def enqueue_one(seq: int, ts: float) -> None:
+    await bench_noop.enqueue({"seq": seq, "ts": ts})
+
+
+async def enqueue_batch(items: list[tuple[int, float]]) -> None:
+    await jobs_facade().enqueue_many([bench_noop.request({"seq": s, "ts": ts}) for s, ts in items])
+
+
+def worker_argv() -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve()), "--worker"]
+
+
+async def lib_done(n: int) -> bool:
+    conn = await asyncpg.connect(DSN)
+    try:
+        done = await conn.fetchval("select count(*) from x_jobs where state = 'done'")
+    finally:
+        await conn.close()
+    return bool(done >= n)
+
+
+# -- the worker process -----------------------------------------------------------------------
+
+
+def count_claims(driver: JobDriver, path: str) -> None:
+    """Append one line per claim statement to ``path``: the idle-cost figure's source."""
+    inner = driver.claim
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    async def claim(options: Any) -> Any:
+        os.write(fd, f"{time.time()!r}\n".encode())
+        return await inner(options)
+
+    driver.claim = claim  # type: ignore[method-assign]
+
+
+async def worker_main() -> None:
+    pool = await asyncpg.create_pool(DSN, min_size=2, max_size=8)
+    assert pool is not None
+    driver = postgres_driver(pool)
+    claims_out = os.environ.get("BENCH_CLAIMS_OUT")
+    if claims_out:
+        count_claims(driver, claims_out)
+    wake: ChannelWake | None = None
+    if WAKE == "redis":
+        wake = redis_wake(REDIS_URL, CHANNEL)
+    elif WAKE == "postgres":
+        wake = postgres_wake(DSN, pool)
+    registry = Registry()
+    registry.register_job(bench_noop)
+    worker = job_worker(
+        driver=driver,
+        context=None,
+        registry=registry,
+        queues=[QUEUE],
+        concurrency=SLOTS,
+        wake=wake,
+        metrics=JobMetrics(CollectorRegistry()),
+        lifecycle=Lifecycle(),
+        close_driver=False,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    if wake is not None:
+        await wake.start()
+    await worker.start()
+    if wake is not None:
+        try:
+            await wake.signals.wait("live", timeout_s=10)
+        except TimeoutError:
+            pass
+    print(json.dumps({"worker": worker.id, "wake": WAKE, "wake_live": bool(wake and wake.live)}))
+    await stop.wait()
+    await worker.stop()
+    if wake is not None:
+        await wake.stop()
+    await pool.close()
+
+
+if __name__ == "__main__":
+    if "--worker" in sys.argv:
+        asyncio.run(worker_main())
+    else:
+        common.main(sys.modules[__name__])

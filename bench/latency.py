@@ -1,0 +1,298 @@
+"""Pickup latency and idle cost, beside the peers, in one run: prints ONE JSON line.
+
+    /work/venv/bin/python bench/latency.py
+    BENCH_PEERS="pgqueuer saq" BENCH_LAT_N=100 /work/venv/bin/python bench/latency.py
+
+What it measures:
+
+- **Pickup latency** from ANOTHER process's enqueue (its commit) to the job body's start, into an
+  idle worker with the wake on: ``BENCH_LAT_N`` (default 300) jobs, 50 ms apart. Measured by the
+  peers' own harness (``shared/bench/peers/common.py``) through our adapter
+  ``bench/bench_ujobs.py``, so the producer process, the timestamps and the percentiles are the
+  very ones the peers get. ``latency_*`` is the default deployment (Redis wake, the announce
+  throttled to once per queue per 250 ms slot).
+- **Variants of ours** (``BENCH_VARIANTS``, default all three), each its own harness run:
+  ``postgres_wake`` — the LISTEN/NOTIFY alternative (the enqueue statement's throttled
+  ``pg_notify``); ``redis_wake_unthrottled`` — the same stream with the announce throttle off
+  (1 ms slots): what the wake path itself costs per job, i.e. what the 250 ms slot costs at
+  this pace (at 50 ms apart, four jobs in five are announced by nobody and start on the
+  woken loop's next pass); ``redis_wake_300ms_apart`` — jobs 300 ms apart, each in a
+  slot of its own: an enqueue into an idle worker, the spec's own measurement (80 jobs: the
+  harness gives its producer 30 s).
+- **The peers' latency**, each peer's adapter run by the same harness in the same run
+  (``peers``); a peer whose venv is missing is built by ``setup_venvs.sh`` first.
+- **Idle claims per minute**: a separate idle worker (its own database, queue and wake channel,
+  wake on) appends a line per claim statement; after ``BENCH_IDLE_SETTLE_S`` (15 s: the wait
+  has doubled to its ceiling by then) claims are counted over at least ``BENCH_IDLE_WINDOW_S``
+  (60 s). It idles while the latency runs go on, so the window costs no extra time.
+
+The harness also runs its enqueue and drain phases for every adapter; this bench does not
+report them and runs them small (``BENCH_N``, default 500) to save time.
+
+Room for issue 6: once the outbox exists, the outbox's pickup (from the staging transaction's
+COMMIT) goes in as ``outbox_latency_median_ms`` / ``outbox_latency_p95_ms``; until then the keys
+are absent, never guessed.
+
+Figures are noisy on a shared 2-core machine: compare ratios within one line, not absolute
+figures across runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ADAPTER = HERE / "bench_ujobs.py"
+N_LAT = int(os.environ.get("BENCH_LAT_N", "300"))
+N_HARNESS = int(os.environ.get("BENCH_N", "500"))
+IDLE_SETTLE_S = float(os.environ.get("BENCH_IDLE_SETTLE_S", "15"))
+IDLE_WINDOW_S = float(os.environ.get("BENCH_IDLE_WINDOW_S", "60"))
+PEERS_HOME = Path(os.environ.get("PEERS_HOME", "/tmp/ujobs-peers"))
+ALL_PEERS = ("procrastinate", "pgqueuer", "oban", "celery", "arq", "rq", "dramatiq", "saq")
+RUN_TIMEOUT_S = 170
+VARIANTS: dict[str, dict[str, str]] = {
+    "postgres_wake": {"BENCH_UJOBS_WAKE": "postgres"},
+    "redis_wake_unthrottled": {"BENCH_UJOBS_SLOT_MS": "1"},
+    "redis_wake_300ms_apart": {"BENCH_UJOBS_LAT_INTERVAL_S": "0.3", "BENCH_LAT_N": "80"},
+}
+TARGETS = {"latency_median_ms": 5.0, "latency_p95_ms": 10.0, "idle_claims_per_min": 12.0}
+
+
+def peers_dir() -> Path:
+    given = os.environ.get("UJOBS_PEERS_DIR")
+    root = HERE.parent
+    candidates = [Path(given)] if given else []
+    candidates += [root.parent / "shared/bench/peers", root.parent.parent / "shared/bench/peers"]
+    for candidate in candidates:
+        if (candidate / "common.py").is_file():
+            return candidate.resolve()
+    raise SystemExit("cannot find shared/bench/peers; set UJOBS_PEERS_DIR")
+
+
+PEERS_DIR = peers_dir()
+
+
+def base_env(tag: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "BENCH_LAT_N": str(N_LAT),
+            "BENCH_N": str(N_HARNESS),
+            "BENCH_TAG": tag,
+            "PEERS_HOME": str(PEERS_HOME),
+            "UJOBS_PEERS_DIR": str(PEERS_DIR),
+            "PYTHONPATH": str(PEERS_DIR),
+        }
+    )
+    return env
+
+
+def run_harness(argv: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
+    """One adapter through the harness: its last stdout line, parsed."""
+    try:
+        done = subprocess.run(
+            argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired:
+        return {"errors": [f"no answer within {RUN_TIMEOUT_S} s"]}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        return {"errors": [f"rc={done.returncode}, no JSON; stderr: {done.stderr[-500:]}"]}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def latency_of(result: dict[str, Any]) -> dict[str, Any]:
+    lat = result.get("latency") or {}
+    out: dict[str, Any] = {
+        "median_ms": lat.get("median_ms"),
+        "p95_ms": lat.get("p95_ms"),
+        "max_ms": lat.get("max_ms"),
+        "n": lat.get("n"),
+    }
+    for key in ("version", "backend"):
+        if key in result:
+            out[key] = result[key]
+    if result.get("errors"):
+        out["errors"] = result["errors"]
+    return out
+
+
+# -- the idle worker --------------------------------------------------------------------------
+
+
+class IdleWorker:
+    """Our worker on a database, queue and channel of its own, counting its claims."""
+
+    def __init__(self, tag: str) -> None:
+        self.claims = PEERS_HOME / "results" / "raw" / f"ujobs_{tag}_idle.claims"
+        self.log = PEERS_HOME / "results" / "raw" / f"ujobs_{tag}_idle_worker.log"
+        self.claims.parent.mkdir(parents=True, exist_ok=True)
+        self.claims.unlink(missing_ok=True)
+        self.env = base_env(tag)
+        self.env.update(
+            {
+                "BENCH_UJOBS_DB": "bench_ujobs_idle",
+                "BENCH_UJOBS_QUEUE": "bench-idle",
+                "BENCH_UJOBS_CHANNEL": "ujobs:wake:bench-idle",
+                "BENCH_CLAIMS_OUT": str(self.claims),
+                "BENCH_OUT": str(self.claims.with_suffix(".jobs")),
+            }
+        )
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started = 0.0
+
+    def start(self) -> None:
+        setup = "import bench_ujobs; bench_ujobs.setup()"
+        subprocess.run(
+            [sys.executable, "-c", setup], cwd=HERE, env=self.env, check=True, timeout=60
+        )
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(ADAPTER), "--worker"],
+                cwd=PEERS_DIR,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.started = time.time()
+
+    def finish(self) -> dict[str, Any]:
+        """Wait out the window, stop the worker, count."""
+        window_start = self.started + IDLE_SETTLE_S
+        remaining = window_start + IDLE_WINDOW_S - time.time()
+        if remaining > 0:
+            time.sleep(remaining)
+        window_end = time.time()
+        self.stop()
+        stamps = [float(x) for x in self.claims.read_text().split()] if self.claims.exists() else []
+        counted = sorted(s for s in stamps if window_start <= s <= window_end)
+        # The steady rate: claims per minute between the first and the last counted claim
+        # (counting the window's edges instead would be off by one claim either way).
+        span = counted[-1] - counted[0] if len(counted) > 1 else 0.0
+        rate = round((len(counted) - 1) * 60 / span, 2) if span > 0 else None
+        status = self._status()
+        return {
+            "idle_claims_per_min": rate,
+            "idle_window_s": round(window_end - window_start, 1),
+            "idle_claims_in_window": len(counted),
+            "idle_wake_live": status.get("wake_live"),
+        }
+
+    def _status(self) -> dict[str, Any]:
+        for line in self.log.read_text(errors="replace").splitlines():
+            if line.startswith("{"):
+                status: dict[str, Any] = json.loads(line)
+                return status
+        return {}
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+
+def wanted_peers() -> list[str]:
+    named = os.environ.get("BENCH_PEERS")
+    return named.split() if named is not None else list(ALL_PEERS)
+
+
+def wanted_variants() -> list[str]:
+    named = os.environ.get("BENCH_VARIANTS")
+    chosen = named.split() if named is not None else list(VARIANTS)
+    unknown = [v for v in chosen if v not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"unknown BENCH_VARIANTS {unknown}; choose from {sorted(VARIANTS)}")
+    return chosen
+
+
+def ensure_venvs(peers: list[str]) -> None:
+    missing = [p for p in peers if not (PEERS_HOME / ".venvs" / p / "bin/python").exists()]
+    if missing:
+        env = {**os.environ, "PEERS_HOME": str(PEERS_HOME)}
+        if "PY312" not in env:
+            # oban needs Python >= 3.12; a pyenv shim for an inactive version would win over
+            # setup_venvs.sh's own fallback, so name the interpreter when one is installed.
+            found = sorted(Path.home().glob(".pyenv/versions/3.12*/bin/python"))
+            if found:
+                env["PY312"] = str(found[-1])
+        subprocess.run(
+            ["bash", str(PEERS_DIR / "setup_venvs.sh")],
+            env=env,
+            stdout=sys.stderr,
+            check=False,
+            timeout=1_800,
+        )
+
+
+def main() -> None:
+    tag = time.strftime("lat%Y%m%dT%H%M%S")
+    errors: list[str] = []
+    peers = wanted_peers()
+    ensure_venvs(peers)
+
+    idle = IdleWorker(tag)
+    idle.start()
+    try:
+        ours = run_harness([sys.executable, str(ADAPTER)], base_env(f"{tag}_ujobs"), PEERS_DIR)
+        variants: dict[str, Any] = {}
+        for name in wanted_variants():
+            print(f"latency: ultimate-jobs, {name}", file=sys.stderr)
+            env = base_env(f"{tag}_ujobs_{name}") | VARIANTS[name]
+            variants[name] = latency_of(run_harness([sys.executable, str(ADAPTER)], env, PEERS_DIR))
+        peer_figures: dict[str, Any] = {}
+        for peer in peers:
+            python = PEERS_HOME / ".venvs" / peer / "bin/python"
+            if not python.exists():
+                peer_figures[peer] = {"errors": [f"no venv at {python.parent.parent}"]}
+                continue
+            print(f"latency: {peer}", file=sys.stderr)
+            result = run_harness(
+                [str(python), f"bench_{peer}.py"], base_env(f"{tag}_{peer}"), PEERS_DIR
+            )
+            peer_figures[peer] = latency_of(result)
+        idle_figures = idle.finish()
+    finally:
+        idle.stop()
+
+    mine = latency_of(ours)
+    errors.extend(ours.get("errors", []))
+    line: dict[str, Any] = {
+        "bench": "latency",
+        "n": N_LAT,
+        "interval_ms": 50,
+        "wake": "redis",
+        "version": ours.get("version"),
+        "latency_median_ms": mine["median_ms"],
+        "latency_p95_ms": mine["p95_ms"],
+        "latency_max_ms": mine["max_ms"],
+        "latency_n": mine["n"],
+        **idle_figures,
+        "variants": variants,
+        "peers": peer_figures,
+        "targets": TARGETS,
+        "errors": errors,
+    }
+    print(json.dumps(line), flush=True)
+
+
+if __name__ == "__main__":
+    main()

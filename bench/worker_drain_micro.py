@@ -1,0 +1,108 @@
+"""A quick local measurement of the worker's per-job path: drain N no-op jobs with ONE worker
+(16 slots, one queue) on Postgres, in this process, and print one JSON line.
+
+    python bench/worker_drain_micro.py            # BENCH_N=20000 by default
+    BENCH_N=5000 BENCH_SLOTS=16 python bench/worker_drain_micro.py
+
+The jobs are enqueued before the worker starts (``enqueue_many``, 1,000 a statement), so the
+figure is the drain alone: from ``start()`` to the last settle. It runs in a throwaway database
+(created from ``TEST_DATABASE_URL``'s server, migrated, dropped). Not the peer comparison — that
+is ``bench/throughput.py`` through the shared harness — but the number to watch while changing
+the worker's hot path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import orjson
+from prometheus_client import CollectorRegistry
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from shared import job, t
+from shared.drivers.postgres import postgres_driver
+from shared.lifecycle import Lifecycle
+from shared.metrics import JobMetrics
+from shared.migrate import migrate
+from shared.registry import Registry
+from shared.run import Run
+from shared.worker import job_worker
+
+ADMIN = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+@job(input=t.object(n=t.number.int()), idempotency_key=lambda i: f"noop:{i.n}", tenant="none")
+async def noop(run: Run[Any]) -> None:
+    """Does nothing: the figure is the queue's cost per job."""
+
+
+async def main() -> None:
+    n = int(os.environ.get("BENCH_N", "20000"))
+    slots = int(os.environ.get("BENCH_SLOTS", "16"))
+    name = f"ujobs_bench_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    head = ADMIN.rpartition("/")[0]
+    admin = await asyncpg.connect(ADMIN)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        pool = await asyncpg.create_pool(f"{head}/{name}", min_size=4, max_size=8)
+        assert pool is not None
+        async with pool.acquire() as conn:
+            await migrate(conn)
+        driver = postgres_driver(pool)
+        reg = Registry()
+        reg.register_job(noop)
+        for start in range(0, n, 1_000):
+            await driver.enqueue_many(
+                [noop.request({"n": i}) for i in range(start, min(n, start + 1_000))]
+            )
+        worker = job_worker(
+            driver=driver,
+            context=None,
+            registry=reg,
+            concurrency=slots,
+            metrics=JobMetrics(CollectorRegistry()),
+            lifecycle=Lifecycle(),
+            close_driver=False,
+        )
+        began = time.perf_counter()
+        cpu_began = time.process_time()
+        await worker.start()
+        while worker.runner.counters.settled < n:
+            await asyncio.sleep(0.002)
+        seconds = time.perf_counter() - began
+        cpu = time.process_time() - cpu_began
+        await worker.stop()
+        left = await pool.fetchval("select count(*) from x_jobs where state <> 'done'")
+        await pool.close()
+        print(
+            orjson.dumps(
+                {
+                    "bench": "worker_drain_micro",
+                    "driver": "postgres",
+                    "jobs": n,
+                    "slots": slots,
+                    "seconds": round(seconds, 3),
+                    "jobs_per_s": round(n / seconds, 1),
+                    "worker_cpu_ms_per_job": round(cpu * 1000 / n, 3),
+                    "passes": worker.stats().passes,
+                    "not_done": left,
+                }
+            ).decode()
+        )
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING)
+    asyncio.run(main())

@@ -1,0 +1,87 @@
+"""The jobs the worker process tests run (``tests/e2e/worker_main.py`` serves them).
+
+Each body prints one JSON line when it starts (``{"event": "started", ...}``) so the test knows
+the process is mid-job before it sends a signal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+import orjson
+
+from shared import job, t
+from shared.registry import Registry
+from shared.run import Run
+
+QUEUE = "e2e"
+
+
+def _started(run: Run[Any]) -> None:
+    line = {"event": "started", "job": run.name, "job_id": run.job_id, "attempt": run.attempt}
+    sys.stdout.write(orjson.dumps(line).decode() + "\n")
+    sys.stdout.flush()
+
+
+@job(
+    input=t.object(n=t.number.int()),
+    idempotency_key=lambda i: f"sticky:{i.n}",
+    tenant="none",
+    queue=QUEUE,
+    retry={"attempts": 3},
+)
+async def sticky(run: Run[Any]) -> str:
+    """Hangs on its first attempt (the worker is killed under it), completes on the next."""
+    _started(run)
+    if run.attempt == 1:
+        await asyncio.sleep(3_600)
+    return "done"
+
+
+@job(
+    input=t.object(n=t.number.int()),
+    idempotency_key=lambda i: f"doomed:{i.n}",
+    tenant="none",
+    queue=QUEUE,
+    retry={"attempts": 1},
+)
+async def doomed(run: Run[Any]) -> None:
+    """Its one attempt hangs, and its worker is killed: the next claim buries it."""
+    _started(run)
+    await asyncio.sleep(3_600)
+
+
+@job(
+    input=t.object(n=t.number.int()),
+    idempotency_key=lambda i: f"cooperative:{i.n}",
+    tenant="none",
+    queue=QUEUE,
+    retry={"attempts": 1},
+)
+async def cooperative(run: Run[Any]) -> None:
+    """Reads its signal: unwinds at once when the worker drains."""
+    _started(run)
+    await run.signal.wait()
+    run.signal.throw_if_aborted()
+
+
+@job(
+    input=t.object(n=t.number.int()),
+    idempotency_key=lambda i: f"stubborn:{i.n}",
+    tenant="none",
+    queue=QUEUE,
+    retry={"attempts": 3},
+)
+async def stubborn(run: Run[Any]) -> None:
+    """Ignores its signal: the drain abandons it at the deadline."""
+    _started(run)
+    await asyncio.sleep(3_600)
+
+
+def app_registry() -> Registry:
+    reg = Registry()
+    for handle in (sticky, doomed, cooperative, stubborn):
+        reg.register_job(handle)
+    return reg

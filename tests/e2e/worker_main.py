@@ -1,0 +1,59 @@
+"""A worker OS process for the crash tests: ``python -m tests.e2e.worker_main DSN [options]``.
+
+Builds ``postgres_driver`` + ``job_worker`` over ``tests/e2e/worker_app``, drains on SIGTERM
+(the process lifecycle), prints ``{"event": "ready"}`` once started and exits 0 after the drain.
+The ``ujobs worker`` service replaces this in a later issue.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+import asyncpg
+import orjson
+
+from shared.drivers.postgres import postgres_driver
+from shared.lifecycle import configure_lifecycle, handle_signals, wait_drained
+from shared.worker import job_worker
+from tests.e2e.worker_app import QUEUE, app_registry
+
+
+def _say(event: str, **fields: object) -> None:
+    sys.stdout.write(orjson.dumps({"event": event, **fields}).decode() + "\n")
+    sys.stdout.flush()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("dsn")
+    parser.add_argument("--worker-id", default=None)
+    parser.add_argument("--visibility-ms", type=int, default=1_500)
+    parser.add_argument("--deadline-ms", type=int, default=25_000)
+    args = parser.parse_args()
+    configure_lifecycle(deadline_ms=args.deadline_ms)
+    pool = await asyncpg.create_pool(args.dsn, min_size=1, max_size=4)
+    assert pool is not None
+    worker = job_worker(
+        driver=postgres_driver(pool),
+        context=None,
+        registry=app_registry(),
+        queues=[QUEUE],
+        visibility_timeout_ms=args.visibility_ms,
+        poll_interval_ms=100,
+        idle_poll_max_ms=200,
+        worker_id=args.worker_id,
+    )
+    handle_signals()
+    await worker.start()
+    _say("ready", worker_id=worker.id)
+    await wait_drained()
+    await pool.close()
+    _say("exited", state=worker.state)
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
+    asyncio.run(main())

@@ -1,0 +1,37 @@
+"""Helpers for the wake tests: a subscriber that records what it heard, and the wake's logs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+WAIT_S = 10.0
+
+
+class Heard:
+    """A wake callback that records every payload and lets a test wait for one."""
+
+    def __init__(self) -> None:
+        self.payloads: list[str] = []
+        self._changed = asyncio.Event()
+
+    def __call__(self, payload: str) -> None:
+        self.payloads.append(payload)
+        self._changed.set()
+
+    async def until(self, payload: str, timeout_s: float = WAIT_S) -> None:
+        async def watch() -> None:
+            while payload not in self.payloads:
+                self._changed.clear()
+                await self._changed.wait()
+
+        await asyncio.wait_for(watch(), timeout_s)
+
+    def count(self, payload: str) -> int:
+        return self.payloads.count(payload)
+
+
+def wake_logs(caplog: pytest.LogCaptureFixture, event: str) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "ujobs.wake" and r.getMessage() == event]
