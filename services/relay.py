@@ -1,9 +1,13 @@
 """``ujobs relay``: the outbox relay as its own service.
 
 Reads ``DATABASE_URL``, builds the Postgres driver, the ``x_outbox`` store, the LISTEN wake
-(a session of its own) and the relay, and publishes committed outbox rows until SIGTERM /
-SIGINT. The drain stops polling, waits out the pass in flight (a publish, then its mark) under
-the process drain deadline, closes the wake and the pool, and exits 0. It applies nothing to
+on ``x_outbox_wake`` (a session of its own) and the relay, and publishes committed outbox rows
+until SIGTERM / SIGINT. Each publish is announced the way a direct enqueue is: the enqueue
+statement's own ``pg_notify`` for LISTEN workers, and, when ``REDIS_URL`` is set, the Redis
+wake channel the workers subscribe to by default.
+
+The drain stops polling, waits out the pass in flight (a publish, then its mark) under the
+process drain deadline, closes the wake and the pool, and exits 0. It applies nothing to
 the schema: run ``ujobs db migrate`` first.
 """
 
@@ -20,27 +24,24 @@ import typer
 from shared.drivers.postgres import postgres_driver
 from shared.errors import DriverUnavailableError, UltimateError
 from shared.lifecycle import handle_signals, wait_drained
-from shared.outbox import (
-    outbox_relay,
-    postgres_outbox_store,
-    postgres_outbox_wake,
-)
+from shared.outbox import OUTBOX_WAKE_CHANNEL, outbox_relay, postgres_outbox_store
 from shared.outbox_relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
+from shared.wake import postgres_wake
+from shared.wake_announce import announcing, redis_announcer
 
 log = logging.getLogger("ujobs.relay")
 
 
-async def serve(database_url: str, *, claim_lease_ms: int, batch_size: int) -> None:
+async def serve(
+    database_url: str, *, redis_url: str | None, claim_lease_ms: int, batch_size: int
+) -> None:
     """Run the relay until the process lifecycle drains (a signal, or ``drain()``)."""
     pool: asyncpg.Pool[Any] | None = await asyncpg.create_pool(database_url, min_size=1, max_size=4)
     assert pool is not None
+    announcer = redis_announcer(redis_url) if redis_url else None
     try:
-        driver = postgres_driver(pool)
-
-        async def connect() -> asyncpg.Connection[Any]:
-            return await asyncpg.connect(database_url)
-
-        wake = postgres_outbox_wake(connect=connect, executor=pool)
+        driver = announcing(postgres_driver(pool), announcer)
+        wake = postgres_wake(database_url, pool, channels=(OUTBOX_WAKE_CHANNEL,))
         relay = outbox_relay(
             store=postgres_outbox_store(executor=pool),
             driver=driver,
@@ -61,6 +62,8 @@ async def serve(database_url: str, *, claim_lease_ms: int, batch_size: int) -> N
             await wake.stop()
             await driver.close()
     finally:
+        if announcer is not None:
+            await announcer.close()
         await pool.close()
 
 
@@ -68,6 +71,12 @@ def relay_command(
     database_url: Annotated[
         str | None,
         typer.Option("--database-url", envvar="DATABASE_URL", help="postgresql://… of x_outbox"),
+    ] = None,
+    redis_url: Annotated[
+        str | None,
+        typer.Option(
+            "--redis-url", envvar="REDIS_URL", help="announce publishes on the Redis wake"
+        ),
     ] = None,
     claim_lease_ms: Annotated[
         int,
@@ -87,7 +96,14 @@ def relay_command(
     try:
         if not database_url:
             raise DriverUnavailableError("no database: pass --database-url or set DATABASE_URL")
-        asyncio.run(serve(database_url, claim_lease_ms=claim_lease_ms, batch_size=batch_size))
+        asyncio.run(
+            serve(
+                database_url,
+                redis_url=redis_url,
+                claim_lease_ms=claim_lease_ms,
+                batch_size=batch_size,
+            )
+        )
     except UltimateError as exc:
         sys.stderr.write(f"{exc.code}: {exc.message}\n")
         raise typer.Exit(code=1) from exc

@@ -8,6 +8,8 @@ default; three things make it true in a process::
     set_jobs_facade(outbox_jobs_facade(store=store, driver=driver))  # enqueue joins the tx
     await outbox_relay(store=store, driver=driver, wake=wake).start()  # publishes after COMMIT
 
+with ``wake = postgres_wake(dsn, pool, channels=(OUTBOX_WAKE_CHANNEL,))`` started first.
+
 Inside ``transaction(conn)`` / ``bind_transaction(conn)`` (``shared.context``),
 ``handle.enqueue()`` STAGES the job on the caller's connection — one insert — and answers
 ``Enqueued(id, run_id, deduped=False)`` with the job's real ids, both minted at staging (the
@@ -20,7 +22,8 @@ publishes it. Give a run its own key (a request id) when the caller keeps the id
 
 The pieces: ``outbox_contract`` (what a store, a claimed row and a wake are),
 ``outbox_facade``, ``outbox_store_pg`` / ``outbox_store_memory``, ``outbox_relay``,
-``outbox_wake`` (LISTEN ``x_outbox_wake``) and ``outbox_purge`` (retention).
+and ``outbox_purge`` (retention). The relay's wake is the worker's: ``shared.wake``'s
+``postgres_wake(dsn, pool, channels=(OUTBOX_WAKE_CHANNEL,))`` (LISTEN ``x_outbox_wake``).
 """
 
 from __future__ import annotations
@@ -37,7 +40,6 @@ from shared.outbox_purge import OutboxPurgeTarget, outbox_purge_target
 from shared.outbox_relay import OutboxRelay, RelayPass, outbox_relay
 from shared.outbox_store_memory import MemoryOutboxStore, memory_outbox_store
 from shared.outbox_store_pg import PostgresOutboxStore, postgres_outbox_store
-from shared.outbox_wake import PostgresOutboxWake, postgres_outbox_wake
 
 __all__ = [
     "OUTBOX_WAKE_CHANNEL",
@@ -50,7 +52,6 @@ __all__ = [
     "OutboxStore",
     "OutboxWake",
     "PostgresOutboxStore",
-    "PostgresOutboxWake",
     "RelayPass",
     "Staged",
     "memory_outbox_store",
@@ -58,5 +59,4 @@ __all__ = [
     "outbox_purge_target",
     "outbox_relay",
     "postgres_outbox_store",
-    "postgres_outbox_wake",
 ]

@@ -6,14 +6,24 @@ this one small file and not on each other.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from shared.drivers.base import EnqueueRequest
+from shared.wake import OUTBOX_WAKE_CHANNEL
+from shared.wake_protocol import QueueWake, WakeCallback
+
+__all__ = [
+    "OUTBOX_WAKE_CHANNEL",
+    "OutboxRecord",
+    "OutboxStore",
+    "OutboxWake",
+    "Staged",
+    "WakeCallback",
+]
 
 JSONValue = Any
-OUTBOX_WAKE_CHANNEL = "x_outbox_wake"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,22 +71,11 @@ class OutboxRecord:
         )
 
 
-WakeCallback = Callable[[str], None]
-"""Called with the announce's payload (the outbox's is empty). The same shape as the worker's
-queue wake, so one listener holding several channels can serve the relay too."""
-
-
-@runtime_checkable
-class OutboxWake(Protocol):
-    """What tells an idle relay that a row was committed. ``live`` is True once the channel is
-    PROVEN (a probe came back); only then may the relay's idle ceiling rise past 2 s."""
-
-    @property
-    def live(self) -> bool: ...
-
-    def subscribe(self, callback: WakeCallback) -> Callable[[], None]:
-        """Call ``callback(payload)`` on every wake; answers the function that unsubscribes."""
-        ...
+OutboxWake = QueueWake
+"""What tells an idle relay that a row was committed: the worker's wake shape
+(``subscribe(callback(payload))`` and ``live``, True once a probe proved the channel). For
+Postgres, ``postgres_wake(dsn, pool, channels=(OUTBOX_WAKE_CHANNEL,))`` (``shared.wake``), or
+``wake.channel(OUTBOX_WAKE_CHANNEL)`` of a wake that listens to several channels."""
 
 
 @runtime_checkable
@@ -86,8 +85,8 @@ class OutboxStore(Protocol):
 
     @property
     def wake(self) -> OutboxWake | None:
-        """The store's own in-process wake (memory), or None (Postgres: LISTEN, see
-        ``outbox_wake``)."""
+        """The store's own in-process wake (memory), or None (Postgres: the relay LISTENs on
+        ``x_outbox_wake`` through ``shared.wake.postgres_wake``)."""
         ...
 
     async def stage(self, tx: Any, requests: Sequence[EnqueueRequest]) -> list[Staged]:

@@ -7,7 +7,9 @@ One pass:
    take a row inside its lease, and a relay that died mid-batch strands its rows only until
    the lease lapses. Each pass claims under a token of its own (``<relay_id>:<n>``).
 2. PUBLISH each row under its own ids (``driver.enqueue(EnqueueRequest(id=row.id, ...))``),
-   THEN mark it published, fenced on the token. A crash between the two republishes the row
+   wake this process's workers (``signal_enqueued``; an ``announcing()`` driver does that and
+   tells other processes too — pass the process's announcing driver), THEN mark it
+   published, fenced on the token. A crash between the two republishes the row
    later, and that republish meets the job the first publish made (the driver inserts nothing
    under an id that names a row, live or finished) — only a job an operator REMOVED in between
    runs again. Handlers are at-least-once anyway: write them idempotent.
@@ -23,7 +25,8 @@ Idle cost (spec § Idle cost): after a pass that published, the next is ``interv
 (200 ms) — at once when the batch came back FULL, so a backlog drains at publish speed rather
 than ``batch_size`` per interval; after an empty (or failed) pass the wait doubles up to the
 idle ceiling: ``idle_poll_max_ms`` when given, else 2 s, or 5 s while the wake is PROVEN live.
-A wake (the stage's NOTIFY on commit, or the memory store's stage) passes now and drops the
+A wake (the stage's NOTIFY on commit heard through ``postgres_wake(dsn, pool,
+channels=(OUTBOX_WAKE_CHANNEL,))``, or the memory store's stage) passes now and drops the
 wait back to the floor; a wake during a pass asks for ONE more pass behind it.
 
 Ordering holds per relay. Two relays compose batches in the same order, but they publish in
@@ -56,15 +59,33 @@ from shared.errors import ConfigInvalidError, InvariantError, UltimateError
 from shared.hooks import Signals
 from shared.ids import new_id
 from shared.lifecycle import Deadline, Lifecycle, process_lifecycle
+from shared.local_wake import signal_enqueued
 from shared.outbox_contract import OutboxRecord, OutboxStore, OutboxWake
+from shared.wake_announce import AnnouncingDriver
+from shared.wake_protocol import (
+    IDLE_POLL_CEILING_MS,
+    WAKE_DUE_WITHIN_MS,
+    WOKEN_IDLE_POLL_CEILING_MS,
+    idle_ceiling_ms,
+)
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_CLAIM_LEASE_MS",
+    "DEFAULT_INTERVAL_MS",
+    "IDLE_POLL_CEILING_MS",
+    "WOKEN_IDLE_POLL_CEILING_MS",
+    "OnPublished",
+    "OutboxRelay",
+    "RelayPass",
+    "outbox_relay",
+]
 
 log = logging.getLogger("ujobs.outbox")
 
 DEFAULT_CLAIM_LEASE_MS = 30_000
 DEFAULT_BATCH_SIZE = 100
 DEFAULT_INTERVAL_MS = 200
-IDLE_POLL_CEILING_MS = 2_000
-WOKEN_IDLE_POLL_CEILING_MS = 5_000
 
 OnPublished = Callable[[OutboxRecord, Enqueued], Awaitable[None]]
 
@@ -128,6 +149,9 @@ class OutboxRelay:
             )
         self.store = store
         self.driver = driver
+        # An announcing driver already tells this process's workers (and other processes);
+        # a bare one does not, so the relay tells this process's workers itself.
+        self._signal_locally = not isinstance(driver, AnnouncingDriver)
         self.wake = wake if wake is not None else store.wake
         self.clock = clock
         self.relay_id = relay_id or f"{socket.gethostname()}:{os.getpid()}:{new_id()[-6:]}"
@@ -150,11 +174,11 @@ class OutboxRelay:
     # -- one pass ---------------------------------------------------------------------------
     @property
     def idle_ceiling_ms(self) -> int:
+        """The idle wait's ceiling: declared, else 2 s, or 5 s while the wake is proven live
+        (never below the floor, ``interval_ms``)."""
         if self.idle_poll_max_ms is not None:
             return self.idle_poll_max_ms
-        live = self.wake is not None and self.wake.live
-        ceiling = WOKEN_IDLE_POLL_CEILING_MS if live else IDLE_POLL_CEILING_MS
-        return max(ceiling, self.interval_ms)
+        return max(idle_ceiling_ms(self.wake), self.interval_ms)
 
     @property
     def delay_ms(self) -> int:
@@ -202,6 +226,8 @@ class OutboxRelay:
                 return
             if answer.deduped:
                 result.deduped.append(row.id)
+            elif self._signal_locally and self._due_soon(row):
+                signal_enqueued(row.queue)  # this process's workers start it at once
             try:
                 if self.on_published is not None:
                     await self.on_published(row, answer)
@@ -222,6 +248,9 @@ class OutboxRelay:
                 )
                 return
             result.published.append(row.id)
+
+    def _due_soon(self, row: OutboxRecord) -> bool:
+        return row.run_at_ms is None or row.run_at_ms <= self.clock.now_ms() + WAKE_DUE_WITHIN_MS
 
     async def _release(self, rows: list[OutboxRecord], claimant: str) -> int:
         return await self.store.release([r.id for r in rows], claimant)
@@ -359,7 +388,8 @@ def outbox_relay(
 ) -> OutboxRelay:
     """The relay role (see the module doc). ``claim_lease_ms`` that is not a positive whole
     number is ``X_INVARIANT`` here, at construction. ``wake`` defaults to the store's own
-    (memory); for Postgres pass ``postgres_outbox_wake(...)``. ``on_published`` is awaited
+    (memory); for Postgres pass ``postgres_wake(dsn, pool, channels=(OUTBOX_WAKE_CHANNEL,))``
+    (``shared.wake``; start it before the relay, stop it after). ``on_published`` is awaited
     between a row's publish and its mark (tests stall or kill a relay there)."""
     return OutboxRelay(
         store=store,

@@ -63,7 +63,7 @@ class PostgresOutboxStore:
     @property
     def wake(self) -> OutboxWake | None:
         """None: a Postgres stage wakes the relay through LISTEN ``x_outbox_wake`` on commit
-        (``postgres_outbox_wake``), not in process — the row is not committed yet."""
+        (``shared.wake.postgres_wake``), not in process — the row is not committed yet."""
         return None
 
     def _staged_at(self) -> int:

@@ -1,26 +1,22 @@
-"""The relay's LISTEN wake: a commit starts a pass at once, the wake is proven before the idle
-ceiling rises, and a lost session is re-dialled."""
+"""The relay's wakes: a COMMIT starts a pass at once through LISTEN ``x_outbox_wake`` (the
+worker's ``postgres_wake``, alone or as one channel of a shared session), a proven wake raises
+the idle ceiling, and a publish wakes this process's workers."""
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
+from collections.abc import Iterator
 
-import asyncpg
+import pytest
 
 from shared.context import transaction
-from shared.outbox import postgres_outbox_wake
+from shared.local_wake import on_enqueued
+from shared.outbox import OUTBOX_WAKE_CHANNEL
 from shared.outbox_relay import IDLE_POLL_CEILING_MS, WOKEN_IDLE_POLL_CEILING_MS
-from tests.integration.outbox_kit import Pool, billing_jobs, relay_for, wire
+from shared.wake import POSTGRES_WAKE_CHANNEL, postgres_wake
+from shared.wake_announce import announcing
+from tests.integration.outbox_kit import Pool, Wired, billing_jobs, relay_for, wire
 
 HOUR_MS = 3_600_000
-
-
-async def _until(predicate: Any, timeout_s: float = 10.0) -> None:
-    """Poll ``predicate`` (a state no signal announces) with a generous timeout."""
-    async with asyncio.timeout(timeout_s):
-        while not predicate():
-            await asyncio.sleep(0.01)
 
 
 async def test_a_commit_wakes_an_idle_relay_that_would_otherwise_wait_an_hour(
@@ -28,17 +24,13 @@ async def test_a_commit_wakes_an_idle_relay_that_would_otherwise_wait_an_hour(
 ) -> None:
     billing = billing_jobs()
     wired = wire(pg_pool)
-
-    async def connect() -> asyncpg.Connection[Any]:
-        return await asyncpg.connect(pg_dsn)
-
-    wake = postgres_outbox_wake(connect=connect, executor=pg_pool)
-    await wake.start()
-    assert wake.live  # the probe came back on the session
+    wake = postgres_wake(pg_dsn, pg_pool, channels=(OUTBOX_WAKE_CHANNEL,))
     # Polling alone would next look in an hour: only the wake can explain a prompt publish.
-    relay = relay_for(wired, interval_ms=HOUR_MS, idle_poll_max_ms=HOUR_MS, wake=wake)
+    relay = relay_for(wired, interval_ms=HOUR_MS, wake=wake)
     assert relay.idle_ceiling_ms == HOUR_MS
     try:
+        await wake.start()
+        await wake.signals.wait("live")
         await relay.start()
         await relay.signals.wait("pass")  # the first pass, on start: nothing yet
         async with pg_pool.acquire() as conn, transaction(conn):
@@ -48,67 +40,68 @@ async def test_a_commit_wakes_an_idle_relay_that_would_otherwise_wait_an_hour(
     finally:
         await relay.stop()
         await wake.stop()
-        await wake.stop()  # safe twice
 
 
-async def test_a_proven_wake_raises_the_idle_ceiling_and_a_lost_session_is_redialled(
-    pg_dsn: str, pg_pool: Pool
-) -> None:
+async def test_one_session_serves_the_worker_and_the_relay(pg_dsn: str, pg_pool: Pool) -> None:
     billing = billing_jobs()
     wired = wire(pg_pool)
-    sessions: list[asyncpg.Connection[Any]] = []
-
-    async def connect() -> asyncpg.Connection[Any]:
-        conn = await asyncpg.connect(pg_dsn)
-        sessions.append(conn)
-        return conn
-
-    wake = postgres_outbox_wake(connect=connect, executor=pg_pool)
-    defaults = relay_for(wired, wake=wake)
-    assert defaults.idle_ceiling_ms == IDLE_POLL_CEILING_MS  # not proven yet: 2 s
-    await wake.start()
-    assert defaults.idle_ceiling_ms == WOKEN_IDLE_POLL_CEILING_MS  # proven: 5 s
-    relay = relay_for(wired, interval_ms=HOUR_MS, wake=wake)
+    wake = postgres_wake(pg_dsn, pg_pool, channels=(POSTGRES_WAKE_CHANNEL, OUTBOX_WAKE_CHANNEL))
+    outbox_channel = wake.channel(OUTBOX_WAKE_CHANNEL)
+    relay = relay_for(wired, interval_ms=HOUR_MS, wake=outbox_channel)
     try:
+        await wake.start()
+        await wake.signals.wait("live")
         await relay.start()
         await relay.signals.wait("pass")
-        # The session dies (a failover, an idle-connection reaper): the wake is not live ...
-        pid = sessions[0].get_server_pid()
-        await pg_pool.execute("select pg_terminate_backend($1)", pid)
-        await _until(lambda: len(sessions) == 2 and wake.live)
-        # ... until it is re-dialled and proven again; then a commit wakes the relay again.
-        mark = relay.signals.mark()
         async with pg_pool.acquire() as conn, transaction(conn):
             queued = await billing.create_invoice.enqueue({"order": "o1"})
-        await relay.signals.wait("pass", lambda p: queued.id in p.published, since=mark)
+        await relay.signals.wait("pass", lambda p: queued.id in p.published)
     finally:
         await relay.stop()
         await wake.stop()
-    assert not wake.live
 
 
-async def test_a_wake_that_never_comes_back_stays_unproven_and_logs_once(
-    pg_dsn: str, pg_pool: Pool, caplog: Any
-) -> None:
-    async def connect() -> asyncpg.Connection[Any]:
-        return await asyncpg.connect(pg_dsn)
-
-    class SilentExecutor:
-        """A pool whose probe goes to another database, as through a proxy that drops it."""
-
-        def __init__(self, pool: Pool) -> None:
-            self.pool = pool
-
-        async def fetch(self, query: str, *args: Any) -> list[Any]:
-            return await self.pool.fetch("select $1::text as ignored", *args)
-
-    wake = postgres_outbox_wake(
-        connect=connect, executor=SilentExecutor(pg_pool), probe_timeout_ms=50
-    )
-    await wake.start()
+async def test_a_proven_wake_raises_the_idle_ceiling(pg_dsn: str, pg_pool: Pool) -> None:
+    wired = wire(pg_pool)
+    wake = postgres_wake(pg_dsn, pg_pool, channels=(OUTBOX_WAKE_CHANNEL,))
+    relay = relay_for(wired, wake=wake)
+    assert relay.idle_ceiling_ms == IDLE_POLL_CEILING_MS  # not proven yet: 2 s
     try:
-        assert not wake.live
-        unverified = [r for r in caplog.records if r.getMessage() == "jobs.wake.unverified"]
-        assert len(unverified) == 1
+        await wake.start()
+        await wake.signals.wait("live")
+        assert relay.idle_ceiling_ms == WOKEN_IDLE_POLL_CEILING_MS  # proven: 5 s
+        delays = []
+        for _ in range(7):
+            await relay.run_once()
+            delays.append(relay.delay_ms)
+        assert delays == [200, 400, 800, 1600, 3200, 5000, 5000]  # 12 claims per idle minute
     finally:
         await wake.stop()
+
+
+@pytest.fixture
+def local_wakes() -> Iterator[list[str]]:
+    """The queues this process's workers were told about (``signal_enqueued``)."""
+    heard: list[str] = []
+    unsubscribe = on_enqueued(heard.append)
+    yield heard
+    unsubscribe()
+
+
+async def test_a_publish_wakes_this_processs_workers_once(
+    pg_pool: Pool, local_wakes: list[str]
+) -> None:
+    billing = billing_jobs()
+    wired = wire(pg_pool)
+    async with pg_pool.acquire() as conn, transaction(conn):
+        await billing.create_invoice.enqueue({"order": "o1"})
+    await relay_for(wired).run_once()  # a bare driver: the relay signals
+    assert local_wakes == ["default"]
+
+    async with pg_pool.acquire() as conn, transaction(conn):
+        await billing.charge_card.enqueue({"order": "o1"})
+        await billing.create_invoice.enqueue({"order": "o1"})  # its key is live: a dedupe
+    announced = Wired(announcing(wired.driver), wired.store)  # type: ignore[arg-type]
+    result = await relay_for(announced).run_once()
+    assert len(result.deduped) == 1
+    assert local_wakes == ["default", "default"]  # the driver signalled, once; no dedupe
