@@ -34,8 +34,9 @@ The outbox's pickup (issue 6) is the ``outbox`` variant, lifted to the top level
 ``outbox_latency_median_ms`` / ``outbox_latency_p95_ms`` (target: median under 10 ms): every
 enqueue is staged inside a transaction of its own in the producer process, and the worker
 process also runs the relay, woken by LISTEN ``x_outbox_wake`` on COMMIT. The clock starts
-before the transaction opens (the harness's timestamp), so the figure is a little more than
-"from the COMMIT". Absent when ``BENCH_VARIANTS`` leaves the variant out.
+inside the transaction, just before the stage's INSERT, so the figure counts the INSERT and
+the COMMIT — a little more than the spec's "from the COMMIT". Absent when ``BENCH_VARIANTS``
+leaves the variant out.
 
 Figures are noisy on a shared 2-core machine: compare ratios within one line, not absolute
 figures across runs.
