@@ -210,3 +210,57 @@ async def test_the_stage_wakes_the_relay_on_commit_only_and_not_while_a_row_wait
             assert await _next_heard(pg_pool, heard) == ""
     finally:
         await listener.close()
+
+
+async def test_a_committed_transaction_runs_on_the_real_worker_through_the_relay(
+    pg_dsn: str, pg_pool: Pool
+) -> None:
+    """The three steps and a worker, as a deployment runs them: nothing but the wakes in
+    between (the relay hears the COMMIT, its publish wakes this process's worker)."""
+    from prometheus_client import CollectorRegistry
+
+    from shared.lifecycle import Lifecycle
+    from shared.metrics import JobMetrics
+    from shared.outbox import OUTBOX_WAKE_CHANNEL
+    from shared.registry import Registry
+    from shared.wake import postgres_wake
+    from shared.worker import job_worker
+
+    billing = billing_jobs()
+    wired = wire(pg_pool)
+    registry = Registry()
+    registry.register_job(billing.create_invoice)
+    registry.register_job(billing.charge_card)
+    hour = 3_600_000
+    worker = job_worker(
+        driver=wired.driver,
+        context=None,
+        registry=registry,
+        queues=["default"],
+        poll_interval_ms=hour,
+        idle_poll_max_ms=hour,
+        metrics=JobMetrics(CollectorRegistry()),
+        lifecycle=Lifecycle(),
+        close_driver=False,
+    )
+    wake = postgres_wake(pg_dsn, pg_pool, channels=(OUTBOX_WAKE_CHANNEL,))
+    relay = relay_for(wired, interval_ms=hour, wake=wake)
+    try:
+        await wake.start()
+        await worker.start()
+        await relay.start()
+        await relay.signals.wait("pass")
+        async with pg_pool.acquire() as conn, transaction(conn):
+            await billing.create_invoice.enqueue({"order": "o-9"})
+            await billing.charge_card.enqueue({"order": "o-9"})
+        async with asyncio.timeout(10):
+            while len(billing.ran) < 2:
+                await asyncio.sleep(0.01)
+    finally:
+        await relay.stop()
+        await worker.stop()
+        await wake.stop()
+    # Published in staging order; a worker with free slots may start the two side by side.
+    assert sorted(billing.ran) == [("charge_card", "o-9"), ("create_invoice", "o-9")]
+    assert [j["name"] for j in await job_rows(pg_pool)] == ["create_invoice", "charge_card"]
+    assert [j["state"] for j in await job_rows(pg_pool)] == ["done", "done"]
