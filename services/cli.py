@@ -16,6 +16,7 @@ import orjson
 import typer
 
 from services.app_loader import load_api
+from services.relay import relay_command
 from services.scheduler import scheduler_command, tasks_app
 from shared.errors import DriverUnavailableError, UltimateError
 
@@ -70,6 +71,7 @@ def manifest(app_spec: AppOption = None, as_json: JsonOption = False) -> None:
 
 
 app.command("scheduler")(scheduler_command)
+app.command("relay")(relay_command)
 app.add_typer(tasks_app, name="tasks")
 
 db_app = typer.Typer(help="The database schema.", no_args_is_help=True)
