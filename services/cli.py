@@ -26,6 +26,7 @@ from services.cli_services import (
     api_command,
     dev_command,
     exporter_command,
+    relay_command,
     scheduler_command,
     webhook_deliverer_command,
     worker_command,
@@ -74,6 +75,7 @@ app.command("api")(api_command)
 app.command("scheduler")(scheduler_command)
 app.command("dev")(dev_command)
 app.command("worker")(worker_command)
+app.command("relay")(relay_command)
 app.command("webhook-deliverer")(webhook_deliverer_command)
 app.command("exporter")(exporter_command)
 

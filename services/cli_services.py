@@ -13,7 +13,7 @@ import typer
 
 from services.cli_common import AppOption
 from services.cli_output import reported
-from services.config import ApiConfig, SchedulerConfig, WorkerConfig, environment
+from services.config import ApiConfig, RelayConfig, SchedulerConfig, WorkerConfig, environment
 from services.runtime import ServiceRun, run_service
 
 
@@ -124,3 +124,16 @@ def exporter_command(app_spec: AppOption = None, driver: DriverOption = None) ->
     with reported(as_json=False):
         config = exporter_config(environment(), app=app_spec, driver=driver)
     _run_worker(config)
+
+
+def relay_command(app_spec: AppOption = None) -> None:
+    """Run the outbox relay: publish committed x_outbox rows onto the queue."""
+    with reported(as_json=False):
+        config = RelayConfig.load(environment(), app=app_spec)
+
+    async def start(run: ServiceRun) -> None:
+        from services.relay import start_relay
+
+        await start_relay(run, config)
+
+    run_service(config.common, start)

@@ -50,6 +50,7 @@ from services.redact import redact_url
 from shared.drivers.base import DEFAULT_QUEUE, DEFAULT_VISIBILITY_MS
 from shared.errors import DriverUnavailableError
 from shared.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
+from shared.outbox_relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
 
 T = TypeVar("T")
 _DEFAULT_QUEUES: tuple[str, ...] = (DEFAULT_QUEUE,)
@@ -367,6 +368,8 @@ class RelayConfig:
     """``ujobs relay``: the outbox is in Postgres, whatever the queue's driver."""
 
     common: CommonConfig
+    claim_lease_ms: int = DEFAULT_CLAIM_LEASE_MS
+    batch_size: int = DEFAULT_BATCH_SIZE
 
     @classmethod
     def load(
@@ -378,10 +381,18 @@ class RelayConfig:
         require_backend: bool = True,
     ) -> RelayConfig:
         common = read_common(env, service, app=app)
+        src = _Source(env)
+        config = cls(
+            common=common,
+            claim_lease_ms=src.read(
+                "UJOBS_OUTBOX_CLAIM_LEASE_MS", _whole_from(1), DEFAULT_CLAIM_LEASE_MS
+            ),
+            batch_size=src.read("UJOBS_OUTBOX_BATCH_SIZE", _whole_from(1), DEFAULT_BATCH_SIZE),
+        )
         if require_backend:
             common.connections.require_database(service)
             common.connections.require_backend(service)
-        return cls(common=common)
+        return config
 
 
 @dataclass(frozen=True, slots=True)

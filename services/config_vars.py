@@ -14,6 +14,7 @@ from typing import Literal
 
 from shared.drivers.base import DEFAULT_QUEUE, DEFAULT_VISIBILITY_MS
 from shared.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
+from shared.outbox_relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
 
 DriverName = Literal["postgres", "redis"]
 DRIVERS: tuple[DriverName, ...] = ("postgres", "redis")
@@ -114,6 +115,18 @@ VARIABLES: dict[str, Variable] = {
             "key prefix (hash tag) of the Redis driver's keys",
             DEFAULT_REDIS_PREFIX,
             _ALL,
+        ),
+        Variable(
+            "UJOBS_OUTBOX_CLAIM_LEASE_MS",
+            "how long a dead relay's claimed outbox rows wait before another relay takes them",
+            str(DEFAULT_CLAIM_LEASE_MS),
+            ("relay", "dev"),
+        ),
+        Variable(
+            "UJOBS_OUTBOX_BATCH_SIZE",
+            "outbox rows a relay claims per pass",
+            str(DEFAULT_BATCH_SIZE),
+            ("relay", "dev"),
         ),
         Variable(
             "UJOBS_SCHEDULER_TICK_INTERVAL_MS",

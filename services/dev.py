@@ -24,6 +24,7 @@ from services.cli_db import migrate_url
 from services.config import (
     ApiConfig,
     Connections,
+    RelayConfig,
     SchedulerConfig,
     WorkerConfig,
     environment,
@@ -36,7 +37,7 @@ from shared.drivers.base import DEFAULT_QUEUE
 from shared.introspect import introspection_of
 from shared.registry import Registry
 
-C = TypeVar("C", WorkerConfig, ApiConfig, SchedulerConfig)
+C = TypeVar("C", WorkerConfig, ApiConfig, SchedulerConfig, RelayConfig)
 EXAMPLE_APP = "services.example_app:api"
 DATA_DIR = Path(".ujobs") / "pg"
 
@@ -53,6 +54,7 @@ class DevConfig:
     worker: WorkerConfig
     api: ApiConfig
     scheduler: SchedulerConfig
+    relay: RelayConfig
     example: bool
     data_dir: Path
     queues_given: bool
@@ -76,10 +78,12 @@ class DevConfig:
             worker = dataclasses.replace(worker, common=quiet)
         api = ApiConfig.load(env, service="dev", app=chosen_app, port=port, require_backend=False)
         scheduler = SchedulerConfig.load(env, service="dev", app=chosen_app, require_backend=False)
+        relay = RelayConfig.load(env, service="dev", app=chosen_app, require_backend=False)
         return cls(
             worker=worker,
             api=api,
             scheduler=scheduler,
+            relay=relay,
             example=example,
             data_dir=DATA_DIR,
             queues_given=queues is not None or "UJOBS_QUEUES" in env,
@@ -97,6 +101,7 @@ class DevConfig:
             worker=moved(self.worker),
             api=moved(self.api),
             scheduler=moved(self.scheduler),
+            relay=moved(self.relay),
         )
 
 
@@ -122,6 +127,7 @@ async def _database(run: ServiceRun, config: DevConfig) -> DevConfig:
 async def start_dev(run: ServiceRun, config: DevConfig) -> None:
     """Bring up the database, the schema and every role; narrate until drained."""
     from services.api import address, start_api
+    from services.relay import start_relay
     from services.scheduler import start_scheduler
     from services.wiring import wire
     from services.worker import start_worker
@@ -139,6 +145,7 @@ async def start_dev(run: ServiceRun, config: DevConfig) -> None:
 
     queues = served_queues(config, registry)
     await start_scheduler(run, config.scheduler)
+    await start_relay(run, config.relay, wired=wired, say=False)
     worker = dataclasses.replace(config.worker, queues=queues)
     await start_worker(run, worker, registry=registry, wired=wired)
     runner = await start_api(run, config.api)

@@ -6,7 +6,7 @@ from shared import job, task, t, Retry, define_api, publish_event
 from __future__ import annotations
 
 from shared.clock import Clock, FrozenClock, SystemClock
-from shared.context import Actor, bind_transaction, cross_tenant
+from shared.context import Actor, bind_transaction, cross_tenant, transaction
 from shared.definitions import JobHandle, KeyedConcurrency, job
 from shared.errors import UltimateError, register_error_retry, retry_for
 from shared.events import publish_event
@@ -42,4 +42,5 @@ __all__ = [
     "retry_schedule",
     "t",
     "task",
+    "transaction",
 ]

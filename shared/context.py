@@ -8,8 +8,8 @@ installs it); an enqueue joins the transaction bound here (``bind_transaction``)
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,6 +118,21 @@ def bind_transaction(connection: Any) -> Iterator[Any]:
         yield connection
     finally:
         _transaction.reset(token)
+
+
+@asynccontextmanager
+async def transaction(connection: Any) -> AsyncIterator[Any]:
+    """Open a transaction on ``connection`` (asyncpg) and bind it for the block: an enqueue
+    inside STAGES in it (with the outbox facade installed), so the job commits or rolls back
+    with the rows written beside it::
+
+        async with pool.acquire() as conn, transaction(conn):
+            await conn.execute("insert into invoices ...")
+            await create_invoice.enqueue({...})
+    """
+    async with connection.transaction():
+        with bind_transaction(connection):
+            yield connection
 
 
 def current_traceparent() -> str | None:

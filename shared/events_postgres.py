@@ -15,7 +15,15 @@ import asyncpg
 
 from shared.drivers.postgres_rows import dumps, loads
 from shared.errors import InvariantError
-from shared.events import DEFAULT_EVENT_TTL_MS, EventRecord, JSONValue, Match, matches
+from shared.events import (
+    DEFAULT_EVENT_TTL_MS,
+    EventRecord,
+    JSONValue,
+    Match,
+    json_payload,
+    matches,
+    validate_event_name,
+)
 from shared.ids import new_id
 from shared.sql import query
 
@@ -33,22 +41,25 @@ _PURGE = query("events_purge")
 class PostgresEventBus:
     """``EventBus`` stored in Postgres."""
 
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Pool, *, ttl_ms: int = DEFAULT_EVENT_TTL_MS) -> None:
+        _check_ttl(ttl_ms)
         self._pool = pool
+        self.ttl_ms = ttl_ms
 
     async def publish(
         self, name: str, payload: JSONValue, *, ttl_ms: int | None = None
     ) -> EventRecord:
-        ttl = DEFAULT_EVENT_TTL_MS if ttl_ms is None else ttl_ms
-        if ttl < 1:
-            raise InvariantError("an event's ttl_ms must be at least 1", meta={"ttl_ms": ttl})
+        validate_event_name(name)
+        stored = json_payload(name, payload)
+        ttl = self.ttl_ms if ttl_ms is None else ttl_ms
+        _check_ttl(ttl)
         event_id = new_id()
-        row = await self._pool.fetchrow(_PUBLISH, event_id, name, dumps(payload), ttl)
+        row = await self._pool.fetchrow(_PUBLISH, event_id, name, dumps(stored), ttl)
         assert row is not None
         return EventRecord(
             id=event_id,
             name=name,
-            payload=loads(dumps(payload)),
+            payload=stored,
             published_at_ms=row["published_at_ms"],
             expires_at_ms=row["expires_at_ms"],
         )
@@ -83,5 +94,13 @@ class PostgresEventBus:
         return int(await self._pool.fetchval(_PURGE))
 
 
-def postgres_event_bus(pool: Pool) -> PostgresEventBus:
-    return PostgresEventBus(pool)
+def _check_ttl(ttl_ms: object) -> None:
+    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms < 1:
+        raise InvariantError(
+            "an event's ttl_ms must be a whole number of at least 1", meta={"ttl_ms": ttl_ms}
+        )
+
+
+def postgres_event_bus(pool: Pool, *, ttl_ms: int = DEFAULT_EVENT_TTL_MS) -> PostgresEventBus:
+    """The stored bus over ``pool`` (``x_job_events``; run ``ujobs db migrate`` first)."""
+    return PostgresEventBus(pool, ttl_ms=ttl_ms)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-import uuid
 
 _lock = threading.Lock()
 _last_ms = 0
@@ -39,4 +38,7 @@ def new_id() -> str:
     value |= counter << 64
     value |= 0b10 << 62
     value |= rand
-    return str(uuid.UUID(int=value))
+    # The canonical 8-4-4-4-12 form, formatted directly (uuid.UUID() is 3x slower, and a
+    # batch enqueue mints two ids per job).
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

@@ -8,7 +8,11 @@ JSON crosses as text (see ``postgres_rows``), so the caller's pool needs no code
 driver never closes that pool (``close()`` only waits for settles in flight).
 
 Throughput: a claim takes up to ``limit`` rows in one statement; acks that arrive while one is
-in flight are sent together (``postgres_batch``); ``enqueue_many`` is one statement for N jobs.
+in flight are sent together (``postgres_batch``); ``enqueue_many`` is one statement for N jobs;
+the hot statements run on a few held connections (``postgres_conns``). Build the pool with
+``postgres_pool()`` (no reset round trip per release, generic plans) for the figures in
+sql/README.md; any asyncpg pool works. Enqueue lives in ``postgres_enqueue``; a statement
+Postgres picks as a deadlock victim is sent again (``postgres_retry``).
 The optional capabilities live beside this file: ``postgres_introspect`` (the operator
 surface), ``postgres_leases`` (fleet slots), ``postgres_workers`` (the registry) and
 ``postgres_backfills`` (the ledger).
@@ -36,34 +40,32 @@ from shared.drivers.base import (
     NackOptions,
     QueueStats,
     StepRecord,
-    check_enqueue_request,
     nack_counter,
     nack_state,
 )
 from shared.drivers.postgres_backfills import PostgresBackfillLedger
 from shared.drivers.postgres_batch import SettleBatcher
+from shared.drivers.postgres_conns import HeldConnections
+from shared.drivers.postgres_enqueue import (
+    WAKE_CHANNEL,
+    WAKE_DUE_WITHIN_MS,
+    WAKE_SLOT_MS,
+    PostgresEnqueuer,
+    wake_slot,
+)
 from shared.drivers.postgres_introspect import PostgresIntrospection
 from shared.drivers.postgres_leases import PostgresLeaseStore
 from shared.drivers.postgres_progress import ProgressThrottle
+from shared.drivers.postgres_retry import retry_deadlock
 from shared.drivers.postgres_rows import claimed_job, dumps, exhausted_job, step_record
 from shared.drivers.postgres_workers import PostgresWorkerRegistry
 from shared.errors import ClaimQueuesEmptyError, InvariantError
-from shared.ids import new_id
 from shared.sql import query
 
 if TYPE_CHECKING:
     Pool = asyncpg.Pool[Any]
 JSONValue = Any
 
-WAKE_CHANNEL = "x_jobs_wake"
-WAKE_SLOT_MS = 250
-"""An enqueue announces its queue at most once per slot of this width."""
-WAKE_DUE_WITHIN_MS = 1_000
-"""Only rows due within this much of now are announced; later ones start on the poll."""
-ENQUEUE_RETRIES = 5
-
-_ENQUEUE = query("enqueue")
-_ENQUEUE_MANY = query("enqueue_many")
 _CLAIM = query("claim")
 _ACK = query("ack")
 _NACK = query("nack")
@@ -94,11 +96,6 @@ def counter_bucket(now_ms: int) -> tuple[int, int]:
     return width, now_ms - now_ms % width
 
 
-def wake_slot(run_at_ms: int, now_ms: int) -> int | None:
-    """The 250 ms slot an enqueue at ``now_ms`` announces in; None when not due within 1 s."""
-    return now_ms // WAKE_SLOT_MS if run_at_ms <= now_ms + WAKE_DUE_WITHIN_MS else None
-
-
 @dataclass(frozen=True, slots=True)
 class _Ack:
     id: str
@@ -118,6 +115,8 @@ class PostgresDriver:
         self.clock = clock
         self.progress = ProgressThrottle(clock)
         self._acks: SettleBatcher[_Ack] = SettleBatcher(self._flush_acks)
+        self._conns = HeldConnections(pool)
+        self._enqueuer = PostgresEnqueuer(self._conns, clock)
         self._introspect = PostgresIntrospection(pool, clock, self.progress)
         self._leases = PostgresLeaseStore(pool, clock)
         self._workers = PostgresWorkerRegistry(pool, clock)
@@ -142,109 +141,11 @@ class PostgresDriver:
 
     # -- enqueue -----------------------------------------------------------------------------
     async def enqueue(self, request: EnqueueRequest) -> Enqueued:
-        check_enqueue_request(request)
-        job_id = request.id or new_id()
-        run_id = request.run_id or new_id()
-        input_text = dumps(request.input)
-        for _ in range(ENQUEUE_RETRIES):
-            now = self.clock.now_ms()
-            run_at = request.run_at_ms if request.run_at_ms is not None else now
-            rows = await self.pool.fetch(
-                _ENQUEUE,
-                job_id,
-                run_id,
-                request.name,
-                request.queue,
-                input_text,
-                request.tenant_id,
-                request.idempotency_key,
-                request.max_attempts,
-                run_at,
-                now,
-                request.traceparent,
-                request.enqueued_by,
-                wake_slot(run_at, now),
-            )
-            if rows:
-                return Enqueued(rows[0]["id"], rows[0]["run_id"], rows[0]["deduped"])
-        raise InvariantError(
-            "enqueue kept meeting a concurrent enqueue of the same id or key that neither "
-            "committed nor rolled back; retry the enqueue",
-            meta={"name": request.name, "id": job_id},
-        )
+        return await self._enqueuer.enqueue(request)
 
     async def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
-        """One statement for the batch. Repeats inside it (same id, or same live key) answer
-        the first occurrence, deduped, exactly as N single enqueues in order would."""
-        answers: list[Enqueued | None] = [None] * len(requests)
-        first_of: list[int] = []
-        by_id: dict[str, int] = {}
-        by_key: dict[tuple[str, str, str], int] = {}
-        prepared: list[tuple[int, str, str, str]] = []
-        for request in requests:
-            check_enqueue_request(request)  # the whole batch first: a bad one inserts nothing
-        for index, request in enumerate(requests):
-            key = (request.name, request.tenant_id or "", request.idempotency_key)
-            earlier = by_id.get(request.id) if request.id is not None else None
-            if earlier is None:
-                earlier = by_key.get(key)
-            first_of.append(earlier if earlier is not None else index)
-            if earlier is not None:
-                continue
-            job_id = request.id or new_id()
-            by_id[job_id] = index
-            by_key[key] = index
-            prepared.append((index, job_id, request.run_id or new_id(), dumps(request.input)))
-        todo = prepared
-        for _ in range(ENQUEUE_RETRIES):
-            if not todo:
-                break
-            todo = await self._enqueue_batch(requests, todo, answers)
-        if todo:
-            raise InvariantError(
-                "enqueue_many kept meeting concurrent enqueues of the same ids or keys; retry",
-                meta={"pending": len(todo)},
-            )
-        out: list[Enqueued] = []
-        for index, first in enumerate(first_of):
-            answer = answers[first]
-            assert answer is not None
-            out.append(answer if first == index else Enqueued(answer.id, answer.run_id, True))
-        return out
-
-    async def _enqueue_batch(
-        self,
-        requests: Sequence[EnqueueRequest],
-        todo: list[tuple[int, str, str, str]],
-        answers: list[Enqueued | None],
-    ) -> list[tuple[int, str, str, str]]:
-        now = self.clock.now_ms()
-        reqs = [requests[index] for index, _, _, _ in todo]
-        run_ats = [r.run_at_ms if r.run_at_ms is not None else now for r in reqs]
-        rows = await self.pool.fetch(
-            _ENQUEUE_MANY,
-            [job_id for _, job_id, _, _ in todo],
-            [run_id for _, _, run_id, _ in todo],
-            [r.name for r in reqs],
-            [r.queue for r in reqs],
-            [text for _, _, _, text in todo],
-            [r.tenant_id for r in reqs],
-            [r.idempotency_key for r in reqs],
-            [r.max_attempts for r in reqs],
-            run_ats,
-            now,
-            [r.traceparent for r in reqs],
-            [r.enqueued_by for r in reqs],
-            now // WAKE_SLOT_MS,
-            now + WAKE_DUE_WITHIN_MS,
-        )
-        again: list[tuple[int, str, str, str]] = []
-        for row, item in zip(rows, todo, strict=True):
-            if row["id"] is None:
-                again.append(item)
-            else:
-                answers[item[0]] = Enqueued(row["id"], row["run_id"], row["deduped"])
-        return again
+        """One statement for N jobs, each still deduped by its id and live key."""
+        return await self._enqueuer.enqueue_many(requests)
 
     # -- claim -------------------------------------------------------------------------------
     async def claim(self, options: ClaimOptions) -> list[ClaimedJob]:
@@ -257,7 +158,8 @@ class PostgresDriver:
             )
         now = self.clock.now_ms()
         width, start = counter_bucket(now)
-        rows = await self.pool.fetch(
+        rows = await retry_deadlock(
+            self._fetch,
             _CLAIM,
             list(dict.fromkeys(options.queues)),
             options.limit,
@@ -283,7 +185,8 @@ class PostgresDriver:
     async def _flush_acks(self, items: Sequence[_Ack]) -> set[_Ack]:
         now = self.clock.now_ms()
         width, start = counter_bucket(now)
-        rows = await self.pool.fetch(
+        rows = await retry_deadlock(
+            self._fetch,
             _ACK,
             [i.id for i in items],
             [i.worker_id for i in items],
@@ -303,7 +206,8 @@ class PostgresDriver:
         progress = self.progress.settle(job_id)
         now = self.clock.now_ms()
         width, start = counter_bucket(now)
-        settled = await self.pool.fetchval(
+        settled = await retry_deadlock(
+            self._fetchval,
             _NACK,
             job_id,
             ref.worker_id,
@@ -323,8 +227,14 @@ class PostgresDriver:
     async def heartbeat(self, job_id: str, ref: ClaimRef, visibility_ms: int) -> HeartbeatResult:
         if visibility_ms < 1:
             raise InvariantError("visibility_ms must be at least 1", meta={"value": visibility_ms})
-        result = await self.pool.fetchval(
-            _HEARTBEAT, job_id, ref.worker_id, ref.claim, self.clock.now_ms(), visibility_ms
+        result = await retry_deadlock(
+            self._fetchval,
+            _HEARTBEAT,
+            job_id,
+            ref.worker_id,
+            ref.claim,
+            self.clock.now_ms(),
+            visibility_ms,
         )
         if result != "renewed":
             self.progress.forget(job_id)
@@ -344,7 +254,8 @@ class PostgresDriver:
         *,
         started_at_ms: int,
     ) -> bool:
-        row = await self.pool.fetchrow(
+        row = await retry_deadlock(
+            self._fetchrow,
             _SAVE_STEP,
             job_id,
             ref.worker_id,
@@ -385,8 +296,20 @@ class PostgresDriver:
         return int(await self.pool.fetchval(_SCALER_DEPTH, list(queues)))
 
     async def close(self) -> None:
-        """Wait for settles in flight. The pool is the caller's and stays open."""
+        """Wait for settles in flight and hand the held connections back. The pool is the
+        caller's and stays open."""
         await self._acks.join()
+        await self._conns.close()
+
+    # -- the hot statements run on held connections (postgres_conns) ---------------------------
+    async def _fetch(self, sql: str, *args: Any) -> list[Any]:
+        return await self._conns.run(lambda conn: conn.fetch(sql, *args))
+
+    async def _fetchval(self, sql: str, *args: Any) -> Any:
+        return await self._conns.run(lambda conn: conn.fetchval(sql, *args))
+
+    async def _fetchrow(self, sql: str, *args: Any) -> Any:
+        return await self._conns.run(lambda conn: conn.fetchrow(sql, *args))
 
 
 def postgres_driver(pool: Pool, *, clock: Clock = SYSTEM_CLOCK) -> PostgresDriver:
@@ -394,4 +317,11 @@ def postgres_driver(pool: Pool, *, clock: Clock = SYSTEM_CLOCK) -> PostgresDrive
     return PostgresDriver(pool, clock=clock)
 
 
-__all__ = ["PostgresDriver", "postgres_driver"]
+__all__ = [
+    "WAKE_CHANNEL",
+    "WAKE_DUE_WITHIN_MS",
+    "WAKE_SLOT_MS",
+    "PostgresDriver",
+    "postgres_driver",
+    "wake_slot",
+]

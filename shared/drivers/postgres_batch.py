@@ -36,8 +36,9 @@ class SettleBatcher(Generic[T]):
         self._pending.append((item, future))
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._drain())
-        # Shielded: a caller cancelled mid-wait does not cancel the settle of the others.
-        return await asyncio.shield(future)
+        # A caller cancelled mid-wait cancels only its own future; its settle still goes out
+        # with the batch (it was submitted), and the others are unaffected.
+        return await future
 
     async def _drain(self) -> None:
         while self._pending:

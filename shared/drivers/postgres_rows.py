@@ -24,19 +24,21 @@ from shared.drivers.base import (
     StepRecord,
     WorkerRow,
 )
-from shared.errors import StepOutputInvalidError
+from shared.errors import StepOutputInvalidError, UltimateError
 
 JSONValue = Any
 Record = Mapping[str, Any]
 
 
-def dumps(value: JSONValue) -> str:
-    """A value as JSON text for a ``$n::text::jsonb`` parameter."""
+def dumps(value: JSONValue, *, error: type[UltimateError] = StepOutputInvalidError) -> str:
+    """A value as JSON text for a ``$n::text::jsonb`` parameter; one JSON cannot carry is
+    ``error`` (a step output's code by default, an enqueue passes the input's)."""
     try:
         return orjson.dumps(value).decode()
     except TypeError as exc:
-        raise StepOutputInvalidError(
-            f"value cannot be stored as JSON: {exc}; return plain dicts, lists, str, numbers",
+        raise error(
+            f"value cannot be stored as JSON: {exc}; use plain dicts, lists, str, numbers, "
+            "booleans and None",
             meta={"type": type(value).__name__},
         ) from exc
 

@@ -3,6 +3,7 @@
 -- state = 'running', so a lapsed or cancelled attempt settles nothing. The `done` counter and
 -- the run's duration move in this same statement; a throttled progress write still pending
 -- for the run lands here too (progress null: keep the stored one).
+-- The rows are found through the primary key (`id = any($1)`), whatever plan is cached.
 -- $1 ids  $2 worker ids  $3 claims  $4 durations ms (null: none)  $5 progress json text
 -- $6 now ms  $7 counter bucket width ms  $8 counter bucket start ms
 with req as (
@@ -18,7 +19,8 @@ settled as (
          lease_expires_at = null,
          progress = coalesce(r.progress::jsonb, j.progress)
     from req r
-   where j.id = r.id
+   where j.id = any($1::text[])
+     and j.id = r.id
      and j.claimed_by = r.worker_id
      and j.claim = r.claim
      and j.state = 'running'

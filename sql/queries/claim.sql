@@ -5,7 +5,8 @@
 -- it could lock (FOR UPDATE SKIP LOCKED), so concurrent claimers take disjoint rows and never
 -- read history. A lapsed row already at attempt >= max_attempts is never handed out: the
 -- second arm buries it (dead, or failed when its name is in $6) with
--- LEASE_LAPSED_FINAL_ATTEMPT and counts it, in this same statement.
+-- LEASE_LAPSED_FINAL_ATTEMPT and counts it, in this same statement. The updates find their
+-- rows through the primary key (`id = any(array(...))`), so no cached plan joins the table.
 -- $1 queues  $2 limit  $3 worker id  $4 now ms  $5 visibility ms  $6 drop_exhausted names
 -- $7 counter bucket width ms  $8 counter bucket start ms
 with queues as (
@@ -53,8 +54,7 @@ claimed as (
          claimed_by = $3::text,
          lease_expires_at = x_ts($4::bigint + $5::bigint),
          updated_at = x_ts($4::bigint)
-    from picked p
-   where j.id = p.id
+   where j.id = any(array(select p.id from picked p))
   returning j.*
 ),
 buried as (
@@ -64,8 +64,7 @@ buried as (
          finished_at = x_ts($4::bigint),
          updated_at = x_ts($4::bigint),
          lease_expires_at = null
-    from lapsed l
-   where j.id = l.id and l.final
+   where j.id = any(array(select l.id from lapsed l where l.final))
   returning j.*
 ),
 counted as (

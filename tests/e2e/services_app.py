@@ -18,6 +18,7 @@ from shared.tasks import TaskEntry
     retry=Retry(attempts=3),
 )
 async def process_order(run: Run[Any]) -> None:
+    run.progress(0, 2, "working")  # visible through introspection: the body has started
     await run.step.run("work", lambda _: asyncio.sleep(run.input.ms / 1000))
     await run.step.run("receipt", lambda _: {"order": run.input.order})
 

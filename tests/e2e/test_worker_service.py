@@ -38,8 +38,8 @@ async def test_a_job_longer_than_the_budget_makes_the_worker_exit_1(
     try:
         await worker.log_event("ujobs.service.started")
         queued = await driver.enqueue(order("slow", 60_000))
-        async with asyncio.timeout(30):
-            while (row := await driver.introspect.get(queued.id)) is None or row.state != "running":
+        async with asyncio.timeout(30):  # until the body has started (its first progress)
+            while (row := await driver.introspect.get(queued.id)) is None or row.progress is None:
                 await asyncio.sleep(0.05)
         worker.terminate()
         code = await worker.exit_code(15)

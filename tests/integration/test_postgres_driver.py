@@ -20,7 +20,7 @@ from shared.drivers.base import (
     NackOptions,
 )
 from shared.drivers.postgres import PostgresDriver, postgres_driver
-from shared.errors import ClaimQueuesEmptyError, InvariantError
+from shared.errors import ClaimQueuesEmptyError, InputInvalidError, InvariantError
 
 
 def req(key: str, **kw: Any) -> EnqueueRequest:
@@ -291,3 +291,15 @@ async def test_stats_counts_per_queue_and_state(pg: PostgresDriver, clock: Froze
     assert d.oldest_due_run_at_ms == clock.now_ms()
     assert stats["q2"].paused
     assert stats["q2"].ready == 1
+
+
+async def test_an_input_json_cannot_carry_is_refused_and_nothing_lands(
+    pg: PostgresDriver, pg_pool: asyncpg.Pool[Any]
+) -> None:
+    with pytest.raises(InputInvalidError):
+        await pg.enqueue(EnqueueRequest(name="n", input={"x": object()}, idempotency_key="a"))
+    with pytest.raises(InputInvalidError):
+        await pg.enqueue_many(
+            [req("ok"), EnqueueRequest(name="n", input={1j}, idempotency_key="b")]
+        )
+    assert await pg_pool.fetchval("select count(*) from x_jobs") == 0

@@ -82,13 +82,15 @@ async def schema_text(dsn: str) -> str:
             lines.append(f"table {r['relname']} ({r['opts']})")
         for r in await conn.fetch(
             """select table_name, column_name, data_type, is_nullable,
-                      coalesce(column_default, '') as dflt, is_identity
+                      coalesce(column_default, '') as dflt, is_identity,
+                      coalesce(collation_name, '') as coll
                  from information_schema.columns where table_schema = 'public'
                 order by table_name, ordinal_position"""
         ):
             lines.append(
                 f"column {r['table_name']}.{r['column_name']} {r['data_type']} "
                 f"null={r['is_nullable']} identity={r['is_identity']} default={r['dflt']}"
+                + (f" collate={r['coll']}" if r["coll"] else "")
             )
         for r in await conn.fetch(
             "select indexdef from pg_indexes where schemaname = 'public' order by indexname"

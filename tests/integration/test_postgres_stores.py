@@ -7,11 +7,13 @@ import asyncio
 from typing import Any
 
 import asyncpg
+import pytest
 
 from shared.clock import FrozenClock
 from shared.drivers.base import ClaimOptions, EnqueueRequest, WorkerInfo
 from shared.drivers.postgres import PostgresDriver, postgres_driver
 from shared.drivers.postgres_leases import job_lease_key
+from shared.errors import InputInvalidError, InvariantError
 from shared.events_postgres import PostgresEventBus
 
 
@@ -162,3 +164,16 @@ async def test_scaler_depth_counts_running_and_due_minus_draining_and_paused(
     assert await pg.scaler_depth(["banks", "banks-long"]) == 2
     await pg.workers.remove("old-pod")  # a claimer whose row lapsed is counted again
     assert await pg.scaler_depth(["banks", "banks-long"]) == 3
+
+
+async def test_event_bus_refuses_what_it_cannot_store(pg_pool: asyncpg.Pool[Any]) -> None:
+    bus = PostgresEventBus(pg_pool)
+    with pytest.raises(InvariantError):
+        await bus.publish("", {})
+    with pytest.raises(InvariantError):
+        await bus.publish("e", {}, ttl_ms=0)
+    with pytest.raises(InputInvalidError):
+        await bus.publish("e", {"when": object()})
+    with pytest.raises(InvariantError):
+        PostgresEventBus(pg_pool, ttl_ms=-1)
+    assert await pg_pool.fetchval("select count(*) from x_job_events") == 0

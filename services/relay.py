@@ -1,0 +1,48 @@
+"""``ujobs relay``: the outbox relay as its own service.
+
+Publishes committed ``x_outbox`` rows onto the queue — the configured driver, Postgres or
+Redis; the outbox itself always stages in Postgres. It is woken by a LISTEN session on
+``x_outbox_wake`` (``postgres_wake``, proven by a probe; the poll is the guarantee), and each
+publish is announced the way a direct enqueue is (``services.wiring``: the enqueue statement's
+own ``pg_notify`` for LISTEN workers, the Redis wake channel when ``REDIS_URL`` is set). The
+drain stops polling, waits out the pass in flight (a publish, then its mark) within the budget,
+closes, and exits 0. It applies nothing to the schema: run ``ujobs db migrate`` first.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from services.config import RelayConfig
+from services.runtime import ServiceRun
+from services.wiring import Wired, wire
+from shared.outbox import OUTBOX_WAKE_CHANNEL, outbox_relay, postgres_outbox_store
+from shared.outbox_relay import OutboxRelay
+from shared.wake import postgres_wake
+
+
+async def start_relay(
+    run: ServiceRun, config: RelayConfig, *, wired: Wired | None = None, say: bool = True
+) -> OutboxRelay:
+    """Build and start the relay and its wake (on ``wired`` when given: ``ujobs dev`` shares
+    one); both drain with the process lifecycle."""
+    url = config.common.connections.require_database("the relay")
+    if wired is None:
+        wired = await wire(run, config.common.connections, need_database=True, pool_size=4)
+    pool = wired.backend.require_pool("the relay")
+    wake = postgres_wake(url, pool, channels=(OUTBOX_WAKE_CHANNEL,))
+    await wake.start()
+    run.stack.push_async_callback(wake.stop)
+    relay = outbox_relay(
+        store=postgres_outbox_store(executor=pool),
+        driver=wired.driver,
+        wake=wake,
+        claim_lease_ms=config.claim_lease_ms,
+        batch_size=config.batch_size,
+    )
+    await relay.start()
+    run.stack.push_async_callback(relay.stop)
+    if say:
+        sys.stdout.write(f"ujobs relay: publishing x_outbox as {relay.relay_id}\n")
+        sys.stdout.flush()
+    return relay

@@ -1,0 +1,173 @@
+"""Enqueue on Postgres: one statement per job, one statement per batch.
+
+Both dedupe exactly like the contract says (an id that names any row, or a live row's
+``(name, tenant, key)``, inserts nothing and answers that row) and announce the queue on
+``x_jobs_wake`` at most once per 250 ms slot (sql/queries/enqueue.sql). A statement that found
+neither a new row nor a holder met a concurrent enqueue of the same id or key that committed
+after its snapshot; it is simply sent again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from shared.clock import Clock
+from shared.drivers.base import Enqueued, EnqueueRequest, check_enqueue_request
+from shared.drivers.postgres_conns import HeldConnections
+from shared.drivers.postgres_rows import dumps
+from shared.errors import InputInvalidError, InvariantError
+from shared.ids import new_id
+from shared.sql import query
+
+WAKE_CHANNEL = "x_jobs_wake"
+WAKE_SLOT_MS = 250
+"""An enqueue announces its queue at most once per slot of this width."""
+WAKE_DUE_WITHIN_MS = 1_000
+"""Only rows due within this much of now are announced; later ones start on the poll."""
+ENQUEUE_RETRIES = 5
+MAX_ANNOUNCED_QUEUES = 1_000
+
+_ENQUEUE = query("enqueue")
+_ENQUEUE_MANY = query("enqueue_many")
+
+
+def wake_slot(run_at_ms: int, now_ms: int) -> int | None:
+    """The 250 ms slot an enqueue at ``now_ms`` announces in; None when not due within 1 s."""
+    return now_ms // WAKE_SLOT_MS if run_at_ms <= now_ms + WAKE_DUE_WITHIN_MS else None
+
+
+class PostgresEnqueuer:
+    def __init__(self, conns: HeldConnections, clock: Clock) -> None:
+        self._conns = conns
+        self.clock = clock
+        # queue -> the last 250 ms slot this process knows was announced (by it or, since its
+        # own statement found the slot taken, by another): no need to ask the table again.
+        self._announced: dict[str, int] = {}
+
+    def _slot_to_announce(self, queue: str, slot: int | None) -> int | None:
+        return None if slot is None or self._announced.get(queue) == slot else slot
+
+    def _seen_slot(self, queue: str, slot: int | None) -> None:
+        if slot is not None:
+            if len(self._announced) >= MAX_ANNOUNCED_QUEUES:
+                self._announced.clear()
+            self._announced[queue] = slot
+
+    async def _fetch(self, sql: str, *args: Any) -> list[Any]:
+        return await self._conns.run(lambda conn: conn.fetch(sql, *args))
+
+    async def enqueue(self, request: EnqueueRequest) -> Enqueued:
+        check_enqueue_request(request)
+        job_id = request.id or new_id()
+        run_id = request.run_id or new_id()
+        input_text = dumps(request.input, error=InputInvalidError)
+        for _ in range(ENQUEUE_RETRIES):
+            now = self.clock.now_ms()
+            run_at = request.run_at_ms if request.run_at_ms is not None else now
+            rows = await self._fetch(
+                _ENQUEUE,
+                job_id,
+                run_id,
+                request.name,
+                request.queue,
+                input_text,
+                request.tenant_id,
+                request.idempotency_key,
+                request.max_attempts,
+                run_at,
+                now,
+                request.traceparent,
+                request.enqueued_by,
+                self._slot_to_announce(request.queue, wake_slot(run_at, now)),
+            )
+            if rows:
+                answer = Enqueued(rows[0]["id"], rows[0]["run_id"], rows[0]["deduped"])
+                if not answer.deduped:
+                    self._seen_slot(request.queue, wake_slot(run_at, now))
+                return answer
+        raise InvariantError(
+            "enqueue kept meeting a concurrent enqueue of the same id or key that neither "
+            "committed nor rolled back; retry the enqueue",
+            meta={"name": request.name, "id": job_id},
+        )
+
+    async def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
+        """One statement for the batch. Repeats inside it (same id, or same live key) answer
+        the first occurrence, deduped, exactly as N single enqueues in order would."""
+        for request in requests:
+            check_enqueue_request(request)  # the whole batch first: a bad one inserts nothing
+        answers: list[Enqueued | None] = [None] * len(requests)
+        first_of: list[int] = []
+        by_id: dict[str, int] = {}
+        by_key: dict[tuple[str, str, str], int] = {}
+        todo: list[tuple[int, dict[str, Any]]] = []
+        for index, request in enumerate(requests):
+            key = (request.name, request.tenant_id or "", request.idempotency_key)
+            earlier = by_id.get(request.id) if request.id is not None else None
+            if earlier is None:
+                earlier = by_key.get(key)
+            first_of.append(earlier if earlier is not None else index)
+            if earlier is not None:
+                continue
+            job_id = request.id or new_id()
+            by_id[job_id] = index
+            by_key[key] = index
+            todo.append((index, _batch_row(request, job_id)))
+        for _ in range(ENQUEUE_RETRIES):
+            if not todo:
+                break
+            todo = await self._enqueue_batch(todo, answers)
+        if todo:
+            raise InvariantError(
+                "enqueue_many kept meeting concurrent enqueues of the same ids or keys; retry",
+                meta={"pending": len(todo)},
+            )
+        out: list[Enqueued] = []
+        for index, first in enumerate(first_of):
+            answer = answers[first]
+            assert answer is not None
+            out.append(answer if first == index else Enqueued(answer.id, answer.run_id, True))
+        return out
+
+    async def _enqueue_batch(
+        self, todo: list[tuple[int, dict[str, Any]]], answers: list[Enqueued | None]
+    ) -> list[tuple[int, dict[str, Any]]]:
+        now = self.clock.now_ms()
+        for _, row in todo:
+            row["run_at_ms"] = row["at"] if row["at"] is not None else now
+        rows = await self._fetch(
+            _ENQUEUE_MANY,
+            dumps([row for _, row in todo], error=InputInvalidError),
+            now,
+            now // WAKE_SLOT_MS,
+            now + WAKE_DUE_WITHIN_MS,
+        )
+        skipped = {r["ord"]: r for r in rows if r["ord"] != 0}
+        again: list[tuple[int, dict[str, Any]]] = []
+        for ord_, item in enumerate(todo, start=1):
+            holder = skipped.get(ord_)
+            if holder is None:
+                answers[item[0]] = Enqueued(item[1]["id"], item[1]["run_id"], False)
+            elif holder["id"] is None:
+                again.append(item)
+            else:
+                answers[item[0]] = Enqueued(holder["id"], holder["run_id"], True)
+        return again
+
+
+def _batch_row(request: EnqueueRequest, job_id: str) -> dict[str, Any]:
+    """One job of an ``enqueue_many`` batch, as ``jsonb_to_recordset`` reads it."""
+    return {
+        "id": job_id,
+        "run_id": request.run_id or new_id(),
+        "name": request.name,
+        "queue": request.queue,
+        "input": request.input,
+        "tenant_id": request.tenant_id,
+        "idempotency_key": request.idempotency_key,
+        "max_attempts": request.max_attempts,
+        "at": request.run_at_ms,
+        "traceparent": request.traceparent,
+        "enqueued_by": request.enqueued_by,
+    }

@@ -1,0 +1,91 @@
+"""Shared pieces of the outbox tests: two jobs an app stages in one transaction, the wiring of
+the three steps, and reads of ``x_outbox`` / ``x_jobs`` straight from the database."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+
+from shared.definitions import JobHandle, job
+from shared.drivers.postgres import PostgresDriver, postgres_driver
+from shared.facade import set_jobs_facade
+from shared.lifecycle import Lifecycle
+from shared.outbox import (
+    OutboxRelay,
+    PostgresOutboxStore,
+    outbox_jobs_facade,
+    outbox_relay,
+    postgres_outbox_store,
+)
+from shared.run import Run
+from shared.schema import t
+
+if TYPE_CHECKING:
+    Pool = asyncpg.Pool[Any]
+else:
+    Pool = asyncpg.Pool
+
+
+@dataclass
+class Billing:
+    create_invoice: JobHandle[Any]
+    charge_card: JobHandle[Any]
+    ran: list[tuple[str, str]]
+
+
+def billing_jobs() -> Billing:
+    """``create_invoice`` then ``charge_card``: the charge must never run first."""
+    ran: list[tuple[str, str]] = []
+
+    @job(
+        input=t.object(order=t.string),
+        idempotency_key=lambda i: f"invoice:{i.order}",
+        tenant="none",
+    )
+    async def create_invoice(run: Run[Any]) -> None:
+        ran.append(("create_invoice", run.input.order))
+
+    @job(
+        input=t.object(order=t.string),
+        idempotency_key=lambda i: f"charge:{i.order}",
+        tenant="none",
+    )
+    async def charge_card(run: Run[Any]) -> None:
+        ran.append(("charge_card", run.input.order))
+
+    return Billing(create_invoice, charge_card, ran)
+
+
+@dataclass
+class Wired:
+    driver: PostgresDriver
+    store: PostgresOutboxStore
+
+
+def wire(pool: Pool, *, mode: Any = "optional") -> Wired:
+    """Steps 1 and 2 of "not on by default": the table (migrated) and the facade."""
+    driver = postgres_driver(pool)
+    store = postgres_outbox_store(executor=pool)
+    set_jobs_facade(outbox_jobs_facade(store=store, driver=driver, mode=mode))
+    return Wired(driver, store)
+
+
+def relay_for(wired: Wired, **options: Any) -> OutboxRelay:
+    """Step 3, on a lifecycle of its own so no test touches the process's."""
+    options.setdefault("lifecycle", Lifecycle())
+    return outbox_relay(store=wired.store, driver=wired.driver, **options)
+
+
+async def outbox_rows(pool: Pool) -> list[asyncpg.Record]:
+    return await pool.fetch(
+        "select id, run_id, name, claimed_by, x_ms(claimed_at) as claimed_at_ms,"
+        " x_ms(published_at) as published_at_ms from x_outbox order by staged_at, id"
+    )
+
+
+async def job_rows(pool: Pool) -> list[asyncpg.Record]:
+    return await pool.fetch(
+        "select id, run_id, name, state, input::text as input from x_jobs order by seq"
+    )

@@ -1,0 +1,46 @@
+"""A relay in a process of its own, for the crash test: ``python -m
+tests.integration.outbox_relay_child DSN STALL_AT``.
+
+It runs one pass. After publishing its STALL_AT-th row — BEFORE marking it published — it
+prints ``STALLED <id>`` and waits, so the parent can SIGKILL it at exactly that point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import asyncpg
+
+from shared.drivers.base import Enqueued
+from shared.drivers.postgres import postgres_driver
+from shared.outbox import OutboxRecord, outbox_relay, postgres_outbox_store
+
+
+async def main(dsn: str, stall_at: int) -> None:
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
+    assert pool is not None
+    published = 0
+
+    async def on_published(row: OutboxRecord, answer: Enqueued) -> None:
+        nonlocal published
+        published += 1
+        sys.stdout.write(f"PUBLISHED {row.id}\n")
+        if published == stall_at:
+            sys.stdout.write(f"STALLED {row.id}\n")
+            sys.stdout.flush()
+            await asyncio.Event().wait()
+        sys.stdout.flush()
+
+    relay = outbox_relay(
+        store=postgres_outbox_store(executor=pool),
+        driver=postgres_driver(pool),
+        relay_id="child",
+        drain_on_shutdown=False,
+        on_published=on_published,
+    )
+    await relay.run_once()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], int(sys.argv[2])))
