@@ -44,10 +44,10 @@ class ServiceRun:
 Start = Callable[[ServiceRun], Awaitable[None]]
 
 
-def run_service(common: CommonConfig, start: Start) -> None:
+def run_service(common: CommonConfig, start: Start, *, as_json: bool = False) -> None:
     """Run a service until SIGTERM/SIGINT has drained it; exits the process with its code."""
     configure_logging(common.service, common.log_level_number)
-    with reported(as_json=False):
+    with reported(as_json=as_json):
         configure_lifecycle(deadline_ms=common.drain_deadline_ms)
         code = asyncio.run(_serve(common, start))
     raise typer.Exit(code=code)
