@@ -79,8 +79,7 @@ async def test_cancel_stops_a_live_row_and_frees_its_key(
     row = await introspect.cancel(job_id, "operator said so")
     assert row is not None
     assert (row.id, row.state) == (job_id, "cancelled")
-    assert row.last_error is not None
-    assert "operator said so" in row.last_error
+    assert row.last_error == "cancelled: operator said so"
     stored = await introspect.get(job_id)
     assert stored is not None
     assert stored.state == "cancelled"
@@ -88,6 +87,34 @@ async def test_cancel_stops_a_live_row_and_frees_its_key(
     clock.advance(86_400_000 * 2)
     assert await claim(driver) == []
     assert not (await driver.enqueue(req(key="k"))).deduped
+
+
+async def test_cancel_without_a_reason_says_cancelled_over_an_earlier_error(
+    driver: JobDriver, introspect: JobIntrospection, clock: FrozenClock
+) -> None:
+    """A row backing off after a failed attempt: the cancel's wording replaces that error, as
+    on every driver, so ``last_error`` always says why the row ended."""
+    enq = await driver.enqueue(req(key="k"))
+    job = await claim_one(driver)
+    assert await driver.nack(job.id, job.ref, NackOptions(error="boom", run_at_ms=clock.now_ms() + 60_000))
+    backing_off = await introspect.get(enq.id)
+    assert backing_off is not None
+    assert backing_off.last_error == "boom"
+    row = await introspect.cancel(enq.id)
+    assert row is not None
+    assert (row.state, row.last_error) == ("cancelled", "cancelled")
+    stored = await introspect.get(enq.id)
+    assert stored is not None
+    assert stored.last_error == "cancelled"
+
+
+async def test_cancel_with_an_empty_reason_says_cancelled(
+    driver: JobDriver, introspect: JobIntrospection
+) -> None:
+    enq = await driver.enqueue(req(key="k"))
+    row = await introspect.cancel(enq.id, "")
+    assert row is not None
+    assert row.last_error == "cancelled"
 
 
 @pytest.mark.parametrize("state", ["done", "failed", "dead", "cancelled"])

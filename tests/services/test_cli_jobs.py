@@ -167,7 +167,7 @@ def test_cancel_a_live_job_once(pg_dsn: str) -> None:
     assert result.stdout.strip() == f"cancel: {ids['ready']} (onboard_org) is cancelled"
     doc = json_of(ujobs("jobs", "show", ids["ready"], "--json", dsn=pg_dsn))
     assert doc["state"] == "cancelled"
-    assert "runaway" in doc["lastError"]
+    assert doc["lastError"] == "cancelled: runaway"
     again = ujobs("jobs", "cancel", ids["ready"], "--json", dsn=pg_dsn)
     assert again.exit_code == 1
     assert json_of(again)["error"]["code"] == "X_JOB_NOT_CANCELLABLE"
