@@ -144,7 +144,7 @@ async def start_dev(run: ServiceRun, config: DevConfig) -> None:
     run.stack.push_async_callback(watch.stop)
 
     queues = served_queues(config, registry)
-    await start_scheduler(run, config.scheduler)
+    await start_scheduler(run, config.scheduler, wired=wired)
     await start_relay(run, config.relay, wired=wired, say=False)
     worker = dataclasses.replace(config.worker, queues=queues)
     await start_worker(run, worker, registry=registry, wired=wired)

@@ -1,21 +1,30 @@
 """``ujobs scheduler``: fire the app's tasks, one leader at a time.
 
-The only safe wiring — ``postgres_scheduler_state`` for durable watermarks (an occurrence and
-its jobs move in one statement) and ``postgres_lease_leader`` for one leader at a time — over
-ONE pool from ``DATABASE_URL``, for the app's tasks (``--app`` / ``UJOBS_APP``). The scheduler
-always runs on Postgres: its fire statement writes the jobs beside the watermark. It applies
-nothing to the schema (``ujobs db migrate`` does), drains on SIGTERM — stop dispatching, finish
-the round, release the lease — and exits 0; 1 when the deadline found a round still
-enqueueing (the lease is then kept and lapses on its own).
+The only safe wiring: ``postgres_scheduler_state`` for durable watermarks and
+``postgres_lease_leader`` for one leader at a time, both over the Postgres pool of
+``DATABASE_URL`` (the scheduler always needs it, whatever the queue's driver), for the app's
+tasks (``--app`` / ``UJOBS_APP``). The jobs go on the queue the workers claim from —
+``UJOBS_DRIVER``, through the same announcing driver every service uses (``services.wiring``):
+
+* ``postgres`` (the default): the driver and the state share the pool, so an occurrence fires in
+  ONE statement — watermark, jobs and the fire's record together.
+* ``redis``: the jobs are enqueued on Redis, then the watermark moves in Postgres. Each job's
+  id is derived from its task, occurrence and entry, so an occurrence fired again after a crash
+  between the two (or by a second scheduler racing the leader) is a dedupe, never a second job.
+
+Either way a fire wakes workers at once: the statement's ``pg_notify`` for LISTEN workers and,
+with ``REDIS_URL``, the ``ujobs:wake`` channel. It applies nothing to the schema (``ujobs db
+migrate`` does), drains on SIGTERM — stop dispatching, finish the round, release the lease —
+and exits 0; 1 when the deadline found a round still enqueueing (the lease is then kept and
+lapses on its own).
 """
 
 from __future__ import annotations
 
 from services.app_loader import load_api
-from services.backends import open_pool
 from services.config import SchedulerConfig
 from services.runtime import ServiceRun
-from shared.drivers.postgres import postgres_driver
+from services.wiring import Wired, wire
 from shared.scheduler import (
     JobScheduler,
     job_scheduler,
@@ -23,17 +32,21 @@ from shared.scheduler import (
     postgres_scheduler_state,
 )
 
+POOL_SIZE = 4
 
-async def start_scheduler(run: ServiceRun, config: SchedulerConfig) -> JobScheduler:
-    """Build and start the scheduler; its drain hooks are the process lifecycle's."""
+
+async def start_scheduler(
+    run: ServiceRun, config: SchedulerConfig, *, wired: Wired | None = None
+) -> JobScheduler:
+    """Build and start the scheduler (on ``wired`` when given: ``ujobs dev`` shares one); its
+    drain hooks are the process lifecycle's."""
     tasks = list(load_api(config.common.app).tasks.values())
-    url = config.common.connections.require_database("the scheduler")
-    pool = await open_pool(url, max_size=4)
-    run.stack.push_async_callback(pool.close)
-    driver = postgres_driver(pool)
-    run.stack.push_async_callback(driver.close)
+    config.common.connections.require_database("the scheduler")
+    if wired is None:
+        wired = await wire(run, config.common.connections, need_database=True, pool_size=POOL_SIZE)
+    pool = wired.backend.require_pool("the scheduler")
     scheduler = job_scheduler(
-        driver=driver,
+        driver=wired.driver,
         state=postgres_scheduler_state(pool),
         leader=postgres_lease_leader(executor=pool, ttl_ms=config.lease_ttl_ms),
         tasks=tasks,

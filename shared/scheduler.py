@@ -18,6 +18,23 @@ A round, every ``tick_interval_ms``:
    together, or not at all (another scheduler got there first).
 5. once a minute the leader folds the driver's counters (``rollup_counters()``).
 
+Where the jobs go: ALWAYS the scheduler's ``driver`` — the one its workers claim from — which
+the round hands to every ``state.fire``; the state only decides how "together" is kept.
+
+* ``postgres_scheduler_state(pool)`` with ``postgres_driver(pool)`` on the SAME pool: one
+  statement moves the watermark, inserts the jobs and records the fire.
+* any other pairing (``UJOBS_DRIVER=redis``, the memory driver, a Postgres driver on another
+  pool): the jobs are enqueued through the driver first and the watermark moves after. Each
+  job's id and run id are derived from (task, occurrence, entry index, job name), so an
+  occurrence fired again — after a crash between the two, or by a second scheduler racing the
+  leader — names the rows the first fire made, and the driver's enqueue dedupes them (an id
+  that already names a row inserts nothing, live or finished). Only the leader fires; the
+  derived ids make a race a dedupe rather than a double.
+
+A fire's jobs wake workers like any enqueue: this process's loops at once, other processes
+through an ``announcing()`` driver's announcer (Redis) and, on Postgres, the statement's
+``pg_notify``.
+
 Drain (``stop()`` or the process lifecycle's pair of hooks): stop dispatching, finish the round
 in flight, release the lease. A round still ENQUEUEING at the deadline keeps the lease instead —
 promoting a standby onto an occurrence this node is mid-dispatch for is the double fire leader

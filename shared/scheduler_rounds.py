@@ -3,8 +3,9 @@
 The ``Dispatcher`` holds each task's watermark and next due time IN MEMORY (a ``TaskSlot``), so a
 round with nothing due reads no store and resolves no cron. It is filled from the store when
 leadership is gained (``load``) and forgotten when it is lost (``forget``); every fire goes
-through ``state.fire`` — the watermark and the jobs together — and a refused one re-reads the
-store, because another scheduler got there first.
+through ``state.fire`` — the watermark and the jobs together, the jobs on the scheduler's own
+driver, which each fire names — and a refused one re-reads the store, because another scheduler
+got there first.
 """
 
 from __future__ import annotations
@@ -182,7 +183,9 @@ class Dispatcher:
         self.enqueueing = True
         try:
             requests = task.requests_for(occurrence)
-            fired = await self.state.fire(task.name, occurrence, requests, watermark_ms=watermark)
+            fired = await self.state.fire(
+                task.name, occurrence, requests, watermark_ms=watermark, driver=self.driver
+            )
         except Exception as exc:
             log.error(
                 "jobs.scheduler.fire-failed",

@@ -2,9 +2,17 @@
 
 A watermark is, per task, the instant up to which every occurrence has been handled — fired,
 or dropped by the task's catch-up policy. It only moves forward. ``fire`` moves it AND puts the
-occurrence's jobs on the queue together, and is refused (answers False) when the stored
-watermark already reached the occurrence: that refusal is what makes two schedulers racing on
-one occurrence fire it once, and a crash between "enqueued" and "watermark moved" impossible.
+occurrence's jobs on the queue — the scheduler's job driver, which it hands to every fire — and
+is refused (answers False) when the stored watermark already reached the occurrence.
+
+"Together" has two forms. Where the jobs live beside the watermark (the Postgres state over
+the Postgres driver's own pool) it is one statement, and a crash between "enqueued" and
+"watermark moved" cannot exist. Anywhere else the jobs go through the driver FIRST and the
+watermark moves AFTER; a crash between the two leaves the occurrence due, and firing it again
+is harmless because its jobs carry ids derived from (task, occurrence, entry) (``shared.tasks.
+occurrence_ids``) and every driver's enqueue inserts nothing under an id that already names a
+row. Either way an occurrence's jobs exist once: the refusal keeps a second fire out once the
+watermark moved, the ids dedupe one that raced it there.
 
 The memory state is the default and is not safe to deploy: a restarted process has no
 watermark, so it arms to "now" and never learns which occurrences the process it replaced
@@ -41,10 +49,12 @@ class SchedulerState(Protocol):
         requests: Sequence[EnqueueRequest],
         *,
         watermark_ms: int | None = None,
+        driver: JobDriver | None = None,
     ) -> bool:
         """Move the watermark to ``watermark_ms`` (default: the occurrence) and enqueue
-        ``requests``, together, and record the task fire. False — nothing moved, nothing
-        queued — when the stored watermark is already at or after ``occurrence_ms``."""
+        ``requests`` on ``driver`` (the scheduler's job driver), together, and record the task
+        fire. False — nothing moved, nothing new queued — when the stored watermark is already
+        at or after ``occurrence_ms``."""
         ...
 
     async def advance(self, task: str, watermark_ms: int) -> None:
@@ -53,7 +63,8 @@ class SchedulerState(Protocol):
 
 
 class MemorySchedulerState:
-    """A dict of watermarks; fires enqueue through the driver (``job_driver()`` when None)."""
+    """A dict of watermarks; fires enqueue through the driver the fire names, else the one given
+    here, else ``job_driver()``."""
 
     durable = False
 
@@ -74,16 +85,18 @@ class MemorySchedulerState:
         requests: Sequence[EnqueueRequest],
         *,
         watermark_ms: int | None = None,
+        driver: JobDriver | None = None,
     ) -> bool:
         # One fire at a time, so two schedulers sharing this state in one process race on the
         # check below and the loser is refused. The watermark moves only after the enqueue
         # landed: an enqueue that raises leaves the occurrence due, and its rows dedupe on the
-        # occurrence-scoped keys when it is fired again.
+        # occurrence's derived ids when it is fired again.
         async with self._lock:
             stored = self.watermarks.get(task)
             if stored is not None and stored >= occurrence_ms:
                 return False
-            driver = self._driver if self._driver is not None else job_driver()
+            if driver is None:
+                driver = self._driver if self._driver is not None else job_driver()
             if requests:
                 await driver.enqueue_many(list(requests))
             introspect = driver.introspect

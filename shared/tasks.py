@@ -20,12 +20,20 @@ from shared.definitions import JobHandle, claim_declared_name, validate_name
 from shared.drivers.base import Enqueued, EnqueueRequest
 from shared.errors import TaskDeclarationInvalidError
 from shared.facade import jobs_facade
+from shared.ids import derived_id
 
 CatchUp = Literal["skip", "run-once", "run-all"]
 CATCH_UP_POLICIES: tuple[CatchUp, ...] = ("skip", "run-once", "run-all")
 DEFAULT_MAX_CATCH_UP = 10
 TaskEntry = tuple[JobHandle[Any], Any]
 EnqueueFn = Callable[[int], Sequence[TaskEntry]]
+
+
+def occurrence_ids(task: str, occurrence_ms: int, index: int, job: str) -> tuple[str, str]:
+    """The job id and run id of entry ``index`` (job ``job``) of one occurrence of ``task``:
+    the same every time that occurrence is fired, in any process."""
+    parts = (task, str(occurrence_ms), str(index), job)
+    return derived_id(occurrence_ms, "job", *parts), derived_id(occurrence_ms, "run", *parts)
 
 
 def _invalid(name: str, message: str, **meta: Any) -> TaskDeclarationInvalidError:
@@ -153,14 +161,18 @@ class TaskHandle:
         return entries
 
     def requests_for(self, occurrence_ms: int) -> list[EnqueueRequest]:
-        """The scheduler's fire: each job's own key scoped to this task and occurrence, so two
-        schedulers racing on one occurrence produce one row, and a manual ``enqueue()`` stays a
-        distinct row on purpose."""
+        """The scheduler's fire: each job's own key scoped to this task and occurrence, so a
+        manual ``enqueue()`` stays a distinct row on purpose — and each job's id and run id
+        DERIVED from (task, occurrence, entry index, job name) by ``occurrence_ids``. Firing
+        the same occurrence again (a crash between the enqueue and the watermark's move, two
+        schedulers racing) therefore names the rows the first fire made, and every driver's
+        enqueue inserts nothing under an id that already names a row, live or finished."""
         requests = []
-        for handle, raw in self.entries(occurrence_ms):
+        for index, (handle, raw) in enumerate(self.entries(occurrence_ms)):
             value = handle.parse_input(raw)
             key = f"{handle.idempotency_key_for(value)}@{self.name}:{occurrence_ms}"
-            requests.append(handle.request(raw, idempotency_key=key))
+            job_id, run_id = occurrence_ids(self.name, occurrence_ms, index, handle.name)
+            requests.append(handle.request(raw, idempotency_key=key, job_id=job_id, run_id=run_id))
         return requests
 
     async def enqueue(self, *, clock: Clock = SYSTEM_CLOCK) -> list[Enqueued]:

@@ -7,7 +7,8 @@
 -- The jobs dedupe like enqueue_many: an id that names a row, or a live row holding the
 -- (name, tenant, key), inserts nothing (the keys carry the occurrence).
 -- The wake: pg_notify('x_jobs_wake', queue) once per queue the occurrence filled; silent when
--- the watermark refused the fire.
+-- the watermark refused the fire. `due_queues` names the queues that gained a row due now, for
+-- the caller to wake this process and announce on Redis (a LISTEN-less worker hears only that).
 -- $1 task  $2 occurrence ms  $3 new watermark ms (>= $2)  $4 now ms
 -- $5..$15 arrays, one element per job: id, run_id, name, queue, input (json text), tenant_id,
 -- idempotency_key, max_attempts, run_at ms, traceparent, enqueued_by
@@ -50,7 +51,7 @@ inserted as (
    where f.id is null
    order by r.ord
   on conflict do nothing
-  returning id, queue
+  returning id, queue, state
 ),
 recorded as (
   insert into x_task_fires as f (task, occurrence_ms, fired_at_ms)
@@ -66,4 +67,6 @@ woke as (
 select exists (select 1 from moved) as fired,
        (select count(*) from inserted) as inserted,
        (select count(*) from recorded) as recorded,
-       (select count(*) from woke) as woke
+       (select count(*) from woke) as woke,
+       array(select distinct i.queue from inserted i where i.state = 'ready' order by 1)
+         as due_queues

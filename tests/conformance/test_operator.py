@@ -96,7 +96,9 @@ async def test_cancel_without_a_reason_says_cancelled_over_an_earlier_error(
     on every driver, so ``last_error`` always says why the row ended."""
     enq = await driver.enqueue(req(key="k"))
     job = await claim_one(driver)
-    assert await driver.nack(job.id, job.ref, NackOptions(error="boom", run_at_ms=clock.now_ms() + 60_000))
+    assert await driver.nack(
+        job.id, job.ref, NackOptions(error="boom", run_at_ms=clock.now_ms() + 60_000)
+    )
     backing_off = await introspect.get(enq.id)
     assert backing_off is not None
     assert backing_off.last_error == "boom"

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from shared.clock import FrozenClock
-from shared.drivers.base import EnqueueRequest
+from shared.drivers.base import EnqueueRequest, JobDriver
 from shared.drivers.memory import MemoryDriver, memory_driver
 from shared.leader import always_leader
 from shared.registry import define_api
@@ -298,9 +298,12 @@ class CountingState(MemorySchedulerState):
         requests: Sequence[EnqueueRequest],
         *,
         watermark_ms: int | None = None,
+        driver: JobDriver | None = None,
     ) -> bool:
         self.calls.append("fire")
-        return await super().fire(task, occurrence_ms, requests, watermark_ms=watermark_ms)
+        return await super().fire(
+            task, occurrence_ms, requests, watermark_ms=watermark_ms, driver=driver
+        )
 
 
 class CountingLeader:

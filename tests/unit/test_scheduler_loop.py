@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from shared.drivers.base import EnqueueRequest
+from shared.drivers.base import EnqueueRequest, JobDriver
 from shared.drivers.memory import MemoryDriver, memory_driver
 from shared.leader import AlwaysLeader
 from shared.lifecycle import Lifecycle
@@ -37,10 +37,13 @@ class StuckState(MemorySchedulerState):
         requests: Sequence[EnqueueRequest],
         *,
         watermark_ms: int | None = None,
+        driver: JobDriver | None = None,
     ) -> bool:
         self.entered.set()
         await self.release.wait()
-        return await super().fire(task, occurrence_ms, requests, watermark_ms=watermark_ms)
+        return await super().fire(
+            task, occurrence_ms, requests, watermark_ms=watermark_ms, driver=driver
+        )
 
 
 async def test_the_loop_fires_a_per_second_task_on_real_time(driver: MemoryDriver) -> None:
