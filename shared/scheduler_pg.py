@@ -33,7 +33,6 @@ from collections.abc import Sequence
 
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.drivers.base import EnqueueRequest, JobDriver
-from shared.drivers.postgres import PostgresDriver
 from shared.drivers.postgres_rows import dumps
 from shared.errors import InvariantError
 from shared.ids import new_id
@@ -70,6 +69,10 @@ class PostgresSchedulerState:
         Postgres driver (announcing or not) over this very executor."""
         if driver is None:
             return True
+        # Imported here: ``shared.scheduler`` imports this module, and a scheduler on the memory
+        # or Redis driver has no reason to load asyncpg.
+        from shared.drivers.postgres import PostgresDriver
+
         inner = driver.inner if isinstance(driver, AnnouncingDriver) else driver
         return isinstance(inner, PostgresDriver) and inner.pool is self.executor
 

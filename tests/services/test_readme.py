@@ -4,9 +4,14 @@ statement the one the driver runs."""
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
+from typing import Any
+
+import asyncpg
 
 from services.config import VARIABLES
+from shared.facade import reset_job_driver
 from shared.sql import query
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,3 +43,27 @@ def test_the_scaler_query_is_the_drivers_with_the_queues_inlined() -> None:
         line for line in query("scaler_depth").splitlines() if not line.startswith("--")
     )
     assert shown.strip() == statement.replace("$1::text[]", "'{banks,banks-long}'::text[]").strip()
+
+
+async def test_the_scheduler_wiring_shown_runs(pg_dsn: str) -> None:
+    """The section's snippet, run as written against a real database: it starts a scheduler
+    that leads, and stops it."""
+    section = README.split("## Cron tasks and the scheduler", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "\n...  " in code
+    # Where the app would run: until this scheduler leads.
+    running = code.replace("\n...  ", "\nawait scheduler.signals.wait('leader', timeout_s=10)  ")
+    body = textwrap.indent(running + "return scheduler\n", "    ")
+    namespace: dict[str, Any] = {}
+    exec(f"async def snippet(DATABASE_URL):\n{body}", namespace)
+    try:
+        scheduler = await namespace["snippet"](pg_dsn)
+        assert scheduler.state.durable
+        assert scheduler.signals.emitted("leader") == [True]
+        conn = await asyncpg.connect(pg_dsn)
+        try:
+            assert await conn.fetchval("select count(*) from x_job_leases") == 0  # released
+        finally:
+            await conn.close()
+    finally:
+        reset_job_driver()
