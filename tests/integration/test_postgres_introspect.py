@@ -110,7 +110,7 @@ async def test_cancel_only_live_jobs(pg: PostgresDriver) -> None:
     row = await pg.introspect.cancel(queued.id, "runaway")
     assert row is not None
     assert row.state == "cancelled"
-    assert row.last_error == "runaway"
+    assert row.last_error == "cancelled: runaway"
     assert await pg.introspect.cancel(queued.id) is None
     assert await pg.introspect.cancel("nobody") is None
 
