@@ -47,6 +47,7 @@ from shared.drivers.base import (
     nack_counter,
     nack_state,
 )
+from shared.drivers.redis_batch import ScriptBatcher
 from shared.drivers.redis_scripts import SCRIPTS
 from shared.errors import (
     ClaimQueuesEmptyError,
@@ -100,6 +101,10 @@ class RedisDriver:
         self.hash_tag = f"{{{prefix}}}"
         self._keys = [self.hash_tag]
         self._owns_client = owns_client
+        # One pipeline per event-loop turn on a single node (see redis_batch.py).
+        self._batcher = (
+            ScriptBatcher(client, self._keys) if not isinstance(client, RedisCluster) else None
+        )
 
     # -- capabilities: none beyond the core operations (see the module docstring) ---------
     @property
@@ -121,13 +126,21 @@ class RedisDriver:
     async def _run(self, operation: str, args: list[Any]) -> Any:
         """One script; a Redis failure leaves the driver as ``X_DRIVER_UNAVAILABLE``."""
         try:
+            if self._batcher is not None:
+                return await self._batcher.call(SCRIPTS[operation], args)
             return await SCRIPTS[operation](self.client, self._keys, args)
         except RedisError as exc:
-            raise DriverUnavailableError(
-                f"the Redis driver's {operation} failed: {exc}; check that Redis at REDIS_URL "
-                "answers and has memory to spare",
-                meta={"driver": "redis", "operation": operation},
-            ) from exc
+            raise _unavailable(operation, exc) from exc
+
+    async def _row(self, operation: str, head: list[Any], row: list[Any]) -> Any:
+        """One row of a row-taking script (``ack``, ``heartbeat``): merged with the rows of the
+        same turn into one call (``redis_batch.py``); answers this row's element."""
+        try:
+            if self._batcher is not None:
+                return await self._batcher.call_rows(SCRIPTS[operation], head, row)
+            return (await SCRIPTS[operation](self.client, self._keys, [*head, *row]))[0]
+        except RedisError as exc:
+            raise _unavailable(operation, exc) from exc
 
     # -- enqueue ------------------------------------------------------------------------
     async def enqueue(self, request: EnqueueRequest) -> Enqueued:
@@ -167,15 +180,8 @@ class RedisDriver:
     # -- settle -------------------------------------------------------------------------
     async def ack(self, job_id: str, ref: ClaimRef, *, duration_ms: int | None = None) -> bool:
         duration = None if duration_ms is None else max(0, int(duration_ms))
-        args = [
-            job_id,
-            ref.worker_id,
-            ref.claim,
-            self.clock.now_ms(),
-            codec.opt_arg(duration),
-            self.done_ttl_ms,
-        ]
-        return bool(await self._run("ack", args))
+        row = [job_id, ref.worker_id, ref.claim, self.clock.now_ms(), codec.opt_arg(duration)]
+        return bool(await self._row("ack", [self.done_ttl_ms], row))
 
     async def nack(self, job_id: str, ref: ClaimRef, options: NackOptions) -> bool:
         duration = None if options.duration_ms is None else max(0, int(options.duration_ms))
@@ -196,8 +202,8 @@ class RedisDriver:
     async def heartbeat(self, job_id: str, ref: ClaimRef, visibility_ms: int) -> HeartbeatResult:
         if visibility_ms < 1:
             raise InvariantError("visibility_ms must be at least 1")
-        args = [job_id, ref.worker_id, ref.claim, self.clock.now_ms(), visibility_ms]
-        answer = codec.text(await self._run("heartbeat", args))
+        row = [job_id, ref.worker_id, ref.claim, self.clock.now_ms(), visibility_ms]
+        answer = codec.text(await self._row("heartbeat", [], row))
         return _HEARTBEAT_RESULTS[answer]
 
     # -- steps --------------------------------------------------------------------------
@@ -245,6 +251,14 @@ class RedisDriver:
         """Close the client if this driver opened it; a caller's own client stays open."""
         if self._owns_client:
             await self.client.aclose()
+
+
+def _unavailable(operation: str, exc: RedisError) -> DriverUnavailableError:
+    return DriverUnavailableError(
+        f"the Redis driver's {operation} failed: {exc}; check that Redis at REDIS_URL "
+        "answers and has memory to spare",
+        meta={"driver": "redis", "operation": operation},
+    )
 
 
 def redis_driver(
