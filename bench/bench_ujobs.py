@@ -20,14 +20,16 @@ that exists. Settings, by environment:
   at once. The wake setting still decides how the worker hears OTHER processes' enqueues.
 - ``BENCH_UJOBS_DB`` (default ``bench_ujobs``), ``BENCH_UJOBS_QUEUE`` (``bench``),
   ``BENCH_UJOBS_CHANNEL`` (``ujobs:wake:bench``): where the run lives.
-- ``BENCH_UJOBS_SLOT_MS`` (default 250): the Redis announcer's throttle slot; ``1`` turns the
+- ``BENCH_UJOBS_SLOT_MS`` (default 250; 10 on the Redis driver, its own default): the Redis
+  announcer's throttle slot; ``1`` turns the
   throttle off at the harness's pace (a variant of ``bench/latency.py``, never the default).
 - ``BENCH_UJOBS_LAT_INTERVAL_S``: the producer's spacing instead of the harness's 50 ms, for
   the variant where every job lands in a slot of its own (only OUR adapter reads it).
 - ``BENCH_UJOBS_DRIVER``: ``postgres`` (default) or ``redis`` — the Redis driver
   (``redis_driver``) on Redis DB ``BENCH_UJOBS_REDIS_DB`` (default 6; the peers use 1-5) under
   the key prefix ``ujobs-bench``, whose keys ``setup()`` deletes (SCAN + UNLINK of that prefix
-  only). The wake is then the Redis channel (``BENCH_UJOBS_WAKE=none`` turns it off;
+  only). The wake is then the Redis channel, announced by the enqueue script itself
+  (``redis_driver(wake_channel=...)``, no announcer; ``BENCH_UJOBS_WAKE=none`` turns it off,
   ``postgres`` is refused), and the outbox still stages in Postgres.
 - ``BENCH_CLAIMS_OUT``: a file the worker appends one line per claim statement to (its
   ``time.time()``), which is how ``bench/latency.py`` counts an idle worker's claims.
@@ -83,7 +85,7 @@ from shared import job, t  # noqa: E402
 from shared.context import transaction  # noqa: E402
 from shared.drivers.base import JobDriver  # noqa: E402
 from shared.drivers.postgres import postgres_driver  # noqa: E402
-from shared.drivers.redis import RedisDriver, redis_driver  # noqa: E402
+from shared.drivers.redis import DEFAULT_WAKE_SLOT_MS, RedisDriver  # noqa: E402
 from shared.facade import jobs_facade, set_job_driver, set_jobs_facade  # noqa: E402
 from shared.lifecycle import Lifecycle  # noqa: E402
 from shared.metrics import JobMetrics  # noqa: E402
@@ -121,7 +123,9 @@ REDIS_DB = int(os.environ.get("BENCH_UJOBS_REDIS_DB", "6"))
 REDIS_PREFIX = "ujobs-bench"
 QUEUE = os.environ.get("BENCH_UJOBS_QUEUE", "bench")
 CHANNEL = os.environ.get("BENCH_UJOBS_CHANNEL", "ujobs:wake:bench")
-SLOT_MS = int(os.environ.get("BENCH_UJOBS_SLOT_MS", "250"))
+SLOT_MS = int(
+    os.environ.get("BENCH_UJOBS_SLOT_MS", DEFAULT_WAKE_SLOT_MS if DRIVER == "redis" else 250)
+)
 if os.environ.get("BENCH_UJOBS_LAT_INTERVAL_S"):
     common.LAT_INTERVAL = float(os.environ["BENCH_UJOBS_LAT_INTERVAL_S"])
 REDIS_URL = common.redis_url(0)
@@ -146,8 +150,8 @@ SETTINGS = (
     f"job_worker(concurrency={SLOTS}, queues=[{QUEUE!r}]) in 1 process over {OVER}; "
     f"wake={WAKE}: "
     + {
-        "redis": f"enqueuer publishes the queue on {CHANNEL!r} (once per queue per {SLOT_MS} ms "
-        "slot), "
+        "redis": ("the enqueue script publishes" if DRIVER == "redis" else "enqueuer publishes")
+        + f" the queue on {CHANNEL!r} (once per queue per {SLOT_MS} ms slot), "
         "worker subscribes, proven by a probe",
         "postgres": "the enqueue statement's pg_notify (once per queue per 250 ms slot), one "
         "LISTEN session in the worker",
@@ -230,12 +234,16 @@ _announcer: RedisAnnouncer | None = None
 _redis: RedisDriver | None = None
 
 
-def bench_redis_driver(client: Redis | None = None) -> RedisDriver:
-    """The Redis driver of the run; with no ``client``, on one of its own (closed with it)."""
-    if client is None:
-        own = Redis.from_url(common.redis_url(REDIS_DB))
-        return RedisDriver(own, prefix=REDIS_PREFIX, owns_client=True)
-    return redis_driver(client, prefix=REDIS_PREFIX)
+def bench_redis_driver() -> RedisDriver:
+    """The Redis driver of the run, on a client of its own (closed with it); its enqueues
+    announce on the wake channel from inside the script when the wake is on."""
+    return RedisDriver(
+        Redis.from_url(common.redis_url(REDIS_DB)),
+        prefix=REDIS_PREFIX,
+        owns_client=True,
+        wake_channel=CHANNEL if WAKE == "redis" else None,
+        wake_slot_ms=SLOT_MS,
+    )
 
 
 async def drop_redis_keys() -> None:
@@ -277,10 +285,8 @@ async def connect() -> None:
         _pool = await asyncpg.create_pool(DSN, min_size=1, max_size=4)
     inner: JobDriver
     if DRIVER == "redis":
-        client = Redis.from_url(common.redis_url(REDIS_DB))
-        _redis = inner = bench_redis_driver(client)
-        # The announce rides the driver's own client: no second connection pool.
-        _announcer = RedisAnnouncer(client, CHANNEL, slot_ms=SLOT_MS) if WAKE == "redis" else None
+        _redis = inner = bench_redis_driver()
+        _announcer = None  # the enqueue script announces
     else:
         assert _pool is not None
         inner = postgres_driver(_pool)
@@ -303,7 +309,7 @@ async def close() -> None:
         await _announcer.close()
         _announcer = None
     if _redis is not None:
-        await _redis.client.aclose()
+        await _redis.close()
         _redis = None
     if _pool is not None:
         await _pool.close()

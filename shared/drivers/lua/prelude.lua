@@ -13,6 +13,7 @@
 --   {p}:n:<queue>         hash    rows per state (done excluded: counted off {p}:d:<queue>)
 --   {p}:steps:<run_id>    hash    step name -> "<seq>:<started>:<finished>:<output JSON>"
 --   {p}:ctr:<job>:<start> hash    one 1-minute counter bucket: done/retried/failed/dead/duration_ms
+--   {p}:w:<queue>         string  the wake slot this queue was last announced in (enqueue.lua)
 --
 -- Time is never Redis TIME: every script is handed the driver clock's `now` as an argument.
 -- Inputs and step outputs are JSON strings stored verbatim; no script decodes them (cjson
