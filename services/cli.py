@@ -1,24 +1,38 @@
-"""``ujobs``: every service and every operator command, one entry point.
+"""``ujobs``: every service and every operator command, one entry point (typer).
 
-Errors print their ``X_…`` code and a sentence of what to do, and exit non-zero; ``--json``
-prints machine-readable output on every command.
+This module is the root: it registers the sub-apps (``cli_jobs``, ``cli_queues``, ``cli_db``,
+the services) and holds ``manifest``. How a command prints, fails and shows progress is
+``cli_output``; how it reaches the backend is ``cli_common``.
+
+Errors print their ``X_…`` code and a sentence of what to do, and exit non-zero (1; 70 for an
+unexpected failure, whose detail ``ujobs --debug …`` shows); ``--json`` prints machine-readable
+output on every command.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
-import sys
-from typing import Annotated, Any
+from typing import Annotated
 
-import asyncpg
-import orjson
 import typer
 
 from services.app_loader import load_api
-from services.relay import relay_command
-from services.scheduler import scheduler_command, tasks_app
-from shared.errors import DriverUnavailableError, UltimateError
+from services.cli_common import AppOption, JsonOption
+from services.cli_db import db_app
+from services.cli_jobs import jobs_app
+from services.cli_output import emit_json, reported, set_debug
+from services.cli_queues import queues_app, workers_command
+from services.cli_services import (
+    api_command,
+    dev_command,
+    exporter_command,
+    relay_command,
+    scheduler_command,
+    webhook_deliverer_command,
+    worker_command,
+)
+from services.cli_tasks import tasks_app
+from services.config import environment
 
 app = typer.Typer(
     name="ujobs",
@@ -28,31 +42,16 @@ app = typer.Typer(
     add_completion=False,
 )
 
-AppOption = Annotated[
-    str | None,
-    typer.Option("--app", envvar="UJOBS_APP", help="module:attribute of the define_api() value"),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
-
-
-def emit_json(value: Any) -> None:
-    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
-
-
-def fail(error: UltimateError, *, as_json: bool) -> None:
-    """Print the error as its code and a sentence (or JSON) and exit 1."""
-    if as_json:
-        emit_json({"error": error.to_dict()})
-    else:
-        sys.stderr.write(f"{error.code}: {error.message}\n")
-    raise typer.Exit(code=1)
-
 
 @app.callback()
-def root() -> None:
+def root(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="show the full detail of an unexpected error")
+    ] = False,
+) -> None:
     """ultimate-jobs: durable background work. Every command takes --json."""
-    # A callback keeps typer in group mode, so `ujobs manifest` is a subcommand even while it
-    # is the only one (typer otherwise promotes a lone command to the whole program).
+    # A callback also keeps typer in group mode whatever the number of commands.
+    set_debug(debug)
 
 
 @app.command()
@@ -61,63 +60,24 @@ def manifest(app_spec: AppOption = None, as_json: JsonOption = False) -> None:
 
     The manifest is always JSON; --json also prints a failure as JSON on stdout.
     """
-    try:
-        reg = load_api(app_spec)
-        document = reg.manifest()
-    except UltimateError as exc:
-        fail(exc, as_json=as_json)
-        return
+    with reported(as_json=as_json):
+        spec = app_spec if app_spec is not None else environment().get("UJOBS_APP") or None
+        document = load_api(spec).manifest()
     emit_json(document)
 
 
-app.command("scheduler")(scheduler_command)
-app.command("relay")(relay_command)
+app.add_typer(jobs_app, name="jobs")
+app.add_typer(queues_app, name="queues")
 app.add_typer(tasks_app, name="tasks")
-
-db_app = typer.Typer(help="The database schema.", no_args_is_help=True)
+app.command("workers")(workers_command)
 app.add_typer(db_app, name="db")
-
-DatabaseUrlOption = Annotated[
-    str | None,
-    typer.Option("--database-url", envvar="DATABASE_URL", help="postgresql://… to migrate"),
-]
-
-
-@db_app.command("migrate")
-def db_migrate(database_url: DatabaseUrlOption = None, as_json: JsonOption = False) -> None:
-    """Apply every pending migration in sql/migrations, in order; a no-op when none is."""
-    if not database_url:
-        fail(
-            DriverUnavailableError(
-                "no database to migrate: pass --database-url or set DATABASE_URL"
-            ),
-            as_json=as_json,
-        )
-        return
-    try:
-        applied = asyncio.run(_migrate(database_url))
-    except (OSError, asyncpg.PostgresError) as exc:
-        fail(
-            DriverUnavailableError(f"could not migrate: {exc}", meta={"cause": type(exc).__name__}),
-            as_json=as_json,
-        )
-        return
-    if as_json:
-        emit_json({"applied": applied})
-    elif applied:
-        sys.stdout.write("".join(f"applied {name}\n" for name in applied))
-    else:
-        sys.stdout.write("up to date: nothing to apply\n")
-
-
-async def _migrate(database_url: str) -> list[str]:
-    from shared.migrate import migrate
-
-    conn = await asyncpg.connect(database_url)
-    try:
-        return await migrate(conn)
-    finally:
-        await conn.close()
+app.command("api")(api_command)
+app.command("scheduler")(scheduler_command)
+app.command("dev")(dev_command)
+app.command("worker")(worker_command)
+app.command("relay")(relay_command)
+app.command("webhook-deliverer")(webhook_deliverer_command)
+app.command("exporter")(exporter_command)
 
 
 def main() -> None:

@@ -1,0 +1,410 @@
+"""Every setting a service reads, from the environment, once, into a frozen object.
+
+Only ``services/`` reads the environment (STYLE #10), and only through this module: each
+service builds its config at start (``WorkerConfig.load(env, queues=...)``) and a bad value
+fails right there with the variable's name, what was wrong and, for a near miss, "did you
+mean" — never minutes later inside a loop. A ``UJOBS_*`` variable nobody reads is refused the
+same way, because a typo (``UJOBS_CONCURENCY=32``) silently running on the default is the
+worst kind of wrong. Command-line flags override the environment and are validated by the
+same parsers.
+
+``VARIABLES`` is the table of every variable, what it means and its default: the README's
+configuration section and the compose test read it, so the documentation cannot drift from
+the parser.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from services.config_parse import (
+    Concurrency,
+    app_spec,
+    choice,
+    did_you_mean,
+    invalid,
+    parse_concurrency,
+    parse_queues,
+    parse_url,
+    whole,
+)
+from services.config_vars import (
+    DEFAULT_API_PORT,
+    DEFAULT_METRICS_REFRESH_MS,
+    DEFAULT_PG_POOL_SIZE,
+    DEFAULT_REDIS_PREFIX,
+    DEFAULT_SCHEDULER_LEASE_TTL_MS,
+    DEFAULT_SCHEDULER_TICK_MS,
+    DRIVERS,
+    LOG_LEVELS,
+    VARIABLES,
+    DriverName,
+    Env,
+)
+from services.redact import redact_url
+from shared.drivers.base import DEFAULT_QUEUE, DEFAULT_VISIBILITY_MS
+from shared.errors import DriverUnavailableError
+from shared.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
+from shared.outbox_relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
+
+T = TypeVar("T")
+_DEFAULT_QUEUES: tuple[str, ...] = (DEFAULT_QUEUE,)
+
+
+def environment() -> dict[str, str]:
+    """A snapshot of this process's environment: the one read of it in the codebase."""
+    return dict(os.environ)
+
+
+class _Source:
+    """One environment plus the command line's overrides: a flag given wins over its
+    variable, and both are refused by the same parser under a name that says which."""
+
+    def __init__(self, env: Env) -> None:
+        self.env = env
+
+    def read(
+        self,
+        name: str,
+        parse: Callable[[str, str], T],
+        default: T,
+        *,
+        flag: str | None = None,
+        given: object = None,
+    ) -> T:
+        assert name in VARIABLES, name
+        if given is not None:
+            return parse(f"{flag} / {name}" if flag else name, str(given))
+        raw = self.env.get(name)
+        if raw is None or raw.strip() == "":
+            return default
+        return parse(name, raw)
+
+
+def check_unknown(env: Env) -> None:
+    """A ``UJOBS_*`` variable no service reads is a typo until proven otherwise."""
+    known = [n for n in VARIABLES if n.startswith("UJOBS_")]
+    for name in sorted(env):
+        if name.startswith("UJOBS_") and name not in VARIABLES:
+            raise invalid(name, "no ujobs service reads this variable" + did_you_mean(name, known))
+
+
+def _optional(parse: Callable[[str, str], T]) -> Callable[[str, str], T | None]:
+    return parse
+
+
+def _whole_from(minimum: int) -> Callable[[str, str], int]:
+    return lambda name, raw: whole(name, raw, minimum=minimum)
+
+
+def _urls(*schemes: str) -> Callable[[str, str], str | None]:
+    return lambda name, raw: parse_url(name, raw, schemes)
+
+
+def _driver(name: str, raw: str) -> DriverName:
+    return "redis" if choice(name, raw, DRIVERS) == "redis" else "postgres"
+
+
+def _prefix(name: str, raw: str) -> str:
+    prefix = raw.strip()
+    if not re.fullmatch(r"[A-Za-z0-9_.:\-]{1,64}", prefix):
+        raise invalid(name, f"{prefix!r} is not a key prefix (letters, digits, _ . : -)")
+    return prefix
+
+
+def _port(name: str, raw: str) -> int:
+    port = whole(name, raw)
+    if port > 65_535:
+        raise invalid(name, f"{port} is not a TCP port (0-65535)")
+    return port
+
+
+def _host(name: str, raw: str) -> str:
+    host = raw.strip()
+    if not re.fullmatch(r"[A-Za-z0-9_.:\-\[\]]+", host):
+        raise invalid(name, f"{host!r} is not a host name or address")
+    return host
+
+
+@dataclass(frozen=True, slots=True)
+class Connections:
+    """Where the backends are. ``__repr__`` masks every password."""
+
+    database_url: str | None = None
+    redis_url: str | None = None
+    nats_url: str | None = None
+    driver: DriverName = "postgres"
+    pg_pool_size: int = DEFAULT_PG_POOL_SIZE
+    redis_prefix: str = DEFAULT_REDIS_PREFIX
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={v!r}" for k, v in self.public().items())
+        return f"Connections({shown}, pg_pool_size={self.pg_pool_size})"
+
+    def public(self) -> dict[str, str | None]:
+        """What a start-up log line may say about these (passwords masked)."""
+        return {
+            "database": None if self.database_url is None else redact_url(self.database_url),
+            "redis": None if self.redis_url is None else redact_url(self.redis_url),
+            "nats": None if self.nats_url is None else redact_url(self.nats_url),
+            "driver": self.driver,
+            "redis_prefix": self.redis_prefix,
+        }
+
+    def require_database(self, service: str) -> str:
+        if self.database_url is None:
+            raise DriverUnavailableError(
+                f"DATABASE_URL: {service} needs Postgres; set DATABASE_URL=postgresql://… "
+                "(or run `ujobs dev` for an embedded one)",
+                meta={"variable": "DATABASE_URL"},
+            )
+        return self.database_url
+
+    def require_redis(self, service: str) -> str:
+        if self.redis_url is None:
+            raise DriverUnavailableError(
+                f"REDIS_URL: {service} with UJOBS_DRIVER=redis needs REDIS_URL=redis://…",
+                meta={"variable": "REDIS_URL"},
+            )
+        return self.redis_url
+
+    def require_backend(self, service: str) -> None:
+        """The queue's own backend: Redis for UJOBS_DRIVER=redis, Postgres otherwise."""
+        if self.driver == "redis":
+            self.require_redis(service)
+        else:
+            self.require_database(service)
+
+
+@dataclass(frozen=True, slots=True)
+class CommonConfig:
+    """What every service reads: who it is, where the backends are, the app, logs, drain."""
+
+    service: str
+    connections: Connections
+    app: str | None = None
+    log_level: str = "info"
+    drain_deadline_ms: int = DEFAULT_DRAIN_DEADLINE_MS
+
+    @property
+    def log_level_number(self) -> int:
+        return int(logging.getLevelName(self.log_level.upper()))
+
+
+def read_common(
+    env: Env,
+    service: str,
+    *,
+    app: str | None = None,
+    driver: str | None = None,
+    database_url: str | None = None,
+) -> CommonConfig:
+    """The shared half of every service's config; refuses unknown ``UJOBS_*`` first."""
+    check_unknown(env)
+    src = _Source(env)
+    connections = Connections(
+        database_url=src.read(
+            "DATABASE_URL",
+            _urls("postgresql", "postgres"),
+            None,
+            flag="--database-url",
+            given=database_url,
+        ),
+        redis_url=src.read("REDIS_URL", _urls("redis", "rediss", "unix"), None),
+        nats_url=src.read("NATS_URL", _urls("nats", "tls", "ws", "wss"), None),
+        driver=src.read("UJOBS_DRIVER", _driver, "postgres", flag="--driver", given=driver),
+        pg_pool_size=src.read("UJOBS_PG_POOL_SIZE", _whole_from(1), DEFAULT_PG_POOL_SIZE),
+        redis_prefix=src.read("UJOBS_REDIS_PREFIX", _prefix, DEFAULT_REDIS_PREFIX),
+    )
+    return CommonConfig(
+        service=service,
+        connections=connections,
+        app=src.read("UJOBS_APP", _optional(app_spec), None, flag="--app", given=app),
+        log_level=src.read("UJOBS_LOG_LEVEL", lambda n, r: choice(n, r, LOG_LEVELS), "info"),
+        drain_deadline_ms=src.read(
+            "UJOBS_DRAIN_DEADLINE_MS", _whole_from(0), DEFAULT_DRAIN_DEADLINE_MS
+        ),
+    )
+
+
+# --- per service -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    """``ujobs worker`` (and the two pinned workers, and ``ujobs dev``'s)."""
+
+    common: CommonConfig
+    queues: tuple[str, ...] = (DEFAULT_QUEUE,)
+    concurrency: Concurrency = field(default_factory=Concurrency)
+    max_in_flight: int | None = None
+    visibility_timeout_ms: int = DEFAULT_VISIBILITY_MS
+
+    @classmethod
+    def load(
+        cls,
+        env: Env,
+        *,
+        service: str = "worker",
+        queues: str | None = None,
+        pinned_queues: tuple[str, ...] | None = None,
+        app: str | None = None,
+        driver: str | None = None,
+        concurrency: str | None = None,
+        max_in_flight: int | None = None,
+        require_backend: bool = True,
+    ) -> WorkerConfig:
+        """``pinned_queues`` (the webhook deliverer's, the exporter's) ignore UJOBS_QUEUES."""
+        common = read_common(env, service, app=app, driver=driver)
+        src = _Source(env)
+        chosen = (
+            pinned_queues
+            if pinned_queues is not None
+            else src.read(
+                "UJOBS_QUEUES", parse_queues, _DEFAULT_QUEUES, flag="--queues", given=queues
+            )
+        )
+        config = cls(
+            common=common,
+            queues=chosen,
+            concurrency=src.read(
+                "UJOBS_CONCURRENCY",
+                parse_concurrency,
+                Concurrency(),
+                flag="--concurrency",
+                given=concurrency,
+            ),
+            max_in_flight=src.read(
+                "UJOBS_MAX_IN_FLIGHT",
+                _optional(_whole_from(1)),
+                None,
+                flag="--max-in-flight",
+                given=max_in_flight,
+            ),
+            visibility_timeout_ms=src.read(
+                "UJOBS_VISIBILITY_TIMEOUT_MS", _whole_from(1_000), DEFAULT_VISIBILITY_MS
+            ),
+        )
+        if require_backend:
+            common.connections.require_backend(service)
+        return config
+
+
+@dataclass(frozen=True, slots=True)
+class ApiConfig:
+    """``ujobs api``."""
+
+    common: CommonConfig
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_API_PORT
+    metrics_refresh_ms: int = DEFAULT_METRICS_REFRESH_MS
+
+    @classmethod
+    def load(
+        cls,
+        env: Env,
+        *,
+        service: str = "api",
+        app: str | None = None,
+        host: str | None = None,
+        port: int | None = None,
+        require_backend: bool = True,
+    ) -> ApiConfig:
+        common = read_common(env, service, app=app)
+        src = _Source(env)
+        config = cls(
+            common=common,
+            host=src.read("UJOBS_API_HOST", _host, "127.0.0.1", flag="--host", given=host),
+            port=src.read("UJOBS_API_PORT", _port, DEFAULT_API_PORT, flag="--port", given=port),
+            metrics_refresh_ms=src.read(
+                "UJOBS_METRICS_REFRESH_MS", _whole_from(0), DEFAULT_METRICS_REFRESH_MS
+            ),
+        )
+        if require_backend:
+            common.connections.require_backend(service)
+        return config
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """``ujobs scheduler``: Postgres always (durable watermarks, the leader lease)."""
+
+    common: CommonConfig
+    tick_interval_ms: int = DEFAULT_SCHEDULER_TICK_MS
+    lease_ttl_ms: int = DEFAULT_SCHEDULER_LEASE_TTL_MS
+
+    @classmethod
+    def load(
+        cls,
+        env: Env,
+        *,
+        service: str = "scheduler",
+        app: str | None = None,
+        require_backend: bool = True,
+    ) -> SchedulerConfig:
+        common = read_common(env, service, app=app)
+        src = _Source(env)
+        config = cls(
+            common=common,
+            tick_interval_ms=src.read(
+                "UJOBS_SCHEDULER_TICK_INTERVAL_MS", _whole_from(10), DEFAULT_SCHEDULER_TICK_MS
+            ),
+            lease_ttl_ms=src.read(
+                "UJOBS_SCHEDULER_LEASE_TTL_MS", _whole_from(1_000), DEFAULT_SCHEDULER_LEASE_TTL_MS
+            ),
+        )
+        if require_backend:
+            common.connections.require_database(service)
+        return config
+
+
+@dataclass(frozen=True, slots=True)
+class RelayConfig:
+    """``ujobs relay``: the outbox is in Postgres, whatever the queue's driver."""
+
+    common: CommonConfig
+    claim_lease_ms: int = DEFAULT_CLAIM_LEASE_MS
+    batch_size: int = DEFAULT_BATCH_SIZE
+
+    @classmethod
+    def load(
+        cls,
+        env: Env,
+        *,
+        service: str = "relay",
+        app: str | None = None,
+        require_backend: bool = True,
+    ) -> RelayConfig:
+        common = read_common(env, service, app=app)
+        src = _Source(env)
+        config = cls(
+            common=common,
+            claim_lease_ms=src.read(
+                "UJOBS_OUTBOX_CLAIM_LEASE_MS", _whole_from(1), DEFAULT_CLAIM_LEASE_MS
+            ),
+            batch_size=src.read("UJOBS_OUTBOX_BATCH_SIZE", _whole_from(1), DEFAULT_BATCH_SIZE),
+        )
+        if require_backend:
+            common.connections.require_database(service)
+            common.connections.require_backend(service)
+        return config
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorConfig:
+    """The operator commands (``ujobs jobs …``, ``queues``, ``workers``): one backend."""
+
+    common: CommonConfig
+
+    @classmethod
+    def load(
+        cls, env: Env, *, database_url: str | None = None, driver: str | None = None
+    ) -> OperatorConfig:
+        common = read_common(env, "cli", driver=driver, database_url=database_url)
+        common.connections.require_backend("this command")
+        return cls(common=common)

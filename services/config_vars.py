@@ -1,0 +1,144 @@
+"""The table of every environment variable a ujobs service reads.
+
+``VARIABLES`` is what the README's configuration section, the compose test and the
+unknown-variable check (``check_unknown``) read, so the documentation, the deployment files and
+the parser cannot drift apart. Parsing lives in ``config_parse``; the frozen per-service
+objects in ``config``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from shared.drivers.base import DEFAULT_QUEUE, DEFAULT_VISIBILITY_MS
+from shared.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
+from shared.outbox_relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
+
+DriverName = Literal["postgres", "redis"]
+DRIVERS: tuple[DriverName, ...] = ("postgres", "redis")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+JOBS_CONCURRENCY_DEFAULT = 8
+"""Slots per queue when ``UJOBS_CONCURRENCY`` names no number for it (the spec's default)."""
+DEFAULT_API_PORT = 8080
+DEFAULT_METRICS_REFRESH_MS = 5_000
+DEFAULT_PG_POOL_SIZE = 10
+DEFAULT_REDIS_PREFIX = "ujobs"
+DEFAULT_SCHEDULER_TICK_MS = 1_000
+DEFAULT_SCHEDULER_LEASE_TTL_MS = 30_000
+MAX_QUEUE_NAME = 128
+
+Env = Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    """One environment variable: its name, what it does, its default, who reads it."""
+
+    name: str
+    help: str
+    default: str
+    services: tuple[str, ...]
+
+
+_ALL = ("api", "relay", "worker", "scheduler", "webhook-deliverer", "exporter", "dev")
+_WORKERS = ("worker", "webhook-deliverer", "exporter", "dev")
+
+VARIABLES: dict[str, Variable] = {
+    v.name: v
+    for v in (
+        Variable(
+            "DATABASE_URL",
+            "Postgres of the queue, the outbox and the scheduler: postgresql://user:pass@host/db",
+            "none (ujobs dev starts an embedded one)",
+            (*_ALL, "db migrate", "operator commands"),
+        ),
+        Variable(
+            "REDIS_URL",
+            "Redis for the wake channel (and the queue with UJOBS_DRIVER=redis)",
+            "none: the wake uses Postgres LISTEN/NOTIFY",
+            _ALL,
+        ),
+        Variable("NATS_URL", "NATS of the event-bus edge: nats://host:4222", "none", ("api",)),
+        Variable(
+            "UJOBS_APP",
+            "module:attribute of the value define_api() returned",
+            "none (only the built-in families)",
+            (*_ALL, "manifest", "tasks list"),
+        ),
+        Variable("UJOBS_DRIVER", "the queue's driver: postgres or redis", "postgres", _ALL),
+        Variable(
+            "UJOBS_QUEUES", "comma-separated queues a worker serves", DEFAULT_QUEUE, ("worker",)
+        ),
+        Variable(
+            "UJOBS_CONCURRENCY",
+            "slots per queue: a number for every queue, or queue=n,queue=n (others get 8)",
+            str(JOBS_CONCURRENCY_DEFAULT),
+            _WORKERS,
+        ),
+        Variable(
+            "UJOBS_MAX_IN_FLIGHT",
+            "the most runs one worker process holds across every queue",
+            "unset: no process cap",
+            _WORKERS,
+        ),
+        Variable(
+            "UJOBS_VISIBILITY_TIMEOUT_MS",
+            "a claim's lease; renewed every third of it while the job runs",
+            str(DEFAULT_VISIBILITY_MS),
+            _WORKERS,
+        ),
+        Variable(
+            "UJOBS_DRAIN_DEADLINE_MS",
+            "the SIGTERM drain's budget; keep the orchestrator's grace period above it",
+            str(DEFAULT_DRAIN_DEADLINE_MS),
+            _ALL,
+        ),
+        Variable("UJOBS_LOG_LEVEL", "debug, info, warning or error", "info", _ALL),
+        Variable("UJOBS_API_HOST", "the api's listen address", "127.0.0.1", ("api", "dev")),
+        Variable("UJOBS_API_PORT", "the api's port", str(DEFAULT_API_PORT), ("api", "dev")),
+        Variable(
+            "UJOBS_METRICS_REFRESH_MS",
+            "the queue gauges are read from the driver at most this often",
+            str(DEFAULT_METRICS_REFRESH_MS),
+            ("api", "dev"),
+        ),
+        Variable(
+            "UJOBS_PG_POOL_SIZE",
+            "connections per process in the Postgres pool",
+            str(DEFAULT_PG_POOL_SIZE),
+            _ALL,
+        ),
+        Variable(
+            "UJOBS_REDIS_PREFIX",
+            "key prefix (hash tag) of the Redis driver's keys",
+            DEFAULT_REDIS_PREFIX,
+            _ALL,
+        ),
+        Variable(
+            "UJOBS_OUTBOX_CLAIM_LEASE_MS",
+            "how long a dead relay's claimed outbox rows wait before another relay takes them",
+            str(DEFAULT_CLAIM_LEASE_MS),
+            ("relay", "dev"),
+        ),
+        Variable(
+            "UJOBS_OUTBOX_BATCH_SIZE",
+            "outbox rows a relay claims per pass",
+            str(DEFAULT_BATCH_SIZE),
+            ("relay", "dev"),
+        ),
+        Variable(
+            "UJOBS_SCHEDULER_TICK_INTERVAL_MS",
+            "one scheduler round every …",
+            str(DEFAULT_SCHEDULER_TICK_MS),
+            ("scheduler", "dev"),
+        ),
+        Variable(
+            "UJOBS_SCHEDULER_LEASE_TTL_MS",
+            "the scheduler leader lease's TTL; renewed every third of it",
+            str(DEFAULT_SCHEDULER_LEASE_TTL_MS),
+            ("scheduler", "dev"),
+        ),
+    )
+}

@@ -1,0 +1,172 @@
+"""``ujobs dev``: every service in one process, for a first run on a bare machine.
+
+With no ``DATABASE_URL`` it starts a private Postgres under ``./.ujobs/pg`` (``pgserver``,
+Unix socket only, kept between runs) and applies the schema; without ``REDIS_URL`` the wake
+uses Postgres LISTEN/NOTIFY. Then it runs the worker (every queue the app's jobs name), the
+scheduler, the outbox relay and the api in this one process, prints where everything is and
+how to enqueue, and narrates each job's state changes on stdout (``dev_watch``). It enqueues
+nothing by itself — except with ``--example``, which loads ``services.example_app`` and
+enqueues its ``onboard_org`` so the first minute shows a step replay, a sleep resume and a
+task fire. Ctrl-C (or SIGTERM) drains everything and exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from services.app_loader import load_api
+from services.cli_db import migrate_url
+from services.config import (
+    ApiConfig,
+    Connections,
+    RelayConfig,
+    SchedulerConfig,
+    WorkerConfig,
+    environment,
+)
+from services.dev_watch import DevWatch
+from services.embedded import start_embedded_postgres
+from services.redact import redact_url
+from services.runtime import ServiceRun
+from shared.drivers.base import DEFAULT_QUEUE
+from shared.introspect import introspection_of
+from shared.registry import Registry
+
+C = TypeVar("C", WorkerConfig, ApiConfig, SchedulerConfig, RelayConfig)
+EXAMPLE_APP = "services.example_app:api"
+DATA_DIR = Path(".ujobs") / "pg"
+
+
+def say(line: str) -> None:
+    sys.stdout.write(f"ujobs dev: {line}\n")
+    sys.stdout.flush()
+
+
+@dataclass(frozen=True, slots=True)
+class DevConfig:
+    """The three services' configs from one environment, and what ``dev`` adds."""
+
+    worker: WorkerConfig
+    api: ApiConfig
+    scheduler: SchedulerConfig
+    relay: RelayConfig
+    example: bool
+    data_dir: Path
+    queues_given: bool
+
+    @property
+    def connections(self) -> Connections:
+        return self.worker.common.connections
+
+    @classmethod
+    def load(
+        cls, *, app: str | None, example: bool, port: int | None, queues: str | None
+    ) -> DevConfig:
+        env = environment()
+        chosen_app = app if app is not None else (EXAMPLE_APP if example else None)
+        worker = WorkerConfig.load(
+            env, service="dev", app=chosen_app, queues=queues, require_backend=False
+        )
+        if "UJOBS_LOG_LEVEL" not in env:
+            # The terminal is for the narration; JSON lines only for what went wrong.
+            quiet = dataclasses.replace(worker.common, log_level="warning")
+            worker = dataclasses.replace(worker, common=quiet)
+        api = ApiConfig.load(env, service="dev", app=chosen_app, port=port, require_backend=False)
+        scheduler = SchedulerConfig.load(env, service="dev", app=chosen_app, require_backend=False)
+        relay = RelayConfig.load(env, service="dev", app=chosen_app, require_backend=False)
+        return cls(
+            worker=worker,
+            api=api,
+            scheduler=scheduler,
+            relay=relay,
+            example=example,
+            data_dir=DATA_DIR,
+            queues_given=queues is not None or "UJOBS_QUEUES" in env,
+        )
+
+    def on(self, connections: Connections) -> DevConfig:
+        """The same configs pointed at ``connections`` (the embedded database, once up)."""
+
+        def moved(config: C) -> C:
+            common = dataclasses.replace(config.common, connections=connections)
+            return dataclasses.replace(config, common=common)
+
+        return dataclasses.replace(
+            self,
+            worker=moved(self.worker),
+            api=moved(self.api),
+            scheduler=moved(self.scheduler),
+            relay=moved(self.relay),
+        )
+
+
+def served_queues(config: DevConfig, registry: Registry) -> tuple[str, ...]:
+    """UJOBS_QUEUES / --queues when given; else every queue a job names, plus ``default``."""
+    if config.queues_given:
+        return config.worker.queues
+    named = {handle.queue for handle in registry.jobs.values()} | {DEFAULT_QUEUE}
+    return tuple(sorted(named))
+
+
+async def _database(run: ServiceRun, config: DevConfig) -> DevConfig:
+    if config.connections.database_url is not None:
+        say(f"Postgres at {redact_url(config.connections.database_url)} (DATABASE_URL)")
+        return config
+    say(f"no DATABASE_URL: starting an embedded Postgres in ./{config.data_dir} …")
+    embedded = await asyncio.to_thread(start_embedded_postgres, config.data_dir)
+    run.stack.callback(embedded.stop)
+    say(f"Postgres is up (Unix socket only): {embedded.url}")
+    return config.on(dataclasses.replace(config.connections, database_url=embedded.url))
+
+
+async def start_dev(run: ServiceRun, config: DevConfig) -> None:
+    """Bring up the database, the schema and every role; narrate until drained."""
+    from services.api import address, start_api
+    from services.relay import start_relay
+    from services.scheduler import start_scheduler
+    from services.wiring import wire
+    from services.worker import start_worker
+
+    config = await _database(run, config)
+    url = config.connections.require_database("ujobs dev")
+    applied = await migrate_url(url)
+    say(f"schema: applied {', '.join(applied)}" if applied else "schema: up to date")
+    registry = load_api(config.worker.common.app)
+    wired = await wire(run, config.connections, listen=True, need_database=True)
+    watch = DevWatch(introspection_of(wired.driver))
+    await watch.prime()
+    watch.start()
+    run.stack.push_async_callback(watch.stop)
+
+    queues = served_queues(config, registry)
+    await start_scheduler(run, config.scheduler)
+    await start_relay(run, config.relay, wired=wired, say=False)
+    worker = dataclasses.replace(config.worker, queues=queues)
+    await start_worker(run, worker, registry=registry, wired=wired)
+    runner = await start_api(run, config.api)
+    _banner(config, registry, queues, url, [f"http://{address(a)}" for a in runner.addresses])
+    if config.example:
+        from services.example_app import onboard_org
+
+        queued = await onboard_org.enqueue({"org_id": "acme"})
+        say(f"--example: enqueued onboard_org {queued.id} — watch it below")
+
+
+def _banner(
+    config: DevConfig, registry: Registry, queues: tuple[str, ...], url: str, api: list[str]
+) -> None:
+    say(f"app: {config.worker.common.app or '(none: set --app or UJOBS_APP)'}")
+    say(f"jobs: {', '.join(sorted(registry.jobs)) or '-'}")
+    say(f"tasks: {', '.join(sorted(registry.tasks)) or '-'}")
+    say(f"worker: queues {', '.join(queues)}; api: {', '.join(api)}")
+    say("in another terminal:")
+    say(f"  export DATABASE_URL='{redact_url(url)}'")
+    say("  ujobs jobs list            # what is queued, running, done")
+    say("  ujobs jobs show <id>       # one job: steps, attempts, last error")
+    say("enqueue from your code (README, the tour): await my_job.enqueue({...})")
+    say("Ctrl-C drains and stops everything")

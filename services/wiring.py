@@ -1,0 +1,62 @@
+"""How a service process is wired to its queue: the driver it enqueues through and the wake
+its loops listen to — the same for every role, so no service gets it subtly different.
+
+* **announce**: the driver is wrapped with ``announcing()`` once, at boot, and installed with
+  ``set_job_driver`` — an enqueue in this process (a job body's fan-out, the relay's publish)
+  wakes this process's loops at once, and, with ``REDIS_URL``, other processes through the
+  ``ujobs:wake`` channel. Without Redis the Postgres driver's own ``pg_notify`` announces.
+* **listen** (the worker roles): ``redis_wake`` on ``REDIS_URL``, else ``postgres_wake`` — ONE
+  dedicated LISTEN session on ``DATABASE_URL`` — proven by a probe before the idle loops trust
+  it; until then (or without either) jobs start on the poll.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from services.backends import Backend, open_backend
+from services.config import Connections
+from services.runtime import ServiceRun
+from shared.drivers.base import JobDriver
+from shared.facade import reset_job_driver, set_job_driver
+from shared.wake import ChannelWake, postgres_wake, redis_wake
+from shared.wake_announce import announcing, redis_announcer
+
+
+@dataclass(frozen=True, slots=True)
+class Wired:
+    backend: Backend
+    driver: JobDriver
+    wake: ChannelWake | None
+
+
+async def wire(
+    run: ServiceRun,
+    connections: Connections,
+    *,
+    listen: bool = False,
+    need_database: bool = False,
+    pool_size: int | None = None,
+) -> Wired:
+    """Open the backend, install the announcing driver, and (``listen``) start the wake; all
+    closed by ``run.stack`` after the drain, in reverse order."""
+    backend = await run.stack.enter_async_context(
+        open_backend(connections, need_database=need_database, need_redis=True, pool_size=pool_size)
+    )
+    announcer = None
+    if backend.redis is not None:
+        announcer = redis_announcer(backend.redis)
+        run.stack.push_async_callback(announcer.close)
+    driver = announcing(backend.driver, announcer)
+    set_job_driver(driver)
+    run.stack.callback(reset_job_driver)
+    wake: ChannelWake | None = None
+    if listen:
+        if backend.redis is not None:
+            wake = redis_wake(backend.redis)
+        elif backend.pool is not None and connections.database_url is not None:
+            wake = postgres_wake(connections.database_url, backend.pool)
+        if wake is not None:
+            await wake.start()
+            run.stack.push_async_callback(wake.stop)
+    return Wired(backend=backend, driver=driver, wake=wake)

@@ -1,0 +1,47 @@
+"""``ujobs worker``: run the app's jobs of the configured queues until SIGTERM has drained it.
+
+Per-queue slots (``UJOBS_CONCURRENCY``) under one optional process cap
+(``UJOBS_MAX_IN_FLIGHT``), leases of ``UJOBS_VISIBILITY_TIMEOUT_MS`` renewed by the heartbeat,
+and the two-phase drain: stop claiming, finish what is held within
+``UJOBS_DRAIN_DEADLINE_MS``, close. A run still going at the deadline is abandoned (logged
+``jobs.worker.drain-abandoned``; its lease lapses and the queue delivers it again) and the
+process exits 1 instead of 0. The webhook deliverer and the exporter are this service pinned to
+one queue.
+"""
+
+from __future__ import annotations
+
+from services.app_loader import load_api
+from services.config import WorkerConfig
+from services.runtime import ServiceRun
+from services.wiring import Wired, wire
+from shared.registry import Registry
+from shared.worker import JobWorker, job_worker
+
+
+async def start_worker(
+    run: ServiceRun,
+    config: WorkerConfig,
+    *,
+    registry: Registry | None = None,
+    wired: Wired | None = None,
+) -> JobWorker:
+    """Build and start the worker (on ``wired`` when given: ``ujobs dev`` shares one); its
+    drain hooks are the process lifecycle's."""
+    reg = registry if registry is not None else load_api(config.common.app)
+    if wired is None:
+        wired = await wire(run, config.common.connections, listen=True)
+    worker = job_worker(
+        driver=wired.driver,
+        context=None,
+        registry=reg,
+        queues=config.queues,
+        concurrency={q: config.concurrency.for_queue(q) for q in config.queues},
+        max_in_flight=config.max_in_flight,
+        visibility_timeout_ms=config.visibility_timeout_ms,
+        wake=wired.wake,
+        close_driver=False,
+    )
+    await worker.start()
+    run.abandoned_if(config.common.service, lambda: bool(worker.signals.emitted("drain-abandoned")))
+    return worker

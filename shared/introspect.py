@@ -1,0 +1,246 @@
+"""The operator surface as functions: what ``ujobs jobs``, the api and a dashboard call.
+
+Each function reads or moves rows ONLY through ``driver.introspect`` (plus the core
+``load_steps`` / ``stats`` reads), and answers a JSON-shaped ``dict`` — camelCase keys, epoch
+milliseconds for instants — so the CLI's ``--json``, an HTTP body and an MCP tool print the
+same document. A driver with no introspection (Redis) answers ``X_NOT_IMPLEMENTED`` naming
+the Postgres driver, never an ``AttributeError``.
+
+Redaction: a job's input is the caller's data — personal details, tokens a partner handed over —
+and an operator listing dead letters needs its SHAPE far more often than its values. So
+``inspect_job`` shows the input's keys with every value masked unless ``show_input=True``, and
+never shows a step's output (what the step returned may be a secret the body fetched) unless
+``show_output=True``. ``list`` rows carry no input at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from shared.drivers.base import (
+    BulkFilter,
+    BulkResult,
+    JobDriver,
+    JobFilter,
+    JobIntrospection,
+    JobPage,
+    JobRow,
+    QueueStats,
+    StepRecord,
+    WorkerRow,
+    require_introspection,
+)
+from shared.errors import JobNotCancellableError, JobNotFoundError
+
+MASK = "[redacted]"
+MAX_REDACTED_ITEMS = 20
+"""A redacted list shows at most this many masked items, then how many more there were."""
+
+
+def introspection_of(driver: JobDriver) -> JobIntrospection:
+    """``driver.introspect``, or ``X_NOT_IMPLEMENTED`` naming the Postgres driver."""
+    return require_introspection(driver)
+
+
+# --- projections --------------------------------------------------------------------------
+
+
+def redact_input(value: Any) -> Any:
+    """The input's shape with every leaf value masked: keys stay, values go."""
+    if isinstance(value, Mapping):
+        return {str(k): redact_input(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        shown: list[Any] = [redact_input(v) for v in value[:MAX_REDACTED_ITEMS]]
+        if len(value) > MAX_REDACTED_ITEMS:
+            shown.append(f"… {len(value) - MAX_REDACTED_ITEMS} more")
+        return shown
+    return None if value is None else MASK
+
+
+def job_json(row: JobRow, *, input_: str = "omit") -> dict[str, Any]:
+    """A job row as JSON. ``input_``: ``omit`` (lists), ``redacted`` or ``shown``."""
+    doc: dict[str, Any] = {
+        "id": row.id,
+        "runId": row.run_id,
+        "name": row.name,
+        "queue": row.queue,
+        "state": row.state,
+        "tenantId": row.tenant_id,
+        "idempotencyKey": row.idempotency_key,
+        "attempt": row.attempt,
+        "maxAttempts": row.max_attempts,
+        "runAtMs": row.run_at_ms,
+        "createdAtMs": row.created_at_ms,
+        "updatedAtMs": row.updated_at_ms,
+        "finishedAtMs": row.finished_at_ms,
+        "claimedBy": row.claimed_by,
+        "leaseExpiresAtMs": row.lease_expires_at_ms,
+        "progress": row.progress,
+        "lastError": row.last_error,
+        "traceparent": row.traceparent,
+        "enqueuedBy": row.enqueued_by,
+    }
+    if input_ == "redacted":
+        doc["input"] = redact_input(row.input)
+        doc["inputRedacted"] = True
+    elif input_ == "shown":
+        doc["input"] = row.input
+        doc["inputRedacted"] = False
+    return doc
+
+
+def step_json(step: StepRecord, *, show_output: bool) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "name": step.name,
+        "seq": step.seq,
+        "startedAtMs": step.started_at_ms,
+        "finishedAtMs": step.finished_at_ms,
+        "durationMs": max(0, step.finished_at_ms - step.started_at_ms),
+    }
+    if show_output:
+        doc["output"] = step.output
+    return doc
+
+
+def page_json(page: JobPage) -> dict[str, Any]:
+    return {
+        "jobs": [job_json(r) for r in page.rows],
+        "limit": page.limit,
+        "last": page.is_last,
+        "next": None if page.is_last else page.next_cursor,
+        "prev": page.prev_cursor,
+    }
+
+
+def worker_json(row: WorkerRow) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "host": row.host,
+        "pid": row.pid,
+        "startedAtMs": row.started_at_ms,
+        "queues": list(row.queues),
+        "slots": row.slots,
+        "inFlight": list(row.in_flight),
+        "lastHeartbeatMs": row.last_heartbeat_ms,
+        "expiresAtMs": row.expires_at_ms,
+        "drainingAtMs": row.draining_at_ms,
+    }
+
+
+def queue_json(q: QueueStats, now_ms: int) -> dict[str, Any]:
+    oldest = q.oldest_due_run_at_ms
+    return {
+        "queue": q.queue,
+        "paused": q.paused,
+        "ready": q.ready,
+        "delayed": q.delayed,
+        "running": q.running,
+        "suspended": q.suspended,
+        "due": q.due,
+        "oldestDueAgeMs": None if oldest is None else max(0, now_ms - oldest),
+        "done": q.done,
+        "failed": q.failed,
+        "dead": q.dead,
+        "cancelled": q.cancelled,
+    }
+
+
+def bulk_json(result: BulkResult) -> dict[str, int]:
+    return {"affected": result.affected, "remaining": result.remaining}
+
+
+# --- reads ----------------------------------------------------------------------------------
+
+
+async def list_jobs(driver: JobDriver, flt: JobFilter) -> dict[str, Any]:
+    return page_json(await introspection_of(driver).list(flt))
+
+
+async def get_job(driver: JobDriver, job_id: str) -> JobRow:
+    row = await introspection_of(driver).get(job_id)
+    if row is None:
+        raise JobNotFoundError(
+            f"no job has the id {job_id!r}; find it with `ujobs jobs list --json`",
+            meta={"id": job_id},
+        )
+    return row
+
+
+async def inspect_job(
+    driver: JobDriver, job_id: str, *, show_input: bool = False, show_output: bool = False
+) -> dict[str, Any]:
+    """The job, its steps in save order, its progress and last error (input redacted)."""
+    row = await get_job(driver, job_id)
+    steps = await driver.load_steps(row.run_id)
+    doc = job_json(row, input_="shown" if show_input else "redacted")
+    doc["steps"] = [step_json(s, show_output=show_output) for s in steps]
+    return doc
+
+
+async def inspect_queues(driver: JobDriver, now_ms: int) -> list[dict[str, Any]]:
+    """Every queue with rows or a pause, by name: counts per state, due, oldest due age."""
+    stats = await driver.stats()
+    queues = dict(stats.queues)
+    introspect = driver.introspect
+    if introspect is not None:
+        for name in await introspect.paused_queues():
+            if name not in queues:
+                queues[name] = QueueStats(queue=name, paused=True)
+    return [queue_json(queues[name], now_ms) for name in sorted(queues)]
+
+
+async def list_workers(driver: JobDriver) -> list[dict[str, Any]]:
+    return [worker_json(w) for w in await introspection_of(driver).workers()]
+
+
+# --- moves ----------------------------------------------------------------------------------
+
+
+async def cancel_job(driver: JobDriver, job_id: str, reason: str | None = None) -> JobRow:
+    """Stop a live job; a finished or unknown one is ``X_JOB_NOT_CANCELLABLE``."""
+    row = await introspection_of(driver).cancel(job_id, reason)
+    if row is None:
+        raise JobNotCancellableError(
+            f"job {job_id!r} is not live (done, failed, dead, cancelled or unknown); "
+            "`ujobs jobs show` says which",
+            meta={"id": job_id},
+        )
+    return row
+
+
+async def retry_job(driver: JobDriver, job_id: str, *, from_step: str | None = None) -> JobRow:
+    """Re-queue one finished job; ``from_step`` drops that step and every later one."""
+    return await introspection_of(driver).requeue(job_id, from_step=from_step)
+
+
+async def remove_job(driver: JobDriver, job_id: str) -> None:
+    if not await introspection_of(driver).remove(job_id):
+        raise JobNotFoundError(
+            f"no job has the id {job_id!r}; find it with `ujobs jobs list --json`",
+            meta={"id": job_id},
+        )
+
+
+async def promote_job(driver: JobDriver, job_id: str) -> JobRow:
+    return await introspection_of(driver).promote(job_id)
+
+
+async def bulk_move(driver: JobDriver, action: str, flt: BulkFilter) -> BulkResult:
+    """One call of ``requeue_many`` / ``remove_many`` / ``promote_many`` (``action``)."""
+    introspect = introspection_of(driver)
+    moves = {
+        "retry": introspect.requeue_many,
+        "remove": introspect.remove_many,
+        "promote": introspect.promote_many,
+    }
+    return await moves[action](flt)
+
+
+async def pause_queues(driver: JobDriver, queues: Sequence[str], *, pause: bool) -> None:
+    introspect = introspection_of(driver)
+    for queue in queues:
+        if pause:
+            await introspect.pause_queue(queue)
+        else:
+            await introspect.resume_queue(queue)

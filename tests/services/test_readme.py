@@ -1,0 +1,40 @@
+"""The README stays true: the two commands on top, every variable documented, the scaler's
+statement the one the driver runs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from services.config import VARIABLES
+from shared.sql import query
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_two_commands_come_first() -> None:
+    blocks = re.findall(r"<!-- (\w[\w-]*) -->\n```\n(.*?)\n```", README, flags=re.S)
+    assert blocks[:2] == [
+        (
+            "install-command",
+            "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && "
+            ".venv/bin/ujobs dev --example",
+        ),
+        ("test-command", ".venv/bin/python -m pytest -q"),
+    ]
+    assert README.index("<!-- test-command -->") < README.index("\n## ")
+
+
+def test_every_variable_is_in_the_configuration_table() -> None:
+    section = README.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^\| `([A-Z_]+)` \|", section, flags=re.M))
+    assert documented == set(VARIABLES)
+
+
+def test_the_scaler_query_is_the_drivers_with_the_queues_inlined() -> None:
+    shown = README.split("```sql\n", 1)[1].split("```", 1)[0]
+    statement = "\n".join(
+        line for line in query("scaler_depth").splitlines() if not line.startswith("--")
+    )
+    assert shown.strip() == statement.replace("$1::text[]", "'{banks,banks-long}'::text[]").strip()
