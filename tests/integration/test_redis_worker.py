@@ -6,15 +6,18 @@ behind the announcing wrapper the services install), and the operator surface an
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
+from shared import introspect as operator
 from shared.clock import SYSTEM_CLOCK
 from shared.drivers.base import (
+    BulkFilter,
     JobDriver,
+    JobFilter,
     capabilities_of,
     require_backfills,
     require_introspection,
@@ -122,3 +125,31 @@ async def test_operator_calls_answer_not_implemented_naming_postgres(driver: Red
             require_backfills(on)
         assert backfills.value.code == "X_NOT_IMPLEMENTED"
         assert "backfills need the Postgres driver" in backfills.value.message
+
+
+async def test_every_operator_function_answers_not_implemented_on_redis(
+    driver: RedisDriver,
+) -> None:
+    """``shared.introspect`` is what ``ujobs jobs/queues/workers`` (and any dashboard) call."""
+    on = announcing(driver)
+    job_id = (await driver.enqueue(declare(lambda run: None).request({"n": 1}))).id
+    calls: dict[str, Callable[[], Awaitable[object]]] = {
+        "list_jobs": lambda: operator.list_jobs(on, JobFilter()),
+        "get_job": lambda: operator.get_job(on, job_id),
+        "inspect_job": lambda: operator.inspect_job(on, job_id),
+        "list_workers": lambda: operator.list_workers(on),
+        "cancel_job": lambda: operator.cancel_job(on, job_id),
+        "retry_job": lambda: operator.retry_job(on, job_id),
+        "remove_job": lambda: operator.remove_job(on, job_id),
+        "promote_job": lambda: operator.promote_job(on, job_id),
+        "bulk_move": lambda: operator.bulk_move(on, "retry", BulkFilter(state="dead")),
+        "pause_queues": lambda: operator.pause_queues(on, ["default"], pause=True),
+    }
+    for name, call in calls.items():
+        with pytest.raises(NotImplementedByDriverError) as info:
+            await call()
+        assert info.value.code == "X_NOT_IMPLEMENTED", name
+        assert "needs the Postgres driver" in info.value.message, name
+    # The queue depth is a core read: it answers on Redis too, and nothing above moved a row.
+    [queue] = await operator.inspect_queues(on, driver.clock.now_ms())
+    assert (queue["queue"], queue["ready"], queue["paused"]) == ("default", 1, False)
