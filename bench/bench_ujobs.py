@@ -20,10 +20,17 @@ that exists. Settings, by environment:
   at once. The wake setting still decides how the worker hears OTHER processes' enqueues.
 - ``BENCH_UJOBS_DB`` (default ``bench_ujobs``), ``BENCH_UJOBS_QUEUE`` (``bench``),
   ``BENCH_UJOBS_CHANNEL`` (``ujobs:wake:bench``): where the run lives.
-- ``BENCH_UJOBS_SLOT_MS`` (default 250): the Redis announcer's throttle slot; ``1`` turns the
+- ``BENCH_UJOBS_SLOT_MS`` (default 250; 10 on the Redis driver, its own default): the Redis
+  announcer's throttle slot; ``1`` turns the
   throttle off at the harness's pace (a variant of ``bench/latency.py``, never the default).
 - ``BENCH_UJOBS_LAT_INTERVAL_S``: the producer's spacing instead of the harness's 50 ms, for
   the variant where every job lands in a slot of its own (only OUR adapter reads it).
+- ``BENCH_UJOBS_DRIVER``: ``postgres`` (default) or ``redis`` — the Redis driver
+  (``redis_driver``) on Redis DB ``BENCH_UJOBS_REDIS_DB`` (default 6; the peers use 1-5) under
+  the key prefix ``ujobs-bench``, whose keys ``setup()`` deletes (SCAN + UNLINK of that prefix
+  only). The wake is then the Redis channel, announced by the enqueue script itself
+  (``redis_driver(wake_channel=...)``, no announcer; ``BENCH_UJOBS_WAKE=none`` turns it off,
+  ``postgres`` is refused), and the outbox still stages in Postgres.
 - ``BENCH_CLAIMS_OUT``: a file the worker appends one line per claim statement to (its
   ``time.time()``), which is how ``bench/latency.py`` counts an idle worker's claims.
 
@@ -72,11 +79,13 @@ for entry in (str(ROOT), str(PEERS_DIR)):
 import asyncpg  # noqa: E402
 import common  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
+from redis.asyncio import Redis  # noqa: E402
 
 from shared import job, t  # noqa: E402
 from shared.context import transaction  # noqa: E402
 from shared.drivers.base import JobDriver  # noqa: E402
 from shared.drivers.postgres import postgres_driver  # noqa: E402
+from shared.drivers.redis import DEFAULT_WAKE_SLOT_MS, RedisDriver  # noqa: E402
 from shared.facade import jobs_facade, set_job_driver, set_jobs_facade  # noqa: E402
 from shared.lifecycle import Lifecycle  # noqa: E402
 from shared.metrics import JobMetrics  # noqa: E402
@@ -105,26 +114,44 @@ DB_NAME = os.environ.get("BENCH_UJOBS_DB", "bench_ujobs")
 if not DB_NAME.startswith("bench_"):
     raise SystemExit(f"BENCH_UJOBS_DB must start with bench_ (the harness's prefix): {DB_NAME!r}")
 OUTBOX = os.environ.get("BENCH_UJOBS_OUTBOX", "") == "1"
+DRIVER = os.environ.get("BENCH_UJOBS_DRIVER", "postgres")
+if DRIVER not in ("postgres", "redis"):
+    raise SystemExit(f"BENCH_UJOBS_DRIVER must be postgres or redis, got {DRIVER!r}")
+if DRIVER == "redis" and WAKE == "postgres":
+    raise SystemExit("BENCH_UJOBS_DRIVER=redis announces on Redis: use BENCH_UJOBS_WAKE=redis")
+REDIS_DB = int(os.environ.get("BENCH_UJOBS_REDIS_DB", "6"))
+REDIS_PREFIX = "ujobs-bench"
 QUEUE = os.environ.get("BENCH_UJOBS_QUEUE", "bench")
 CHANNEL = os.environ.get("BENCH_UJOBS_CHANNEL", "ujobs:wake:bench")
-SLOT_MS = int(os.environ.get("BENCH_UJOBS_SLOT_MS", "250"))
+SLOT_MS = int(
+    os.environ.get("BENCH_UJOBS_SLOT_MS", DEFAULT_WAKE_SLOT_MS if DRIVER == "redis" else 250)
+)
 if os.environ.get("BENCH_UJOBS_LAT_INTERVAL_S"):
     common.LAT_INTERVAL = float(os.environ["BENCH_UJOBS_LAT_INTERVAL_S"])
 REDIS_URL = common.redis_url(0)
 SLOTS = 16
 DSN = f"{common.PG_BASE}/{DB_NAME}"
 
-PEER = ("ultimate-jobs" if WAKE == "redis" else f"ultimate-jobs ({WAKE} wake)") + (
-    " through the outbox" if OUTBOX else ""
+PEER = (
+    ("ultimate-jobs" if WAKE == "redis" else f"ultimate-jobs ({WAKE} wake)")
+    + (" on the redis driver" if DRIVER == "redis" else "")
+    + (" through the outbox" if OUTBOX else "")
 )
 DIST = "ultimate-jobs"
-BACKEND = "postgres" if WAKE != "redis" else "postgres + redis wake"
+BACKEND = (
+    "redis" if DRIVER == "redis" else "postgres" if WAKE != "redis" else "postgres + redis wake"
+)
+OVER = (
+    f"redis_driver (redis DB {REDIS_DB}, prefix {REDIS_PREFIX!r})"
+    if DRIVER == "redis"
+    else "postgres_driver (asyncpg pool)"
+)
 SETTINGS = (
-    f"job_worker(concurrency={SLOTS}, queues=[{QUEUE!r}]) in 1 process over postgres_driver "
-    f"(asyncpg pool); wake={WAKE}: "
+    f"job_worker(concurrency={SLOTS}, queues=[{QUEUE!r}]) in 1 process over {OVER}; "
+    f"wake={WAKE}: "
     + {
-        "redis": f"enqueuer publishes the queue on {CHANNEL!r} (once per queue per {SLOT_MS} ms "
-        "slot), "
+        "redis": ("the enqueue script publishes" if DRIVER == "redis" else "enqueuer publishes")
+        + f" the queue on {CHANNEL!r} (once per queue per {SLOT_MS} ms slot), "
         "worker subscribes, proven by a probe",
         "postgres": "the enqueue statement's pg_notify (once per queue per 250 ms slot), one "
         "LISTEN session in the worker",
@@ -204,9 +231,42 @@ async def bench_noop(run: Run[Any]) -> None:
 
 _pool: asyncpg.Pool[Any] | None = None
 _announcer: RedisAnnouncer | None = None
+_redis: RedisDriver | None = None
+
+
+def bench_redis_driver() -> RedisDriver:
+    """The Redis driver of the run, on a client of its own (closed with it); its enqueues
+    announce on the wake channel from inside the script when the wake is on."""
+    return RedisDriver(
+        Redis.from_url(common.redis_url(REDIS_DB)),
+        prefix=REDIS_PREFIX,
+        owns_client=True,
+        wake_channel=CHANNEL if WAKE == "redis" else None,
+        wake_slot_ms=SLOT_MS,
+    )
+
+
+async def drop_redis_keys() -> None:
+    """Delete the run's keys: every key under ``{ujobs-bench}`` in its DB, nothing else."""
+    driver = bench_redis_driver()
+    try:
+        batch: list[Any] = []
+        async for key in driver.client.scan_iter(match=f"{{{REDIS_PREFIX}}}*", count=1000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                await driver.client.unlink(*batch)
+                batch.clear()
+        if batch:
+            await driver.client.unlink(*batch)
+    finally:
+        await driver.close()
 
 
 def setup() -> None:
+    if DRIVER == "redis":
+        asyncio.run(drop_redis_keys())
+        if not OUTBOX:
+            return
     common.recreate_pg_database(DB_NAME.removeprefix("bench_"))  # DROP + CREATE bench_<...>
 
     async def go() -> None:
@@ -220,23 +280,37 @@ def setup() -> None:
 
 
 async def connect() -> None:
-    global _pool, _announcer
-    _pool = await asyncpg.create_pool(DSN, min_size=1, max_size=4)
-    _announcer = RedisAnnouncer(REDIS_URL, CHANNEL, slot_ms=SLOT_MS) if WAKE == "redis" else None
-    driver = announcing(postgres_driver(_pool), _announcer)
+    global _pool, _announcer, _redis
+    if DRIVER == "postgres" or OUTBOX:
+        _pool = await asyncpg.create_pool(DSN, min_size=1, max_size=4)
+    inner: JobDriver
+    if DRIVER == "redis":
+        _redis = inner = bench_redis_driver()
+        _announcer = None  # the enqueue script announces
+    else:
+        assert _pool is not None
+        inner = postgres_driver(_pool)
+        _announcer = (
+            RedisAnnouncer(REDIS_URL, CHANNEL, slot_ms=SLOT_MS) if WAKE == "redis" else None
+        )
+    driver = announcing(inner, _announcer)
     set_job_driver(driver)
     if OUTBOX:
+        assert _pool is not None
         store = postgres_outbox_store(executor=_pool)
         set_jobs_facade(outbox_jobs_facade(store=store, driver=driver, mode="required"))
 
 
 async def close() -> None:
-    global _pool, _announcer
+    global _pool, _announcer, _redis
     set_job_driver(None)
     set_jobs_facade(None)
     if _announcer is not None:
         await _announcer.close()
         _announcer = None
+    if _redis is not None:
+        await _redis.close()
+        _redis = None
     if _pool is not None:
         await _pool.close()
         _pool = None
@@ -270,6 +344,13 @@ def worker_argv() -> list[str]:
 
 
 async def lib_done(n: int) -> bool:
+    if DRIVER == "redis":
+        driver = bench_redis_driver()
+        try:
+            queue = (await driver.stats()).queues.get(QUEUE)
+        finally:
+            await driver.close()
+        return queue is not None and queue.done >= n
     conn = await asyncpg.connect(DSN)
     try:
         done = await conn.fetchval("select count(*) from x_jobs where state = 'done'")
@@ -294,9 +375,16 @@ def count_claims(driver: JobDriver, path: str) -> None:
 
 
 async def worker_main() -> None:
-    pool = await asyncpg.create_pool(DSN, min_size=2, max_size=8)
-    assert pool is not None
-    driver = postgres_driver(pool)
+    pool: asyncpg.Pool[Any] | None = None
+    if DRIVER == "postgres" or OUTBOX:
+        pool = await asyncpg.create_pool(DSN, min_size=2, max_size=8)
+        assert pool is not None
+    driver: JobDriver
+    if DRIVER == "redis":
+        driver = bench_redis_driver()
+    else:
+        assert pool is not None
+        driver = postgres_driver(pool)
     claims_out = os.environ.get("BENCH_CLAIMS_OUT")
     if claims_out:
         count_claims(driver, claims_out)
@@ -304,10 +392,12 @@ async def worker_main() -> None:
     if WAKE == "redis":
         wake = redis_wake(REDIS_URL, CHANNEL)
     elif WAKE == "postgres":
+        assert pool is not None
         wake = postgres_wake(DSN, pool, channels=(POSTGRES_WAKE_CHANNEL, OUTBOX_WAKE_CHANNEL))
     outbox_wake: ChannelWake | None = None
     relay = None
     if OUTBOX:
+        assert pool is not None
         if wake is not None and OUTBOX_WAKE_CHANNEL in wake.channels:
             outbox_listen = wake.channel(OUTBOX_WAKE_CHANNEL)
         else:
@@ -315,7 +405,7 @@ async def worker_main() -> None:
             outbox_listen = outbox_wake.channel(OUTBOX_WAKE_CHANNEL)
         relay = outbox_relay(
             store=postgres_outbox_store(executor=pool),
-            driver=announcing(postgres_driver(pool)),
+            driver=announcing(driver if DRIVER == "redis" else postgres_driver(pool)),
             wake=outbox_listen,
             lifecycle=Lifecycle(),
         )
@@ -357,7 +447,10 @@ async def worker_main() -> None:
     await worker.stop()
     if wake is not None:
         await wake.stop()
-    await pool.close()
+    if isinstance(driver, RedisDriver):
+        await driver.close()
+    if pool is not None:
+        await pool.close()
 
 
 if __name__ == "__main__":

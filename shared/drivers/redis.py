@@ -13,6 +13,19 @@ registry. Those properties answer None; ``require_introspection()`` turns that i
 ``X_NOT_IMPLEMENTED`` naming the Postgres driver, and a job declaring ``concurrency`` cannot run
 on it.
 
+The wake (``wake_channel=``, off by default): the enqueue script itself PUBLISHes the queue
+name on the wake channel when it inserted a row due within ``WAKE_DUE_WITHIN_MS``, at most
+once per queue per ``wake_slot_ms`` (10 ms) slot of the driver's clock, fleet-wide (the last
+announced slot is a key of the deployment). A worker hears it while the enqueuer is still
+reading its reply, and the enqueue costs no second command. A deployment on this driver then
+wraps it with ``announcing(driver)`` and NO announcer (this process's loops still hear every
+enqueue at once), and the workers subscribe with ``redis_wake(url, channel)`` as usual.
+
+Batching (``redis_batch.py``): the calls issued in one turn of the event loop leave as one
+pipeline, and the acks (and the lease renewals) of one turn as one script call, each row
+under its own fence. A worker's settles and its next claim therefore cost a round trip per
+turn, not one per job.
+
 Retention: a ``done`` row and its steps expire ``done_ttl_ms`` after the ack (Redis drops them,
 no sweep; ``0`` keeps them); ``dead`` and ``failed`` rows are kept. Its ids stop deduping an
 enqueue once expired.
@@ -47,6 +60,7 @@ from shared.drivers.base import (
     nack_counter,
     nack_state,
 )
+from shared.drivers.redis_batch import ScriptBatcher
 from shared.drivers.redis_scripts import SCRIPTS
 from shared.errors import (
     ClaimQueuesEmptyError,
@@ -55,11 +69,15 @@ from shared.errors import (
     InvariantError,
 )
 from shared.ids import new_id
+from shared.wake_protocol import WAKE_DUE_WITHIN_MS
 
 JSONValue = Any
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_PREFIX = "ujobs"
 DEFAULT_DONE_TTL_MS = 7 * 86_400_000
+DEFAULT_WAKE_SLOT_MS = 10
+"""The announce slot on the Redis channel: the lead's choice for the Redis wake (a PUBLISH per
+queue per 10 ms at most; a Postgres NOTIFY serialises commits, a PUBLISH does not)."""
 _HEARTBEAT_RESULTS: dict[str, HeartbeatResult] = {
     "renewed": "renewed",
     "cancelled": "cancelled",
@@ -80,6 +98,8 @@ class RedisDriver:
         clock: Clock = SYSTEM_CLOCK,
         done_ttl_ms: int = DEFAULT_DONE_TTL_MS,
         owns_client: bool = False,
+        wake_channel: str | None = None,
+        wake_slot_ms: int = DEFAULT_WAKE_SLOT_MS,
     ) -> None:
         if not prefix or "{" in prefix or "}" in prefix:
             raise ConfigInvalidError(
@@ -93,13 +113,32 @@ class RedisDriver:
                 f"got {done_ttl_ms!r}",
                 meta={"option": "done_ttl_ms"},
             )
+        if wake_channel is not None and (not isinstance(wake_channel, str) or not wake_channel):
+            raise ConfigInvalidError(
+                f"wake_channel must be a channel name or None; got {wake_channel!r}",
+                meta={"option": "wake_channel"},
+            )
+        if isinstance(wake_slot_ms, bool) or not isinstance(wake_slot_ms, int) or wake_slot_ms < 1:
+            raise ConfigInvalidError(
+                f"wake_slot_ms must be a whole number of milliseconds, at least 1; got "
+                f"{wake_slot_ms!r}",
+                meta={"option": "wake_slot_ms"},
+            )
         self.clock = clock
         self.client = client
+        self.wake_channel = wake_channel
+        self._wake = (
+            (wake_channel, wake_slot_ms, WAKE_DUE_WITHIN_MS) if wake_channel is not None else None
+        )
         self.prefix = prefix
         self.done_ttl_ms = done_ttl_ms
         self.hash_tag = f"{{{prefix}}}"
         self._keys = [self.hash_tag]
         self._owns_client = owns_client
+        # One pipeline per event-loop turn on a single node (see redis_batch.py).
+        self._batcher = (
+            ScriptBatcher(client, self._keys) if not isinstance(client, RedisCluster) else None
+        )
 
     # -- capabilities: none beyond the core operations (see the module docstring) ---------
     @property
@@ -121,13 +160,21 @@ class RedisDriver:
     async def _run(self, operation: str, args: list[Any]) -> Any:
         """One script; a Redis failure leaves the driver as ``X_DRIVER_UNAVAILABLE``."""
         try:
+            if self._batcher is not None:
+                return await self._batcher.call(SCRIPTS[operation], args)
             return await SCRIPTS[operation](self.client, self._keys, args)
         except RedisError as exc:
-            raise DriverUnavailableError(
-                f"the Redis driver's {operation} failed: {exc}; check that Redis at REDIS_URL "
-                "answers and has memory to spare",
-                meta={"driver": "redis", "operation": operation},
-            ) from exc
+            raise _unavailable(operation, exc) from exc
+
+    async def _row(self, operation: str, head: list[Any], row: list[Any]) -> Any:
+        """One row of a row-taking script (``ack``, ``heartbeat``): merged with the rows of the
+        same turn into one call (``redis_batch.py``); answers this row's element."""
+        try:
+            if self._batcher is not None:
+                return await self._batcher.call_rows(SCRIPTS[operation], head, row)
+            return (await SCRIPTS[operation](self.client, self._keys, [*head, *row]))[0]
+        except RedisError as exc:
+            raise _unavailable(operation, exc) from exc
 
     # -- enqueue ------------------------------------------------------------------------
     async def enqueue(self, request: EnqueueRequest) -> Enqueued:
@@ -139,7 +186,8 @@ class RedisDriver:
         for request in requests:
             check_enqueue_request(request)
         minted = [(r, r.id or new_id(), r.run_id or new_id()) for r in requests]
-        reply = await self._run("enqueue", codec.enqueue_args(self.clock.now_ms(), minted))
+        args = codec.enqueue_args(self.clock.now_ms(), minted, self._wake)
+        reply = await self._run("enqueue", args)
         return codec.enqueued_from(reply)
 
     # -- claim --------------------------------------------------------------------------
@@ -167,15 +215,8 @@ class RedisDriver:
     # -- settle -------------------------------------------------------------------------
     async def ack(self, job_id: str, ref: ClaimRef, *, duration_ms: int | None = None) -> bool:
         duration = None if duration_ms is None else max(0, int(duration_ms))
-        args = [
-            job_id,
-            ref.worker_id,
-            ref.claim,
-            self.clock.now_ms(),
-            codec.opt_arg(duration),
-            self.done_ttl_ms,
-        ]
-        return bool(await self._run("ack", args))
+        row = [job_id, ref.worker_id, ref.claim, self.clock.now_ms(), codec.opt_arg(duration)]
+        return bool(await self._row("ack", [self.done_ttl_ms], row))
 
     async def nack(self, job_id: str, ref: ClaimRef, options: NackOptions) -> bool:
         duration = None if options.duration_ms is None else max(0, int(options.duration_ms))
@@ -196,8 +237,8 @@ class RedisDriver:
     async def heartbeat(self, job_id: str, ref: ClaimRef, visibility_ms: int) -> HeartbeatResult:
         if visibility_ms < 1:
             raise InvariantError("visibility_ms must be at least 1")
-        args = [job_id, ref.worker_id, ref.claim, self.clock.now_ms(), visibility_ms]
-        answer = codec.text(await self._run("heartbeat", args))
+        row = [job_id, ref.worker_id, ref.claim, self.clock.now_ms(), visibility_ms]
+        answer = codec.text(await self._row("heartbeat", [], row))
         return _HEARTBEAT_RESULTS[answer]
 
     # -- steps --------------------------------------------------------------------------
@@ -247,20 +288,38 @@ class RedisDriver:
             await self.client.aclose()
 
 
+def _unavailable(operation: str, exc: RedisError) -> DriverUnavailableError:
+    return DriverUnavailableError(
+        f"the Redis driver's {operation} failed: {exc}; check that Redis at REDIS_URL "
+        "answers and has memory to spare",
+        meta={"driver": "redis", "operation": operation},
+    )
+
+
 def redis_driver(
     client: Redis | RedisCluster | None = None,
     *,
     prefix: str = DEFAULT_PREFIX,
     clock: Clock = SYSTEM_CLOCK,
     done_ttl_ms: int = DEFAULT_DONE_TTL_MS,
+    wake_channel: str | None = None,
+    wake_slot_ms: int = DEFAULT_WAKE_SLOT_MS,
 ) -> RedisDriver:
-    """A Redis driver; with no ``client``, one to ``REDIS_URL`` (default the local Redis)."""
+    """A Redis driver; with no ``client``, one to ``REDIS_URL`` (default the local Redis).
+    ``wake_channel`` (e.g. ``shared.wake.REDIS_WAKE_CHANNEL``) makes every enqueue announce
+    its queue from inside the script (see the module docstring)."""
     owns = client is None
     if client is None:
         client = Redis.from_url(os.environ.get("REDIS_URL", DEFAULT_REDIS_URL))
     return RedisDriver(
-        client, prefix=prefix, clock=clock, done_ttl_ms=done_ttl_ms, owns_client=owns
+        client,
+        prefix=prefix,
+        clock=clock,
+        done_ttl_ms=done_ttl_ms,
+        owns_client=owns,
+        wake_channel=wake_channel,
+        wake_slot_ms=wake_slot_ms,
     )
 
 
-__all__ = ["DEFAULT_DONE_TTL_MS", "RedisDriver", "redis_driver"]
+__all__ = ["DEFAULT_DONE_TTL_MS", "DEFAULT_WAKE_SLOT_MS", "RedisDriver", "redis_driver"]

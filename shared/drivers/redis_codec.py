@@ -54,9 +54,15 @@ def dump_json(value: JSONValue) -> bytes:
     return orjson.dumps(value)
 
 
-def enqueue_args(now: int, requests: Sequence[tuple[EnqueueRequest, str, str]]) -> list[Any]:
-    """``enqueue.lua``'s arguments for ``(request, id, run_id)`` triples."""
-    args: list[Any] = [now]
+def enqueue_args(
+    now: int,
+    requests: Sequence[tuple[EnqueueRequest, str, str]],
+    wake: tuple[str, int, int] | None = None,
+) -> list[Any]:
+    """``enqueue.lua``'s arguments for ``(request, id, run_id)`` triples; ``wake`` is
+    ``(channel, slot_ms, due_within_ms)`` when the script announces, None when it does not."""
+    channel, slot_ms, horizon = wake if wake is not None else ("", 1, 0)
+    args: list[Any] = [now, channel, slot_ms, horizon]
     for request, job_id, run_id in requests:
         args += [
             job_id,

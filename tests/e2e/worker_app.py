@@ -80,8 +80,21 @@ async def stubborn(run: Run[Any]) -> None:
     await asyncio.sleep(3_600)
 
 
+@job(
+    input=t.object(n=t.number.int()),
+    idempotency_key=lambda i: f"quick:{i.n}",
+    tenant="none",
+    queue=QUEUE,
+    retry={"attempts": 3},
+)
+async def quick(run: Run[Any]) -> str:
+    """Starts, says so, and completes at once."""
+    _started(run)
+    return "done"
+
+
 def app_registry() -> Registry:
     reg = Registry()
-    for handle in (sticky, doomed, cooperative, stubborn):
+    for handle in (sticky, doomed, cooperative, stubborn, quick):
         reg.register_job(handle)
     return reg

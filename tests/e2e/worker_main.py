@@ -1,6 +1,7 @@
 """A worker OS process for the crash tests: ``python -m tests.e2e.worker_main DSN [options]``.
 
-Builds ``postgres_driver`` + ``job_worker`` over ``tests/e2e/worker_app``, drains on SIGTERM
+Builds ``postgres_driver`` (or, when DSN is a ``redis://`` URL, ``redis_driver`` under
+``--redis-prefix``) + ``job_worker`` over ``tests/e2e/worker_app``, drains on SIGTERM
 (the process lifecycle), prints ``{"event": "ready"}`` once started and exits 0 after the drain.
 The ``ujobs worker`` service replaces this in a later issue.
 """
@@ -11,10 +12,12 @@ import argparse
 import asyncio
 import logging
 import sys
+from typing import Any
 
 import asyncpg
 import orjson
 
+from shared.drivers.base import JobDriver
 from shared.drivers.postgres import postgres_driver
 from shared.lifecycle import configure_lifecycle, handle_signals, wait_drained
 from shared.worker import job_worker
@@ -32,12 +35,23 @@ async def main() -> None:
     parser.add_argument("--worker-id", default=None)
     parser.add_argument("--visibility-ms", type=int, default=1_500)
     parser.add_argument("--deadline-ms", type=int, default=25_000)
+    parser.add_argument("--redis-prefix", default="ujobs")
     args = parser.parse_args()
     configure_lifecycle(deadline_ms=args.deadline_ms)
-    pool = await asyncpg.create_pool(args.dsn, min_size=1, max_size=4)
-    assert pool is not None
+    pool: asyncpg.Pool[Any] | None = None
+    driver: JobDriver
+    if args.dsn.startswith("redis://"):
+        from redis.asyncio import Redis
+
+        from shared.drivers.redis import RedisDriver
+
+        driver = RedisDriver(Redis.from_url(args.dsn), prefix=args.redis_prefix, owns_client=True)
+    else:
+        pool = await asyncpg.create_pool(args.dsn, min_size=1, max_size=4)
+        assert pool is not None
+        driver = postgres_driver(pool)
     worker = job_worker(
-        driver=postgres_driver(pool),
+        driver=driver,
         context=None,
         registry=app_registry(),
         queues=[QUEUE],
@@ -50,7 +64,8 @@ async def main() -> None:
     await worker.start()
     _say("ready", worker_id=worker.id)
     await wait_drained()
-    await pool.close()
+    if pool is not None:
+        await pool.close()
     _say("exited", state=worker.state)
 
 

@@ -1,8 +1,10 @@
 """A relay in a process of its own, for the crash test: ``python -m
-tests.integration.outbox_relay_child DSN STALL_AT``.
+tests.integration.outbox_relay_child DSN STALL_AT [REDIS_URL PREFIX]``.
 
-It runs one pass. After publishing its STALL_AT-th row — BEFORE marking it published — it
-prints ``STALLED <id>`` and waits, so the parent can SIGKILL it at exactly that point.
+It publishes onto the Postgres driver, or onto the Redis driver under key prefix ``PREFIX``
+when ``REDIS_URL`` is given (the outbox stays in Postgres either way). It runs one pass.
+After publishing its STALL_AT-th row — BEFORE marking it published — it prints
+``STALLED <id>`` and waits, so the parent can SIGKILL it at exactly that point.
 """
 
 from __future__ import annotations
@@ -12,15 +14,23 @@ import sys
 
 import asyncpg
 
-from shared.drivers.base import Enqueued
+from shared.drivers.base import Enqueued, JobDriver
 from shared.drivers.postgres import postgres_driver
 from shared.outbox import OutboxRecord, outbox_relay, postgres_outbox_store
 
 
-async def main(dsn: str, stall_at: int) -> None:
+async def main(dsn: str, stall_at: int, redis_target: list[str]) -> None:
     pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
     assert pool is not None
     published = 0
+    driver: JobDriver = postgres_driver(pool)
+    if redis_target:
+        from redis.asyncio import Redis
+
+        from shared.drivers.redis import redis_driver
+
+        url, prefix = redis_target
+        driver = redis_driver(Redis.from_url(url), prefix=prefix)
 
     async def on_published(row: OutboxRecord, answer: Enqueued) -> None:
         nonlocal published
@@ -34,7 +44,7 @@ async def main(dsn: str, stall_at: int) -> None:
 
     relay = outbox_relay(
         store=postgres_outbox_store(executor=pool),
-        driver=postgres_driver(pool),
+        driver=driver,
         relay_id="child",
         drain_on_shutdown=False,
         on_published=on_published,
@@ -43,4 +53,4 @@ async def main(dsn: str, stall_at: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]), sys.argv[3:5]))

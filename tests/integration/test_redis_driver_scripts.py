@@ -23,6 +23,7 @@ from tests.fixtures.redis_keys import redis_test_driver
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_MODULES = {
     "shared.drivers.redis",
+    "shared.drivers.redis_batch",
     "shared.drivers.redis_codec",
     "shared.drivers.redis_scripts",
     "shared.wake_redis",  # the Redis wake's transport, imported only by redis_wake()

@@ -1,32 +1,78 @@
--- ack.lua: settle a running row `done`, fenced on the claim; the counter moves here too.
+-- ack.lua: settle running rows `done`, each fenced on its claim; the counters move here too.
 --
--- ARGV: id, worker_id, claim, now, duration_ms (opt), done_ttl_ms
--- Returns 1 when it landed, 0 when the row is not running under {worker_id, claim}.
+-- ARGV: done_ttl_ms, then 5 per row: id, worker_id, claim, now, duration_ms (opt)
+-- Returns one answer per row, in order: 1 when it landed, 0 when the row is not running
+-- under {worker_id, claim}. One ack is one row; the driver merges the acks issued in one turn
+-- of its event loop into one call (redis_batch.py), each row settled as a call of its own.
 --
 -- With done_ttl_ms > 0 the row and its steps expire that long after the ack (PEXPIRE: Redis
 -- drops them, no sweep), and the queue's done zset forgets rows finished that long ago by the
 -- driver's clock, so stats() counts the done rows still kept.
 
-local id = ARGV[1]
-local worker = ARGV[2]
-local claim = tonumber(ARGV[3])
-local now = tonumber(ARGV[4])
-local duration = tonumber(opt(ARGV[5]))
-local ttl = tonumber(ARGV[6])
+local ttl = tonumber(ARGV[1])
+local live = base .. ':live'
+-- Per row: one read and the row's own writes. The running / done index moves, the tallies
+-- and the counters are added up and written once per queue (per bucket) at the end.
+local tallies = {}
+local counters = {}
+local unleased = {}    -- queue -> ids out of the running zset
+local finished = {}    -- queue -> finished_at, id pairs for the done zset
+local latest = {}      -- queue -> the latest now of its rows (the done zset's horizon)
 
-local jk = job_key(id)
-local row = redis.call('HMGET', jk, 'state', 'claimed_by', 'claim', 'queue', 'name', 'lk',
-  'run_id')
-if not owned(row, worker, claim) then
-  return 0
+local function list_of(acc, queue)
+  local list = acc[queue]
+  if list == nil then
+    list = {}
+    acc[queue] = list
+  end
+  return list
 end
-local queue = row[4]
-finish(id, queue, row[6], 'done', now)
-bump(row[5], 'done', now, duration)
-redis.call('ZADD', done_key(queue), now, id)
-if ttl > 0 then
-  redis.call('ZREMRANGEBYSCORE', done_key(queue), '-inf', now - ttl)
-  redis.call('PEXPIRE', jk, ttl)
-  redis.call('PEXPIRE', steps_key(row[7]), ttl)
+
+local function ack(id, worker, claim, now, duration)
+  local jk = job_key(id)
+  local row = redis.call('HMGET', jk, 'state', 'claimed_by', 'claim', 'queue', 'name', 'lk',
+    'run_id')
+  if not owned(row, worker, claim) then
+    return 0
+  end
+  local queue = row[4]
+  redis.call('HSET', jk, 'state', 'done', 'finished_at', now, 'updated_at', now)
+  redis.call('HDEL', jk, 'lease')
+  if redis.call('HGET', live, row[6]) == id then
+    redis.call('HDEL', live, row[6])
+  end
+  if ttl > 0 then
+    redis.call('PEXPIRE', jk, ttl)
+    redis.call('PEXPIRE', steps_key(row[7]), ttl)
+  end
+  local ids = list_of(unleased, queue)
+  ids[#ids + 1] = id
+  local done = list_of(finished, queue)
+  done[#done + 1] = now
+  done[#done + 1] = id
+  if latest[queue] == nil or now > latest[queue] then
+    latest[queue] = now
+  end
+  tally_add(tallies, queue, 'running', -1)
+  bump_add(counters, row[5], 'done', now, duration)
+  return 1
 end
-return 1
+
+local out = {}
+for i = 2, #ARGV, 5 do
+  out[#out + 1] = ack(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]),
+    tonumber(opt(ARGV[i + 4])))
+end
+
+for queue, ids in pairs(unleased) do
+  call_chunked('ZREM', running_key(queue), ids)
+end
+for queue, done in pairs(finished) do
+  call_chunked('ZADD', done_key(queue), done)
+  if ttl > 0 then
+    redis.call('ZREMRANGEBYSCORE', done_key(queue), '-inf', latest[queue] - ttl)
+  end
+end
+tally_flush(tallies)
+bump_flush(counters)
+return out

@@ -1,20 +1,33 @@
 -- enqueue.lua: queue N jobs (enqueue is N = 1), each deduped by its id and by its live key.
 --
--- ARGV[1] now; then 12 arguments per job:
+-- ARGV[1] now, ARGV[2] wake channel ('' for none), ARGV[3] wake slot ms, ARGV[4] wake due
+-- horizon ms; then 12 arguments per job:
 --   id, run_id, name, queue, tenant_id (opt), idempotency_key, live key, max_attempts,
 --   run_at (opt), input JSON, traceparent (opt), enqueued_by (opt)
 -- Returns a flat list: id, run_id, deduped (0/1) per job, in the order given.
+--
+-- The wake, announced here when a channel is given: each queue that got a row due within the
+-- horizon is PUBLISHed on the channel (payload: the queue name only) — from inside the
+-- script, so a worker hears it while the enqueuer is still reading its reply, with no second
+-- command. At most once per queue per slot of the driver's clock, fleet-wide: {p}:w:<queue>
+-- holds the last announced slot; a different slot announces again (a clock behind another
+-- enqueuer's never silences it).
 --
 -- An id that already names a row (live or finished) inserts nothing and answers that row, so
 -- an outbox republish meets the job its first publish made. A live row holding the same
 -- (name, tenant or '', key) answers the same way. Rows in one call see the rows before them.
 
 local now = tonumber(ARGV[1])
+local channel = ARGV[2]
+local slot_ms = tonumber(ARGV[3])
+local horizon = tonumber(ARGV[4])
 local live = base .. ':live'
 local out = {}
+local due_queues = {}
 local STRIDE = 12
+local WAKE_KEY_TTL_MS = 60000
 
-for i = 2, #ARGV, STRIDE do
+for i = 5, #ARGV, STRIDE do
   local id = ARGV[i]
   local run_id = ARGV[i + 1]
   local name = ARGV[i + 2]
@@ -69,9 +82,23 @@ for i = 2, #ARGV, STRIDE do
       redis.call('HSET', live, lk, id)
       redis.call('SADD', base .. ':queues', queue)
       tally(queue, nil, state)
+      if run_at <= now + horizon then
+        due_queues[queue] = true
+      end
       out[#out + 1] = id
       out[#out + 1] = run_id
       out[#out + 1] = 0
+    end
+  end
+end
+
+if channel ~= '' then
+  local slot = string.format('%d', math.floor(now / slot_ms))
+  for queue in pairs(due_queues) do
+    local wk = base .. ':w:' .. queue
+    if redis.call('GET', wk) ~= slot then
+      redis.call('SET', wk, slot, 'PX', WAKE_KEY_TTL_MS)
+      redis.call('PUBLISH', channel, queue)
     end
   end
 end

@@ -13,6 +13,7 @@
 --   {p}:n:<queue>         hash    rows per state (done excluded: counted off {p}:d:<queue>)
 --   {p}:steps:<run_id>    hash    step name -> "<seq>:<started>:<finished>:<output JSON>"
 --   {p}:ctr:<job>:<start> hash    one 1-minute counter bucket: done/retried/failed/dead/duration_ms
+--   {p}:w:<queue>         string  the wake slot this queue was last announced in (enqueue.lua)
 --
 -- Time is never Redis TIME: every script is handed the driver clock's `now` as an argument.
 -- Inputs and step outputs are JSON strings stored verbatim; no script decodes them (cjson
@@ -66,16 +67,72 @@ local function tally(queue, from, to)
   end
 end
 
--- Move one counter in the current 1-minute bucket: the settle's own script, never a second trip.
--- duration_ms adds up for done only, so duration_ms / done is the mean successful run.
-local function bump(name, kind, now, duration)
+-- A script that moves many rows adds their tallies up in a table (tally_add) and writes
+-- each (queue, state) once at the end (tally_flush): one HINCRBY per queue and state, not
+-- two per row. Redis replicates a script's effects, so the walk order of pairs() is free.
+local function tally_add(acc, queue, state, delta)
+  if state == nil or state == 'done' then
+    return
+  end
+  local per = acc[queue]
+  if per == nil then
+    per = {}
+    acc[queue] = per
+  end
+  per[state] = (per[state] or 0) + delta
+end
+
+local function tally_flush(acc)
+  for queue, per in pairs(acc) do
+    for state, delta in pairs(per) do
+      if delta ~= 0 then
+        redis.call('HINCRBY', count_key(queue), state, delta)
+      end
+    end
+  end
+end
+
+-- Counters the same way: added up per 1-minute bucket (bump_add), each bucket written once
+-- (bump_flush). duration_ms adds up for done only, so duration_ms / done is the mean
+-- successful run. The settle's own script moves them, never a second trip.
+local function bump_add(acc, name, kind, now, duration)
   local start = now - (now % COUNTER_WIDTH_MS)
   local key = base .. ':ctr:' .. name .. ':' .. string.format('%d', start)
-  redis.call('HINCRBY', key, kind, 1)
-  if kind == 'done' and duration ~= nil then
-    redis.call('HINCRBY', key, 'duration_ms', duration)
+  local fields = acc[key]
+  if fields == nil then
+    fields = {}
+    acc[key] = fields
   end
-  redis.call('PEXPIRE', key, COUNTER_KEEP_MS)
+  fields[kind] = (fields[kind] or 0) + 1
+  if kind == 'done' and duration ~= nil then
+    fields.duration_ms = (fields.duration_ms or 0) + duration
+  end
+end
+
+local function bump_flush(acc)
+  for key, fields in pairs(acc) do
+    for field, n in pairs(fields) do
+      redis.call('HINCRBY', key, field, n)
+    end
+    redis.call('PEXPIRE', key, COUNTER_KEEP_MS)
+  end
+end
+
+-- One settle's counter, written at once.
+local function bump(name, kind, now, duration)
+  local acc = {}
+  bump_add(acc, name, kind, now, duration)
+  bump_flush(acc)
+end
+
+-- One command over a long list of arguments, in chunks (Lua's unpack has a stack limit;
+-- CHUNK is even, so score/member pairs never split).
+local CHUNK = 1000
+
+local function call_chunked(command, key, items)
+  for i = 1, #items, CHUNK do
+    redis.call(command, key, unpack(items, i, math.min(i + CHUNK - 1, #items)))
+  end
 end
 
 -- A running row is ours when the fence {worker_id, claim} matches and it is still running.
