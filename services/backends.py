@@ -111,9 +111,12 @@ def _driver(
                 "UJOBS_DRIVER=redis needs REDIS_URL=redis://…", meta={"variable": "REDIS_URL"}
             )
         from shared import drivers
+        from shared.wake import REDIS_WAKE_CHANNEL
 
+        # The enqueue script announces on the wake channel itself (one round trip, no second
+        # publish from Python), so wiring installs no announcer for this driver.
         driver: JobDriver = drivers.redis_driver(
-            redis, prefix=connections.redis_prefix, clock=clock
+            redis, prefix=connections.redis_prefix, clock=clock, wake_channel=REDIS_WAKE_CHANNEL
         )
         return driver
     if pool is None:

@@ -44,7 +44,8 @@ async def wire(
         open_backend(connections, need_database=need_database, need_redis=True, pool_size=pool_size)
     )
     announcer = None
-    if backend.redis is not None:
+    # A Redis job driver built with a wake channel announces inside its enqueue script.
+    if backend.redis is not None and getattr(backend.driver, "wake_channel", None) is None:
         announcer = redis_announcer(backend.redis)
         run.stack.push_async_callback(announcer.close)
     driver = announcing(backend.driver, announcer)

@@ -18,8 +18,13 @@ from shared.tasks import TaskEntry
     retry=Retry(attempts=3),
 )
 async def process_order(run: Run[Any]) -> None:
-    run.progress(0, 2, "working")  # visible through introspection: the body has started
-    await run.step.run("work", lambda _: asyncio.sleep(run.input.ms / 1000))
+    async def work(_: object) -> None:
+        # Reported from INSIDE the step: once a test sees it, a drain can no longer refuse the
+        # step (only a step not yet started is refused), so the body is truly in flight.
+        run.progress(0, 2, "working")
+        await asyncio.sleep(run.input.ms / 1000)
+
+    await run.step.run("work", work)
     await run.step.run("receipt", lambda _: {"order": run.input.order})
 
 
