@@ -20,9 +20,9 @@ that exists. Settings, by environment:
   at once. The wake setting still decides how the worker hears OTHER processes' enqueues.
 - ``BENCH_UJOBS_DB`` (default ``bench_ujobs``), ``BENCH_UJOBS_QUEUE`` (``bench``),
   ``BENCH_UJOBS_CHANNEL`` (``ujobs:wake:bench``): where the run lives.
-- ``BENCH_UJOBS_SLOT_MS`` (default 250; 10 on the Redis driver, its own default): the Redis
-  announcer's throttle slot; ``1`` turns the
-  throttle off at the harness's pace (a variant of ``bench/latency.py``, never the default).
+- ``BENCH_UJOBS_SLOT_MS`` (default 10, the library's ``REDIS_WAKE_SLOT_MS``, on either driver):
+  the Redis announce's throttle slot; ``250`` is the Postgres ``NOTIFY`` slot, a variant of
+  ``bench/latency.py``.
 - ``BENCH_UJOBS_LAT_INTERVAL_S``: the producer's spacing instead of the harness's 50 ms, for
   the variant where every job lands in a slot of its own (only OUR adapter reads it).
 - ``BENCH_UJOBS_DRIVER``: ``postgres`` (default) or ``redis`` — the Redis driver
@@ -105,6 +105,7 @@ from shared.wake import (  # noqa: E402
     redis_wake,
 )
 from shared.wake_announce import RedisAnnouncer, announcing  # noqa: E402
+from shared.wake_protocol import REDIS_WAKE_SLOT_MS  # noqa: E402
 from shared.worker import job_worker  # noqa: E402
 
 WAKE = os.environ.get("BENCH_UJOBS_WAKE", "redis")
@@ -124,7 +125,9 @@ REDIS_PREFIX = "ujobs-bench"
 QUEUE = os.environ.get("BENCH_UJOBS_QUEUE", "bench")
 CHANNEL = os.environ.get("BENCH_UJOBS_CHANNEL", "ujobs:wake:bench")
 SLOT_MS = int(
-    os.environ.get("BENCH_UJOBS_SLOT_MS", DEFAULT_WAKE_SLOT_MS if DRIVER == "redis" else 250)
+    os.environ.get(
+        "BENCH_UJOBS_SLOT_MS", DEFAULT_WAKE_SLOT_MS if DRIVER == "redis" else REDIS_WAKE_SLOT_MS
+    )
 )
 if os.environ.get("BENCH_UJOBS_LAT_INTERVAL_S"):
     common.LAT_INTERVAL = float(os.environ["BENCH_UJOBS_LAT_INTERVAL_S"])

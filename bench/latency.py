@@ -9,17 +9,17 @@ What it measures:
   idle worker with the wake on: ``BENCH_LAT_N`` (default 300) jobs, 50 ms apart. Measured by the
   peers' own harness (``shared/bench/peers/common.py``) through our adapter
   ``bench/bench_ujobs.py``, so the producer process, the timestamps and the percentiles are the
-  very ones the peers get. ``latency_*`` is the default deployment (Redis wake, the announce
-  throttled to once per queue per 250 ms slot).
-- **Variants of ours** (``BENCH_VARIANTS``, default all four), each its own harness run:
-  ``postgres_wake`` — the LISTEN/NOTIFY alternative (the enqueue statement's throttled
-  ``pg_notify``); ``redis_wake_unthrottled`` — the same stream with the announce throttle off
-  (1 ms slots): what the wake path itself costs per job, i.e. what the 250 ms slot costs at
-  this pace (at 50 ms apart, four jobs in five are announced by nobody and start on the
-  woken loop's next pass); ``redis_wake_300ms_apart`` — jobs 300 ms apart, each in a
-  slot of its own: an enqueue into an idle worker, the spec's own measurement (80 jobs: the
-  harness gives its producer 30 s); ``outbox`` — every enqueue staged in a transaction and
-  published by the relay (below).
+  very ones the peers get. ``latency_*`` is the default deployment (the Postgres driver, the
+  Redis wake, the announce throttled to once per queue per 10 ms slot: ``REDIS_WAKE_SLOT_MS``).
+- **Variants of ours** (``BENCH_VARIANTS``, default all), each its own harness run:
+  ``redis_driver`` — the Redis driver, its enqueue script announcing (issue 8's figure);
+  ``postgres_wake`` — the LISTEN/NOTIFY alternative (the enqueue statement's ``pg_notify``,
+  throttled to once per queue per 250 ms slot because a NOTIFY serialises commits: at 50 ms
+  apart four jobs in five are announced by nobody and start on the woken loop's next pass);
+  ``redis_wake_250ms_slot`` — the Redis wake throttled like the NOTIFY, to show what that
+  slot costs at this pace; ``redis_wake_300ms_apart`` — jobs 300 ms apart, each in a slot of
+  its own (80 jobs: the harness gives its producer 30 s); ``outbox`` — every enqueue staged
+  in a transaction and published by the relay (below).
 - **The peers' latency**, each peer's adapter run by the same harness in the same run
   (``peers``); a peer whose venv is missing is built by ``setup_venvs.sh`` first.
 - **Idle claims per minute**: a separate idle worker (its own database, queue and wake channel,
@@ -63,8 +63,9 @@ PEERS_HOME = Path(os.environ.get("PEERS_HOME", "/tmp/ujobs-peers"))
 ALL_PEERS = ("procrastinate", "pgqueuer", "oban", "celery", "arq", "rq", "dramatiq", "saq")
 RUN_TIMEOUT_S = 170
 VARIANTS: dict[str, dict[str, str]] = {
+    "redis_driver": {"BENCH_UJOBS_DRIVER": "redis"},
     "postgres_wake": {"BENCH_UJOBS_WAKE": "postgres"},
-    "redis_wake_unthrottled": {"BENCH_UJOBS_SLOT_MS": "1"},
+    "redis_wake_250ms_slot": {"BENCH_UJOBS_SLOT_MS": "250"},
     "redis_wake_300ms_apart": {"BENCH_UJOBS_LAT_INTERVAL_S": "0.3", "BENCH_LAT_N": "80"},
     "outbox": {"BENCH_UJOBS_OUTBOX": "1"},
 }

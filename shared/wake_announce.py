@@ -9,8 +9,10 @@ within ``WAKE_DUE_WITHIN_MS`` — never for a deduped key, never for a row due l
    throttle (a direct enqueue, the relay's publish and the scheduler's fire all come through
    here, since they all enqueue through the process's driver);
 2. hands the queue to the announcer, which publishes it on ``ujobs:wake`` at most once per
-   queue per ``WAKE_SLOT_MS`` slot of THIS process's clock. The pass a wake causes finds the
-   rows its slot kept silent too; the rest start on the woken loop's next pass.
+   queue per ``REDIS_WAKE_SLOT_MS`` (10 ms) slot of THIS process's clock (a ``PUBLISH`` holds
+   no commit lock, unlike the 250 ms-throttled ``NOTIFY``; see ``shared.wake_protocol``). The
+   pass a wake causes finds the rows its slot kept silent too; the rest start on the woken
+   loop's next pass.
 
 The operator calls that make rows due — ``requeue``, ``promote``, ``requeue_many`` /
 ``promote_many`` with a ``queue`` filter, ``resume_queue`` — announce through the wrapped
@@ -57,7 +59,7 @@ from shared.hooks import Signals
 from shared.local_wake import signal_enqueued
 from shared.wake import REDIS_WAKE_CHANNEL
 from shared.wake_announce_introspect import AnnouncingIntrospection
-from shared.wake_protocol import WAKE_DUE_WITHIN_MS, WAKE_SLOT_MS
+from shared.wake_protocol import REDIS_WAKE_SLOT_MS, WAKE_DUE_WITHIN_MS, WAKE_SLOT_MS
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
@@ -100,7 +102,7 @@ class RedisAnnouncer:
         channel: str = REDIS_WAKE_CHANNEL,
         *,
         clock: Clock = SYSTEM_CLOCK,
-        slot_ms: int = WAKE_SLOT_MS,
+        slot_ms: int = REDIS_WAKE_SLOT_MS,
     ) -> None:
         import redis.asyncio as aioredis
 
@@ -166,8 +168,9 @@ def redis_announcer(
     channel: str = REDIS_WAKE_CHANNEL,
     *,
     clock: Clock = SYSTEM_CLOCK,
+    slot_ms: int = REDIS_WAKE_SLOT_MS,
 ) -> RedisAnnouncer:
-    return RedisAnnouncer(client_or_url, channel, clock=clock)
+    return RedisAnnouncer(client_or_url, channel, clock=clock, slot_ms=slot_ms)
 
 
 class AnnouncingDriver(JobDriver):

@@ -19,7 +19,17 @@ from typing import Protocol, runtime_checkable
 from shared.errors import ConfigInvalidError
 
 WAKE_SLOT_MS = 250
-"""An enqueue announces its queue at most once per slot of this width (per queue)."""
+"""A Postgres enqueue ``pg_notify``s its queue at most once per slot of this width (per queue).
+The throttle exists because Postgres serialises the commit of every transaction that issued a
+``NOTIFY`` behind one lock held through its WAL flush: one NOTIFY per enqueue would cap
+enqueuing commits at one flush at a time."""
+REDIS_WAKE_SLOT_MS = 10
+"""A Redis announce (``PUBLISH`` of the queue name) goes out at most once per queue per slot of
+this width. A ``PUBLISH`` takes no lock in anyone's commit, so the 250 ms ``NOTIFY`` slot's reason
+does not apply; the throttle here only bounds the channel's traffic (at most 100 messages a
+second per queue per process). A slot this narrow is what makes pickup latency the wake's own:
+with 250 ms slots, jobs 50 ms apart are four in five announced by nobody and wait for the woken
+loop's next pass (a median of ~106 ms measured here, against ~6 ms with 10 ms slots)."""
 WAKE_DUE_WITHIN_MS = 1_000
 """Only a row due within this much of now is announced; a later one starts on the poll."""
 IDLE_POLL_CEILING_MS = 2_000

@@ -21,7 +21,7 @@ from shared.wake import PROBE_PREFIX, ChannelWake, redis_wake
 from shared.wake_announce import AnnouncingDriver, RedisAnnouncer, announcing, redis_announcer
 from shared.wake_protocol import (
     IDLE_POLL_CEILING_MS,
-    WAKE_SLOT_MS,
+    REDIS_WAKE_SLOT_MS,
     WOKEN_IDLE_POLL_CEILING_MS,
     idle_ceiling_ms,
 )
@@ -135,14 +135,14 @@ async def test_announces_are_throttled_per_queue_per_slot(redis_url: str, channe
     try:
         for n in range(3):
             await driver.enqueue(request(f"a{n}", queue="a"))
-            clock.advance(WAKE_SLOT_MS // 4)  # still inside the slot
+            clock.advance(REDIS_WAKE_SLOT_MS // 4)  # still inside the slot
         await driver.enqueue(request("b0", queue="b"))
         await settle(announcer, heard, "marker-1")
         assert heard.count("a") == 1
         assert heard.count("b") == 1
         assert len(announcer.signals.emitted("throttled")) == 2
 
-        clock.advance(WAKE_SLOT_MS)  # the next slot announces again
+        clock.advance(REDIS_WAKE_SLOT_MS)  # the next slot announces again
         await driver.enqueue(request("a3", queue="a"))
         await settle(announcer, heard, "marker-2")
         assert heard.count("a") == 2
@@ -164,7 +164,7 @@ async def test_a_deduped_enqueue_announces_nothing(redis_url: str, channel: str)
     driver = announcing(memory_driver(clock=clock), announcer)
     try:
         first = await driver.enqueue(request("same", queue="q"))
-        clock.advance(WAKE_SLOT_MS * 4)  # the throttle would let a new row through
+        clock.advance(REDIS_WAKE_SLOT_MS * 4)  # the throttle would let a new row through
         again = await driver.enqueue(request("same", queue="q"))
         assert again.deduped is True
         assert again.id == first.id
@@ -209,7 +209,7 @@ async def test_enqueue_many_announces_each_queue_that_gained_a_due_row_once(
     announcer = redis_announcer(redis_url, channel, clock=clock)
     driver = announcing(memory_driver(clock=clock), announcer)
     try:
-        clock.advance(WAKE_SLOT_MS)
+        clock.advance(REDIS_WAKE_SLOT_MS)
         await driver.enqueue_many(
             [
                 request("m1", queue="x"),

@@ -13,9 +13,10 @@ from shared.drivers.memory import memory_driver
 from shared.errors import ConfigInvalidError
 from shared.local_wake import listener_count, on_enqueued, signal_enqueued
 from shared.wake import PROBE_PREFIX, ChannelWake, redis_wake
-from shared.wake_announce import SlotThrottle, announcing
+from shared.wake_announce import RedisAnnouncer, SlotThrottle, announcing, redis_announcer
 from shared.wake_protocol import (
     IDLE_POLL_CEILING_MS,
+    REDIS_WAKE_SLOT_MS,
     WAKE_DUE_WITHIN_MS,
     WAKE_SLOT_MS,
     WOKEN_IDLE_POLL_CEILING_MS,
@@ -47,6 +48,17 @@ def test_a_declared_ceiling_must_be_whole_positive_ms(bad: object) -> None:
 def test_the_throttle_numbers_match_the_postgres_statements() -> None:
     assert pg_driver.WAKE_SLOT_MS == WAKE_SLOT_MS == 250
     assert pg_driver.WAKE_DUE_WITHIN_MS == WAKE_DUE_WITHIN_MS == 1_000
+
+
+async def test_the_redis_announce_slot_is_narrower_than_the_notify_slot() -> None:
+    # A PUBLISH holds no commit lock, so only the NOTIFY keeps the 250 ms slot.
+    assert REDIS_WAKE_SLOT_MS == 10 < WAKE_SLOT_MS
+    for announcer in (
+        RedisAnnouncer("redis://127.0.0.1:6379/0"),
+        redis_announcer("redis://127.0.0.1:6379/0"),
+    ):
+        assert announcer.throttle.slot_ms == REDIS_WAKE_SLOT_MS
+        await announcer.close()
 
 
 def test_the_slot_throttle_admits_once_per_key_per_epoch_aligned_slot() -> None:
