@@ -1,0 +1,267 @@
+"""The values a driver takes and answers: job states, the limits, and the messages of the core
+operations (enqueue, claim, settle, heartbeat, steps, stats).
+
+Split out of ``shared.drivers.base`` (which re-exports every name here) so the contract's data
+and its Protocols read separately; the rules for states and attempts are in that module's
+docstring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from shared.errors import InvariantError
+
+JSONValue = Any
+
+JobState = Literal[
+    "ready", "delayed", "running", "suspended", "done", "failed", "dead", "cancelled"
+]
+ALL_STATES: tuple[JobState, ...] = (
+    "ready",
+    "delayed",
+    "running",
+    "suspended",
+    "done",
+    "failed",
+    "dead",
+    "cancelled",
+)
+LIVE_STATES: tuple[JobState, ...] = ("ready", "delayed", "running", "suspended")
+"""The states the one-live-run index covers: a key held here dedupes a new enqueue."""
+REQUEUEABLE_STATES: tuple[JobState, ...] = ("done", "failed", "dead", "cancelled")
+PROMOTABLE_STATES: tuple[JobState, ...] = ("delayed", "ready")
+CLAIMABLE_STATES: tuple[JobState, ...] = ("ready", "delayed", "suspended")
+
+DEFAULT_QUEUE = "default"
+MAX_JOB_PAGE = 200
+DEFAULT_JOB_PAGE = 100
+MAX_BULK_ROWS = 1_000
+MAX_WORKER_IN_FLIGHT = 100
+MAX_TASK_FIRES = 1_000
+PROGRESS_INTERVAL_MS = 1_000
+DEFAULT_VISIBILITY_MS = 30_000
+LEASE_LAPSED_FINAL_ATTEMPT = "LEASE_LAPSED_FINAL_ATTEMPT"
+
+# (bucket width ms, how long buckets of this width are kept ms): 1-minute buckets for 24 h,
+# 5-minute for 7 d, 1-hour for 30 d — 1,440 + 2,016 + 720 = 4,176 rows per job name at most.
+COUNTER_TIERS: tuple[tuple[int, int], ...] = (
+    (60_000, 86_400_000),
+    (300_000, 7 * 86_400_000),
+    (3_600_000, 30 * 86_400_000),
+)
+CounterKind = Literal["done", "retried", "failed", "dead"]
+
+
+# --- enqueue --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueRequest:
+    """One job to queue. ``id`` / ``run_id`` are minted by the driver when None.
+
+    An ``id`` that already names a row — live or finished — inserts nothing and answers that
+    row (``deduped=True``): an outbox republish meets the job the first publish made. A live
+    row holding ``(name, tenant_id, idempotency_key)`` dedupes too.
+    """
+
+    name: str
+    input: JSONValue
+    idempotency_key: str
+    queue: str = DEFAULT_QUEUE
+    tenant_id: str | None = None
+    max_attempts: int = 3
+    run_at_ms: int | None = None
+    id: str | None = None
+    run_id: str | None = None
+    traceparent: str | None = None
+    enqueued_by: str | None = None
+
+
+def check_enqueue_request(request: EnqueueRequest) -> None:
+    """Refuse a request no driver can store (``X_INVARIANT``), before anything is inserted.
+
+    Every driver runs it over a whole ``enqueue_many`` batch first, so a bad request inserts
+    nothing, as one statement in Postgres is all or nothing.
+    """
+    if not isinstance(request.name, str) or not request.name:
+        raise InvariantError("an enqueue needs a job name", meta={"name": request.name})
+    if not isinstance(request.queue, str) or not request.queue:
+        raise InvariantError("an enqueue needs a queue name", meta={"queue": request.queue})
+    if not isinstance(request.idempotency_key, str):
+        raise InvariantError(
+            "idempotency_key must be a string", meta={"key": repr(request.idempotency_key)}
+        )
+    if isinstance(request.max_attempts, bool) or request.max_attempts < 1:
+        raise InvariantError(
+            "max_attempts must be at least 1", meta={"max_attempts": request.max_attempts}
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    """What an enqueue answers: the job's own ids on every path, and whether it deduped."""
+
+    id: str
+    run_id: str
+    deduped: bool
+
+
+# --- claim ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRef:
+    """The fence every settle, renewal and step write carries: who claimed, and which claim."""
+
+    worker_id: str
+    claim: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    id: str
+    run_id: str
+    name: str
+    queue: str
+    input: JSONValue
+    tenant_id: str | None
+    idempotency_key: str
+    attempt: int
+    max_attempts: int
+    worker_id: str
+    claim: int
+    run_at_ms: int
+    created_at_ms: int
+    lease_expires_at_ms: int
+    traceparent: str | None = None
+    enqueued_by: str | None = None
+
+    @property
+    def ref(self) -> ClaimRef:
+        return ClaimRef(self.worker_id, self.claim)
+
+
+def claim_of(job: ClaimedJob) -> ClaimRef:
+    """The ``{worker_id, claim}`` a claimed job's settles are fenced on."""
+    return ClaimRef(job.worker_id, job.claim)
+
+
+@dataclass(frozen=True, slots=True)
+class ExhaustedJob:
+    """A row the claim buried: its lease lapsed on its final attempt (``state`` dead or failed)."""
+
+    id: str
+    run_id: str
+    name: str
+    queue: str
+    input: JSONValue
+    tenant_id: str | None
+    attempt: int
+    max_attempts: int
+    state: Literal["dead", "failed"]
+    last_error: str = LEASE_LAPSED_FINAL_ATTEMPT
+
+
+OnExhausted = Callable[[Sequence[ExhaustedJob]], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimOptions:
+    """One claim: up to ``limit`` due rows of ``queues``, leased for ``visibility_ms``.
+
+    Rows of a paused queue are never handed out. A ``running`` row whose lease lapsed is taken
+    again — unless it is at its final attempt, in which case it is buried (``dead``, or
+    ``failed`` when its job name is in ``drop_exhausted``) and reported once through
+    ``on_exhausted``.
+    """
+
+    queues: Sequence[str]
+    limit: int
+    worker_id: str
+    visibility_ms: int = DEFAULT_VISIBILITY_MS
+    on_exhausted: OnExhausted | None = None
+    drop_exhausted: frozenset[str] = frozenset()
+
+
+# --- settle ---------------------------------------------------------------------------------
+
+NackTarget = Literal["dead", "failed", "suspended", "ready"]
+
+
+@dataclass(frozen=True, slots=True)
+class NackOptions:
+    """How a nack leaves the row; ``nack_state()`` turns these into the target state.
+
+    ``count=False`` hands the attempt back (the same number is presented again) and moves no
+    counter — except a refusal (``fail`` uncounted), which counts ``failed``.
+    """
+
+    error: str | None = None
+    run_at_ms: int | None = None
+    count: bool = True
+    dead_letter: bool = False
+    fail: bool = False
+    park: bool = False
+    duration_ms: int | None = None
+
+
+def nack_state(options: NackOptions) -> NackTarget:
+    """The state a nack moves the row to; the one decision every driver shares."""
+    if options.dead_letter:
+        return "dead"
+    if options.fail:
+        return "failed"
+    if options.park:
+        return "suspended"
+    return "ready"
+
+
+def nack_counter(options: NackOptions) -> CounterKind | None:
+    """Which counter a nack moves in the statement that settles the row, if any."""
+    target = nack_state(options)
+    if target == "dead":
+        return "dead"
+    if target == "failed":
+        return "failed"
+    if target == "ready" and options.count:
+        return "retried"
+    return None
+
+
+HeartbeatResult = Literal["renewed", "cancelled", "lost"]
+"""``cancelled``: cancelled under us. ``lost``: another claim holds the row, or it is gone."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """A completed step: its output replays instead of running again."""
+
+    name: str
+    output: JSONValue
+    seq: int
+    started_at_ms: int
+    finished_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    queue: str
+    ready: int = 0
+    delayed: int = 0
+    running: int = 0
+    suspended: int = 0
+    done: int = 0
+    failed: int = 0
+    dead: int = 0
+    cancelled: int = 0
+    due: int = 0
+    oldest_due_run_at_ms: int | None = None
+    paused: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DriverStats:
+    queues: Mapping[str, QueueStats]
