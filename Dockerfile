@@ -9,21 +9,19 @@ ENV PYTHONUNBUFFERED=1 \
 
 WORKDIR /app
 
-# Dependencies first, so a code change does not reinstall them.
+# Dependencies first (read from pyproject.toml), so a code change does not reinstall them.
 COPY pyproject.toml README.md ./
-RUN mkdir -p shared services webhooks exports \
- && touch shared/__init__.py services/__init__.py webhooks/__init__.py exports/__init__.py \
- && pip install -e . \
- && rm -rf shared services webhooks exports
+RUN python -c "import tomllib; print(chr(10).join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
+ && pip install -r /tmp/requirements.txt
 
-# The code and the schema. The install is editable because the named SQL statements and the
-# migrations live in sql/ beside the packages, where shared.sql reads them.
+# The code and the schema, installed as a wheel would be: sql/ ships inside it as shared/_sql.
 COPY sql ./sql
 COPY shared ./shared
 COPY services ./services
 COPY webhooks ./webhooks
 COPY exports ./exports
-RUN pip install --no-deps -e . \
+RUN pip install --no-deps . \
+ && rm -rf /app/sql /app/shared /app/services /app/webhooks /app/exports /app/build \
  && useradd --system --uid 10001 --home-dir /app ujobs
 
 USER ujobs

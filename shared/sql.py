@@ -13,7 +13,16 @@ from pathlib import Path
 
 from shared.errors import InvariantError
 
-SQL_ROOT = Path(__file__).resolve().parent.parent / "sql"
+
+def _sql_root() -> Path:
+    """``sql/`` beside the packages in a checkout (and an editable install); ``shared/_sql``
+    in an installed wheel, which ships the same folder under that name (see pyproject.toml)."""
+    here = Path(__file__).resolve().parent
+    checkout = here.parent / "sql"
+    return checkout if checkout.is_dir() else here / "_sql"
+
+
+SQL_ROOT = _sql_root()
 QUERIES_DIR = SQL_ROOT / "queries"
 MIGRATIONS_DIR = SQL_ROOT / "migrations"
 
