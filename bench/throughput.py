@@ -225,6 +225,8 @@ def source_commit() -> str | None:
 
 def main() -> None:
     tag = time.strftime("tput%Y%m%dT%H%M%S")
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    commit = source_commit()  # before the runs: the tree they run from
     peers = wanted_peers(ALL_PEERS)
     ensure_venvs(peers)
     settings = {"BENCH_N": str(N_JOBS), "BENCH_BUDGET_S": str(BUDGET_S)}
@@ -247,8 +249,8 @@ def main() -> None:
         env = harness_env(f"{tag}_{peer}", settings)
         results[peer] = run_harness(peer_argv(peer), env, TIMEOUT_S, lock=True)
     line = summarise(ours, results)
-    line["commit"] = source_commit()
-    line["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    line["commit"] = commit
+    line["date"] = started
     print(json.dumps(line), flush=True)
 
 
