@@ -31,6 +31,14 @@ that exists. Settings, by environment:
   only). The wake is then the Redis channel, announced by the enqueue script itself
   (``redis_driver(wake_channel=...)``, no announcer; ``BENCH_UJOBS_WAKE=none`` turns it off,
   ``postgres`` is refused), and the outbox still stages in Postgres.
+- ``BENCH_UJOBS_HISTORY=<n>`` (default 0; Postgres only): every ``setup()`` leaves ``n``
+  FINISHED runs of the bench job in ``x_jobs`` after the migration (``insert_history``): 98 %
+  ``done``, 1 % ``dead``, 1 % ``failed``, in the bench's own queue, created over the week that
+  ended an hour ago, then ``VACUUM ANALYZE x_jobs`` and a ``CHECKPOINT`` — what a live
+  system's autovacuum and checkpointer would have done by then. The drain phase then runs
+  over a table holding that history (issue 4: the hot path must not scan it). ``setup()``
+  reports the rows and the seconds it took on stderr as a ``bench-note`` line
+  (``bench/harness_run.py`` collects those).
 - ``BENCH_CLAIMS_OUT``: a file the worker appends one line per claim statement to (its
   ``time.time()``), which is how ``bench/latency.py`` counts an idle worker's claims.
 
@@ -134,6 +142,12 @@ if os.environ.get("BENCH_UJOBS_LAT_INTERVAL_S"):
 REDIS_URL = common.redis_url(0)
 SLOTS = 16
 DSN = f"{common.PG_BASE}/{DB_NAME}"
+HISTORY = int(os.environ.get("BENCH_UJOBS_HISTORY", "0"))
+if HISTORY and DRIVER != "postgres":
+    raise SystemExit("BENCH_UJOBS_HISTORY fills x_jobs: it needs BENCH_UJOBS_DRIVER=postgres")
+# Every job this process's runs finish ends after this instant; the history ends an hour before
+# it. lib_done counts the rows finished since, through x_jobs_finished_idx, never the history.
+STARTED_S = time.time()
 
 PEER = (
     ("ultimate-jobs" if WAKE == "redis" else f"ultimate-jobs ({WAKE} wake)")
@@ -167,6 +181,11 @@ NOTES = [
     "run from the source tree; version read from pyproject.toml plus the git commit",
     "enqueue through the public API: the job handle's request() and the installed facade",
 ]
+if HISTORY:
+    NOTES.append(
+        f"x_jobs holds {HISTORY} finished runs of the bench job (98% done, 1% dead, 1% failed) "
+        "from setup() on, then VACUUM ANALYZE"
+    )
 
 
 # -- the version the harness asks importlib.metadata for ------------------------------------
@@ -265,6 +284,49 @@ async def drop_redis_keys() -> None:
         await driver.close()
 
 
+# The history: one INSERT ... SELECT over generate_series. Row g was created at
+# $3 + g * $4 epoch ms (distinct milliseconds, so the UUIDv7-shaped ids — that ms, version 7,
+# variant 8, the rest from an md5 of g — are unique and sort left of every id minted later, as
+# in a live table), ran once (dead and failed rows: all their attempts) and finished 5 ms later.
+# Idempotency keys are unique (`history:<g>`); finished rows are outside the live-key index.
+# $1 name  $2 queue  $3 first ms  $4 ms between rows  $5 rows
+HISTORY_SQL = """
+insert into x_jobs (id, run_id, name, queue, state, input, tenant_id, idempotency_key,
+                    attempt, max_attempts, claim, claimed_by, run_at, created_at, updated_at,
+                    finished_at, last_error)
+select substr(h.ms_hex, 1, 8) || '-' || substr(h.ms_hex, 9, 4) || '-7' || substr(h.job, 1, 3)
+         || '-8' || substr(h.job, 4, 3) || '-' || substr(h.job, 7, 12),
+       substr(h.ms_hex, 1, 8) || '-' || substr(h.ms_hex, 9, 4) || '-7' || substr(h.run, 1, 3)
+         || '-9' || substr(h.run, 4, 3) || '-' || substr(h.run, 7, 12),
+       $1::text, $2::text, h.state,
+       jsonb_build_object('seq', h.g, 'ts', h.ms / 1000.0),
+       null, 'history:' || h.g,
+       case when h.state = 'done' then 1 else 3 end, 3,
+       case when h.state = 'done' then 1 else 3 end, 'history-worker',
+       x_ts(h.ms), x_ts(h.ms), x_ts(h.ms + 5), x_ts(h.ms + 5),
+       case when h.state = 'done' then null else 'history: the job raised' end
+  from (select g, ms, lpad(to_hex(ms), 12, '0') as ms_hex,
+               md5('job:' || g) as job, md5('run:' || g) as run,
+               case g % 100 when 0 then 'dead' when 1 then 'failed' else 'done' end as state
+          from (select g, $3::bigint + g * $4::bigint as ms
+                  from generate_series(1, $5::int) as g) s) h
+"""
+HISTORY_SPAN_MS = 7 * 86_400_000  # the history covers a week ...
+HISTORY_GAP_MS = 3_600_000  # ... that ended an hour before the run
+
+
+async def insert_history(conn: asyncpg.Connection[Any], rows: int, *, queue: str = QUEUE) -> None:
+    """Leave ``rows`` finished runs of the bench job in ``x_jobs`` (see ``HISTORY_SQL``), then
+    ``VACUUM ANALYZE x_jobs`` (their tuples all visible, the planner's statistics current) and
+    ``CHECKPOINT``: in a live system that history was written long ago, so the checkpointer
+    flushing its ~600 MB (at a million rows) must not land in the middle of the drain."""
+    step = max(HISTORY_SPAN_MS // max(rows, 1), 1)
+    first = int(time.time() * 1000) - HISTORY_GAP_MS - step * rows
+    await conn.execute(HISTORY_SQL, bench_noop.name, queue, first, step, rows)
+    await conn.execute("vacuum analyze x_jobs")
+    await conn.execute("checkpoint")
+
+
 def setup() -> None:
     if DRIVER == "redis":
         asyncio.run(drop_redis_keys())
@@ -276,6 +338,14 @@ def setup() -> None:
         conn = await asyncpg.connect(DSN)
         try:
             await migrate(conn)
+            if HISTORY:
+                started = time.perf_counter()
+                await insert_history(conn, HISTORY)
+                note = {
+                    "history_rows": HISTORY,
+                    "history_s": round(time.perf_counter() - started, 1),
+                }
+                print("bench-note " + json.dumps(note), file=sys.stderr, flush=True)
         finally:
             await conn.close()
 
@@ -356,7 +426,10 @@ async def lib_done(n: int) -> bool:
         return queue is not None and queue.done >= n
     conn = await asyncpg.connect(DSN)
     try:
-        done = await conn.fetchval("select count(*) from x_jobs where state = 'done'")
+        done = await conn.fetchval(
+            "select count(*) from x_jobs where state = 'done' and finished_at >= x_ts($1::bigint)",
+            int(STARTED_S * 1000),
+        )
     finally:
         await conn.close()
     return bool(done >= n)

@@ -53,13 +53,24 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness_run import (
+    ADAPTER,
+    PEERS_HOME,
+    ensure_venvs,
+    harness_env,
+    ours_argv,
+    peer_argv,
+    peer_python,
+    peers_dir,
+    run_harness,
+    wanted_peers,
+)
+
 HERE = Path(__file__).resolve().parent
-ADAPTER = HERE / "bench_ujobs.py"
 N_LAT = int(os.environ.get("BENCH_LAT_N", "300"))
 N_HARNESS = int(os.environ.get("BENCH_N", "500"))
 IDLE_SETTLE_S = float(os.environ.get("BENCH_IDLE_SETTLE_S", "15"))
 IDLE_WINDOW_S = float(os.environ.get("BENCH_IDLE_WINDOW_S", "60"))
-PEERS_HOME = Path(os.environ.get("PEERS_HOME", "/tmp/ujobs-peers"))
 ALL_PEERS = ("procrastinate", "pgqueuer", "oban", "celery", "arq", "rq", "dramatiq", "saq")
 RUN_TIMEOUT_S = 170
 VARIANTS: dict[str, dict[str, str]] = {
@@ -77,48 +88,11 @@ TARGETS = {
 }
 
 
-def peers_dir() -> Path:
-    given = os.environ.get("UJOBS_PEERS_DIR")
-    root = HERE.parent
-    candidates = [Path(given)] if given else []
-    candidates += [root.parent / "shared/bench/peers", root.parent.parent / "shared/bench/peers"]
-    for candidate in candidates:
-        if (candidate / "common.py").is_file():
-            return candidate.resolve()
-    raise SystemExit("cannot find shared/bench/peers; set UJOBS_PEERS_DIR")
-
-
 PEERS_DIR = peers_dir()
 
 
 def base_env(tag: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        {
-            "BENCH_LAT_N": str(N_LAT),
-            "BENCH_N": str(N_HARNESS),
-            "BENCH_TAG": tag,
-            "PEERS_HOME": str(PEERS_HOME),
-            "UJOBS_PEERS_DIR": str(PEERS_DIR),
-            "PYTHONPATH": str(PEERS_DIR),
-        }
-    )
-    return env
-
-
-def run_harness(argv: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
-    """One adapter through the harness: its last stdout line, parsed."""
-    try:
-        done = subprocess.run(
-            argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S
-        )
-    except subprocess.TimeoutExpired:
-        return {"errors": [f"no answer within {RUN_TIMEOUT_S} s"]}
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        return {"errors": [f"rc={done.returncode}, no JSON; stderr: {done.stderr[-500:]}"]}
-    result: dict[str, Any] = json.loads(lines[-1])
-    return result
+    return harness_env(tag, {"BENCH_LAT_N": str(N_LAT), "BENCH_N": str(N_HARNESS)})
 
 
 def latency_of(result: dict[str, Any]) -> dict[str, Any]:
@@ -222,11 +196,6 @@ class IdleWorker:
 # -- the run ----------------------------------------------------------------------------------
 
 
-def wanted_peers() -> list[str]:
-    named = os.environ.get("BENCH_PEERS")
-    return named.split() if named is not None else list(ALL_PEERS)
-
-
 def outbox_figures(outbox: dict[str, Any] | None) -> dict[str, Any]:
     """The outbox's pickup at the top level (issue 6): absent when the variant did not run."""
     if outbox is None:
@@ -246,50 +215,29 @@ def wanted_variants() -> list[str]:
     return chosen
 
 
-def ensure_venvs(peers: list[str]) -> None:
-    missing = [p for p in peers if not (PEERS_HOME / ".venvs" / p / "bin/python").exists()]
-    if missing:
-        env = {**os.environ, "PEERS_HOME": str(PEERS_HOME)}
-        if "PY312" not in env:
-            # oban needs Python >= 3.12; a pyenv shim for an inactive version would win over
-            # setup_venvs.sh's own fallback, so name the interpreter when one is installed.
-            found = sorted(Path.home().glob(".pyenv/versions/3.12*/bin/python"))
-            if found:
-                env["PY312"] = str(found[-1])
-        subprocess.run(
-            ["bash", str(PEERS_DIR / "setup_venvs.sh")],
-            env=env,
-            stdout=sys.stderr,
-            check=False,
-            timeout=1_800,
-        )
-
-
 def main() -> None:
     tag = time.strftime("lat%Y%m%dT%H%M%S")
     errors: list[str] = []
-    peers = wanted_peers()
+    peers = wanted_peers(ALL_PEERS)
     ensure_venvs(peers)
 
     idle = IdleWorker(tag)
     idle.start()
     try:
-        ours = run_harness([sys.executable, str(ADAPTER)], base_env(f"{tag}_ujobs"), PEERS_DIR)
+        ours = run_harness(ours_argv(), base_env(f"{tag}_ujobs"), RUN_TIMEOUT_S)
         variants: dict[str, Any] = {}
         for name in wanted_variants():
             print(f"latency: ultimate-jobs, {name}", file=sys.stderr)
             env = base_env(f"{tag}_ujobs_{name}") | VARIANTS[name]
-            variants[name] = latency_of(run_harness([sys.executable, str(ADAPTER)], env, PEERS_DIR))
+            variants[name] = latency_of(run_harness(ours_argv(), env, RUN_TIMEOUT_S))
         peer_figures: dict[str, Any] = {}
         for peer in peers:
-            python = PEERS_HOME / ".venvs" / peer / "bin/python"
+            python = peer_python(peer)
             if not python.exists():
                 peer_figures[peer] = {"errors": [f"no venv at {python.parent.parent}"]}
                 continue
             print(f"latency: {peer}", file=sys.stderr)
-            result = run_harness(
-                [str(python), f"bench_{peer}.py"], base_env(f"{tag}_{peer}"), PEERS_DIR
-            )
+            result = run_harness(peer_argv(peer), base_env(f"{tag}_{peer}"), RUN_TIMEOUT_S)
             peer_figures[peer] = latency_of(result)
         idle_figures = idle.finish()
     finally:

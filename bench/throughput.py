@@ -1,0 +1,258 @@
+"""Enqueue and drain throughput, ours beside the peers, in one run: prints ONE JSON line.
+
+    /work/venv/bin/python bench/throughput.py
+    BENCH_PEERS="pgqueuer dramatiq" BENCH_N=5000 /work/venv/bin/python bench/throughput.py
+
+Every figure comes from the peers' own harness (``shared/bench/peers/common.py``): each adapter —
+ours, ``bench/bench_ujobs.py``, and each peer's ``bench_<peer>.py`` in its own venv — runs as one
+subprocess and reports its enqueue phases (``BENCH_N`` jobs, default 20,000: one call at a
+time, and in batches of 500 where the library has a bulk API), its drain (those jobs, left
+queued, run by ONE worker process at concurrency 16, no-op bodies; the rate is over the wall
+time from the worker's spawn to the last body's start, so it includes the worker's start-up)
+and its pickup latency (``BENCH_LAT_N``, the harness's default 100, jobs 50 ms apart).
+
+The runs, in order (each says so on stderr first):
+
+1. ours on Postgres — the default deployment: the Postgres driver, the Redis wake;
+2. the same with ``BENCH_HISTORY`` (default 1,000,000) finished rows in ``x_jobs``
+   (``BENCH_UJOBS_HISTORY``: every setup of that run inserts them and VACUUM ANALYZEs the
+   table), for ``drain_per_s_with_history`` (issue 4: within 10 % of the drain without);
+3. ours on the Redis driver (``BENCH_UJOBS_DRIVER=redis``): the ``redis`` object (issue 8);
+4. the peers (``BENCH_PEERS``, default pgqueuer and procrastinate on Postgres, dramatiq, saq,
+   arq, celery and rq on Redis); a missing peer venv is built by ``setup_venvs.sh`` first.
+
+Each run holds the bench lock (``/tmp/ujobs-bench.lock``) for itself only, so do NOT wrap this
+command in ``flock`` (see ``bench/harness_run.py``). The harness's budget is
+``BENCH_BUDGET_S`` (default 300 s; its own default, 120 s, is too short for the slow peers at
+20,000 jobs) and each subprocess gets 120 s more than that. A run that hits its budget reports
+the figures of what it finished, and ``errors`` says which (e.g. a drain that completed 6,000
+of 20,000 jobs: its rate is over those).
+
+``ratios`` are ours over theirs (latency: ours over theirs too, so lower is better), and
+``targets`` holds each target beside its ratio and whether this run met it. Figures are noisy
+on a shared 2-core machine: compare the ratios within one line, not figures across runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from harness_run import (
+    ensure_venvs,
+    harness_env,
+    ours_argv,
+    peer_argv,
+    peer_python,
+    run_harness,
+    wanted_peers,
+)
+
+N_JOBS = int(os.environ.get("BENCH_N", "20000"))
+HISTORY = int(os.environ.get("BENCH_HISTORY", "1000000"))
+BUDGET_S = int(os.environ.get("BENCH_BUDGET_S", "300"))
+TIMEOUT_S = BUDGET_S + 120
+SLOTS = 16
+ALL_PEERS = ("pgqueuer", "procrastinate", "dramatiq", "saq", "arq", "celery", "rq")
+
+# ratio name -> (at_least, at_most): issue 4 (Postgres) and issue 8 (Redis).
+TARGETS: dict[str, tuple[float | None, float | None]] = {
+    "drain_vs_pgqueuer": (2.0, None),
+    "enqueue_batch_vs_pgqueuer": (1.0, None),
+    "enqueue_single_vs_pgqueuer": (1.5, None),
+    "drain_history_vs_none": (0.9, None),
+    "redis_drain_vs_dramatiq": (1.5, None),
+    "redis_latency_median_vs_saq": (None, 1.0),
+}
+
+OURS_RUNS: dict[str, dict[str, str]] = {
+    "postgres": {},
+    "postgres_history": {"BENCH_UJOBS_HISTORY": str(HISTORY)},
+    "redis": {"BENCH_UJOBS_DRIVER": "redis"},
+}
+
+
+def figures(result: dict[str, Any]) -> dict[str, Any]:
+    """One harness line boiled down to the figures this bench reports."""
+    drain = result.get("drain") or {}
+    latency = result.get("latency") or {}
+    out: dict[str, Any] = {
+        "version": result.get("version"),
+        "backend": result.get("backend"),
+        "enqueue_single_per_s": result.get("enqueue_single_per_s"),
+        "enqueue_batch_per_s": result.get("enqueue_batch_per_s"),
+        "drain_per_s": drain.get("jobs_per_s"),
+        "drain_steady_per_s": drain.get("steady_jobs_per_s"),
+        "drain_completed": drain.get("completed"),
+        "drain_complete": drain.get("complete"),
+        "drain_duplicate_runs": drain.get("duplicate_runs"),
+        "latency_median_ms": latency.get("median_ms"),
+        "latency_p95_ms": latency.get("p95_ms"),
+        "latency_n": latency.get("n"),
+        "elapsed_s": result.get("elapsed_s"),
+    }
+    for note in result.get("bench_notes", []):
+        out.update(note)
+    if result.get("errors"):
+        out["errors"] = list(result["errors"])
+    return out
+
+
+def shortfalls(label: str, result: dict[str, Any]) -> list[str]:
+    """What a run did not finish, each as a sentence naming the run."""
+    out = [f"{label}: {error}" for error in result.get("errors", [])]
+    single_n = result.get("enqueue_single_n")
+    if single_n is not None and single_n < N_JOBS:
+        out.append(f"{label}: single enqueue stopped at {single_n} of {N_JOBS} (budget)")
+    batch_n = result.get("enqueue_batch_n")
+    if batch_n is not None and batch_n < N_JOBS:
+        out.append(f"{label}: batch enqueue stopped at {batch_n} of {N_JOBS} (budget)")
+    drain = result.get("drain")
+    if drain is None:
+        out.append(f"{label}: no drain figure")
+    elif not drain.get("complete"):
+        out.append(
+            f"{label}: drain incomplete, {drain.get('completed')} of {drain.get('backlog')} jobs "
+            "within the budget (the rate is over those)"
+        )
+    if drain is not None and drain.get("duplicate_runs"):
+        out.append(f"{label}: {drain['duplicate_runs']} duplicate runs in the drain")
+    return out
+
+
+def ratio(ours: Any, theirs: Any) -> float | None:
+    if not isinstance(ours, int | float) or not isinstance(theirs, int | float) or not theirs:
+        return None
+    return round(ours / theirs, 2)
+
+
+def summarise(ours: dict[str, dict[str, Any]], peers: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The one JSON line, from the harness lines of our runs (keys of ``OURS_RUNS``) and the
+    peers' (by name); a run missing from either is reported as an error, its ratios null."""
+    errors: list[str] = []
+    mine: dict[str, dict[str, Any]] = {}
+    for name in OURS_RUNS:
+        result = ours.get(name, {"errors": ["did not run"]})
+        mine[name] = figures(result)
+        errors.extend(shortfalls(f"ultimate-jobs {name}", result))
+    theirs: dict[str, dict[str, Any]] = {}
+    for name, result in peers.items():
+        theirs[name] = figures(result)
+        errors.extend(shortfalls(name, result))
+    pg, hist, redis = mine["postgres"], mine["postgres_history"], mine["redis"]
+    pgq = theirs.get("pgqueuer", {})
+    ratios = {
+        "drain_vs_pgqueuer": ratio(pg["drain_per_s"], pgq.get("drain_per_s")),
+        "enqueue_batch_vs_pgqueuer": ratio(
+            pg["enqueue_batch_per_s"], pgq.get("enqueue_batch_per_s")
+        ),
+        "enqueue_single_vs_pgqueuer": ratio(
+            pg["enqueue_single_per_s"], pgq.get("enqueue_single_per_s")
+        ),
+        "drain_vs_procrastinate": ratio(
+            pg["drain_per_s"], theirs.get("procrastinate", {}).get("drain_per_s")
+        ),
+        "drain_history_vs_none": ratio(hist["drain_per_s"], pg["drain_per_s"]),
+        "redis_drain_vs_dramatiq": ratio(
+            redis["drain_per_s"], theirs.get("dramatiq", {}).get("drain_per_s")
+        ),
+        "redis_drain_vs_saq": ratio(redis["drain_per_s"], theirs.get("saq", {}).get("drain_per_s")),
+        "redis_latency_median_vs_saq": ratio(
+            redis["latency_median_ms"], theirs.get("saq", {}).get("latency_median_ms")
+        ),
+    }
+    targets: dict[str, Any] = {}
+    for name, (at_least, at_most) in TARGETS.items():
+        value = ratios[name]
+        target: dict[str, Any] = {}
+        if at_least is not None:
+            target["at_least"] = at_least
+        if at_most is not None:
+            target["at_most"] = at_most
+        target["value"] = value
+        target["met"] = (
+            None
+            if value is None
+            else (at_least is None or value >= at_least) and (at_most is None or value <= at_most)
+        )
+        targets[name] = target
+    redis_figures = {k: v for k, v in redis.items() if k != "version"}
+    return {
+        "bench": "throughput",
+        "n": N_JOBS,
+        "slots": SLOTS,
+        "budget_s": BUDGET_S,
+        "version": pg["version"],
+        "backend": pg["backend"],
+        "enqueue_single_per_s": pg["enqueue_single_per_s"],
+        "enqueue_batch_per_s": pg["enqueue_batch_per_s"],
+        "drain_per_s": pg["drain_per_s"],
+        "drain_steady_per_s": pg["drain_steady_per_s"],
+        "latency_median_ms": pg["latency_median_ms"],
+        "history_rows": HISTORY,
+        "history_setup_s": hist.get("history_s"),
+        "drain_per_s_with_history": hist["drain_per_s"],
+        "drain_steady_per_s_with_history": hist["drain_steady_per_s"],
+        "enqueue_single_per_s_with_history": hist["enqueue_single_per_s"],
+        "enqueue_batch_per_s_with_history": hist["enqueue_batch_per_s"],
+        "redis": redis_figures,
+        "peers": theirs,
+        "ratios": ratios,
+        "targets": targets,
+        "errors": errors,
+    }
+
+
+def source_commit() -> str | None:
+    """The commit of the tree this bench runs from, ``+dirty`` when it has changes."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True
+        ).stdout.strip()
+    except OSError:
+        return None
+    return f"{sha}+dirty" if sha and dirty else sha or None
+
+
+def main() -> None:
+    tag = time.strftime("tput%Y%m%dT%H%M%S")
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    commit = source_commit()  # before the runs: the tree they run from
+    peers = wanted_peers(ALL_PEERS)
+    ensure_venvs(peers)
+    settings = {"BENCH_N": str(N_JOBS), "BENCH_BUDGET_S": str(BUDGET_S)}
+    total = len(OURS_RUNS) + len(peers)
+    step = 0
+    ours: dict[str, dict[str, Any]] = {}
+    for name, extra in OURS_RUNS.items():
+        step += 1
+        print(f"throughput: ultimate-jobs {name} ({step}/{total})", file=sys.stderr, flush=True)
+        env = harness_env(f"{tag}_ujobs_{name}", settings | extra)
+        ours[name] = run_harness(ours_argv(), env, TIMEOUT_S, lock=True)
+    results: dict[str, dict[str, Any]] = {}
+    for peer in peers:
+        step += 1
+        python = peer_python(peer)
+        if not python.exists():
+            results[peer] = {"errors": [f"no venv at {python.parent.parent}"]}
+            continue
+        print(f"throughput: {peer} ({step}/{total})", file=sys.stderr, flush=True)
+        env = harness_env(f"{tag}_{peer}", settings)
+        results[peer] = run_harness(peer_argv(peer), env, TIMEOUT_S, lock=True)
+    line = summarise(ours, results)
+    line["commit"] = commit
+    line["date"] = started
+    print(json.dumps(line), flush=True)
+
+
+if __name__ == "__main__":
+    main()
