@@ -69,15 +69,16 @@ from shared.errors import (
     InvariantError,
 )
 from shared.ids import new_id
-from shared.wake_protocol import WAKE_DUE_WITHIN_MS
+from shared.wake_protocol import REDIS_WAKE_SLOT_MS, WAKE_DUE_WITHIN_MS
 
 JSONValue = Any
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_PREFIX = "ujobs"
 DEFAULT_DONE_TTL_MS = 7 * 86_400_000
-DEFAULT_WAKE_SLOT_MS = 10
-"""The announce slot on the Redis channel: the lead's choice for the Redis wake (a PUBLISH per
-queue per 10 ms at most; a Postgres NOTIFY serialises commits, a PUBLISH does not)."""
+DEFAULT_WAKE_SLOT_MS = REDIS_WAKE_SLOT_MS
+"""The announce slot on the Redis channel, the same as every Redis announcer's
+(``shared.wake_protocol.REDIS_WAKE_SLOT_MS``: a PUBLISH per queue per 10 ms at most; a Postgres
+NOTIFY serialises commits, a PUBLISH does not)."""
 _HEARTBEAT_RESULTS: dict[str, HeartbeatResult] = {
     "renewed": "renewed",
     "cancelled": "cancelled",
