@@ -245,15 +245,22 @@ class InputSchema(Generic[T]):
         surrogate, a NUL character (Postgres ``jsonb`` cannot hold ``\\u0000``).
         """
         dumped = self.adapter.dump_python(value, mode="json")
-        _refuse_unstorable(dumped, ())
+        # Encode once; walk the value for the failing path only when the encoding says there
+        # is one. orjson itself refuses the integers past 64 bits and the lone surrogates, and
+        # writes a NUL as the escape ``\\u0000`` (never raw), so a value whose bytes hold
+        # neither an error nor that escape has nothing the walk could refuse.
         try:
-            # Round-trip through orjson once so what is stored is exactly what comes back.
-            return orjson.loads(orjson.dumps(dumped))
+            encoded = orjson.dumps(dumped)
         except orjson.JSONEncodeError as exc:
+            _refuse_unstorable(dumped, ())  # raises with the path when it can name one
             raise InputInvalidError(
                 f"input cannot be stored as JSON: {exc}",
                 meta={"issues": [{"path": "(root)", "message": str(exc), "type": "json"}]},
             ) from None
+        if b"\\u0000" in encoded:
+            _refuse_unstorable(dumped, ())  # a NUL, or only the text "\\u0000" (then stored)
+        # Decoded from the bytes, so what is stored is exactly what comes back.
+        return orjson.loads(encoded)
 
     def json_schema(self) -> dict[str, Any]:
         return copy.deepcopy(self._json_schema)

@@ -17,7 +17,7 @@ from shared.drivers.base import Enqueued, EnqueueRequest, check_enqueue_request
 from shared.drivers.postgres_conns import HeldConnections
 from shared.drivers.postgres_rows import dumps
 from shared.errors import InputInvalidError, InvariantError
-from shared.ids import new_id
+from shared.ids import new_ids
 from shared.sql import query
 
 WAKE_CHANNEL = "x_jobs_wake"
@@ -59,8 +59,11 @@ class PostgresEnqueuer:
 
     async def enqueue(self, request: EnqueueRequest) -> Enqueued:
         check_enqueue_request(request)
-        job_id = request.id or new_id()
-        run_id = request.run_id or new_id()
+        job_id, run_id = request.id, request.run_id
+        if job_id is None or run_id is None:
+            minted = new_ids(2)
+            job_id = job_id or minted[0]
+            run_id = run_id or minted[1]
         input_text = dumps(request.input, error=InputInvalidError)
         for _ in range(ENQUEUE_RETRIES):
             now = self.clock.now_ms()
@@ -102,6 +105,8 @@ class PostgresEnqueuer:
         by_id: dict[str, int] = {}
         by_key: dict[tuple[str, str, str], int] = {}
         todo: list[tuple[int, dict[str, Any]]] = []
+        # Every id the batch may need, minted at once (a repeat leaves its pair unused).
+        minted = iter(new_ids(sum((r.id is None) + (r.run_id is None) for r in requests)))
         for index, request in enumerate(requests):
             key = (request.name, request.tenant_id or "", request.idempotency_key)
             earlier = by_id.get(request.id) if request.id is not None else None
@@ -110,10 +115,10 @@ class PostgresEnqueuer:
             first_of.append(earlier if earlier is not None else index)
             if earlier is not None:
                 continue
-            job_id = request.id or new_id()
+            job_id = request.id or next(minted)
             by_id[job_id] = index
             by_key[key] = index
-            todo.append((index, _batch_row(request, job_id)))
+            todo.append((index, _batch_row(request, job_id, request.run_id or next(minted))))
         for _ in range(ENQUEUE_RETRIES):
             if not todo:
                 break
@@ -156,11 +161,11 @@ class PostgresEnqueuer:
         return again
 
 
-def _batch_row(request: EnqueueRequest, job_id: str) -> dict[str, Any]:
+def _batch_row(request: EnqueueRequest, job_id: str, run_id: str) -> dict[str, Any]:
     """One job of an ``enqueue_many`` batch, as ``jsonb_to_recordset`` reads it."""
     return {
         "id": job_id,
-        "run_id": request.run_id or new_id(),
+        "run_id": run_id,
         "name": request.name,
         "queue": request.queue,
         "input": request.input,

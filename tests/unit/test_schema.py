@@ -150,6 +150,27 @@ def test_an_integer_past_64_bits_in_a_free_field_is_input_invalid_not_a_crash() 
     assert paths(refused(InputSchema(t.object(x=t.any)), {"x": {"k": [2**70]}})) == ["x.k.0"]
 
 
+def test_unstorable_values_deep_in_a_free_field_are_refused_at_their_path() -> None:
+    schema = InputSchema(t.object(x=t.any))
+    nul = refused(schema, {"x": {"a": ["ok", {"b": "n\x00"}]}})
+    assert paths(nul) == ["x.a.1.b"]
+    assert nul.message == (
+        "input invalid at x.a.1.b: contains a NUL character, which cannot be stored"
+    )
+    assert paths(refused(schema, {"x": {"k\x00": 1}})) == ["x.k\x00"]
+    assert paths(refused(schema, {"x": [-(2**63) - 1]})) == ["x.0"]
+    assert paths(refused(schema, {"x": {"s": "\ud800"}})) == ["(root)"]
+    # The first problem in order is the one named, whichever kind the encoder met first.
+    assert paths(refused(schema, {"x": ["\x00", "\ud800"]})) == ["x.0"]
+    assert paths(refused(schema, {"x": ["\ud800", 2**64]})) == ["x.1"]
+
+
+def test_storable_edges_and_the_text_of_an_escape_are_stored_as_given() -> None:
+    schema = InputSchema(t.object(x=t.any))
+    value = {"x": {"u": 2**64 - 1, "i": -(2**63), "escape": "\\u0000", "k\\u0000": True}}
+    assert schema.dump(schema.parse(value)) == value
+
+
 def test_none_declares_the_empty_object() -> None:
     schema = as_input_schema(None)
     assert schema.dump(schema.parse({})) == {}
