@@ -194,24 +194,27 @@ class AnnouncingDriver(JobDriver):
         if self.announcer is not None:
             self.announcer.announce(queue, throttled=throttled)
 
-    def _due_soon(self, request: EnqueueRequest) -> bool:
-        run_at = request.run_at_ms
-        return run_at is None or run_at <= self.inner.clock.now_ms() + WAKE_DUE_WITHIN_MS
+    def _due_by(self) -> int:
+        """A row whose ``run_at_ms`` is at most this is due soon enough to announce."""
+        return self.inner.clock.now_ms() + WAKE_DUE_WITHIN_MS
 
     # -- enqueue (announced) ------------------------------------------------------------------
 
     async def enqueue(self, request: EnqueueRequest) -> Enqueued:
         answer = await self.inner.enqueue(request)
-        if not answer.deduped and self._due_soon(request):
+        if not answer.deduped and (
+            request.run_at_ms is None or request.run_at_ms <= self._due_by()
+        ):
             self.announce(request.queue)
         return answer
 
     async def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
         answers = await self.inner.enqueue_many(requests)
+        due_by = self._due_by()  # one clock read for the batch
         queues = dict.fromkeys(
             request.queue
             for request, answer in zip(requests, answers, strict=True)
-            if not answer.deduped and self._due_soon(request)
+            if not answer.deduped and (request.run_at_ms is None or request.run_at_ms <= due_by)
         )
         for queue in queues:
             self.announce(queue)

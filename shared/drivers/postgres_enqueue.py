@@ -106,7 +106,7 @@ class PostgresEnqueuer:
         by_key: dict[tuple[str, str, str], int] = {}
         todo: list[tuple[int, dict[str, Any]]] = []
         # Every id the batch may need, minted at once (a repeat leaves its pair unused).
-        minted = iter(new_ids(sum((r.id is None) + (r.run_id is None) for r in requests)))
+        minted = iter(new_ids(sum((not r.id) + (not r.run_id) for r in requests)))
         for index, request in enumerate(requests):
             key = (request.name, request.tenant_id or "", request.idempotency_key)
             earlier = by_id.get(request.id) if request.id is not None else None

@@ -15,6 +15,7 @@ from shared.drivers.base import (
     LEASE_LAPSED_FINAL_ATTEMPT,
     ClaimOptions,
     ClaimRef,
+    Enqueued,
     EnqueueRequest,
     ExhaustedJob,
     NackOptions,
@@ -68,6 +69,29 @@ async def test_enqueue_many_dedupes_inside_the_batch_and_against_rows(
     assert out[2].id == out[0].id
     assert out[4].id == "fixed"
     assert await pg_pool.fetchval("select count(*) from x_jobs") == 3
+
+
+async def test_enqueue_many_mints_ids_for_the_jobs_that_need_them_in_batch_order(
+    pg: PostgresDriver, pg_pool: asyncpg.Pool[Any]
+) -> None:
+    """The batch's ids are minted at once (``new_ids``): unique, increasing in batch order,
+    after every earlier one; a given id or run id is kept, an empty one is minted."""
+    before = await pg.enqueue(req("before"))
+    out = await pg.enqueue_many(
+        [req(f"k{i}") for i in range(40)]
+        + [req("given", id="given-id", run_id=""), req("given-run", run_id="given-run-id")]
+        + [req("k3"), req("empty-id", id="")]
+    )
+    minted = [a.id for a in out[:40]]
+    assert minted == sorted(minted)
+    assert before.id < minted[0]
+    assert len({a.id for a in out} | {a.run_id for a in out}) == 2 * len(out) - 2  # k3 repeats
+    assert out[40].id == "given-id"
+    assert out[40].run_id not in ("", None)
+    assert out[41].run_id == "given-run-id"
+    assert out[42] == Enqueued(out[3].id, out[3].run_id, True)
+    assert out[43].id not in ("", None)
+    assert await pg_pool.fetchval("select count(*) from x_jobs") == 44
 
 
 async def test_enqueue_refuses_max_attempts_below_one(pg: PostgresDriver) -> None:

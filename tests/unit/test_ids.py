@@ -59,3 +59,10 @@ def test_a_clock_step_back_keeps_the_order(monkeypatch: pytest.MonkeyPatch) -> N
 @pytest.mark.parametrize("count", [0, -1])
 def test_no_ids_for_a_count_below_one(count: int) -> None:
     assert new_ids(count) == []
+
+
+def test_the_bulk_layout_formats_exactly_what_the_per_id_loop_does() -> None:
+    entropy = bytes(range(256)) * 3 + b"\xff" * 50  # every byte value, in every column
+    prefixes = [(1_700_000_000_000 + i // 7) << 16 | 0x7000 | (i * 37 % 4096) for i in range(99)]
+    assert ids._format_bulk(prefixes, entropy) == ids._format_each(prefixes, entropy)
+    assert len(new_ids(ids._BULK - 1)) == ids._BULK - 1  # the per-id loop path
