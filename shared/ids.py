@@ -53,23 +53,21 @@ def _format_each(prefixes: list[int], entropy: bytes) -> list[str]:
 
 
 def _format_bulk(prefixes: list[int], entropy: bytes) -> list[str]:
-    """The same ids as the loop in ``new_ids``, with the bytes of the whole batch laid out by
-    a few slice copies (column by column) and hex-encoded once: a third less time for a
-    batch of hundreds, where the per-id integer work dominated."""
+    """The same ids as ``_format_each``, built column-wise: each of the five dash-separated
+    groups of every id is laid out by a few slice copies, hex-encoded in one call (a space
+    between ids) and split, and the groups are joined per id in C — a fraction of the
+    per-id integer and f-string work for a batch of hundreds."""
     count = len(prefixes)
-    packed = struct.pack(f">{count}Q", *prefixes)
-    raw = bytearray(16 * count)
-    for column in range(8):
-        raw[column::16] = packed[column::8]
-    raw[8::16] = entropy[0 : 8 * count : 8].translate(_VARIANT_BYTE)  # 10xxxxxx
-    for column in range(1, 8):
-        raw[8 + column :: 16] = entropy[column : 8 * count : 8]
-    h = raw.hex()
-    return [
-        f"{h[k : k + 8]}-{h[k + 8 : k + 12]}-{h[k + 12 : k + 16]}-"
-        f"{h[k + 16 : k + 20]}-{h[k + 20 : k + 32]}"
-        for k in range(0, 32 * count, 32)
-    ]
+    high = struct.pack(f">{count}Q", *prefixes)  # ms (6 bytes), version + counter (2)
+    low = bytearray(entropy[: 8 * count])
+    low[0::8] = low[0::8].translate(_VARIANT_BYTE)  # the variant: 10xxxxxx
+    groups: list[list[str]] = []
+    for half, first, width in ((high, 0, 4), (high, 4, 2), (high, 6, 2), (low, 0, 2), (low, 2, 6)):
+        laid = bytearray(width * count)
+        for column in range(width):
+            laid[column::width] = half[first + column :: 8]  # that byte of every id
+        groups.append(laid.hex(" ", width).split(" "))
+    return list(map("-".join, zip(*groups, strict=True)))
 
 
 _BULK = 16
