@@ -2,7 +2,9 @@
 
 Both dedupe exactly like the contract says (an id that names any row, or a live row's
 ``(name, tenant, key)``, inserts nothing and answers that row) and announce the queue on
-``x_jobs_wake`` at most once per 250 ms slot (sql/queries/enqueue.sql). A statement that found
+``x_jobs_wake`` at most once per 250 ms slot (sql/queries/enqueue.sql). A single enqueue with
+no slot to announce first tries the plain insert (sql/queries/enqueue_insert.sql) and only
+when that inserted nothing sends the full statement. A statement that found
 neither a new row nor a holder met a concurrent enqueue of the same id or key that committed
 after its snapshot; it is simply sent again.
 """
@@ -29,6 +31,7 @@ ENQUEUE_RETRIES = 5
 MAX_ANNOUNCED_QUEUES = 1_000
 
 _ENQUEUE = query("enqueue")
+_ENQUEUE_INSERT = query("enqueue_insert")
 _ENQUEUE_MANY = query("enqueue_many")
 
 
@@ -58,36 +61,46 @@ class PostgresEnqueuer:
         return await self._conns.run(lambda conn: conn.fetch(sql, *args))
 
     async def enqueue(self, request: EnqueueRequest) -> Enqueued:
+        """The plain ``enqueue_insert`` when there is no wake to announce (almost every call
+        under load: one announcement per queue per 250 ms slot), else — and whenever that
+        inserted nothing — ``enqueue``, which also answers the holder and announces."""
         check_enqueue_request(request)
         job_id, run_id = request.id, request.run_id
-        if job_id is None or run_id is None:
+        if not job_id or not run_id:
             minted = new_ids(2)
             job_id = job_id or minted[0]
             run_id = run_id or minted[1]
         input_text = dumps(request.input, error=InputInvalidError)
+        args: list[Any] = [
+            job_id,
+            run_id,
+            request.name,
+            request.queue,
+            input_text,
+            request.tenant_id,
+            request.idempotency_key,
+            request.max_attempts,
+            None,  # $9 run_at and $10 now, set per statement
+            None,
+            request.traceparent,
+            request.enqueued_by,
+        ]
+        run_at = request.run_at_ms
+        now = self.clock.now_ms()
+        args[8], args[9] = run_at if run_at is not None else now, now
+        if self._slot_to_announce(request.queue, wake_slot(args[8], now)) is None:
+            rows = await self._fetch(_ENQUEUE_INSERT, *args)
+            if rows:
+                return Enqueued(rows[0]["id"], rows[0]["run_id"], False)
         for _ in range(ENQUEUE_RETRIES):
             now = self.clock.now_ms()
-            run_at = request.run_at_ms if request.run_at_ms is not None else now
-            rows = await self._fetch(
-                _ENQUEUE,
-                job_id,
-                run_id,
-                request.name,
-                request.queue,
-                input_text,
-                request.tenant_id,
-                request.idempotency_key,
-                request.max_attempts,
-                run_at,
-                now,
-                request.traceparent,
-                request.enqueued_by,
-                self._slot_to_announce(request.queue, wake_slot(run_at, now)),
-            )
+            args[8], args[9] = run_at if run_at is not None else now, now
+            slot = wake_slot(args[8], now)
+            rows = await self._fetch(_ENQUEUE, *args, self._slot_to_announce(request.queue, slot))
             if rows:
                 answer = Enqueued(rows[0]["id"], rows[0]["run_id"], rows[0]["deduped"])
                 if not answer.deduped:
-                    self._seen_slot(request.queue, wake_slot(run_at, now))
+                    self._seen_slot(request.queue, slot)
                 return answer
         raise InvariantError(
             "enqueue kept meeting a concurrent enqueue of the same id or key that neither "

@@ -22,6 +22,7 @@ from shared.drivers.base import (
 )
 from shared.drivers.postgres import PostgresDriver, postgres_driver
 from shared.errors import ClaimQueuesEmptyError, InputInvalidError, InvariantError
+from shared.sql import query
 
 
 def req(key: str, **kw: Any) -> EnqueueRequest:
@@ -276,6 +277,49 @@ async def test_enqueue_wakes_each_queue_once_per_slot_and_never_on_dedupe(
         assert sorted(heard) == ["default", "default", "other", "other"]
     finally:
         await conn.close()
+
+
+async def test_a_single_enqueue_sends_the_plain_insert_unless_it_must_announce_or_dedupe(
+    pg: PostgresDriver, pg_dsn: str, clock: FrozenClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``enqueue_insert`` (no CTEs) when the slot is already announced; ``enqueue`` for the
+    announcement, and after a plain insert that inserted nothing, to answer the holder."""
+    sent: list[str] = []
+    enqueuer = pg._enqueuer
+    fetch = enqueuer._fetch
+
+    async def recording(sql: str, *args: Any) -> list[Any]:
+        sent.append("plain" if sql == query("enqueue_insert") else "full")
+        return await fetch(sql, *args)
+
+    monkeypatch.setattr(enqueuer, "_fetch", recording)
+    conn, heard = await listen(pg_dsn)
+    try:
+        first = await pg.enqueue(req("a"))  # announces the slot
+        second = await pg.enqueue(req("b"))
+        again = await pg.enqueue(req("a"))  # plain inserts nothing, the full answers the holder
+        far = await pg.enqueue(req("far", run_at_ms=clock.now_ms() + 5_000))
+        [job] = await pg.claim(opts(limit=1))
+        assert job.id == first.id
+        assert await pg.ack(job.id, job.ref)
+        by_id = await pg.enqueue(req("new-key", id=first.id))  # names a finished row
+        after = await pg.enqueue(req("a"))  # the holder finished: a new row
+        await wait_quiet(conn)
+    finally:
+        await conn.close()
+    assert sent == ["full", "plain", "plain", "full", "plain", "plain", "full", "plain"]
+    assert heard == ["default"]
+    assert [a.deduped for a in (first, second, again, far, by_id, after)] == [
+        False,
+        False,
+        True,
+        False,
+        True,
+        False,
+    ]
+    assert (again.id, again.run_id) == (first.id, first.run_id)
+    assert (by_id.id, by_id.run_id) == (first.id, first.run_id)
+    assert after.id not in (first.id, second.id, far.id)
 
 
 async def test_progress_is_throttled_and_the_last_report_lands_with_the_settle(
