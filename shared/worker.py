@@ -214,8 +214,9 @@ class JobWorker:
         return self.slots.free(queue) > 0 and self.slots.room() > 0
 
     def _dispatch(self, claimed: ClaimedJob, sent_ms: int) -> None:
-        """A claimed row: run it when its queue has a slot, else (claimed ahead) buffer it."""
-        if self.prefetch or not self._can_start(claimed.queue):
+        """A claimed row: run it when its queue has a slot, else (claimed ahead) buffer it.
+        Without claim-ahead every row claimed has its slot (the pass asked for the room)."""
+        if self.prefetch.limit > 0 and (self.prefetch or not self._can_start(claimed.queue)):
             self.prefetch.hold(claimed, sent_ms)
             self.prefetch.feed()
             return
