@@ -3,6 +3,7 @@
 
     python bench/worker_drain_micro.py            # BENCH_N=20000 by default
     BENCH_N=5000 BENCH_SLOTS=16 python bench/worker_drain_micro.py
+    BENCH_CLAIM_AHEAD=16 python bench/worker_drain_micro.py   # the worker's claim_ahead
 
 The jobs are enqueued before the worker starts (``enqueue_many``, 1,000 a statement), so the
 figure is the drain alone: from ``start()`` to the last settle. It runs in a throwaway database
@@ -48,6 +49,7 @@ async def noop(run: Run[Any]) -> None:
 async def main() -> None:
     n = int(os.environ.get("BENCH_N", "20000"))
     slots = int(os.environ.get("BENCH_SLOTS", "16"))
+    ahead = int(os.environ.get("BENCH_CLAIM_AHEAD", "0"))
     name = f"ujobs_bench_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     head = ADMIN.rpartition("/")[0]
     admin = await asyncpg.connect(ADMIN)
@@ -69,6 +71,7 @@ async def main() -> None:
             context=None,
             registry=reg,
             concurrency=slots,
+            claim_ahead=ahead,
             metrics=JobMetrics(CollectorRegistry()),
             lifecycle=Lifecycle(),
             close_driver=False,
@@ -90,6 +93,7 @@ async def main() -> None:
                     "driver": "postgres",
                     "jobs": n,
                     "slots": slots,
+                    "claim_ahead": ahead,
                     "seconds": round(seconds, 3),
                     "jobs_per_s": round(n / seconds, 1),
                     "worker_cpu_ms_per_job": round(cpu * 1000 / n, 3),

@@ -68,6 +68,7 @@ from shared.worker_options import (
     build_options,
     unregistered_queues,
 )
+from shared.worker_prefetch import Prefetch
 from shared.worker_registry import RegistryBeat
 from shared.worker_run import Runner
 from shared.worker_slots import Slots
@@ -120,6 +121,14 @@ class JobWorker:
             drop_exhausted=self._drop_exhausted(),
             idle_ceiling_ms=self.idle_ceiling_ms,
             signals=self.signals,
+            ahead=self._ahead,
+        )
+        self.prefetch = Prefetch(
+            driver=driver,
+            limit=min(options.claim_ahead, self.slots.capacity) if len(options.queues) == 1 else 0,
+            visibility_ms=options.visibility_timeout_ms,
+            start=self._start,
+            can_start=self._can_start,
         )
         self.runner = Runner(
             driver=driver,
@@ -198,7 +207,22 @@ class JobWorker:
     def _drop_exhausted(self) -> frozenset[str]:
         return frozenset(n for n, h in self.registry.jobs.items() if not h.retry.dead_letter)
 
+    def _ahead(self) -> int:
+        return self.prefetch.room() if self._state == "running" else 0
+
+    def _can_start(self, queue: str) -> bool:
+        return self.slots.free(queue) > 0 and self.slots.room() > 0
+
     def _dispatch(self, claimed: ClaimedJob, sent_ms: int) -> None:
+        """A claimed row: run it when its queue has a slot, else (claimed ahead) buffer it.
+        Without claim-ahead every row claimed has its slot (the pass asked for the room)."""
+        if self.prefetch.limit > 0 and (self.prefetch or not self._can_start(claimed.queue)):
+            self.prefetch.hold(claimed, sent_ms)
+            self.prefetch.feed()
+            return
+        self._start(claimed, sent_ms)
+
+    def _start(self, claimed: ClaimedJob, sent_ms: int) -> None:
         held = HeldRun(claimed, sent_ms=sent_ms, interval_ms=self.options.heartbeat_interval_ms)
         if self._drain_reason is not None:
             held.signal.abort(self._drain_reason)  # claimed by the pass the drain caught
@@ -224,6 +248,7 @@ class JobWorker:
         if held.limit_lease is not None:
             held.limit_lease.release()
         self.slots.give(held.claimed.queue)
+        self.prefetch.feed()
         self.loop.kick()
 
     def _finished(self, held: HeldRun) -> None:
@@ -318,6 +343,7 @@ class JobWorker:
             return False
         self._state = "draining"
         self.loop.halt()
+        self.prefetch.close()
         self.registry_beat.announce_draining()
         return True
 
@@ -366,6 +392,8 @@ class JobWorker:
     async def _close_once(self, deadline: Deadline) -> None:
         if not await self.loop.join(remaining_s(deadline)):
             log.warning("jobs.worker.claim-abandoned", extra={"worker_id": self.id})
+        self.prefetch.close()  # a row the last pass claimed ahead goes back too
+        await self.prefetch.settle(remaining_s(deadline))
         await wait_out(self.held, deadline, worker_id=self.id, signals=self.signals)
         await self.heartbeat.stop()
         await self.registry_beat.remove()
@@ -403,12 +431,14 @@ def job_worker(
     close_driver: bool = True,
     worker_id: str | None = None,
     lifecycle: Lifecycle | None = None,
+    claim_ahead: int = 0,
 ) -> JobWorker:
     """The worker role. ``driver`` and ``context`` are required; everything else defaults
     (see ``shared.worker_options``). ``clock`` defaults to the driver's (every lease window,
     timer and step stamp then reads one clock). ``registry`` defaults to the process registry (what
     ``define_api`` installed); ``lifecycle`` to the process lifecycle; ``metrics`` to the
-    process's series; ``wake`` to none (in-process enqueues still wake it)."""
+    process's series; ``wake`` to none (in-process enqueues still wake it); ``claim_ahead`` to 0
+    (see ``shared.worker_options``)."""
     reg = registry.registry() if isinstance(registry, Api) else registry or process_registry()
     options = build_options(
         queues=queues,
@@ -423,6 +453,7 @@ def job_worker(
         drain_on_shutdown=drain_on_shutdown,
         close_driver=close_driver,
         worker_id=worker_id,
+        claim_ahead=claim_ahead,
     )
     return JobWorker(
         driver=driver,

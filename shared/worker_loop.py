@@ -1,7 +1,12 @@
 """The worker's claim loop: one pass at a time, the room split over queues, rotation, backoff.
 
 A PASS reads the room BEFORE it claims (``Slots.room()``: the free pool slots, bounded by the
-process cap), so a worker at the cap asks the queue for nothing. Then:
+process cap), so a worker at the cap asks the queue for nothing (claim-ahead aside). Then:
+
+A worker serving ONE queue also claims AHEAD (``shared.worker_prefetch``): its claim asks for
+the free slots plus what the prefetch buffer may still hold, and the rows beyond the free slots
+wait there for the next slot. The rest of this applies to every other worker (and to one whose
+claim-ahead is paused).
 
 * **from empty** (no pass has found work since the loop last idled) it is ONE claim over every
   queue with a free slot, in the driver's order (oldest due row first) — an idle worker costs
@@ -136,8 +141,10 @@ class ClaimLoop:
         drop_exhausted: frozenset[str],
         idle_ceiling_ms: Callable[[], int],
         signals: Signals,
+        ahead: Callable[[], int] | None = None,
     ) -> None:
         self.driver = driver
+        self._ahead = ahead
         self.options = options
         self.slots = slots
         self.clock = clock
@@ -186,6 +193,14 @@ class ClaimLoop:
 
     async def _pass(self, result: PassResult) -> None:
         room = self.slots.room()
+        ahead = self._ahead() if self._ahead is not None and len(self.options.queues) == 1 else 0
+        if ahead > 0:
+            # One queue, claiming ahead (``shared.worker_prefetch``): the free slots plus the
+            # rows the buffer may still take, in one statement.
+            queue = self.options.queues[0]
+            limit = max(0, min(room, self.slots.free(queue))) + ahead
+            self._busy = await self._claim([queue], limit, result) > 0
+            return
         ready = [q for q in self.options.queues if self.slots.free(q) > 0]
         if room <= 0 or not ready:
             result.full = True

@@ -98,3 +98,40 @@ async def test_the_heartbeat_renews_the_lease_on_the_frozen_clock(pg_pool: Any) 
     assert row.lease_expires_at_ms == T0 + 4_000
     gate.open.set()
     await worker.join()
+
+
+async def test_claim_ahead_drains_once_each_and_stop_hands_the_buffer_back(pg_pool: Any) -> None:
+    """Rows claimed beyond the free slots run once each at attempt 1; at a stop the ones still
+    buffered go back to ready with the attempt the claim counted given back."""
+    driver = postgres_driver(pg_pool)
+    done: list[int] = []
+
+    async def body(run: Run[Any]) -> None:
+        done.append(run.input.n)
+
+    handle = declare(body)
+    await driver.enqueue_many([handle.request({"n": n}) for n in range(60)])
+    worker = _worker(driver, handle, concurrency=4, claim_ahead=4)
+    await worker.start()
+    try:
+        await worker.signals.wait("settled", lambda _: len(worker.signals.emitted("settled")) >= 60)
+    finally:
+        await worker.stop()
+    assert sorted(done) == list(range(60))
+    rows = await pg_pool.fetch("select state, attempt from x_jobs")
+    assert {(r["state"], r["attempt"]) for r in rows} == {("done", 1)}
+
+    gate = Gate()
+    held = declare(gate, name="held")
+    await driver.enqueue_many([held.request({"n": n}) for n in range(10)])
+    stopped = _worker(driver, held, concurrency=2, claim_ahead=2)
+    await stopped.start()
+    await stopped.signals.wait("pass", lambda p: p.claimed == 4)
+    assert len(stopped.prefetch) == 2
+    stopping = stopped.stop()
+    gate.open.set()
+    await stopping
+    rows = await pg_pool.fetch("select state, attempt from x_jobs where name = 'held'")
+    assert (
+        sorted((r["state"], r["attempt"]) for r in rows) == [("done", 1)] * 2 + [("ready", 0)] * 8
+    )

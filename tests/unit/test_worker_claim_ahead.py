@@ -1,0 +1,135 @@
+"""Claim-ahead (``shared.worker_prefetch``): rows claimed beyond the free slots wait in the
+worker and lose nothing — each runs once, and a row that goes back (the drain, a long wait, a
+final attempt) goes back uncounted."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import shared.worker_prefetch as prefetch_module
+from shared.drivers.memory import memory_driver
+from shared.errors import InvariantError
+from shared.run import Run
+from tests.unit.worker_kit import Gate, declare, enqueue, make_worker, row, settled
+
+
+async def test_rows_claimed_ahead_run_once_each_in_order_and_count_one_attempt() -> None:
+    driver = memory_driver()
+    ran: list[int] = []
+
+    async def body(run: Run[Any]) -> None:
+        ran.append(run.input.n)
+
+    handle = declare(body)
+    ids = [await enqueue(driver, handle, n) for n in range(40)]
+    worker = make_worker(driver, [handle], concurrency=4, claim_ahead=4)
+    await worker.start()
+    try:
+        first = await worker.signals.wait("pass", lambda p: p.claimed > 0)
+        assert first.asks[0].limit == 8  # four free slots plus four ahead
+        await settled(worker, 40)
+    finally:
+        await worker.stop()
+    assert sorted(ran) == list(range(40))
+    assert len(ran) == 40
+    for job_id in ids:
+        r = await row(driver, job_id)
+        assert (r.state, r.attempt) == ("done", 1)
+    assert worker.prefetch.returned == 0
+
+
+async def test_stop_hands_the_buffered_rows_back_uncounted() -> None:
+    driver = memory_driver()
+    gate = Gate()
+    handle = declare(gate)
+    ids = [await enqueue(driver, handle, n) for n in range(7)]
+    worker = make_worker(driver, [handle], concurrency=3, claim_ahead=3)
+    await worker.start()
+    await worker.signals.wait("pass", lambda p: p.claimed == 6)
+    assert len(worker.prefetch) == 3
+    assert worker.slots.in_flight == 3
+    stopping = asyncio.ensure_future(worker.stop())
+    await asyncio.sleep(0)
+    gate.open.set()
+    await stopping
+    assert len(gate.started) == 3  # the buffered rows never ran
+    states = [await row(driver, job_id) for job_id in ids]
+    ran = [r for r in states if r.state == "done"]
+    back = [r for r in states if r.state == "ready"]
+    assert [r.attempt for r in ran] == [1, 1, 1]
+    assert [r.attempt for r in back] == [0, 0, 0, 0]  # 3 buffered + 1 never claimed
+    assert worker.prefetch.returned == 3
+    # The next worker runs them, each as its first attempt.
+    again = make_worker(driver, [handle], concurrency=4)
+    await again.start()
+    try:
+        await settled(again, 4)
+    finally:
+        await again.stop()
+    assert sorted(i.n for i in gate.started) == list(range(7))
+    for job_id in ids:
+        r = await row(driver, job_id)
+        assert (r.state, r.attempt) == ("done", 1)
+
+
+async def test_a_row_on_its_final_attempt_is_never_buffered() -> None:
+    driver = memory_driver()
+    gate = Gate()
+    handle = declare(gate, retry={"attempts": 1})
+    ids = [await enqueue(driver, handle, n) for n in range(5)]
+    worker = make_worker(driver, [handle], concurrency=2, claim_ahead=2)
+    await worker.start()
+    await worker.signals.wait("pass", lambda p: p.claimed > 0)
+    assert len(worker.prefetch) == 0
+    assert worker.prefetch.room() == 0  # paused: this queue's rows cannot wait here
+    gate.open.set()
+    await settled(worker, 5)
+    await worker.stop()
+    assert sorted(i.n for i in gate.started) == [0, 1, 2, 3, 4]
+    for job_id in ids:
+        r = await row(driver, job_id)
+        assert (r.state, r.attempt) == ("done", 1)  # the hand-back spent no attempt
+
+
+async def test_a_row_that_waited_too_long_goes_back_and_claim_ahead_pauses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(prefetch_module, "PREFETCH_MAX_WAIT_MS", 20)
+    driver = memory_driver()
+    gate = Gate()
+    handle = declare(gate)
+    ids = [await enqueue(driver, handle, n) for n in range(4)]
+    worker = make_worker(driver, [handle], concurrency=2, claim_ahead=2)
+    await worker.start()
+    try:
+        await worker.signals.wait("pass", lambda p: p.claimed == 4)
+        while worker.prefetch.returned < 2:
+            await asyncio.sleep(0.01)
+        assert len(worker.prefetch) == 0
+        assert worker.prefetch.room() == 0
+        while len([r for r in [await row(driver, i) for i in ids] if r.state == "ready"]) < 2:
+            await asyncio.sleep(0.01)  # the hand-backs land
+        back = [r for r in [await row(driver, i) for i in ids] if r.state == "ready"]
+        assert [r.attempt for r in back] == [0, 0]
+        gate.open.set()
+        await settled(worker, 4)  # the rows handed back are claimed again (into free slots)
+    finally:
+        gate.open.set()
+        await worker.stop()
+    assert sorted(i.n for i in gate.started) == [0, 1, 2, 3]
+    for job_id in ids:
+        r = await row(driver, job_id)
+        assert (r.state, r.attempt) == ("done", 1)
+
+
+async def test_claim_ahead_is_a_whole_number_and_ignored_over_several_queues() -> None:
+    driver = memory_driver()
+    handle = declare(Gate())
+    with pytest.raises(InvariantError):
+        make_worker(driver, [handle], claim_ahead=-1)
+    worker = make_worker(driver, [handle], queues=["a", "b"], claim_ahead=8)
+    assert worker.options.claim_ahead == 8
+    assert worker.prefetch.limit == 0
