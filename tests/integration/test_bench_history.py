@@ -1,4 +1,4 @@
-"""The throughput bench's history (``bench/bench_ujobs.py``, ``BENCH_UJOBS_HISTORY``): finished
+"""The throughput bench's history (``bench/bench_history.py``, ``BENCH_UJOBS_HISTORY``): finished
 rows with valid, unique, older ids and keys, which the claim never hands out and which leave
 an enqueue of the same job alone."""
 
@@ -20,16 +20,16 @@ from shared.ids import new_id
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
-def bench_ujobs() -> ModuleType:
+def bench_history() -> ModuleType:
     if str(BENCH) not in sys.path:
         sys.path.insert(0, str(BENCH))
-    return importlib.import_module("bench_ujobs")
+    return importlib.import_module("bench_history")
 
 
 async def test_history_rows_are_finished_valid_unique_and_older(pg_pool: asyncpg.Pool[Any]) -> None:
-    adapter = bench_ujobs()
+    adapter = bench_history()
     async with pg_pool.acquire() as conn:
-        await adapter.insert_history(conn, 1_000, queue="bench")
+        await adapter.insert_history(conn, 1_000, name="bench-noop", queue="bench")
         states = dict(await conn.fetch("select state, count(*) from x_jobs group by state"))
         rows = await conn.fetch(
             "select id, run_id, name, queue, idempotency_key, attempt, max_attempts,"
@@ -51,9 +51,9 @@ async def test_history_rows_are_finished_valid_unique_and_older(pg_pool: asyncpg
 async def test_the_claim_takes_only_the_new_job_over_the_history(
     pg_pool: asyncpg.Pool[Any],
 ) -> None:
-    adapter = bench_ujobs()
+    adapter = bench_history()
     async with pg_pool.acquire() as conn:
-        await adapter.insert_history(conn, 500, queue="bench")
+        await adapter.insert_history(conn, 500, name="bench-noop", queue="bench")
         key = await conn.fetchval("select idempotency_key from x_jobs limit 1")
     driver = postgres_driver(pg_pool)
     # A finished row's key is free again: the enqueue under it makes a new job.
