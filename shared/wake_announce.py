@@ -198,13 +198,16 @@ class AnnouncingDriver(JobDriver):
         """A row whose ``run_at_ms`` is at most this is due soon enough to announce."""
         return self.inner.clock.now_ms() + WAKE_DUE_WITHIN_MS
 
+    @staticmethod
+    def _announces(request: EnqueueRequest, answer: Enqueued, due_by: int) -> bool:
+        """A row this enqueue inserted (not deduped) that is due by ``due_by``."""
+        return not answer.deduped and (request.run_at_ms is None or request.run_at_ms <= due_by)
+
     # -- enqueue (announced) ------------------------------------------------------------------
 
     async def enqueue(self, request: EnqueueRequest) -> Enqueued:
         answer = await self.inner.enqueue(request)
-        if not answer.deduped and (
-            request.run_at_ms is None or request.run_at_ms <= self._due_by()
-        ):
+        if self._announces(request, answer, self._due_by()):
             self.announce(request.queue)
         return answer
 
@@ -214,7 +217,7 @@ class AnnouncingDriver(JobDriver):
         queues = dict.fromkeys(
             request.queue
             for request, answer in zip(requests, answers, strict=True)
-            if not answer.deduped and (request.run_at_ms is None or request.run_at_ms <= due_by)
+            if self._announces(request, answer, due_by)
         )
         for queue in queues:
             self.announce(queue)

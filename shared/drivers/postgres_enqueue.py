@@ -71,31 +71,33 @@ class PostgresEnqueuer:
             job_id = job_id or minted[0]
             run_id = run_id or minted[1]
         input_text = dumps(request.input, error=InputInvalidError)
-        args: list[Any] = [
-            job_id,
-            run_id,
-            request.name,
-            request.queue,
-            input_text,
-            request.tenant_id,
-            request.idempotency_key,
-            request.max_attempts,
-            None,  # $9 run_at and $10 now, set per statement
-            None,
-            request.traceparent,
-            request.enqueued_by,
-        ]
-        run_at = request.run_at_ms
-        now = self.clock.now_ms()
-        args[8], args[9] = run_at if run_at is not None else now, now
-        if self._slot_to_announce(request.queue, wake_slot(args[8], now)) is None:
+
+        def stamped(now: int) -> tuple[Any, ...]:
+            """The statement's $1..$12, with $9 run_at and $10 now taken at ``now``."""
+            run_at = request.run_at_ms if request.run_at_ms is not None else now
+            return (
+                job_id,
+                run_id,
+                request.name,
+                request.queue,
+                input_text,
+                request.tenant_id,
+                request.idempotency_key,
+                request.max_attempts,
+                run_at,
+                now,
+                request.traceparent,
+                request.enqueued_by,
+            )
+
+        args = stamped(self.clock.now_ms())
+        if self._slot_to_announce(request.queue, wake_slot(args[8], args[9])) is None:
             rows = await self._fetch(_ENQUEUE_INSERT, *args)
             if rows:
                 return Enqueued(rows[0]["id"], rows[0]["run_id"], False)
         for _ in range(ENQUEUE_RETRIES):
-            now = self.clock.now_ms()
-            args[8], args[9] = run_at if run_at is not None else now, now
-            slot = wake_slot(args[8], now)
+            args = stamped(self.clock.now_ms())
+            slot = wake_slot(args[8], args[9])
             rows = await self._fetch(_ENQUEUE, *args, self._slot_to_announce(request.queue, slot))
             if rows:
                 answer = Enqueued(rows[0]["id"], rows[0]["run_id"], rows[0]["deduped"])
