@@ -19,7 +19,11 @@ The runs, in order (each says so on stderr first):
    table), for ``drain_per_s_with_history`` (issue 4: within 10 % of the drain without);
 3. ours on the Redis driver (``BENCH_UJOBS_DRIVER=redis``): the ``redis`` object (issue 8);
 4. the peers (``BENCH_PEERS``, default pgqueuer and procrastinate on Postgres, dramatiq, saq,
-   arq, celery and rq on Redis); a missing peer venv is built by ``setup_venvs.sh`` first.
+   arq, celery and rq on Redis); a missing peer venv is built by ``setup_venvs.sh`` first;
+5. ``bench/commit_floor.py``: a bare one-column INSERT, awaited one at a time, the durable
+   floor of ANY single enqueue on this server (``floor``). ``durable_single_ceiling_vs_pgqueuer``
+   is that ceiling over pgqueuer's single enqueue: the most the single-enqueue ratio could be
+   here without trading durability (issue 4 asks 1.5).
 
 Each run holds the bench lock (``/tmp/ujobs-bench.lock``) for itself only, so do NOT wrap this
 command in ``flock`` (see ``bench/harness_run.py``). The harness's budget is
@@ -58,6 +62,7 @@ HISTORY = int(os.environ.get("BENCH_HISTORY", "1000000"))
 BUDGET_S = int(os.environ.get("BENCH_BUDGET_S", "300"))
 TIMEOUT_S = BUDGET_S + 120
 SLOTS = 16
+FLOOR_SCRIPT = Path(__file__).resolve().with_name("commit_floor.py")
 ALL_PEERS = ("pgqueuer", "procrastinate", "dramatiq", "saq", "arq", "celery", "rq")
 
 # ratio name -> (at_least, at_most): issue 4 (Postgres) and issue 8 (Redis).
@@ -131,10 +136,17 @@ def ratio(ours: Any, theirs: Any) -> float | None:
     return round(ours / theirs, 2)
 
 
-def summarise(ours: dict[str, dict[str, Any]], peers: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The one JSON line, from the harness lines of our runs (keys of ``OURS_RUNS``) and the
-    peers' (by name); a run missing from either is reported as an error, its ratios null."""
+def summarise(
+    ours: dict[str, dict[str, Any]],
+    peers: dict[str, dict[str, Any]],
+    floor: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The one JSON line, from the harness lines of our runs (keys of ``OURS_RUNS``), the
+    peers' (by name) and ``bench/commit_floor.py``'s; a run missing from any is reported as an
+    error, its ratios null."""
     errors: list[str] = []
+    floor = floor or {"errors": ["did not run"]}
+    errors.extend(f"commit floor: {error}" for error in floor.get("errors", []))
     mine: dict[str, dict[str, Any]] = {}
     for name in OURS_RUNS:
         result = ours.get(name, {"errors": ["did not run"]})
@@ -164,6 +176,9 @@ def summarise(ours: dict[str, dict[str, Any]], peers: dict[str, dict[str, Any]])
         "redis_drain_vs_saq": ratio(redis["drain_per_s"], theirs.get("saq", {}).get("drain_per_s")),
         "redis_latency_median_vs_saq": ratio(
             redis["latency_median_ms"], theirs.get("saq", {}).get("latency_median_ms")
+        ),
+        "durable_single_ceiling_vs_pgqueuer": ratio(
+            floor.get("durable_single_ceiling_per_s"), pgq.get("enqueue_single_per_s")
         ),
     }
     targets: dict[str, Any] = {}
@@ -201,6 +216,7 @@ def summarise(ours: dict[str, dict[str, Any]], peers: dict[str, dict[str, Any]])
         "enqueue_single_per_s_with_history": hist["enqueue_single_per_s"],
         "enqueue_batch_per_s_with_history": hist["enqueue_batch_per_s"],
         "redis": redis_figures,
+        "floor": {k: v for k, v in floor.items() if k != "bench"},
         "peers": theirs,
         "ratios": ratios,
         "targets": targets,
@@ -248,7 +264,9 @@ def main() -> None:
         print(f"throughput: {peer} ({step}/{total})", file=sys.stderr, flush=True)
         env = harness_env(f"{tag}_{peer}", settings)
         results[peer] = run_harness(peer_argv(peer), env, TIMEOUT_S, lock=True)
-    line = summarise(ours, results)
+    print("throughput: commit floor", file=sys.stderr, flush=True)
+    floor = run_harness([sys.executable, str(FLOOR_SCRIPT)], dict(os.environ), 120, lock=True)
+    line = summarise(ours, results, floor)
     line["commit"] = commit
     line["date"] = started
     print(json.dumps(line), flush=True)
