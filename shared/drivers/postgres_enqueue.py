@@ -4,7 +4,9 @@ Both dedupe exactly like the contract says (an id that names any row, or a live 
 ``(name, tenant, key)``, inserts nothing and answers that row) and announce the queue on
 ``x_jobs_wake`` at most once per 250 ms slot (sql/queries/enqueue.sql). A single enqueue with
 no slot to announce first tries the plain insert (sql/queries/enqueue_insert.sql) and only
-when that inserted nothing sends the full statement. A statement that found
+when that inserted nothing sends the full statement; a batch likewise first tries the plain
+``enqueue_many_insert`` and sends ``enqueue_many`` only when that met a taken id or live key
+(a unique violation: nothing was inserted). A statement that found
 neither a new row nor a holder met a concurrent enqueue of the same id or key that committed
 after its snapshot; it is simply sent again.
 """
@@ -13,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+import asyncpg
 
 from shared.clock import Clock
 from shared.drivers.base import Enqueued, EnqueueRequest, check_enqueue_request
@@ -28,11 +32,16 @@ WAKE_SLOT_MS = 250
 WAKE_DUE_WITHIN_MS = 1_000
 """Only rows due within this much of now are announced; later ones start on the poll."""
 ENQUEUE_RETRIES = 5
+PLAIN_BATCH_PAUSE = 16
+"""After a plain batch insert met a taken id or key, this many batches go straight to the
+deduping statement: a caller re-sending work it already queued would otherwise pay a failed
+statement (and leave its dead rows) on every batch."""
 MAX_ANNOUNCED_QUEUES = 1_000
 
 _ENQUEUE = query("enqueue")
 _ENQUEUE_INSERT = query("enqueue_insert")
 _ENQUEUE_MANY = query("enqueue_many")
+_ENQUEUE_MANY_INSERT = query("enqueue_many_insert")
 
 
 def wake_slot(run_at_ms: int, now_ms: int) -> int | None:
@@ -47,6 +56,7 @@ class PostgresEnqueuer:
         # queue -> the last 250 ms slot this process knows was announced (by it or, since its
         # own statement found the slot taken, by another): no need to ask the table again.
         self._announced: dict[str, int] = {}
+        self._deduping_batches = 0  # batches left before the plain insert is tried again
 
     def _slot_to_announce(self, queue: str, slot: int | None) -> int | None:
         return None if slot is None or self._announced.get(queue) == slot else slot
@@ -134,6 +144,10 @@ class PostgresEnqueuer:
             by_id[job_id] = index
             by_key[key] = index
             todo.append((index, _batch_row(request, job_id, request.run_id or next(minted))))
+        if todo and await self._insert_batch(todo):
+            for index, row in todo:
+                answers[index] = Enqueued(row["id"], row["run_id"], False)
+            todo = []
         for _ in range(ENQUEUE_RETRIES):
             if not todo:
                 break
@@ -149,6 +163,29 @@ class PostgresEnqueuer:
             assert answer is not None
             out.append(answer if first == index else Enqueued(answer.id, answer.run_id, True))
         return out
+
+    async def _insert_batch(self, todo: list[tuple[int, dict[str, Any]]]) -> bool:
+        """The plain insert of every row of ``todo``; False when it was not tried (a recent
+        batch met a taken id or key) or met one now (then nothing was inserted)."""
+        if self._deduping_batches:
+            self._deduping_batches -= 1
+            return False
+        now = self.clock.now_ms()
+        for _, row in todo:
+            row["run_at_ms"] = row["at"] if row["at"] is not None else now
+        try:
+            await self._fetch(
+                _ENQUEUE_MANY_INSERT,
+                dumps([row for _, row in todo], error=InputInvalidError),
+                now,
+                now // WAKE_SLOT_MS,
+                now + WAKE_DUE_WITHIN_MS,
+            )
+        except (asyncpg.UniqueViolationError, asyncpg.DeadlockDetectedError):
+            # The statement is all or nothing: the deduping statement answers every row.
+            self._deduping_batches = PLAIN_BATCH_PAUSE
+            return False
+        return True
 
     async def _enqueue_batch(
         self, todo: list[tuple[int, dict[str, Any]]], answers: list[Enqueued | None]
