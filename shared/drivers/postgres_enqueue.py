@@ -4,16 +4,17 @@ Both dedupe exactly like the contract says (an id that names any row, or a live 
 ``(name, tenant, key)``, inserts nothing and answers that row) and announce the queue on
 ``x_jobs_wake`` at most once per 250 ms slot (sql/queries/enqueue.sql). A single enqueue with
 no slot to announce first tries the plain insert (sql/queries/enqueue_insert.sql) and only
-when that inserted nothing sends the full statement; a batch likewise first tries the plain
-``enqueue_many_insert`` and sends ``enqueue_many`` only when that met a taken id or live key
-(a unique violation: nothing was inserted). A statement that found
+when that inserted nothing sends the full statement; a batch likewise first goes out as a
+COPY (``enqueue_many_copy``, then ``enqueue_wake`` for the queues to announce) and sends
+``enqueue_many`` only when that met a taken id or live key (a unique violation: COPY is all
+or nothing, so nothing was inserted) or failed otherwise. A statement that found
 neither a new row nor a holder met a concurrent enqueue of the same id or key that committed
 after its snapshot; it is simply sent again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import asyncpg
@@ -21,6 +22,8 @@ import asyncpg
 from shared.clock import Clock
 from shared.drivers.base import Enqueued, EnqueueRequest, check_enqueue_request
 from shared.drivers.postgres_conns import HeldConnections
+from shared.drivers.postgres_copy import COLUMNS as COPY_COLUMNS
+from shared.drivers.postgres_copy import copy_rows, copy_target
 from shared.drivers.postgres_rows import dumps
 from shared.errors import InputInvalidError, InvariantError
 from shared.ids import new_ids
@@ -33,7 +36,7 @@ WAKE_DUE_WITHIN_MS = 1_000
 """Only rows due within this much of now are announced; later ones start on the poll."""
 ENQUEUE_RETRIES = 5
 PLAIN_BATCH_PAUSE = 16
-"""After a plain batch insert met a taken id or key, this many batches go straight to the
+"""After a batch's COPY met a taken id or key, this many batches go straight to the
 deduping statement: a caller re-sending work it already queued would otherwise pay a failed
 statement (and leave its dead rows) on every batch."""
 MAX_ANNOUNCED_QUEUES = 1_000
@@ -41,7 +44,8 @@ MAX_ANNOUNCED_QUEUES = 1_000
 _ENQUEUE = query("enqueue")
 _ENQUEUE_INSERT = query("enqueue_insert")
 _ENQUEUE_MANY = query("enqueue_many")
-_ENQUEUE_MANY_INSERT = query("enqueue_many_insert")
+_ENQUEUE_WAKE = query("enqueue_wake")
+_COPY_TABLE = copy_target(query("enqueue_many_copy"))
 
 
 def wake_slot(run_at_ms: int, now_ms: int) -> int | None:
@@ -144,7 +148,7 @@ class PostgresEnqueuer:
             by_id[job_id] = index
             by_key[key] = index
             todo.append((index, _batch_row(request, job_id, request.run_id or next(minted))))
-        if todo and await self._insert_batch(todo):
+        if todo and await self._copy_batch(todo):
             for index, row in todo:
                 answers[index] = Enqueued(row["id"], row["run_id"], False)
             todo = []
@@ -164,27 +168,36 @@ class PostgresEnqueuer:
             out.append(answer if first == index else Enqueued(answer.id, answer.run_id, True))
         return out
 
-    async def _insert_batch(self, todo: list[tuple[int, dict[str, Any]]]) -> bool:
-        """The plain insert of every row of ``todo``; False when it was not tried (a recent
-        batch met a taken id or key) or met one now (then nothing was inserted)."""
+    async def _copy_batch(self, todo: list[tuple[int, dict[str, Any]]]) -> bool:
+        """Every row of ``todo`` by COPY, then the wake; False when it was not tried (a recent
+        batch met a taken id or key, or a row COPY's text cannot carry) or failed (COPY is
+        all or nothing: then nothing was inserted and the statement answers the batch)."""
         if self._deduping_batches:
             self._deduping_batches -= 1
             return False
         now = self.clock.now_ms()
-        for _, row in todo:
-            row["run_at_ms"] = row["at"] if row["at"] is not None else now
+        encoded = copy_rows((row for _, row in todo), now)
+        if encoded is None:
+            return False
         try:
-            await self._fetch(
-                _ENQUEUE_MANY_INSERT,
-                dumps([row for _, row in todo], error=InputInvalidError),
-                now,
-                now // WAKE_SLOT_MS,
-                now + WAKE_DUE_WITHIN_MS,
+            await self._conns.run(
+                lambda conn: conn.copy_to_table(
+                    _COPY_TABLE, source=_once(encoded), columns=COPY_COLUMNS
+                )
             )
         except (asyncpg.UniqueViolationError, asyncpg.DeadlockDetectedError):
-            # The statement is all or nothing: the deduping statement answers every row.
             self._deduping_batches = PLAIN_BATCH_PAUSE
             return False
+        except asyncpg.PostgresError:
+            return False  # the statement inserts the batch or raises its own error
+        slot = now // WAKE_SLOT_MS
+        due_by = now + WAKE_DUE_WITHIN_MS
+        due = {row["queue"] for _, row in todo if row["at"] is None or row["at"] <= due_by}
+        queues = sorted(queue for queue in due if self._announced.get(queue) != slot)
+        if queues:
+            await self._fetch(_ENQUEUE_WAKE, queues, slot)
+            for queue in queues:  # announced now, or already by another process
+                self._seen_slot(queue, slot)
         return True
 
     async def _enqueue_batch(
@@ -211,6 +224,11 @@ class PostgresEnqueuer:
             else:
                 answers[item[0]] = Enqueued(holder["id"], holder["run_id"], True)
         return again
+
+
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    """``data`` as the one chunk of a COPY (asyncpg reads a bytes ``source`` as a path)."""
+    yield data
 
 
 def _batch_row(request: EnqueueRequest, job_id: str, run_id: str) -> dict[str, Any]:

@@ -96,16 +96,16 @@ async def test_enqueue_many_mints_ids_for_the_jobs_that_need_them_in_batch_order
     assert await pg_pool.fetchval("select count(*) from x_jobs") == 44
 
 
-async def test_enqueue_many_tries_the_plain_insert_and_dedupes_when_it_meets_a_taken_row(
+async def test_enqueue_many_copies_first_and_dedupes_when_it_meets_a_taken_row(
     pg: PostgresDriver, pg_pool: asyncpg.Pool[Any]
 ) -> None:
-    """A batch first goes out as the plain insert; one that meets a taken id or live key
-    inserts nothing by it (the statement is all or nothing) and is answered by the deduping
-    statement exactly as before. The next PLAIN_BATCH_PAUSE batches go straight there."""
+    """A batch first goes out as a COPY; one that meets a taken id or live key inserts
+    nothing by it (COPY is all or nothing) and is answered by the deduping statement exactly
+    as before. The next PLAIN_BATCH_PAUSE batches go straight there."""
     enqueuer = pg._enqueuer
     fresh = await pg.enqueue_many([req("a"), req("b", id="id-b")])
     assert [a.deduped for a in fresh] == [False, False]
-    assert enqueuer._deduping_batches == 0  # the plain insert took the whole batch
+    assert enqueuer._deduping_batches == 0  # the COPY took the whole batch
     rows = await pg_pool.fetch("select id, run_id, state from x_jobs order by seq")
     assert [(r["id"], r["run_id"], r["state"]) for r in rows] == [
         (a.id, a.run_id, "ready") for a in fresh
