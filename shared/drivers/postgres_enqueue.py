@@ -127,15 +127,16 @@ class PostgresEnqueuer:
     async def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
         """One statement for the batch. Repeats inside it (same id, or same live key) answer
         the first occurrence, deduped, exactly as N single enqueues in order would."""
+        needed = 0  # every id the batch may need, minted at once (a repeat leaves its unused)
         for request in requests:
             check_enqueue_request(request)  # the whole batch first: a bad one inserts nothing
+            needed += (not request.id) + (not request.run_id)
         answers: list[Enqueued | None] = [None] * len(requests)
         first_of: list[int] = []
         by_id: dict[str, int] = {}
         by_key: dict[tuple[str, str, str], int] = {}
         todo: list[tuple[int, dict[str, Any]]] = []
-        # Every id the batch may need, minted at once (a repeat leaves its pair unused).
-        minted = iter(new_ids(sum((not r.id) + (not r.run_id) for r in requests)))
+        minted = iter(new_ids(needed))
         for index, request in enumerate(requests):
             key = (request.name, request.tenant_id or "", request.idempotency_key)
             earlier = by_id.get(request.id) if request.id is not None else None
@@ -149,8 +150,11 @@ class PostgresEnqueuer:
             by_key[key] = index
             todo.append((index, _batch_row(request, job_id, request.run_id or next(minted))))
         if todo and await self._copy_batch(todo):
-            for index, row in todo:
-                answers[index] = Enqueued(row["id"], row["run_id"], False)
+            fresh = [Enqueued(row["id"], row["run_id"], False) for _, row in todo]
+            if len(fresh) == len(requests):
+                return fresh  # no repeats inside the batch: every job is its own answer
+            for (index, _), inserted in zip(todo, fresh, strict=True):
+                answers[index] = inserted
             todo = []
         for _ in range(ENQUEUE_RETRIES):
             if not todo:
