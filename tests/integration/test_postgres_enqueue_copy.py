@@ -14,6 +14,7 @@ from shared.drivers.base import EnqueueRequest
 from shared.drivers.postgres import PostgresDriver
 from shared.drivers.postgres_copy import COLUMNS, copy_target, timestamp
 from shared.sql import query
+from tests.integration.test_postgres_driver import listen, wait_quiet
 
 AWKWARD = "tab\there, line\nbreak, cr\rreturn, back\\slash, \\N, \\., é ☃ 𝄞"
 
@@ -106,6 +107,40 @@ async def test_a_batch_copy_cannot_carry_goes_to_the_statement(
     assert enqueuer._deduping_batches == 0
     [ok] = await pg.enqueue_many([EnqueueRequest(name="send", input={}, idempotency_key="ok")])
     assert ok.deduped is False
+
+
+async def test_a_copied_batch_announces_due_queues_once_per_slot(
+    pg: PostgresDriver, pg_dsn: str, clock: FrozenClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """enqueue_wake.sql after the COPY: only queues with a row due within 1 s, and not again
+    in a slot this process already announced (then the statement is not even sent)."""
+    enqueuer = pg._enqueuer
+    sent: list[list[str]] = []
+    fetch = enqueuer._fetch
+
+    async def recording(sql: str, *args: Any) -> list[Any]:
+        if sql == query("enqueue_wake"):
+            sent.append(list(args[0]))
+        return await fetch(sql, *args)
+
+    monkeypatch.setattr(enqueuer, "_fetch", recording)
+
+    def one(key: str, **kw: Any) -> EnqueueRequest:
+        return EnqueueRequest(name="send", input={}, idempotency_key=key, **kw)
+
+    conn, heard = await listen(pg_dsn)
+    try:
+        await pg.enqueue_many([one("far", run_at_ms=clock.now_ms() + 1_001, queue="later")])
+        await pg.enqueue_many([one("a"), one("b", queue="other"), one("c")])
+        await pg.enqueue_many([one("d"), one("e", queue="other")])  # this slot: announced
+        clock.advance(250)
+        await pg.enqueue_many([one("f", run_at_ms=clock.now_ms() + 1_000)])
+        await wait_quiet(conn)
+    finally:
+        await conn.close()
+    assert enqueuer._deduping_batches == 0  # every batch went by COPY
+    assert sent == [["default", "other"], ["default"]]
+    assert sorted(heard) == ["default", "default", "other"]
 
 
 def test_the_copy_file_names_the_columns_in_the_order_rows_are_written() -> None:
