@@ -110,7 +110,11 @@ def copy_rows(rows: Iterable[dict[str, Any]], now: int) -> bytes | None:
                 _NULL if actor is None else actor.translate(_ESCAPES),
             )
             append("\t".join(fields))
-    except (TypeError, OverflowError, orjson.JSONEncodeError):
+    except (
+        TypeError,
+        AttributeError,
+        OverflowError,
+    ):  # a non-str field; orjson's error is a TypeError
         return None
     lines.append("")
     return "\n".join(lines).encode()

@@ -105,6 +105,10 @@ async def test_a_batch_copy_cannot_carry_goes_to_the_statement(
     with pytest.raises(asyncpg.PostgresError):
         await pg.enqueue_many(late)
     assert enqueuer._deduping_batches == 0
+    odd = EnqueueRequest(name="send", input={}, idempotency_key="odd", tenant_id=5)  # type: ignore[arg-type]
+    [stated] = await pg.enqueue_many([odd])  # not text: the statement casts it, as before
+    assert stated.deduped is False
+    assert (await pg.introspect.get(stated.id)).tenant_id == "5"  # type: ignore[union-attr]
     [ok] = await pg.enqueue_many([EnqueueRequest(name="send", input={}, idempotency_key="ok")])
     assert ok.deduped is False
 
