@@ -110,11 +110,8 @@ def copy_rows(rows: Iterable[dict[str, Any]], now: int) -> bytes | None:
                 _NULL if actor is None else actor.translate(_ESCAPES),
             )
             append("\t".join(fields))
-    except (
-        TypeError,
-        AttributeError,
-        OverflowError,
-    ):  # a non-str field; orjson's error is a TypeError
+    # A field that is not text (orjson's refusal is a TypeError too), or a time past datetime.
+    except (TypeError, AttributeError, OverflowError):
         return None
     lines.append("")
     return "\n".join(lines).encode()
