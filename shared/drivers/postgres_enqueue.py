@@ -35,7 +35,7 @@ WAKE_SLOT_MS = 250
 WAKE_DUE_WITHIN_MS = 1_000
 """Only rows due within this much of now are announced; later ones start on the poll."""
 ENQUEUE_RETRIES = 5
-PLAIN_BATCH_PAUSE = 16
+COPY_PAUSE_BATCHES = 16
 """After a batch's COPY met a taken id or key, this many batches go straight to the
 deduping statement: a caller re-sending work it already queued would otherwise pay a failed
 statement (and leave its dead rows) on every batch."""
@@ -190,7 +190,7 @@ class PostgresEnqueuer:
                 )
             )
         except (asyncpg.UniqueViolationError, asyncpg.DeadlockDetectedError):
-            self._deduping_batches = PLAIN_BATCH_PAUSE
+            self._deduping_batches = COPY_PAUSE_BATCHES
             return False
         except asyncpg.PostgresError:
             return False  # the statement inserts the batch or raises its own error

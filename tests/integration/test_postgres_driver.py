@@ -21,7 +21,7 @@ from shared.drivers.base import (
     NackOptions,
 )
 from shared.drivers.postgres import PostgresDriver, postgres_driver
-from shared.drivers.postgres_enqueue import PLAIN_BATCH_PAUSE
+from shared.drivers.postgres_enqueue import COPY_PAUSE_BATCHES
 from shared.errors import ClaimQueuesEmptyError, InputInvalidError, InvariantError
 from shared.sql import query
 
@@ -101,7 +101,7 @@ async def test_enqueue_many_copies_first_and_dedupes_when_it_meets_a_taken_row(
 ) -> None:
     """A batch first goes out as a COPY; one that meets a taken id or live key inserts
     nothing by it (COPY is all or nothing) and is answered by the deduping statement exactly
-    as before. The next PLAIN_BATCH_PAUSE batches go straight there."""
+    as before. The next COPY_PAUSE_BATCHES batches go straight there."""
     enqueuer = pg._enqueuer
     fresh = await pg.enqueue_many([req("a"), req("b", id="id-b")])
     assert [a.deduped for a in fresh] == [False, False]
@@ -115,14 +115,14 @@ async def test_enqueue_many_copies_first_and_dedupes_when_it_meets_a_taken_row(
     assert [a.deduped for a in out] == [False, True, True, False]
     assert (out[1].id, out[1].run_id) == (fresh[0].id, fresh[0].run_id)
     assert (out[2].id, out[2].run_id) == (fresh[1].id, fresh[1].run_id)
-    assert enqueuer._deduping_batches == PLAIN_BATCH_PAUSE
+    assert enqueuer._deduping_batches == COPY_PAUSE_BATCHES
     new = await pg_pool.fetch("select id from x_jobs where seq > $1 order by seq", seq_before)
     assert [r["id"] for r in new] == [out[0].id, out[3].id]
-    for i in range(PLAIN_BATCH_PAUSE):
+    for i in range(COPY_PAUSE_BATCHES):
         [one] = await pg.enqueue_many([req(f"later-{i}")])
         assert one.deduped is False
     assert enqueuer._deduping_batches == 0
-    assert await pg_pool.fetchval("select count(*) from x_jobs") == 4 + PLAIN_BATCH_PAUSE
+    assert await pg_pool.fetchval("select count(*) from x_jobs") == 4 + COPY_PAUSE_BATCHES
 
 
 async def test_enqueue_refuses_max_attempts_below_one(pg: PostgresDriver) -> None:
