@@ -91,13 +91,18 @@ def _stamps(count: int, seed: bytes) -> list[int]:
         counter = _counter + 1
     else:
         counter = int.from_bytes(seed, "big") & 0x3FF
+    # Within one millisecond consecutive ids' prefixes are consecutive integers: one range()
+    # per millisecond the batch spans, not a Python step per id.
     prefixes: list[int] = []
-    for _ in range(count):
+    while count:
         if counter > 0xFFF:
             ms += 1
             counter = 0
-        prefixes.append(((ms & 0xFFFF_FFFF_FFFF) << 16) | 0x7000 | counter)
-        counter += 1
+        take = min(count, 0x1000 - counter)
+        first = (((ms & 0xFFFF_FFFF_FFFF) << 16) | 0x7000) + counter
+        prefixes.extend(range(first, first + take))
+        counter += take
+        count -= take
     _last_ms = ms
     _counter = counter - 1
     return prefixes

@@ -79,7 +79,7 @@ _SCALER_DEPTH = query("scaler_depth")
 # Which named statements each JobDriver operation runs (tests/integration prove the map).
 OPERATION_QUERIES: dict[str, tuple[str, ...]] = {
     "enqueue": ("enqueue",),
-    "enqueue_many": ("enqueue_many",),
+    "enqueue_many": ("enqueue_many_copy", "enqueue_wake", "enqueue_many"),
     "claim": ("claim",),
     "ack": ("ack",),
     "nack": ("nack",),

@@ -4,19 +4,26 @@ Both dedupe exactly like the contract says (an id that names any row, or a live 
 ``(name, tenant, key)``, inserts nothing and answers that row) and announce the queue on
 ``x_jobs_wake`` at most once per 250 ms slot (sql/queries/enqueue.sql). A single enqueue with
 no slot to announce first tries the plain insert (sql/queries/enqueue_insert.sql) and only
-when that inserted nothing sends the full statement. A statement that found
+when that inserted nothing sends the full statement; a batch likewise first goes out as a
+COPY (``enqueue_many_copy``, then ``enqueue_wake`` for the queues to announce) and sends
+``enqueue_many`` only when that met a taken id or live key (a unique violation: COPY is all
+or nothing, so nothing was inserted) or failed otherwise. A statement that found
 neither a new row nor a holder met a concurrent enqueue of the same id or key that committed
 after its snapshot; it is simply sent again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
+
+import asyncpg
 
 from shared.clock import Clock
 from shared.drivers.base import Enqueued, EnqueueRequest, check_enqueue_request
 from shared.drivers.postgres_conns import HeldConnections
+from shared.drivers.postgres_copy import COLUMNS as COPY_COLUMNS
+from shared.drivers.postgres_copy import copy_rows, copy_target
 from shared.drivers.postgres_rows import dumps
 from shared.errors import InputInvalidError, InvariantError
 from shared.ids import new_ids
@@ -28,11 +35,17 @@ WAKE_SLOT_MS = 250
 WAKE_DUE_WITHIN_MS = 1_000
 """Only rows due within this much of now are announced; later ones start on the poll."""
 ENQUEUE_RETRIES = 5
+COPY_PAUSE_BATCHES = 16
+"""After a batch's COPY met a taken id or key, this many batches go straight to the
+deduping statement: a caller re-sending work it already queued would otherwise pay a failed
+statement (and leave its dead rows) on every batch."""
 MAX_ANNOUNCED_QUEUES = 1_000
 
 _ENQUEUE = query("enqueue")
 _ENQUEUE_INSERT = query("enqueue_insert")
 _ENQUEUE_MANY = query("enqueue_many")
+_ENQUEUE_WAKE = query("enqueue_wake")
+_COPY_TABLE = copy_target(query("enqueue_many_copy"))
 
 
 def wake_slot(run_at_ms: int, now_ms: int) -> int | None:
@@ -47,6 +60,7 @@ class PostgresEnqueuer:
         # queue -> the last 250 ms slot this process knows was announced (by it or, since its
         # own statement found the slot taken, by another): no need to ask the table again.
         self._announced: dict[str, int] = {}
+        self._deduping_batches = 0  # batches left before the plain insert is tried again
 
     def _slot_to_announce(self, queue: str, slot: int | None) -> int | None:
         return None if slot is None or self._announced.get(queue) == slot else slot
@@ -113,15 +127,16 @@ class PostgresEnqueuer:
     async def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
         """One statement for the batch. Repeats inside it (same id, or same live key) answer
         the first occurrence, deduped, exactly as N single enqueues in order would."""
+        needed = 0  # every id the batch may need, minted at once (a repeat leaves its unused)
         for request in requests:
             check_enqueue_request(request)  # the whole batch first: a bad one inserts nothing
+            needed += (not request.id) + (not request.run_id)
         answers: list[Enqueued | None] = [None] * len(requests)
         first_of: list[int] = []
         by_id: dict[str, int] = {}
         by_key: dict[tuple[str, str, str], int] = {}
         todo: list[tuple[int, dict[str, Any]]] = []
-        # Every id the batch may need, minted at once (a repeat leaves its pair unused).
-        minted = iter(new_ids(sum((not r.id) + (not r.run_id) for r in requests)))
+        minted = iter(new_ids(needed))
         for index, request in enumerate(requests):
             key = (request.name, request.tenant_id or "", request.idempotency_key)
             earlier = by_id.get(request.id) if request.id is not None else None
@@ -134,6 +149,13 @@ class PostgresEnqueuer:
             by_id[job_id] = index
             by_key[key] = index
             todo.append((index, _batch_row(request, job_id, request.run_id or next(minted))))
+        if todo and await self._copy_batch(todo):
+            fresh = [Enqueued(row["id"], row["run_id"], False) for _, row in todo]
+            if len(fresh) == len(requests):
+                return fresh  # no repeats inside the batch: every job is its own answer
+            for (index, _), inserted in zip(todo, fresh, strict=True):
+                answers[index] = inserted
+            todo = []
         for _ in range(ENQUEUE_RETRIES):
             if not todo:
                 break
@@ -149,6 +171,38 @@ class PostgresEnqueuer:
             assert answer is not None
             out.append(answer if first == index else Enqueued(answer.id, answer.run_id, True))
         return out
+
+    async def _copy_batch(self, todo: list[tuple[int, dict[str, Any]]]) -> bool:
+        """Every row of ``todo`` by COPY, then the wake; False when it was not tried (a recent
+        batch met a taken id or key, or a row COPY's text cannot carry) or failed (COPY is
+        all or nothing: then nothing was inserted and the statement answers the batch)."""
+        if self._deduping_batches:
+            self._deduping_batches -= 1
+            return False
+        now = self.clock.now_ms()
+        encoded = copy_rows((row for _, row in todo), now)
+        if encoded is None:
+            return False
+        try:
+            await self._conns.run(
+                lambda conn: conn.copy_to_table(
+                    _COPY_TABLE, source=_once(encoded), columns=COPY_COLUMNS
+                )
+            )
+        except (asyncpg.UniqueViolationError, asyncpg.DeadlockDetectedError):
+            self._deduping_batches = COPY_PAUSE_BATCHES
+            return False
+        except asyncpg.PostgresError:
+            return False  # the statement inserts the batch or raises its own error
+        slot = now // WAKE_SLOT_MS
+        due_by = now + WAKE_DUE_WITHIN_MS
+        due = {row["queue"] for _, row in todo if row["at"] is None or row["at"] <= due_by}
+        queues = sorted(queue for queue in due if self._announced.get(queue) != slot)
+        if queues:
+            await self._fetch(_ENQUEUE_WAKE, queues, slot)
+            for queue in queues:  # announced now, or already by another process
+                self._seen_slot(queue, slot)
+        return True
 
     async def _enqueue_batch(
         self, todo: list[tuple[int, dict[str, Any]]], answers: list[Enqueued | None]
@@ -174,6 +228,11 @@ class PostgresEnqueuer:
             else:
                 answers[item[0]] = Enqueued(holder["id"], holder["run_id"], True)
         return again
+
+
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    """``data`` as the one chunk of a COPY (asyncpg reads a bytes ``source`` as a path)."""
+    yield data
 
 
 def _batch_row(request: EnqueueRequest, job_id: str, run_id: str) -> dict[str, Any]:

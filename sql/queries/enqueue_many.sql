@@ -4,6 +4,8 @@
 -- each with its holder (by id, else by live key), to be answered deduped = true. One that
 -- comes back with no holder was raced by a concurrent enqueue committed after this snapshot:
 -- the driver resends it.
+-- An input of JSON null arrives as SQL NULL from jsonb_to_recordset: stored as JSON null, as
+-- enqueue.sql and the COPY (enqueue_many_copy.sql) store it.
 -- One wake per queue that gained a row due within 1 s, throttled per 250 ms slot.
 -- $1 the jobs, one JSON array of objects (one parameter: no per-element array encoding, and
 -- each input travels as JSON inside it)  $2 now ms  $3 wake slot  $4 due-by ms
@@ -21,7 +23,7 @@ inserted as (
                       max_attempts, run_at, created_at, updated_at, traceparent, enqueued_by)
   select r.id, r.run_id, r.name, r.queue,
          case when r.run_at_ms > $2::bigint then 'delayed' else 'ready' end,
-         r.input, r.tenant_id, r.idempotency_key, r.max_attempts,
+         coalesce(r.input, 'null'::jsonb), r.tenant_id, r.idempotency_key, r.max_attempts,
          x_ts(r.run_at_ms), x_ts($2::bigint), x_ts($2::bigint), r.traceparent, r.enqueued_by
     from req r
    order by r.ord

@@ -1,5 +1,6 @@
 -- list_jobs: one page, newest first (created_at, then id), older than the `after` cursor
--- when one is given. Every filter is optional (null: any). Walks x_jobs_created_idx backwards.
+-- when one is given. Every filter is optional (null: any). Walks x_jobs_created_idx (created_at)
+-- backwards; an incremental sort puts each run of equal created_at in id order.
 -- $1 queue  $2 name  $3 state  $4 tenant_id  $5 id prefix  $6 created from ms (inclusive)
 -- $7 created to ms (inclusive)  $8 cursor created_at ms  $9 cursor id  $10 limit
 select j.id, j.run_id, j.name, j.queue, j.state, j.input::text as input, j.tenant_id,

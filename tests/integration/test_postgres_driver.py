@@ -21,6 +21,7 @@ from shared.drivers.base import (
     NackOptions,
 )
 from shared.drivers.postgres import PostgresDriver, postgres_driver
+from shared.drivers.postgres_enqueue import COPY_PAUSE_BATCHES
 from shared.errors import ClaimQueuesEmptyError, InputInvalidError, InvariantError
 from shared.sql import query
 
@@ -93,6 +94,35 @@ async def test_enqueue_many_mints_ids_for_the_jobs_that_need_them_in_batch_order
     assert out[42] == Enqueued(out[3].id, out[3].run_id, True)
     assert out[43].id not in ("", None)
     assert await pg_pool.fetchval("select count(*) from x_jobs") == 44
+
+
+async def test_enqueue_many_copies_first_and_dedupes_when_it_meets_a_taken_row(
+    pg: PostgresDriver, pg_pool: asyncpg.Pool[Any]
+) -> None:
+    """A batch first goes out as a COPY; one that meets a taken id or live key inserts
+    nothing by it (COPY is all or nothing) and is answered by the deduping statement exactly
+    as before. The next COPY_PAUSE_BATCHES batches go straight there."""
+    enqueuer = pg._enqueuer
+    fresh = await pg.enqueue_many([req("a"), req("b", id="id-b")])
+    assert [a.deduped for a in fresh] == [False, False]
+    assert enqueuer._deduping_batches == 0  # the COPY took the whole batch
+    rows = await pg_pool.fetch("select id, run_id, state from x_jobs order by seq")
+    assert [(r["id"], r["run_id"], r["state"]) for r in rows] == [
+        (a.id, a.run_id, "ready") for a in fresh
+    ]
+    seq_before = await pg_pool.fetchval("select max(seq) from x_jobs")
+    out = await pg.enqueue_many([req("c"), req("a"), req("d", id="id-b"), req("e")])
+    assert [a.deduped for a in out] == [False, True, True, False]
+    assert (out[1].id, out[1].run_id) == (fresh[0].id, fresh[0].run_id)
+    assert (out[2].id, out[2].run_id) == (fresh[1].id, fresh[1].run_id)
+    assert enqueuer._deduping_batches == COPY_PAUSE_BATCHES
+    new = await pg_pool.fetch("select id from x_jobs where seq > $1 order by seq", seq_before)
+    assert [r["id"] for r in new] == [out[0].id, out[3].id]
+    for i in range(COPY_PAUSE_BATCHES):
+        [one] = await pg.enqueue_many([req(f"later-{i}")])
+        assert one.deduped is False
+    assert enqueuer._deduping_batches == 0
+    assert await pg_pool.fetchval("select count(*) from x_jobs") == 4 + COPY_PAUSE_BATCHES
 
 
 async def test_enqueue_refuses_max_attempts_below_one(pg: PostgresDriver) -> None:

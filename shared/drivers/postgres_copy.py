@@ -1,0 +1,117 @@
+"""A batch enqueue as COPY's text format (sql/queries/enqueue_many_copy.sql).
+
+COPY inserts a batch for less than ``INSERT ... ON CONFLICT`` from ``jsonb_to_recordset``
+(no speculative insertion, no JSON decode of the whole batch, heap pages filled a WAL record
+at a time), and its text format needs no codec: it works on any asyncpg pool, whatever type
+codecs its connections registered. The rows are resolved here exactly as enqueue_many.sql
+resolves them (state ``delayed`` when due after ``now``, ``run_at`` defaulting to ``now``,
+``created_at = updated_at = now``), so either path stores the same row.
+
+A batch this module cannot write (an input orjson refuses, a time outside what a datetime
+holds) answers None and goes to the statement, which inserts it or raises the error every
+other path raises.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+_NULL = "\\N"
+_SHAPE = re.compile(r"^copy\s+(\w+)\s*\(([\w\s,]+)\)\s+from\s+stdin\s*$", re.IGNORECASE)
+COLUMNS = (
+    "id",
+    "run_id",
+    "name",
+    "queue",
+    "state",
+    "input",
+    "tenant_id",
+    "idempotency_key",
+    "max_attempts",
+    "run_at",
+    "created_at",
+    "updated_at",
+    "traceparent",
+    "enqueued_by",
+)
+"""The order ``copy_rows`` writes a row's fields in; ``copy_target`` checks the file agrees."""
+
+
+def copy_target(sql: str) -> str:
+    """The table of the ``copy <table> (<columns>) from stdin`` statement in ``sql`` (comments
+    skipped), refused at import when its columns are not ``COLUMNS`` in that order."""
+    body = " ".join(
+        line.split("--", 1)[0] for line in sql.splitlines() if line.split("--", 1)[0].strip()
+    )
+    shape = _SHAPE.match(body.strip())
+    columns = tuple(c.strip() for c in shape.group(2).split(",")) if shape else ()
+    if shape is None or columns != COLUMNS:
+        raise ValueError(f"expected copy <table> ({', '.join(COLUMNS)}) from stdin, got {body!r}")
+    return shape.group(1)
+
+
+_PG_EPOCH_S = 946_684_800  # 2000-01-01, where Postgres counts its microseconds from
+
+
+def timestamp(ms: int) -> str:
+    """Epoch ms as a timestamptz literal: the instant ``x_ts(ms)`` makes. x_ts goes through a
+    float8 (``to_timestamp(ms / 1000.0)``), exact to the microsecond for any time before
+    about 2250; past that it can land a microsecond off, and this refuses (OverflowError) so
+    the statement stores the row as x_ts rounds it."""
+    if round((ms / 1000 - _PG_EPOCH_S) * 1_000_000) != (ms - _PG_EPOCH_S * 1000) * 1000:
+        raise OverflowError(f"{ms} ms is not exact through a float8")
+    return (_EPOCH + timedelta(milliseconds=ms)).isoformat()
+
+
+def copy_rows(rows: Iterable[dict[str, Any]], now: int) -> bytes | None:
+    """The batch's rows (``_batch_row`` dicts) as COPY text, or None when one cannot be
+    written (then the statement path answers the batch)."""
+    lines: list[str] = []
+    append = lines.append
+    try:
+        now_text = timestamp(now)
+        for row in rows:
+            at = row["at"]
+            delayed = at is not None and at > now
+            run_at = now_text if at is None or at == now else timestamp(at)
+            text: tuple[str, ...] = (
+                row["id"],
+                row["run_id"],
+                row["name"],
+                row["queue"],
+                orjson.dumps(row["input"]).decode(),
+                row["idempotency_key"],
+            )
+            tenant, trace, actor = row["tenant_id"], row["traceparent"], row["enqueued_by"]
+            probe = "".join(text)
+            if "\\" in probe or "\t" in probe or "\n" in probe or "\r" in probe:
+                text = tuple(t.translate(_ESCAPES) for t in text)
+            fields = (
+                text[0],
+                text[1],
+                text[2],
+                text[3],
+                "delayed" if delayed else "ready",
+                text[4],
+                _NULL if tenant is None else tenant.translate(_ESCAPES),
+                text[5],
+                str(row["max_attempts"]),
+                run_at,
+                now_text,
+                now_text,
+                _NULL if trace is None else trace.translate(_ESCAPES),
+                _NULL if actor is None else actor.translate(_ESCAPES),
+            )
+            append("\t".join(fields))
+    # A field that is not text (orjson's refusal is a TypeError too), or a time past datetime.
+    except (TypeError, AttributeError, OverflowError):
+        return None
+    lines.append("")
+    return "\n".join(lines).encode()

@@ -1,0 +1,170 @@
+"""A batch enqueue's COPY (sql/queries/enqueue_many_copy.sql) stores exactly the rows the
+deduping statement (enqueue_many.sql) stores, whatever the text holds, and hands every batch
+COPY cannot carry to that statement."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import pytest
+
+from shared.clock import FrozenClock
+from shared.drivers.base import EnqueueRequest
+from shared.drivers.postgres import PostgresDriver
+from shared.drivers.postgres_copy import COLUMNS, copy_target, timestamp
+from shared.sql import query
+from tests.integration.test_postgres_driver import listen, wait_quiet
+
+AWKWARD = "tab\there, line\nbreak, cr\rreturn, back\\slash, \\N, \\., é ☃ 𝄞"
+
+
+def batch(tag: str, clock: FrozenClock) -> list[EnqueueRequest]:
+    now = clock.now_ms()
+    return [
+        EnqueueRequest(name="send", input={"k": 1}, idempotency_key=f"{tag}-plain"),
+        EnqueueRequest(
+            name=f"send {AWKWARD}",
+            input={"text": AWKWARD, "nested": [1, 2.5, None, True, {"u": "\\u0041"}]},
+            idempotency_key=f"{tag}-{AWKWARD}",
+            queue=f"q {AWKWARD}",
+            tenant_id=f"org {AWKWARD}",
+            max_attempts=7,
+            id=f"{tag}-id {AWKWARD}",
+            run_id=f"{tag}-run {AWKWARD}",
+            traceparent=f"00-{AWKWARD}",
+            enqueued_by=f"user {AWKWARD}",
+        ),
+        EnqueueRequest(
+            name="send", input={}, idempotency_key=f"{tag}-later", run_at_ms=now + 61_001
+        ),
+        EnqueueRequest(name="send", input=[], idempotency_key=f"{tag}-earlier", run_at_ms=now - 5),
+        EnqueueRequest(name="send", input=None, idempotency_key=f"{tag}-tenant", tenant_id=""),
+    ]
+
+
+async def stored(pool: asyncpg.Pool[Any], ids: list[str]) -> list[dict[str, Any]]:
+    rows = await pool.fetch(
+        "select name, queue, state, input::text as input, tenant_id, max_attempts, run_at,"
+        " created_at, updated_at, traceparent, enqueued_by, attempt, claim"
+        " from x_jobs where id = any($1::text[]) order by seq",
+        ids,
+    )
+    return [dict(r) for r in rows]
+
+
+async def test_copy_and_the_statement_store_the_same_rows(
+    pg: PostgresDriver, pg_pool: asyncpg.Pool[Any], clock: FrozenClock
+) -> None:
+    enqueuer = pg._enqueuer
+    copied = await pg.enqueue_many(batch("a", clock))
+    assert enqueuer._deduping_batches == 0  # the COPY took it
+    enqueuer._deduping_batches = 1  # the next batch goes to the statement
+    stated = await pg.enqueue_many(batch("b", clock))
+    assert enqueuer._deduping_batches == 0
+    assert not any(a.deduped for a in copied + stated)
+    assert copied[1].id == f"a-id {AWKWARD}"
+    assert copied[1].run_id == f"a-run {AWKWARD}"
+    ids = await pg_pool.fetch(
+        "select id, run_id, idempotency_key from x_jobs where id = any($1::text[]) order by seq",
+        [a.id for a in copied],
+    )
+    assert [(r["id"], r["run_id"]) for r in ids] == [(a.id, a.run_id) for a in copied]
+    assert ids[1]["idempotency_key"] == f"a-{AWKWARD}"
+    a_rows = await stored(pg_pool, [a.id for a in copied])
+    b_rows = await stored(pg_pool, [a.id for a in stated])
+    assert a_rows == b_rows
+    assert [r["state"] for r in a_rows] == ["ready", "ready", "delayed", "ready", "ready"]
+    assert a_rows[4]["tenant_id"] == ""  # an empty tenant is not a null one
+    assert a_rows[0]["tenant_id"] is None
+    got = await pg.introspect.get(copied[2].id)
+    assert got is not None
+    assert got.run_at_ms == clock.now_ms() + 61_001
+    assert got.created_at_ms == got.updated_at_ms == clock.now_ms()
+    awkward = await pg.introspect.get(copied[1].id)
+    assert awkward is not None
+    assert awkward.input == {"text": AWKWARD, "nested": [1, 2.5, None, True, {"u": "\\u0041"}]}
+    assert (awkward.traceparent, awkward.enqueued_by) == (f"00-{AWKWARD}", f"user {AWKWARD}")
+
+
+async def test_a_batch_copy_cannot_carry_goes_to_the_statement(
+    pg: PostgresDriver, clock: FrozenClock
+) -> None:
+    """A NUL jsonb refuses and a time past what a datetime holds: each raises what the
+    statement raises, and a later batch still goes by COPY."""
+    enqueuer = pg._enqueuer
+    nul = [EnqueueRequest(name="send", input={"k": "a\x00b"}, idempotency_key="nul")]
+    with pytest.raises(asyncpg.PostgresError) as by_copy:
+        await pg.enqueue_many(nul)
+    enqueuer._deduping_batches = 1
+    with pytest.raises(asyncpg.PostgresError) as by_statement:
+        await pg.enqueue_many(nul)
+    assert type(by_copy.value) is type(by_statement.value)
+    far = 400_000 * 365 * 86_400_000  # year ~400,000: past a datetime and a timestamptz
+    late = [EnqueueRequest(name="send", input={}, idempotency_key="far", run_at_ms=far)]
+    with pytest.raises(asyncpg.PostgresError):
+        await pg.enqueue_many(late)
+    assert enqueuer._deduping_batches == 0
+    odd = EnqueueRequest(name="send", input={}, idempotency_key="odd", tenant_id=5)  # type: ignore[arg-type]
+    [stated] = await pg.enqueue_many([odd])  # not text: the statement casts it, as before
+    assert stated.deduped is False
+    assert (await pg.introspect.get(stated.id)).tenant_id == "5"  # type: ignore[union-attr]
+    [ok] = await pg.enqueue_many([EnqueueRequest(name="send", input={}, idempotency_key="ok")])
+    assert ok.deduped is False
+
+
+async def test_a_copied_batch_announces_due_queues_once_per_slot(
+    pg: PostgresDriver, pg_dsn: str, clock: FrozenClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """enqueue_wake.sql after the COPY: only queues with a row due within 1 s, and not again
+    in a slot this process already announced (then the statement is not even sent)."""
+    enqueuer = pg._enqueuer
+    sent: list[list[str]] = []
+    fetch = enqueuer._fetch
+
+    async def recording(sql: str, *args: Any) -> list[Any]:
+        if sql == query("enqueue_wake"):
+            sent.append(list(args[0]))
+        return await fetch(sql, *args)
+
+    monkeypatch.setattr(enqueuer, "_fetch", recording)
+
+    def one(key: str, **kw: Any) -> EnqueueRequest:
+        return EnqueueRequest(name="send", input={}, idempotency_key=key, **kw)
+
+    conn, heard = await listen(pg_dsn)
+    try:
+        await pg.enqueue_many([one("far", run_at_ms=clock.now_ms() + 1_001, queue="later")])
+        await pg.enqueue_many([one("a"), one("b", queue="other"), one("c")])
+        await pg.enqueue_many([one("d"), one("e", queue="other")])  # this slot: announced
+        clock.advance(250)
+        await pg.enqueue_many([one("f", run_at_ms=clock.now_ms() + 1_000)])
+        await wait_quiet(conn)
+    finally:
+        await conn.close()
+    assert enqueuer._deduping_batches == 0  # every batch went by COPY
+    assert sent == [["default", "other"], ["default"]]
+    assert sorted(heard) == ["default", "default", "other"]
+
+
+def test_the_copy_file_names_the_columns_in_the_order_rows_are_written() -> None:
+    assert copy_target(query("enqueue_many_copy")) == "x_jobs"
+    with pytest.raises(ValueError):
+        copy_target("copy x_jobs (" + ", ".join(reversed(COLUMNS)) + ") from stdin")
+
+
+async def test_timestamps_are_the_instants_x_ts_makes(pg_pool: asyncpg.Pool[Any]) -> None:
+    """Exact where x_ts's float8 is; refused (the statement's path) where it is not."""
+    refused = 0
+    for ms in (0, 1, 999, 1_700_000_000_123, -1, -86_400_001, 8_000_000_000_000, *FAR):
+        try:
+            text = timestamp(ms)
+        except OverflowError:
+            refused += 1
+            continue
+        same = await pg_pool.fetchval("select $1::text::timestamptz = x_ts($2)", text, ms)
+        assert same, ms
+    assert 0 < refused < len(FAR)
+
+
+FAR = [253_402_300_799_999 - 7 * i for i in range(50)]  # the last ms of year 9999 and before
