@@ -228,10 +228,12 @@ class _SourceTreeFinder(importlib.metadata.DistributionFinder):
             yield _SourceTree()
 
 
-try:
-    importlib.metadata.version(DIST)
-except importlib.metadata.PackageNotFoundError:
-    sys.meta_path.append(_SourceTreeFinder())
+def answer_version() -> None:
+    """Let the harness find our version (only its process asks; the worker never does)."""
+    try:
+        importlib.metadata.version(DIST)
+    except importlib.metadata.PackageNotFoundError:
+        sys.meta_path.append(_SourceTreeFinder())
 
 
 # -- the job ----------------------------------------------------------------------------------
@@ -526,4 +528,5 @@ if __name__ == "__main__":
     if "--worker" in sys.argv:
         asyncio.run(worker_main())
     else:
+        answer_version()
         common.main(sys.modules[__name__])
