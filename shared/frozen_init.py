@@ -15,6 +15,7 @@ or ``__post_init__`` (it refuses any of those, at import).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -29,10 +30,14 @@ def slot_init(cls: type[T]) -> type[T]:
         raise TypeError(f"slot_init needs a frozen dataclass with slots=True: {cls.__name__}")
     if hasattr(cls, "__post_init__"):
         raise TypeError(f"slot_init does not run __post_init__: {cls.__name__}")
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    names = list(inspect.signature(cls.__init__).parameters)[1:]
+    if names != [f.name for f in fields]:  # an InitVar, or a field left out of __init__
+        raise TypeError(f"slot_init supports plain fields only: {cls.__name__}{tuple(names)}")
     namespace: dict[str, Any] = {}
     args: list[str] = []
     body: list[str] = []
-    for index, f in enumerate(dataclasses.fields(cls)):  # type: ignore[arg-type]
+    for index, f in enumerate(fields):
         if not f.init or f.default_factory is not _MISSING or f.kw_only is True:
             raise TypeError(f"slot_init supports plain fields only: {cls.__name__}.{f.name}")
         setter = f"_set{index}"

@@ -81,3 +81,13 @@ def test_refuses_what_it_cannot_build() -> None:
     for cls in (WithFactory, NotFrozen, NoSlots):
         with pytest.raises(TypeError):
             slot_init(cls)
+
+
+def test_refuses_an_init_var() -> None:
+    @dataclass(frozen=True, slots=True)
+    class WithInitVar:
+        a: int
+        scale: dataclasses.InitVar[int] = 1
+
+    with pytest.raises(TypeError):
+        slot_init(WithInitVar)
