@@ -65,7 +65,7 @@ import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,36 +90,31 @@ for entry in (str(ROOT), str(PEERS_DIR)):
 
 import asyncpg  # noqa: E402
 import common  # noqa: E402
-from bench_history import insert_history  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
-from redis.asyncio import Redis  # noqa: E402
 
 from shared import job, t  # noqa: E402
-from shared.context import transaction  # noqa: E402
 from shared.drivers.base import JobDriver  # noqa: E402
 from shared.drivers.postgres import postgres_driver  # noqa: E402
-from shared.drivers.redis import DEFAULT_WAKE_SLOT_MS, RedisDriver  # noqa: E402
-from shared.facade import jobs_facade, set_job_driver, set_jobs_facade  # noqa: E402
 from shared.lifecycle import Lifecycle  # noqa: E402
 from shared.metrics import JobMetrics  # noqa: E402
-from shared.migrate import migrate  # noqa: E402
-from shared.outbox import (  # noqa: E402
-    OUTBOX_WAKE_CHANNEL,
-    outbox_jobs_facade,
-    outbox_relay,
-    postgres_outbox_store,
-)
 from shared.registry import Registry  # noqa: E402
 from shared.run import Run  # noqa: E402
 from shared.wake import (  # noqa: E402
+    OUTBOX_WAKE_CHANNEL,
     POSTGRES_WAKE_CHANNEL,
     ChannelWake,
     postgres_wake,
     redis_wake,
 )
-from shared.wake_announce import RedisAnnouncer, announcing  # noqa: E402
 from shared.wake_protocol import REDIS_WAKE_SLOT_MS  # noqa: E402
 from shared.worker import job_worker  # noqa: E402
+
+# The drain's wall time starts at the worker's spawn, so the worker process imports only what
+# it runs: the harness's side (setup, enqueue, the announcer), the outbox and the Redis driver
+# are imported where they are used. Only typing sees them here.
+if TYPE_CHECKING:
+    from shared.drivers.redis import RedisDriver
+    from shared.wake_announce import RedisAnnouncer
 
 WAKE = os.environ.get("BENCH_UJOBS_WAKE", "redis")
 if WAKE not in ("redis", "postgres", "none"):
@@ -137,11 +132,8 @@ REDIS_DB = int(os.environ.get("BENCH_UJOBS_REDIS_DB", "6"))
 REDIS_PREFIX = "ujobs-bench"
 QUEUE = os.environ.get("BENCH_UJOBS_QUEUE", "bench")
 CHANNEL = os.environ.get("BENCH_UJOBS_CHANNEL", "ujobs:wake:bench")
-SLOT_MS = int(
-    os.environ.get(
-        "BENCH_UJOBS_SLOT_MS", DEFAULT_WAKE_SLOT_MS if DRIVER == "redis" else REDIS_WAKE_SLOT_MS
-    )
-)
+# The Redis driver's default announce slot is the library's REDIS_WAKE_SLOT_MS too.
+SLOT_MS = int(os.environ.get("BENCH_UJOBS_SLOT_MS", REDIS_WAKE_SLOT_MS))
 if os.environ.get("BENCH_UJOBS_LAT_INTERVAL_S"):
     common.LAT_INTERVAL = float(os.environ["BENCH_UJOBS_LAT_INTERVAL_S"])
 REDIS_URL = common.redis_url(0)
@@ -236,10 +228,12 @@ class _SourceTreeFinder(importlib.metadata.DistributionFinder):
             yield _SourceTree()
 
 
-try:
-    importlib.metadata.version(DIST)
-except importlib.metadata.PackageNotFoundError:
-    sys.meta_path.append(_SourceTreeFinder())
+def answer_version() -> None:
+    """Let the harness find our version (only its process asks; the worker never does)."""
+    try:
+        importlib.metadata.version(DIST)
+    except importlib.metadata.PackageNotFoundError:
+        sys.meta_path.append(_SourceTreeFinder())
 
 
 # -- the job ----------------------------------------------------------------------------------
@@ -266,6 +260,10 @@ _redis: RedisDriver | None = None
 def bench_redis_driver() -> RedisDriver:
     """The Redis driver of the run, on a client of its own (closed with it); its enqueues
     announce on the wake channel from inside the script when the wake is on."""
+    from redis.asyncio import Redis
+
+    from shared.drivers.redis import RedisDriver
+
     return RedisDriver(
         Redis.from_url(common.redis_url(REDIS_DB)),
         prefix=REDIS_PREFIX,
@@ -291,7 +289,21 @@ async def drop_redis_keys() -> None:
         await driver.close()
 
 
+def precompile() -> None:
+    """Write the bytecode of the project's modules, as installing the project would.
+
+    The worker runs from the source tree, and with ``PYTHONDONTWRITEBYTECODE`` set (as on the
+    bench machine) every worker process would compile each module again inside the drain's
+    timed start-up, which a peer installed in its venv (bytecode written by pip) never does.
+    ``compileall`` writes the files whatever that setting says; a stale one is never used."""
+    import compileall
+
+    for folder in ("shared", "bench"):
+        compileall.compile_dir(ROOT / folder, quiet=2)
+
+
 def setup() -> None:
+    precompile()
     if DRIVER == "redis":
         asyncio.run(drop_redis_keys())
         if not OUTBOX:
@@ -299,6 +311,10 @@ def setup() -> None:
     common.recreate_pg_database(DB_NAME.removeprefix("bench_"))  # DROP + CREATE bench_<...>
 
     async def go() -> None:
+        from bench_history import insert_history
+
+        from shared.migrate import migrate
+
         conn = await asyncpg.connect(DSN)
         try:
             await migrate(conn)
@@ -317,6 +333,10 @@ def setup() -> None:
 
 
 async def connect() -> None:
+    from shared.facade import set_job_driver, set_jobs_facade
+    from shared.outbox import outbox_jobs_facade, postgres_outbox_store
+    from shared.wake_announce import RedisAnnouncer, announcing
+
     global _pool, _announcer, _redis
     if DRIVER == "postgres" or OUTBOX:
         _pool = await asyncpg.create_pool(DSN, min_size=1, max_size=4)
@@ -339,6 +359,8 @@ async def connect() -> None:
 
 
 async def close() -> None:
+    from shared.facade import set_job_driver, set_jobs_facade
+
     global _pool, _announcer, _redis
     set_job_driver(None)
     set_jobs_facade(None)
@@ -357,6 +379,8 @@ async def enqueue_one(seq: int, ts: float) -> None:
     if not OUTBOX:
         await bench_noop.enqueue({"seq": seq, "ts": ts})
         return
+    from shared.context import transaction
+
     assert _pool is not None
     async with _pool.acquire() as conn, transaction(conn):
         # The spec measures the outbox's pickup from the caller's COMMIT. The row has to carry
@@ -367,6 +391,9 @@ async def enqueue_one(seq: int, ts: float) -> None:
 
 
 async def enqueue_batch(items: list[tuple[int, float]]) -> None:
+    from shared.context import transaction
+    from shared.facade import jobs_facade
+
     requests = [bench_noop.request({"seq": s, "ts": ts}) for s, ts in items]
     if not OUTBOX:
         await jobs_facade().enqueue_many(requests)
@@ -443,6 +470,9 @@ async def worker_main() -> None:
         else:
             outbox_wake = postgres_wake(DSN, pool, channels=(OUTBOX_WAKE_CHANNEL,))
             outbox_listen = outbox_wake.channel(OUTBOX_WAKE_CHANNEL)
+        from shared.outbox import outbox_relay, postgres_outbox_store
+        from shared.wake_announce import announcing
+
         relay = outbox_relay(
             store=postgres_outbox_store(executor=pool),
             driver=announcing(driver if DRIVER == "redis" else postgres_driver(pool)),
@@ -488,7 +518,7 @@ async def worker_main() -> None:
     await worker.stop()
     if wake is not None:
         await wake.stop()
-    if isinstance(driver, RedisDriver):
+    if DRIVER == "redis":
         await driver.close()
     if pool is not None:
         await pool.close()
@@ -498,4 +528,5 @@ if __name__ == "__main__":
     if "--worker" in sys.argv:
         asyncio.run(worker_main())
     else:
+        answer_version()
         common.main(sys.modules[__name__])

@@ -147,3 +147,23 @@ def traced(traceparent: str | None) -> Iterator[None]:
         yield
     finally:
         _traceparent.reset(token)
+
+
+class ActorTrace:
+    """``acting_as(actor)`` and ``traced(traceparent)`` in one block. The worker enters one per
+    attempt, so this is a plain class: no generator frames to build and step through."""
+
+    __slots__ = ("_actor", "_actor_token", "_trace_token", "_traceparent")
+
+    def __init__(self, actor: Actor | None, traceparent: str | None) -> None:
+        self._actor = actor
+        self._traceparent = traceparent
+
+    def __enter__(self) -> Actor | None:
+        self._actor_token = _actor.set(self._actor)
+        self._trace_token = _traceparent.set(self._traceparent)
+        return self._actor
+
+    def __exit__(self, *exc: object) -> None:
+        _traceparent.reset(self._trace_token)
+        _actor.reset(self._actor_token)

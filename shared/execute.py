@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import logging
 import random
+from functools import partial
 from typing import Any, cast
 
 from shared.clock import Clock
@@ -131,6 +132,7 @@ async def execute_job(
     attempt = Attempt(claimed, handle, grace_ms=abandon_grace_ms)
     unsubscribe = signal.on_abort(attempt.on_external) if signal is not None else None
     parsed = parse_stored(handle, claimed.input, stored_tenant=claimed.tenant_id)
+    ref = claimed.ref
     try:
         with job_scope(parsed.tenant, claimed.traceparent):
             ctx: Any = None
@@ -141,7 +143,7 @@ async def execute_job(
                 failure = failure or exc
             step: Step | None = None
             progress = ProgressReporter(
-                introspect=driver.introspect, job_id=claimed.id, ref=claimed.ref, clock=clock
+                introspect=driver.introspect, job_id=claimed.id, ref=ref, clock=clock
             )
             end: BodyEnd
             if failure is None and not attempt.signal.aborted:
@@ -150,7 +152,7 @@ async def execute_job(
                     driver=driver,
                     job_id=claimed.id,
                     run_id=claimed.run_id,
-                    ref=claimed.ref,
+                    ref=ref,
                     signal=attempt.signal,
                     clock=clock,
                     bus=events,
@@ -248,12 +250,7 @@ async def _settle(
         _log_failure(claimed, handle, outcome, stop, error, resume_at, now)
     await progress.flush()
     if step is not None:
-        step.close(
-            JobAbortedError(
-                f"job {claimed.name!r}: the attempt is settled ({outcome})",
-                meta={"job": claimed.name, "outcome": outcome},
-            )
-        )
+        step.close(partial(_settled_error, claimed.name, outcome))
     landed = await send_settle(
         claimed,
         driver=driver,
@@ -263,7 +260,7 @@ async def _settle(
         before_settle=before_settle,
     )
     hook_error = None
-    if landed and OUTCOMES[outcome].tells_on_settled:
+    if landed and OUTCOMES[outcome].tells_on_settled and handle.definition.on_settled is not None:
         settled: Settled[Any] = Settled(
             outcome=cast(SettledOutcome, outcome),  # only endings tell the hook
             job_id=claimed.id,
@@ -295,6 +292,14 @@ async def _settle(
         code=error_code_of(error) if error is not None else None,
         on_settled_error=hook_error,
         abandoned=end.kind == "abandoned",
+    )
+
+
+def _settled_error(name: str, outcome: str) -> JobAbortedError:
+    """Why a step call after the settle is refused (built only when one is made)."""
+    return JobAbortedError(
+        f"job {name!r}: the attempt is settled ({outcome})",
+        meta={"job": name, "outcome": outcome},
     )
 
 

@@ -144,7 +144,27 @@ async def send_settle(
     nack; answers whether it landed. A refusal logs ``jobs.settle.unowned``; a driver error
     logs ``jobs.settle.failed`` — the row stays running and its lease lapses, which is what
     at-least-once already promises."""
-    fields = {
+    if before_settle is not None:
+        try:
+            await before_settle()
+        except Exception:
+            log.exception("jobs.settle.before-failed", extra=_settle_fields(claimed, outcome))
+    try:
+        if nack is None:
+            landed = await driver.ack(claimed.id, claimed.ref, duration_ms=duration_ms)
+        else:
+            landed = await driver.nack(claimed.id, claimed.ref, nack)
+    except Exception:
+        log.exception("jobs.settle.failed", extra=_settle_fields(claimed, outcome))
+        return False
+    if not landed:
+        log.warning("jobs.settle.unowned", extra=_settle_fields(claimed, outcome))
+    return landed
+
+
+def _settle_fields(claimed: ClaimedJob, outcome: str) -> dict[str, Any]:
+    """The log fields of a settle that went wrong (built only then: the hot path logs nothing)."""
+    return {
         "job": claimed.name,
         "job_id": claimed.id,
         "run_id": claimed.run_id,
@@ -154,22 +174,6 @@ async def send_settle(
         "claim": claimed.claim,
         "outcome": outcome,
     }
-    if before_settle is not None:
-        try:
-            await before_settle()
-        except Exception:
-            log.exception("jobs.settle.before-failed", extra=fields)
-    try:
-        if nack is None:
-            landed = await driver.ack(claimed.id, claimed.ref, duration_ms=duration_ms)
-        else:
-            landed = await driver.nack(claimed.id, claimed.ref, nack)
-    except Exception:
-        log.exception("jobs.settle.failed", extra=fields)
-        return False
-    if not landed:
-        log.warning("jobs.settle.unowned", extra=fields)
-    return landed
 
 
 async def refuse_job(

@@ -11,12 +11,10 @@ scope.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
-from shared.context import Actor, acting_as, traced
+from shared.context import Actor, ActorTrace
 from shared.definitions import JobHandle
 from shared.drivers.base import JSONValue
 from shared.errors import InputInvalidError, JobInputUnparseableError, error_code_of
@@ -26,17 +24,20 @@ ContextSpec = Any
 inside the job's scope, so it can read the job's actor)."""
 
 
+_NO_ORG_ACTOR = Actor(id=None, org_id=None, kind="system")
+
+
 def job_actor(tenant: str | None) -> Actor:
     """The actor a job acts as: system authority, the declared org (None for 'none')."""
+    if tenant is None:
+        return _NO_ORG_ACTOR  # frozen: one instance serves every run of a tenant='none' job
     return Actor(id=None, org_id=tenant, kind="system")
 
 
-@contextmanager
-def job_scope(tenant: str | None, traceparent: str | None) -> Iterator[Actor]:
-    """Install the job's actor and its trace for the block (and every task created in it)."""
-    actor = job_actor(tenant)
-    with acting_as(actor), traced(traceparent):
-        yield actor
+def job_scope(tenant: str | None, traceparent: str | None) -> ActorTrace:
+    """Install the job's actor and its trace for the block (and every task created in it);
+    ``with job_scope(...) as actor``."""
+    return ActorTrace(job_actor(tenant), traceparent)
 
 
 def build_ctx(context: ContextSpec) -> Any:
@@ -46,14 +47,14 @@ def build_ctx(context: ContextSpec) -> Any:
     return context
 
 
-@dataclass(frozen=True, slots=True)
-class ParsedInput:
+class ParsedInput(NamedTuple):
     """The stored input under the job's current schema, and the tenant it declares.
 
     ``ok`` is False when the input no longer parses (``error`` is ``X_JOB_INPUT_UNPARSEABLE``);
     ``tenant`` then falls back to the row's stamped ``tenant_id`` so the failure's hook still
     runs under the org the row was queued for. ``error`` is also set when ``tenant(input)``
-    itself fails (the attempt fails without the body running).
+    itself fails (the attempt fails without the body running). A named tuple: one is built
+    per attempt, and a frozen dataclass costs several times as much to build.
     """
 
     value: Any

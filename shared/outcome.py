@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from shared.errors import UltimateError
+from shared.frozen_init import slot_init
 from shared.retry import StopReason
 
 JobOutcome = Literal[
@@ -54,6 +55,7 @@ OUTCOMES: Mapping[ExecutionOutcome, OutcomeRule] = {
 }
 
 
+@slot_init  # one per attempt: see shared.frozen_init
 @dataclass(frozen=True, slots=True)
 class JobExecution:
     """What one attempt did.

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+from shared.frozen_init import slot_init
 from shared.signal import Signal
 
 InputT = TypeVar("InputT")
@@ -49,6 +50,7 @@ class StepApi(Protocol):
 ProgressFn = Callable[..., None]
 
 
+@slot_init  # one per attempt: see shared.frozen_init
 @dataclass(frozen=True, slots=True)
 class Run(Generic[InputT]):
     """One attempt of one job, as its body sees it."""

@@ -46,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import math
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any, Literal, TypeVar, cast
 
@@ -140,7 +140,7 @@ class Step:
         self._step_timeout_ms = step_timeout_ms
         self._event_poll_ms = event_poll_ms
         self._seen: set[str] = set()
-        self._closed: BaseException | None = None
+        self._closed: BaseException | Callable[[], BaseException] | None = None
         self.suspension: StepSuspension | None = None
         self.replayed: list[str] = []
         self.ran: list[str] = []
@@ -215,8 +215,12 @@ class Step:
             self._stored = {s.name: s for s in loaded}
         return self._stored
 
-    def close(self, reason: BaseException) -> None:
-        """The attempt is settled: every later step call is refused (an abandoned body)."""
+    def close(self, reason: BaseException | Callable[[], BaseException]) -> None:
+        """The attempt is settled: every later step call is refused (an abandoned body).
+
+        ``reason`` may be a zero-argument callable building it: the executor closes every
+        attempt's runner, and almost no body calls a step after its settle, so the error is
+        built only when one does."""
         if self._closed is None:
             self._closed = reason
 
@@ -244,7 +248,10 @@ class Step:
         may land (a drain never aborts a call on the wire); past the deadline, a lost lease,
         a cancel or the settle it is ``X_ABORTED``.
         """
-        reason = self._closed
+        closed = self._closed
+        if closed is not None and not isinstance(closed, BaseException):
+            closed = self._closed = closed()
+        reason = closed
         if reason is None and self._signal.reason is not None:
             reason = self._signal.reason
             if error_code_of(reason) == JobDrainedError.code:

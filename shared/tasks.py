@@ -13,8 +13,6 @@ import zoneinfo
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, overload
 
-from croniter import CroniterBadCronError, CroniterBadDateError, croniter
-
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.definitions import JobHandle, claim_declared_name, validate_name
 from shared.drivers.base import Enqueued, EnqueueRequest
@@ -70,6 +68,10 @@ def validate_cron(name: str, cron: Any) -> str:
     """Five fields (minute hour day-of-month month day-of-week), or six with seconds LAST
     (croniter's layout, which ``shared.cron`` resolves), or an ``@daily``-style alias;
     deterministic, and with at least one occurrence (``0 0 31 2 *`` never fires)."""
+    # Imported here: only a process declaring a task reads a cron, and a worker's start-up
+    # (which imports this module through the registry) counts against its first claims.
+    from croniter import CroniterBadCronError, CroniterBadDateError, croniter
+
     hint = (
         "write five fields (minute hour day month weekday), e.g. '0 3 * * *', six with "
         "seconds last, or '@daily'"

@@ -230,7 +230,7 @@ class JobWorker:
         self.held[(claimed.id, claimed.claim)] = held
         self.slots.take(claimed.queue)
         self.runner.counters.claimed += 1
-        held.task = asyncio.ensure_future(self.runner.run(held))
+        held.task = asyncio.get_running_loop().create_task(self.runner.run(held))
 
     def _settling(self, held: HeldRun) -> None:
         """The run's ack/nack is being SENT: its body is over, so its pool slot (and limiter

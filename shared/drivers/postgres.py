@@ -60,6 +60,7 @@ from shared.drivers.postgres_retry import retry_deadlock
 from shared.drivers.postgres_rows import claimed_job, dumps, exhausted_job, step_record
 from shared.drivers.postgres_workers import PostgresWorkerRegistry
 from shared.errors import ClaimQueuesEmptyError, InvariantError
+from shared.frozen_init import slot_init
 from shared.sql import query
 
 if TYPE_CHECKING:
@@ -96,6 +97,7 @@ def counter_bucket(now_ms: int) -> tuple[int, int]:
     return width, now_ms - now_ms % width
 
 
+@slot_init  # one per ack: see shared.frozen_init
 @dataclass(frozen=True, slots=True)
 class _Ack:
     id: str

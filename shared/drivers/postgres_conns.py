@@ -32,6 +32,16 @@ DEFAULT_MAX_HELD = 4
 IDLE_RELEASE_S = 0.5
 
 
+def ended(conn: Conn) -> bool:
+    """The server ended ``conn``. When asyncpg notices that itself it hands the connection back
+    to its pool and detaches our proxy, whose ``is_closed()`` then raises ``InterfaceError``:
+    that is an ended connection too (``pool.release`` of a detached proxy does nothing)."""
+    try:
+        return conn.is_closed()
+    except asyncpg.InterfaceError:
+        return True
+
+
 class HeldConnections:
     def __init__(self, pool: Pool, *, max_held: int = DEFAULT_MAX_HELD) -> None:
         self._pool = pool
@@ -44,7 +54,7 @@ class HeldConnections:
 
     async def run(self, call: Callable[[Conn], Awaitable[T]]) -> T:
         """``await call(connection)`` on a held connection (or a pooled one past the cap)."""
-        while self._idle and self._idle[-1][0].is_closed():
+        while self._idle and ended(self._idle[-1][0]):
             # The server ended it (a restart, pg_terminate_backend): the pool replaces it.
             await self._give_back(self._idle.pop()[0])
         if self._idle:
@@ -62,7 +72,7 @@ class HeldConnections:
         try:
             result = await call(conn)
         except asyncpg.PostgresError:
-            if conn.is_closed():
+            if ended(conn):
                 await self._give_back(conn)
             else:
                 self._park(conn)  # the statement failed; the connection is fine

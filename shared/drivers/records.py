@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from shared.errors import InvariantError
+from shared.frozen_init import slot_init
 
 JSONValue = Any
 
@@ -145,6 +146,7 @@ class Enqueued:
 # --- claim ----------------------------------------------------------------------------------
 
 
+@slot_init  # built per claimed row and per settle: see shared.frozen_init
 @dataclass(frozen=True, slots=True)
 class ClaimRef:
     """The fence every settle, renewal and step write carries: who claimed, and which claim."""
@@ -153,6 +155,7 @@ class ClaimRef:
     claim: int
 
 
+@slot_init  # one per claimed row
 @dataclass(frozen=True, slots=True)
 class ClaimedJob:
     id: str

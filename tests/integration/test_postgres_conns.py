@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.drivers.postgres_conns import HeldConnections
+from shared.drivers.postgres_conns import HeldConnections, ended
 from shared.drivers.postgres_pool import postgres_pool
 
 
@@ -71,11 +71,25 @@ async def test_a_connection_the_server_ended_is_replaced(pg_dsn: str) -> None:
         await admin.execute("select pg_terminate_backend($1)", victim)
         for _ in range(50):  # the client notices the closed socket on its own
             await asyncio.sleep(0.02)
-            if pool.get_idle_size() == 0 and held._idle and held._idle[-1][0].is_closed():
+            if pool.get_idle_size() == 0 and held._idle and ended(held._idle[-1][0]):
                 break
         pid = await held.run(backend)
         assert pid != victim
     finally:
         await admin.close()
         await held.close()
+        await asyncio.wait_for(pool.close(), 5)
+
+
+async def test_a_proxy_the_pool_took_back_counts_as_ended(pg_dsn: str) -> None:
+    # asyncpg detaches the proxy of a connection it saw end; is_closed() then raises.
+    pool = await postgres_pool(pg_dsn, min_size=1, max_size=1)
+    try:
+        proxy = await pool.acquire()
+        assert not ended(proxy)
+        await pool.release(proxy)
+        with pytest.raises(asyncpg.InterfaceError):
+            proxy.is_closed()
+        assert ended(proxy)
+    finally:
         await asyncio.wait_for(pool.close(), 5)

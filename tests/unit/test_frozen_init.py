@@ -1,0 +1,93 @@
+"""``slot_init`` builds the same frozen instances as the dataclass's own ``__init__``."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from dataclasses import dataclass, field
+
+import pytest
+
+from shared.drivers.records import ClaimedJob, ClaimRef
+from shared.frozen_init import slot_init
+from shared.outcome import JobExecution
+
+
+@dataclass(frozen=True, slots=True)
+class Plain:
+    a: int
+    b: str = "b"
+    c: tuple[int, ...] = ()
+
+
+@slot_init
+@dataclass(frozen=True, slots=True)
+class Fast:
+    a: int
+    b: str = "b"
+    c: tuple[int, ...] = ()
+
+
+def test_same_fields_defaults_equality_and_hash() -> None:
+    fast = Fast(1)
+    assert (fast.a, fast.b, fast.c) == (1, "b", ())
+    assert Fast(1, c=(2,)) == Fast(a=1, b="b", c=(2,))
+    assert hash(Fast(1)) == hash(Fast(1))
+    assert repr(Fast(1, "x")) == "Fast(a=1, b='x', c=())"
+    assert str(inspect.signature(Fast)) == str(inspect.signature(Plain))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.a = 2  # type: ignore[misc]
+
+
+def test_still_frozen_and_replace_works() -> None:
+    ref = ClaimRef("w1", 3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ref.claim = 4  # type: ignore[misc]
+    assert dataclasses.replace(ref, claim=4) == ClaimRef("w1", 4)
+    execution = JobExecution(
+        outcome="completed",
+        job_id="j",
+        run_id="r",
+        name="n",
+        queue="q",
+        attempt=1,
+        settled=True,
+        duration_ms=2,
+    )
+    assert execution.abandoned is False
+    assert execution.result is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        execution.settled = False  # type: ignore[misc]
+
+
+def test_missing_argument_is_a_type_error() -> None:
+    with pytest.raises(TypeError):
+        ClaimedJob(id="x")  # type: ignore[call-arg]
+
+
+def test_refuses_what_it_cannot_build() -> None:
+    @dataclass(frozen=True, slots=True)
+    class WithFactory:
+        items: list[int] = field(default_factory=list)
+
+    @dataclass(slots=True)
+    class NotFrozen:
+        a: int
+
+    @dataclass(frozen=True)
+    class NoSlots:
+        a: int
+
+    for cls in (WithFactory, NotFrozen, NoSlots):
+        with pytest.raises(TypeError):
+            slot_init(cls)
+
+
+def test_refuses_an_init_var() -> None:
+    @dataclass(frozen=True, slots=True)
+    class WithInitVar:
+        a: int
+        scale: dataclasses.InitVar[int] = 1
+
+    with pytest.raises(TypeError):
+        slot_init(WithInitVar)
