@@ -162,7 +162,7 @@ class RedisDriver:
         """One script; a Redis failure leaves the driver as ``X_DRIVER_UNAVAILABLE``."""
         try:
             if self._batcher is not None:
-                return await self._batcher.call(SCRIPTS[operation], args)
+                return await self._batcher.run(SCRIPTS[operation], args)
             return await SCRIPTS[operation](self.client, self._keys, args)
         except RedisError as exc:
             raise _unavailable(operation, exc) from exc
