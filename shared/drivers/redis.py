@@ -24,7 +24,8 @@ enqueue at once), and the workers subscribe with ``redis_wake(url, channel)`` as
 Batching (``redis_batch.py``): the calls issued in one turn of the event loop leave as one
 pipeline, and the acks (and the lease renewals) of one turn as one script call, each row
 under its own fence. A worker's settles and its next claim therefore cost a round trip per
-turn, not one per job.
+turn, not one per job; a call alone in its turn (a single enqueue, an idle worker's claim: the
+pickup-latency path) is sent from its caller's own task, one loop turn after the call.
 
 Retention: a ``done`` row and its steps expire ``done_ttl_ms`` after the ack (Redis drops them,
 no sweep; ``0`` keeps them); ``dead`` and ``failed`` rows are kept. Its ids stop deduping an
@@ -162,7 +163,7 @@ class RedisDriver:
         """One script; a Redis failure leaves the driver as ``X_DRIVER_UNAVAILABLE``."""
         try:
             if self._batcher is not None:
-                return await self._batcher.call(SCRIPTS[operation], args)
+                return await self._batcher.run(SCRIPTS[operation], args)
             return await SCRIPTS[operation](self.client, self._keys, args)
         except RedisError as exc:
             raise _unavailable(operation, exc) from exc

@@ -4,9 +4,13 @@ A worker with 16 slots settles jobs from 16 tasks, and each freed slot kicks a c
 a busy loop several acks, a claim and a heartbeat are issued in the same turn. Sent one by one,
 each pays a pool checkout, a socket write, a read wake-up and redis-py's retry wrapper — on
 a no-op job that per-command cost is most of what the worker spends. ``ScriptBatcher`` queues
-each call, and the first call of a turn schedules (``call_soon``) one flush that sends
-everything queued by then as one non-transactional pipeline; each caller still awaits its own
-answer, and a script error reaches only its own caller.
+each call, and the first call of a turn LEADS it: it yields for one loop turn (every call of
+this turn queues behind it meanwhile), then sends everything queued by then as one
+non-transactional pipeline; each caller still awaits its own answer, and a script error reaches
+only its own caller. A leader alone in its turn (an idle worker's claim, a lone enqueue: the
+pickup-latency path) sends and reads in its own task, as an unbatched call would, so the batch
+costs it one loop turn and nothing else; a batch of several leaves from a task of its own, so a
+cancelled caller never takes the others' answers down with it.
 
 Operations whose script takes rows (``ack``: ``ARGV = head..., row..., row...``) go further:
 ``call_rows`` calls of one script with the same head in one turn become ONE ``EVALSHA`` whose
@@ -15,8 +19,8 @@ reply holds one answer per row, so sixteen acks cost the server and the client o
 Nothing about atomicity is lost: every command is still one ``EVALSHA``, atomic on its own
 (a merged one settles its rows one after another inside one script, each under its own
 fence, as separate calls would); the pipeline only shares the round trip. A lone call costs
-one ``call_soon`` more (microseconds) and goes out as a plain ``EVALSHA``. A call (or a row)
-whose caller was cancelled before the flush is never sent.
+one loop turn more (microseconds) and goes out as a plain ``EVALSHA``. A call (or a row) whose
+caller was cancelled before the flush is never sent.
 
 ``NOSCRIPT`` inside a pipeline (a restarted server, a ``SCRIPT FLUSH``) is answered per
 command: those commands go again one by one through ``LuaScript.__call__``, which loads the
@@ -91,14 +95,45 @@ class ScriptBatcher:
 
     def _queue(self, command: Command) -> None:
         if not self._pending:
-            asyncio.get_running_loop().call_soon(self._flush)
+            self._spawn()
         self._pending.append(command)
+
+    def _spawn(self) -> None:
+        """The turn's sender: a task whose first step runs on the loop's next turn, when every
+        call of this turn is queued (one loop hop before the write)."""
+        task = asyncio.ensure_future(self._flush())
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
 
     def call(self, script: LuaScript, args: list[Any]) -> asyncio.Future[Any]:
         """Queue one call; the future answers its reply (or raises its error)."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._queue(Command(script, args, future=future, waiters=[future]))
         return future
+
+    async def run(self, script: LuaScript, args: list[Any]) -> Any:
+        """One call, answered directly: ``call`` and await, except that the FIRST call of a
+        turn leads it (see the module doc) and, alone in its turn, is sent and read in the
+        caller's own task — no sender task, no future between the reply and the caller."""
+        if self._pending:
+            return await self.call(script, args)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        command = Command(script, args, future=future, waiters=[future])
+        self._pending.append(command)
+        try:
+            await asyncio.sleep(0)  # one loop turn: the calls of this turn queue behind it
+        except asyncio.CancelledError:
+            future.cancel()  # never sent; whatever else queued leaves without it
+            self._spawn()
+            raise
+        batch = self._take()
+        if len(batch) == 1 and batch[0] is command:
+            return await script(self.client, self.keys, args)
+        if batch:
+            task = asyncio.ensure_future(self._send(batch))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+        return await future
 
     def call_rows(
         self, script: LuaScript, head: Sequence[Any], row: Sequence[Any]
@@ -116,15 +151,17 @@ class ScriptBatcher:
         command.rows.append((future, row))
         return future
 
-    def _flush(self) -> None:
+    def _take(self) -> list[Command]:
+        """Everything queued and still awaited, sealed; the queue starts over."""
         batch = [command for command in self._pending if command.seal()]
         self._pending = []
         self._merging = {}
-        if not batch:
-            return
-        task = asyncio.ensure_future(self._send(batch))
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+        return batch
+
+    async def _flush(self) -> None:
+        batch = self._take()
+        if batch:
+            await self._send(batch)
 
     async def _send(self, batch: list[Command]) -> None:
         try:

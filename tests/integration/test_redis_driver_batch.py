@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
@@ -182,3 +183,53 @@ async def test_a_connection_failure_fails_every_call_of_the_batch(clock: FrozenC
         ]
     finally:
         await client.aclose()
+
+
+async def test_a_lone_call_leads_its_turn_and_is_sent_from_its_own_task(
+    redis_url: str, redis_prefix: str
+) -> None:
+    client = Redis.from_url(redis_url)
+    batcher = ScriptBatcher(client, [f"{{{redis_prefix}}}"])
+    echo = script("echo", "return ARGV[1]")
+    pipelines = 0
+    inner = batcher._pipeline
+
+    async def counted(batch: list[Any]) -> list[Any]:
+        nonlocal pipelines
+        pipelines += 1
+        return await inner(batch)
+
+    batcher._pipeline = counted  # type: ignore[method-assign]
+    try:
+        leader = asyncio.ensure_future(batcher.run(echo, ["alone"]))
+        await asyncio.sleep(0)  # the leader queued itself and yields one turn
+        assert not batcher._sending  # no sender task: it sends and reads itself
+        assert await leader == b"alone"
+        assert pipelines == 0
+        # Calls of one turn still leave together, each with its own answer.
+        answers = await asyncio.gather(*(batcher.run(echo, [str(n)]) for n in range(3)))
+        assert answers == [b"0", b"1", b"2"]
+        assert pipelines == 1
+    finally:
+        await client.aclose()
+
+
+async def test_a_leader_cancelled_before_its_turn_is_never_sent_and_strands_nobody(
+    driver: RedisDriver,
+) -> None:
+    batcher = driver._batcher
+    assert batcher is not None
+    now = driver.clock.now_ms()
+    enqueue = SCRIPTS["enqueue"]
+    leader = asyncio.ensure_future(
+        batcher.run(enqueue, codec.enqueue_args(now, [(req("gone"), "gone", "r1")]))
+    )
+    follower = asyncio.ensure_future(
+        batcher.run(enqueue, codec.enqueue_args(now, [(req("kept"), "kept", "r2")]))
+    )
+    await asyncio.sleep(0)  # the leader waits out its turn; the follower queued behind it
+    leader.cancel()
+    assert codec.enqueued_from(await follower)[0].id == "kept"
+    with pytest.raises(asyncio.CancelledError):
+        await leader
+    assert await claim_all(driver) == ["kept"]  # "gone" was never enqueued
