@@ -60,7 +60,7 @@ class PostgresEnqueuer:
         # queue -> the last 250 ms slot this process knows was announced (by it or, since its
         # own statement found the slot taken, by another): no need to ask the table again.
         self._announced: dict[str, int] = {}
-        self._deduping_batches = 0  # batches left before the plain insert is tried again
+        self._deduping_batches = 0  # batches left before COPY is tried again
 
     def _slot_to_announce(self, queue: str, slot: int | None) -> int | None:
         return None if slot is None or self._announced.get(queue) == slot else slot
@@ -197,7 +197,7 @@ class PostgresEnqueuer:
         slot = now // WAKE_SLOT_MS
         due_by = now + WAKE_DUE_WITHIN_MS
         due = {row["queue"] for _, row in todo if row["at"] is None or row["at"] <= due_by}
-        queues = sorted(queue for queue in due if self._announced.get(queue) != slot)
+        queues = sorted(queue for queue in due if self._slot_to_announce(queue, slot) is not None)
         if queues:
             await self._fetch(_ENQUEUE_WAKE, queues, slot)
             for queue in queues:  # announced now, or already by another process

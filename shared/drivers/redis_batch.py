@@ -35,7 +35,7 @@ by its own rules.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,7 +101,11 @@ class ScriptBatcher:
     def _spawn(self) -> None:
         """The turn's sender: a task whose first step runs on the loop's next turn, when every
         call of this turn is queued (one loop hop before the write)."""
-        task = asyncio.ensure_future(self._flush())
+        self._start(self._flush())
+
+    def _start(self, sending: Coroutine[Any, Any, None]) -> None:
+        """Run ``sending`` as a task of its own, referenced until it ends (never collected)."""
+        task = asyncio.ensure_future(sending)
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
@@ -130,9 +134,7 @@ class ScriptBatcher:
         if len(batch) == 1 and batch[0] is command:
             return await script(self.client, self.keys, args)
         if batch:
-            task = asyncio.ensure_future(self._send(batch))
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+            self._start(self._send(batch))
         return await future
 
     def call_rows(

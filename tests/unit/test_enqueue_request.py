@@ -1,4 +1,4 @@
-"""``EnqueueRequest`` keeps a hand-written ``__init__`` (speed, see its docstring): it must
+"""``EnqueueRequest``'s ``__init__`` is ``slot_init``'s (speed, see shared.frozen_init): it must
 stay exactly the dataclass's fields, in order, with their defaults, and the value frozen."""
 
 from __future__ import annotations
