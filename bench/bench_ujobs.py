@@ -39,10 +39,11 @@ that exists. Settings, by environment:
   over a table holding that history (issue 4: the hot path must not scan it). ``setup()``
   reports the rows and the seconds it took on stderr as a ``bench-note`` line
   (``bench/harness_run.py`` collects those).
-- ``BENCH_UJOBS_CLAIM_AHEAD`` (default 0): the worker's ``claim_ahead`` (rows claimed beyond
-  its free slots, ``shared.worker_prefetch``; 0, the library's default, is off). Measured
-  at 20,000 jobs, 16 did not raise this harness's drain (2,773 vs 3,053 jobs/s back to back):
-  here the claim's round trip is not what bounds the drain.
+- ``BENCH_UJOBS_CLAIM_AHEAD`` (default 16, the slots): the worker's ``claim_ahead`` (rows
+  claimed beyond its free slots, ``shared.worker_prefetch``) — what ``ujobs worker`` on one
+  queue uses when ``UJOBS_CLAIM_AHEAD`` is unset (``WorkerConfig.claim_ahead_rows()``); 0 is
+  the library's own default. Measured back to back at 20,000 jobs on the generic-plan pool:
+  5,553-6,670 jobs/s with 0, 6,624-8,498 with 16.
 - ``BENCH_CLAIMS_OUT``: a file the worker appends one line per claim statement to (its
   ``time.time()``), which is how ``bench/latency.py`` counts an idle worker's claims.
 
@@ -95,6 +96,7 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 from shared import job, t  # noqa: E402
 from shared.drivers.base import JobDriver  # noqa: E402
 from shared.drivers.postgres import postgres_driver  # noqa: E402
+from shared.drivers.postgres_pool import postgres_pool  # noqa: E402
 from shared.lifecycle import Lifecycle  # noqa: E402
 from shared.metrics import JobMetrics  # noqa: E402
 from shared.registry import Registry  # noqa: E402
@@ -138,7 +140,7 @@ if os.environ.get("BENCH_UJOBS_LAT_INTERVAL_S"):
     common.LAT_INTERVAL = float(os.environ["BENCH_UJOBS_LAT_INTERVAL_S"])
 REDIS_URL = common.redis_url(0)
 SLOTS = 16
-CLAIM_AHEAD = int(os.environ.get("BENCH_UJOBS_CLAIM_AHEAD", "0"))
+CLAIM_AHEAD = int(os.environ.get("BENCH_UJOBS_CLAIM_AHEAD", str(SLOTS)))
 DSN = f"{common.PG_BASE}/{DB_NAME}"
 HISTORY = int(os.environ.get("BENCH_UJOBS_HISTORY", "0"))
 if HISTORY and DRIVER != "postgres":
@@ -159,7 +161,7 @@ BACKEND = (
 OVER = (
     f"redis_driver (redis DB {REDIS_DB}, prefix {REDIS_PREFIX!r})"
     if DRIVER == "redis"
-    else "postgres_driver (asyncpg pool)"
+    else "postgres_driver (postgres_pool: generic plans, as ujobs worker builds it)"
 )
 SETTINGS = (
     f"job_worker(concurrency={SLOTS}, queues=[{QUEUE!r}], claim_ahead={CLAIM_AHEAD}) "
@@ -444,8 +446,8 @@ def count_claims(driver: JobDriver, path: str) -> None:
 async def worker_main() -> None:
     pool: asyncpg.Pool[Any] | None = None
     if DRIVER == "postgres" or OUTBOX:
-        pool = await asyncpg.create_pool(DSN, min_size=2, max_size=8)
-        assert pool is not None
+        # The pool ``ujobs worker`` builds (services/backends.py): generic plans, no reset.
+        pool = await postgres_pool(DSN, min_size=2, max_size=8)
     driver: JobDriver
     if DRIVER == "redis":
         driver = bench_redis_driver()

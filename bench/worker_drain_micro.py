@@ -3,13 +3,15 @@
 
     python bench/worker_drain_micro.py            # BENCH_N=20000 by default
     BENCH_N=5000 BENCH_SLOTS=16 python bench/worker_drain_micro.py
-    BENCH_CLAIM_AHEAD=16 python bench/worker_drain_micro.py   # the worker's claim_ahead
+    BENCH_CLAIM_AHEAD=0 python bench/worker_drain_micro.py    # claim_ahead off (default: the
+                                                              # slots, as ``ujobs worker``)
 
-The jobs are enqueued before the worker starts (``enqueue_many``, 1,000 a statement), so the
-figure is the drain alone: from ``start()`` to the last settle. It runs in a throwaway database
-(created from ``TEST_DATABASE_URL``'s server, migrated, dropped). Not the peer comparison — that
-is ``bench/throughput.py`` through the shared harness — but the number to watch while changing
-the worker's hot path.
+The worker runs on the pool ``ujobs worker`` builds (``postgres_pool``: generic plans, no
+reset statement). The jobs are enqueued before the worker starts (``enqueue_many``, 1,000 a
+statement), so the figure is the drain alone: from ``start()`` to the last settle. It runs in
+a throwaway database (created from ``TEST_DATABASE_URL``'s server, migrated, dropped). Not the
+peer comparison — that is ``bench/throughput.py`` through the shared harness — but the number
+to watch while changing the worker's hot path.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from shared import job, t
 from shared.drivers.postgres import postgres_driver
+from shared.drivers.postgres_pool import postgres_pool
 from shared.lifecycle import Lifecycle
 from shared.metrics import JobMetrics
 from shared.migrate import migrate
@@ -49,14 +52,13 @@ async def noop(run: Run[Any]) -> None:
 async def main() -> None:
     n = int(os.environ.get("BENCH_N", "20000"))
     slots = int(os.environ.get("BENCH_SLOTS", "16"))
-    ahead = int(os.environ.get("BENCH_CLAIM_AHEAD", "0"))
+    ahead = int(os.environ.get("BENCH_CLAIM_AHEAD", str(slots)))
     name = f"ujobs_bench_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     head = ADMIN.rpartition("/")[0]
     admin = await asyncpg.connect(ADMIN)
     await admin.execute(f'CREATE DATABASE "{name}"')
     try:
-        pool = await asyncpg.create_pool(f"{head}/{name}", min_size=4, max_size=8)
-        assert pool is not None
+        pool = await postgres_pool(f"{head}/{name}", min_size=4, max_size=8)
         async with pool.acquire() as conn:
             await migrate(conn)
         driver = postgres_driver(pool)

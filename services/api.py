@@ -196,7 +196,9 @@ def create_app(config: ApiConfig, *, metrics: JobMetrics | None = None) -> web.A
 
 
 async def _backend_ctx(app: web.Application) -> AsyncIterator[None]:
-    async with open_backend(app[CONFIG].common.connections, pool_size=4) as backend:
+    async with open_backend(
+        app[CONFIG].common.connections, pool_size=4, generic_plans=False
+    ) as backend:
         app[BACKEND] = backend
         yield
 

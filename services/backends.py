@@ -4,6 +4,14 @@
 from ``Connections``, and close what they opened in reverse order. A service asks for what it
 needs: the relay and the scheduler always need Postgres (the outbox and the watermarks live
 there) even when the queue itself is on Redis.
+
+Every pool is ``postgres_pool()``: nothing a service runs leaves session state (no session
+advisory locks, LISTENs on pooled sessions, cursors or SETs), so a release sends no reset
+statement. The worker-side roles (worker, relay, scheduler, deliverer, exporter) also run on
+generic plans (``plan_cache_mode = force_generic_plan``): otherwise Postgres re-plans the
+claim on every call, about half a millisecond of each claim's round trip. The api and the CLI
+keep Postgres' own choice (``generic_plans=False``): they serve the operator's filtered pages,
+where a custom plan can pick a better index.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import asyncpg
 from services.config import Connections
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.drivers.base import JobDriver
+from shared.drivers.postgres_pool import postgres_pool
 from shared.errors import DriverUnavailableError
 
 if TYPE_CHECKING:
@@ -52,16 +61,16 @@ class Backend:
             await self.redis.ping()
 
 
-async def open_pool(database_url: str, *, max_size: int, min_size: int = 1) -> Pool:
-    pool = await asyncpg.create_pool(
+async def open_pool(
+    database_url: str, *, max_size: int, min_size: int = 1, generic_plans: bool = True
+) -> Pool:
+    return await postgres_pool(
         database_url,
         min_size=min(min_size, max_size),
         max_size=max_size,
+        generic_plans=generic_plans,
         timeout=CONNECT_TIMEOUT_S,
     )
-    if pool is None:  # pragma: no cover - asyncpg answers None only without a connection
-        raise DriverUnavailableError("asyncpg could not build a pool for DATABASE_URL")
-    return pool
 
 
 def open_redis(redis_url: str) -> Redis:
@@ -77,9 +86,11 @@ async def open_backend(
     need_database: bool = False,
     need_redis: bool = False,
     pool_size: int | None = None,
+    generic_plans: bool = True,
     clock: Clock = SYSTEM_CLOCK,
 ) -> AsyncIterator[Backend]:
     """The driver ``connections.driver`` names, over a pool / client this opens and closes.
+    ``generic_plans=False`` for a process serving operator pages (the module says why).
 
     Postgres is opened when the driver is Postgres or ``need_database`` says so; Redis when the
     driver is Redis, or ``need_redis`` (the wake) and a ``REDIS_URL`` is set.
@@ -91,7 +102,9 @@ async def open_backend(
             need_database or connections.driver == "postgres"
         ):
             pool = await open_pool(
-                connections.database_url, max_size=pool_size or connections.pg_pool_size
+                connections.database_url,
+                max_size=pool_size or connections.pg_pool_size,
+                generic_plans=generic_plans,
             )
             stack.push_async_callback(pool.close)
         if connections.redis_url is not None and (need_redis or connections.driver == "redis"):

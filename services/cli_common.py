@@ -62,5 +62,5 @@ def operate(
 
 
 async def _run(config: OperatorConfig, work: Work[T], progress: Progress) -> T:
-    async with open_backend(config.common.connections, pool_size=2) as backend:
+    async with open_backend(config.common.connections, pool_size=2, generic_plans=False) as backend:
         return await work(backend, progress)

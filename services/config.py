@@ -244,6 +244,17 @@ class WorkerConfig:
     concurrency: Concurrency = field(default_factory=Concurrency)
     max_in_flight: int | None = None
     visibility_timeout_ms: int = DEFAULT_VISIBILITY_MS
+    claim_ahead: int | None = None
+    """None: as many as the one queue's slots (``claim_ahead_rows()`` answers the number)."""
+
+    def claim_ahead_rows(self) -> int:
+        """The worker's ``claim_ahead``: 0 for several queues (the library claims ahead only
+        for one), else ``UJOBS_CLAIM_AHEAD``, by default that queue's slots."""
+        if len(self.queues) != 1:
+            return 0
+        if self.claim_ahead is not None:
+            return self.claim_ahead
+        return self.concurrency.for_queue(self.queues[0])
 
     @classmethod
     def load(
@@ -289,6 +300,7 @@ class WorkerConfig:
             visibility_timeout_ms=src.read(
                 "UJOBS_VISIBILITY_TIMEOUT_MS", _whole_from(1_000), DEFAULT_VISIBILITY_MS
             ),
+            claim_ahead=src.read("UJOBS_CLAIM_AHEAD", _optional(_whole_from(0)), None),
         )
         if require_backend:
             common.connections.require_backend(service)

@@ -84,6 +84,13 @@ VARIABLES: dict[str, Variable] = {
             _WORKERS,
         ),
         Variable(
+            "UJOBS_CLAIM_AHEAD",
+            "rows a worker serving ONE queue claims beyond its free slots; a row waits at most "
+            "500 ms, never on its final attempt, then goes back uncounted; 0 turns it off",
+            "that queue's slots",
+            _WORKERS,
+        ),
+        Variable(
             "UJOBS_VISIBILITY_TIMEOUT_MS",
             "a claim's lease; renewed every third of it while the job runs",
             str(DEFAULT_VISIBILITY_MS),

@@ -38,6 +38,7 @@ async def start_worker(
         queues=config.queues,
         concurrency={q: config.concurrency.for_queue(q) for q in config.queues},
         max_in_flight=config.max_in_flight,
+        claim_ahead=config.claim_ahead_rows(),
         visibility_timeout_ms=config.visibility_timeout_ms,
         wake=wired.wake,
         close_driver=False,

@@ -33,6 +33,8 @@ def test_defaults_need_only_a_database() -> None:
     assert config.queues == ("default",)
     assert config.concurrency == Concurrency(default=8)
     assert config.max_in_flight is None
+    assert config.claim_ahead is None
+    assert config.claim_ahead_rows() == 8  # one queue: as many rows ahead as its slots
     assert config.visibility_timeout_ms == 30_000
     assert config.common.drain_deadline_ms == 25_000
     assert config.common.connections.driver == "postgres"
@@ -48,6 +50,7 @@ def test_every_value_is_read_from_its_variable() -> None:
             "UJOBS_QUEUES": "a, b,a",
             "UJOBS_CONCURRENCY": "a=2,b=16",
             "UJOBS_MAX_IN_FLIGHT": "10",
+            "UJOBS_CLAIM_AHEAD": "0",
             "UJOBS_VISIBILITY_TIMEOUT_MS": "60_000",
             "UJOBS_DRAIN_DEADLINE_MS": "600000",
             "UJOBS_LOG_LEVEL": "DEBUG",
@@ -59,6 +62,8 @@ def test_every_value_is_read_from_its_variable() -> None:
     assert config.concurrency.for_queue("b") == 16
     assert config.concurrency.for_queue("other") == 8
     assert config.max_in_flight == 10
+    assert config.claim_ahead == 0
+    assert config.claim_ahead_rows() == 0  # two queues: never, whatever the variable says
     assert config.visibility_timeout_ms == 60_000
     assert config.common.drain_deadline_ms == 600_000
     assert config.common.log_level_number == 10
@@ -90,6 +95,9 @@ def test_pinned_queues_ignore_ujobs_queues() -> None:
     assert config.queues == ("exports",)
     assert config.common.service == "exporter"
 
+    config = WorkerConfig.load({"DATABASE_URL": PG, "UJOBS_CLAIM_AHEAD": "3"}, concurrency="16")
+    assert config.claim_ahead_rows() == 3
+
 
 @pytest.mark.parametrize(
     ("env", "starts", "hint"),
@@ -99,6 +107,7 @@ def test_pinned_queues_ignore_ujobs_queues() -> None:
         ({"UJOBS_CONCURRENCY": "a=2,b"}, "UJOBS_CONCURRENCY: 'b' is not queue=number", ""),
         ({"UJOBS_MAX_IN_FLIGHT": "-1"}, "UJOBS_MAX_IN_FLIGHT: '-1' is not a whole number", ""),
         ({"UJOBS_MAX_IN_FLIGHT": "1.5"}, "UJOBS_MAX_IN_FLIGHT: '1.5'", ""),
+        ({"UJOBS_CLAIM_AHEAD": "-1"}, "UJOBS_CLAIM_AHEAD: '-1' is not a whole number", ""),
         ({"UJOBS_DRIVER": "postgresql"}, "UJOBS_DRIVER: 'postgresql' is not one of", "'postgres'"),
         ({"UJOBS_DRIVER": "rediss"}, "UJOBS_DRIVER", "'redis'"),
         ({"UJOBS_LOG_LEVEL": "warn"}, "UJOBS_LOG_LEVEL", "'warning'"),
