@@ -82,7 +82,8 @@ async def schema_text(dsn: str) -> str:
             lines.append(f"table {r['relname']} ({r['opts']})")
         for r in await conn.fetch(
             """select table_name, column_name, data_type, is_nullable,
-                      coalesce(column_default, '') as dflt, is_identity,
+                      coalesce(column_default, '') as dflt,
+                      is_identity || coalesce(' ' || identity_generation, '') as is_identity,
                       coalesce(collation_name, '') as coll
                  from information_schema.columns where table_schema = 'public'
                 order by table_name, ordinal_position"""
