@@ -4,13 +4,10 @@ either runs the whole claim/settle path."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from typing import Any
 
 import asyncpg
-from aiohttp import web
-from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
 from services.api import BACKEND, create_app
@@ -21,8 +18,6 @@ from services.worker import start_worker
 from shared.drivers.base import ClaimOptions, EnqueueRequest
 from shared.metrics import JobMetrics
 from tests.services.test_api import MakeClient
-
-Client = TestClient[web.Request, web.Application]
 
 
 async def _plan_mode(pool: asyncpg.Pool[Any] | None) -> str:
@@ -84,9 +79,9 @@ async def test_the_worker_service_claims_ahead_by_default_and_runs_every_job(
                         idempotency_key=f"order:o{i}",
                     )
                 )
-            async with asyncio.timeout(30):
-                while worker.runner.counters.settled < 40:
-                    await asyncio.sleep(0.02)
+            await worker.signals.wait(
+                "settled", lambda _: worker.runner.counters.settled >= 40, timeout_s=30
+            )
         finally:
             await worker.stop()
     conn = await asyncpg.connect(pg_dsn)
