@@ -7,15 +7,17 @@ codecs its connections registered. The rows are resolved here exactly as enqueue
 resolves them (state ``delayed`` when due after ``now``, ``run_at`` defaulting to ``now``,
 ``created_at = updated_at = now``), so either path stores the same row.
 
-A batch this module cannot write (an input orjson refuses, a time outside what a datetime
-holds) answers None and goes to the statement, which inserts it or raises the error every
-other path raises.
+The text is written a chunk of rows at a time while earlier chunks are already on their way,
+so the server inserts rows while the client still encodes the rest. A row this module cannot
+write (an input orjson refuses, a time outside what a datetime holds) ends the stream with a
+line the server refuses, so the COPY inserts nothing, and the batch goes to the statement,
+which inserts it or raises the error every other path raises.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -70,30 +72,56 @@ def timestamp(ms: int) -> str:
     return (_EPOCH + timedelta(milliseconds=ms)).isoformat()
 
 
-def copy_rows(rows: Iterable[dict[str, Any]], now: int) -> bytes | None:
-    """The batch's rows (``_batch_row`` dicts) as COPY text, or None when one cannot be
-    written (then the statement path answers the batch)."""
-    lines: list[str] = []
-    append = lines.append
+ABORT_LINE = b"\\N\n"
+"""A line of one field where COPY expects fourteen: the server refuses it (22P04, missing data
+for column) and so aborts the COPY, inserting none of the rows already sent. The stream ends
+with it when a later row cannot be written, rather than raising inside asyncpg's reader: an
+exception there makes asyncpg send a cancel request on a second connection, which may land on
+whatever the connection runs next."""
+
+
+def copy_chunks(chunks: Iterable[list[dict[str, Any]]], now: int) -> Iterator[bytes]:
+    """Each list of rows (``_batch_row`` dicts) of ``chunks`` as one piece of COPY text, as
+    the rows come: a batch is written while the server inserts what came before. A row that
+    cannot be written (a field that is not text, an input orjson refuses, a time past what a
+    datetime holds) ends the stream with ``ABORT_LINE``, so the COPY inserts nothing and the
+    statement path answers the batch (it inserts the rows or raises its own error)."""
     try:
         now_text = timestamp(now)
-        for row in rows:
-            at = row["at"]
-            delayed = at is not None and at > now
-            run_at = now_text if at is None or at == now else timestamp(at)
-            text: tuple[str, ...] = (
-                row["id"],
-                row["run_id"],
-                row["name"],
-                row["queue"],
-                orjson.dumps(row["input"]).decode(),
-                row["idempotency_key"],
-            )
-            tenant, trace, actor = row["tenant_id"], row["traceparent"], row["enqueued_by"]
-            probe = "".join(text)
-            if "\\" in probe or "\t" in probe or "\n" in probe or "\r" in probe:
-                text = tuple(t.translate(_ESCAPES) for t in text)
-            fields = (
+    except OverflowError:
+        yield ABORT_LINE
+        return
+    for rows in chunks:
+        try:
+            text = "".join([_line(row, now, now_text) for row in rows])
+        # A field that is not text (orjson's refusal is a TypeError too), or a time past datetime.
+        except (TypeError, AttributeError, OverflowError):
+            yield ABORT_LINE
+            return
+        if text:
+            yield text.encode()
+
+
+def _line(row: dict[str, Any], now: int, now_text: str) -> str:
+    """One row as a line of COPY text (its newline included)."""
+    at = row["at"]
+    delayed = at is not None and at > now
+    run_at = now_text if at is None or at == now else timestamp(at)
+    text: tuple[str, ...] = (
+        row["id"],
+        row["run_id"],
+        row["name"],
+        row["queue"],
+        orjson.dumps(row["input"]).decode(),
+        row["idempotency_key"],
+    )
+    tenant, trace, actor = row["tenant_id"], row["traceparent"], row["enqueued_by"]
+    probe = "".join(text)
+    if "\\" in probe or "\t" in probe or "\n" in probe or "\r" in probe:
+        text = tuple(t.translate(_ESCAPES) for t in text)
+    return (
+        "\t".join(
+            (
                 text[0],
                 text[1],
                 text[2],
@@ -109,9 +137,6 @@ def copy_rows(rows: Iterable[dict[str, Any]], now: int) -> bytes | None:
                 _NULL if trace is None else trace.translate(_ESCAPES),
                 _NULL if actor is None else actor.translate(_ESCAPES),
             )
-            append("\t".join(fields))
-    # A field that is not text (orjson's refusal is a TypeError too), or a time past datetime.
-    except (TypeError, AttributeError, OverflowError):
-        return None
-    lines.append("")
-    return "\n".join(lines).encode()
+        )
+        + "\n"
+    )

@@ -14,7 +14,7 @@ after its snapshot; it is simply sent again.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import asyncpg
@@ -23,7 +23,7 @@ from shared.clock import Clock
 from shared.drivers.base import Enqueued, EnqueueRequest, check_enqueue_request
 from shared.drivers.postgres_conns import HeldConnections
 from shared.drivers.postgres_copy import COLUMNS as COPY_COLUMNS
-from shared.drivers.postgres_copy import copy_rows, copy_target
+from shared.drivers.postgres_copy import copy_chunks, copy_target
 from shared.drivers.postgres_rows import dumps
 from shared.errors import InputInvalidError, InvariantError
 from shared.ids import new_ids
@@ -40,6 +40,9 @@ COPY_PAUSE_BATCHES = 16
 deduping statement: a caller re-sending work it already queued would otherwise pay a failed
 statement (and leave its dead rows) on every batch."""
 MAX_ANNOUNCED_QUEUES = 1_000
+COPY_CHUNK_ROWS = 64
+"""A batch's COPY is sent this many requests at a time, each piece encoded while the server
+inserts the one before it."""
 
 _ENQUEUE = query("enqueue")
 _ENQUEUE_INSERT = query("enqueue_insert")
@@ -131,31 +134,14 @@ class PostgresEnqueuer:
         for request in requests:
             check_enqueue_request(request)  # the whole batch first: a bad one inserts nothing
             needed += (not request.id) + (not request.run_id)
+        if not requests:
+            return []
+        batch = _Batch(requests, new_ids(needed))
+        if await self._copy_batch(batch):
+            return batch.answers_when_all_inserted()
+        batch.resolve_all()
+        todo = batch.todo
         answers: list[Enqueued | None] = [None] * len(requests)
-        first_of: list[int] = []
-        by_id: dict[str, int] = {}
-        by_key: dict[tuple[str, str, str], int] = {}
-        todo: list[tuple[int, dict[str, Any]]] = []
-        minted = iter(new_ids(needed))
-        for index, request in enumerate(requests):
-            key = (request.name, request.tenant_id or "", request.idempotency_key)
-            earlier = by_id.get(request.id) if request.id is not None else None
-            if earlier is None:
-                earlier = by_key.get(key)
-            first_of.append(earlier if earlier is not None else index)
-            if earlier is not None:
-                continue
-            job_id = request.id or next(minted)
-            by_id[job_id] = index
-            by_key[key] = index
-            todo.append((index, _batch_row(request, job_id, request.run_id or next(minted))))
-        if todo and await self._copy_batch(todo):
-            fresh = [Enqueued(row["id"], row["run_id"], False) for _, row in todo]
-            if len(fresh) == len(requests):
-                return fresh  # no repeats inside the batch: every job is its own answer
-            for (index, _), inserted in zip(todo, fresh, strict=True):
-                answers[index] = inserted
-            todo = []
         for _ in range(ENQUEUE_RETRIES):
             if not todo:
                 break
@@ -165,28 +151,23 @@ class PostgresEnqueuer:
                 "enqueue_many kept meeting concurrent enqueues of the same ids or keys; retry",
                 meta={"pending": len(todo)},
             )
-        out: list[Enqueued] = []
-        for index, first in enumerate(first_of):
-            answer = answers[first]
-            assert answer is not None
-            out.append(answer if first == index else Enqueued(answer.id, answer.run_id, True))
-        return out
+        return batch.answers(answers)
 
-    async def _copy_batch(self, todo: list[tuple[int, dict[str, Any]]]) -> bool:
-        """Every row of ``todo`` by COPY, then the wake; False when it was not tried (a recent
-        batch met a taken id or key, or a row COPY's text cannot carry) or failed (COPY is
-        all or nothing: then nothing was inserted and the statement answers the batch)."""
+    async def _copy_batch(self, batch: _Batch) -> bool:
+        """Every row of ``batch`` by COPY, then the wake; False when it was not tried (a recent
+        batch met a taken id or key) or failed (COPY is all or nothing: then nothing was
+        inserted and the statement answers the batch, a row COPY's text cannot carry
+        included). The rows are resolved and written ``COPY_CHUNK_ROWS`` at a time as asyncpg
+        sends them, so the server inserts the first while the rest are still being encoded."""
         if self._deduping_batches:
             self._deduping_batches -= 1
             return False
         now = self.clock.now_ms()
-        encoded = copy_rows((row for _, row in todo), now)
-        if encoded is None:
-            return False
+        chunks = copy_chunks(batch.resolve(COPY_CHUNK_ROWS), now)
         try:
             await self._conns.run(
                 lambda conn: conn.copy_to_table(
-                    _COPY_TABLE, source=_once(encoded), columns=COPY_COLUMNS
+                    _COPY_TABLE, source=_stream(chunks), columns=COPY_COLUMNS
                 )
             )
         except (asyncpg.UniqueViolationError, asyncpg.DeadlockDetectedError):
@@ -196,7 +177,7 @@ class PostgresEnqueuer:
             return False  # the statement inserts the batch or raises its own error
         slot = now // WAKE_SLOT_MS
         due_by = now + WAKE_DUE_WITHIN_MS
-        due = {row["queue"] for _, row in todo if row["at"] is None or row["at"] <= due_by}
+        due = {row["queue"] for _, row in batch.todo if row["at"] is None or row["at"] <= due_by}
         queues = sorted(queue for queue in due if self._slot_to_announce(queue, slot) is not None)
         if queues:
             await self._fetch(_ENQUEUE_WAKE, queues, slot)
@@ -230,9 +211,74 @@ class PostgresEnqueuer:
         return again
 
 
-async def _once(data: bytes) -> AsyncIterator[bytes]:
-    """``data`` as the one chunk of a COPY (asyncpg reads a bytes ``source`` as a path)."""
-    yield data
+async def _stream(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """``chunks`` as the source of a COPY: asyncpg sends each as it comes."""
+    for chunk in chunks:
+        yield chunk
+
+
+class _Batch:
+    """The rows a batch enqueue inserts, resolved from its requests in order as they are
+    asked for: a repeat (an id or a live key an earlier request of the batch holds) is no row
+    of its own and answers that earlier one, deduped."""
+
+    def __init__(self, requests: Sequence[EnqueueRequest], minted: list[str]) -> None:
+        self.requests = requests
+        self.todo: list[tuple[int, dict[str, Any]]] = []
+        self._first_of: list[int] = []
+        self._by_id: dict[str, int] = {}
+        self._by_key: dict[tuple[str, str, str], int] = {}
+        self._minted = iter(minted)
+
+    def resolve(self, chunk_rows: int) -> Iterator[list[dict[str, Any]]]:
+        """The rows of the requests not resolved yet, ``chunk_rows`` requests at a time."""
+        requests = self.requests
+        while len(self._first_of) < len(requests):
+            start = len(self._first_of)
+            rows: list[dict[str, Any]] = []
+            for index in range(start, min(start + chunk_rows, len(requests))):
+                row = self._resolve(index, requests[index])
+                if row is not None:
+                    rows.append(row)
+            yield rows
+
+    def resolve_all(self) -> None:
+        for _ in self.resolve(len(self.requests)):
+            pass
+
+    def _resolve(self, index: int, request: EnqueueRequest) -> dict[str, Any] | None:
+        key = (request.name, request.tenant_id or "", request.idempotency_key)
+        earlier = self._by_id.get(request.id) if request.id is not None else None
+        if earlier is None:
+            earlier = self._by_key.get(key)
+        self._first_of.append(index if earlier is None else earlier)
+        if earlier is not None:
+            return None
+        job_id = request.id or next(self._minted)
+        self._by_id[job_id] = index
+        self._by_key[key] = index
+        row = _batch_row(request, job_id, request.run_id or next(self._minted))
+        self.todo.append((index, row))
+        return row
+
+    def answers_when_all_inserted(self) -> list[Enqueued]:
+        """The answers when every row of ``todo`` was inserted."""
+        fresh = [Enqueued(row["id"], row["run_id"], False) for _, row in self.todo]
+        if len(fresh) == len(self.requests):
+            return fresh  # no repeats inside the batch: every job is its own answer
+        answers: list[Enqueued | None] = [None] * len(self.requests)
+        for (index, _), inserted in zip(self.todo, fresh, strict=True):
+            answers[index] = inserted
+        return self.answers(answers)
+
+    def answers(self, answers: list[Enqueued | None]) -> list[Enqueued]:
+        """Every request's answer from its first occurrence's (``answers`` by index)."""
+        out: list[Enqueued] = []
+        for index, first in enumerate(self._first_of):
+            answer = answers[first]
+            assert answer is not None
+            out.append(answer if first == index else Enqueued(answer.id, answer.run_id, True))
+        return out
 
 
 def _batch_row(request: EnqueueRequest, job_id: str, run_id: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from shared.clock import FrozenClock
 from shared.drivers.base import EnqueueRequest
 from shared.drivers.postgres import PostgresDriver
 from shared.drivers.postgres_copy import COLUMNS, copy_target, timestamp
+from shared.drivers.postgres_enqueue import COPY_CHUNK_ROWS
 from shared.sql import query
 from tests.integration.test_postgres_driver import listen, wait_quiet
 
@@ -111,6 +112,67 @@ async def test_a_batch_copy_cannot_carry_goes_to_the_statement(
     assert (await pg.introspect.get(stated.id)).tenant_id == "5"  # type: ignore[union-attr]
     [ok] = await pg.enqueue_many([EnqueueRequest(name="send", input={}, idempotency_key="ok")])
     assert ok.deduped is False
+
+
+async def test_a_batch_longer_than_a_chunk_dedupes_repeats_across_chunks(
+    pg: PostgresDriver, pg_pool: asyncpg.Pool[Any]
+) -> None:
+    """Rows are resolved a chunk at a time: a repeat in a later chunk still answers the first
+    occurrence (deduped, its id), and the COPY inserts each distinct job once."""
+    size = 2 * COPY_CHUNK_ROWS + 3
+    requests = [
+        EnqueueRequest(name="spread", input={"i": i}, idempotency_key=f"spread-{i}")
+        for i in range(size)
+    ]
+    repeat = EnqueueRequest(name="spread", input={"again": True}, idempotency_key="spread-0")
+    answers = await pg.enqueue_many([*requests, repeat])
+    assert pg._enqueuer._deduping_batches == 0  # the COPY took it
+    assert [a.deduped for a in answers] == [False] * size + [True]
+    assert (answers[-1].id, answers[-1].run_id) == (answers[0].id, answers[0].run_id)
+    assert len({a.id for a in answers}) == size
+    stored_ids = await pg_pool.fetch("select id from x_jobs where name = 'spread' order by seq")
+    assert [r["id"] for r in stored_ids] == [a.id for a in answers[:size]]
+
+
+async def test_a_row_copy_cannot_carry_late_in_a_long_batch_inserts_nothing_by_copy(
+    pg: PostgresDriver, pg_pool: asyncpg.Pool[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The COPY is streamed a chunk at a time, so the rows before a row it cannot write are
+    already on the server when that row is met: the stream then ends with a line the server
+    refuses, the COPY inserts none of them, and the statement answers the whole batch, each
+    row once (or inserts none of it when it raises)."""
+    enqueuer = pg._enqueuer
+    copies: list[str] = []
+    fetch = enqueuer._fetch
+
+    async def recording(sql: str, *args: Any) -> list[Any]:
+        copies.append(sql)
+        return await fetch(sql, *args)
+
+    monkeypatch.setattr(enqueuer, "_fetch", recording)
+
+    def one(i: int, **kw: Any) -> EnqueueRequest:
+        return EnqueueRequest(name="long", input={"i": i}, idempotency_key=f"long-{i}", **kw)
+
+    size = 3 * COPY_CHUNK_ROWS + 5
+    odd = [one(i) for i in range(size - 1)] + [one(size - 1, tenant_id=5)]  # type: ignore[arg-type]
+    answers = await pg.enqueue_many(odd)
+    assert query("enqueue_many") in copies  # the statement answered it, not the COPY
+    assert enqueuer._deduping_batches == 0  # not a taken key: the next batch tries COPY again
+    assert not any(a.deduped for a in answers)
+    count = "select count(*) from x_jobs where name = $1"
+    assert await pg_pool.fetchval(count, "long") == size
+    assert (
+        await pg_pool.fetchval("select count(distinct id) from x_jobs where name = 'long'") == size
+    )
+
+    nul = [
+        EnqueueRequest(name="nul", input={"i": i}, idempotency_key=f"nul-{i}")
+        for i in range(size - 1)
+    ] + [EnqueueRequest(name="nul", input={"k": "a\x00b"}, idempotency_key="nul-last")]
+    with pytest.raises(asyncpg.PostgresError):
+        await pg.enqueue_many(nul)
+    assert await pg_pool.fetchval(count, "nul") == 0
 
 
 async def test_a_copied_batch_announces_due_queues_once_per_slot(
