@@ -396,7 +396,8 @@ async def enqueue_batch(items: list[tuple[int, float]]) -> None:
     from shared.context import transaction
     from shared.facade import jobs_facade
 
-    requests = [bench_noop.request({"seq": s, "ts": ts}) for s, ts in items]
+    # A generator: the driver builds each request as its COPY goes out (shared.drivers.base).
+    requests = (bench_noop.request({"seq": s, "ts": ts}) for s, ts in items)
     if not OUTBOX:
         await jobs_facade().enqueue_many(requests)
         return

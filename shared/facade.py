@@ -7,7 +7,7 @@ an enqueue publishes straight to the driver; with no driver either it is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
 from shared.drivers.base import Enqueued, EnqueueRequest, JobDriver
@@ -18,7 +18,7 @@ from shared.errors import DriverUnavailableError
 class JobsFacade(Protocol):
     async def enqueue(self, request: EnqueueRequest) -> Enqueued: ...
 
-    async def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]: ...
+    async def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[Enqueued]: ...
 
 
 _driver: JobDriver | None = None
@@ -54,7 +54,7 @@ class DirectFacade:
     async def enqueue(self, request: EnqueueRequest) -> Enqueued:
         return await job_driver().enqueue(request)
 
-    async def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
+    async def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[Enqueued]:
         return await job_driver().enqueue_many(requests)
 
 

@@ -9,7 +9,7 @@ relay publishes it, nothing is created and the answered ids name no row.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from shared.context import current_transaction
@@ -58,13 +58,16 @@ class OutboxJobsFacade:
         (staged,) = await self.store.stage(tx, [request])
         return Enqueued(staged.id, staged.run_id, deduped=False)
 
-    async def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
-        if not requests:
+    async def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[Enqueued]:
+        if self.current_tx() is None and self.mode != "required":
+            return await self.driver.enqueue_many(requests)  # read as the driver goes
+        batch = list(requests)
+        if not batch:
             return []
-        tx = self._tx(f"enqueue_many of {len(requests)} jobs")
+        tx = self._tx(f"enqueue_many of {len(batch)} jobs")
         if tx is None:
-            return await self.driver.enqueue_many(requests)
-        staged = await self.store.stage(tx, requests)
+            return await self.driver.enqueue_many(batch)
+        staged = await self.store.stage(tx, batch)
         return [Enqueued(s.id, s.run_id, deduped=False) for s in staged]
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from shared.clock import SYSTEM_CLOCK, Clock
@@ -211,8 +211,13 @@ class AnnouncingDriver(JobDriver):
             self.announce(request.queue)
         return answer
 
-    async def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
-        answers = await self.inner.enqueue_many(requests)
+    async def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[Enqueued]:
+        if not isinstance(requests, Sequence):  # the inner driver reads it as it goes
+            kept = _Kept(requests)
+            answers = await self.inner.enqueue_many(kept)
+            requests = kept.seen
+        else:
+            answers = await self.inner.enqueue_many(requests)
         due_by = self._due_by()  # one clock read for the batch
         queues = dict.fromkeys(
             request.queue
@@ -276,6 +281,20 @@ class AnnouncingDriver(JobDriver):
     @property
     def backfills(self) -> BackfillLedger | None:
         return self.inner.backfills
+
+
+class _Kept:
+    """A one-pass iterable of requests that keeps each one as it is read, so the batch's
+    answers can be paired with their requests after the inner driver streamed them."""
+
+    def __init__(self, source: Iterable[EnqueueRequest]) -> None:
+        self._source = source
+        self.seen: list[EnqueueRequest] = []
+
+    def __iter__(self) -> Iterator[EnqueueRequest]:
+        for request in self._source:
+            self.seen.append(request)
+            yield request
 
 
 def announcing(driver: JobDriver, announcer: WakeAnnouncer | None = None) -> AnnouncingDriver:

@@ -24,7 +24,7 @@ The contract lives in four modules, all re-exported here so callers import from 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -101,7 +101,7 @@ class JobDriver(Protocol):
 
     async def enqueue(self, request: EnqueueRequest) -> Enqueued: ...
 
-    async def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
+    async def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[Enqueued]:
         """Queue N jobs in one operation, each still deduped by its id and live key."""
         ...
 

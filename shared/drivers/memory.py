@@ -12,7 +12,7 @@ optional capabilities live beside it (``memory_introspect``, ``memory_leases``,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -119,9 +119,10 @@ class MemoryDriver:
         check_enqueue_request(request)
         return self._insert(request, self.clock.now_ms())
 
-    async def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
+    async def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[Enqueued]:
         # Checked before any insert, so a bad request in the batch inserts nothing (one
         # statement in Postgres is all or nothing too).
+        requests = list(requests)
         for request in requests:
             check_enqueue_request(request)
         now = self.clock.now_ms()

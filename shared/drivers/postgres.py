@@ -20,7 +20,7 @@ surface), ``postgres_leases`` (fleet slots), ``postgres_workers`` (the registry)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -145,7 +145,7 @@ class PostgresDriver:
     async def enqueue(self, request: EnqueueRequest) -> Enqueued:
         return await self._enqueuer.enqueue(request)
 
-    async def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
+    async def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[Enqueued]:
         """One statement for N jobs, each still deduped by its id and live key."""
         return await self._enqueuer.enqueue_many(requests)
 

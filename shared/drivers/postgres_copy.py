@@ -80,18 +80,22 @@ exception there makes asyncpg send a cancel request on a second connection, whic
 whatever the connection runs next."""
 
 
-def copy_chunks(chunks: Iterable[list[dict[str, Any]]], now: int) -> Iterator[bytes]:
+def copy_chunks(chunks: Iterable[list[dict[str, Any]] | None], now: int) -> Iterator[bytes]:
     """Each list of rows (``_batch_row`` dicts) of ``chunks`` as one piece of COPY text, as
-    the rows come: a batch is written while the server inserts what came before. A row that
-    cannot be written (a field that is not text, an input orjson refuses, a time past what a
-    datetime holds) ends the stream with ``ABORT_LINE``, so the COPY inserts nothing and the
-    statement path answers the batch (it inserts the rows or raises its own error)."""
+    the rows come: a batch is written while the server inserts what came before. A None chunk
+    (a request was refused: nothing may be inserted) or a row that cannot be written (a field
+    that is not text, an input orjson refuses, a time past what a datetime holds) ends the
+    stream with ``ABORT_LINE``, so the COPY inserts nothing; the statement path then answers
+    the batch (it inserts the rows or raises its own error)."""
     try:
         now_text = timestamp(now)
     except OverflowError:
         yield ABORT_LINE
         return
     for rows in chunks:
+        if rows is None:
+            yield ABORT_LINE
+            return
         try:
             text = "".join([_line(row, now, now_text) for row in rows])
         # A field that is not text (orjson's refusal is a TypeError too), or a time past datetime.

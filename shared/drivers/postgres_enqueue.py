@@ -14,7 +14,8 @@ after its snapshot; it is simply sent again.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+import itertools
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 import asyncpg
@@ -43,6 +44,8 @@ MAX_ANNOUNCED_QUEUES = 1_000
 COPY_CHUNK_ROWS = 64
 """A batch's COPY is sent this many requests at a time, each piece encoded while the server
 inserts the one before it."""
+RESOLVE_ALL_ROWS = 10_000
+"""Requests resolved per step when nothing streams them (the deduping statement's path)."""
 
 _ENQUEUE = query("enqueue")
 _ENQUEUE_INSERT = query("enqueue_insert")
@@ -127,21 +130,25 @@ class PostgresEnqueuer:
             meta={"name": request.name, "id": job_id},
         )
 
-    async def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
+    async def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[Enqueued]:
         """One statement for the batch. Repeats inside it (same id, or same live key) answer
-        the first occurrence, deduped, exactly as N single enqueues in order would."""
-        needed = 0  # every id the batch may need, minted at once (a repeat leaves its unused)
-        for request in requests:
-            check_enqueue_request(request)  # the whole batch first: a bad one inserts nothing
-            needed += (not request.id) + (not request.run_id)
-        if not requests:
+        the first occurrence, deduped, exactly as N single enqueues in order would.
+
+        ``requests`` is read as the COPY goes out, so a generator's requests are built while
+        the server inserts the ones before. A bad request (or the iterable raising) anywhere
+        in it inserts nothing: the COPY is aborted and the error raised."""
+        batch = _Batch(requests)
+        chunks = batch.resolve(COPY_CHUNK_ROWS)
+        first = next(chunks, None)  # never raises: a refusal is kept in batch.error
+        if batch.error is not None:
+            raise batch.error  # nothing was sent
+        if not batch.todo:
             return []
-        batch = _Batch(requests, new_ids(needed))
-        if await self._copy_batch(batch):
+        if await self._copy_batch(batch, itertools.chain([first], chunks)):
             return batch.answers_when_all_inserted()
-        batch.resolve_all()
+        batch.resolve_all()  # raises what the COPY met in the requests
         todo = batch.todo
-        answers: list[Enqueued | None] = [None] * len(requests)
+        answers: list[Enqueued | None] = [None] * batch.count
         for _ in range(ENQUEUE_RETRIES):
             if not todo:
                 break
@@ -153,21 +160,24 @@ class PostgresEnqueuer:
             )
         return batch.answers(answers)
 
-    async def _copy_batch(self, batch: _Batch) -> bool:
+    async def _copy_batch(
+        self, batch: _Batch, chunks: Iterator[list[dict[str, Any]] | None]
+    ) -> bool:
         """Every row of ``batch`` by COPY, then the wake; False when it was not tried (a recent
         batch met a taken id or key) or failed (COPY is all or nothing: then nothing was
-        inserted and the statement answers the batch, a row COPY's text cannot carry
-        included). The rows are resolved and written ``COPY_CHUNK_ROWS`` at a time as asyncpg
-        sends them, so the server inserts the first while the rest are still being encoded."""
+        inserted, and the statement answers the batch or the caller raises what the requests
+        met). ``chunks`` are the batch's rows, resolved and written ``COPY_CHUNK_ROWS``
+        requests at a time as asyncpg sends them: the server inserts the first while the rest
+        are still being built and encoded."""
         if self._deduping_batches:
             self._deduping_batches -= 1
             return False
         now = self.clock.now_ms()
-        chunks = copy_chunks(batch.resolve(COPY_CHUNK_ROWS), now)
+        text = copy_chunks(chunks, now)
         try:
             await self._conns.run(
                 lambda conn: conn.copy_to_table(
-                    _COPY_TABLE, source=_stream(chunks), columns=COPY_COLUMNS
+                    _COPY_TABLE, source=_stream(text), columns=COPY_COLUMNS
                 )
             )
         except (asyncpg.UniqueViolationError, asyncpg.DeadlockDetectedError):
@@ -220,33 +230,52 @@ async def _stream(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
 class _Batch:
     """The rows a batch enqueue inserts, resolved from its requests in order as they are
     asked for: a repeat (an id or a live key an earlier request of the batch holds) is no row
-    of its own and answers that earlier one, deduped."""
+    of its own and answers that earlier one, deduped. A request ``check_enqueue_request``
+    refuses, or the iterable raising, ends the batch: ``error`` keeps it and the chunks end
+    with None, which aborts the COPY."""
 
-    def __init__(self, requests: Sequence[EnqueueRequest], minted: list[str]) -> None:
-        self.requests = requests
+    def __init__(self, requests: Iterable[EnqueueRequest]) -> None:
+        self._source = iter(requests)
+        self.count = 0  # requests resolved
         self.todo: list[tuple[int, dict[str, Any]]] = []
+        self.error: Exception | None = None
         self._first_of: list[int] = []
         self._by_id: dict[str, int] = {}
         self._by_key: dict[tuple[str, str, str], int] = {}
-        self._minted = iter(minted)
+        self._drained = False
 
-    def resolve(self, chunk_rows: int) -> Iterator[list[dict[str, Any]]]:
-        """The rows of the requests not resolved yet, ``chunk_rows`` requests at a time."""
-        requests = self.requests
-        while len(self._first_of) < len(requests):
-            start = len(self._first_of)
+    def resolve(self, chunk_rows: int) -> Iterator[list[dict[str, Any]] | None]:
+        """The new rows of the next ``chunk_rows`` requests, chunk by chunk; None (and the
+        end) when a request is refused."""
+        while not self._drained:
+            try:
+                taken = list(itertools.islice(self._source, chunk_rows))
+                for request in taken:
+                    check_enqueue_request(request)
+            except Exception as error:  # the caller's iterable may raise anything
+                self.error = error
+                self._drained = True
+                yield None
+                return
+            self._drained = len(taken) < chunk_rows
+            minted = iter(new_ids(sum((not r.id) + (not r.run_id) for r in taken)))
             rows: list[dict[str, Any]] = []
-            for index in range(start, min(start + chunk_rows, len(requests))):
-                row = self._resolve(index, requests[index])
+            for request in taken:
+                row = self._resolve(request, minted)
                 if row is not None:
                     rows.append(row)
             yield rows
 
     def resolve_all(self) -> None:
-        for _ in self.resolve(len(self.requests)):
+        """Every request resolved; raises what a request met, if one did."""
+        for _ in self.resolve(RESOLVE_ALL_ROWS):
             pass
+        if self.error is not None:
+            raise self.error
 
-    def _resolve(self, index: int, request: EnqueueRequest) -> dict[str, Any] | None:
+    def _resolve(self, request: EnqueueRequest, minted: Iterator[str]) -> dict[str, Any] | None:
+        index = self.count
+        self.count += 1
         key = (request.name, request.tenant_id or "", request.idempotency_key)
         earlier = self._by_id.get(request.id) if request.id is not None else None
         if earlier is None:
@@ -254,19 +283,19 @@ class _Batch:
         self._first_of.append(index if earlier is None else earlier)
         if earlier is not None:
             return None
-        job_id = request.id or next(self._minted)
+        job_id = request.id or next(minted)
         self._by_id[job_id] = index
         self._by_key[key] = index
-        row = _batch_row(request, job_id, request.run_id or next(self._minted))
+        row = _batch_row(request, job_id, request.run_id or next(minted))
         self.todo.append((index, row))
         return row
 
     def answers_when_all_inserted(self) -> list[Enqueued]:
         """The answers when every row of ``todo`` was inserted."""
         fresh = [Enqueued(row["id"], row["run_id"], False) for _, row in self.todo]
-        if len(fresh) == len(self.requests):
+        if len(fresh) == self.count:
             return fresh  # no repeats inside the batch: every job is its own answer
-        answers: list[Enqueued | None] = [None] * len(self.requests)
+        answers: list[Enqueued | None] = [None] * self.count
         for (index, _), inserted in zip(self.todo, fresh, strict=True):
             answers[index] = inserted
         return self.answers(answers)

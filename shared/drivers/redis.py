@@ -38,7 +38,7 @@ other module in ``shared`` imports redis: a Postgres deployment never loads it.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from redis.asyncio import Redis, RedisCluster
@@ -182,7 +182,8 @@ class RedisDriver:
     async def enqueue(self, request: EnqueueRequest) -> Enqueued:
         return (await self.enqueue_many([request]))[0]
 
-    async def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
+    async def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[Enqueued]:
+        requests = list(requests)  # one script call: the whole batch goes at once
         if not requests:
             return []
         for request in requests:

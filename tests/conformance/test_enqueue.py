@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 
 import pytest
 
 from shared.clock import FrozenClock
-from shared.drivers.base import JobDriver, JobIntrospection, JobState, NackOptions
+from shared.drivers.base import EnqueueRequest, JobDriver, JobIntrospection, JobState, NackOptions
 from shared.errors import InvariantError
 from shared.ids import new_id
 from tests.conformance.support import claim, claim_one, make_in_state, queue_stats, req
@@ -196,3 +197,46 @@ async def test_a_bad_request_in_a_batch_inserts_nothing(driver: JobDriver) -> No
     with pytest.raises(InvariantError):
         await driver.enqueue_many([req(), req(max_attempts=0), req()])
     assert (await queue_stats(driver)).ready == 0
+
+
+async def test_enqueue_many_reads_any_iterable_once_in_order(driver: JobDriver) -> None:
+    """A generator is a batch too (the Postgres driver builds each request as its COPY goes
+    out): every request is read once, answered in order, repeats deduped as in a list."""
+    read: list[int] = []
+
+    def requests() -> Iterator[EnqueueRequest]:
+        for i in range(150):
+            read.append(i)
+            yield req(key=f"gen-{i % 140}")  # the last ten repeat keys of the batch
+
+    answers = await driver.enqueue_many(requests())
+    assert read == list(range(150))
+    assert [a.deduped for a in answers] == [False] * 140 + [True] * 10
+    assert [a.id for a in answers[140:]] == [a.id for a in answers[:10]]
+    assert (await queue_stats(driver)).ready == 140
+    assert await driver.enqueue_many(iter(())) == []
+
+
+async def test_a_batch_whose_iterable_fails_late_inserts_nothing(driver: JobDriver) -> None:
+    """A bad request or the iterable raising after more than a hundred good requests: that
+    error is raised and none of the batch is inserted."""
+
+    def refused_at(n: int) -> Iterator[EnqueueRequest]:
+        for i in range(n):
+            yield req(key=f"late-{i}")
+        yield req(max_attempts=0)
+
+    def raising_at(n: int) -> Iterator[EnqueueRequest]:
+        for i in range(n):
+            yield req(key=f"boom-{i}")
+        raise LookupError("the caller's source failed")
+
+    with pytest.raises(InvariantError):
+        await driver.enqueue_many(refused_at(130))
+    with pytest.raises(LookupError):
+        await driver.enqueue_many(raising_at(130))
+    with pytest.raises(LookupError):
+        await driver.enqueue_many(raising_at(0))
+    assert (await queue_stats(driver)).ready == 0
+    answers = await driver.enqueue_many([req(key="late-0"), req(key="boom-0")])
+    assert [a.deduped for a in answers] == [False, False]  # nothing of the failed batches holds

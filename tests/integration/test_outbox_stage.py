@@ -92,10 +92,12 @@ async def test_a_run_id_the_caller_names_is_the_run_id_staged(pg_pool: Pool) -> 
 async def test_enqueue_many_stages_in_one_statement_in_request_order(pg_pool: Pool) -> None:
     billing = billing_jobs()
     wired = wire(pg_pool)
-    requests = [billing.create_invoice.request({"order": f"o-{n}"}) for n in range(5)]
+    # A generator, as a list would be: staged whole, in order, inside the transaction.
+    requests = (billing.create_invoice.request({"order": f"o-{n}"}) for n in range(5))
     async with pg_pool.acquire() as conn, transaction(conn):
         answers = await jobs_facade().enqueue_many(requests)
     staged = await outbox_rows(pg_pool)
+    assert len(staged) == 5
     assert [a.id for a in answers] == [r["id"] for r in staged]
     await relay_for(wired).run_once()
     jobs = await job_rows(pg_pool)
@@ -120,6 +122,11 @@ async def test_required_mode_refuses_an_enqueue_outside_a_transaction(pg_pool: P
     assert refused.value.code == "X_OUTBOX_NO_TX"
     with pytest.raises(OutboxNoTxError):
         await jobs_facade().enqueue_many([billing.create_invoice.request({"order": "o-5"})])
+    with pytest.raises(OutboxNoTxError):
+        await jobs_facade().enqueue_many(
+            billing.create_invoice.request({"order": order}) for order in ("o-6", "o-7")
+        )
+    assert await jobs_facade().enqueue_many([]) == []  # nothing to refuse
     assert await job_rows(pg_pool) == []
     assert await outbox_rows(pg_pool) == []
     # ... and stages inside one.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 
 import pytest
 
@@ -27,7 +27,7 @@ class RecordingFacade:
             id=request.id or f"job-{n}", run_id=request.run_id or f"run-{n}", deduped=False
         )
 
-    async def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
+    async def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[Enqueued]:
         return [await self.enqueue(request) for request in requests]
 
 

@@ -145,5 +145,13 @@ async def test_the_wrapper_is_a_driver_once_and_announces_only_due_new_rows() ->
         await driver.enqueue(_request("1"))  # deduped
         await driver.enqueue(_request("2", run_at_ms=clock.now_ms() + 5_000))  # not due soon
         assert heard == ["q"]
+        # A generator: the inner driver reads it once; its due new rows announce as a list's.
+        batch = (
+            EnqueueRequest(name="n", input={}, idempotency_key=key, queue=queue)
+            for key, queue in (("3", "r"), ("1", "q"), ("4", "s"), ("5", "r"))
+        )
+        answers = await driver.enqueue_many(batch)
+        assert [a.deduped for a in answers] == [False, True, False, False]
+        assert heard == ["q", "r", "s"]
     finally:
         off()
