@@ -175,7 +175,7 @@ SETTINGS = (
         "LISTEN session in the worker",
         "none": "the poll alone (idle ceiling 2 s)",
     }[WAKE]
-    + "; batch = enqueue_many (one statement)"
+    + "; batch = enqueue_many over a generator of request() calls (one COPY, streamed)"
     + f"; latency jobs {common.LAT_INTERVAL * 1000:g} ms apart"
 )
 NOTES = [
