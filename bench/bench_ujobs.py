@@ -175,7 +175,7 @@ SETTINGS = (
         "LISTEN session in the worker",
         "none": "the poll alone (idle ceiling 2 s)",
     }[WAKE]
-    + "; batch = enqueue_many over a generator of request() calls (one COPY, streamed)"
+    + "; batch = job.enqueue_many(generator of inputs) (one COPY, streamed)"
     + f"; latency jobs {common.LAT_INTERVAL * 1000:g} ms apart"
 )
 NOTES = [
@@ -394,16 +394,15 @@ async def enqueue_one(seq: int, ts: float) -> None:
 
 async def enqueue_batch(items: list[tuple[int, float]]) -> None:
     from shared.context import transaction
-    from shared.facade import jobs_facade
 
-    # A generator: the driver builds each request as its COPY goes out (shared.drivers.base).
-    requests = (bench_noop.request({"seq": s, "ts": ts}) for s, ts in items)
+    # The handle's enqueue_many builds each request as the driver's COPY goes out.
+    inputs = ({"seq": s, "ts": ts} for s, ts in items)
     if not OUTBOX:
-        await jobs_facade().enqueue_many(requests)
+        await bench_noop.enqueue_many(inputs)
         return
     assert _pool is not None
     async with _pool.acquire() as conn, transaction(conn):
-        await jobs_facade().enqueue_many(requests)
+        await bench_noop.enqueue_many(inputs)
 
 
 def worker_argv() -> list[str]:

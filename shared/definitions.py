@@ -10,7 +10,7 @@ one is a ``TypeError`` (and a type-checker error); passing ``None`` is the runti
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, overload
 
@@ -241,6 +241,23 @@ class JobHandle(Generic[InputT]):
         """Queue one run through the installed facade (joining the ambient transaction)."""
         return await jobs_facade().enqueue(
             self.request(input, run_id=run_id, delay=delay, queue=queue)
+        )
+
+    async def enqueue_many(
+        self,
+        inputs: Iterable[Any],
+        *,
+        delay: Duration | None = None,
+        queue: str | None = None,
+    ) -> list[Enqueued]:
+        """Queue one run per input in one operation (the facade's ``enqueue_many``), answered
+        in input order; an input whose key a live run (or an earlier input) holds is deduped.
+
+        Each request is built as the driver reads it, so on Postgres validating the later
+        inputs overlaps inserting the earlier ones. A bad input anywhere queues none of them
+        (``X_INPUT_INVALID`` with its path, as ``enqueue`` raises it)."""
+        return await jobs_facade().enqueue_many(
+            self.request(value, delay=delay, queue=queue) for value in inputs
         )
 
     async def as_(

@@ -9,11 +9,14 @@ from typing import Any
 import asyncpg
 import pytest
 
+from shared import Run, job, t
 from shared.clock import FrozenClock
 from shared.drivers.base import EnqueueRequest
 from shared.drivers.postgres import PostgresDriver
 from shared.drivers.postgres_copy import COLUMNS, copy_target, timestamp
 from shared.drivers.postgres_enqueue import COPY_CHUNK_ROWS
+from shared.errors import InputInvalidError
+from shared.facade import set_job_driver
 from shared.sql import query
 from tests.integration.test_postgres_driver import listen, wait_quiet
 
@@ -173,6 +176,39 @@ async def test_a_row_copy_cannot_carry_late_in_a_long_batch_inserts_nothing_by_c
     with pytest.raises(asyncpg.PostgresError):
         await pg.enqueue_many(nul)
     assert await pg_pool.fetchval(count, "nul") == 0
+
+
+async def test_a_handles_enqueue_many_streams_and_a_late_bad_input_queues_nothing(
+    pg: PostgresDriver, pg_pool: asyncpg.Pool[Any]
+) -> None:
+    """``job.enqueue_many(inputs)`` builds each request as the COPY goes out: a bad input after
+    more than two chunks were sent raises its X_INPUT_INVALID and inserts none of the batch;
+    the good batch then goes by COPY, whole."""
+
+    @job(
+        name="streamed",
+        input=t.object(n=t.number.int()),
+        idempotency_key=lambda i: f"s{i.n}",
+        tenant="none",
+    )
+    async def streamed(run: Run[Any]) -> None:
+        """A no-op."""
+
+    set_job_driver(pg)
+    try:
+        size = 2 * COPY_CHUNK_ROWS + 10
+        bad = [{"n": i} for i in range(size)] + [{"n": "not a number"}]
+        with pytest.raises(InputInvalidError) as info:
+            await streamed.enqueue_many(bad)
+        assert info.value.code == "X_INPUT_INVALID"
+        count = "select count(*) from x_jobs where name = 'streamed'"
+        assert await pg_pool.fetchval(count) == 0
+        answers = await streamed.enqueue_many({"n": i} for i in range(size))
+        assert not any(a.deduped for a in answers)
+        assert await pg_pool.fetchval(count) == size
+        assert pg._enqueuer._deduping_batches == 0  # the COPY took it
+    finally:
+        set_job_driver(None)
 
 
 async def test_a_copied_batch_announces_due_queues_once_per_slot(

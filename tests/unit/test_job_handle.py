@@ -12,6 +12,7 @@ from shared import Actor, Retry, Run, Signal, is_final_attempt, job, t
 from shared.clock import FrozenClock
 from shared.context import acting_as, traced
 from shared.definitions import MAX_CONCURRENCY_KEY_LENGTH, JobHandle
+from shared.drivers.memory import memory_driver
 from shared.errors import (
     DriverUnavailableError,
     IdempotencyRequiredError,
@@ -21,6 +22,7 @@ from shared.errors import (
     JobTenantMismatchError,
     JobTenantRequiredError,
 )
+from shared.facade import set_job_driver
 from tests.unit.conftest import RecordingFacade
 
 ORG = "0b6c3f0e-8f5c-4f43-9d77-4b6a3a1c8e10"
@@ -72,6 +74,24 @@ async def test_invalid_input_queues_nothing(queued: RecordingFacade) -> None:
         with pytest.raises(InputInvalidError):
             await handle.enqueue(bad)
     assert queued.requests == []
+
+
+async def test_enqueue_many_answers_in_order_dedupes_and_queues_nothing_on_a_bad_input() -> None:
+    handle = order_job()
+    driver = memory_driver(clock=FrozenClock())
+    set_job_driver(driver)
+    try:
+        two = {"org_id": ORG, "items": [{"id": "a"}, {"id": "b"}]}
+        with pytest.raises(InputInvalidError) as info:
+            await handle.enqueue_many([GOOD, two, {"org_id": ORG, "items": [{"id": 1}]}])
+        assert [i["path"] for i in info.value.meta["issues"]] == ["items.0.id"]
+        assert (await driver.stats()).queues == {}  # nothing queued
+        answers = await handle.enqueue_many(iter([GOOD, two, GOOD]))  # any iterable
+        assert [a.deduped for a in answers] == [False, False, True]
+        assert answers[2].id == answers[0].id
+        assert (await driver.stats()).queues["orders"].ready == 2
+    finally:
+        set_job_driver(None)
 
 
 # --- what an enqueue hands the queue ---------------------------------------------------------
