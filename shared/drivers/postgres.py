@@ -68,9 +68,6 @@ if TYPE_CHECKING:
 JSONValue = Any
 
 _CLAIM = query("claim")
-LAPSED_SWEEP_MS = 1_000
-"""A claim whose due rows fill its limit still reads the queue's lapsed leases at most this
-often per driver (sql/queries/claim.sql: that read walks every running row of the queue)."""
 _ACK = query("ack")
 _NACK = query("nack")
 _HEARTBEAT = query("heartbeat")
@@ -126,7 +123,6 @@ class PostgresDriver:
         self._leases = PostgresLeaseStore(pool, clock)
         self._workers = PostgresWorkerRegistry(pool, clock)
         self._backfills = PostgresBackfillLedger(pool, clock)
-        self._lapsed_swept_at = -LAPSED_SWEEP_MS  # the first claim sweeps
 
     # -- capabilities ------------------------------------------------------------------------
     @property
@@ -164,9 +160,6 @@ class PostgresDriver:
             )
         now = self.clock.now_ms()
         width, start = counter_bucket(now)
-        sweep = now - self._lapsed_swept_at >= LAPSED_SWEEP_MS
-        if sweep:
-            self._lapsed_swept_at = now
         rows = await retry_deadlock(
             self._fetch,
             _CLAIM,
@@ -178,7 +171,6 @@ class PostgresDriver:
             sorted(options.drop_exhausted),
             width,
             start,
-            sweep,
         )
         claimed = [claimed_job(r) for r in rows if r["kind"] == "claimed"]
         buried = [exhausted_job(r) for r in rows if r["kind"] == "buried"]

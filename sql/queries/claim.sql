@@ -7,13 +7,8 @@
 -- second arm buries it (dead, or failed when its name is in $6) with
 -- LEASE_LAPSED_FINAL_ATTEMPT and counts it, in this same statement. The updates find their
 -- rows through the primary key (`id = any(array(...))`), so no cached plan joins the table.
--- The lapsed arm has to read every running row of a queue (lease_expires_at is not indexed,
--- so a heartbeat stays a HOT update): it runs only when the due arm came up short of $2, or
--- when $9 says so (the driver sets it at most once a second). A busy queue's claim then costs
--- the same with ten thousand running rows as with none, and a lapsed row waits at most that
--- second longer; on a queue with fewer due rows than the claim asks for, a lapse is seen at once.
 -- $1 queues  $2 limit  $3 worker id  $4 now ms  $5 visibility ms  $6 drop_exhausted names
--- $7 counter bucket width ms  $8 counter bucket start ms  $9 sweep lapsed leases regardless
+-- $7 counter bucket width ms  $8 counter bucket start ms
 with queues as (
   select q.name
     from unnest($1::text[]) as q(name)
@@ -41,10 +36,7 @@ lapsed as (
       where j.queue = q.name
         and j.state = 'running'
         and j.lease_expires_at <= x_ts($4::bigint)
-      order by j.run_at, j.seq
-      limit $2::int
         for update skip locked) l
-   where $9::boolean or (select count(*) from due) < $2::int
 ),
 picked as (
   select c.id

@@ -20,7 +20,7 @@ from shared.drivers.base import (
     ExhaustedJob,
     NackOptions,
 )
-from shared.drivers.postgres import LAPSED_SWEEP_MS, PostgresDriver, postgres_driver
+from shared.drivers.postgres import PostgresDriver, postgres_driver
 from shared.drivers.postgres_enqueue import COPY_PAUSE_BATCHES
 from shared.errors import ClaimQueuesEmptyError, InputInvalidError, InvariantError
 from shared.sql import query
@@ -203,38 +203,6 @@ async def test_a_lapsed_final_attempt_is_buried_counted_and_reported_once(
     assert (counts["send"].dead, counts["quiet"].failed) == (1, 1)
     assert await pg.claim(opts(on_exhausted=on_exhausted)) == []
     assert len(told) == 1
-
-
-async def test_a_claim_its_due_rows_fill_reads_lapsed_leases_once_a_second(
-    pg: PostgresDriver, pg_pool: asyncpg.Pool[Any], clock: FrozenClock
-) -> None:
-    """The lapsed arm walks every running row of the queue, so a claim whose due rows already
-    fill its limit skips it, except once a second per driver (LAPSED_SWEEP_MS); then the lapsed
-    row goes first (it is the oldest) and one on its final attempt is buried."""
-    retried = await pg.enqueue(req("retried", max_attempts=3))
-    final = await pg.enqueue(req("final", max_attempts=1))
-    assert len(await pg.claim(opts(limit=2, visibility_ms=500))) == 2  # this claim swept
-    await pg.enqueue_many([req(f"new-{i}") for i in range(10)])
-    clock.advance(600)  # both leases lapsed; the last sweep was 600 ms ago
-    told: list[Sequence[ExhaustedJob]] = []
-
-    async def on_exhausted(rows: Sequence[ExhaustedJob]) -> None:
-        told.append(rows)
-
-    busy = await pg.claim(opts(limit=4, on_exhausted=on_exhausted))
-    assert len(busy) == 4
-    assert retried.id not in {j.id for j in busy}
-    assert told == []
-    assert await state_of(pg_pool, final.id) == "running"
-    clock.advance(LAPSED_SWEEP_MS - 600)
-    swept = await pg.claim(opts(limit=4, visibility_ms=500, on_exhausted=on_exhausted))
-    assert (swept[0].id, swept[0].attempt) == (retried.id, 2)
-    assert [[row.id for row in rows] for rows in told] == [[final.id]]
-    assert await state_of(pg_pool, final.id) == "dead"
-    clock.advance(600)  # its lease lapsed again; too soon to sweep, but 3 due rows < 10 asked
-    short = await pg.claim(opts(limit=10))
-    assert [(j.id, j.attempt) for j in short][:1] == [(retried.id, 3)]
-    assert len(short) == 7  # with the 3 due rows and the 3 others that claim leased for 500 ms
 
 
 async def test_settles_are_fenced_on_the_claim_and_count_in_the_same_statement(
