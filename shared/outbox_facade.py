@@ -64,9 +64,8 @@ class OutboxJobsFacade:
         batch = list(requests)
         if not batch:
             return []
-        tx = self._tx(f"enqueue_many of {len(batch)} jobs")
-        if tx is None:
-            return await self.driver.enqueue_many(batch)
+        tx = self._tx(f"enqueue_many of {len(batch)} jobs")  # X_OUTBOX_NO_TX when required
+        assert tx is not None  # optional mode without a transaction returned above
         staged = await self.store.stage(tx, batch)
         return [Enqueued(s.id, s.run_id, deduped=False) for s in staged]
 

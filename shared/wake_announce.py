@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
 from shared.clock import SYSTEM_CLOCK, Clock
@@ -212,16 +212,12 @@ class AnnouncingDriver(JobDriver):
         return answer
 
     async def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[Enqueued]:
-        if not isinstance(requests, Sequence):  # the inner driver reads it as it goes
-            kept = _Kept(requests)
-            answers = await self.inner.enqueue_many(kept)
-            requests = kept.seen
-        else:
-            answers = await self.inner.enqueue_many(requests)
+        kept = _Kept(requests)  # the inner driver may read a generator as it goes
+        answers = await self.inner.enqueue_many(kept)
         due_by = self._due_by()  # one clock read for the batch
         queues = dict.fromkeys(
             request.queue
-            for request, answer in zip(requests, answers, strict=True)
+            for request, answer in zip(kept.seen, answers, strict=True)
             if self._announces(request, answer, due_by)
         )
         for queue in queues:

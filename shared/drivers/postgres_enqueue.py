@@ -44,8 +44,6 @@ MAX_ANNOUNCED_QUEUES = 1_000
 COPY_CHUNK_ROWS = 64
 """A batch's COPY is sent this many requests at a time, each piece encoded while the server
 inserts the one before it."""
-RESOLVE_ALL_ROWS = 10_000
-"""Requests resolved per step when nothing streams them (the deduping statement's path)."""
 
 _ENQUEUE = query("enqueue")
 _ENQUEUE_INSERT = query("enqueue_insert")
@@ -236,13 +234,17 @@ class _Batch:
 
     def __init__(self, requests: Iterable[EnqueueRequest]) -> None:
         self._source = iter(requests)
-        self.count = 0  # requests resolved
         self.todo: list[tuple[int, dict[str, Any]]] = []
         self.error: Exception | None = None
         self._first_of: list[int] = []
         self._by_id: dict[str, int] = {}
         self._by_key: dict[tuple[str, str, str], int] = {}
         self._drained = False
+
+    @property
+    def count(self) -> int:
+        """Requests resolved so far."""
+        return len(self._first_of)
 
     def resolve(self, chunk_rows: int) -> Iterator[list[dict[str, Any]] | None]:
         """The new rows of the next ``chunk_rows`` requests, chunk by chunk; None (and the
@@ -268,14 +270,13 @@ class _Batch:
 
     def resolve_all(self) -> None:
         """Every request resolved; raises what a request met, if one did."""
-        for _ in self.resolve(RESOLVE_ALL_ROWS):
+        for _ in self.resolve(COPY_CHUNK_ROWS):
             pass
         if self.error is not None:
             raise self.error
 
     def _resolve(self, request: EnqueueRequest, minted: Iterator[str]) -> dict[str, Any] | None:
         index = self.count
-        self.count += 1
         key = (request.name, request.tenant_id or "", request.idempotency_key)
         earlier = self._by_id.get(request.id) if request.id is not None else None
         if earlier is None:
