@@ -73,8 +73,10 @@ async def test_a_worker_drains_steps_and_renewals_on_redis(driver: RedisDriver) 
     assert sample(worker.metrics, "job_leases_lost_total") == 0
     stats = (await driver.stats()).queues["default"]
     assert (stats.done, stats.running, stats.ready) == (30, 0, 0)
-    [bucket] = await driver.counter_buckets(handle.name, 0)
-    assert bucket.done == 30
+    # The system clock runs here, so the 30 settles may straddle a minute boundary.
+    buckets = await driver.counter_buckets(handle.name, 0)
+    assert 1 <= len(buckets) <= 2
+    assert sum(b.done for b in buckets) == 30
 
 
 @pytest.mark.parametrize(
