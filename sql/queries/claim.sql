@@ -3,7 +3,9 @@
 -- whose lease lapsed (the worker died), oldest due first (run_at, then seq). Each lateral
 -- scan walks the partial claim index of ONE queue in hand-out order and stops after $2 rows
 -- it could lock (FOR UPDATE SKIP LOCKED), so concurrent claimers take disjoint rows and never
--- read history. A lapsed row already at attempt >= max_attempts is never handed out: the
+-- read history. The lapsed arm walks x_jobs_running_lease_idx (queue, lease_expires_at) up to
+-- now, so it reads only rows whose lease lapsed, however many run on live leases (0005).
+-- A lapsed row already at attempt >= max_attempts is never handed out: the
 -- second arm buries it (dead, or failed when its name is in $6) with
 -- LEASE_LAPSED_FINAL_ATTEMPT and counts it, in this same statement. The updates find their
 -- rows through the primary key (`id = any(array(...))`), so no cached plan joins the table.

@@ -1,5 +1,7 @@
--- heartbeat: extend the lease of a row still running under this claim. Touches no indexed
--- column, so it is a HOT update. Answers 'renewed', 'cancelled' (an operator cancelled the
+-- heartbeat: extend the lease of a row still running under this claim. lease_expires_at is
+-- keyed in x_jobs_running_lease_idx (what keeps the claim's lapsed-lease arm off the live
+-- leases), so this is not a HOT update: it adds an entry to each index the running row is in
+-- (sql/README.md weighs the two). Answers 'renewed', 'cancelled' (an operator cancelled the
 -- run under this claim) or 'lost' (another claim holds it, it settled, or it is gone).
 -- $1 id  $2 worker id  $3 claim  $4 now ms  $5 visibility ms
 with renewed as (
