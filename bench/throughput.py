@@ -35,12 +35,19 @@ of 20,000 jobs: its rate is over those).
 ``ratios`` are ours over theirs (latency: ours over theirs too, so lower is better), and
 ``targets`` holds each target beside its ratio and whether this run met it. Figures are noisy
 on a shared 2-core machine: compare the ratios within one line, not figures across runs.
+
+``BENCH_ROUNDS`` (default 1) runs all of the above that many times in one invocation and prints
+one line: each figure the median over the rounds, each ratio the median of the rounds' own
+ratios, the targets judged on those, and ``rounds`` with every round's ratios and headline
+figures. On a machine whose speed drifts by tens of percent from minute to minute (this one,
+some days), one round's ratio can swing by half; three rounds take ~10 minutes.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -60,6 +67,7 @@ from harness_run import (
 N_JOBS = int(os.environ.get("BENCH_N", "20000"))
 HISTORY = int(os.environ.get("BENCH_HISTORY", "1000000"))
 BUDGET_S = int(os.environ.get("BENCH_BUDGET_S", "300"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "1"))
 TIMEOUT_S = BUDGET_S + 120
 SLOTS = 16
 FLOOR_SCRIPT = Path(__file__).resolve().with_name("commit_floor.py")
@@ -136,6 +144,26 @@ def ratio(ours: Any, theirs: Any) -> float | None:
     return round(ours / theirs, 2)
 
 
+def judge(ratios: dict[str, float | None]) -> dict[str, Any]:
+    """Each target beside its ratio, and whether the ratio meets it (None: no ratio)."""
+    targets: dict[str, Any] = {}
+    for name, (at_least, at_most) in TARGETS.items():
+        value = ratios[name]
+        target: dict[str, Any] = {}
+        if at_least is not None:
+            target["at_least"] = at_least
+        if at_most is not None:
+            target["at_most"] = at_most
+        target["value"] = value
+        target["met"] = (
+            None
+            if value is None
+            else (at_least is None or value >= at_least) and (at_most is None or value <= at_most)
+        )
+        targets[name] = target
+    return targets
+
+
 def summarise(
     ours: dict[str, dict[str, Any]],
     peers: dict[str, dict[str, Any]],
@@ -181,21 +209,7 @@ def summarise(
             floor.get("durable_single_ceiling_per_s"), pgq.get("enqueue_single_per_s")
         ),
     }
-    targets: dict[str, Any] = {}
-    for name, (at_least, at_most) in TARGETS.items():
-        value = ratios[name]
-        target: dict[str, Any] = {}
-        if at_least is not None:
-            target["at_least"] = at_least
-        if at_most is not None:
-            target["at_most"] = at_most
-        target["value"] = value
-        target["met"] = (
-            None
-            if value is None
-            else (at_least is None or value >= at_least) and (at_most is None or value <= at_most)
-        )
-        targets[name] = target
+    targets = judge(ratios)
     redis_figures = {k: v for k, v in redis.items() if k != "version"}
     return {
         "bench": "throughput",
@@ -239,19 +253,71 @@ def source_commit() -> str | None:
     return f"{sha}+dirty" if sha and dirty else sha or None
 
 
-def main() -> None:
-    tag = time.strftime("tput%Y%m%dT%H%M%S")
-    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    commit = source_commit()  # before the runs: the tree they run from
-    peers = wanted_peers(ALL_PEERS)
-    ensure_venvs(peers)
+def _median(values: list[Any]) -> Any:
+    """The median of the numbers among ``values`` (None when there are none)."""
+    numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    return round(statistics.median(numbers), 2) if numbers else None
+
+
+def _median_fields(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """``rows[0]`` with each numeric field replaced by its median over ``rows``."""
+    return {
+        key: _median([row.get(key) for row in rows])
+        if isinstance(value, int | float) and not isinstance(value, bool)
+        else value
+        for key, value in rows[0].items()
+    }
+
+
+ROUND_FIGURES = (
+    "enqueue_single_per_s",
+    "enqueue_batch_per_s",
+    "drain_per_s",
+    "drain_per_s_with_history",
+)
+
+
+def combine(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """One line from several rounds' lines: each figure is its median over the rounds, and
+    each ratio the median of the rounds' own ratios (each round compares ours with the peers
+    run minutes apart, so a slow spell of the machine cancels out within the round). The
+    targets are judged on those median ratios; ``rounds`` keeps every round's ratios and
+    headline figures, and each error says its round."""
+    if len(lines) == 1:
+        return lines[0]
+    out = _median_fields(lines)
+    for key in ("n", "slots", "budget_s", "history_rows"):
+        out[key] = lines[0][key]
+    out["redis"] = _median_fields([line["redis"] for line in lines])
+    out["floor"] = _median_fields([line["floor"] for line in lines])
+    out["peers"] = {
+        peer: _median_fields([line["peers"].get(peer, {}) for line in lines])
+        for peer in lines[0]["peers"]
+    }
+    out["ratios"] = {
+        name: _median([line["ratios"][name] for line in lines]) for name in lines[0]["ratios"]
+    }
+    out["targets"] = judge(out["ratios"])
+    out["errors"] = [
+        f"round {index}: {error}" for index, line in enumerate(lines, 1) for error in line["errors"]
+    ]
+    out["rounds"] = [
+        {"ratios": line["ratios"], **{key: line[key] for key in ROUND_FIGURES}} for line in lines
+    ]
+    return out
+
+
+def one_round(tag: str, peers: list[str], label: str) -> dict[str, Any]:
+    """Our three runs, the peers' and the floor, summarised into one line."""
     settings = {"BENCH_N": str(N_JOBS), "BENCH_BUDGET_S": str(BUDGET_S)}
     total = len(OURS_RUNS) + len(peers)
     step = 0
     ours: dict[str, dict[str, Any]] = {}
     for name, extra in OURS_RUNS.items():
         step += 1
-        print(f"throughput: ultimate-jobs {name} ({step}/{total})", file=sys.stderr, flush=True)
+        print(
+            f"throughput{label}: ultimate-jobs {name} ({step}/{total})", file=sys.stderr, flush=True
+        )
         env = harness_env(f"{tag}_ujobs_{name}", settings | extra)
         ours[name] = run_harness(ours_argv(), env, TIMEOUT_S, lock=True)
     results: dict[str, dict[str, Any]] = {}
@@ -261,12 +327,27 @@ def main() -> None:
         if not python.exists():
             results[peer] = {"errors": [f"no venv at {python.parent.parent}"]}
             continue
-        print(f"throughput: {peer} ({step}/{total})", file=sys.stderr, flush=True)
+        print(f"throughput{label}: {peer} ({step}/{total})", file=sys.stderr, flush=True)
         env = harness_env(f"{tag}_{peer}", settings)
         results[peer] = run_harness(peer_argv(peer), env, TIMEOUT_S, lock=True)
-    print("throughput: commit floor", file=sys.stderr, flush=True)
+    print(f"throughput{label}: commit floor", file=sys.stderr, flush=True)
     floor = run_harness([sys.executable, str(FLOOR_SCRIPT)], dict(os.environ), 120, lock=True)
-    line = summarise(ours, results, floor)
+    return summarise(ours, results, floor)
+
+
+def main() -> None:
+    if ROUNDS < 1:
+        raise SystemExit(f"BENCH_ROUNDS must be at least 1: {ROUNDS}")
+    tag = time.strftime("tput%Y%m%dT%H%M%S")
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    commit = source_commit()  # before the runs: the tree they run from
+    peers = wanted_peers(ALL_PEERS)
+    ensure_venvs(peers)
+    lines = []
+    for index in range(1, ROUNDS + 1):
+        label = f" round {index}/{ROUNDS}" if ROUNDS > 1 else ""
+        lines.append(one_round(f"{tag}_r{index}", peers, label))
+    line = combine(lines)
     line["commit"] = commit
     line["date"] = started
     print(json.dumps(line), flush=True)

@@ -112,6 +112,48 @@ def test_a_run_cut_short_says_what_it_did_not_finish() -> None:
     assert line["peers"]["rq"]["drain_complete"] is False
 
 
+def round_line(single: float, drain: float, pgq_single: float, *, errors: list[str]) -> Any:
+    """One round's line: ours with the given single enqueue and drain, pgqueuer at 1,000/s."""
+    tp = load("throughput")
+    ours = {
+        "postgres": harness_line(single, 40_000, drain, 4.0, errors=errors),
+        "postgres_history": harness_line(single, 40_000, drain, 4.0),
+        "redis": harness_line(4_000, 60_000, 2_500, 3.0),
+    }
+    peers = {"pgqueuer": harness_line(pgq_single, 20_000, 1_000, 6.0)}
+    floor = {"insert_commit_us": 400.0, "durable_single_ceiling_per_s": 2_500.0}
+    return tp.summarise(ours, peers, floor)
+
+
+def test_rounds_combine_into_medians_of_figures_and_of_each_rounds_ratios() -> None:
+    tp = load("throughput")
+    lines = [
+        round_line(1_500, 2_400, 1_000, errors=[]),  # single ratio 1.5
+        round_line(3_000, 1_800, 3_000, errors=["slow"]),  # 1.0: pgqueuer had a fast spell
+        round_line(1_600, 2_100, 1_000, errors=[]),  # 1.6
+    ]
+    line = tp.combine(lines)
+    # The ratio is the median of the rounds' ratios (1.0, 1.5, 1.6), not the ratio of the
+    # median figures (1,600 / 1,000).
+    assert line["ratios"]["enqueue_single_vs_pgqueuer"] == 1.5
+    assert line["enqueue_single_per_s"] == 1_600
+    assert line["peers"]["pgqueuer"]["enqueue_single_per_s"] == 1_000
+    assert line["drain_per_s"] == 2_100
+    assert line["ratios"]["drain_vs_pgqueuer"] == 2.1
+    assert line["targets"]["enqueue_single_vs_pgqueuer"] == {
+        "at_least": 1.5,
+        "value": 1.5,
+        "met": True,
+    }
+    assert line["targets"]["drain_vs_pgqueuer"]["met"] is True
+    assert line["n"] == 20_000
+    assert line["floor"]["insert_commit_us"] == 400.0
+    assert [r["ratios"]["enqueue_single_vs_pgqueuer"] for r in line["rounds"]] == [1.5, 1.0, 1.6]
+    assert [r["drain_per_s"] for r in line["rounds"]] == [2_400, 1_800, 2_100]
+    assert line["errors"] == ["round 2: ultimate-jobs postgres: slow"]
+    assert tp.combine(lines[:1]) == lines[0]  # one round: its own line, unchanged
+
+
 def test_run_harness_answers_the_last_json_line_and_the_notes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
