@@ -44,10 +44,6 @@ that exists. Settings, by environment:
   queue uses when ``UJOBS_CLAIM_AHEAD`` is unset (``WorkerConfig.claim_ahead_rows()``); 0 is
   the library's own default. Measured back to back at 20,000 jobs on the generic-plan pool:
   5,553-6,670 jobs/s with 0, 6,624-8,498 with 16.
-- ``BENCH_UJOBS_EVENT_LOOP`` (default ``auto``): the worker process's event loop, chosen as
-  ``ujobs worker`` chooses it from ``UJOBS_EVENT_LOOP`` (``services/event_loop.py``: uvloop
-  where it can be imported). The enqueuing side runs in the harness's own process, on the
-  harness's loop, as a caller's code would.
 - ``BENCH_CLAIMS_OUT``: a file the worker appends one line per claim statement to (its
   ``time.time()``), which is how ``bench/latency.py`` counts an idle worker's claims.
 
@@ -97,7 +93,6 @@ import asyncpg  # noqa: E402
 import common  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 
-from services.event_loop import DEFAULT_EVENT_LOOP, run_on  # noqa: E402
 from shared import job, t  # noqa: E402
 from shared.drivers.base import JobDriver  # noqa: E402
 from shared.drivers.postgres import postgres_driver  # noqa: E402
@@ -148,7 +143,6 @@ SLOTS = 16
 CLAIM_AHEAD = int(os.environ.get("BENCH_UJOBS_CLAIM_AHEAD", str(SLOTS)))
 DSN = f"{common.PG_BASE}/{DB_NAME}"
 HISTORY = int(os.environ.get("BENCH_UJOBS_HISTORY", "0"))
-EVENT_LOOP = os.environ.get("BENCH_UJOBS_EVENT_LOOP", DEFAULT_EVENT_LOOP)
 if HISTORY and DRIVER != "postgres":
     raise SystemExit("BENCH_UJOBS_HISTORY fills x_jobs: it needs BENCH_UJOBS_DRIVER=postgres")
 # Every job this process's runs finish ends after this instant; the history ends an hour before
@@ -171,7 +165,7 @@ OVER = (
 )
 SETTINGS = (
     f"job_worker(concurrency={SLOTS}, queues=[{QUEUE!r}], claim_ahead={CLAIM_AHEAD}) "
-    f"in 1 process over {OVER}, event loop {EVENT_LOOP}; "
+    f"in 1 process over {OVER}; "
     f"wake={WAKE}: "
     + {
         "redis": ("the enqueue script publishes" if DRIVER == "redis" else "enqueuer publishes")
@@ -534,7 +528,7 @@ async def worker_main() -> None:
 
 if __name__ == "__main__":
     if "--worker" in sys.argv:
-        run_on(EVENT_LOOP, worker_main())
+        asyncio.run(worker_main())
     else:
         answer_version()
         common.main(sys.modules[__name__])

@@ -5,8 +5,6 @@
     BENCH_N=5000 BENCH_SLOTS=16 python bench/worker_drain_micro.py
     BENCH_CLAIM_AHEAD=0 python bench/worker_drain_micro.py    # claim_ahead off (default: the
                                                               # slots, as ``ujobs worker``)
-    BENCH_EVENT_LOOP=asyncio python bench/worker_drain_micro.py  # default auto, as ``ujobs
-                                                                 # worker`` (UJOBS_EVENT_LOOP)
 
 The worker runs on the pool ``ujobs worker`` builds (``postgres_pool``: generic plans, no
 reset statement). The jobs are enqueued before the worker starts (``enqueue_many``, 1,000 a
@@ -33,7 +31,6 @@ from prometheus_client import CollectorRegistry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from services.event_loop import DEFAULT_EVENT_LOOP, run_on, running_loop_name
 from shared import job, t
 from shared.drivers.postgres import postgres_driver
 from shared.drivers.postgres_pool import postgres_pool
@@ -99,7 +96,6 @@ async def main() -> None:
                     "jobs": n,
                     "slots": slots,
                     "claim_ahead": ahead,
-                    "event_loop": running_loop_name(),
                     "seconds": round(seconds, 3),
                     "jobs_per_s": round(n / seconds, 1),
                     "worker_cpu_ms_per_job": round(cpu * 1000 / n, 3),
@@ -115,4 +111,4 @@ async def main() -> None:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING)
-    run_on(os.environ.get("BENCH_EVENT_LOOP", DEFAULT_EVENT_LOOP), main())
+    asyncio.run(main())

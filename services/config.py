@@ -46,7 +46,6 @@ from services.config_vars import (
     DriverName,
     Env,
 )
-from services.event_loop import DEFAULT_EVENT_LOOP, EVENT_LOOPS
 from services.redact import redact_url
 from shared.drivers.base import DEFAULT_QUEUE, DEFAULT_VISIBILITY_MS
 from shared.errors import DriverUnavailableError
@@ -191,7 +190,6 @@ class CommonConfig:
     app: str | None = None
     log_level: str = "info"
     drain_deadline_ms: int = DEFAULT_DRAIN_DEADLINE_MS
-    event_loop: str = DEFAULT_EVENT_LOOP
 
     @property
     def log_level_number(self) -> int:
@@ -230,9 +228,6 @@ def read_common(
         log_level=src.read("UJOBS_LOG_LEVEL", lambda n, r: choice(n, r, LOG_LEVELS), "info"),
         drain_deadline_ms=src.read(
             "UJOBS_DRAIN_DEADLINE_MS", _whole_from(0), DEFAULT_DRAIN_DEADLINE_MS
-        ),
-        event_loop=src.read(
-            "UJOBS_EVENT_LOOP", lambda n, r: choice(n, r, EVENT_LOOPS), DEFAULT_EVENT_LOOP
         ),
     )
 

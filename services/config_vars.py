@@ -103,13 +103,6 @@ VARIABLES: dict[str, Variable] = {
             _ALL,
         ),
         Variable("UJOBS_LOG_LEVEL", "debug, info, warning or error", "info", _ALL),
-        Variable(
-            "UJOBS_EVENT_LOOP",
-            "the service's event loop: auto (uvloop where it can be imported), uvloop (refuse "
-            "to start without it) or asyncio",
-            "auto",
-            _ALL,
-        ),
         Variable("UJOBS_API_HOST", "the api's listen address", "127.0.0.1", ("api", "dev")),
         Variable("UJOBS_API_PORT", "the api's port", str(DEFAULT_API_PORT), ("api", "dev")),
         Variable(

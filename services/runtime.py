@@ -11,6 +11,7 @@ the ``AsyncExitStack`` it is handed, after the drain.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -21,7 +22,6 @@ import typer
 
 from services.cli_output import reported
 from services.config import CommonConfig
-from services.event_loop import run_on, running_loop_name
 from services.logging import configure_logging
 from shared.lifecycle import configure_lifecycle, process_lifecycle
 
@@ -49,7 +49,7 @@ def run_service(common: CommonConfig, start: Start, *, as_json: bool = False) ->
     configure_logging(common.service, common.log_level_number)
     with reported(as_json=as_json):
         configure_lifecycle(deadline_ms=common.drain_deadline_ms)
-        code = run_on(common.event_loop, _serve(common, start))
+        code = asyncio.run(_serve(common, start))
     raise typer.Exit(code=code)
 
 
@@ -65,7 +65,6 @@ async def _serve(common: CommonConfig, start: Start) -> int:
                 "ujobs.service.started",
                 extra={
                     "drain_deadline_ms": common.drain_deadline_ms,
-                    "event_loop": running_loop_name(),
                     "app": common.app,
                     **common.connections.public(),
                 },

@@ -36,8 +36,7 @@ async def test_a_job_longer_than_the_budget_makes_the_worker_exit_1(
     driver = postgres_driver(pg_pool)
     worker = await ServiceProcess.start("worker", "--queues", "default", env=env)
     try:
-        started = await worker.log_event("ujobs.service.started")
-        assert started["event_loop"] == "uvloop"  # UJOBS_EVENT_LOOP's default, auto
+        await worker.log_event("ujobs.service.started")
         queued = await driver.enqueue(order("slow", 60_000))
         async with asyncio.timeout(30):  # until the body has started (its first progress)
             while (row := await driver.introspect.get(queued.id)) is None or row.progress is None:
@@ -59,14 +58,12 @@ async def test_the_worker_runs_jobs_on_the_redis_driver(redis_url: str, redis_pr
         UJOBS_DRIVER="redis",
         UJOBS_REDIS_PREFIX=redis_prefix,
         UJOBS_APP="tests.e2e.services_app:api",
-        UJOBS_EVENT_LOOP="asyncio",
     )
     client = Redis.from_url(redis_url)
     driver = redis_driver(client, prefix=redis_prefix)
     worker = await ServiceProcess.start("worker", env=env)
     try:
-        started = await worker.log_event("ujobs.service.started")
-        assert started["event_loop"] == "asyncio"
+        await worker.log_event("ujobs.service.started")
         queued = [await driver.enqueue(order(f"r{n}", 0)) for n in range(3)]
         async with asyncio.timeout(30):
             while (await driver.stats()).queues["default"].done < len(queued):

@@ -55,7 +55,6 @@ def test_every_value_is_read_from_its_variable() -> None:
             "UJOBS_DRAIN_DEADLINE_MS": "600000",
             "UJOBS_LOG_LEVEL": "DEBUG",
             "UJOBS_DRIVER": "redis",
-            "UJOBS_EVENT_LOOP": "asyncio",
         }
     )
     assert config.queues == ("a", "b")
@@ -69,7 +68,6 @@ def test_every_value_is_read_from_its_variable() -> None:
     assert config.common.drain_deadline_ms == 600_000
     assert config.common.log_level_number == 10
     assert config.common.app == "myapp.jobs:api"
-    assert config.common.event_loop == "asyncio"
     assert config.common.connections.driver == "redis"
 
 
@@ -113,7 +111,6 @@ def test_pinned_queues_ignore_ujobs_queues() -> None:
         ({"UJOBS_DRIVER": "postgresql"}, "UJOBS_DRIVER: 'postgresql' is not one of", "'postgres'"),
         ({"UJOBS_DRIVER": "rediss"}, "UJOBS_DRIVER", "'redis'"),
         ({"UJOBS_LOG_LEVEL": "warn"}, "UJOBS_LOG_LEVEL", "'warning'"),
-        ({"UJOBS_EVENT_LOOP": "uv"}, "UJOBS_EVENT_LOOP: 'uv' is not one of", "'uvloop'"),
         ({"UJOBS_QUEUES": ","}, "UJOBS_QUEUES: an empty queue name", ""),
         ({"UJOBS_APP": "myapp.jobs"}, "UJOBS_APP: must be 'module:attribute'", ""),
         ({"UJOBS_DRAIN_DEADLINE_MS": "25s"}, "UJOBS_DRAIN_DEADLINE_MS: '25s'", ""),
