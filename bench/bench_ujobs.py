@@ -39,11 +39,13 @@ that exists. Settings, by environment:
   over a table holding that history (issue 4: the hot path must not scan it). ``setup()``
   reports the rows and the seconds it took on stderr as a ``bench-note`` line
   (``bench/harness_run.py`` collects those).
-- ``BENCH_UJOBS_CLAIM_AHEAD`` (default 16, the slots): the worker's ``claim_ahead`` (rows
+- ``BENCH_UJOBS_CLAIM_AHEAD`` (default 48, three per slot): the worker's ``claim_ahead`` (rows
   claimed beyond its free slots, ``shared.worker_prefetch``) — what ``ujobs worker`` on one
   queue uses when ``UJOBS_CLAIM_AHEAD`` is unset (``WorkerConfig.claim_ahead_rows()``); 0 is
   the library's own default. Measured back to back at 20,000 jobs on the generic-plan pool:
-  5,553-6,670 jobs/s with 0, 6,624-8,498 with 16.
+  5,553-6,670 jobs/s with 0, 6,624-8,498 with 16; eight harness pairs of 16 against 48 on a
+  slower VM: 5,047 / 6,022, 4,762 / 5,159, 5,783 / 4,313, 3,875 / 5,836, 5,079 / 5,403,
+  5,078 / 6,089, 4,682 / 5,619, 5,246 / 5,432.
 - ``BENCH_CLAIMS_OUT``: a file the worker appends one line per claim statement to (its
   ``time.time()``), which is how ``bench/latency.py`` counts an idle worker's claims.
 
@@ -93,6 +95,7 @@ import asyncpg  # noqa: E402
 import common  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 
+from services.config_vars import CLAIM_AHEAD_PER_SLOT  # noqa: E402
 from shared import job, t  # noqa: E402
 from shared.drivers.base import JobDriver  # noqa: E402
 from shared.drivers.postgres import postgres_driver  # noqa: E402
@@ -140,7 +143,7 @@ if os.environ.get("BENCH_UJOBS_LAT_INTERVAL_S"):
     common.LAT_INTERVAL = float(os.environ["BENCH_UJOBS_LAT_INTERVAL_S"])
 REDIS_URL = common.redis_url(0)
 SLOTS = 16
-CLAIM_AHEAD = int(os.environ.get("BENCH_UJOBS_CLAIM_AHEAD", str(SLOTS)))
+CLAIM_AHEAD = int(os.environ.get("BENCH_UJOBS_CLAIM_AHEAD", str(CLAIM_AHEAD_PER_SLOT * SLOTS)))
 DSN = f"{common.PG_BASE}/{DB_NAME}"
 HISTORY = int(os.environ.get("BENCH_UJOBS_HISTORY", "0"))
 if HISTORY and DRIVER != "postgres":

@@ -3,8 +3,8 @@
 
     python bench/worker_drain_micro.py            # BENCH_N=20000 by default
     BENCH_N=5000 BENCH_SLOTS=16 python bench/worker_drain_micro.py
-    BENCH_CLAIM_AHEAD=0 python bench/worker_drain_micro.py    # claim_ahead off (default: the
-                                                              # slots, as ``ujobs worker``)
+    BENCH_CLAIM_AHEAD=0 python bench/worker_drain_micro.py    # claim_ahead off (default: three
+                                                              # per slot, as ``ujobs worker``)
 
 The worker runs on the pool ``ujobs worker`` builds (``postgres_pool``: generic plans, no
 reset statement). The jobs are enqueued before the worker starts (``enqueue_many``, 1,000 a
@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from services.config_vars import CLAIM_AHEAD_PER_SLOT
 from shared import job, t
 from shared.drivers.postgres import postgres_driver
 from shared.drivers.postgres_pool import postgres_pool
@@ -52,7 +53,7 @@ async def noop(run: Run[Any]) -> None:
 async def main() -> None:
     n = int(os.environ.get("BENCH_N", "20000"))
     slots = int(os.environ.get("BENCH_SLOTS", "16"))
-    ahead = int(os.environ.get("BENCH_CLAIM_AHEAD", str(slots)))
+    ahead = int(os.environ.get("BENCH_CLAIM_AHEAD", str(CLAIM_AHEAD_PER_SLOT * slots)))
     name = f"ujobs_bench_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     head = ADMIN.rpartition("/")[0]
     admin = await asyncpg.connect(ADMIN)

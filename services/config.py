@@ -34,6 +34,7 @@ from services.config_parse import (
     whole,
 )
 from services.config_vars import (
+    CLAIM_AHEAD_PER_SLOT,
     DEFAULT_API_PORT,
     DEFAULT_METRICS_REFRESH_MS,
     DEFAULT_PG_POOL_SIZE,
@@ -245,16 +246,16 @@ class WorkerConfig:
     max_in_flight: int | None = None
     visibility_timeout_ms: int = DEFAULT_VISIBILITY_MS
     claim_ahead: int | None = None
-    """None: as many as the one queue's slots (``claim_ahead_rows()`` answers the number)."""
+    """None: ``CLAIM_AHEAD_PER_SLOT`` rows per slot of the one queue (``claim_ahead_rows()``)."""
 
     def claim_ahead_rows(self) -> int:
         """The worker's ``claim_ahead``: 0 for several queues (the library claims ahead only
-        for one), else ``UJOBS_CLAIM_AHEAD``, by default that queue's slots."""
+        for one), else ``UJOBS_CLAIM_AHEAD``, by default three rows per slot of that queue."""
         if len(self.queues) != 1:
             return 0
         if self.claim_ahead is not None:
             return self.claim_ahead
-        return self.concurrency.for_queue(self.queues[0])
+        return CLAIM_AHEAD_PER_SLOT * self.concurrency.for_queue(self.queues[0])
 
     @classmethod
     def load(

@@ -21,6 +21,10 @@ DRIVERS: tuple[DriverName, ...] = ("postgres", "redis")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 JOBS_CONCURRENCY_DEFAULT = 8
 """Slots per queue when ``UJOBS_CONCURRENCY`` names no number for it (the spec's default)."""
+CLAIM_AHEAD_PER_SLOT = 3
+"""``ujobs worker``'s claim-ahead on one queue when ``UJOBS_CLAIM_AHEAD`` is unset: rows per
+slot. One row per slot made the harness's one-worker drain a claim of ~14 rows every round trip;
+three per slot claims ~29 and drained 4-51 % faster in 7 of 8 paired harness runs (README)."""
 DEFAULT_API_PORT = 8080
 DEFAULT_METRICS_REFRESH_MS = 5_000
 DEFAULT_PG_POOL_SIZE = 10
@@ -85,9 +89,10 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable(
             "UJOBS_CLAIM_AHEAD",
-            "rows a worker serving ONE queue claims beyond its free slots; a row waits at most "
-            "500 ms, never on its final attempt, then goes back uncounted; 0 turns it off",
-            "that queue's slots",
+            "rows a worker serving ONE queue claims beyond its free slots (at most 4 per slot); a "
+            "row waits at most 500 ms, never on its final attempt, then goes back uncounted; 0 "
+            "turns it off",
+            f"{CLAIM_AHEAD_PER_SLOT} per slot of that queue",
             _WORKERS,
         ),
         Variable(

@@ -60,6 +60,7 @@ from shared.worker_drain import drain_reason, remaining_s, wait_out
 from shared.worker_heartbeat import HeartbeatTimer, HeldRun, Renewals
 from shared.worker_loop import ClaimLoop, PassResult
 from shared.worker_options import (
+    CLAIM_AHEAD_MAX_PER_SLOT,
     DEFAULT_POLL_INTERVAL_MS,
     DEFAULT_VISIBILITY_TIMEOUT_MS,
     JOBS_CONCURRENCY_DEFAULT,
@@ -125,7 +126,9 @@ class JobWorker:
         )
         self.prefetch = Prefetch(
             driver=driver,
-            limit=min(options.claim_ahead, self.slots.capacity) if len(options.queues) == 1 else 0,
+            limit=min(options.claim_ahead, CLAIM_AHEAD_MAX_PER_SLOT * self.slots.capacity)
+            if len(options.queues) == 1
+            else 0,
             visibility_ms=options.visibility_timeout_ms,
             start=self._start,
             can_start=self._can_start,

@@ -19,9 +19,10 @@ first claim, and never as a silent "no limit". The options:
   ceiling either way.
 * ``claim_ahead`` — default 0 (off): how many rows a worker serving ONE queue may claim beyond
   its free slots, to start the next run without a claim round trip (``shared.worker_prefetch``;
-  at most the worker's capacity). Off by default because a row claimed ahead is one another
-  worker of the fleet cannot take until it runs or goes back (at most 500 ms); on short jobs
-  it is the drain's largest lever. A whole number >= 0; ignored on a worker of several queues.
+  at most ``CLAIM_AHEAD_MAX_PER_SLOT`` times the worker's capacity). Off by default because a
+  row claimed ahead is one another worker of the fleet cannot take until it runs or goes back
+  (at most 500 ms); on short jobs it is the drain's largest lever. A whole number >= 0;
+  ignored on a worker of several queues.
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ from shared.registry import Registry
 JOBS_CONCURRENCY_DEFAULT = 8
 """The slots of a queue ``concurrency`` does not name."""
 DEFAULT_VISIBILITY_TIMEOUT_MS = 30_000
+CLAIM_AHEAD_MAX_PER_SLOT = 4
+"""``claim_ahead`` is honoured up to this many rows per unit of the worker's capacity (the same
+order as Celery's default prefetch multiplier, 4). Each buffered row waits at most 500 ms, but
+while it waits no other worker of the fleet can take it: on a short backlog a larger buffer
+lets one worker hoard what an idle one could run."""
 DEFAULT_POLL_INTERVAL_MS = 250
 
 Concurrency = int | Mapping[str, int]

@@ -4,7 +4,8 @@ round trip.
 Without it a worker claims only when a slot is free, so on short jobs the claim's round trip
 and the bodies never overlap: the slots sit empty while the claim is on the wire. A worker
 serving ONE queue (its pool is the whole of its room, so no rotation is at stake) may claim up
-to ``claim_ahead`` rows (``WorkerOptions``; at most its capacity) more than it has room for;
+to ``claim_ahead`` rows (``WorkerOptions``; at most ``CLAIM_AHEAD_MAX_PER_SLOT``, 4, times its
+capacity) more than it has room for;
 they wait here, and a slot freed by a settle takes the oldest at once (the freeing kicks a
 pass that refills the buffer).
 

@@ -34,7 +34,7 @@ def test_defaults_need_only_a_database() -> None:
     assert config.concurrency == Concurrency(default=8)
     assert config.max_in_flight is None
     assert config.claim_ahead is None
-    assert config.claim_ahead_rows() == 8  # one queue: as many rows ahead as its slots
+    assert config.claim_ahead_rows() == 24  # one queue: three rows ahead per slot
     assert config.visibility_timeout_ms == 30_000
     assert config.common.drain_deadline_ms == 25_000
     assert config.common.connections.driver == "postgres"

@@ -41,6 +41,23 @@ async def test_rows_claimed_ahead_run_once_each_in_order_and_count_one_attempt()
     assert worker.prefetch.returned == 0
 
 
+async def test_claim_ahead_beyond_the_slots_is_honoured_up_to_four_rows_per_slot() -> None:
+    driver = memory_driver()
+    handle = declare(lambda run: None)
+    for n in range(60):
+        await enqueue(driver, handle, n)
+    three = make_worker(driver, [handle], concurrency=2, claim_ahead=6)
+    assert three.prefetch.limit == 6
+    await three.start()
+    try:
+        first = await three.signals.wait("pass", lambda p: p.claimed > 0)
+        assert first.asks[0].limit == 8  # two free slots plus six ahead
+        await settled(three, 60)
+    finally:
+        await three.stop()
+    assert make_worker(driver, [handle], concurrency=2, claim_ahead=100).prefetch.limit == 8
+
+
 async def test_stop_hands_the_buffered_rows_back_uncounted() -> None:
     driver = memory_driver()
     gate = Gate()
