@@ -187,17 +187,14 @@ class PostgresDriver:
     async def _flush_acks(self, items: Sequence[_Ack]) -> set[_Ack]:
         now = self.clock.now_ms()
         width, start = counter_bucket(now)
+        # {id: {claim: {worker id: [duration, progress]}}}: each row looks its own fence up
+        # (sql/queries/ack.sql); two acks of one id under different claims both fit.
+        batch: dict[str, dict[str, dict[str, list[Any]]]] = {}
+        for i in items:
+            fences = batch.setdefault(i.id, {}).setdefault(str(i.claim), {})
+            fences[i.worker_id] = [i.duration_ms, i.progress]
         rows = await retry_deadlock(
-            self._fetch,
-            _ACK,
-            [i.id for i in items],
-            [i.worker_id for i in items],
-            [i.claim for i in items],
-            [i.duration_ms for i in items],
-            [i.progress for i in items],
-            now,
-            width,
-            start,
+            self._fetch, _ACK, list(batch), dumps(batch), now, width, start, "running"
         )
         # Keyed by the whole fence: of two acks of one id in a batch, only the claim that
         # matched the row landed.

@@ -3,32 +3,36 @@
 -- state = 'running', so a lapsed or cancelled attempt settles nothing. The `done` counter and
 -- the run's duration move in this same statement; a throttled progress write still pending
 -- for the run lands here too (progress null: keep the stored one).
--- The rows are found through the primary key (`id = any($1)`), whatever plan is cached.
--- $1 ids  $2 worker ids  $3 claims  $4 durations ms (null: none)  $5 progress json text
--- $6 now ms  $7 counter bucket width ms  $8 counter bucket start ms
-with req as (
-  select *
-    from unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::text[])
-         as r(id, worker_id, claim, duration_ms, progress)
-),
-settled as (
+-- The rows are found through the primary key (`id = any($1)`), whatever plan is cached, and
+-- nothing is joined: each row looks its own fence up in the batch, one JSON object
+-- {id: {claim: {worker id: [duration ms, progress json text]}}}, at the path
+-- (id, claim, claimed_by); a jsonb object's keys are sorted, so each step is a binary search.
+-- (Joined to the unnested arrays instead, the generic plan was a nested loop re-reading the
+-- whole batch for every row: 11 ms for 176 rows, 270 ms for 1,000, against 3 and 20 here.)
+-- 'running' comes as $6, not as a literal: against the literal a generic plan can AND the
+-- primary key probe with the running index, and a bitmap scan reads every entry of that
+-- index, dead ones included, until VACUUM removes them.
+-- $1 ids  $2 the batch (json text)  $3 now ms  $4 counter bucket width ms
+-- $5 counter bucket start ms  $6 'running'
+with settled as (
   update x_jobs j
      set state = 'done',
-         finished_at = x_ts($6::bigint),
-         updated_at = x_ts($6::bigint),
+         finished_at = x_ts($3::bigint),
+         updated_at = x_ts($3::bigint),
          lease_expires_at = null,
-         progress = coalesce(r.progress::jsonb, j.progress)
-    from req r
+         progress = coalesce(((select $2::text::jsonb)
+                               #>> array[j.id, j.claim::text, j.claimed_by, '1'])::jsonb,
+                             j.progress)
    where j.id = any($1::text[])
-     and j.id = r.id
-     and j.claimed_by = r.worker_id
-     and j.claim = r.claim
-     and j.state = 'running'
-  returning j.id, j.claimed_by, j.claim, j.name, r.duration_ms
+     and j.state = $6::text
+     and (select $2::text::jsonb) #> array[j.id, j.claim::text, j.claimed_by] is not null
+  returning j.id, j.claimed_by, j.claim, j.name,
+            ((select $2::text::jsonb)
+             #>> array[j.id, j.claim::text, j.claimed_by, '0'])::bigint as duration_ms
 ),
 counted as (
   insert into x_job_counters as c (job, width_ms, bucket_start_ms, done, duration_ms)
-  select s.name, $7::int, $8::bigint, count(*), coalesce(sum(greatest(s.duration_ms, 0)), 0)
+  select s.name, $4::int, $5::bigint, count(*), coalesce(sum(greatest(s.duration_ms, 0)), 0)
     from settled s
    group by s.name
    order by s.name

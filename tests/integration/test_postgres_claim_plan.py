@@ -9,13 +9,18 @@ from __future__ import annotations
 from typing import Any
 
 import asyncpg
-import orjson
 import pytest
 
 from shared.clock import FrozenClock
 from shared.drivers.base import ClaimOptions, EnqueueRequest
 from shared.drivers.postgres import PostgresDriver, counter_bucket
 from shared.sql import query
+from tests.integration.plan_support import (
+    explain_prepared,
+    fresh_jobs_table,
+    job_scans,
+    rows_read,
+)
 
 RUNNING = 2_000
 LAPSED = 3
@@ -30,31 +35,11 @@ def claim(limit: int, visibility_ms: int, worker: str = "holder") -> ClaimOption
     return ClaimOptions(["default"], limit, worker, visibility_ms=visibility_ms)
 
 
-def job_scans(node: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every plan node that reads ``x_jobs`` or one of its indexes (a bitmap index scan names
-    only its index), depth first."""
-    reads = node.get("Relation Name") == "x_jobs" or node.get("Index Name", "").startswith("x_jobs")
-    found = [node] if reads else []
-    for child in node.get("Plans", []):
-        found.extend(job_scans(child))
-    return found
-
-
-def rows_read(node: dict[str, Any]) -> int:
-    """The rows a scan node looked at: those it returned and those its filter threw away."""
-    loops = int(node.get("Actual Loops", 1))
-    kept = int(node.get("Actual Rows", 0)) * loops
-    return (
-        kept
-        + int(node.get("Rows Removed by Filter", 0))
-        + int(node.get("Rows Removed by Index Recheck", 0))
-    )
-
-
 @pytest.mark.parametrize("plan_mode", ["force_generic_plan", "force_custom_plan"])
 async def test_a_claim_reads_none_of_the_rows_running_on_live_leases(
     pg: PostgresDriver, pg_pool: asyncpg.Pool[Any], clock: FrozenClock, plan_mode: str
 ) -> None:
+    await fresh_jobs_table(pg_pool)
     await pg.enqueue_many([req(f"lapses-{i}") for i in range(LAPSED)])
     assert len(await pg.claim(claim(LAPSED, 1_000, "died"))) == LAPSED
     await pg.enqueue_many([req(f"held-{i}") for i in range(RUNNING)])
@@ -64,20 +49,15 @@ async def test_a_claim_reads_none_of_the_rows_running_on_live_leases(
     await pg_pool.execute("analyze x_jobs")
     now = clock.now_ms()
     width, start = counter_bucket(now)
-    async with pg_pool.acquire() as conn:
-        tx = conn.transaction()
-        await tx.start()
-        try:
-            await conn.execute("set local plan_cache_mode = " + plan_mode)
-            await conn.execute("prepare claim_plan as " + query("claim"))
-            # EXPLAIN takes no bind parameters: the arguments are literals (all integers here).
-            args = f"('{{default}}', {DUE}, 'w', {now}, 60000, '{{}}', {width}, {start})"
-            line = await conn.fetchval("explain (analyze, format json) execute claim_plan" + args)
-            taken = await conn.fetchval("select count(*) from x_jobs where claimed_by = 'w'")
-        finally:
-            await tx.rollback()
-            await conn.execute("deallocate all")
-    plan = orjson.loads(line)[0]["Plan"]
+    # EXPLAIN takes no bind parameters: the arguments are literals (all integers here).
+    args = f"('{{default}}', {DUE}, 'w', {now}, 60000, '{{}}', {width}, {start})"
+    plan, taken = await explain_prepared(
+        pg_pool,
+        query("claim"),
+        args,
+        plan_mode,
+        count="select count(*) from x_jobs where claimed_by = 'w'",
+    )
     scans = job_scans(plan)
     assert scans, "the plan reads x_jobs somewhere"
     assert max(rows_read(node) for node in scans) <= DUE + LAPSED, [
