@@ -7,6 +7,7 @@
 -- nothing is joined: each row looks its own fence up in the batch, one JSON object
 -- {id: {claim: {worker id: [duration ms, progress json text]}}}, at the path
 -- (id, claim, claimed_by); a jsonb object's keys are sorted, so each step is a binary search.
+-- The batch is parsed once, in `batch`; the three places that read it each take it from there.
 -- (Joined to the unnested arrays instead, the generic plan was a nested loop re-reading the
 -- whole batch for every row: 11 ms for 176 rows, 270 ms for 1,000, against 3 and 20 here.)
 -- 'running' comes as $6, not as a literal: against the literal a generic plan can AND the
@@ -14,20 +15,21 @@
 -- index, dead ones included, until VACUUM removes them.
 -- $1 ids  $2 the batch (json text)  $3 now ms  $4 counter bucket width ms
 -- $5 counter bucket start ms  $6 'running'
-with settled as (
+with batch as materialized (select $2::text::jsonb as b),
+settled as (
   update x_jobs j
      set state = 'done',
          finished_at = x_ts($3::bigint),
          updated_at = x_ts($3::bigint),
          lease_expires_at = null,
-         progress = coalesce(((select $2::text::jsonb)
+         progress = coalesce(((select b from batch)
                                #>> array[j.id, j.claim::text, j.claimed_by, '1'])::jsonb,
                              j.progress)
    where j.id = any($1::text[])
      and j.state = $6::text
-     and (select $2::text::jsonb) #> array[j.id, j.claim::text, j.claimed_by] is not null
+     and (select b from batch) #> array[j.id, j.claim::text, j.claimed_by] is not null
   returning j.id, j.claimed_by, j.claim, j.name,
-            ((select $2::text::jsonb)
+            ((select b from batch)
              #>> array[j.id, j.claim::text, j.claimed_by, '0'])::bigint as duration_ms
 ),
 counted as (

@@ -9,6 +9,8 @@
 -- The wake: pg_notify('x_jobs_wake', queue) once per queue the occurrence filled; silent when
 -- the watermark refused the fire. `due_queues` names the queues that gained a row due now, for
 -- the caller to wake this process and announce on Redis (a LISTEN-less worker hears only that).
+-- `found` carries each request with its holder, so `inserted` reads it alone: joined back to
+-- `req` on ord, a generic plan may nest the two scans and re-read the batch once per job.
 -- $1 task  $2 occurrence ms  $3 new watermark ms (>= $2)  $4 now ms
 -- $5..$15 arrays, one element per job: id, run_id, name, queue, input (json text), tenant_id,
 -- idempotency_key, max_attempts, run_at ms, traceparent, enqueued_by
@@ -29,7 +31,7 @@ req as (
    where exists (select 1 from moved)
 ),
 found as (
-  select r.ord, coalesce(b.id, k.id) as id
+  select r.*, coalesce(b.id, k.id) as holder
     from req r
     left join lateral (select j.id from x_jobs j where j.id = r.id) b on true
     left join lateral (
@@ -47,8 +49,8 @@ inserted as (
          case when r.run_at_ms > $4::bigint then 'delayed' else 'ready' end,
          r.input::jsonb, r.tenant_id, r.idempotency_key, r.max_attempts,
          x_ts(r.run_at_ms), x_ts($4::bigint), x_ts($4::bigint), r.traceparent, r.enqueued_by
-    from req r join found f on f.ord = r.ord
-   where f.id is null
+    from found r
+   where r.holder is null
    order by r.ord
   on conflict do nothing
   returning id, queue, state
