@@ -47,6 +47,16 @@ def plan_nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+def looped_nodes(node: dict[str, Any], *, allowed: frozenset[str] = frozenset()) -> list[Any]:
+    """Every node of a plan that ran more than once, other than the node types in ``allowed``
+    (a statement's deliberate per-row probes), as (type, relation or CTE, loops)."""
+    return [
+        (n["Node Type"], n.get("CTE Name") or n.get("Relation Name"), n["Actual Loops"])
+        for n in plan_nodes(node)
+        if int(n.get("Actual Loops", 1)) > 1 and n["Node Type"] not in allowed
+    ]
+
+
 def job_scans(node: dict[str, Any]) -> list[dict[str, Any]]:
     """Every plan node that reads ``x_jobs`` or one of its indexes (a bitmap index scan names
     only its index), depth first."""

@@ -21,7 +21,7 @@ from tests.integration.plan_support import (
     explain_prepared,
     fresh_jobs_table,
     job_scans,
-    plan_nodes,
+    looped_nodes,
     rows_read,
 )
 
@@ -64,11 +64,7 @@ async def test_no_part_of_an_ack_runs_once_per_row(
     pg: PostgresDriver, pg_pool: asyncpg.Pool[Any], clock: FrozenClock, plan_mode: str
 ) -> None:
     plan = await ack_plan(pg, pg_pool, clock, plan_mode)
-    rescanned = [
-        (n["Node Type"], n.get("Relation Name") or n.get("Function Name"), n["Actual Loops"])
-        for n in plan_nodes(plan)
-        if int(n.get("Actual Loops", 1)) > 1
-    ]
+    rescanned = looped_nodes(plan)
     assert not rescanned, rescanned
 
 

@@ -15,11 +15,13 @@ import pytest
 
 from shared.clock import FrozenClock
 from shared.sql import query
-from tests.integration.plan_support import explain_prepared, fresh_jobs_table, plan_nodes
+from tests.integration.plan_support import explain_prepared, fresh_jobs_table, looped_nodes
 
 JOBS = 300
 # The nodes of the per-job probes (sql/queries/scheduler_fire.sql, `found`).
-PROBES = {"Limit", "Index Scan", "Index Only Scan", "Bitmap Heap Scan", "Bitmap Index Scan"}
+PROBES = frozenset(
+    {"Limit", "Index Scan", "Index Only Scan", "Bitmap Heap Scan", "Bitmap Index Scan"}
+)
 
 
 def text_array(values: list[str | None]) -> str:
@@ -52,9 +54,5 @@ async def test_a_fire_reads_its_jobs_once(
         pg_pool, query("scheduler_fire"), args, plan_mode, count="select count(*) from x_jobs"
     )
     assert inserted == JOBS
-    rescanned = [
-        (n["Node Type"], n.get("CTE Name") or n.get("Relation Name"), n["Actual Loops"])
-        for n in plan_nodes(plan)
-        if int(n.get("Actual Loops", 1)) > 1 and n["Node Type"] not in PROBES
-    ]
+    rescanned = looped_nodes(plan, allowed=PROBES)
     assert not rescanned, rescanned
