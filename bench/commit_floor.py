@@ -11,6 +11,18 @@ ours), and ``SELECT 1`` the same number of times (the round trip alone). ``bench
 runs it beside the peers and reports the ceiling it implies: ``1e6 / insert_us`` calls a second
 is the most any durable one-at-a-time enqueue can reach here, ours or a peer's.
 
+Beside it, the same connection sends our own single-enqueue statement
+(``sql/queries/enqueue_insert.sql``, what ``enqueue()`` sends on its common path) into a
+migrated ``x_jobs``, with nothing of the driver around it: ids minted and arguments built
+before the clock starts. ``1e6 / statement_us`` is the most OUR single enqueue could reach
+here if the client cost nothing, so ``bench/throughput.py`` reports it beside the floor's
+ceiling: the row the spec asks for (its dedupe key, claim order, attribution and seven index
+entries) costs what it costs before any Python runs.
+
+The three statements are sent in turn, one call of each, so a minute when the machine slows
+down slows all three alike; each figure is the mean of ``BENCH_FLOOR_N`` calls, the best of
+three rounds.
+
 It uses the database ``BENCH_FLOOR_DB`` (default ``bench_floor``), dropped and created anew.
 """
 
@@ -19,9 +31,17 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import time
+from pathlib import Path
 
 import asyncpg
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from shared.ids import new_ids
+from shared.migrate import migrate
+from shared.sql import query
 
 PG_BASE = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
 DB_NAME = os.environ.get("BENCH_FLOOR_DB", "bench_floor")
@@ -29,12 +49,33 @@ CALLS = int(os.environ.get("BENCH_FLOOR_N", "3000"))
 ROUNDS = 3
 
 
-async def per_call_us(conn: asyncpg.Connection, statement: str, *args: object) -> float:
-    """Microseconds per awaited call of ``statement`` over ``CALLS`` calls."""
-    started = time.perf_counter()
-    for _ in range(CALLS):
-        await conn.execute(statement, *args)
-    return (time.perf_counter() - started) / CALLS * 1e6
+def enqueue_args(seq: int) -> tuple[object, ...]:
+    """``enqueue_insert.sql``'s $1..$12 for one job of the bench's shape, due now."""
+    job_id, run_id = new_ids(2)
+    now = int(time.time() * 1000)
+    return (job_id, run_id, "bench.noop", "default", f'{{"seq": {seq}, "ts": 0.0}}', None,
+            f"floor:{seq}", 3, now, now, None, None)  # fmt: skip
+
+
+async def one_round(
+    conn: asyncpg.Connection, insert: str, statement: str, seq: int
+) -> tuple[float, float, float]:
+    """Mean microseconds a call of the floor's INSERT, our statement and ``SELECT 1``, sent
+    in turn ``CALLS`` times each."""
+    spent = [0.0, 0.0, 0.0]
+    for n in range(CALLS):
+        args = enqueue_args(seq + n)
+        started = time.perf_counter()
+        await conn.execute(insert, "x")
+        mid = time.perf_counter()
+        await conn.fetch(statement, *args)
+        late = time.perf_counter()
+        await conn.execute("select 1")
+        spent[0] += mid - started
+        spent[1] += late - mid
+        spent[2] += time.perf_counter() - late
+    insert_us, statement_us, select_us = (x / CALLS * 1e6 for x in spent)
+    return insert_us, statement_us, select_us
 
 
 async def measure() -> dict[str, object]:
@@ -49,15 +90,17 @@ async def measure() -> dict[str, object]:
         await admin.close()
     conn = await asyncpg.connect(f"{PG_BASE}/{DB_NAME}")
     try:
+        await migrate(conn)
         await conn.execute("create table floor_rows (id bigserial primary key, v text)")
         synchronous_commit = await conn.fetchval("show synchronous_commit")
-        inserts, selects = [], []
-        for _ in range(ROUNDS):
-            inserts.append(await per_call_us(conn, "insert into floor_rows (v) values ($1)", "x"))
-            selects.append(await per_call_us(conn, "select 1"))
+        insert = "insert into floor_rows (v) values ($1)"
+        rounds = [
+            await one_round(conn, insert, query("enqueue_insert"), k * CALLS) for k in range(ROUNDS)
+        ]
     finally:
         await conn.close()
-    insert_us = min(inserts)
+    inserts, statements, selects = ([r[i] for r in rounds] for i in range(3))
+    insert_us, statement_us = min(inserts), min(statements)
     return {
         "bench": "commit_floor",
         "calls": CALLS,
@@ -65,7 +108,10 @@ async def measure() -> dict[str, object]:
         "insert_commit_us": round(insert_us, 1),
         "round_trip_us": round(min(selects), 1),
         "durable_single_ceiling_per_s": round(1e6 / insert_us, 1),
+        "enqueue_statement_us": round(statement_us, 1),
+        "enqueue_statement_ceiling_per_s": round(1e6 / statement_us, 1),
         "rounds_insert_us": [round(x, 1) for x in inserts],
+        "rounds_enqueue_statement_us": [round(x, 1) for x in statements],
         "rounds_round_trip_us": [round(x, 1) for x in selects],
     }
 

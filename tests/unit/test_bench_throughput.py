@@ -65,11 +65,17 @@ def test_ratios_and_targets_are_ours_over_theirs() -> None:
         "bench": "commit_floor",
         "insert_commit_us": 400.0,
         "durable_single_ceiling_per_s": 2_500.0,
+        "enqueue_statement_ceiling_per_s": 2_000.0,
     }
     line = tp.summarise(ours, peers, floor)
     r = line["ratios"]
     assert r["durable_single_ceiling_vs_pgqueuer"] == 2.5
-    assert line["floor"] == {"insert_commit_us": 400.0, "durable_single_ceiling_per_s": 2_500.0}
+    assert r["enqueue_statement_ceiling_vs_pgqueuer"] == 2.0
+    assert line["floor"] == {
+        "insert_commit_us": 400.0,
+        "durable_single_ceiling_per_s": 2_500.0,
+        "enqueue_statement_ceiling_per_s": 2_000.0,
+    }
     assert r["drain_vs_pgqueuer"] == 2.4
     assert r["enqueue_batch_vs_pgqueuer"] == 2.0
     assert r["enqueue_single_vs_pgqueuer"] == 3.0
@@ -105,6 +111,7 @@ def test_a_run_cut_short_says_what_it_did_not_finish() -> None:
     assert "arq: no answer within 420 s" in errors
     assert "commit floor: did not run" in errors
     assert line["ratios"]["durable_single_ceiling_vs_pgqueuer"] is None
+    assert line["ratios"]["enqueue_statement_ceiling_vs_pgqueuer"] is None
     assert "arq: no drain figure" in errors
     assert any(e.startswith("celery: single enqueue stopped at 15000") for e in errors)
     assert line["ratios"]["drain_history_vs_none"] is None
