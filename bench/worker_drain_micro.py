@@ -5,6 +5,7 @@
     BENCH_N=5000 BENCH_SLOTS=16 python bench/worker_drain_micro.py
     BENCH_CLAIM_AHEAD=0 python bench/worker_drain_micro.py    # claim_ahead off (default: three
                                                               # per slot, as ``ujobs worker``)
+    BENCH_HISTORY=1000000 python bench/worker_drain_micro.py  # over a million finished rows
 
 The worker runs on the pool ``ujobs worker`` builds (``postgres_pool``: generic plans, no
 reset statement). The jobs are enqueued before the worker starts (``enqueue_many``, 1,000 a
@@ -12,6 +13,12 @@ statement), so the figure is the drain alone: from ``start()`` to the last settl
 a throwaway database (created from ``TEST_DATABASE_URL``'s server, migrated, dropped). Not the
 peer comparison — that is ``bench/throughput.py`` through the shared harness — but the number
 to watch while changing the worker's hot path.
+
+``statements`` times the driver's two hot statements as the worker sends them (calls and mean
+ms of ``claim`` and of each batched ``ack``), by wrapping the driver's private ``_fetch``: a
+bench's probe, not an API. With ``BENCH_HISTORY=<n>`` the table first gets ``n`` finished runs
+(``bench_history.insert_history``, as the throughput bench's history pass), so the two
+statements can be compared with and without history.
 """
 
 from __future__ import annotations
@@ -40,7 +47,12 @@ from shared.metrics import JobMetrics
 from shared.migrate import migrate
 from shared.registry import Registry
 from shared.run import Run
+from shared.sql import query
 from shared.worker import job_worker
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_history import insert_history
 
 ADMIN = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -50,10 +62,44 @@ async def noop(run: Run[Any]) -> None:
     """Does nothing: the figure is the queue's cost per job."""
 
 
+class StatementTimes:
+    """Calls and seconds per hot statement, filled by the wrapper ``time_statements`` puts
+    around the driver's ``_fetch``."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, list[float]] = {"claim": [], "ack": []}
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        return {
+            name: {"calls": len(times), "mean_ms": round(sum(times) * 1000 / len(times), 3)}
+            for name, times in self.spent.items()
+            if times
+        }
+
+
+def time_statements(driver: Any) -> StatementTimes:
+    times = StatementTimes()
+    names = {query("claim"): "claim", query("ack"): "ack"}
+    fetch = driver._fetch
+
+    async def timed(sql: str, *args: Any) -> list[Any]:
+        started = time.perf_counter()
+        try:
+            return list(await fetch(sql, *args))
+        finally:
+            name = names.get(sql)
+            if name is not None:
+                times.spent[name].append(time.perf_counter() - started)
+
+    driver._fetch = timed
+    return times
+
+
 async def main() -> None:
     n = int(os.environ.get("BENCH_N", "20000"))
     slots = int(os.environ.get("BENCH_SLOTS", "16"))
     ahead = int(os.environ.get("BENCH_CLAIM_AHEAD", str(CLAIM_AHEAD_PER_SLOT * slots)))
+    history = int(os.environ.get("BENCH_HISTORY", "0"))
     name = f"ujobs_bench_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     head = ADMIN.rpartition("/")[0]
     admin = await asyncpg.connect(ADMIN)
@@ -62,7 +108,10 @@ async def main() -> None:
         pool = await postgres_pool(f"{head}/{name}", min_size=4, max_size=8)
         async with pool.acquire() as conn:
             await migrate(conn)
+            if history:
+                await insert_history(conn, history, name=noop.name, queue="default")
         driver = postgres_driver(pool)
+        statements = time_statements(driver)
         reg = Registry()
         reg.register_job(noop)
         for start in range(0, n, 1_000):
@@ -87,7 +136,9 @@ async def main() -> None:
         seconds = time.perf_counter() - began
         cpu = time.process_time() - cpu_began
         await worker.stop()
-        left = await pool.fetchval("select count(*) from x_jobs where state <> 'done'")
+        left = await pool.fetchval(  # the drained jobs only: 2 % of the history is not done
+            "select count(*) from x_jobs where state <> 'done' and idempotency_key like 'noop:%'"
+        )
         await pool.close()
         print(
             orjson.dumps(
@@ -95,6 +146,7 @@ async def main() -> None:
                     "bench": "worker_drain_micro",
                     "driver": "postgres",
                     "jobs": n,
+                    "history_rows": history,
                     "slots": slots,
                     "claim_ahead": ahead,
                     "seconds": round(seconds, 3),
@@ -102,6 +154,7 @@ async def main() -> None:
                     "worker_cpu_ms_per_job": round(cpu * 1000 / n, 3),
                     "passes": worker.stats().passes,
                     "not_done": left,
+                    "statements": statements.summary(),
                 }
             ).decode()
         )
