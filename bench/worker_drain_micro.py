@@ -105,11 +105,14 @@ async def main() -> None:
     admin = await asyncpg.connect(ADMIN)
     await admin.execute(f'CREATE DATABASE "{name}"')
     try:
-        pool = await postgres_pool(f"{head}/{name}", min_size=4, max_size=8)
-        async with pool.acquire() as conn:
-            await migrate(conn)
+        setup = await asyncpg.connect(f"{head}/{name}")
+        try:
+            await migrate(setup)
             if history:
-                await insert_history(conn, history, name=noop.name, queue="default")
+                await insert_history(setup, history, name=noop.name, queue="default")
+        finally:
+            await setup.close()
+        pool = await postgres_pool(f"{head}/{name}", min_size=4, max_size=8)
         driver = postgres_driver(pool)
         statements = time_statements(driver)
         reg = Registry()
