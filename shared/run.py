@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar, overload
 
 from shared.frozen_init import slot_init
 from shared.signal import Signal
@@ -25,6 +25,12 @@ Match = dict[str, Any] | Callable[[Any], bool]
 class StepApi(Protocol):
     """``run.step``: durable steps. Names are the replay key: deterministic, unique per run."""
 
+    # Two signatures so a type checker solves R for an async fn (its awaited result) as for a
+    # plain one: against ``Awaitable[R] | R`` alone it could not, and flagged every call.
+    @overload
+    async def run(self, name: str, fn: Callable[[Signal], Awaitable[R]]) -> R: ...
+    @overload
+    async def run(self, name: str, fn: Callable[[Signal], R]) -> R: ...
     async def run(self, name: str, fn: StepFn[R]) -> R:
         """Run ``fn`` once ever; its result is stored before the next step starts."""
         ...

@@ -48,7 +48,7 @@ import inspect
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast, overload
 
 from shared.clock import Clock
 from shared.drivers.base import ClaimRef, JobDriver, StepRecord
@@ -301,6 +301,10 @@ class Step:
         return self.suspension
 
     # -- step.run ------------------------------------------------------------------------
+    @overload
+    async def run(self, name: str, fn: Callable[[Signal], Awaitable[R]]) -> R: ...
+    @overload
+    async def run(self, name: str, fn: Callable[[Signal], R]) -> R: ...
     async def run(self, name: str, fn: StepFn[R]) -> R:
         """Run ``fn(signal)`` once ever; answers its stored (JSON) form, replayed or new."""
         checked = self._enter(name)

@@ -54,10 +54,10 @@ class WorkerProcess:
             raw = await asyncio.wait_for(self.proc.stdout.readline(), WAIT_S)
             if not raw:
                 raise AssertionError(f"the worker exited first: {await self.stderr()}")
-            line = orjson.loads(raw)
-            self.lines.append(line)
-            if predicate(line):
-                return line
+            parsed: dict[str, Any] = orjson.loads(raw)
+            self.lines.append(parsed)
+            if predicate(parsed):
+                return parsed
 
     async def started(self, job_id: str) -> dict[str, Any]:
         return await self.until(lambda e: e["event"] == "started" and e["job_id"] == job_id)
@@ -73,15 +73,15 @@ class WorkerProcess:
         self.proc.send_signal(signum)
 
 
-async def _row(pool: Any, job_id: str) -> asyncpg.Record:
-    found = await pool.fetchrow(
+async def _row(pool: asyncpg.Pool[Any], job_id: str) -> asyncpg.Record:
+    found: asyncpg.Record | None = await pool.fetchrow(
         "select state, attempt, last_error from x_jobs where id = $1", job_id
     )
     assert found is not None
     return found
 
 
-async def _until_state(pool: Any, job_id: str, state: str) -> asyncpg.Record:
+async def _until_state(pool: asyncpg.Pool[Any], job_id: str, state: str) -> asyncpg.Record:
     deadline = asyncio.get_running_loop().time() + WAIT_S
     while True:
         found = await _row(pool, job_id)

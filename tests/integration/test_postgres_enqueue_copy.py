@@ -158,7 +158,7 @@ async def test_a_row_copy_cannot_carry_late_in_a_long_batch_inserts_nothing_by_c
         return EnqueueRequest(name="long", input={"i": i}, idempotency_key=f"long-{i}", **kw)
 
     size = 3 * COPY_CHUNK_ROWS + 5
-    odd = [one(i) for i in range(size - 1)] + [one(size - 1, tenant_id=5)]  # type: ignore[arg-type]
+    odd = [one(i) for i in range(size - 1)] + [one(size - 1, tenant_id=5)]
     answers = await pg.enqueue_many(odd)
     assert query("enqueue_many") in copies  # the statement answered it, not the COPY
     assert enqueuer._deduping_batches == 0  # not a taken key: the next batch tries COPY again

@@ -219,7 +219,7 @@ class Comparison:
 
             return on_exhausted
 
-        base = {
+        base: dict[str, Any] = {
             "queues": queues,
             "limit": rng.randint(1, 4),
             "worker_id": rng.choice(WORKERS),

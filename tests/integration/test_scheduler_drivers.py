@@ -182,7 +182,9 @@ async def test_a_driver_with_an_operator_surface_records_the_fire_itself(
     clock.set(thirteen)
     assert occurrences_of((await sched.run_once()).fired) == [thirteen]
     assert await default_queue(memory) == (1, 0)
-    fires = await memory.introspect.task_fires()
+    introspect = memory.introspect
+    assert introspect is not None
+    fires = await introspect.task_fires()
     assert [(f.task, f.occurrence_ms) for f in fires] == [("hourly", thirteen)]
     assert await pg_rows(pg_pool, "x_task_fires") == []
     assert await pg_rows(pg_pool, "x_jobs") == []

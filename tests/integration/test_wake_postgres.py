@@ -25,7 +25,7 @@ from shared.wake_protocol import (
     WOKEN_IDLE_POLL_CEILING_MS,
     idle_ceiling_ms,
 )
-from tests.integration.wake_support import WAIT_S, Heard, wake_logs
+from tests.integration.wake_support import WAIT_S, Heard, is_live, wake_logs
 
 
 @pytest.fixture
@@ -70,18 +70,18 @@ async def test_a_probe_through_the_pool_proves_the_listen_session(
     pg_dsn: str, pg_pool: asyncpg.Pool[Any], logs: pytest.LogCaptureFixture
 ) -> None:
     wake = postgres_wake(pg_dsn, pg_pool)
-    assert wake.live is False
+    assert is_live(wake) is False
     await wake.start()
     try:
         await wake.signals.wait("live", timeout_s=WAIT_S)
-        assert wake.live is True
+        assert is_live(wake) is True
         assert idle_ceiling_ms(wake) == WOKEN_IDLE_POLL_CEILING_MS
         [record] = wake_logs(logs, "jobs.wake.live")
         assert record.transport == "postgres"  # type: ignore[attr-defined]
         assert wake_logs(logs, "jobs.wake.unverified") == []
     finally:
         await wake.stop()
-    assert wake.live is False
+    assert is_live(wake) is False
 
 
 async def test_the_drivers_enqueue_notifies_the_queue(

@@ -26,7 +26,7 @@ from shared.wake_protocol import (
     idle_ceiling_ms,
 )
 from shared.wake_redis import session_client_name
-from tests.integration.wake_support import WAIT_S, Heard, wake_logs
+from tests.integration.wake_support import WAIT_S, Heard, is_live, wake_logs
 
 UNREACHABLE = "redis://127.0.0.1:1/0"
 
@@ -75,18 +75,18 @@ async def test_a_probe_proves_the_channel_live(
     redis_url: str, channel: str, logs: pytest.LogCaptureFixture
 ) -> None:
     wake = redis_wake(redis_url, channel)
-    assert wake.live is False
+    assert is_live(wake) is False
     await wake.start()
     try:
         await wake.signals.wait("live", timeout_s=WAIT_S)
-        assert wake.live is True
+        assert is_live(wake) is True
         assert idle_ceiling_ms(wake) == WOKEN_IDLE_POLL_CEILING_MS
         [record] = wake_logs(logs, "jobs.wake.live")
         assert record.transport == "redis"  # type: ignore[attr-defined]
         assert wake_logs(logs, "jobs.wake.unverified") == []
     finally:
         await wake.stop()
-    assert wake.live is False
+    assert is_live(wake) is False
     assert idle_ceiling_ms(wake) == IDLE_POLL_CEILING_MS
 
 

@@ -67,7 +67,9 @@ async def test_keyed_slots_live_in_x_job_leases_and_fail_refuses_a_busy_key(
     await worker.signals.wait("settled")
     # One claim takes both rows; whichever acquires the key first holds it, the other is refused.
     (holder,) = await driver.leases.holders(job_lease_key(handle.name, "acct-1"))
-    held, claim = parse_holder(holder)
+    parsed = parse_holder(holder)
+    assert parsed is not None, holder
+    held, claim = parsed
     assert claim == 1
     assert held in (first, busy)
     refused = busy if held == first else first

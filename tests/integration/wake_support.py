@@ -7,6 +7,8 @@ import logging
 
 import pytest
 
+from shared.wake import ChannelWake
+
 WAIT_S = 10.0
 
 
@@ -35,3 +37,9 @@ class Heard:
 
 def wake_logs(caplog: pytest.LogCaptureFixture, event: str) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.name == "ujobs.wake" and r.getMessage() == event]
+
+
+def is_live(wake: ChannelWake) -> bool:
+    """``wake.live`` read afresh: ``start()`` and ``stop()`` flip it, which a type checker that
+    narrowed it on an earlier ``assert wake.live is False`` cannot see."""
+    return wake.live

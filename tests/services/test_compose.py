@@ -6,22 +6,23 @@ drain budget sits under its stop_grace_period."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import typer.main
-import yaml
+import yaml  # type: ignore[import-untyped]  # no stubs installed (types-PyYAML)
 
 from services.cli import app
 from services.config import (
-    VARIABLES,
     ApiConfig,
     RelayConfig,
     SchedulerConfig,
     WorkerConfig,
     read_common,
 )
+from services.config_vars import VARIABLES
 from services.exporter import exporter_config
 from services.webhook_deliverer import webhook_deliverer_config
 
@@ -75,7 +76,7 @@ def test_every_variable_is_one_the_config_reads_and_parses(name: str) -> None:
     env = _env(OURS[name])
     unknown = set(env) - set(VARIABLES)
     assert not unknown, f"{name} sets variables no service reads: {unknown}"
-    loaders = {
+    loaders: dict[str, Callable[[], object]] = {
         "migrate": lambda: read_common(env, "db migrate"),
         "api": lambda: ApiConfig.load(env),
         "relay": lambda: RelayConfig.load(env),

@@ -8,7 +8,6 @@ import dataclasses
 import pytest
 
 from services.config import (
-    VARIABLES,
     ApiConfig,
     OperatorConfig,
     SchedulerConfig,
@@ -16,6 +15,7 @@ from services.config import (
     read_common,
 )
 from services.config_parse import Concurrency
+from services.config_vars import VARIABLES
 from shared.errors import ConfigInvalidError, DriverUnavailableError, UltimateError
 
 PG = "postgresql://app:s3cret@db.internal:5432/app"

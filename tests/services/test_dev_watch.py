@@ -23,7 +23,9 @@ async def test_the_watch_narrates_each_change_once() -> None:
     driver = memory_driver(clock=clock)
     await driver.enqueue(request("before-the-watch", queue="archive"))
     lines: list[str] = []
-    watch = DevWatch(driver.introspect, say=lines.append)
+    introspect = driver.introspect
+    assert introspect is not None
+    watch = DevWatch(introspect, say=lines.append)
     await watch.prime()
     await watch.run_once()
     assert lines == []
@@ -53,7 +55,7 @@ async def test_the_watch_narrates_each_change_once() -> None:
     count = len(lines)
     await watch.run_once()
     assert len(lines) == count
-    await driver.introspect.requeue(job.id)
+    await introspect.requeue(job.id)
     await watch.run_once()
     assert lines[-1] == f"{head}: re-queued on 'default'"
     again = await claim(driver)
@@ -61,6 +63,6 @@ async def test_the_watch_narrates_each_change_once() -> None:
     await watch.run_once()
     assert lines[-1] == f"{head}: done after 1 attempt(s)"
 
-    await driver.introspect.record_task_fire("poll_fleet", 1_700_000_020_000)
+    await introspect.record_task_fire("poll_fleet", 1_700_000_020_000)
     await watch.run_once()
     assert lines[-1] == "task poll_fleet: fired for 22:13:40"

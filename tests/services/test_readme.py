@@ -10,7 +10,7 @@ from typing import Any
 
 import asyncpg
 
-from services.config import VARIABLES
+from services.config_vars import VARIABLES
 from shared.facade import reset_job_driver
 from shared.sql import query
 

@@ -14,6 +14,7 @@ from shared.drivers.base import ClaimedJob, ClaimOptions, JobRow
 from shared.drivers.memory import MemoryDriver, memory_driver
 from shared.execute import execute_job
 from shared.outcome import JobExecution
+from shared.run import Settled
 
 T0 = 1_700_000_000_000
 
@@ -53,6 +54,19 @@ async def row(driver: MemoryDriver, job_id: str) -> JobRow:
     found = await introspect.get(job_id)
     assert found is not None, f"no job {job_id}"
     return found
+
+
+async def last_error(driver: MemoryDriver, job_id: str) -> str:
+    """The job's last error, which the test expects it to have."""
+    error = (await row(driver, job_id)).last_error
+    assert error is not None, f"job {job_id} has no last error"
+    return error
+
+
+def told_input(settled: Settled[Any]) -> Any:
+    """The input an ``on_settled`` hook was told, which the test expects to have parsed."""
+    assert settled.input is not None, "on_settled was told no input"
+    return settled.input
 
 
 def records(caplog: pytest.LogCaptureFixture, message: str) -> list[logging.LogRecord]:

@@ -22,7 +22,7 @@ from shared.cron import (
     next_task_run,
 )
 from shared.errors import TaskDeclarationInvalidError
-from shared.tasks import task
+from shared.tasks import TaskEntry, task
 
 NY = zoneinfo.ZoneInfo("America/New_York")
 
@@ -206,7 +206,7 @@ def test_resolver_matches_the_instant_reference(tz: str, day: tuple[int, int, in
 
 def test_six_fields_put_seconds_last_and_task_accepts_them() -> None:
     @task(cron="* * * * * */20", tz="UTC")
-    def every_twenty_seconds(occurrence_ms: int) -> list[object]:
+    def every_twenty_seconds(occurrence_ms: int) -> list[TaskEntry]:
         return []
 
     start = ms(datetime(2024, 1, 1, tzinfo=UTC))

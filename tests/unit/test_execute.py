@@ -22,7 +22,17 @@ from shared.retry import Retry
 from shared.run import Run, Settled
 from shared.schema import t
 from shared.signal import Signal
-from tests.unit.execute_kit import attempt, claim, counts, enqueue, frozen_driver, records, row
+from tests.unit.execute_kit import (
+    attempt,
+    claim,
+    counts,
+    enqueue,
+    frozen_driver,
+    last_error,
+    records,
+    row,
+    told_input,
+)
 
 ORG = "0b6c3f0e-8f5c-4f43-9d77-4b6a3a1c8e10"
 
@@ -59,8 +69,13 @@ async def test_onboard_org_replays_provision_from_storage_when_welcome_email_fai
         on_settled=on_settled,
     )
     async def onboard_org(run: Run[Any]) -> str:
-        org = await run.step.run("provision", lambda signal: provision(run.input.org_id))
-        await run.step.run("welcome-email", lambda signal: send_welcome(org))
+        org: dict[str, str] = await run.step.run(
+            "provision", lambda signal: provision(run.input.org_id)
+        )
+        await run.step.run(
+            "welcome-email",
+            lambda signal: send_welcome(org),
+        )
         await run.step.sleep("3d")
         await run.step.run("nudge", lambda signal: "nudged")
         return str(org["id"])
@@ -69,7 +84,7 @@ async def test_onboard_org_replays_provision_from_storage_when_welcome_email_fai
 
     first = await attempt(driver, onboard_org)
     assert (first.outcome, first.attempt, first.code) == ("retried", 1, None)
-    assert "ConnectionError: smtp down" in (await row(driver, job_id)).last_error
+    assert "ConnectionError: smtp down" in await last_error(driver, job_id)
     assert first.resume_at_ms == clock.now_ms() + 1_000
 
     clock.advance(1_000)
@@ -79,6 +94,7 @@ async def test_onboard_org_replays_provision_from_storage_when_welcome_email_fai
     assert emails == ["Acme", "Acme"]  # only the failed step ran again
     assert (await row(driver, job_id)).state == "suspended"
 
+    assert second.resume_at_ms is not None
     clock.set(second.resume_at_ms)
     third = await attempt(driver, onboard_org)
     assert (third.outcome, third.attempt, third.result) == ("completed", 2, ORG)
@@ -88,7 +104,7 @@ async def test_onboard_org_replays_provision_from_storage_when_welcome_email_fai
     assert steps == ["provision", "welcome-email", "sleep:3d", "nudge"]
     assert [s.outcome for s in settled] == ["completed"]
     assert settled[0].result == ORG
-    assert settled[0].input.org_id == ORG
+    assert told_input(settled[0]).org_id == ORG
 
 
 # --- the outcome table, one row at a time ----------------------------------------------------
@@ -158,6 +174,7 @@ async def test_throwing_with_attempts_left_is_retried_and_counted() -> None:
     assert execution.stop_reason is None
     r = await row(driver, job_id)
     assert (r.state, r.attempt, r.run_at_ms) == ("ready", 1, clock.now_ms() + 1_000)
+    assert r.last_error is not None
     assert r.last_error.startswith("ValueError: nope")
     assert (await counts(driver, handle.name))["retried"] == 1
 
@@ -179,6 +196,7 @@ async def test_throwing_with_none_left_is_dead_lettered() -> None:
     assert execution.attempt_counted is True
     r = await row(driver, job_id)
     assert (r.state, r.attempt) == ("dead", 2)
+    assert r.last_error is not None
     assert "stop: attempts-exhausted" in r.last_error
     assert (await counts(driver, handle.name))["dead"] == 1
 
@@ -197,6 +215,7 @@ async def test_a_terminal_error_dead_letters_at_once_and_says_why() -> None:
     assert execution.code == "X_TEST_TERMINAL"
     r = await row(driver, job_id)
     assert (r.state, r.attempt) == ("dead", 1)
+    assert r.last_error is not None
     first, verdict = r.last_error.splitlines()[:2]
     assert first == "X_TEST_TERMINAL: the gateway rejected the invoice"
     assert verdict.startswith("stop: terminal")
@@ -310,10 +329,11 @@ async def test_refused_over_a_busy_key_fails_the_row_uncounted() -> None:
     assert execution.code == "X_JOB_KEY_BUSY"
     r = await row(driver, job_id)
     assert (r.state, r.attempt) == ("failed", 0)
+    assert r.last_error is not None
     assert r.last_error.startswith("X_JOB_KEY_BUSY")
     assert (await counts(driver, handle.name))["failed"] == 1
     assert ran == []
-    assert [(s.outcome, s.code, s.input.account_id, s.ctx) for s in told] == [
+    assert [(s.outcome, s.code, told_input(s).account_id, s.ctx) for s in told] == [
         ("refused", "X_JOB_KEY_BUSY", "a1", "ctx")
     ]
     assert states == ["failed"]

@@ -16,7 +16,7 @@ from shared.execute import execute_job
 from shared.retry import Retry
 from shared.run import Run, Settled
 from shared.signal import Signal
-from tests.unit.execute_kit import attempt, claim, enqueue, frozen_driver, records, row
+from tests.unit.execute_kit import attempt, claim, enqueue, frozen_driver, last_error, records, row
 
 
 def _declare(body: Any, *, timeout: str | None = "30ms", **options: Any) -> Any:
@@ -57,7 +57,7 @@ async def test_the_deadline_aborts_the_signal_then_cancels_the_task(
         "X_JOB_TIMEOUT",
         False,
     )
-    assert (await row(driver, job_id)).last_error.startswith("X_JOB_TIMEOUT")
+    assert (await last_error(driver, job_id)).startswith("X_JOB_TIMEOUT")
     assert (await row(driver, job_id)).state == "ready"
     assert records(caplog, "jobs.timeout.abandoned") == []
 

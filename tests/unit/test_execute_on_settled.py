@@ -18,7 +18,17 @@ from shared.retry import Retry
 from shared.run import Run, Settled
 from shared.schema import t
 from shared.signal import Signal
-from tests.unit.execute_kit import attempt, claim, counts, enqueue, frozen_driver, records, row
+from tests.unit.execute_kit import (
+    attempt,
+    claim,
+    counts,
+    enqueue,
+    frozen_driver,
+    last_error,
+    records,
+    row,
+    told_input,
+)
 
 ORG = "6f1c1b7e-2c1a-4a53-9d2e-0d5f7a1b2c3d"
 
@@ -68,7 +78,7 @@ async def test_completed_carries_input_and_result_with_the_row_done() -> None:
     execution = await attempt(driver, handle, context={"app": 1})
     assert execution.on_settled_error is None
     [s] = hook.told
-    assert (s.outcome, s.result, s.input.n, s.error, s.code) == (
+    assert (s.outcome, s.result, told_input(s).n, s.error, s.code) == (
         "completed",
         {"rows": 2},
         2,
@@ -98,7 +108,7 @@ async def test_dead_lettered_carries_input_error_and_code_with_the_row_dead() ->
     assert (await attempt(driver, handle)).outcome == "dead-lettered"
     [s] = hook.told
     assert s.outcome == "dead-lettered"
-    assert s.input.n == 1
+    assert told_input(s).n == 1
     assert isinstance(s.error, TimeoutError)
     assert s.code is None  # not an UltimateError: nothing carries a code
     assert s.attempt == 2
@@ -128,7 +138,7 @@ async def test_an_input_that_no_longer_parses_fails_the_attempt_and_tells_input_
     ).id
     first = await attempt(driver, handle)
     assert (first.outcome, first.code) == ("retried", "X_JOB_INPUT_UNPARSEABLE")
-    assert (await row(driver, job_id)).last_error.startswith("X_JOB_INPUT_UNPARSEABLE")
+    assert (await last_error(driver, job_id)).startswith("X_JOB_INPUT_UNPARSEABLE")
     clock.advance(1_000)
     final = await attempt(driver, handle)
     assert final.outcome == "dead-lettered"
@@ -188,7 +198,7 @@ async def test_a_lease_lapse_on_the_final_attempt_is_buried_and_announced(
     assert again == []
     assert (await row(driver, job_id)).state == state
     [s] = hook.told
-    assert (s.outcome, s.error, s.code, s.input.n, s.ctx) == (
+    assert (s.outcome, s.error, s.code, told_input(s).n, s.ctx) == (
         outcome,
         LEASE_LAPSED_FINAL_ATTEMPT,
         None,

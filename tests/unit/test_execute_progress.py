@@ -83,7 +83,7 @@ async def test_bad_progress_is_refused_in_the_body() -> None:
             except InvariantError as exc:
                 errors.append(exc.code)
         with pytest.raises(InvariantError):
-            run.progress(1, 2, note=3)  # type: ignore[arg-type]
+            run.progress(1, 2, note=3)
 
     handle = _declare(sloppy)
     await enqueue(driver, handle)

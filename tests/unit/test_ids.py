@@ -49,7 +49,7 @@ def test_batches_and_single_ids_interleaved_from_threads_stay_unique() -> None:
 
 def test_a_clock_step_back_keeps_the_order(monkeypatch: pytest.MonkeyPatch) -> None:
     first = new_ids(3)
-    monkeypatch.setattr(ids.time, "time_ns", lambda: 1_000_000_000)  # 1970: far behind
+    monkeypatch.setattr("shared.ids.time.time_ns", lambda: 1_000_000_000)  # 1970: far behind
     later = [*new_ids(4_100), new_id()]
     assert first[-1] < later[0]
     assert later == sorted(later)

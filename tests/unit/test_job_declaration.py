@@ -32,7 +32,8 @@ def declare(**overrides: Any) -> JobHandle[Any]:
         "tenant": "none",
     }
     options.update(overrides)
-    return job(**options)
+    handle: JobHandle[Any] = job(**options)
+    return handle
 
 
 def refused(**overrides: Any) -> JobDeclarationInvalidError:
@@ -72,8 +73,8 @@ def test_the_factory_needs_a_name() -> None:
 
 def test_the_decorator_refuses_a_body_that_is_not_async() -> None:
     with pytest.raises(JobDeclarationInvalidError, match="async def"):
-
-        @job(idempotency_key=lambda i: "k", tenant="none")
+        # Not async, on purpose.
+        @job(idempotency_key=lambda i: "k", tenant="none")  # type: ignore[arg-type]
         def sync_body(run: Run[Any]) -> None: ...
 
 

@@ -25,7 +25,8 @@ def declared_in(module: str, fn_name: str, **options: Any) -> JobHandle[Any]:
 
     body.__module__ = module
     body.__name__ = body.__qualname__ = fn_name
-    return job(idempotency_key=lambda i: "k", tenant="none", **options)(body)
+    handle: JobHandle[Any] = job(idempotency_key=lambda i: "k", tenant="none", **options)(body)
+    return handle
 
 
 def task_in(module: str, fn_name: str, entries: list[Any], **options: Any) -> TaskHandle:
@@ -34,7 +35,8 @@ def task_in(module: str, fn_name: str, entries: list[Any], **options: Any) -> Ta
 
     enqueue.__module__ = module
     enqueue.__name__ = enqueue.__qualname__ = fn_name
-    return task(cron="0 3 * * *", tz="UTC", **options)(enqueue)
+    handle: TaskHandle = task(cron="0 3 * * *", tz="UTC", **options)(enqueue)
+    return handle
 
 
 def module(name: str, **attrs: Any) -> ModuleType:

@@ -340,7 +340,7 @@ async def test_an_idle_minute_reads_no_store_and_renews_the_lease_six_times(
         clock.advance(1_000)
         result = await scheduler.run_once()
         assert result.leading
-        assert result.fired == result.armed == []
+        assert (result.fired, result.armed) == ([], [])
     assert state.calls == []
     assert leader.acquires == 6
 

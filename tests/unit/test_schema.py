@@ -12,7 +12,7 @@ import math
 import typing
 from typing import Any, NotRequired
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]  # no stubs installed (types-jsonschema)
 import pytest
 import typing_extensions
 from hypothesis import given, settings
@@ -40,7 +40,7 @@ def paths(error: InputInvalidError) -> list[str]:
 
 
 def test_uuid_accepts_the_canonical_form_in_any_case_and_stores_it_lower_cased() -> None:
-    schema = InputSchema(t.object(org_id=t.uuid))
+    schema: InputSchema[Any] = InputSchema(t.object(org_id=t.uuid))
     assert schema.parse({"org_id": ORG.upper()}).org_id == ORG
     assert schema.dump(schema.parse({"org_id": ORG})) == {"org_id": ORG}
 
@@ -81,13 +81,13 @@ def test_uuid_refuses_anything_but_the_canonical_form(value: Any) -> None:
 def test_each_type_accepts_its_values_and_refuses_others_strictly(
     field: SchemaType, good: Any, bad: Any
 ) -> None:
-    schema = InputSchema(t.object(v=field))
+    schema: InputSchema[Any] = InputSchema(t.object(v=field))
     assert schema.dump(schema.parse({"v": good})) == {"v": good}
     assert paths(refused(schema, {"v": bad}))[0].startswith("v")
 
 
 def test_optional_may_be_omitted_or_null_and_a_required_field_may_not() -> None:
-    schema = InputSchema(t.object(a=t.string, b=t.optional(t.string)))
+    schema: InputSchema[Any] = InputSchema(t.object(a=t.string, b=t.optional(t.string)))
     assert schema.parse({"a": "x"}).b is None
     assert schema.parse({"a": "x", "b": None}).b is None
     assert schema.parse({"a": "x", "b": "y"}).b == "y"
@@ -95,19 +95,21 @@ def test_optional_may_be_omitted_or_null_and_a_required_field_may_not() -> None:
 
 
 def test_optional_keeps_its_meaning_outside_an_object() -> None:
-    schema = InputSchema(t.object(xs=t.array(t.optional(t.number.int()))))
+    schema: InputSchema[Any] = InputSchema(t.object(xs=t.array(t.optional(t.number.int()))))
     assert schema.parse({"xs": [1, None, 3]}).xs == [1, None, 3]
 
 
 def test_the_object_is_closed_unknown_keys_are_refused_by_path() -> None:
-    schema = InputSchema(t.object(a=t.string))
+    schema: InputSchema[Any] = InputSchema(t.object(a=t.string))
     error = refused(schema, {"a": "x", "extra": 1})
     assert paths(error) == ["extra"]
     assert "unknown field" in error.message
 
 
 def test_a_nested_failure_names_the_full_path_and_every_issue_is_listed() -> None:
-    schema = InputSchema(t.object(org_id=t.uuid, items=t.array(t.object(id=t.string))))
+    schema: InputSchema[Any] = InputSchema(
+        t.object(org_id=t.uuid, items=t.array(t.object(id=t.string)))
+    )
     error = refused(schema, {"org_id": "nope", "items": [{"id": "a"}, {"id": 7}]})
     assert sorted(paths(error)) == ["items.1.id", "org_id"]
     assert "(and 1 more)" in error.message
@@ -117,7 +119,9 @@ def test_a_nested_failure_names_the_full_path_and_every_issue_is_listed() -> Non
 
 
 def test_field_names_a_pydantic_model_reserves_are_ordinary_fields() -> None:
-    schema = InputSchema(t.object(json=t.string, schema=t.string, copy=t.string, model_id=t.uuid))
+    schema: InputSchema[Any] = InputSchema(
+        t.object(json=t.string, schema=t.string, copy=t.string, model_id=t.uuid)
+    )
     value = schema.parse({"json": "j", "schema": "s", "copy": "c", "model_id": ORG})
     assert (value.json, value.schema, value.copy, value.model_id) == ("j", "s", "c", ORG)
 
@@ -125,15 +129,15 @@ def test_field_names_a_pydantic_model_reserves_are_ordinary_fields() -> None:
 @pytest.mark.parametrize(
     "build",
     [
-        lambda: t.object(a=str),
+        lambda: t.object(a=str),  # type: ignore[arg-type]  # deliberately malformed
         lambda: t.object(_private=t.string),
         lambda: t.object(**{"class": t.string}),
         lambda: t.object(**{"not an identifier": t.string}),
-        lambda: t.array(int),
-        lambda: t.optional("x"),
+        lambda: t.array(int),  # type: ignore[arg-type]  # deliberately malformed
+        lambda: t.optional("x"),  # type: ignore[arg-type]  # deliberately malformed
         lambda: t.literal(),
-        lambda: t.literal(1.5),
-        lambda: t.record(None),
+        lambda: t.literal(1.5),  # type: ignore[arg-type]  # deliberately malformed
+        lambda: t.record(None),  # type: ignore[arg-type]  # deliberately malformed
     ],
 )
 def test_a_malformed_schema_is_refused_where_it_is_built(build: Any) -> None:
@@ -151,7 +155,7 @@ def test_an_integer_past_64_bits_in_a_free_field_is_input_invalid_not_a_crash() 
 
 
 def test_unstorable_values_deep_in_a_free_field_are_refused_at_their_path() -> None:
-    schema = InputSchema(t.object(x=t.any))
+    schema: InputSchema[Any] = InputSchema(t.object(x=t.any))
     nul = refused(schema, {"x": {"a": ["ok", {"b": "n\x00"}]}})
     assert paths(nul) == ["x.a.1.b"]
     assert nul.message == (
@@ -166,7 +170,7 @@ def test_unstorable_values_deep_in_a_free_field_are_refused_at_their_path() -> N
 
 
 def test_storable_edges_and_the_text_of_an_escape_are_stored_as_given() -> None:
-    schema = InputSchema(t.object(x=t.any))
+    schema: InputSchema[Any] = InputSchema(t.object(x=t.any))
     value = {"x": {"u": 2**64 - 1, "i": -(2**63), "escape": "\\u0000", "k\\u0000": True}}
     assert schema.dump(schema.parse(value)) == value
 
@@ -181,7 +185,7 @@ def test_none_declares_the_empty_object() -> None:
 # --- the round trip, for generated schemas --------------------------------------------------
 
 safe_text = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=8
+    alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=8
 )
 json_scalars = st.none() | st.booleans() | st.integers(-(2**62), 2**62) | safe_text
 json_values = st.recursive(
@@ -322,7 +326,7 @@ ORDER_FORMS = [
 
 @pytest.mark.parametrize("declared", ORDER_FORMS, ids=lambda d: getattr(d, "__name__", "t"))
 def test_every_input_form_validates_round_trips_and_has_a_json_schema(declared: Any) -> None:
-    schema = InputSchema(declared)
+    schema: InputSchema[Any] = InputSchema(declared)
     raw = {"org_id": "o1", "lines": [{"id": "a", "qty": 2}], "note": "n"}
     stored = schema.dump(schema.parse(raw))
     assert stored == raw
@@ -339,7 +343,7 @@ def test_every_input_form_validates_round_trips_and_has_a_json_schema(declared: 
 
 
 def test_the_json_schema_handed_out_is_a_copy() -> None:
-    schema = InputSchema(t.object(a=t.string))
+    schema: InputSchema[Any] = InputSchema(t.object(a=t.string))
     schema.json_schema()["properties"].clear()
     assert "a" in schema.json_schema()["properties"]
 
@@ -350,7 +354,7 @@ def test_a_recursive_model_keeps_its_definitions() -> None:
         children: list[Node] = []
 
     Node.model_rebuild()
-    schema = InputSchema(Node)
+    schema: InputSchema[Any] = InputSchema(Node)
     described = schema.json_schema()
     assert "$defs" in described
     jsonschema.validate(

@@ -51,7 +51,8 @@ async def test_a_step_running_when_the_drain_began_is_saved() -> None:
         assert step_signal.aborted  # it is told; it may still finish
         return "sent"
 
-    assert await step.run("post", post) == "sent"
+    sent: str = await step.run("post", post)
+    assert sent == "sent"
     assert [s.name for s in await driver.load_steps(claimed.run_id)] == ["post"]
 
 

@@ -34,7 +34,8 @@ def make_job(name: str, **options: Any) -> JobHandle[Any]:
         "idempotency_key": lambda i: f"{name}:{i.occurrence_ms}",
         "tenant": "none",
     }
-    return job(**{**defaults, **options})(body)
+    handle: JobHandle[Any] = job(**{**defaults, **options})(body)
+    return handle
 
 
 def declare(**overrides: Any) -> TaskHandle:
@@ -46,7 +47,8 @@ def declare(**overrides: Any) -> TaskHandle:
         "enqueue": lambda occ: [(digest, {"occurrence_ms": occ})],
     }
     options.update(overrides)
-    return task(**options)
+    handle: TaskHandle = task(**options)
+    return handle
 
 
 def refused(**overrides: Any) -> TaskDeclarationInvalidError:
@@ -73,7 +75,8 @@ def test_the_decorator_names_the_task_after_its_function() -> None:
 
 def test_the_factory_needs_a_name() -> None:
     with pytest.raises(TaskDeclarationInvalidError, match="name="):
-        task(cron="0 3 * * *", tz="UTC", enqueue=lambda occ: [])
+        # No name, on purpose.
+        task(cron="0 3 * * *", tz="UTC", enqueue=lambda occ: [])  # type: ignore[call-overload]
     assert declare(name="nightly").name == "nightly"
 
 
@@ -153,9 +156,10 @@ def test_an_async_enqueue_is_refused_where_declared_in_both_forms() -> None:
         return []
 
     with pytest.raises(TaskDeclarationInvalidError, match="synchronous"):
-        task(name="x", cron="0 3 * * *", tz="UTC", enqueue=fan_out)
+        # Async, on purpose.
+        task(name="x", cron="0 3 * * *", tz="UTC", enqueue=fan_out)  # type: ignore[arg-type]
     with pytest.raises(TaskDeclarationInvalidError, match="synchronous"):
-        task(cron="0 3 * * *", tz="UTC")(fan_out)
+        task(cron="0 3 * * *", tz="UTC")(fan_out)  # type: ignore[arg-type]  # async, on purpose
 
 
 def test_a_function_that_hands_back_a_coroutine_is_refused_when_read() -> None:

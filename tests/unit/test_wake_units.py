@@ -4,6 +4,8 @@ tests/integration/test_wake_*.py."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from shared.clock import FrozenClock
@@ -110,7 +112,7 @@ def test_a_wake_is_a_queue_wake_and_refuses_unknown_channels() -> None:
         {"backoff_max_s": "5"},
     ],
 )
-def test_a_wake_refuses_bad_timings(options: dict[str, object]) -> None:
+def test_a_wake_refuses_bad_timings(options: dict[str, Any]) -> None:
     with pytest.raises(ConfigInvalidError):
         redis_wake("redis://127.0.0.1:6379/0", **options)
 
