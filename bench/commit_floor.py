@@ -16,7 +16,7 @@ Beside it, the same connection sends our own single-enqueue statement
 migrated ``x_jobs``, with nothing of the driver around it: ids minted and arguments built
 before the clock starts. ``1e6 / statement_us`` is the most OUR single enqueue could reach
 here if the client cost nothing, so ``bench/throughput.py`` reports it beside the floor's
-ceiling: the row the spec asks for (its dedupe key, claim order, attribution and seven index
+ceiling: the row the spec asks for (its dedupe key, claim order, attribution and five index
 entries) costs what it costs before any Python runs.
 
 The three statements are sent in turn, one call of each, so a minute when the machine slows
