@@ -74,8 +74,7 @@ async def one_round(
         spent[0] += mid - started
         spent[1] += late - mid
         spent[2] += time.perf_counter() - late
-    insert_us, statement_us, select_us = (x / CALLS * 1e6 for x in spent)
-    return insert_us, statement_us, select_us
+    return spent[0] / CALLS * 1e6, spent[1] / CALLS * 1e6, spent[2] / CALLS * 1e6
 
 
 async def measure() -> dict[str, object]:

@@ -29,6 +29,7 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,8 @@ import orjson
 from prometheus_client import CollectorRegistry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_history import insert_history  # beside this script: on sys.path when it runs
 
 from services.config_vars import CLAIM_AHEAD_PER_SLOT
 from shared import job, t
@@ -49,10 +52,6 @@ from shared.registry import Registry
 from shared.run import Run
 from shared.sql import query
 from shared.worker import job_worker
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_history import insert_history
 
 ADMIN = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -80,12 +79,12 @@ class StatementTimes:
 def time_statements(driver: Any) -> StatementTimes:
     times = StatementTimes()
     names = {query("claim"): "claim", query("ack"): "ack"}
-    fetch = driver._fetch
+    fetch: Callable[..., Awaitable[list[Any]]] = driver._fetch
 
     async def timed(sql: str, *args: Any) -> list[Any]:
         started = time.perf_counter()
         try:
-            return list(await fetch(sql, *args))
+            return await fetch(sql, *args)
         finally:
             name = names.get(sql)
             if name is not None:
