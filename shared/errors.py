@@ -125,6 +125,21 @@ class DriverUnavailableError(UltimateError):
     code = "X_DRIVER_UNAVAILABLE"
 
 
+class DriverUnreachableError(DriverUnavailableError):
+    """A driver call could not reach its store: the connection was refused, reset or ended by
+    the server (a restart, a failover, a crash), so the statement did not run or its answer was
+    lost. Only the drivers raise it, translating their client's connection-class errors where
+    they leave the driver; everything else the store answers keeps its own error.
+
+    A subclass so ``except DriverUnavailableError`` still catches it; its own code so the
+    worker can tell "the store was away" from everything else: a settle that fails with it is
+    sent again while the lease lasts, and an attempt that fails with it is handed back
+    uncounted (a few times per row at most; ``shared.execute_outage``).
+    """
+
+    code = "X_DRIVER_UNREACHABLE"
+
+
 class ActionJobUnbridgedError(UltimateError):
     code = "X_ACTION_JOB_UNBRIDGED"
 
@@ -359,6 +374,7 @@ register_error_retry(
         "X_OVERLOADED": "retry-after",
         "X_TIMEOUT": "retryable",
         "X_DRAINING": "retryable",
+        "X_DRIVER_UNREACHABLE": "retryable",
         "X_JOB_TIMEOUT": "retryable",
         "X_ABORTED": "retryable",
     }

@@ -34,6 +34,12 @@ What one attempt does, in order:
    ``before_settle`` (the worker stops its heartbeat there — the ack/nack is on the wire next),
    and settle. Only a settle that landed tells ``on_settled``, and only for an ending.
 
+When the store is away (``shared.execute_outage``): a settle that fails with
+``X_DRIVER_UNREACHABLE`` is sent again while ``lease_left()`` says the row is still ours, and
+an attempt that failed with it (a step could not load or save) is ``interrupted`` — handed back
+uncounted, due now — unless the row was handed back that way ``MAX_UNREACHABLE_RETURNS``
+times already, in which case the nack is refused and the ordinary verdict is sent instead.
+
 The external ``signal`` (the worker's) composes with the deadline:
 
 * ``X_DRAINING`` (a drain) only SIGNALS: the body may finish (``completed``); if it unwinds
@@ -72,12 +78,15 @@ from shared.errors import (
 )
 from shared.events import EventBus
 from shared.execute_body import ABANDON_GRACE_MS, Attempt, BodyEnd, verdict_error
+from shared.execute_outage import MAX_UNREACHABLE_RETURNS, LeaseLeft, unreachable_failure
 from shared.execute_settle import (
     BeforeSettle,
+    FailureVerdict,
     decide_failure,
     hand_back,
+    outage_verdict,
     refuse_job,
-    send_settle,
+    settle_answer,
 )
 from shared.job_scope import ContextSpec, build_ctx, job_scope, parse_stored
 from shared.on_settled import ON_SETTLED_ATTEMPTS, announce_exhausted, tell_settled
@@ -116,6 +125,7 @@ async def execute_job(
     abandon_grace_ms: int = ABANDON_GRACE_MS,
     rng: random.Random | None = None,
     failure: BaseException | None = None,
+    lease_left: LeaseLeft | None = None,
 ) -> JobExecution:
     """Run one attempt of ``claimed`` and settle it; answers what happened (never raises for
     the body's errors — only a cancellation of the caller propagates).
@@ -126,6 +136,9 @@ async def execute_job(
     is sent; ``rng`` seeds the retry jitter (tests). ``failure`` fails the attempt without
     running the body, on the ordinary retry path — the worker passes what went wrong deciding
     the run's concurrency key (``key(input)`` threw), which must never fail the claim round.
+    ``lease_left`` answers how much of the row's lease the worker still holds (the heartbeat's
+    window); a settle the store could not take is sent again within it (default: the claim's
+    own lease; ``shared.execute_outage``).
     """
     clock = clock or driver.clock
     started_ms = clock.now_ms()
@@ -193,6 +206,7 @@ async def execute_job(
                 tenant=parsed.tenant,
                 ctx=ctx,
                 rng=rng,
+                lease_left=lease_left,
             )
     finally:
         if unsubscribe is not None:
@@ -213,6 +227,7 @@ async def _settle(
     tenant: str | None,
     ctx: Any,
     rng: random.Random | None,
+    lease_left: LeaseLeft | None,
 ) -> JobExecution:
     claimed, handle = attempt.claimed, attempt.handle
     now = clock.now_ms()
@@ -222,6 +237,7 @@ async def _settle(
     error: BaseException | None = None
     resume_at: int | None = None
     nack: NackOptions | None
+    fallback: FailureVerdict | None = None
     halted = attempt.halted_by is not None
     if end.kind == "returned" and not halted:
         outcome, nack = "completed", None
@@ -241,6 +257,10 @@ async def _settle(
             draining=draining,
             rng=rng,
         )
+        if not draining and unreachable_failure(error):
+            # The store was away, not the job at fault: handed back uncounted while the row's
+            # tally allows; the ordinary verdict is the fallback (shared.execute_outage).
+            fallback, verdict = verdict, outage_verdict(verdict, now)
         outcome, stop, resume_at, nack = (
             verdict.outcome,
             verdict.stop,
@@ -251,14 +271,33 @@ async def _settle(
     await progress.flush()
     if step is not None:
         step.close(partial(_settled_error, claimed.name, outcome))
-    landed = await send_settle(
+    answer = await settle_answer(
         claimed,
         driver=driver,
         nack=nack,
         duration_ms=duration,
         outcome=outcome,
         before_settle=before_settle,
+        lease_left=lease_left,
+        report_refusal=fallback is None,
     )
+    if answer == "refused" and fallback is not None and error is not None:
+        # Refused: the row was already handed back MAX_UNREACHABLE_RETURNS times for an outage
+        # (or the claim is gone, which the ordinary verdict's fence answers the same way).
+        outcome, stop, resume_at = fallback.outcome, fallback.stop, fallback.resume_at_ms
+        _log_failure(
+            claimed, handle, outcome, stop, error, resume_at, now, cap=MAX_UNREACHABLE_RETURNS
+        )
+        answer = await settle_answer(
+            claimed,
+            driver=driver,
+            nack=fallback.options,
+            duration_ms=duration,
+            outcome=outcome,
+            before_settle=None,
+            lease_left=lease_left,
+        )
+    landed = answer == "landed"
     hook_error = None
     if landed and OUTCOMES[outcome].tells_on_settled and handle.definition.on_settled is not None:
         settled: Settled[Any] = Settled(
@@ -311,6 +350,8 @@ def _log_failure(
     error: BaseException,
     resume_at: int | None,
     now: int,
+    *,
+    cap: int | None = None,
 ) -> None:
     fields = {
         "job": claimed.name,
@@ -324,6 +365,8 @@ def _log_failure(
         "stop": stop,
         "retry_in_ms": None if resume_at is None else max(0, resume_at - now),
     }
+    if cap is not None:
+        fields["unreachable_cap"] = cap  # the row was handed back uncounted that often already
     if outcome == "interrupted":
         log.info("jobs.attempt.interrupted", extra=fields)
         return

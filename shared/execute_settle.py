@@ -14,7 +14,11 @@ The verdict reads the thrown error's retry classification (``retry_class_of``):
 
 ``retry.dead_letter=False`` turns every dead-letter into ``dropped`` (the row ``failed``). A
 failure while the attempt's signal says ``X_DRAINING`` is none of these: it is ``interrupted``,
-handed back uncounted and due at once.
+handed back uncounted and due at once. So is ``X_DRIVER_UNREACHABLE`` (the store was away, not
+the job at fault), a few times per row at most (``outage_verdict``, ``shared.execute_outage``).
+
+Every settle here is sent through ``shared.execute_outage.send_until_landed``: one that fails
+because the store is unreachable is sent again while the lease lasts.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import random
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from shared.clock import Clock
@@ -35,6 +40,13 @@ from shared.errors import (
     UltimateError,
     error_code_of,
     retry_class_of,
+)
+from shared.execute_outage import (
+    LeaseLeft,
+    SettleAnswer,
+    claim_lease_left,
+    outage_hand_back,
+    send_until_landed,
 )
 from shared.job_scope import ContextSpec, build_ctx, job_scope, parse_stored
 from shared.on_settled import tell_settled
@@ -131,6 +143,15 @@ def decide_failure(
     return FailureVerdict("retried", None, cls, options, resume, text)
 
 
+def outage_verdict(ordinary: FailureVerdict, now_ms: int) -> FailureVerdict:
+    """An attempt that failed only because the store was unreachable: ``interrupted``, handed
+    back uncounted and due now, fenced on the row's outage tally (``shared.execute_outage``);
+    ``ordinary`` is what is sent instead once the row reached its cap."""
+    return FailureVerdict(
+        "interrupted", None, ordinary.retry_class, outage_hand_back(now_ms), now_ms, None
+    )
+
+
 async def send_settle(
     claimed: ClaimedJob,
     *,
@@ -139,27 +160,63 @@ async def send_settle(
     duration_ms: int | None,
     outcome: str,
     before_settle: BeforeSettle | None,
+    lease_left: LeaseLeft | None = None,
 ) -> bool:
+    """``settle_answer`` reduced to whether the settle landed."""
+    answer = await settle_answer(
+        claimed,
+        driver=driver,
+        nack=nack,
+        duration_ms=duration_ms,
+        outcome=outcome,
+        before_settle=before_settle,
+        lease_left=lease_left,
+    )
+    return answer == "landed"
+
+
+async def settle_answer(
+    claimed: ClaimedJob,
+    *,
+    driver: JobDriver,
+    nack: NackOptions | None,
+    duration_ms: int | None,
+    outcome: str,
+    before_settle: BeforeSettle | None,
+    lease_left: LeaseLeft | None = None,
+    report_refusal: bool = True,
+) -> SettleAnswer:
     """``before_settle`` (the worker stops its heartbeat), then the ack (``nack=None``) or the
-    nack; answers whether it landed. A refusal logs ``jobs.settle.unowned``; a driver error
-    logs ``jobs.settle.failed`` — the row stays running and its lease lapses, which is what
+    nack. A driver that could not reach its store (``X_DRIVER_UNREACHABLE``) is asked again
+    while ``lease_left()`` (default: the claim's own lease) says the row is still ours
+    (``shared.execute_outage``). A refusal logs ``jobs.settle.unowned`` unless
+    ``report_refusal=False`` (the caller has a second settle to try); a driver error logs
+    ``jobs.settle.failed`` — the row stays running and its lease lapses, which is what
     at-least-once already promises."""
     if before_settle is not None:
         try:
             await before_settle()
         except Exception:
             log.exception("jobs.settle.before-failed", extra=_settle_fields(claimed, outcome))
-    try:
+
+    async def send() -> bool:
         if nack is None:
-            landed = await driver.ack(claimed.id, claimed.ref, duration_ms=duration_ms)
-        else:
-            landed = await driver.nack(claimed.id, claimed.ref, nack)
-    except Exception:
-        log.exception("jobs.settle.failed", extra=_settle_fields(claimed, outcome))
-        return False
-    if not landed:
-        log.warning("jobs.settle.unowned", extra=_settle_fields(claimed, outcome))
-    return landed
+            return await driver.ack(claimed.id, claimed.ref, duration_ms=duration_ms)
+        return await driver.nack(claimed.id, claimed.ref, nack)
+
+    result = await send_until_landed(
+        send,
+        lease_left=lease_left or claim_lease_left(claimed, driver.clock),
+        fields=partial(_settle_fields, claimed, outcome),
+    )
+    if result.answer == "refused" and report_refusal:
+        # After a try that could not reach the store, the refusal may be that try's own
+        # landing, its answer lost with the connection.
+        log.warning(
+            "jobs.settle.unowned",
+            extra={**_settle_fields(claimed, outcome), "after_unreachable": result.tries > 1},
+        )
+    return result.answer
 
 
 def _settle_fields(claimed: ClaimedJob, outcome: str) -> dict[str, Any]:
@@ -184,6 +241,7 @@ async def refuse_job(
     context: ContextSpec,
     code: str = JobKeyBusyError.code,
     before_settle: BeforeSettle | None = None,
+    lease_left: LeaseLeft | None = None,
 ) -> JobExecution:
     """``when_busy='fail'`` over a busy key: the body never runs; the row settles ``failed``
     with the code in ``last_error``, the attempt uncounted, ``jobs_total`` ``failed``, and
@@ -204,6 +262,7 @@ async def refuse_job(
         duration_ms=None,
         outcome="refused",
         before_settle=before_settle,
+        lease_left=lease_left,
     )
     log.info(
         "jobs.attempt.refused",
@@ -254,6 +313,7 @@ async def hand_back(
     delay_ms: int | None = None,
     clock: Clock | None = None,
     before_settle: BeforeSettle | None = None,
+    lease_left: LeaseLeft | None = None,
 ) -> JobExecution:
     """Give a claimed row back without running it: uncounted, no counter, no hook.
 
@@ -282,6 +342,7 @@ async def hand_back(
         duration_ms=None,
         outcome="handed-back",
         before_settle=before_settle,
+        lease_left=lease_left,
     )
     return JobExecution(
         outcome="handed-back",

@@ -3,11 +3,13 @@
 In order: the job's handle (a name this code does not declare is handed back — in a rolling
 deploy an older worker may claim a newer job); the process limits (``LimitConfig`` — over any
 cap the row is SHED: handed back, no attempt burned); the fleet ``concurrency`` slot
-(``worker_concurrency``); then ``execute_job`` with the run's signal (drain, lost lease) and
-``before_settle`` = the heartbeat's stop. A run is HELD — its pool slot, its limiter lease —
-from its claim until its settle is SENT: then its body is over, the worker frees the slot and
-kicks a pass, so the next claim overlaps the ack's round trip instead of waiting behind it (a
-run holding a fleet slot frees its pool slot only once that slot is released). The ``finally``
+(``worker_concurrency``); then ``execute_job`` with the run's signal (drain, lost lease),
+``before_settle`` = the heartbeat's stop, and ``lease_left`` = what is left of the heartbeat's
+window (a settle the store could not take is sent again within it). A run is HELD — its pool
+slot, its limiter lease — from its claim until its settle is SENT: then its body is over, the
+worker frees the slot and kicks a pass, so the next claim overlaps the ack's round trip instead
+of waiting behind it (a run holding a fleet slot frees its pool slot only once that slot is
+released). The ``finally``
 releases the fleet slot and frees whatever the settle did not (a path that never settled).
 
 Only settled executions move ``jobs_total`` (``JobExecution.jobs_total``); a row handed back
@@ -27,6 +29,7 @@ from shared.clock import Clock
 from shared.drivers.base import JobDriver
 from shared.events import EventBus
 from shared.execute import execute_job, hand_back, refuse_job
+from shared.execute_outage import LeaseLeft
 from shared.hooks import Signals
 from shared.job_scope import ContextSpec
 from shared.lifecycle import Lifecycle
@@ -109,7 +112,11 @@ class Runner:
         if handle is None:
             self.counters.unknown += 1
             return await hand_back(
-                claimed, driver=self.driver, reason="unknown-job", before_settle=held.stop
+                claimed,
+                driver=self.driver,
+                reason="unknown-job",
+                before_settle=held.stop,
+                lease_left=self._lease_left(held),
             )
         if self.limiter is not None:
             lease = self.limiter.try_acquire(claimed.queue, claimed.tenant_id)
@@ -135,6 +142,7 @@ class Runner:
                     handle=handle,
                     context=self.context,
                     before_settle=held.stop,
+                    lease_left=self._lease_left(held),
                 )
             failure = decision.error
             held.slot = decision.slot
@@ -147,6 +155,7 @@ class Runner:
             events=self.events,
             signal=held.signal,
             before_settle=held.stop,
+            lease_left=self._lease_left(held),
             failure=failure,
         )
 
@@ -160,7 +169,12 @@ class Runner:
             )
         log.debug("jobs.worker.shed", extra={**held.fields(), "cap": cap})
         return await hand_back(
-            claimed, driver=self.driver, reason="shed", delay_ms=delay, before_settle=held.stop
+            claimed,
+            driver=self.driver,
+            reason="shed",
+            delay_ms=delay,
+            before_settle=held.stop,
+            lease_left=self._lease_left(held),
         )
 
     async def _wait(self, held: HeldRun, reason: str) -> JobExecution:
@@ -173,7 +187,16 @@ class Runner:
             reason="limit",
             delay_ms=self.options.poll_interval_ms,
             before_settle=held.stop,
+            lease_left=self._lease_left(held),
         )
+
+    def _lease_left(self, held: HeldRun) -> LeaseLeft:
+        """How much of ``held``'s lease is left: the heartbeat's window, from the last renewal
+        that landed (the claim counts as the first), on the worker's clock. A settle the store
+        could not take is sent again within it (``shared.execute_outage``); the heartbeat is
+        stopped by then, so the window only shrinks."""
+        window, clock = self.options.visibility_timeout_ms, self.clock
+        return lambda: held.last_landed_ms + window - clock.now_ms()
 
     def _after(self, execution: JobExecution) -> None:
         total = execution.jobs_total

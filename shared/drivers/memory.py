@@ -227,6 +227,11 @@ class MemoryDriver:
         row = self.state.owned(job_id, ref)
         if row is None:
             return False
+        cap = options.unreachable_cap
+        if cap is not None:
+            if row.unreachable_returns >= cap:
+                return False
+            row.unreachable_returns += 1
         now = self.clock.now_ms()
         target = nack_state(options)
         self.state.land_pending_progress(row)

@@ -63,6 +63,9 @@ class MemoryRow:
     # The claim that was running when an operator cancelled the row: its heartbeat answers
     # 'cancelled' (stop quietly) rather than 'lost' (page someone).
     cancelled_claim: int | None = None
+    # Attempts handed back uncounted because the store was unreachable (NackOptions
+    # .unreachable_cap bounds it).
+    unreachable_returns: int = 0
     traceparent: str | None = None
     enqueued_by: str | None = None
 

@@ -9,7 +9,9 @@ driver never closes that pool (``close()`` only waits for settles in flight).
 
 Throughput: a claim takes up to ``limit`` rows in one statement; acks that arrive while one is
 in flight are sent together (``postgres_batch``); ``enqueue_many`` is one statement for N jobs;
-the hot statements run on a few held connections (``postgres_conns``). Build the pool with
+the hot statements — every core operation but ``stats`` — run on a few held connections
+(``postgres_conns``), which also turn a connection-class failure into ``X_DRIVER_UNREACHABLE``
+and never reuse a connection that saw one. Build the pool with
 ``postgres_pool()`` (no reset round trip per release, generic plans) for the figures in
 sql/README.md; any asyncpg pool works. Enqueue lives in ``postgres_enqueue``; a statement
 Postgres picks as a deadlock victim is sent again (``postgres_retry``).
@@ -220,6 +222,7 @@ class PostgresDriver:
             width,
             start,
             progress,
+            options.unreachable_cap,
         )
         return bool(settled)
 
@@ -241,7 +244,7 @@ class PostgresDriver:
 
     # -- steps -------------------------------------------------------------------------------
     async def load_steps(self, run_id: str) -> list[StepRecord]:
-        return [step_record(r) for r in await self.pool.fetch(_LOAD_STEPS, run_id)]
+        return [step_record(r) for r in await self._fetch(_LOAD_STEPS, run_id)]
 
     async def save_step(
         self,

@@ -201,6 +201,12 @@ class NackOptions:
 
     ``count=False`` hands the attempt back (the same number is presented again) and moves no
     counter — except a refusal (``fail`` uncounted), which counts ``failed``.
+
+    ``unreachable_cap`` marks an OUTAGE hand-back (an attempt that failed only because the
+    driver could not reach its store): it lands only while the row was handed back that way
+    fewer than ``unreachable_cap`` times, and adds one to that tally. At the cap the nack
+    answers False and changes nothing — the caller then sends the ordinary, counted verdict —
+    so no row loops uncounted for ever.
     """
 
     error: str | None = None
@@ -210,6 +216,7 @@ class NackOptions:
     fail: bool = False
     park: bool = False
     duration_ms: int | None = None
+    unreachable_cap: int | None = None
 
 
 def nack_state(options: NackOptions) -> NackTarget:

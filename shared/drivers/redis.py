@@ -42,7 +42,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from redis.asyncio import Redis, RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.drivers import redis_codec as codec
@@ -67,6 +69,7 @@ from shared.errors import (
     ClaimQueuesEmptyError,
     ConfigInvalidError,
     DriverUnavailableError,
+    DriverUnreachableError,
     InvariantError,
 )
 from shared.ids import new_id
@@ -234,6 +237,7 @@ class RedisDriver:
             codec.opt_arg(options.run_at_ms),
             codec.opt_arg(nack_counter(options)),
             codec.opt_arg(duration),
+            codec.opt_arg(options.unreachable_cap),
         ]
         return bool(await self._run("nack", args))
 
@@ -292,6 +296,16 @@ class RedisDriver:
 
 
 def _unavailable(operation: str, exc: RedisError) -> DriverUnavailableError:
+    """A Redis failure as it leaves the driver: a connection that could not be made or was
+    lost (a restart, a failover, a timeout) is ``X_DRIVER_UNREACHABLE`` — the worker sends a
+    settle again and hands the attempt back uncounted — and anything Redis ANSWERED (a script
+    error, out of memory) stays ``X_DRIVER_UNAVAILABLE``."""
+    if isinstance(exc, RedisConnectionError | RedisTimeoutError):
+        return DriverUnreachableError(
+            f"the Redis driver's {operation} could not reach Redis ({type(exc).__name__}: "
+            f"{exc}); try again once Redis at REDIS_URL answers",
+            meta={"driver": "redis", "operation": operation, "cause": type(exc).__name__},
+        )
     return DriverUnavailableError(
         f"the Redis driver's {operation} failed: {exc}; check that Redis at REDIS_URL "
         "answers and has memory to spare",

@@ -1,9 +1,12 @@
 -- nack: settle one running row to the state nack_state() chose ($4: dead, failed, suspended
 -- or ready), fenced on its claim and on state = 'running'. An uncounted nack ($5 false) hands
 -- the attempt back. The counter nack_counter() chose ($9, null: none) moves in this same
--- statement. A pending throttled progress write lands here too.
+-- statement. A pending throttled progress write lands here too. An outage hand-back ($13 not
+-- null: the attempt failed only because the database was unreachable) is fenced on the row's
+-- unreachable_returns being under that cap too, and adds one (migration 0007).
 -- $1 id  $2 worker id  $3 claim  $4 target state  $5 counted  $6 error  $7 run_at ms (null:
 -- now)  $8 now ms  $9 counter kind  $10 bucket width ms  $11 bucket start ms  $12 progress
+-- $13 unreachable cap (null: not an outage hand-back)
 with settled as (
   update x_jobs j
      set state = $4::text,
@@ -14,11 +17,13 @@ with settled as (
          finished_at = case when $4::text in ('dead', 'failed') then x_ts($8::bigint) end,
          lease_expires_at = null,
          updated_at = x_ts($8::bigint),
-         progress = coalesce($12::text::jsonb, j.progress)
+         progress = coalesce($12::text::jsonb, j.progress),
+         unreachable_returns = j.unreachable_returns + (case when $13::int is null then 0 else 1 end)
    where j.id = $1::text
      and j.claimed_by = $2::text
      and j.claim = $3::int
      and j.state = 'running'
+     and ($13::int is null or j.unreachable_returns < $13::int)
   returning j.name
 ),
 counted as (

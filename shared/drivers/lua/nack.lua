@@ -1,8 +1,11 @@
 -- nack.lua: settle a running row per nack_state(), fenced on the claim.
 --
 -- ARGV: id, worker_id, claim, now, target (dead|failed|suspended|ready), count (0|1),
---       error (opt), run_at (opt), counter kind (opt), duration_ms (opt)
--- Returns 1 when it landed, 0 when the row is not running under {worker_id, claim}.
+--       error (opt), run_at (opt), counter kind (opt), duration_ms (opt),
+--       unreachable cap (opt)
+-- Returns 1 when it landed, 0 when the row is not running under {worker_id, claim}, or when
+-- an outage hand-back (unreachable cap given) finds the row already handed back that many
+-- times (its field unreachable_returns; the nack then changes nothing).
 --
 -- count = 0 hands the attempt back (the same number is presented again). dead and failed
 -- finish the row (kept, never expired); ready and suspended put it back in its queue's due
@@ -18,12 +21,20 @@ local err = opt(ARGV[7])
 local run_at = tonumber(opt(ARGV[8])) or now
 local counter = opt(ARGV[9])
 local duration = tonumber(opt(ARGV[10]))
+local cap = tonumber(opt(ARGV[11]))
 
 local jk = job_key(id)
 local row = redis.call('HMGET', jk, 'state', 'claimed_by', 'claim', 'queue', 'name', 'lk',
   'attempt', 'm')
 if not owned(row, worker, claim) then
   return 0
+end
+if cap ~= nil then
+  local returns = tonumber(redis.call('HGET', jk, 'unreachable_returns')) or 0
+  if returns >= cap then
+    return 0
+  end
+  redis.call('HSET', jk, 'unreachable_returns', returns + 1)
 end
 local queue = row[4]
 if not count then
