@@ -105,6 +105,30 @@ async def test_an_uncounted_nack_presents_the_same_attempt_again(driver: JobDriv
     assert (await claim_one(driver)).attempt == 2
 
 
+async def test_an_outage_hand_back_lands_up_to_its_cap_then_changes_nothing(
+    driver: JobDriver, clock: FrozenClock
+) -> None:
+    """``unreachable_cap``: an uncounted hand-back fenced on the row's outage tally, which it
+    adds one to; at the cap it answers False and leaves the row running under its claim."""
+    await driver.enqueue(req(max_attempts=2))
+    other = await driver.enqueue(req(key="other"))
+    outage = NackOptions(count=False, run_at_ms=clock.now_ms(), unreachable_cap=2)
+    for _ in range(2):
+        job = await claim_one(driver)
+        assert job.attempt == 1
+        assert await driver.nack(job.id, job.ref, outage)
+    job = await claim_one(driver)
+    assert job.attempt == 1
+    assert not await driver.nack(job.id, job.ref, outage)
+    assert (await queue_stats(driver)).running == 1, "refused: still running under its claim"
+    assert await driver.heartbeat(job.id, job.ref, 1_000) == "renewed"
+    assert await driver.nack(job.id, job.ref, NackOptions(error="counted", run_at_ms=0))
+    assert (await claim_one(driver)).attempt == 2
+    fresh = await claim_one(driver)
+    assert fresh.id == other.id, "the tally is the row's own"
+    assert await driver.nack(fresh.id, fresh.ref, outage)
+
+
 async def test_park_suspends_until_run_at_without_burning_an_attempt(
     driver: JobDriver, clock: FrozenClock
 ) -> None:

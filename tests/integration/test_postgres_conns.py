@@ -1,5 +1,7 @@
 """Held connections: reused for hot statements, capped, handed back when idle, on a
-cancellation and on close, so a pool is never left waiting on the driver."""
+cancellation and on close, so a pool is never left waiting on the driver; a connection that saw
+the server end its session is never handed out again, and an unreachable server leaves the
+driver as X_DRIVER_UNREACHABLE."""
 
 from __future__ import annotations
 
@@ -9,8 +11,12 @@ from typing import Any
 import asyncpg
 import pytest
 
+from shared.drivers.postgres import postgres_driver
 from shared.drivers.postgres_conns import HeldConnections, ended
 from shared.drivers.postgres_pool import postgres_pool
+from shared.errors import DriverUnreachableError
+from tests.fixtures.pg_relay import PgRelay
+from tests.fixtures.servers import free_port
 
 
 async def backend(conn: Any) -> int:
@@ -93,3 +99,66 @@ async def test_a_proxy_the_pool_took_back_counts_as_ended(pg_dsn: str) -> None:
         assert ended(proxy)
     finally:
         await asyncio.wait_for(pool.close(), 5)
+
+
+async def test_a_connection_that_read_its_fatal_is_never_handed_out_again(pg_dsn: str) -> None:
+    # A restart ends every session: each idle held connection READS its FATAL, and sees the
+    # close only a turn later. The relay holds the close back, so the gap lasts.
+    relay = await PgRelay(pg_dsn).start()
+    relay.hold_close = True
+    pool = await postgres_pool(relay.dsn, min_size=0, max_size=4)
+    held = HeldConnections(pool, max_held=2)
+    admin = await asyncpg.connect(pg_dsn)
+    try:
+
+        async def overlapping(conn: Any) -> int:
+            await conn.execute("select pg_sleep(0.05)")
+            return await backend(conn)
+
+        victims = set(await asyncio.gather(held.run(overlapping), held.run(overlapping)))
+        assert len(victims) == 2
+        await admin.execute("select pg_terminate_backend(pid) from unnest($1::int[]) pid", victims)
+        await relay.until_withheld(2)
+        await asyncio.sleep(0)  # the client reads what the relay forwarded
+        # The first statement meets a connection that read its FATAL, unavoidably (nothing
+        # public says so before it is used): it fails as the store being unreachable...
+        with pytest.raises(DriverUnreachableError) as info:
+            await held.run(backend)
+        assert info.value.meta["cause"] == "InternalClientError"
+        # ...and it, and the other idle one that read its FATAL too, are never used again.
+        assert {await held.run(backend), await held.run(backend)}.isdisjoint(victims)
+    finally:
+        await admin.close()
+        await held.close()
+        await relay.close()
+        pool.terminate()
+
+
+async def test_the_driver_says_unreachable_when_postgres_does_not_answer() -> None:
+    from shared.drivers.base import ClaimOptions, ClaimRef, EnqueueRequest, NackOptions
+
+    pool = await asyncpg.create_pool(
+        f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere", min_size=0, max_size=1
+    )
+    driver = postgres_driver(pool)
+    ref = ClaimRef("w", 1)
+    calls = {
+        "enqueue": driver.enqueue(EnqueueRequest(name="j", input={}, idempotency_key="k")),
+        "claim": driver.claim(ClaimOptions(queues=["q"], limit=1, worker_id="w")),
+        "ack": driver.ack("j", ref),
+        "nack": driver.nack("j", ref, NackOptions(error="x")),
+        "heartbeat": driver.heartbeat("j", ref, 1_000),
+        "load_steps": driver.load_steps("r"),
+        "save_step": driver.save_step("j", ref, "r", "s", 1, started_at_ms=0),
+    }
+    try:
+        for name, call in calls.items():
+            with pytest.raises(DriverUnreachableError) as info:
+                await call
+            assert (info.value.code, info.value.meta) == (
+                "X_DRIVER_UNREACHABLE",
+                {"driver": "postgres", "cause": "ConnectionRefusedError"},
+            ), name
+    finally:
+        await driver.close()
+        await pool.close()

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from shared.clock import FrozenClock
 from shared.drivers.base import (
@@ -337,12 +339,25 @@ async def test_a_client_that_decodes_responses_works_the_same(
         await client.aclose()
 
 
-async def test_an_unreachable_redis_is_driver_unavailable(clock: FrozenClock) -> None:
-    client = Redis(host="127.0.0.1", port=1, socket_connect_timeout=1)
+async def test_an_unreachable_redis_is_driver_unreachable(clock: FrozenClock) -> None:
+    # X_DRIVER_UNREACHABLE, still caught as DriverUnavailableError: the worker sends a settle
+    # that failed this way again, and hands an attempt that failed this way back uncounted.
+    # No client-side retries (redis-py's own back off for ~5 s before raising).
+    client = Redis(host="127.0.0.1", port=1, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
     drv = redis_driver(client, prefix="ujt-unreachable", clock=clock)
     with pytest.raises(DriverUnavailableError) as info:
         await drv.enqueue(req("k"))
-    assert info.value.meta == {"driver": "redis", "operation": "enqueue"}
+    assert info.value.code == "X_DRIVER_UNREACHABLE"
+    assert info.value.meta == {
+        "driver": "redis",
+        "operation": "enqueue",
+        "cause": "ConnectionError",
+    }
+    ref = ClaimRef("w", 1)
+    for settle in (drv.ack("j", ref), drv.nack("j", ref, NackOptions())):
+        with pytest.raises(DriverUnavailableError) as info:
+            await settle
+        assert info.value.code == "X_DRIVER_UNREACHABLE"
     await client.aclose()
 
 
