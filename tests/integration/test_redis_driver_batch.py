@@ -19,7 +19,7 @@ from shared.drivers.base import ClaimOptions, ClaimRef, EnqueueRequest, NackOpti
 from shared.drivers.redis import RedisDriver, redis_driver
 from shared.drivers.redis_batch import ScriptBatcher
 from shared.drivers.redis_scripts import SCRIPTS, LuaScript
-from shared.errors import DriverUnavailableError
+from shared.errors import DriverUnavailableError, DriverUnreachableError
 from tests.fixtures.redis_keys import redis_test_driver
 
 
@@ -176,7 +176,7 @@ async def test_a_connection_failure_fails_every_call_of_the_batch(clock: FrozenC
             drv.heartbeat("a", ClaimRef("w", 1), 1_000),
             return_exceptions=True,
         )
-        assert [type(r) for r in results] == [DriverUnavailableError] * 3
+        assert [type(r) for r in results] == [DriverUnreachableError] * 3
         assert [r.meta["operation"] for r in results if isinstance(r, DriverUnavailableError)] == [
             "enqueue",
             "ack",
