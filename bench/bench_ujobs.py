@@ -40,7 +40,7 @@ that exists. Settings, by environment:
   reports the rows and the seconds it took on stderr as a ``bench-note`` line
   (``bench/harness_run.py`` collects those).
 - ``BENCH_UJOBS_CLAIM_AHEAD`` (default 48, three per slot): the worker's ``claim_ahead`` (rows
-  claimed beyond its free slots, ``shared.worker_prefetch``) — what ``ujobs worker`` on one
+  claimed beyond its free slots, ``shared.worker.claim_ahead``) — what ``ujobs worker`` on one
   queue uses when ``UJOBS_CLAIM_AHEAD`` is unset (``WorkerConfig.claim_ahead_rows()``); 0 is
   the library's own default. Measured back to back at 20,000 jobs on the generic-plan pool:
   5,553-6,670 jobs/s with 0, 6,624-8,498 with 16; eight harness pairs of 16 against 48 on a
@@ -98,28 +98,28 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 from services.config_vars import CLAIM_AHEAD_PER_SLOT  # noqa: E402
 from shared import job, t  # noqa: E402
 from shared.drivers.base import JobDriver  # noqa: E402
-from shared.drivers.postgres import postgres_driver  # noqa: E402
-from shared.drivers.postgres_pool import postgres_pool  # noqa: E402
+from shared.drivers.postgres.driver import postgres_driver  # noqa: E402
+from shared.drivers.postgres.pool import postgres_pool  # noqa: E402
+from shared.execution.run import Run  # noqa: E402
+from shared.jobs.registry import Registry  # noqa: E402
 from shared.lifecycle import Lifecycle  # noqa: E402
 from shared.metrics import JobMetrics  # noqa: E402
-from shared.registry import Registry  # noqa: E402
-from shared.run import Run  # noqa: E402
-from shared.wake import (  # noqa: E402
+from shared.wake.listener import (  # noqa: E402
     OUTBOX_WAKE_CHANNEL,
     POSTGRES_WAKE_CHANNEL,
     ChannelWake,
     postgres_wake,
     redis_wake,
 )
-from shared.wake_protocol import REDIS_WAKE_SLOT_MS  # noqa: E402
+from shared.wake.protocol import REDIS_WAKE_SLOT_MS  # noqa: E402
 from shared.worker import job_worker  # noqa: E402
 
 # The drain's wall time starts at the worker's spawn, so the worker process imports only what
 # it runs: the harness's side (setup, enqueue, the announcer), the outbox and the Redis driver
 # are imported where they are used. Only typing sees them here.
 if TYPE_CHECKING:
-    from shared.drivers.redis import RedisDriver
-    from shared.wake_announce import RedisAnnouncer
+    from shared.drivers.redis.driver import RedisDriver
+    from shared.wake.announce import RedisAnnouncer
 
 WAKE = os.environ.get("BENCH_UJOBS_WAKE", "redis")
 if WAKE not in ("redis", "postgres", "none"):
@@ -267,7 +267,7 @@ def bench_redis_driver() -> RedisDriver:
     announce on the wake channel from inside the script when the wake is on."""
     from redis.asyncio import Redis
 
-    from shared.drivers.redis import RedisDriver
+    from shared.drivers.redis.driver import RedisDriver
 
     return RedisDriver(
         Redis.from_url(common.redis_url(REDIS_DB)),
@@ -318,7 +318,7 @@ def setup() -> None:
     async def go() -> None:
         from bench_history import insert_history
 
-        from shared.migrate import migrate
+        from shared.drivers.postgres.migrate import migrate
 
         conn = await asyncpg.connect(DSN)
         try:
@@ -338,9 +338,9 @@ def setup() -> None:
 
 
 async def connect() -> None:
-    from shared.facade import set_job_driver, set_jobs_facade
+    from shared.jobs.enqueue_target import set_job_driver, set_jobs_facade
     from shared.outbox import outbox_jobs_facade, postgres_outbox_store
-    from shared.wake_announce import RedisAnnouncer, announcing
+    from shared.wake.announce import RedisAnnouncer, announcing
 
     global _pool, _announcer, _redis
     if DRIVER == "postgres" or OUTBOX:
@@ -364,7 +364,7 @@ async def connect() -> None:
 
 
 async def close() -> None:
-    from shared.facade import set_job_driver, set_jobs_facade
+    from shared.jobs.enqueue_target import set_job_driver, set_jobs_facade
 
     global _pool, _announcer, _redis
     set_job_driver(None)
@@ -476,7 +476,7 @@ async def worker_main() -> None:
             outbox_wake = postgres_wake(DSN, pool, channels=(OUTBOX_WAKE_CHANNEL,))
             outbox_listen = outbox_wake.channel(OUTBOX_WAKE_CHANNEL)
         from shared.outbox import outbox_relay, postgres_outbox_store
-        from shared.wake_announce import announcing
+        from shared.wake.announce import announcing
 
         relay = outbox_relay(
             store=postgres_outbox_store(executor=pool),

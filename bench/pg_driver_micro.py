@@ -29,9 +29,9 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from shared.drivers.base import ClaimedJob, ClaimOptions, EnqueueRequest
-from shared.drivers.postgres import PostgresDriver, postgres_driver
-from shared.drivers.postgres_pool import postgres_pool
-from shared.migrate import migrate
+from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
+from shared.drivers.postgres.migrate import migrate
+from shared.drivers.postgres.pool import postgres_pool
 
 PG = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
 DB = os.environ.get("BENCH_DB", "ujobs_bench_micro")

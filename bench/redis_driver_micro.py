@@ -36,7 +36,7 @@ from redis.asyncio import Redis
 
 from shared.clock import SYSTEM_CLOCK
 from shared.drivers.base import ClaimOptions, EnqueueRequest
-from shared.drivers.redis import RedisDriver, redis_driver
+from shared.drivers.redis.driver import RedisDriver, redis_driver
 
 BATCH = 500
 

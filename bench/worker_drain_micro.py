@@ -43,14 +43,14 @@ from bench_history import insert_history  # beside this script: on sys.path when
 
 from services.config_vars import CLAIM_AHEAD_PER_SLOT
 from shared import job, t
-from shared.drivers.postgres import postgres_driver
-from shared.drivers.postgres_pool import postgres_pool
+from shared.drivers.postgres.driver import postgres_driver
+from shared.drivers.postgres.migrate import migrate
+from shared.drivers.postgres.pool import postgres_pool
+from shared.drivers.postgres.sql import query
+from shared.execution.run import Run
+from shared.jobs.registry import Registry
 from shared.lifecycle import Lifecycle
 from shared.metrics import JobMetrics
-from shared.migrate import migrate
-from shared.registry import Registry
-from shared.run import Run
-from shared.sql import query
 from shared.worker import job_worker
 
 ADMIN = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")

@@ -40,9 +40,9 @@ from shared.errors import (
     JobDrainedError,
     UltimateError,
 )
+from shared.jobs.registry import Registry
 from shared.lifecycle import Deadline, register_shutdown_hooks
 from shared.metrics import JobMetrics, job_metrics
-from shared.registry import Registry
 
 log = logging.getLogger("ujobs.api")
 

@@ -6,7 +6,7 @@ import importlib
 import sys
 
 from shared.errors import ConfigInvalidError, UltimateError
-from shared.registry import Api, Registry, registry
+from shared.jobs.registry import Api, Registry, registry
 
 
 def load_api(spec: str | None) -> Registry:

@@ -26,7 +26,7 @@ import asyncpg
 from services.config import Connections
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.drivers.base import JobDriver
-from shared.drivers.postgres_pool import postgres_pool
+from shared.drivers.postgres.pool import postgres_pool
 from shared.errors import DriverUnavailableError
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ def _driver(
                 "UJOBS_DRIVER=redis needs REDIS_URL=redis://…", meta={"variable": "REDIS_URL"}
             )
         from shared import drivers
-        from shared.wake import REDIS_WAKE_CHANNEL
+        from shared.wake.listener import REDIS_WAKE_CHANNEL
 
         # The enqueue script announces on the wake channel itself (one round trip, no second
         # publish from Python), so wiring installs no announcer for this driver.
@@ -137,6 +137,6 @@ def _driver(
             "the Postgres driver needs DATABASE_URL=postgresql://…",
             meta={"variable": "DATABASE_URL"},
         )
-    from shared.drivers.postgres import postgres_driver
+    from shared.drivers.postgres.driver import postgres_driver
 
     return postgres_driver(pool, clock=clock)

@@ -1,4 +1,5 @@
-"""``ujobs db migrate``: apply the schema (``shared.migrate``), idempotent and ordered.
+"""``ujobs db migrate``: apply the schema (``shared.drivers.postgres.migrate``), idempotent and
+ordered.
 
 Every other service applies nothing to the schema on its own; compose runs this once, as the
 ``migrate`` service the others wait on.
@@ -36,7 +37,7 @@ def db_migrate(database_url: DatabaseUrlOption = None, as_json: JsonOption = Fal
 
 async def migrate_url(database_url: str) -> list[str]:
     """Apply pending migrations over one connection; answers the ids applied."""
-    from shared.migrate import migrate
+    from shared.drivers.postgres.migrate import migrate
 
     conn = await asyncpg.connect(database_url, timeout=10)
     try:

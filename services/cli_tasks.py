@@ -16,10 +16,10 @@ from services.cli_common import AppOption, DatabaseUrlOption, JsonOption, operat
 from services.cli_output import Progress, emit_json, iso, print_table, reported
 from services.config import environment, read_common
 from shared.clock import SYSTEM_CLOCK
-from shared.cron import next_task_run
 from shared.drivers.base import TaskFire
 from shared.introspect import introspection_of
-from shared.tasks import TaskHandle
+from shared.jobs.task import TaskHandle
+from shared.scheduler.cron import next_task_run
 
 tasks_app = typer.Typer(help="The app's cron tasks.", no_args_is_help=True)
 

@@ -51,7 +51,7 @@ from services.redact import redact_url
 from shared.drivers.base import DEFAULT_QUEUE, DEFAULT_VISIBILITY_MS
 from shared.errors import DriverUnavailableError
 from shared.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
-from shared.outbox_relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
+from shared.outbox.relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
 
 T = TypeVar("T")
 _DEFAULT_QUEUES: tuple[str, ...] = (DEFAULT_QUEUE,)

@@ -14,7 +14,7 @@ from typing import Literal
 
 from shared.drivers.base import DEFAULT_QUEUE, DEFAULT_VISIBILITY_MS
 from shared.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
-from shared.outbox_relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
+from shared.outbox.relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
 
 DriverName = Literal["postgres", "redis"]
 DRIVERS: tuple[DriverName, ...] = ("postgres", "redis")

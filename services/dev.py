@@ -35,7 +35,7 @@ from services.redact import redact_url
 from services.runtime import ServiceRun
 from shared.drivers.base import DEFAULT_QUEUE
 from shared.introspect import introspection_of
-from shared.registry import Registry
+from shared.jobs.registry import Registry
 
 C = TypeVar("C", WorkerConfig, ApiConfig, SchedulerConfig, RelayConfig)
 EXAMPLE_APP = "services.example_app:api"

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from shared import Retry, Run, Signal, define_api, job, t, task
-from shared.tasks import TaskEntry
+from shared.jobs.task import TaskEntry
 
 SLEEP = "5s"
 TICK_S = 20

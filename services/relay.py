@@ -17,8 +17,8 @@ from services.config import RelayConfig
 from services.runtime import ServiceRun
 from services.wiring import Wired, wire
 from shared.outbox import OUTBOX_WAKE_CHANNEL, outbox_relay, postgres_outbox_store
-from shared.outbox_relay import OutboxRelay
-from shared.wake import postgres_wake
+from shared.outbox.relay import OutboxRelay
+from shared.wake.listener import postgres_wake
 
 
 async def start_relay(

@@ -25,7 +25,7 @@ from services.app_loader import load_api
 from services.config import SchedulerConfig
 from services.runtime import ServiceRun
 from services.wiring import Wired, wire
-from shared.scheduler import (
+from shared.scheduler.job_scheduler import (
     JobScheduler,
     job_scheduler,
     postgres_lease_leader,

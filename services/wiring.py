@@ -18,9 +18,9 @@ from services.backends import Backend, open_backend
 from services.config import Connections
 from services.runtime import ServiceRun
 from shared.drivers.base import JobDriver
-from shared.facade import reset_job_driver, set_job_driver
-from shared.wake import ChannelWake, postgres_wake, redis_wake
-from shared.wake_announce import announcing, redis_announcer
+from shared.jobs.enqueue_target import reset_job_driver, set_job_driver
+from shared.wake.announce import announcing, redis_announcer
+from shared.wake.listener import ChannelWake, postgres_wake, redis_wake
 
 
 @dataclass(frozen=True, slots=True)

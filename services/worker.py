@@ -15,8 +15,8 @@ from services.app_loader import load_api
 from services.config import WorkerConfig
 from services.runtime import ServiceRun
 from services.wiring import Wired, wire
-from shared.registry import Registry
-from shared.worker import JobWorker, job_worker
+from shared.jobs.registry import Registry
+from shared.worker.job_worker import JobWorker, job_worker
 
 
 async def start_worker(

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from shared.clock import Clock, FrozenClock, SystemClock
 from shared.context import Actor, bind_transaction, cross_tenant, transaction
-from shared.definitions import JobHandle, KeyedConcurrency, job
 from shared.errors import UltimateError, register_error_retry, retry_for
-from shared.events import publish_event
-from shared.registry import Api, define_api
-from shared.retry import Retry, is_final_attempt, retry_schedule
-from shared.run import Run, Settled
-from shared.schema import t
+from shared.events.bus import publish_event
+from shared.execution.run import Run, Settled
+from shared.jobs.job import JobHandle, KeyedConcurrency, job
+from shared.jobs.registry import Api, define_api
+from shared.jobs.retry import Retry, is_final_attempt, retry_schedule
+from shared.jobs.schema import t
+from shared.jobs.task import TaskHandle, task
 from shared.signal import Signal
-from shared.tasks import TaskHandle, task
 
 __all__ = [
     "Actor",

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
-from shared.definitions import reset_declared_names
-from shared.events import reset_event_bus
-from shared.facade import reset_job_driver, reset_jobs_facade
-from shared.registry import reset_registry
+from shared.events.bus import reset_event_bus
+from shared.jobs.enqueue_target import reset_job_driver, reset_jobs_facade
+from shared.jobs.job import reset_declared_names
+from shared.jobs.registry import reset_registry
 
 pytest_plugins = ["tests.fixtures.services"]
 

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shared import job, t
-from shared.definitions import JobHandle
 from shared.drivers.base import MAX_JOB_PAGE, JobDriver, JobFilter, JobRow
-from shared.run import Run
-from shared.tasks import CatchUp, TaskHandle, task
+from shared.execution.run import Run
+from shared.jobs.job import JobHandle
+from shared.jobs.task import CatchUp, TaskHandle, task
 
 HOUR = 3_600_000
 DAY = 24 * HOUR

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.facade import job_driver, reset_job_driver, set_job_driver
+from shared.jobs.enqueue_target import job_driver, reset_job_driver, set_job_driver
 
 __all__ = [
     "job_driver",
@@ -17,9 +17,9 @@ __all__ = [
 ]
 
 _LAZY = {
-    "memory_driver": "shared.drivers.memory",
-    "postgres_driver": "shared.drivers.postgres",
-    "redis_driver": "shared.drivers.redis",
+    "memory_driver": "shared.drivers.memory.driver",
+    "postgres_driver": "shared.drivers.postgres.driver",
+    "redis_driver": "shared.drivers.redis.driver",
 }
 
 

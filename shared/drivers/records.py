@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from shared.errors import InvariantError
-from shared.frozen_init import slot_init
+from shared.execution.frozen_init import slot_init
 
 JSONValue = Any
 
@@ -59,7 +59,7 @@ CounterKind = Literal["done", "retried", "failed", "dead"]
 # --- enqueue --------------------------------------------------------------------------------
 
 
-@slot_init  # a batch enqueue builds hundreds: see shared.frozen_init
+@slot_init  # a batch enqueue builds hundreds: see shared.execution.frozen_init
 @dataclass(frozen=True, slots=True)
 class EnqueueRequest:
     """One job to queue. ``id`` / ``run_id`` are minted by the driver when None.
@@ -114,7 +114,7 @@ class Enqueued:
 # --- claim ----------------------------------------------------------------------------------
 
 
-@slot_init  # built per claimed row and per settle: see shared.frozen_init
+@slot_init  # built per claimed row and per settle: see shared.execution.frozen_init
 @dataclass(frozen=True, slots=True)
 class ClaimRef:
     """The fence every settle, renewal and step write carries: who claimed, and which claim."""

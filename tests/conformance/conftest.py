@@ -9,7 +9,7 @@ yields a ready, EMPTY driver that reads that clock for every time decision; code
 
     @driver_factory("postgres", needs=("pg_pool",))
     async def _postgres(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
-        from shared.drivers.postgres import postgres_driver
+        from shared.drivers.postgres.driver import postgres_driver
 
         driver = postgres_driver(deps["pg_pool"], clock=clock)
         yield driver
@@ -80,10 +80,10 @@ def driver_factory(name: str, *, needs: tuple[str, ...] = ()) -> Callable[[Facto
 
 @driver_factory("memory+announcing")
 async def _memory_announcing(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
-    # The wake's driver wrapper (shared.wake_announce) delegates every operation: held to the
+    # The wake's driver wrapper (shared.wake.announce) delegates every operation: held to the
     # same suite, so a member it forgets or bends fails here.
-    from shared.drivers.memory import memory_driver
-    from shared.wake_announce import announcing
+    from shared.drivers.memory.driver import memory_driver
+    from shared.wake.announce import announcing
 
     driver = announcing(memory_driver(clock=clock))
     yield driver
@@ -92,7 +92,7 @@ async def _memory_announcing(clock: FrozenClock, deps: Deps) -> AsyncIterator[Jo
 
 @driver_factory("memory")
 async def _memory(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
-    from shared.drivers.memory import memory_driver
+    from shared.drivers.memory.driver import memory_driver
 
     driver = memory_driver(clock=clock)
     yield driver
@@ -101,7 +101,7 @@ async def _memory(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
 
 @driver_factory("postgres", needs=("pg_pool",))
 async def _postgres(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
-    from shared.drivers.postgres import postgres_driver
+    from shared.drivers.postgres.driver import postgres_driver
 
     driver = postgres_driver(deps["pg_pool"], clock=clock)
     yield driver

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from shared import Retry, Run, define_api, job, t, task
-from shared.tasks import TaskEntry
+from shared.jobs.task import TaskEntry
 
 
 @job(

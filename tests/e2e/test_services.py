@@ -14,8 +14,8 @@ import pytest
 
 from shared.context import transaction
 from shared.drivers.base import JobFilter
-from shared.drivers.postgres import postgres_driver
-from shared.facade import set_jobs_facade
+from shared.drivers.postgres.driver import postgres_driver
+from shared.jobs.enqueue_target import set_jobs_facade
 from shared.outbox import outbox_jobs_facade, postgres_outbox_store
 from tests.e2e import services_app
 from tests.e2e.service_process import ServiceProcess, service_env

@@ -12,8 +12,8 @@ import pytest
 from redis.asyncio import Redis
 
 from shared.drivers.base import EnqueueRequest
-from shared.drivers.postgres import postgres_driver
-from shared.drivers.redis import redis_driver
+from shared.drivers.postgres.driver import postgres_driver
+from shared.drivers.redis.driver import redis_driver
 from tests.e2e.service_process import ServiceProcess, service_env
 
 pytestmark = pytest.mark.slow

@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 
 from shared import job, t
-from shared.registry import Registry
-from shared.run import Run
+from shared.execution.run import Run
+from shared.jobs.registry import Registry
 
 QUEUE = "e2e"
 

@@ -9,7 +9,7 @@ import asyncpg
 import pytest
 
 from shared.clock import FrozenClock
-from shared.drivers.postgres import PostgresDriver, postgres_driver
+from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
 
 
 @pytest.fixture

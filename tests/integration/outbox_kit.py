@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from shared.definitions import JobHandle, job
-from shared.drivers.postgres import PostgresDriver, postgres_driver
-from shared.facade import set_jobs_facade
+from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
+from shared.execution.run import Run
+from shared.jobs.enqueue_target import set_jobs_facade
+from shared.jobs.job import JobHandle, job
+from shared.jobs.schema import t
 from shared.lifecycle import Lifecycle
 from shared.outbox import (
     OutboxRelay,
@@ -19,8 +21,6 @@ from shared.outbox import (
     outbox_relay,
     postgres_outbox_store,
 )
-from shared.run import Run
-from shared.schema import t
 
 if TYPE_CHECKING:
     Pool = asyncpg.Pool[Any]

@@ -13,8 +13,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from shared.drivers.base import ClaimOptions
-from shared.drivers.postgres import postgres_driver
-from shared.drivers.postgres_pool import postgres_pool
+from shared.drivers.postgres.driver import postgres_driver
+from shared.drivers.postgres.pool import postgres_pool
 
 RECORD = "insert into drain_runs (job_id, claim, worker_id) values ($1, $2, $3)"
 LEFT = "select count(*) from x_jobs where state <> 'done'"

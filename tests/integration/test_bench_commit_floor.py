@@ -14,8 +14,8 @@ import asyncpg
 import pytest
 
 from shared.drivers.base import ClaimOptions
-from shared.drivers.postgres import postgres_driver
-from shared.sql import query
+from shared.drivers.postgres.driver import postgres_driver
+from shared.drivers.postgres.sql import query
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 

@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 
 from shared.drivers.base import ClaimOptions, EnqueueRequest
-from shared.drivers.postgres import postgres_driver
+from shared.drivers.postgres.driver import postgres_driver
 from shared.ids import new_id
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"

@@ -15,9 +15,9 @@ import pytest
 
 from shared.clock import SYSTEM_CLOCK, FrozenClock
 from shared.context import transaction
-from shared.definitions import JobHandle
 from shared.drivers.base import ClaimOptions
-from shared.execute import execute_job
+from shared.execution.attempt import execute_job
+from shared.jobs.job import JobHandle
 from tests.integration.outbox_kit import (
     Pool,
     Wired,

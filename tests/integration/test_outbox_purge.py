@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from shared.clock import FrozenClock
 from shared.context import transaction
-from shared.facade import set_jobs_facade
+from shared.jobs.enqueue_target import set_jobs_facade
 from shared.outbox import outbox_jobs_facade, outbox_purge_target, postgres_outbox_store
 from tests.integration.outbox_kit import Pool, Wired, billing_jobs, outbox_rows, relay_for, wire
 

@@ -17,11 +17,11 @@ import pytest
 
 from shared.clock import SYSTEM_CLOCK, FrozenClock
 from shared.context import bind_transaction, transaction
-from shared.definitions import JobHandle
 from shared.drivers.base import ClaimedJob, ClaimOptions
-from shared.drivers.redis import RedisDriver
-from shared.execute import execute_job
-from shared.facade import set_jobs_facade
+from shared.drivers.redis.driver import RedisDriver
+from shared.execution.attempt import execute_job
+from shared.jobs.enqueue_target import set_jobs_facade
+from shared.jobs.job import JobHandle
 from shared.lifecycle import Lifecycle
 from shared.outbox import (
     OutboxRelay,

@@ -13,7 +13,7 @@ import pytest
 from shared.clock import FrozenClock
 from shared.context import transaction
 from shared.drivers.base import Enqueued
-from shared.facade import jobs_facade
+from shared.jobs.enqueue_target import jobs_facade
 from shared.lifecycle import Deadline, Lifecycle
 from shared.outbox import OutboxRecord, RelayPass, postgres_outbox_store
 from tests.integration.outbox_kit import (

@@ -13,8 +13,8 @@ import pytest
 from shared.context import bind_transaction, transaction
 from shared.drivers.base import ClaimOptions
 from shared.errors import OutboxNoTxError
-from shared.execute import execute_job
-from shared.facade import jobs_facade
+from shared.execution.attempt import execute_job
+from shared.jobs.enqueue_target import jobs_facade
 from tests.integration.outbox_kit import (
     Pool,
     billing_jobs,
@@ -226,11 +226,11 @@ async def test_a_committed_transaction_runs_on_the_real_worker_through_the_relay
     between (the relay hears the COMMIT, its publish wakes this process's worker)."""
     from prometheus_client import CollectorRegistry
 
+    from shared.jobs.registry import Registry
     from shared.lifecycle import Lifecycle
     from shared.metrics import JobMetrics
     from shared.outbox import OUTBOX_WAKE_CHANNEL
-    from shared.registry import Registry
-    from shared.wake import postgres_wake
+    from shared.wake.listener import postgres_wake
     from shared.worker import job_worker
 
     billing = billing_jobs()

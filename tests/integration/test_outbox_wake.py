@@ -9,11 +9,11 @@ from collections.abc import Iterator
 import pytest
 
 from shared.context import transaction
-from shared.local_wake import on_enqueued
 from shared.outbox import OUTBOX_WAKE_CHANNEL
-from shared.outbox_relay import IDLE_POLL_CEILING_MS, WOKEN_IDLE_POLL_CEILING_MS
-from shared.wake import POSTGRES_WAKE_CHANNEL, postgres_wake
-from shared.wake_announce import announcing
+from shared.outbox.relay import IDLE_POLL_CEILING_MS, WOKEN_IDLE_POLL_CEILING_MS
+from shared.wake.announce import announcing
+from shared.wake.listener import POSTGRES_WAKE_CHANNEL, postgres_wake
+from shared.wake.local import on_enqueued
 from tests.integration.outbox_kit import Pool, Wired, billing_jobs, relay_for, wire
 
 HOUR_MS = 3_600_000

@@ -13,8 +13,8 @@ import pytest
 
 from shared.clock import FrozenClock
 from shared.drivers.base import ClaimOptions, EnqueueRequest
-from shared.drivers.postgres import PostgresDriver, counter_bucket
-from shared.sql import query
+from shared.drivers.postgres.driver import PostgresDriver, counter_bucket
+from shared.drivers.postgres.sql import query
 from tests.integration.plan_support import (
     explain_prepared,
     fresh_jobs_table,

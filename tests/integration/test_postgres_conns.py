@@ -11,9 +11,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.drivers.postgres import postgres_driver
-from shared.drivers.postgres_conns import HeldConnections, ended
-from shared.drivers.postgres_pool import postgres_pool
+from shared.drivers.postgres.driver import postgres_driver
+from shared.drivers.postgres.held_connections import HeldConnections, ended
+from shared.drivers.postgres.pool import postgres_pool
 from shared.errors import DriverUnreachableError
 from tests.fixtures.pg_relay import PgRelay
 from tests.fixtures.servers import free_port

@@ -20,10 +20,10 @@ from shared.drivers.base import (
     ExhaustedJob,
     NackOptions,
 )
-from shared.drivers.postgres import PostgresDriver, postgres_driver
-from shared.drivers.postgres_enqueue import COPY_PAUSE_BATCHES
+from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
+from shared.drivers.postgres.enqueue import COPY_PAUSE_BATCHES
+from shared.drivers.postgres.sql import query
 from shared.errors import ClaimQueuesEmptyError, InputInvalidError, InvariantError
-from shared.sql import query
 
 
 def req(key: str, **kw: Any) -> EnqueueRequest:

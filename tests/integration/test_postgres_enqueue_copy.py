@@ -12,12 +12,12 @@ import pytest
 from shared import Run, job, t
 from shared.clock import FrozenClock
 from shared.drivers.base import EnqueueRequest
-from shared.drivers.postgres import PostgresDriver
-from shared.drivers.postgres_copy import COLUMNS, copy_target, timestamp
-from shared.drivers.postgres_enqueue import COPY_CHUNK_ROWS
+from shared.drivers.postgres.copy import COLUMNS, copy_target, timestamp
+from shared.drivers.postgres.driver import PostgresDriver
+from shared.drivers.postgres.enqueue import COPY_CHUNK_ROWS
+from shared.drivers.postgres.sql import query
 from shared.errors import InputInvalidError
-from shared.facade import set_job_driver
-from shared.sql import query
+from shared.jobs.enqueue_target import set_job_driver
 from tests.integration.test_postgres_driver import listen, wait_quiet
 
 AWKWARD = "tab\there, line\nbreak, cr\rreturn, back\\slash, \\N, \\., é ☃ 𝄞"

@@ -15,7 +15,7 @@ import asyncpg
 import pytest
 
 from shared.clock import FrozenClock
-from shared.sql import query
+from shared.drivers.postgres.sql import query
 from tests.integration.plan_support import explain_prepared, fresh_jobs_table, looped_nodes
 
 JOBS = 300

@@ -18,7 +18,7 @@ from shared.drivers.base import (
     JobFilter,
     NackOptions,
 )
-from shared.drivers.postgres import PostgresDriver
+from shared.drivers.postgres.driver import PostgresDriver
 from shared.errors import (
     JobDuplicateError,
     JobNotFoundError,

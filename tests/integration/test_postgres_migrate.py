@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from services.cli import app
-from shared.migrate import migrate
-from shared.sql import migration_files
+from shared.drivers.postgres.migrate import migrate
+from shared.drivers.postgres.sql import migration_files
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "pg_schema.txt"
 

@@ -4,8 +4,8 @@ the same on it (settles, dedupe) as on a plain pool."""
 from __future__ import annotations
 
 from shared.drivers.base import ClaimOptions, EnqueueRequest
-from shared.drivers.postgres import postgres_driver
-from shared.drivers.postgres_pool import postgres_pool
+from shared.drivers.postgres.driver import postgres_driver
+from shared.drivers.postgres.pool import postgres_pool
 
 
 async def test_pool_settings_and_a_round_trip(pg_dsn: str) -> None:

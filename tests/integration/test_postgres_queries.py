@@ -10,13 +10,11 @@ from typing import Any
 
 import asyncpg
 
-from shared.drivers import (
-    postgres,
-    postgres_backfills,
-    postgres_introspect,
-    postgres_leases,
-    postgres_workers,
-)
+import shared.drivers.postgres.backfills as postgres_backfills
+import shared.drivers.postgres.driver as postgres
+import shared.drivers.postgres.introspect as postgres_introspect
+import shared.drivers.postgres.leases as postgres_leases
+import shared.drivers.postgres.workers as postgres_workers
 from shared.drivers.base import (
     BackfillLedger,
     JobDriver,
@@ -24,7 +22,7 @@ from shared.drivers.base import (
     LeaseStore,
     WorkerRegistry,
 )
-from shared.sql import QUERIES
+from shared.drivers.postgres.sql import QUERIES
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE_DIRS = ("shared", "services", "webhooks", "exports")

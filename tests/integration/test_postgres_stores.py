@@ -11,10 +11,10 @@ import pytest
 
 from shared.clock import FrozenClock
 from shared.drivers.base import ClaimOptions, EnqueueRequest, WorkerInfo
-from shared.drivers.postgres import PostgresDriver, postgres_driver
-from shared.drivers.postgres_leases import job_lease_key
+from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
+from shared.drivers.postgres.leases import job_lease_key
 from shared.errors import InputInvalidError, InvariantError
-from shared.events_postgres import PostgresEventBus
+from shared.events.bus_postgres import PostgresEventBus
 
 
 async def test_leases_hold_at_most_limit_in_slot_order_and_reclaim_by_ttl(

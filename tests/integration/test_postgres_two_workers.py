@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from shared.drivers.base import EnqueueRequest
-from shared.drivers.postgres import postgres_driver
+from shared.drivers.postgres.driver import postgres_driver
 
 SCRIPT = Path(__file__).with_name("pg_drain_process.py")
 JOBS = 10_000

@@ -29,7 +29,7 @@ from shared.drivers.base import (
     require_backfills,
     require_introspection,
 )
-from shared.drivers.redis import RedisDriver, redis_driver
+from shared.drivers.redis.driver import RedisDriver, redis_driver
 from shared.errors import (
     ClaimQueuesEmptyError,
     ConfigInvalidError,

@@ -1,4 +1,4 @@
-"""The Redis driver's per-turn batching (``shared/drivers/redis_batch.py``) against a real Redis:
+"""The Redis driver's per-turn batching (``shared/drivers/redis/batch.py``) against a real Redis:
 calls issued in one turn share a pipeline, acks and heartbeats of one turn share a script call,
 and each caller still gets exactly its own answer or its own error."""
 
@@ -13,12 +13,12 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+import shared.drivers.redis.codec as codec
 from shared.clock import FrozenClock
-from shared.drivers import redis_codec as codec
 from shared.drivers.base import ClaimOptions, ClaimRef, EnqueueRequest, NackOptions
-from shared.drivers.redis import RedisDriver, redis_driver
-from shared.drivers.redis_batch import ScriptBatcher
-from shared.drivers.redis_scripts import SCRIPTS, LuaScript
+from shared.drivers.redis.batch import ScriptBatcher
+from shared.drivers.redis.driver import RedisDriver, redis_driver
+from shared.drivers.redis.scripts import SCRIPTS, LuaScript
 from shared.errors import DriverUnavailableError, DriverUnreachableError
 from tests.fixtures.redis_keys import redis_test_driver
 

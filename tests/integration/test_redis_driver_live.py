@@ -33,8 +33,8 @@ from shared.drivers.base import (
     NackOptions,
     StepRecord,
 )
-from shared.drivers.memory import MemoryDriver, memory_driver
-from shared.drivers.redis import RedisDriver
+from shared.drivers.memory.driver import MemoryDriver, memory_driver
+from shared.drivers.redis.driver import RedisDriver
 from tests.fixtures.redis_keys import redis_test_driver
 
 SEED = 20_261_202

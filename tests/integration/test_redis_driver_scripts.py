@@ -16,17 +16,18 @@ import pytest
 
 from shared.clock import FrozenClock
 from shared.drivers.base import COUNTER_TIERS, ClaimOptions, EnqueueRequest, NackOptions
-from shared.drivers.redis import RedisDriver
-from shared.drivers.redis_scripts import OPERATIONS, PRELUDE, SCRIPTS, read_lua
+from shared.drivers.redis.driver import RedisDriver
+from shared.drivers.redis.scripts import OPERATIONS, PRELUDE, SCRIPTS, read_lua
 from tests.fixtures.redis_keys import redis_test_driver
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_MODULES = {
-    "shared.drivers.redis",
-    "shared.drivers.redis_batch",
-    "shared.drivers.redis_codec",
-    "shared.drivers.redis_scripts",
-    "shared.wake_redis",  # the Redis wake's transport, imported only by redis_wake()
+    "shared.drivers.redis",  # the package: the Redis driver's public import path
+    "shared.drivers.redis.driver",
+    "shared.drivers.redis.batch",
+    "shared.drivers.redis.codec",
+    "shared.drivers.redis.scripts",
+    "shared.wake.transport_redis",  # the Redis wake's transport, imported only by redis_wake()
 }
 
 
@@ -52,7 +53,7 @@ async def run_every_operation(driver: RedisDriver) -> None:
 
 
 def test_every_operation_has_one_file_and_every_file_an_operation() -> None:
-    lua = resources.files("shared.drivers") / "lua"
+    lua = resources.files("shared.drivers.redis") / "lua"
     files = {p.name for p in lua.iterdir() if p.name.endswith(".lua")}
     assert files == {f"{op}.lua" for op in OPERATIONS} | {PRELUDE}
     for op, script in SCRIPTS.items():
@@ -101,9 +102,14 @@ def test_no_other_module_of_shared_imports_redis() -> None:
 import importlib, pkgutil, sys
 import shared
 skip = {sorted(REDIS_MODULES)!r}
-for info in pkgutil.walk_packages(shared.__path__, "shared."):
-    if info.name not in skip:
-        importlib.import_module(info.name)
+def walk(path, prefix):
+    for info in pkgutil.iter_modules(path, prefix):
+        if info.name in skip:
+            continue
+        module = importlib.import_module(info.name)
+        if info.ispkg:
+            walk(module.__path__, info.name + ".")
+walk(shared.__path__, "shared.")
 loaded = sorted(m for m in sys.modules if m == "redis" or m.startswith("redis."))
 print("LOADED", loaded)
 assert not loaded, loaded
@@ -116,7 +122,7 @@ assert not loaded, loaded
 def test_the_driver_imports_on_its_own() -> None:
     done = _run_python(
         "from shared.drivers import redis_driver; import sys; "
-        "assert 'shared.drivers.redis' in sys.modules; print(redis_driver.__name__)"
+        "assert 'shared.drivers.redis.driver' in sys.modules; print(redis_driver.__name__)"
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "redis_driver"

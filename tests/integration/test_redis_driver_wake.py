@@ -14,13 +14,13 @@ from redis.asyncio import Redis
 
 from shared.clock import SYSTEM_CLOCK, FrozenClock
 from shared.drivers.base import EnqueueRequest
-from shared.drivers.redis import DEFAULT_WAKE_SLOT_MS, RedisDriver, redis_driver
+from shared.drivers.redis.driver import DEFAULT_WAKE_SLOT_MS, RedisDriver, redis_driver
 from shared.errors import ConfigInvalidError
+from shared.execution.run import Run
 from shared.lifecycle import Lifecycle
 from shared.metrics import JobMetrics
-from shared.run import Run
-from shared.wake import redis_wake
-from shared.wake_protocol import WAKE_DUE_WITHIN_MS
+from shared.wake.listener import redis_wake
+from shared.wake.protocol import WAKE_DUE_WITHIN_MS
 from shared.worker import job_worker
 from tests.fixtures.redis_keys import redis_test_driver
 from tests.integration.wake_support import WAIT_S

@@ -22,13 +22,13 @@ from shared.drivers.base import (
     require_backfills,
     require_introspection,
 )
-from shared.drivers.redis import RedisDriver
+from shared.drivers.redis.driver import RedisDriver
 from shared.errors import ConcurrencyUnenforceableError, NotImplementedByDriverError
+from shared.execution.run import Run
 from shared.lifecycle import Lifecycle
 from shared.metrics import JobMetrics
-from shared.run import Run
-from shared.wake_announce import announcing
-from shared.worker import JobWorker, job_worker
+from shared.wake.announce import announcing
+from shared.worker.job_worker import JobWorker, job_worker
 from tests.fixtures.redis_keys import redis_test_driver
 from tests.unit.worker_kit import declare, registry_of, sample
 

@@ -10,9 +10,9 @@ import orjson
 from typer.testing import CliRunner
 
 from services.cli import app
-from shared.drivers.postgres import postgres_driver
-from shared.scheduler_pg import postgres_scheduler_state
-from shared.tasks import TaskHandle
+from shared.drivers.postgres.driver import postgres_driver
+from shared.jobs.task import TaskHandle
+from shared.scheduler.state_postgres import postgres_scheduler_state
 from tests.fixtures import scheduler_app
 
 APP = "tests.fixtures.scheduler_app:api"

@@ -18,19 +18,19 @@ from prometheus_client import CollectorRegistry
 
 from shared.clock import FrozenClock
 from shared.drivers.base import ClaimOptions, JobDriver
-from shared.drivers.memory import memory_driver
-from shared.drivers.postgres import postgres_driver
-from shared.drivers.redis import RedisDriver
-from shared.leader_pg import postgres_lease_leader
+from shared.drivers.memory.driver import memory_driver
+from shared.drivers.postgres.driver import postgres_driver
+from shared.drivers.redis.driver import RedisDriver
+from shared.execution.run import Run
+from shared.jobs.task import TaskHandle, occurrence_ids
 from shared.lifecycle import Lifecycle
 from shared.metrics import JobMetrics
-from shared.run import Run
-from shared.scheduler import JobScheduler, job_scheduler
-from shared.scheduler_pg import postgres_scheduler_state
-from shared.scheduler_rounds import FIRE_RETRY_MS
-from shared.tasks import TaskHandle, occurrence_ids
-from shared.wake import redis_wake
-from shared.wake_announce import announcing, redis_announcer
+from shared.scheduler.job_scheduler import JobScheduler, job_scheduler
+from shared.scheduler.leader_postgres import postgres_lease_leader
+from shared.scheduler.rounds import FIRE_RETRY_MS
+from shared.scheduler.state_postgres import postgres_scheduler_state
+from shared.wake.announce import announcing, redis_announcer
+from shared.wake.listener import redis_wake
 from shared.worker import job_worker
 from tests.fixtures.redis_keys import redis_test_driver
 from tests.integration.wake_support import WAIT_S, Heard

@@ -12,11 +12,11 @@ import pytest
 
 from shared.clock import FrozenClock
 from shared.drivers.base import EnqueueRequest
-from shared.drivers.postgres import PostgresDriver, postgres_driver
-from shared.leader_pg import PostgresLeaseLeader, postgres_lease_leader
-from shared.scheduler import PAUSE_RECHECK_MS, JobScheduler, job_scheduler
-from shared.scheduler_pg import PostgresSchedulerState, postgres_scheduler_state
-from shared.tasks import TaskHandle
+from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
+from shared.jobs.task import TaskHandle
+from shared.scheduler.job_scheduler import PAUSE_RECHECK_MS, JobScheduler, job_scheduler
+from shared.scheduler.leader_postgres import PostgresLeaseLeader, postgres_lease_leader
+from shared.scheduler.state_postgres import PostgresSchedulerState, postgres_scheduler_state
 from tests.scheduler_support import HOUR, T0, hours_from, occurrences_of, tick_job, ticking_task
 
 if TYPE_CHECKING:

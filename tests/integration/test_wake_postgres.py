@@ -16,15 +16,15 @@ import pytest
 
 from shared.clock import FrozenClock
 from shared.drivers.base import EnqueueRequest
-from shared.drivers.postgres import postgres_driver
-from shared.wake import OUTBOX_WAKE_CHANNEL, PROBE_PREFIX, ChannelWake, postgres_wake
-from shared.wake_postgres import SESSION_APPLICATION_NAME
-from shared.wake_protocol import (
+from shared.drivers.postgres.driver import postgres_driver
+from shared.wake.listener import OUTBOX_WAKE_CHANNEL, PROBE_PREFIX, ChannelWake, postgres_wake
+from shared.wake.protocol import (
     IDLE_POLL_CEILING_MS,
     WAKE_SLOT_MS,
     WOKEN_IDLE_POLL_CEILING_MS,
     idle_ceiling_ms,
 )
+from shared.wake.transport_postgres import SESSION_APPLICATION_NAME
 from tests.integration.wake_support import WAIT_S, Heard, is_live, wake_logs
 
 

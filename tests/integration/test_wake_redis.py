@@ -15,17 +15,17 @@ import redis.asyncio as aioredis
 
 from shared.clock import FrozenClock
 from shared.drivers.base import ClaimOptions, EnqueueRequest
-from shared.drivers.memory import memory_driver
-from shared.local_wake import on_enqueued
-from shared.wake import PROBE_PREFIX, ChannelWake, redis_wake
-from shared.wake_announce import AnnouncingDriver, RedisAnnouncer, announcing, redis_announcer
-from shared.wake_protocol import (
+from shared.drivers.memory.driver import memory_driver
+from shared.wake.announce import AnnouncingDriver, RedisAnnouncer, announcing, redis_announcer
+from shared.wake.listener import PROBE_PREFIX, ChannelWake, redis_wake
+from shared.wake.local import on_enqueued
+from shared.wake.protocol import (
     IDLE_POLL_CEILING_MS,
     REDIS_WAKE_SLOT_MS,
     WOKEN_IDLE_POLL_CEILING_MS,
     idle_ceiling_ms,
 )
-from shared.wake_redis import session_client_name
+from shared.wake.transport_redis import session_client_name
 from tests.integration.wake_support import WAIT_S, Heard, is_live, wake_logs
 
 UNREACHABLE = "redis://127.0.0.1:1/0"

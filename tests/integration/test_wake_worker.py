@@ -16,14 +16,14 @@ import asyncpg
 import pytest
 from prometheus_client import CollectorRegistry
 
-from shared.drivers.postgres import postgres_driver
+from shared.drivers.postgres.driver import postgres_driver
+from shared.execution.run import Run
 from shared.lifecycle import Lifecycle
 from shared.metrics import JobMetrics
-from shared.run import Run
-from shared.wake import ChannelWake, postgres_wake, redis_wake
-from shared.wake_announce import redis_announcer
-from shared.wake_protocol import IDLE_POLL_CEILING_MS, WOKEN_IDLE_POLL_CEILING_MS
-from shared.worker import JobWorker, job_worker
+from shared.wake.announce import redis_announcer
+from shared.wake.listener import ChannelWake, postgres_wake, redis_wake
+from shared.wake.protocol import IDLE_POLL_CEILING_MS, WOKEN_IDLE_POLL_CEILING_MS
+from shared.worker.job_worker import JobWorker, job_worker
 from tests.integration.wake_support import WAIT_S
 from tests.unit.worker_kit import declare, registry_of
 

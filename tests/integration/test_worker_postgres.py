@@ -8,12 +8,12 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from shared.clock import FrozenClock
-from shared.drivers.postgres import postgres_driver
+from shared.drivers.postgres.driver import postgres_driver
+from shared.execution.run import Run
 from shared.lifecycle import Lifecycle
 from shared.metrics import JobMetrics
-from shared.run import Run
 from shared.worker import job_worker
-from shared.worker_concurrency import job_lease_key, parse_holder
+from shared.worker.concurrency import job_lease_key, parse_holder
 from tests.unit.worker_kit import T0, Gate, declare, registry_of, sample
 
 

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from shared.wake import ChannelWake
+from shared.wake.listener import ChannelWake
 
 WAIT_S = 10.0
 

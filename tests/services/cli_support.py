@@ -16,7 +16,7 @@ from typer.testing import CliRunner, Result
 
 from services.cli import app
 from shared.drivers.base import ClaimOptions, EnqueueRequest, NackOptions
-from shared.drivers.postgres import PostgresDriver, postgres_driver
+from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from services.api import STATE, create_app, status_for
 from services.config import ApiConfig
-from shared.drivers.postgres import postgres_driver
+from shared.drivers.postgres.driver import postgres_driver
 from shared.errors import ConfigInvalidError
 from shared.metrics import JobMetrics
 from tests.services.cli_support import enqueue, run_to

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.drivers.postgres import PostgresDriver
+from shared.drivers.postgres.driver import PostgresDriver
 from tests.services.cli_support import enqueue, json_of, run_to, ujobs, with_driver
 
 

@@ -14,8 +14,8 @@ import typer
 
 from services.cli_output import EXIT_INTERNAL, reported, set_debug
 from shared.drivers.base import WorkerInfo
-from shared.drivers.postgres import PostgresDriver
-from shared.migrate import MIGRATE_LOCK_KEY
+from shared.drivers.postgres.driver import PostgresDriver
+from shared.drivers.postgres.migrate import MIGRATE_LOCK_KEY
 from tests.services.cli_support import ROOT, enqueue, json_of, ujobs, ujobs_process, with_driver
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from services.dev_watch import DevWatch
 from shared.clock import FrozenClock
 from shared.drivers.base import ClaimedJob, ClaimOptions, EnqueueRequest, NackOptions
-from shared.drivers.memory import MemoryDriver, memory_driver
+from shared.drivers.memory.driver import MemoryDriver, memory_driver
 
 
 def request(key: str, queue: str = "default") -> EnqueueRequest:

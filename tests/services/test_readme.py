@@ -11,8 +11,8 @@ from typing import Any
 import asyncpg
 
 from services.config_vars import VARIABLES
-from shared.facade import reset_job_driver
-from shared.sql import query
+from shared.drivers.postgres.sql import query
+from shared.jobs.enqueue_target import reset_job_driver
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 import pytest
 
 from shared.drivers.base import Enqueued, EnqueueRequest
-from shared.facade import reset_jobs_facade, set_jobs_facade
+from shared.jobs.enqueue_target import reset_jobs_facade, set_jobs_facade
 
 
 class RecordingFacade:

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from shared.clock import FrozenClock
-from shared.definitions import JobHandle
 from shared.drivers.base import ClaimedJob, ClaimOptions, JobRow
-from shared.drivers.memory import MemoryDriver, memory_driver
-from shared.execute import execute_job
-from shared.outcome import JobExecution
-from shared.run import Settled
+from shared.drivers.memory.driver import MemoryDriver, memory_driver
+from shared.execution.attempt import execute_job
+from shared.execution.outcome import JobExecution
+from shared.execution.run import Settled
+from shared.jobs.job import JobHandle
 
 T0 = 1_700_000_000_000
 

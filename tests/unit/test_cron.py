@@ -1,8 +1,8 @@
 """Cron resolution in a zone: DST on both switch days, seconds, and the skip bisection.
 
 The reference below enumerates INSTANTS (every minute of real time) and applies the DST rule
-written in ``shared/cron.py``'s docstring; the resolver walks WALL times. Two formulations of
-one rule, compared over every switch day of several zones.
+written in ``shared/scheduler/cron.py``'s docstring; the resolver walks WALL times. Two formulations
+of one rule, compared over every switch day of several zones.
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from croniter import croniter
 
-from shared.cron import (
+from shared.errors import TaskDeclarationInvalidError
+from shared.jobs.task import TaskEntry, task
+from shared.scheduler.cron import (
     cron_schedule,
     is_fixed_time,
     latest_occurrence,
     next_occurrence,
     next_task_run,
 )
-from shared.errors import TaskDeclarationInvalidError
-from shared.tasks import TaskEntry, task
 
 NY = zoneinfo.ZoneInfo("America/New_York")
 

@@ -1,5 +1,5 @@
-"""``EnqueueRequest``'s ``__init__`` is ``slot_init``'s (speed, see shared.frozen_init): it must
-stay exactly the dataclass's fields, in order, with their defaults, and the value frozen."""
+"""``EnqueueRequest``'s ``__init__`` is ``slot_init``'s (speed, see shared.execution.frozen_init):
+it must stay exactly the dataclass's fields, in order, with their defaults, and the value frozen."""
 
 from __future__ import annotations
 

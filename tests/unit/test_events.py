@@ -6,7 +6,7 @@ import pytest
 
 from shared.clock import FrozenClock
 from shared.errors import InputInvalidError, InvariantError
-from shared.events import (
+from shared.events.bus import (
     EVENTS_PURGE_TARGET,
     EventBus,
     event_bus,

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from shared.context import current_actor, current_traceparent, require_tenant
-from shared.definitions import job
 from shared.drivers.base import EnqueueRequest
 from shared.errors import (
     JobDrainedError,
@@ -16,11 +15,12 @@ from shared.errors import (
     UltimateError,
     register_error_retry,
 )
-from shared.events import memory_event_bus
-from shared.execute import execute_job, hand_back, refuse_job
-from shared.retry import Retry
-from shared.run import Run, Settled
-from shared.schema import t
+from shared.events.bus import memory_event_bus
+from shared.execution.attempt import execute_job, hand_back, refuse_job
+from shared.execution.run import Run, Settled
+from shared.jobs.job import job
+from shared.jobs.retry import Retry
+from shared.jobs.schema import t
 from shared.signal import Signal
 from tests.unit.execute_kit import (
     attempt,

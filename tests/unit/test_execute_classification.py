@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from shared.definitions import job
 from shared.errors import (
     OperationTimeoutError,
     OverloadedError,
@@ -17,9 +16,10 @@ from shared.errors import (
     UltimateError,
     register_error_retry,
 )
-from shared.execute_settle import decide_failure, last_error_text
-from shared.retry import Retry
-from shared.run import Run
+from shared.execution.run import Run
+from shared.execution.settle import decide_failure, last_error_text
+from shared.jobs.job import job
+from shared.jobs.retry import Retry
 from tests.unit.execute_kit import attempt, counts, enqueue, frozen_driver, records, row
 
 register_error_retry({"X_TEST_FATAL": "terminal"})

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from shared.definitions import job
 from shared.drivers.base import ClaimOptions
 from shared.errors import JobAbortedError, LeaseLostError, UltimateError
-from shared.execute import execute_job
-from shared.retry import Retry
-from shared.run import Run, Settled
+from shared.execution.attempt import execute_job
+from shared.execution.run import Run, Settled
+from shared.jobs.job import job
+from shared.jobs.retry import Retry
 from shared.signal import Signal
 from tests.unit.execute_kit import attempt, claim, enqueue, frozen_driver, last_error, records, row
 

@@ -8,15 +8,15 @@ from typing import Any
 import pytest
 
 from shared.context import current_actor
-from shared.definitions import job
 from shared.drivers.base import LEASE_LAPSED_FINAL_ATTEMPT, ClaimOptions, EnqueueRequest
 from shared.errors import JobDrainedError
-from shared.execute import announce_exhausted, execute_job
-from shared.on_settled import ON_SETTLED_ATTEMPTS
-from shared.registry import Registry
-from shared.retry import Retry
-from shared.run import Run, Settled
-from shared.schema import t
+from shared.execution.attempt import announce_exhausted, execute_job
+from shared.execution.on_settled import ON_SETTLED_ATTEMPTS
+from shared.execution.run import Run, Settled
+from shared.jobs.job import job
+from shared.jobs.registry import Registry
+from shared.jobs.retry import Retry
+from shared.jobs.schema import t
 from shared.signal import Signal
 from tests.unit.execute_kit import (
     attempt,

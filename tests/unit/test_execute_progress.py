@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from shared.definitions import job
 from shared.drivers.base import PROGRESS_INTERVAL_MS
 from shared.errors import InvariantError
-from shared.progress import ProgressReporter
-from shared.run import Run
+from shared.execution.progress import ProgressReporter
+from shared.execution.run import Run
+from shared.jobs.job import job
 from tests.unit.execute_kit import attempt, claim, enqueue, frozen_driver, row
 
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from shared.drivers.records import ClaimedJob, ClaimRef
-from shared.frozen_init import slot_init
-from shared.outcome import JobExecution
+from shared.execution.frozen_init import slot_init
+from shared.execution.outcome import JobExecution
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from shared import KeyedConcurrency, Retry, Run, job, t, task
-from shared.definitions import DEFAULT_EVENT_POLL_MS, JobHandle
 from shared.errors import (
     IdempotencyRequiredError,
     JobDeclarationInvalidError,
     JobDuplicateError,
     JobTenantRequiredError,
 )
+from shared.jobs.job import DEFAULT_EVENT_POLL_MS, JobHandle
 
 
 async def body(run: Run[Any]) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 from shared.ids import derived_id
-from shared.tasks import occurrence_ids
+from shared.jobs.task import occurrence_ids
 from tests.scheduler_support import HOUR, T0, tick_job, ticking_task
 
 

@@ -11,11 +11,13 @@ import pytest
 
 from shared.clock import FrozenClock
 from shared.context import bind_transaction
-from shared.definitions import job
 from shared.drivers.base import JobFilter
-from shared.drivers.memory import memory_driver
+from shared.drivers.memory.driver import memory_driver
 from shared.errors import ConfigInvalidError, InvariantError
-from shared.facade import set_jobs_facade
+from shared.execution.run import Run
+from shared.jobs.enqueue_target import set_jobs_facade
+from shared.jobs.job import job
+from shared.jobs.schema import t
 from shared.lifecycle import Lifecycle
 from shared.outbox import (
     memory_outbox_store,
@@ -23,8 +25,6 @@ from shared.outbox import (
     outbox_purge_target,
     outbox_relay,
 )
-from shared.run import Run
-from shared.schema import t
 
 T0 = 1_700_000_000_000
 LEASE = 30_000

@@ -7,7 +7,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from shared import sql
+import shared.drivers.postgres.sql as sql
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from shared import define_api, job, task
-from shared.definitions import JobHandle
 from shared.errors import InvariantError, JobDuplicateError
-from shared.registry import registry
-from shared.tasks import TaskHandle
+from shared.jobs.job import JobHandle
+from shared.jobs.registry import registry
+from shared.jobs.task import TaskHandle
 
 
 def declared_in(module: str, fn_name: str, **options: Any) -> JobHandle[Any]:

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared.errors import InvariantError, RateLimitedError, UltimateError, register_error_retry
-from shared.retry import (
+from shared.jobs.retry import (
     STATED_SPREAD_CAP_MS,
     STATED_SPREAD_RATIO,
     Retry,

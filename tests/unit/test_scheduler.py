@@ -16,12 +16,12 @@ import pytest
 
 from shared.clock import FrozenClock
 from shared.drivers.base import EnqueueRequest, JobDriver
-from shared.drivers.memory import MemoryDriver, memory_driver
-from shared.leader import always_leader
-from shared.registry import define_api
-from shared.scheduler import PAUSE_RECHECK_MS, JobScheduler, job_scheduler
-from shared.scheduler_state import MemorySchedulerState, memory_scheduler_state
-from shared.tasks import CatchUp, TaskHandle
+from shared.drivers.memory.driver import MemoryDriver, memory_driver
+from shared.jobs.registry import define_api
+from shared.jobs.task import CatchUp, TaskHandle
+from shared.scheduler.job_scheduler import PAUSE_RECHECK_MS, JobScheduler, job_scheduler
+from shared.scheduler.leader import always_leader
+from shared.scheduler.state import MemorySchedulerState, memory_scheduler_state
 from tests.scheduler_support import (
     HOUR,
     T0,

@@ -9,11 +9,11 @@ from collections.abc import Sequence
 import pytest
 
 from shared.drivers.base import EnqueueRequest, JobDriver
-from shared.drivers.memory import MemoryDriver, memory_driver
-from shared.leader import AlwaysLeader
+from shared.drivers.memory.driver import MemoryDriver, memory_driver
 from shared.lifecycle import Lifecycle
-from shared.scheduler import Fired, job_scheduler
-from shared.scheduler_state import MemorySchedulerState, memory_scheduler_state
+from shared.scheduler.job_scheduler import Fired, job_scheduler
+from shared.scheduler.leader import AlwaysLeader
+from shared.scheduler.state import MemorySchedulerState, memory_scheduler_state
 from tests.scheduler_support import queued_occurrences, tick_job, ticking_task
 
 

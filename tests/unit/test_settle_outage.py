@@ -1,4 +1,4 @@
-"""When the store is away (``shared.execute_outage``): a settle sent again until it lands, but
+"""When the store is away (``shared.execution.outage``): a settle sent again until it lands, but
 never past the lease the worker holds; an attempt the outage failed handed back uncounted, a
 few times per row at most. The memory driver with a store that goes away (the outside world)
 and a frozen clock."""
@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from shared import execute_outage
+import shared.execution.outage as execute_outage
 from shared.clock import FrozenClock
 from shared.drivers.base import ClaimRef, NackOptions, StepRecord
-from shared.drivers.memory import MemoryDriver
+from shared.drivers.memory.driver import MemoryDriver
 from shared.errors import DriverUnreachableError
-from shared.execute import execute_job
-from shared.execute_outage import MAX_UNREACHABLE_RETURNS
-from shared.run import Run
+from shared.execution.attempt import execute_job
+from shared.execution.outage import MAX_UNREACHABLE_RETURNS
+from shared.execution.run import Run
 from tests.unit.execute_kit import T0, claim, records, row
 from tests.unit.worker_kit import Gate, declare, enqueue, make_worker, settled
 

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 BODY = """
 from typing import Any, assert_type
-from shared.run import Run
+from shared.execution.run import Run
 from shared.signal import Signal
 
 async def fetch(n: int) -> dict[str, int]:

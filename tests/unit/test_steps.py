@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from shared.definitions import job
 from shared.drivers.base import ClaimedJob, NackOptions
-from shared.drivers.memory import MemoryDriver
+from shared.drivers.memory.driver import MemoryDriver
 from shared.errors import (
     InvariantError,
     JobAbortedError,
@@ -21,8 +20,9 @@ from shared.errors import (
     StepDuplicateError,
     StepOutputInvalidError,
 )
+from shared.execution.steps import Step, StepSuspension
+from shared.jobs.job import job
 from shared.signal import Signal
-from shared.steps import Step, StepSuspension
 from tests.unit.execute_kit import claim, enqueue, frozen_driver
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from shared.drivers.base import ClaimedJob, StepRecord
-from shared.drivers.memory import MemoryDriver
+from shared.drivers.memory.driver import MemoryDriver
 from shared.errors import JobAbortedError, JobDrainedError, JobTimeoutError, LeaseLostError
+from shared.execution.steps import Step
 from shared.signal import Signal
-from shared.steps import Step
 from tests.unit.execute_kit import claim, enqueue, frozen_driver
 from tests.unit.test_steps import stepper
 

@@ -7,13 +7,13 @@ from typing import Any
 import pytest
 
 from shared.clock import FrozenClock
-from shared.definitions import job
 from shared.drivers.base import ClaimedJob
-from shared.drivers.memory import MemoryDriver
+from shared.drivers.memory.driver import MemoryDriver
 from shared.errors import InvariantError, JobTimeoutError
-from shared.events import MemoryEventBus, memory_event_bus
+from shared.events.bus import MemoryEventBus, memory_event_bus
+from shared.execution.steps import WAIT_START_SUFFIX, Step, StepSuspension
+from shared.jobs.job import job
 from shared.signal import Signal
-from shared.steps import WAIT_START_SUFFIX, Step, StepSuspension
 from tests.unit.execute_kit import T0, claim, enqueue, frozen_driver
 
 

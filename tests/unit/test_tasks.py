@@ -11,7 +11,6 @@ import pytest
 
 from shared import Run, job, t, task
 from shared.clock import FrozenClock
-from shared.definitions import JobHandle
 from shared.errors import (
     DriverUnavailableError,
     InputInvalidError,
@@ -19,7 +18,8 @@ from shared.errors import (
     JobDuplicateError,
     TaskDeclarationInvalidError,
 )
-from shared.tasks import DEFAULT_MAX_CATCH_UP, TaskHandle
+from shared.jobs.job import JobHandle
+from shared.jobs.task import DEFAULT_MAX_CATCH_UP, TaskHandle
 from tests.unit.conftest import RecordingFacade
 
 

@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
+import shared.drivers.postgres.driver as pg_driver
 from shared.clock import FrozenClock
-from shared.drivers import postgres as pg_driver
 from shared.drivers.base import EnqueueRequest, JobDriver, JobIntrospection
-from shared.drivers.memory import memory_driver
+from shared.drivers.memory.driver import memory_driver
 from shared.errors import ConfigInvalidError
-from shared.local_wake import listener_count, on_enqueued, signal_enqueued
-from shared.wake import PROBE_PREFIX, ChannelWake, redis_wake
-from shared.wake_announce import RedisAnnouncer, SlotThrottle, announcing, redis_announcer
-from shared.wake_protocol import (
+from shared.wake.announce import RedisAnnouncer, SlotThrottle, announcing, redis_announcer
+from shared.wake.listener import PROBE_PREFIX, ChannelWake, redis_wake
+from shared.wake.local import listener_count, on_enqueued, signal_enqueued
+from shared.wake.protocol import (
     IDLE_POLL_CEILING_MS,
     REDIS_WAKE_SLOT_MS,
     WAKE_DUE_WITHIN_MS,
@@ -123,7 +123,7 @@ def test_a_wake_needs_a_channel() -> None:
 
 
 def test_the_probe_prefix_can_never_be_a_queue_name() -> None:
-    from shared.definitions import NAME_PATTERN
+    from shared.jobs.job import NAME_PATTERN
 
     assert NAME_PATTERN.match(f"{PROBE_PREFIX}abc") is None
 

@@ -1,4 +1,4 @@
-"""Claim-ahead (``shared.worker_prefetch``): rows claimed beyond the free slots wait in the
+"""Claim-ahead (``shared.worker.claim_ahead``): rows claimed beyond the free slots wait in the
 worker and lose nothing — each runs once, and a row that goes back (the drain, a long wait, a
 final attempt) goes back uncounted."""
 
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-import shared.worker_prefetch as prefetch_module
-from shared.drivers.memory import memory_driver
+import shared.worker.claim_ahead as prefetch_module
+from shared.drivers.memory.driver import memory_driver
 from shared.errors import InvariantError
-from shared.run import Run
+from shared.execution.run import Run
 from tests.unit.worker_kit import Gate, declare, enqueue, make_worker, row, settled
 
 

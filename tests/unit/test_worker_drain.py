@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from shared.drivers.memory import MemoryDriver, memory_driver
+from shared.drivers.memory.driver import MemoryDriver, memory_driver
 from shared.errors import JobDrainedError, error_code_of
+from shared.execution.run import Run
 from shared.lifecycle import Lifecycle
-from shared.run import Run
-from shared.worker import JobWorker
-from shared.worker_stats import WorkerState
+from shared.worker.job_worker import JobWorker
+from shared.worker.stats import WorkerState
 from tests.unit.worker_kit import Gate, declare, enqueue, make_worker, records, row, settled
 
 

@@ -12,9 +12,9 @@ import pytest
 from shared.clock import FrozenClock
 from shared.drivers.base import ClaimOptions
 from shared.errors import error_code_of
-from shared.run import Run, Settled
-from shared.worker import JobWorker
-from shared.worker_concurrency import job_cap_key
+from shared.execution.run import Run, Settled
+from shared.worker.concurrency import job_cap_key
+from shared.worker.job_worker import JobWorker
 from tests.unit.worker_kit import (
     T0,
     ControlledDriver,

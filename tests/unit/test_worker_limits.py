@@ -10,19 +10,19 @@ import pytest
 
 from shared.clock import Clock, FrozenClock
 from shared.drivers.base import ClaimedJob, ClaimOptions, EnqueueRequest, LeaseStore
-from shared.drivers.memory import MemoryDriver
-from shared.drivers.memory_leases import MemoryLeaseStore
+from shared.drivers.memory.driver import MemoryDriver
+from shared.drivers.memory.leases import MemoryLeaseStore
 from shared.errors import ConcurrencyUnenforceableError
-from shared.execute_settle import HAND_BACK_DELAY_MS
-from shared.limits import LimitConfig
-from shared.run import Run, Settled
-from shared.worker_concurrency import (
+from shared.execution.run import Run, Settled
+from shared.execution.settle import HAND_BACK_DELAY_MS
+from shared.worker.concurrency import (
     job_cap_key,
     job_lease_key,
     lease_holder,
     own_earlier_claim,
     parse_holder,
 )
+from shared.worker.limits import LimitConfig
 from tests.unit.worker_kit import T0, Gate, declare, enqueue, frozen, make_worker, row, sample
 
 POLL = 250

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from shared.clock import SYSTEM_CLOCK
-from shared.drivers.memory import memory_driver
+from shared.drivers.memory.driver import memory_driver
 from shared.errors import InvariantError
-from shared.local_wake import signal_enqueued
-from shared.run import Run
-from shared.worker_loop import ClaimAsk
+from shared.execution.run import Run
+from shared.wake.local import signal_enqueued
+from shared.worker.claim_loop import ClaimAsk
 from tests.unit.worker_kit import (
     ControlledDriver,
     Gate,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from shared.drivers.memory import memory_driver
+from shared.drivers.memory.driver import memory_driver
 from shared.metrics import JobMetrics
 from tests.unit.worker_kit import Gate, declare, enqueue, make_worker, sample
 

@@ -13,15 +13,15 @@ from prometheus_client import CollectorRegistry
 
 from shared import job, t
 from shared.clock import Clock, FrozenClock
-from shared.definitions import JobHandle
 from shared.drivers.base import ClaimRef, HeartbeatResult, JobRow
-from shared.drivers.memory import MemoryDriver, memory_driver
+from shared.drivers.memory.driver import MemoryDriver, memory_driver
+from shared.execution.outcome import JobExecution
+from shared.execution.run import Run
+from shared.jobs.job import JobHandle
+from shared.jobs.registry import Registry
 from shared.lifecycle import Lifecycle
 from shared.metrics import JobMetrics
-from shared.outcome import JobExecution
-from shared.registry import Registry
-from shared.run import Run
-from shared.worker import JobWorker, job_worker
+from shared.worker.job_worker import JobWorker, job_worker
 
 T0 = 1_700_000_000_000
 

@@ -1,0 +1,112 @@
+"""The backfill ledger in memory: the twin of ``x_backfills``, one row per pass.
+
+A pass is keyed by ``(name, run_id)``: a retry of the same run adopts its row (keeping
+``started_at``, because that is when the pass began), and a forced rerun is a new job run and
+therefore a new row — reruns are history, never an edit of the row they rerun.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import replace
+from typing import Any
+
+from shared.clock import Clock
+from shared.drivers.base import BackfillRow, BackfillStatus
+from shared.drivers.memory.state import json_copy
+from shared.errors import InvariantError
+
+JSONValue = Any
+_STATUSES: frozenset[str] = frozenset({"running", "completed", "failed"})
+
+
+class MemoryBackfillLedger:
+    """``BackfillLedger`` over a dict of (name, run id) -> row, in insertion order."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._rows: dict[tuple[str, str], BackfillRow] = {}
+        self._order: dict[tuple[str, str], int] = {}
+
+    async def begin(
+        self, name: str, run_id: str, checksum: str, app_version: str | None
+    ) -> BackfillRow:
+        if not name or not run_id:
+            raise InvariantError("a backfill ledger row needs a name and a run id")
+        key = (name, run_id)
+        existing = self._rows.get(key)
+        if existing is not None:
+            adopted = replace(
+                existing,
+                checksum=checksum,
+                app_version=app_version,
+                status="running",
+                completed_at_ms=None,
+                error=None,
+            )
+            self._rows[key] = adopted
+            return adopted
+        row = BackfillRow(
+            name=name,
+            run_id=run_id,
+            checksum=checksum,
+            status="running",
+            app_version=app_version,
+            rows_processed=0,
+            last_cursor=None,
+            started_at_ms=self._clock.now_ms(),
+        )
+        self._rows[key] = row
+        self._order[key] = len(self._order)
+        return row
+
+    async def progress(self, name: str, run_id: str, rows: int, cursor: JSONValue) -> None:
+        """Record the pass's running total of rows and its cursor (absolute, never +=).
+
+        A pass never begun has no row and this changes nothing: the ledger is a report, and a
+        pass runs with or without one.
+        """
+        row = self._rows.get((name, run_id))
+        if row is None:
+            return
+        self._rows[(name, run_id)] = replace(
+            row, rows_processed=rows, last_cursor=json_copy(cursor)
+        )
+
+    async def finish(
+        self, name: str, run_id: str, status: BackfillStatus, error: str | None = None
+    ) -> None:
+        if status not in _STATUSES:
+            raise InvariantError(f"unknown backfill status {status!r}", meta={"status": status})
+        row = self._rows.get((name, run_id))
+        if row is None:
+            return
+        self._rows[(name, run_id)] = replace(
+            row,
+            status=status,
+            error=error,
+            completed_at_ms=self._clock.now_ms() if status == "completed" else None,
+        )
+
+    async def list(
+        self, *, name: str | None = None, status: BackfillStatus | None = None, limit: int = 100
+    ) -> builtins.list[BackfillRow]:
+        """Newest pass first (started_at, then the order the passes began)."""
+        if isinstance(limit, bool) or limit < 1:
+            raise InvariantError("limit must be 1 or more", meta={"limit": limit})
+        rows = [
+            r
+            for r in self._rows.values()
+            if (name is None or r.name == name) and (status is None or r.status == status)
+        ]
+        rows.sort(key=lambda r: (r.started_at_ms, self._order[(r.name, r.run_id)]), reverse=True)
+        return rows[:limit]
+
+    async def latest_completed(self, name: str) -> BackfillRow | None:
+        """The pass of ``name`` that completed last — what makes a plain re-enqueue a no-op."""
+        done = [r for r in self._rows.values() if r.name == name and r.status == "completed"]
+        return max(
+            done,
+            key=lambda r: (r.completed_at_ms or 0, self._order[(r.name, r.run_id)]),
+            default=None,
+        )

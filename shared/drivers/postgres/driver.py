@@ -1,0 +1,329 @@
+"""The Postgres driver: the queue in ``x_jobs``, every statement a named file in ``sql/queries``.
+
+Time: every time-sensitive statement takes ``now`` from the driver's ``clock`` as a parameter
+(epoch ms), so a test on a ``FrozenClock`` moves the real database's notion of "due" and
+"lapsed" without sleeping. Only the event bus reads the database clock.
+
+JSON crosses as text (see ``postgres_rows``), so the caller's pool needs no codec setup; the
+driver never closes that pool (``close()`` only waits for settles in flight).
+
+Throughput: a claim takes up to ``limit`` rows in one statement; acks that arrive while one is
+in flight are sent together (``postgres_batch``); ``enqueue_many`` is one statement for N jobs;
+the hot statements — every core operation but ``stats`` — run on a few held connections
+(``postgres_conns``), which also turn a connection-class failure into ``X_DRIVER_UNREACHABLE``
+and never reuse a connection that saw one. Build the pool with
+``postgres_pool()`` (no reset round trip per release, generic plans) for the figures in
+sql/README.md; any asyncpg pool works. Enqueue lives in ``postgres_enqueue``; a statement
+Postgres picks as a deadlock victim is sent again (``postgres_retry``).
+The optional capabilities live beside this file: ``postgres_introspect`` (the operator
+surface), ``postgres_leases`` (fleet slots), ``postgres_workers`` (the registry) and
+``postgres_backfills`` (the ledger).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+import asyncpg
+
+from shared.clock import SYSTEM_CLOCK, Clock
+from shared.drivers.base import (
+    ALL_STATES,
+    COUNTER_TIERS,
+    ClaimedJob,
+    ClaimOptions,
+    ClaimRef,
+    DriverStats,
+    Enqueued,
+    EnqueueRequest,
+    HeartbeatResult,
+    NackOptions,
+    QueueStats,
+    StepRecord,
+    nack_counter,
+    nack_state,
+)
+from shared.drivers.postgres.backfills import PostgresBackfillLedger
+from shared.drivers.postgres.deadlock_retry import retry_deadlock
+from shared.drivers.postgres.enqueue import (
+    WAKE_CHANNEL,
+    WAKE_DUE_WITHIN_MS,
+    WAKE_SLOT_MS,
+    PostgresEnqueuer,
+    wake_slot,
+)
+from shared.drivers.postgres.held_connections import HeldConnections
+from shared.drivers.postgres.introspect import PostgresIntrospection
+from shared.drivers.postgres.leases import PostgresLeaseStore
+from shared.drivers.postgres.progress import ProgressThrottle
+from shared.drivers.postgres.rows import claimed_job, dumps, exhausted_job, step_record
+from shared.drivers.postgres.settle_batch import SettleBatcher
+from shared.drivers.postgres.sql import query
+from shared.drivers.postgres.workers import PostgresWorkerRegistry
+from shared.errors import ClaimQueuesEmptyError, InvariantError
+from shared.execution.frozen_init import slot_init
+
+if TYPE_CHECKING:
+    Pool = asyncpg.Pool[Any]
+JSONValue = Any
+
+_CLAIM = query("claim")
+_ACK = query("ack")
+_NACK = query("nack")
+_HEARTBEAT = query("heartbeat")
+_SAVE_STEP = query("save_step")
+_LOAD_STEPS = query("load_steps")
+_STATS = query("stats")
+_PAUSED = query("paused")
+_SCALER_DEPTH = query("scaler_depth")
+
+# Which named statements each JobDriver operation runs (tests/integration prove the map).
+OPERATION_QUERIES: dict[str, tuple[str, ...]] = {
+    "enqueue": ("enqueue",),
+    "enqueue_many": ("enqueue_many_copy", "enqueue_wake", "enqueue_many"),
+    "claim": ("claim",),
+    "ack": ("ack",),
+    "nack": ("nack",),
+    "heartbeat": ("heartbeat",),
+    "load_steps": ("load_steps",),
+    "save_step": ("save_step",),
+    "stats": ("stats", "paused"),
+}
+
+
+def counter_bucket(now_ms: int) -> tuple[int, int]:
+    """``(width, start)`` of the 1-minute bucket a settle at ``now_ms`` counts in."""
+    width = COUNTER_TIERS[0][0]
+    return width, now_ms - now_ms % width
+
+
+@slot_init  # one per ack: see shared.execution.frozen_init
+@dataclass(frozen=True, slots=True)
+class _Ack:
+    id: str
+    worker_id: str
+    claim: int
+    duration_ms: int | None
+    progress: str | None
+
+
+class PostgresDriver:
+    """``JobDriver`` over an asyncpg pool. Build it with ``postgres_driver(pool)``."""
+
+    name = "postgres"
+
+    def __init__(self, pool: Pool, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.pool = pool
+        self.clock = clock
+        self.progress = ProgressThrottle(clock)
+        self._acks: SettleBatcher[_Ack] = SettleBatcher(self._flush_acks)
+        self._conns = HeldConnections(pool)
+        self._enqueuer = PostgresEnqueuer(self._conns, clock)
+        self._introspect = PostgresIntrospection(pool, clock, self.progress)
+        self._leases = PostgresLeaseStore(pool, clock)
+        self._workers = PostgresWorkerRegistry(pool, clock)
+        self._backfills = PostgresBackfillLedger(pool, clock)
+
+    # -- capabilities ------------------------------------------------------------------------
+    @property
+    def introspect(self) -> PostgresIntrospection:
+        return self._introspect
+
+    @property
+    def leases(self) -> PostgresLeaseStore:
+        return self._leases
+
+    @property
+    def workers(self) -> PostgresWorkerRegistry:
+        return self._workers
+
+    @property
+    def backfills(self) -> PostgresBackfillLedger:
+        return self._backfills
+
+    # -- enqueue -----------------------------------------------------------------------------
+    async def enqueue(self, request: EnqueueRequest) -> Enqueued:
+        return await self._enqueuer.enqueue(request)
+
+    async def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[Enqueued]:
+        """One statement for N jobs, each still deduped by its id and live key."""
+        return await self._enqueuer.enqueue_many(requests)
+
+    # -- claim -------------------------------------------------------------------------------
+    async def claim(self, options: ClaimOptions) -> list[ClaimedJob]:
+        if not options.queues:
+            raise ClaimQueuesEmptyError("claim needs at least one queue")
+        if options.limit < 1 or options.visibility_ms < 1:
+            raise InvariantError(
+                "claim limit and visibility_ms must be at least 1",
+                meta={"limit": options.limit, "visibility_ms": options.visibility_ms},
+            )
+        now = self.clock.now_ms()
+        width, start = counter_bucket(now)
+        rows = await retry_deadlock(
+            self._fetch,
+            _CLAIM,
+            list(dict.fromkeys(options.queues)),
+            options.limit,
+            options.worker_id,
+            now,
+            options.visibility_ms,
+            sorted(options.drop_exhausted),
+            width,
+            start,
+        )
+        claimed = [claimed_job(r) for r in rows if r["kind"] == "claimed"]
+        buried = [exhausted_job(r) for r in rows if r["kind"] == "buried"]
+        if buried and options.on_exhausted is not None:
+            await options.on_exhausted(buried)
+        return claimed
+
+    # -- settle ------------------------------------------------------------------------------
+    async def ack(self, job_id: str, ref: ClaimRef, *, duration_ms: int | None = None) -> bool:
+        progress = self.progress.settle(job_id)
+        item = _Ack(job_id, ref.worker_id, ref.claim, duration_ms, progress)
+        return await self._acks.submit(item)
+
+    async def _flush_acks(self, items: Sequence[_Ack]) -> set[_Ack]:
+        now = self.clock.now_ms()
+        width, start = counter_bucket(now)
+        # {id: {claim: {worker id: [duration, progress]}}}: each row looks its own fence up
+        # (sql/queries/ack.sql); two acks of one id under different claims both fit.
+        batch: dict[str, dict[str, dict[str, list[Any]]]] = {}
+        for i in items:
+            fences = batch.setdefault(i.id, {}).setdefault(str(i.claim), {})
+            fences[i.worker_id] = [i.duration_ms, i.progress]
+        rows = await retry_deadlock(
+            self._fetch, _ACK, list(batch), dumps(batch), now, width, start, "running"
+        )
+        # Keyed by the whole fence: of two acks of one id in a batch, only the claim that
+        # matched the row landed.
+        landed = {(r["id"], r["claimed_by"], r["claim"]) for r in rows}
+        return {i for i in items if (i.id, i.worker_id, i.claim) in landed}
+
+    async def nack(self, job_id: str, ref: ClaimRef, options: NackOptions) -> bool:
+        progress = self.progress.settle(job_id)
+        now = self.clock.now_ms()
+        width, start = counter_bucket(now)
+        settled = await retry_deadlock(
+            self._fetchval,
+            _NACK,
+            job_id,
+            ref.worker_id,
+            ref.claim,
+            nack_state(options),
+            options.count,
+            options.error,
+            options.run_at_ms,
+            now,
+            nack_counter(options),
+            width,
+            start,
+            progress,
+            options.unreachable_cap,
+        )
+        return bool(settled)
+
+    async def heartbeat(self, job_id: str, ref: ClaimRef, visibility_ms: int) -> HeartbeatResult:
+        if visibility_ms < 1:
+            raise InvariantError("visibility_ms must be at least 1", meta={"value": visibility_ms})
+        result = await retry_deadlock(
+            self._fetchval,
+            _HEARTBEAT,
+            job_id,
+            ref.worker_id,
+            ref.claim,
+            self.clock.now_ms(),
+            visibility_ms,
+        )
+        if result != "renewed":
+            self.progress.forget(job_id)
+        return cast(HeartbeatResult, result)
+
+    # -- steps -------------------------------------------------------------------------------
+    async def load_steps(self, run_id: str) -> list[StepRecord]:
+        return [step_record(r) for r in await self._fetch(_LOAD_STEPS, run_id)]
+
+    async def save_step(
+        self,
+        job_id: str,
+        ref: ClaimRef,
+        run_id: str,
+        name: str,
+        output: JSONValue,
+        *,
+        started_at_ms: int,
+    ) -> bool:
+        row = await retry_deadlock(
+            self._fetchrow,
+            _SAVE_STEP,
+            job_id,
+            ref.worker_id,
+            ref.claim,
+            run_id,
+            name,
+            dumps(output),
+            started_at_ms,
+            self.clock.now_ms(),
+        )
+        return bool(row is not None and row["owned"])
+
+    # -- stats -------------------------------------------------------------------------------
+    async def stats(self) -> DriverStats:
+        now = self.clock.now_ms()
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch(_STATS, now)
+            paused = {r["name"] for r in await conn.fetch(_PAUSED, "queue")}
+        counts: dict[str, dict[str, int]] = {}
+        oldest: dict[str, int] = {}
+        for r in rows:
+            per = counts.setdefault(r["queue"], dict.fromkeys(ALL_STATES, 0) | {"due": 0})
+            per[r["state"]] = int(r["n"])
+            per["due"] += int(r["due"])
+            if r["oldest_due_ms"] is not None:
+                current = oldest.get(r["queue"])
+                value = int(r["oldest_due_ms"])
+                oldest[r["queue"]] = value if current is None else min(current, value)
+        return DriverStats(
+            queues={
+                q: QueueStats(queue=q, oldest_due_run_at_ms=oldest.get(q), paused=q in paused, **c)
+                for q, c in counts.items()
+            }
+        )
+
+    async def scaler_depth(self, queues: Sequence[str]) -> int:
+        """The scaler's queue depth (``sql/queries/scaler_depth.sql``), on the database clock."""
+        return int(await self.pool.fetchval(_SCALER_DEPTH, list(queues)))
+
+    async def close(self) -> None:
+        """Wait for settles in flight and hand the held connections back. The pool is the
+        caller's and stays open."""
+        await self._acks.join()
+        await self._conns.close()
+
+    # -- the hot statements run on held connections (postgres_conns) ---------------------------
+    async def _fetch(self, sql: str, *args: Any) -> list[Any]:
+        return await self._conns.run(lambda conn: conn.fetch(sql, *args))
+
+    async def _fetchval(self, sql: str, *args: Any) -> Any:
+        return await self._conns.run(lambda conn: conn.fetchval(sql, *args))
+
+    async def _fetchrow(self, sql: str, *args: Any) -> Any:
+        return await self._conns.run(lambda conn: conn.fetchrow(sql, *args))
+
+
+def postgres_driver(pool: Pool, *, clock: Clock = SYSTEM_CLOCK) -> PostgresDriver:
+    """The Postgres driver over ``pool`` (asyncpg). Run ``ujobs db migrate`` first."""
+    return PostgresDriver(pool, clock=clock)
+
+
+__all__ = [
+    "WAKE_CHANNEL",
+    "WAKE_DUE_WITHIN_MS",
+    "WAKE_SLOT_MS",
+    "PostgresDriver",
+    "postgres_driver",
+    "wake_slot",
+]

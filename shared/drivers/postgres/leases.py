@@ -1,0 +1,77 @@
+"""Fleet leases in ``x_job_leases``: at most ``limit`` live holders per key, one row per slot.
+
+``job.concurrency`` is enforced here (keys ``job:<name>`` and ``job-key:<name>:<key>``). A
+slot is a row with an expiry, renewed by the worker's heartbeat and reclaimed by the next
+acquirer once its TTL lapses, so a SIGKILLed holder needs no cleanup. Times come from the
+driver's clock.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+
+from shared.clock import Clock
+from shared.drivers.postgres.sql import query
+from shared.errors import InvariantError
+
+if TYPE_CHECKING:
+    Pool = asyncpg.Pool[Any]
+
+_ACQUIRE = query("lease_acquire")
+_RENEW = query("lease_renew")
+_RELEASE = query("lease_release")
+_HOLDERS = query("lease_holders")
+
+ACQUIRE_RACES = 5
+
+OPERATION_QUERIES: dict[str, tuple[str, ...]] = {
+    "acquire": ("lease_acquire",),
+    "renew": ("lease_renew",),
+    "release": ("lease_release",),
+    "holders": ("lease_holders",),
+}
+
+
+def job_lease_key(name: str, key: str | None = None) -> str:
+    """``job:<name>`` for a job's plain cap, ``job-key:<name>:<key>`` for a keyed one."""
+    return f"job:{name}" if key is None else f"job-key:{name}:{key}"
+
+
+class PostgresLeaseStore:
+    """``LeaseStore`` for the Postgres driver (``driver.leases``)."""
+
+    def __init__(self, pool: Pool, clock: Clock) -> None:
+        self._pool = pool
+        self._clock = clock
+
+    async def acquire(self, key: str, holder: str, limit: int, ttl_ms: int) -> bool:
+        if limit < 1 or ttl_ms < 1:
+            raise InvariantError(
+                "a lease needs a limit and a ttl of at least 1",
+                meta={"key": key, "limit": limit, "ttl_ms": ttl_ms},
+            )
+        for _ in range(ACQUIRE_RACES):
+            row = await self._pool.fetchrow(
+                _ACQUIRE, key, holder, limit, self._clock.now_ms(), ttl_ms
+            )
+            assert row is not None
+            if row["held"]:
+                return True
+            if not row["tried"]:
+                return False
+            # Lost a race for a free slot to a concurrent acquirer: look again.
+        return False
+
+    async def renew(self, key: str, holder: str, ttl_ms: int) -> bool:
+        slot = await self._pool.fetchval(_RENEW, key, holder, self._clock.now_ms(), ttl_ms)
+        return slot is not None
+
+    async def release(self, key: str, holder: str) -> None:
+        await self._pool.execute(_RELEASE, key, holder)
+
+    async def holders(self, key: str) -> builtins.list[str]:
+        rows = await self._pool.fetch(_HOLDERS, key, self._clock.now_ms())
+        return [r["holder"] for r in rows]

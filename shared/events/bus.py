@@ -1,0 +1,229 @@
+"""The event bus ``step.wait_for_event`` listens on, and ``publish_event()``.
+
+The bus has ONE clock: a stored bus stamps ``published_at`` and the expiry with the database's
+``now()`` and ``bus.now()`` answers that same clock, so a worker whose clock runs ahead of the
+database still matches an event published after it asked. An event stays matchable until it
+expires, so tests reset the bus between them (``reset_event_bus()``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, runtime_checkable
+
+import orjson
+
+from shared.clock import SYSTEM_CLOCK, Clock
+from shared.errors import InputInvalidError, InvariantError
+from shared.ids import new_id
+
+JSONValue = Any
+Match = Mapping[str, Any] | Callable[[Any], bool]
+
+DEFAULT_EVENT_TTL_MS = 7 * 86_400_000
+EVENTS_PURGE_TARGET = "x_job_events"
+MAX_EVENT_NAME_LENGTH = 200
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    id: str
+    name: str
+    payload: JSONValue
+    published_at_ms: int
+    expires_at_ms: int
+
+
+def matches(match: Match | None, payload: JSONValue) -> bool:
+    """``match`` as a dict is a subset test on the payload (nested dicts too); as a function,
+    its answer. None matches every payload."""
+    if match is None:
+        return True
+    if callable(match):
+        return bool(match(payload))
+    return _contains(payload, match)
+
+
+def _contains(payload: Any, expected: Any) -> bool:
+    if isinstance(expected, Mapping):
+        if not isinstance(payload, Mapping):
+            return False
+        return all(k in payload and _contains(payload[k], v) for k, v in expected.items())
+    return bool(payload == expected)
+
+
+@runtime_checkable
+class EventBus(Protocol):
+    async def publish(
+        self, name: str, payload: JSONValue, *, ttl_ms: int | None = None
+    ) -> EventRecord:
+        """Store an event, stamped by the bus clock, matchable until it expires."""
+        ...
+
+    async def find(
+        self, name: str, *, since_ms: int, match: Match | None = None
+    ) -> EventRecord | None:
+        """The earliest live event ``name`` published at or after ``since_ms`` that matches."""
+        ...
+
+    async def now(self) -> int:
+        """The bus clock, epoch ms: the only clock a wait's start and timeout are read from."""
+        ...
+
+    async def purge_expired(self) -> int:
+        """Delete expired events; answers how many rows were removed."""
+        ...
+
+
+# --- the memory bus and the process's installed bus ---------------------------------------
+
+
+class MemoryEventBus:
+    """Events in one process's heap, stamped by ``clock`` — the bus's one clock.
+
+    ``x dev`` and tests use it; a fleet uses the Postgres bus (``shared.events.bus_postgres``),
+    whose clock is the database's. Payloads are stored as JSON (an equal, independent copy),
+    so a publisher mutating its dict afterwards cannot change what a wait receives.
+    """
+
+    def __init__(self, *, clock: Clock = SYSTEM_CLOCK, ttl_ms: int = DEFAULT_EVENT_TTL_MS) -> None:
+        if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms < 1:
+            raise InvariantError("an event bus ttl_ms must be a whole number of at least 1")
+        self.clock = clock
+        self.ttl_ms = ttl_ms
+        self._events: list[EventRecord] = []
+
+    async def publish(
+        self, name: str, payload: JSONValue, *, ttl_ms: int | None = None
+    ) -> EventRecord:
+        validate_event_name(name)
+        stored = json_payload(name, payload)
+        ttl = self.ttl_ms if ttl_ms is None else ttl_ms
+        if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 1:
+            raise InvariantError("an event's ttl_ms must be a whole number of at least 1")
+        now = self.clock.now_ms()
+        record = EventRecord(
+            id=new_id(),
+            name=name,
+            payload=stored,
+            published_at_ms=now,
+            expires_at_ms=now + ttl,
+        )
+        self._events.append(record)
+        return _copy(record)
+
+    async def find(
+        self, name: str, *, since_ms: int, match: Match | None = None
+    ) -> EventRecord | None:
+        now = self.clock.now_ms()
+        # Publish order is stamp order on one clock; ties keep the order they were published.
+        for record in self._events:
+            if record.name != name or record.published_at_ms < since_ms:
+                continue
+            if record.expires_at_ms <= now:
+                continue
+            candidate = _copy(record)
+            if matches(match, candidate.payload):
+                return candidate
+        return None
+
+    async def now(self) -> int:
+        return self.clock.now_ms()
+
+    async def purge_expired(self) -> int:
+        now = self.clock.now_ms()
+        kept = [r for r in self._events if r.expires_at_ms > now]
+        removed = len(self._events) - len(kept)
+        self._events = kept
+        return removed
+
+    def __repr__(self) -> str:
+        return f"MemoryEventBus(events={len(self._events)}, clock={self.clock!r})"
+
+
+def memory_event_bus(
+    *, clock: Clock = SYSTEM_CLOCK, ttl_ms: int = DEFAULT_EVENT_TTL_MS
+) -> MemoryEventBus:
+    """A fresh in-process bus whose clock is ``clock``."""
+    return MemoryEventBus(clock=clock, ttl_ms=ttl_ms)
+
+
+def validate_event_name(name: Any) -> str:
+    if not isinstance(name, str) or not name or len(name) > MAX_EVENT_NAME_LENGTH:
+        raise InvariantError(
+            f"an event name must be a non-empty string of at most {MAX_EVENT_NAME_LENGTH} "
+            f"characters, got {name!r}",
+        )
+    return name
+
+
+def json_payload(name: str, payload: JSONValue) -> JSONValue:
+    """The payload as it will be stored; one JSON cannot carry is refused, never altered."""
+    try:
+        return orjson.loads(orjson.dumps(payload))
+    except TypeError as exc:
+        raise InputInvalidError(
+            f"event {name!r}: the payload is not JSON ({exc}); publish dicts, lists, strings, "
+            "numbers, booleans and None",
+            meta={"event": name},
+        ) from None
+
+
+def _copy(record: EventRecord) -> EventRecord:
+    return replace(record, payload=orjson.loads(orjson.dumps(record.payload)))
+
+
+_installed: EventBus | None = None
+_default: MemoryEventBus | None = None
+
+
+def set_event_bus(bus: EventBus | None) -> None:
+    """Install the process's bus (the Postgres one in a fleet); None goes back to the default."""
+    global _installed
+    if bus is not None and not isinstance(bus, EventBus):
+        raise InvariantError("set_event_bus needs an EventBus (publish, find, now, purge_expired)")
+    _installed = bus
+
+
+def event_bus() -> EventBus:
+    """The installed bus, else this process's memory bus (created on first use)."""
+    global _default
+    if _installed is not None:
+        return _installed
+    if _default is None:
+        _default = MemoryEventBus()
+    return _default
+
+
+def reset_event_bus() -> None:
+    """Test seam beside ``reset_job_driver()``: forget the installed bus and every event the
+    default one held, so an answer one test published cannot resume the next test's wait."""
+    global _installed, _default
+    _installed = None
+    _default = None
+
+
+async def publish_event(name: str, payload: JSONValue, *, ttl_ms: int | None = None) -> EventRecord:
+    """Publish on the process's bus; every ``step.wait_for_event`` on ``name`` may match it."""
+    return await event_bus().publish(name, payload, ttl_ms=ttl_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class EventsPurgeTarget:
+    """The bus as a ``purge()`` target: ``purge_expired`` deletes what expired on the BUS clock.
+
+    ``now_ms`` (the sweep's one reading) is accepted for the target shape and not used: an
+    event's expiry was stamped by the bus clock, so only that clock may decide it has passed.
+    """
+
+    bus: EventBus
+    name: str = EVENTS_PURGE_TARGET
+
+    async def purge_expired(self, now_ms: int | None = None) -> int:
+        return await self.bus.purge_expired()
+
+
+def events_purge_target(bus: EventBus) -> EventsPurgeTarget:
+    """``targets: lambda: [events_purge_target(event_bus())]`` in a ``purge()`` declaration."""
+    return EventsPurgeTarget(bus=bus)

@@ -1,0 +1,379 @@
+"""``execute_job``: ONE attempt of one claimed job, from the stored input to the settled row.
+
+How the worker loop drives it (the loop itself lives in ``shared.worker.job_worker``)::
+
+    for claimed in await driver.claim(ClaimOptions(queues, limit, worker_id, visibility_ms,
+                                                   on_exhausted=lambda rows: announce_exhausted(
+                                                       rows, jobs=registry(), context=ctx))):
+        handle = registry().job(claimed.name)
+        if handle is None:                      # a newer job, claimed by an older worker
+            await hand_back(claimed, driver=driver, reason="unknown-job")
+            continue
+        if key_busy and handle.concurrency.when_busy == "fail":
+            await refuse_job(claimed, driver=driver, handle=handle, context=ctx)
+            continue
+        attempt_signal = Signal()               # the worker aborts it: X_DRAINING on drain,
+        heartbeat = start_heartbeat(claimed, attempt_signal)  # X_JOB_LEASE_LOST when lost
+        execution = await execute_job(claimed, driver=driver, handle=handle, context=ctx,
+                                      signal=attempt_signal, before_settle=heartbeat.stop)
+        if execution.jobs_total: metrics.record_outcome(claimed.queue, execution.jobs_total)
+        if execution.resume_at_ms is due within a minute: arm a claim timer
+
+What one attempt does, in order:
+
+1. Parse the stored input under the job's schema and derive its tenant. A failure there fails
+   the attempt without running the body (``X_JOB_INPUT_UNPARSEABLE`` on the ordinary retry path;
+   its final dead-letter tells ``on_settled`` ``input=None``).
+2. Install the job's scope (``shared.execution.scope``): an actor whose ``org_id`` is the declared
+   tenant (none for ``tenant='none'``), and the row's ``traceparent``; build ``ctx``.
+3. Build the step runner (it reads the run's stored steps on the body's first step call, so a
+   body that never calls a step costs no round trip), the ``Run``, and start the body as a task.
+4. Wait for it, bounded by the job's ``timeout``. The deadline aborts ``run.signal`` with
+   ``X_JOB_TIMEOUT`` AND cancels the body's task, so the body stops at its next ``await``.
+5. Read the verdict (below), flush the last progress, refuse further step writes, await
+   ``before_settle`` (the worker stops its heartbeat there — the ack/nack is on the wire next),
+   and settle. Only a settle that landed tells ``on_settled``, and only for an ending.
+
+When the store is away (``shared.execution.outage``): a settle that fails with
+``X_DRIVER_UNREACHABLE`` is sent again while ``lease_left()`` says the row is still ours, and
+an attempt that failed with it (a step could not load or save) is ``interrupted`` — handed back
+uncounted, due now — unless the row was handed back that way ``MAX_UNREACHABLE_RETURNS``
+times already, in which case the nack is refused and the ordinary verdict is sent instead.
+
+The external ``signal`` (the worker's) composes with the deadline:
+
+* ``X_DRAINING`` (a drain) only SIGNALS: the body may finish (``completed``); if it unwinds
+  instead — with any error — the attempt is ``interrupted``: handed back uncounted, due now.
+* Any other reason (``X_JOB_LEASE_LOST`` from the heartbeat — a lapsed lease or a cancel — or
+  ``X_JOB_SLOT_LOST``) is treated like the deadline: the signal is aborted AND the body's task
+  cancelled, because the row is no longer ours and a body still running is a second copy. The
+  settle is still sent (the fence answers False if another claim owns the row:
+  ``jobs.settle.unowned``).
+
+A body that swallows the cancel or blocks is abandoned ``ABANDON_GRACE_MS`` after it (the attempt
+is settled without waiting); if it finishes later it is logged ``jobs.timeout.abandoned`` — the
+one way to find a handler that never reads ``run.signal``. Its later step writes are refused
+(``X_ABORTED``) and its progress is dropped.
+
+The verdict is read off the signal, not off the error: once the attempt's signal is aborted, the
+failure recorded is the signal's reason, whatever the body unwound with. A body that returns
+normally after a drain signal completed; a halted body (deadline, lost lease) fails even if it
+returned, because its result arrived after the attempt was given up.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from functools import partial
+from typing import Any, cast
+
+from shared.clock import Clock
+from shared.drivers.base import ClaimedJob, JobDriver, NackOptions
+from shared.errors import (
+    JobAbortedError,
+    JobDrainedError,
+    error_code_of,
+)
+from shared.events.bus import EventBus
+from shared.execution.body import ABANDON_GRACE_MS, Attempt, BodyEnd, verdict_error
+from shared.execution.on_settled import ON_SETTLED_ATTEMPTS, announce_exhausted, tell_settled
+from shared.execution.outage import MAX_UNREACHABLE_RETURNS, LeaseLeft, unreachable_failure
+from shared.execution.outcome import OUTCOMES, ExecutionOutcome, JobExecution, JobOutcome
+from shared.execution.progress import ProgressReporter
+from shared.execution.run import Run, Settled, SettledOutcome
+from shared.execution.scope import ContextSpec, build_ctx, job_scope, parse_stored
+from shared.execution.settle import (
+    BeforeSettle,
+    FailureVerdict,
+    decide_failure,
+    hand_back,
+    outage_verdict,
+    refuse_job,
+    settle_answer,
+)
+from shared.execution.steps import Step
+from shared.jobs.job import JobHandle
+from shared.jobs.retry import StopReason, is_final_attempt
+from shared.signal import Signal
+
+log = logging.getLogger("ujobs.jobs")
+
+__all__ = [
+    "ABANDON_GRACE_MS",
+    "ON_SETTLED_ATTEMPTS",
+    "ExecutionOutcome",
+    "JobExecution",
+    "JobOutcome",
+    "announce_exhausted",
+    "execute_job",
+    "hand_back",
+    "refuse_job",
+]
+
+
+async def execute_job(
+    claimed: ClaimedJob,
+    *,
+    driver: JobDriver,
+    handle: JobHandle[Any],
+    context: ContextSpec,
+    clock: Clock | None = None,
+    events: EventBus | None = None,
+    signal: Signal | None = None,
+    before_settle: BeforeSettle | None = None,
+    abandon_grace_ms: int = ABANDON_GRACE_MS,
+    rng: random.Random | None = None,
+    failure: BaseException | None = None,
+    lease_left: LeaseLeft | None = None,
+) -> JobExecution:
+    """Run one attempt of ``claimed`` and settle it; answers what happened (never raises for
+    the body's errors — only a cancellation of the caller propagates).
+
+    ``context`` is the app's ctx (a value, or a zero-arg callable called inside the job's
+    scope); ``clock`` defaults to the driver's; ``events`` to the process's bus; ``signal`` is
+    the worker's (drain, lost lease); ``before_settle`` is awaited right before the ack/nack
+    is sent; ``rng`` seeds the retry jitter (tests). ``failure`` fails the attempt without
+    running the body, on the ordinary retry path — the worker passes what went wrong deciding
+    the run's concurrency key (``key(input)`` threw), which must never fail the claim round.
+    ``lease_left`` answers how much of the row's lease the worker still holds (the heartbeat's
+    window); a settle the store could not take is sent again within it (default: the claim's
+    own lease; ``shared.execution.outage``).
+    """
+    clock = clock or driver.clock
+    started_ms = clock.now_ms()
+    attempt = Attempt(claimed, handle, grace_ms=abandon_grace_ms)
+    unsubscribe = signal.on_abort(attempt.on_external) if signal is not None else None
+    parsed = parse_stored(handle, claimed.input, stored_tenant=claimed.tenant_id)
+    ref = claimed.ref
+    try:
+        with job_scope(parsed.tenant, claimed.traceparent):
+            ctx: Any = None
+            failure = parsed.error or failure
+            try:
+                ctx = build_ctx(context)
+            except Exception as exc:
+                failure = failure or exc
+            step: Step | None = None
+            progress = ProgressReporter(
+                introspect=driver.introspect, job_id=claimed.id, ref=ref, clock=clock
+            )
+            end: BodyEnd
+            if failure is None and not attempt.signal.aborted:
+                # Lazy: the stored steps are read on the body's first step call.
+                step = Step.lazy(
+                    driver=driver,
+                    job_id=claimed.id,
+                    run_id=claimed.run_id,
+                    ref=ref,
+                    signal=attempt.signal,
+                    clock=clock,
+                    bus=events,
+                    step_timeout_ms=handle.definition.step_timeout_ms,
+                    event_poll_ms=handle.definition.event_poll_ms,
+                )
+            if failure is not None:
+                end = BodyEnd("raised", error=failure)
+            elif step is None or attempt.signal.aborted:
+                # Drained or halted before the body started: it never runs.
+                end = BodyEnd("raised", error=attempt.signal.reason)
+            else:
+                run: Run[Any] = Run(
+                    input=parsed.value,
+                    step=step,
+                    ctx=ctx,
+                    attempt=claimed.attempt,
+                    final_attempt=is_final_attempt(handle.retry, claimed.attempt),
+                    job_id=claimed.id,
+                    run_id=claimed.run_id,
+                    signal=attempt.signal,
+                    progress=progress,
+                    name=claimed.name,
+                    queue=claimed.queue,
+                    tenant_id=parsed.tenant,
+                )
+                end = await attempt.run_body(run, step)
+            return await _settle(
+                attempt,
+                end,
+                driver=driver,
+                clock=clock,
+                started_ms=started_ms,
+                step=step,
+                progress=progress,
+                before_settle=before_settle,
+                parsed_input=parsed.value if parsed.ok else None,
+                tenant=parsed.tenant,
+                ctx=ctx,
+                rng=rng,
+                lease_left=lease_left,
+            )
+    finally:
+        if unsubscribe is not None:
+            unsubscribe()
+
+
+async def _settle(
+    attempt: Attempt,
+    end: BodyEnd,
+    *,
+    driver: JobDriver,
+    clock: Clock,
+    started_ms: int,
+    step: Step | None,
+    progress: ProgressReporter,
+    before_settle: BeforeSettle | None,
+    parsed_input: Any,
+    tenant: str | None,
+    ctx: Any,
+    rng: random.Random | None,
+    lease_left: LeaseLeft | None,
+) -> JobExecution:
+    claimed, handle = attempt.claimed, attempt.handle
+    now = clock.now_ms()
+    duration = max(0, now - started_ms)
+    outcome: ExecutionOutcome
+    stop: StopReason | None = None
+    error: BaseException | None = None
+    resume_at: int | None = None
+    nack: NackOptions | None
+    fallback: FailureVerdict | None = None
+    halted = attempt.halted_by is not None
+    if end.kind == "returned" and not halted:
+        outcome, nack = "completed", None
+    elif end.kind == "suspended" and not halted and end.suspension is not None:
+        outcome = "suspended"
+        resume_at = end.suspension.resume_at_ms
+        nack = NackOptions(park=True, count=False, run_at_ms=resume_at)
+    else:
+        error = verdict_error(attempt, end)
+        draining = error_code_of(error) == JobDrainedError.code
+        verdict = decide_failure(
+            error,
+            retry=handle.retry,
+            attempt=claimed.attempt,
+            now_ms=now,
+            duration_ms=duration,
+            draining=draining,
+            rng=rng,
+        )
+        if not draining and unreachable_failure(error):
+            # The store was away, not the job at fault: handed back uncounted while the row's
+            # tally allows; the ordinary verdict is the fallback (shared.execution.outage).
+            fallback, verdict = verdict, outage_verdict(verdict, now)
+        outcome, stop, resume_at, nack = (
+            verdict.outcome,
+            verdict.stop,
+            verdict.resume_at_ms,
+            verdict.options,
+        )
+        _log_failure(claimed, handle, outcome, stop, error, resume_at, now)
+    await progress.flush()
+    if step is not None:
+        step.close(partial(_settled_error, claimed.name, outcome))
+    answer = await settle_answer(
+        claimed,
+        driver=driver,
+        nack=nack,
+        duration_ms=duration,
+        outcome=outcome,
+        before_settle=before_settle,
+        lease_left=lease_left,
+        report_refusal=fallback is None,
+    )
+    if answer == "refused" and fallback is not None and error is not None:
+        # Refused: the row was already handed back MAX_UNREACHABLE_RETURNS times for an outage
+        # (or the claim is gone, which the ordinary verdict's fence answers the same way).
+        outcome, stop, resume_at = fallback.outcome, fallback.stop, fallback.resume_at_ms
+        _log_failure(
+            claimed, handle, outcome, stop, error, resume_at, now, cap=MAX_UNREACHABLE_RETURNS
+        )
+        answer = await settle_answer(
+            claimed,
+            driver=driver,
+            nack=fallback.options,
+            duration_ms=duration,
+            outcome=outcome,
+            before_settle=None,
+            lease_left=lease_left,
+        )
+    landed = answer == "landed"
+    hook_error = None
+    if landed and OUTCOMES[outcome].tells_on_settled and handle.definition.on_settled is not None:
+        settled: Settled[Any] = Settled(
+            outcome=cast(SettledOutcome, outcome),  # only endings tell the hook
+            job_id=claimed.id,
+            run_id=claimed.run_id,
+            name=claimed.name,
+            attempt=claimed.attempt,
+            input=parsed_input,
+            ctx=ctx,
+            result=end.result if outcome == "completed" else None,
+            error=error,
+            code=error_code_of(error) if error is not None else None,
+        )
+        hook_error = await tell_settled(
+            handle, settled, tenant=tenant, traceparent=claimed.traceparent
+        )
+    return JobExecution(
+        outcome=outcome,
+        job_id=claimed.id,
+        run_id=claimed.run_id,
+        name=claimed.name,
+        queue=claimed.queue,
+        attempt=claimed.attempt,
+        settled=landed,
+        duration_ms=duration,
+        stop_reason=stop,
+        resume_at_ms=resume_at,
+        result=end.result if outcome == "completed" else None,
+        error=error,
+        code=error_code_of(error) if error is not None else None,
+        on_settled_error=hook_error,
+        abandoned=end.kind == "abandoned",
+    )
+
+
+def _settled_error(name: str, outcome: str) -> JobAbortedError:
+    """Why a step call after the settle is refused (built only when one is made)."""
+    return JobAbortedError(
+        f"job {name!r}: the attempt is settled ({outcome})",
+        meta={"job": name, "outcome": outcome},
+    )
+
+
+def _log_failure(
+    claimed: ClaimedJob,
+    handle: JobHandle[Any],
+    outcome: str,
+    stop: StopReason | None,
+    error: BaseException,
+    resume_at: int | None,
+    now: int,
+    *,
+    cap: int | None = None,
+) -> None:
+    fields = {
+        "job": claimed.name,
+        "job_id": claimed.id,
+        "run_id": claimed.run_id,
+        "queue": claimed.queue,
+        "attempt": claimed.attempt,
+        "max_attempts": handle.retry.attempts,
+        "code": error_code_of(error) or type(error).__name__,
+        "outcome": outcome,
+        "stop": stop,
+        "retry_in_ms": None if resume_at is None else max(0, resume_at - now),
+    }
+    if cap is not None:
+        fields["unreachable_cap"] = cap  # the row was handed back uncounted that often already
+    if outcome == "interrupted":
+        log.info("jobs.attempt.interrupted", extra=fields)
+        return
+    level = logging.WARNING if stop is None else logging.ERROR
+    log.log(
+        level,
+        "jobs.attempt.failed",
+        exc_info=(type(error), error, error.__traceback__),
+        extra=fields,
+    )

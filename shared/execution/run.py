@@ -1,0 +1,102 @@
+"""What a job body receives (``Run``) and what ``on_settled`` is told (``Settled``).
+
+Kept apart from the step runner and the executor so a declaration can name these types
+without importing the machinery that builds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Generic, Literal, Protocol, TypeVar, overload
+
+from shared.execution.frozen_init import slot_init
+from shared.signal import Signal
+
+InputT = TypeVar("InputT")
+R = TypeVar("R")
+
+JSONValue = Any
+StepFn = Callable[[Signal], Awaitable[R] | R]
+Match = dict[str, Any] | Callable[[Any], bool]
+
+
+class StepApi(Protocol):
+    """``run.step``: durable steps. Names are the replay key: deterministic, unique per run."""
+
+    # Two signatures so a type checker solves R for an async fn (its awaited result) as for a
+    # plain one: against ``Awaitable[R] | R`` alone it could not, and flagged every call.
+    @overload
+    async def run(self, name: str, fn: Callable[[Signal], Awaitable[R]]) -> R: ...
+    @overload
+    async def run(self, name: str, fn: Callable[[Signal], R]) -> R: ...
+    async def run(self, name: str, fn: StepFn[R]) -> R:
+        """Run ``fn`` once ever; its result is stored before the next step starts."""
+        ...
+
+    async def sleep(
+        self, name_or_duration: str | int | timedelta, duration: str | int | timedelta | None = None
+    ) -> None:
+        """Suspend the run and requeue it at the wake time; holds no process."""
+        ...
+
+    async def wait_for_event(
+        self,
+        name: str,
+        event: str,
+        *,
+        match: Match | None = None,
+        timeout: str | int | timedelta | None = None,
+    ) -> JSONValue:
+        """Suspend until ``publish_event(event, payload)`` matches; answers the payload."""
+        ...
+
+
+ProgressFn = Callable[..., None]
+
+
+@slot_init  # one per attempt: see shared.execution.frozen_init
+@dataclass(frozen=True, slots=True)
+class Run(Generic[InputT]):
+    """One attempt of one job, as its body sees it."""
+
+    input: InputT
+    step: StepApi
+    ctx: Any
+    attempt: int
+    final_attempt: bool
+    job_id: str
+    run_id: str
+    signal: Signal
+    progress: ProgressFn
+    name: str = ""
+    queue: str = "default"
+    tenant_id: str | None = None
+
+
+SettledOutcome = Literal["completed", "dead-lettered", "dropped", "refused"]
+
+
+@dataclass(frozen=True, slots=True)
+class Settled(Generic[InputT]):
+    """How a run ENDED, told once to ``on_settled`` after the row is settled.
+
+    ``input`` is None when the stored payload no longer parses; ``result`` is what the body
+    returned (``completed`` only), never stored; ``code`` is the thrown error's code, None for
+    a lease that lapsed on its final attempt (nothing was thrown).
+    """
+
+    outcome: SettledOutcome
+    job_id: str
+    run_id: str
+    name: str
+    attempt: int
+    input: InputT | None
+    ctx: Any
+    result: Any = None
+    error: BaseException | str | None = None
+    code: str | None = None
+
+
+OnSettled = Callable[[Settled[Any]], Awaitable[None]]

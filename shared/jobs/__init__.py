@@ -1,0 +1,18 @@
+"""Declaring work: ``job()`` and ``task()`` with their handles, ``t`` input schemas,
+``Retry``, and ``define_api()`` with the registry an app hands to the system.
+
+The map:
+
+- ``declaration_rules``: The rules a declaration is checked against where it is written.
+- ``enqueue_target``: Where ``handle.enqueue()`` goes: the installed jobs facade, else the
+  installed driver.
+- ``job``: ``job()``: a job's declaration, validated where it is written, and its handle.
+- ``registry``: ``define_api()``: the one way an app hands its jobs and tasks to the system.
+- ``retry``: Retry policy: the backoff schedule, equal jitter, the final attempt, a stated
+  Retry-After.
+- ``schema``: ``t``: the input-schema builder, over pydantic, and the one place inputs are
+  validated.
+- ``task``: ``task()``: a cron line, its IANA zone, and the jobs each occurrence puts on the
+  queue.
+- ``typeddicts``: Make Python 3.11's ``typing.TypedDict`` something pydantic can validate.
+"""

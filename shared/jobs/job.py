@@ -1,0 +1,500 @@
+"""``job()``: a job's declaration, validated where it is written, and its handle.
+
+Everything a declaration can get wrong is refused here, at import, with
+``X_JOB_DECLARATION_INVALID`` — a ``concurrency: 0`` or a ``step_timeout`` of zero would
+otherwise mean "no limit", the opposite of what the author wrote, and surface only in
+production. ``idempotency_key`` and ``tenant`` are required keyword-only arguments: omitting
+one is a ``TypeError`` (and a type-checker error); passing ``None`` is the runtime code.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar, overload
+
+from shared.clock import SYSTEM_CLOCK, Clock
+from shared.context import Actor, acting_as, current_actor, current_traceparent
+from shared.drivers.base import DEFAULT_QUEUE, Enqueued, EnqueueRequest
+from shared.durations import Duration, duration_ms
+from shared.errors import (
+    IdempotencyRequiredError,
+    InvariantError,
+    JobConcurrencyKeyInvalidError,
+    JobDeclarationInvalidError,
+    JobTenantMismatchError,
+    JobTenantRequiredError,
+    UltimateError,
+)
+from shared.execution.run import OnSettled, Run
+from shared.jobs.declaration_rules import (
+    DEFAULT_EVENT_POLL_MS,
+    MAX_CONCURRENCY_KEY_LENGTH,
+    MAX_IDEMPOTENCY_KEY_LENGTH,
+    NAME_PATTERN,
+    Concurrency,
+    KeyedConcurrency,
+    WhenBusy,
+    claim_declared_name,
+    declaration_invalid,
+    positive_duration,
+    reset_declared_names,
+    validate_concurrency,
+    validate_name,
+)
+from shared.jobs.enqueue_target import jobs_facade
+from shared.jobs.retry import Retry, coerce_retry
+from shared.jobs.schema import InputSchema, as_input_schema
+
+__all__ = [
+    "DEFAULT_EVENT_POLL_MS",
+    "MAX_CONCURRENCY_KEY_LENGTH",
+    "MAX_IDEMPOTENCY_KEY_LENGTH",
+    "NAME_PATTERN",
+    "AnyJobHandle",
+    "Concurrency",
+    "JobDefinition",
+    "JobHandle",
+    "KeySpec",
+    "KeyedConcurrency",
+    "RunFn",
+    "TenantSpec",
+    "WhenBusy",
+    "claim_declared_name",
+    "is_job_handle",
+    "job",
+    "reset_declared_names",
+    "validate_concurrency",
+    "validate_name",
+]
+
+InputT = TypeVar("InputT")
+
+RunFn = Callable[[Run[Any]], Awaitable[Any]]
+TenantSpec = Callable[[Any], str | None] | Literal["none"]
+KeySpec = Callable[[Any], str] | str
+
+
+@dataclass(frozen=True, slots=True)
+class JobDefinition:
+    name: str
+    explicit_name: bool
+    input: InputSchema[Any]
+    idempotency_key: KeySpec
+    tenant: TenantSpec
+    retry: Retry
+    queue: str
+    timeout_ms: int | None
+    step_timeout_ms: int | None
+    event_poll_ms: int
+    concurrency: int | KeyedConcurrency | None
+    on_settled: OnSettled | None
+    run: RunFn
+    description: str | None
+    module: str | None
+
+
+class JobHandle(Generic[InputT]):
+    """The surface of one job: enqueue it, describe it, drive its body by hand."""
+
+    kind: Literal["job"] = "job"
+
+    def __init__(self, definition: JobDefinition) -> None:
+        self._definition = definition
+        self._name = definition.name
+
+    # -- identity ------------------------------------------------------------------------
+    @property
+    def definition(self) -> JobDefinition:
+        return self._definition
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def explicit_name(self) -> bool:
+        return self._definition.explicit_name
+
+    def stamp_name(self, name: str) -> None:
+        """Registry seam: a derived name takes the export name ``define_api`` found it under."""
+        if not self._definition.explicit_name:
+            self._name = validate_name(name)
+
+    @property
+    def module(self) -> str | None:
+        """The module the body was written in; ``define_api`` stamps names only there."""
+        return self._definition.module
+
+    @property
+    def retry(self) -> Retry:
+        return self._definition.retry
+
+    @property
+    def queue(self) -> str:
+        return self._definition.queue
+
+    @property
+    def concurrency(self) -> int | KeyedConcurrency | None:
+        return self._definition.concurrency
+
+    # -- input, keys, tenant -------------------------------------------------------------
+    def parse_input(self, raw: Any) -> InputT:
+        value: InputT = self._definition.input.parse({} if raw is None else raw)
+        return value
+
+    def dump_input(self, value: InputT) -> Any:
+        return self._definition.input.dump(value)
+
+    def idempotency_key_for(self, value: InputT) -> str:
+        spec = self._definition.idempotency_key
+        key = spec if isinstance(spec, str) else spec(value)
+        if not isinstance(key, str) or not key or len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
+            raise IdempotencyRequiredError(
+                f"job {self.name!r}: idempotency_key must answer a non-empty string of at most "
+                f"{MAX_IDEMPOTENCY_KEY_LENGTH} characters",
+                meta={"job": self.name},
+            )
+        return key
+
+    def tenant_for(self, value: InputT) -> str | None:
+        spec = self._definition.tenant
+        if spec == "none":
+            return None
+        assert callable(spec)
+        tenant = spec(value)
+        if not isinstance(tenant, str) or not tenant:
+            raise JobTenantRequiredError(
+                f"job {self.name!r}: tenant(input) answered {tenant!r}; it must name an org "
+                "(declare tenant='none' for work that belongs to no tenant)",
+                meta={"job": self.name},
+            )
+        return tenant
+
+    def concurrency_key_for(self, value: InputT) -> str | None:
+        """The keyed-concurrency lease key for this input, refused when empty or over-long."""
+        conc = self._definition.concurrency
+        if not isinstance(conc, KeyedConcurrency):
+            return None
+        key = conc.key(value)
+        if not isinstance(key, str) or not key or len(key) > MAX_CONCURRENCY_KEY_LENGTH:
+            raise JobConcurrencyKeyInvalidError(
+                f"job {self.name!r}: concurrency.key(input) must answer a non-empty string of at "
+                f"most {MAX_CONCURRENCY_KEY_LENGTH} characters (an id, never a payload)",
+                meta={"job": self.name, "type": type(key).__name__},
+            )
+        return key
+
+    # -- enqueue -------------------------------------------------------------------------
+    def request(
+        self,
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        job_id: str | None = None,
+        delay: Duration | None = None,
+        run_at_ms: int | None = None,
+        queue: str | None = None,
+        idempotency_key: str | None = None,
+        enqueued_by: str | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> EnqueueRequest:
+        """The validated ``EnqueueRequest`` for ``input``; nothing invalid gets this far.
+
+        A batch enqueue builds hundreds of these per call, so the definition is read once
+        here rather than through the handle's properties."""
+        d = self._definition
+        value = d.input.parse({} if input is None else input)
+        key = idempotency_key if idempotency_key is not None else self.idempotency_key_for(value)
+        tenant = self.tenant_for(value)
+        self.concurrency_key_for(value)
+        if delay is not None and run_at_ms is not None:
+            raise InvariantError("pass delay or run_at_ms, not both")
+        if delay is not None:
+            run_at_ms = clock.now_ms() + duration_ms(delay, field="delay")
+        if queue is not None:
+            validate_name(queue, kind="queue")
+        actor = current_actor()
+        return EnqueueRequest(
+            name=self._name,
+            input=d.input.dump(value),
+            idempotency_key=key,
+            queue=queue or d.queue,
+            tenant_id=tenant,
+            max_attempts=d.retry.attempts,
+            run_at_ms=run_at_ms,
+            id=job_id,
+            run_id=run_id,
+            traceparent=current_traceparent(),
+            enqueued_by=enqueued_by if enqueued_by is not None else (actor.id if actor else None),
+        )
+
+    async def enqueue(
+        self,
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        delay: Duration | None = None,
+        queue: str | None = None,
+    ) -> Enqueued:
+        """Queue one run through the installed facade (joining the ambient transaction)."""
+        return await jobs_facade().enqueue(
+            self.request(input, run_id=run_id, delay=delay, queue=queue)
+        )
+
+    async def enqueue_many(
+        self,
+        inputs: Iterable[Any],
+        *,
+        delay: Duration | None = None,
+        queue: str | None = None,
+    ) -> list[Enqueued]:
+        """Queue one run per input in one operation (the facade's ``enqueue_many``), answered
+        in input order; an input whose key a live run (or an earlier input) holds is deduped.
+
+        Each request is built as the driver reads it, so on Postgres validating the later
+        inputs overlaps inserting the earlier ones. A bad input anywhere queues none of them
+        (``X_INPUT_INVALID`` with its path, as ``enqueue`` raises it)."""
+        return await jobs_facade().enqueue_many(
+            self.request(value, delay=delay, queue=queue) for value in inputs
+        )
+
+    async def as_(
+        self,
+        actor: Actor,
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        delay: Duration | None = None,
+        queue: str | None = None,
+    ) -> Enqueued:
+        """Queue on behalf of ``actor``: attribution (``enqueued_by``), never authority.
+
+        A job whose tenant is a function of the input must name the actor's own org, else
+        ``X_JOB_TENANT_MISMATCH``: an actor cannot queue work under another org.
+        """
+        with acting_as(actor):
+            req = self.request(input, run_id=run_id, delay=delay, queue=queue)
+        if actor.org_id is not None and req.tenant_id is not None and req.tenant_id != actor.org_id:
+            raise JobTenantMismatchError(
+                f"job {self.name!r}: the input names org {req.tenant_id!r} but the actor acts "
+                f"for {actor.org_id!r}; an actor can only queue work for its own org (trusted "
+                "code that spans orgs calls enqueue() instead)",
+                meta={"job": self.name, "tenant": req.tenant_id, "actor_org": actor.org_id},
+            )
+        return await jobs_facade().enqueue(req)
+
+    # -- describe and run ----------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        """The manifest row: everything a dashboard or another language needs to call it."""
+        d = self._definition
+        conc: Any
+        if isinstance(d.concurrency, KeyedConcurrency):
+            conc = {
+                "keyed": True,
+                "limit": d.concurrency.limit,
+                "whenBusy": d.concurrency.when_busy,
+            }
+        else:
+            conc = d.concurrency
+        return {
+            "kind": "job",
+            "name": self.name,
+            "queue": d.queue,
+            "description": d.description,
+            "retry": d.retry.describe(),
+            "timeoutMs": d.timeout_ms,
+            "stepTimeoutMs": d.step_timeout_ms,
+            "eventPollMs": d.event_poll_ms,
+            "concurrency": conc,
+            "tenant": "none" if d.tenant == "none" else "input",
+            "onSettled": d.on_settled is not None,
+            "input": d.input.json_schema(),
+        }
+
+    async def run(self, run: Run[InputT]) -> Any:
+        """Call the body directly — for a test that drives a run by hand. Never a second path
+        to production: the worker calls this too, through ``execute_job``."""
+        result = self._definition.run(run)
+        if not inspect.isawaitable(result):
+            raise declaration_invalid(self.name, "the body must be an async function")
+        return await result
+
+    def __repr__(self) -> str:
+        return f"JobHandle({self.name!r}, queue={self.queue!r})"
+
+
+def _build(
+    fn: RunFn,
+    *,
+    name: str | None,
+    input: Any,
+    idempotency_key: KeySpec | None,
+    tenant: TenantSpec | None,
+    retry: Retry | Mapping[str, Any] | None,
+    queue: str,
+    timeout: Duration | None,
+    step_timeout: Duration | None,
+    event_poll: Duration | None,
+    concurrency: Concurrency | None,
+    on_settled: OnSettled | None,
+    description: str | None,
+) -> JobHandle[Any]:
+    explicit = name is not None
+    job_name = validate_name(name if name is not None else getattr(fn, "__name__", None))
+    if not callable(fn):
+        raise declaration_invalid(job_name, "the body must be an async function of the run")
+    if idempotency_key is None:
+        raise IdempotencyRequiredError(
+            f"job {job_name!r}: idempotency_key is required — every job is asked 'have you "
+            "already run?'; answer it from the input (e.g. lambda i: f'onboard:{i.org_id}')",
+            meta={"job": job_name},
+        )
+    if not callable(idempotency_key) and not (isinstance(idempotency_key, str) and idempotency_key):
+        raise declaration_invalid(
+            job_name, "idempotency_key must be a function of the input or a string"
+        )
+    if tenant is None:
+        raise JobTenantRequiredError(
+            f"job {job_name!r}: tenant is required — a function of the input naming the org the "
+            "run acts under, or tenant='none' for work that belongs to no tenant",
+            meta={"job": job_name},
+        )
+    if tenant != "none" and not callable(tenant):
+        raise declaration_invalid(
+            job_name, "tenant must be a function of the input or the string 'none'", field="tenant"
+        )
+    try:
+        schema = as_input_schema(input)
+        policy = coerce_retry(retry)
+    except UltimateError as exc:
+        raise declaration_invalid(job_name, exc.message) from None
+    validate_name(queue, kind="queue")
+    if on_settled is not None and not callable(on_settled):
+        raise declaration_invalid(
+            job_name, "on_settled must be an async function of the settlement"
+        )
+    definition = JobDefinition(
+        name=job_name,
+        explicit_name=explicit,
+        input=schema,
+        idempotency_key=idempotency_key,
+        tenant=tenant,
+        retry=policy,
+        queue=queue,
+        timeout_ms=positive_duration(job_name, "timeout", timeout),
+        step_timeout_ms=positive_duration(job_name, "step_timeout", step_timeout),
+        event_poll_ms=positive_duration(job_name, "event_poll", event_poll)
+        or DEFAULT_EVENT_POLL_MS,
+        concurrency=validate_concurrency(job_name, concurrency),
+        on_settled=on_settled,
+        run=fn,
+        description=description if description is not None else inspect.getdoc(fn),
+        module=getattr(fn, "__module__", None),
+    )
+    handle: JobHandle[Any] = JobHandle(definition)
+    if explicit:
+        claim_declared_name(job_name, handle, kind="job")
+    return handle
+
+
+@overload
+def job(
+    *,
+    idempotency_key: KeySpec | None,
+    tenant: TenantSpec | None,
+    run: RunFn,
+    name: str | None = ...,
+    input: Any = ...,
+    retry: Retry | Mapping[str, Any] | None = ...,
+    queue: str = ...,
+    timeout: Duration | None = ...,
+    step_timeout: Duration | None = ...,
+    event_poll: Duration | None = ...,
+    concurrency: Concurrency | None = ...,
+    on_settled: OnSettled | None = ...,
+    description: str | None = ...,
+) -> JobHandle[Any]: ...
+
+
+@overload
+def job(
+    *,
+    idempotency_key: KeySpec | None,
+    tenant: TenantSpec | None,
+    run: None = ...,
+    name: str | None = ...,
+    input: Any = ...,
+    retry: Retry | Mapping[str, Any] | None = ...,
+    queue: str = ...,
+    timeout: Duration | None = ...,
+    step_timeout: Duration | None = ...,
+    event_poll: Duration | None = ...,
+    concurrency: Concurrency | None = ...,
+    on_settled: OnSettled | None = ...,
+    description: str | None = ...,
+) -> Callable[[RunFn], JobHandle[Any]]: ...
+
+
+def job(
+    *,
+    idempotency_key: KeySpec | None,
+    tenant: TenantSpec | None,
+    run: RunFn | None = None,
+    name: str | None = None,
+    input: Any = None,
+    retry: Retry | Mapping[str, Any] | None = None,
+    queue: str = DEFAULT_QUEUE,
+    timeout: Duration | None = None,
+    step_timeout: Duration | None = None,
+    event_poll: Duration | None = None,
+    concurrency: Concurrency | None = None,
+    on_settled: OnSettled | None = None,
+    description: str | None = None,
+) -> JobHandle[Any] | Callable[[RunFn], JobHandle[Any]]:
+    """Declare a job — as a decorator (``@job(...)`` on ``async def name(run)``) or a factory
+    (``job(name=..., run=...)``, where ``name`` is required).
+
+    ``idempotency_key`` and ``tenant`` have no defaults on purpose: queues deliver at least
+    once, so every job must say how it is deduped and which org it acts under.
+    """
+    options: dict[str, Any] = {
+        "input": input,
+        "idempotency_key": idempotency_key,
+        "tenant": tenant,
+        "retry": retry,
+        "queue": queue,
+        "timeout": timeout,
+        "step_timeout": step_timeout,
+        "event_poll": event_poll,
+        "concurrency": concurrency,
+        "on_settled": on_settled,
+        "description": description,
+    }
+    if run is not None:
+        if name is None:
+            raise JobDeclarationInvalidError(
+                "job(run=...) needs name=: a factory-made job has no function name to take, and "
+                "a name is the durable queue key",
+                meta={"field": "name"},
+            )
+        return _build(run, name=name, **options)
+
+    def decorate(fn: RunFn) -> JobHandle[Any]:
+        if not inspect.iscoroutinefunction(fn):
+            raise JobDeclarationInvalidError(
+                f"@job decorates the body, which must be an async def; "
+                f"{getattr(fn, '__name__', fn)!r} is not",
+                meta={"job": getattr(fn, "__name__", None)},
+            )
+        return _build(fn, name=name, **options)
+
+    return decorate
+
+
+AnyJobHandle = JobHandle[Any]
+
+
+def is_job_handle(value: Any) -> bool:
+    return isinstance(value, JobHandle)

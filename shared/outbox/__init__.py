@@ -1,0 +1,62 @@
+"""The transactional outbox: an enqueue that joins the caller's transaction.
+
+A job row written in the same transaction as the business rows cannot run against rows that
+rolled back, and cannot be lost to a crash between COMMIT and enqueue. It is NOT on by
+default; three things make it true in a process::
+
+    store = postgres_outbox_store(executor=pool)                    # x_outbox ships in 0001
+    set_jobs_facade(outbox_jobs_facade(store=store, driver=driver))  # enqueue joins the tx
+    await outbox_relay(store=store, driver=driver, wake=wake).start()  # publishes after COMMIT
+
+with ``wake = postgres_wake(dsn, pool, channels=(OUTBOX_WAKE_CHANNEL,))`` started first.
+
+Inside ``transaction(conn)`` / ``bind_transaction(conn)`` (``shared.context``),
+``handle.enqueue()`` STAGES the job on the caller's connection — one insert — and answers
+``Enqueued(id, run_id, deduped=False)`` with the job's real ids, both minted at staging (the
+outbox row id IS the job id). Outside a transaction it publishes straight to the driver, or
+with ``mode="required"`` refuses with ``X_OUTBOX_NO_TX``.
+
+The one case the answered ids name no row: ``deduped`` is only the publish's to give, and a
+staged enqueue whose idempotency key a LIVE job already holds creates nothing when the relay
+publishes it. Give a run its own key (a request id) when the caller keeps the ids.
+
+The pieces: ``outbox_contract`` (what a store, a claimed row and a wake are),
+``outbox_facade``, ``outbox_store_pg`` / ``outbox_store_memory``, ``outbox_relay``,
+and ``outbox_purge`` (retention). The relay's wake is the worker's: ``shared.wake.listener``'s
+``postgres_wake(dsn, pool, channels=(OUTBOX_WAKE_CHANNEL,))`` (LISTEN ``x_outbox_wake``).
+"""
+
+from __future__ import annotations
+
+from shared.outbox.contract import (
+    OUTBOX_WAKE_CHANNEL,
+    OutboxRecord,
+    OutboxStore,
+    OutboxWake,
+    Staged,
+)
+from shared.outbox.purge_target import OutboxPurgeTarget, outbox_purge_target
+from shared.outbox.relay import OutboxRelay, RelayPass, outbox_relay
+from shared.outbox.staging_facade import OutboxJobsFacade, OutboxMode, outbox_jobs_facade
+from shared.outbox.store_memory import MemoryOutboxStore, memory_outbox_store
+from shared.outbox.store_postgres import PostgresOutboxStore, postgres_outbox_store
+
+__all__ = [
+    "OUTBOX_WAKE_CHANNEL",
+    "MemoryOutboxStore",
+    "OutboxJobsFacade",
+    "OutboxMode",
+    "OutboxPurgeTarget",
+    "OutboxRecord",
+    "OutboxRelay",
+    "OutboxStore",
+    "OutboxWake",
+    "PostgresOutboxStore",
+    "RelayPass",
+    "Staged",
+    "memory_outbox_store",
+    "outbox_jobs_facade",
+    "outbox_purge_target",
+    "outbox_relay",
+    "postgres_outbox_store",
+]

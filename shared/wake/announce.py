@@ -1,0 +1,306 @@
+"""The announcing side of the wake: after an enqueue, tell this process's loops at once and
+other processes through the Redis channel.
+
+``announcing(driver, announcer)`` wraps any ``JobDriver`` one layer above the drivers (the
+drivers stay ignorant of Redis). After an ``enqueue`` / ``enqueue_many`` that created a row due
+within ``WAKE_DUE_WITHIN_MS`` — never for a deduped key, never for a row due later — it:
+
+1. calls ``signal_enqueued(queue)``: this process's workers pass now, no network hop, no
+   throttle (a direct enqueue, the relay's publish and the scheduler's fire all come through
+   here, since they all enqueue through the process's driver);
+2. hands the queue to the announcer, which publishes it on ``ujobs:wake`` at most once per
+   queue per ``REDIS_WAKE_SLOT_MS`` (10 ms) slot of THIS process's clock (a ``PUBLISH`` holds
+   no commit lock, unlike the 250 ms-throttled ``NOTIFY``; see ``shared.wake.protocol``). The
+   pass a wake causes finds the rows its slot kept silent too; the rest start on the woken
+   loop's next pass.
+
+The operator calls that make rows due — ``requeue``, ``promote``, ``requeue_many`` /
+``promote_many`` with a ``queue`` filter, ``resume_queue`` — announce through the wrapped
+``introspect`` too, unthrottled (they are rare, and the spec has them never stay silent).
+A bulk move with no ``queue`` filter cannot name its queues (``BulkResult`` carries counts
+only): it is announced by the Postgres driver's own ``pg_notify`` for LISTEN workers, and
+otherwise starts on the poll.
+
+The Postgres driver's statements also ``pg_notify('x_jobs_wake', queue)``, throttled in SQL.
+That stays on when Redis carries the wake: throttled to four per second per queue, its
+commit-serialising cost is negligible, and it keeps a LISTEN worker in a mixed fleet awake.
+
+A publish never blocks or fails an enqueue: it runs in the background, and a Redis outage is
+logged once (``jobs.wake.announce-failed``) until a publish lands again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Protocol
+
+from shared.clock import SYSTEM_CLOCK, Clock
+from shared.drivers.base import (
+    BackfillLedger,
+    ClaimedJob,
+    ClaimOptions,
+    ClaimRef,
+    DriverStats,
+    Enqueued,
+    EnqueueRequest,
+    HeartbeatResult,
+    JobDriver,
+    JobIntrospection,
+    JSONValue,
+    LeaseStore,
+    NackOptions,
+    StepRecord,
+    WorkerRegistry,
+)
+from shared.errors import ConfigInvalidError
+from shared.loop_probes import Signals
+from shared.wake.announce_introspect import AnnouncingIntrospection
+from shared.wake.listener import REDIS_WAKE_CHANNEL
+from shared.wake.local import signal_enqueued
+from shared.wake.protocol import REDIS_WAKE_SLOT_MS, WAKE_DUE_WITHIN_MS, WAKE_SLOT_MS
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
+
+log = logging.getLogger("ujobs.wake")
+
+
+class WakeAnnouncer(Protocol):
+    def announce(self, queue: str, *, throttled: bool = True) -> None:
+        """Publish ``queue`` to other processes; ``throttled`` applies the per-slot limit."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class SlotThrottle:
+    """At most one admission per key per ``slot_ms`` slot of ``clock`` (slots are aligned to
+    the epoch, as the SQL throttle's are)."""
+
+    def __init__(self, clock: Clock = SYSTEM_CLOCK, slot_ms: int = WAKE_SLOT_MS) -> None:
+        self.clock = clock
+        self.slot_ms = slot_ms
+        self._last: dict[str, int] = {}
+
+    def admit(self, key: str) -> bool:
+        slot = self.clock.now_ms() // self.slot_ms
+        last = self._last.get(key)
+        if last is not None and last >= slot:
+            return False
+        self._last[key] = slot
+        return True
+
+
+class RedisAnnouncer:
+    """Publishes queue names on the Redis wake channel, throttled per queue per slot."""
+
+    def __init__(
+        self,
+        client_or_url: aioredis.Redis | str,
+        channel: str = REDIS_WAKE_CHANNEL,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        slot_ms: int = REDIS_WAKE_SLOT_MS,
+    ) -> None:
+        import redis.asyncio as aioredis
+
+        if isinstance(client_or_url, str):
+            self._client = aioredis.Redis.from_url(client_or_url, socket_connect_timeout=5.0)
+            self._owns = True
+        else:
+            self._client = client_or_url
+            self._owns = False
+        self.channel = channel
+        self.throttle = SlotThrottle(clock, slot_ms)
+        self.signals = Signals()
+        self._pending: set[asyncio.Task[None]] = set()
+        self._failing = False
+        self._closed = False
+
+    def announce(self, queue: str, *, throttled: bool = True) -> None:
+        if self._closed:
+            return
+        if throttled and not self.throttle.admit(queue):
+            self.signals.emit("throttled", queue)
+            return
+        task = asyncio.ensure_future(self._publish(queue))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _publish(self, queue: str) -> None:
+        try:
+            await self._client.publish(self.channel, queue)
+        except Exception as exc:
+            if not self._failing:
+                self._failing = True
+                log.warning(
+                    "jobs.wake.announce-failed",
+                    extra={
+                        "channel": self.channel,
+                        "error": repr(exc),
+                        "fix": "jobs still start on the poll (within 2 s); check REDIS_URL",
+                    },
+                )
+            self.signals.emit("failed", queue)
+            return
+        self._failing = False
+        self.signals.emit("announced", queue)
+
+    async def flush(self) -> None:
+        """Wait for every publish started so far."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
+
+    async def close(self) -> None:
+        """Finish the publishes in flight, then close a client built here; safe twice."""
+        if self._closed:
+            return
+        self._closed = True
+        await self.flush()
+        if self._owns:
+            await self._client.aclose()
+
+
+def redis_announcer(
+    client_or_url: aioredis.Redis | str,
+    channel: str = REDIS_WAKE_CHANNEL,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    slot_ms: int = REDIS_WAKE_SLOT_MS,
+) -> RedisAnnouncer:
+    return RedisAnnouncer(client_or_url, channel, clock=clock, slot_ms=slot_ms)
+
+
+class AnnouncingDriver(JobDriver):
+    """A ``JobDriver`` that delegates everything to ``inner`` and announces what became due."""
+
+    def __init__(self, inner: JobDriver, announcer: WakeAnnouncer | None) -> None:
+        self.inner = inner
+        self.announcer = announcer
+        self.name = inner.name
+        self.clock = inner.clock
+        inner_introspect = inner.introspect
+        self._introspect = (
+            AnnouncingIntrospection(inner_introspect, self.announce)
+            if inner_introspect is not None
+            else None
+        )
+
+    def announce(self, queue: str, *, throttled: bool = True) -> None:
+        """This process at once; other processes through the announcer."""
+        signal_enqueued(queue)
+        if self.announcer is not None:
+            self.announcer.announce(queue, throttled=throttled)
+
+    def _due_by(self) -> int:
+        """A row whose ``run_at_ms`` is at most this is due soon enough to announce."""
+        return self.inner.clock.now_ms() + WAKE_DUE_WITHIN_MS
+
+    @staticmethod
+    def _announces(request: EnqueueRequest, answer: Enqueued, due_by: int) -> bool:
+        """A row this enqueue inserted (not deduped) that is due by ``due_by``."""
+        return not answer.deduped and (request.run_at_ms is None or request.run_at_ms <= due_by)
+
+    # -- enqueue (announced) ------------------------------------------------------------------
+
+    async def enqueue(self, request: EnqueueRequest) -> Enqueued:
+        answer = await self.inner.enqueue(request)
+        if self._announces(request, answer, self._due_by()):
+            self.announce(request.queue)
+        return answer
+
+    async def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[Enqueued]:
+        kept = _Kept(requests)  # the inner driver may read a generator as it goes
+        answers = await self.inner.enqueue_many(kept)
+        due_by = self._due_by()  # one clock read for the batch
+        queues = dict.fromkeys(
+            request.queue
+            for request, answer in zip(kept.seen, answers, strict=True)
+            if self._announces(request, answer, due_by)
+        )
+        for queue in queues:
+            self.announce(queue)
+        return answers
+
+    # -- everything else (delegated) ----------------------------------------------------------
+
+    async def claim(self, options: ClaimOptions) -> list[ClaimedJob]:
+        return await self.inner.claim(options)
+
+    async def ack(self, job_id: str, ref: ClaimRef, *, duration_ms: int | None = None) -> bool:
+        return await self.inner.ack(job_id, ref, duration_ms=duration_ms)
+
+    async def nack(self, job_id: str, ref: ClaimRef, options: NackOptions) -> bool:
+        return await self.inner.nack(job_id, ref, options)
+
+    async def heartbeat(self, job_id: str, ref: ClaimRef, visibility_ms: int) -> HeartbeatResult:
+        return await self.inner.heartbeat(job_id, ref, visibility_ms)
+
+    async def load_steps(self, run_id: str) -> list[StepRecord]:
+        return await self.inner.load_steps(run_id)
+
+    async def save_step(
+        self,
+        job_id: str,
+        ref: ClaimRef,
+        run_id: str,
+        name: str,
+        output: JSONValue,
+        *,
+        started_at_ms: int,
+    ) -> bool:
+        return await self.inner.save_step(
+            job_id, ref, run_id, name, output, started_at_ms=started_at_ms
+        )
+
+    async def stats(self) -> DriverStats:
+        return await self.inner.stats()
+
+    async def close(self) -> None:
+        """Close the driver. The announcer stays open: the caller built it and may share it."""
+        await self.inner.close()
+
+    @property
+    def introspect(self) -> JobIntrospection | None:
+        return self._introspect
+
+    @property
+    def leases(self) -> LeaseStore | None:
+        return self.inner.leases
+
+    @property
+    def workers(self) -> WorkerRegistry | None:
+        return self.inner.workers
+
+    @property
+    def backfills(self) -> BackfillLedger | None:
+        return self.inner.backfills
+
+
+class _Kept:
+    """A one-pass iterable of requests that keeps each one as it is read, so the batch's
+    answers can be paired with their requests after the inner driver streamed them."""
+
+    def __init__(self, source: Iterable[EnqueueRequest]) -> None:
+        self._source = source
+        self.seen: list[EnqueueRequest] = []
+
+    def __iter__(self) -> Iterator[EnqueueRequest]:
+        for request in self._source:
+            self.seen.append(request)
+            yield request
+
+
+def announcing(driver: JobDriver, announcer: WakeAnnouncer | None = None) -> AnnouncingDriver:
+    """``driver`` with its enqueues announced: in this process always, to other processes when
+    an ``announcer`` (``redis_announcer(url)``) is given. Wrap once, at boot, and install the
+    result with ``set_job_driver``; with the Postgres LISTEN wake pass no announcer (the
+    driver's SQL announces)."""
+    if isinstance(driver, AnnouncingDriver):
+        raise ConfigInvalidError(
+            "this driver already announces; wrap the inner driver once",
+            meta={"driver": driver.name},
+        )
+    return AnnouncingDriver(driver, announcer)

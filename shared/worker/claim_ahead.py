@@ -1,0 +1,142 @@
+"""Claim-ahead: a few rows claimed beyond the free slots, so the next run starts without a
+round trip.
+
+Without it a worker claims only when a slot is free, so on short jobs the claim's round trip
+and the bodies never overlap: the slots sit empty while the claim is on the wire. A worker
+serving ONE queue (its pool is the whole of its room, so no rotation is at stake) may claim up
+to ``claim_ahead`` rows (``WorkerOptions``; at most ``CLAIM_AHEAD_MAX_PER_SLOT``, 4, times its
+capacity) more than it has room for;
+they wait here, and a slot freed by a settle takes the oldest at once (the freeing kicks a
+pass that refills the buffer).
+
+What a buffered row keeps, and how it is never lost:
+
+* **its lease** — the claim bought ``visibility_timeout_ms``; a row waits here at most
+  ``max_wait_ms`` (``PREFETCH_MAX_WAIT_MS``, and never more than a quarter of the lease), and
+  its heartbeat counts from the claim (``HeldRun(sent_ms=...)``) once it runs. A row that
+  waited its limit is HANDED BACK (``hand_back``: an uncounted nack, due now) — the slots are
+  held by long runs, and another worker may be free — and claim-ahead pauses for
+  ``PREFETCH_COOLDOWN_MS`` so a worker of long jobs does not keep taking rows it cannot run.
+* **its attempt** — the claim counted one; every hand-back here is uncounted (the nack gives
+  the attempt back), so a row that never ran never spends one.
+* **the crash case** — a row buffered when the process dies lapses like any claimed row and is
+  claimed again as a counted attempt. A row on its FINAL attempt is therefore never buffered:
+  its lapse would bury it (``LEASE_LAPSED_FINAL_ATTEMPT``) without its body ever running. It is
+  handed back at once instead, and claim-ahead pauses as above (a queue of ``attempts: 1`` jobs
+  thus runs without it).
+* **the drain** — ``stop_claiming`` hands every buffered row back at once; a row the pass in
+  flight claims after that, with no slot for it, is handed back too. ``settle()`` waits for
+  those nacks. A row is popped from the buffer exactly once, to run or to go back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+
+from shared.drivers.base import ClaimedJob, JobDriver
+from shared.execution.attempt import hand_back
+
+log = logging.getLogger("ujobs.worker")
+
+PREFETCH_MAX_WAIT_MS = 500
+"""How long a claimed row may wait for a slot before it is handed back."""
+PREFETCH_COOLDOWN_MS = 30_000
+"""How long claim-ahead pauses after a row had to be handed back."""
+
+
+class Prefetch:
+    """The rows claimed ahead of a free slot; ``room()`` is how many more the loop may ask."""
+
+    def __init__(
+        self,
+        *,
+        driver: JobDriver,
+        limit: int,
+        visibility_ms: int,
+        start: Callable[[ClaimedJob, int], None],
+        can_start: Callable[[str], bool],
+    ) -> None:
+        self._driver = driver
+        self.limit = max(0, limit)
+        self.max_wait_ms = min(PREFETCH_MAX_WAIT_MS, visibility_ms // 4)
+        self._start = start
+        self._can_start = can_start
+        self._rows: deque[tuple[ClaimedJob, int, float]] = deque()
+        self._returning: set[asyncio.Task[None]] = set()
+        self._sweep: asyncio.TimerHandle | None = None
+        self._paused_until = 0.0
+        self._closed = False
+        self.returned = 0
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def room(self) -> int:
+        """How many rows the next claim may take beyond the free slots."""
+        if self._closed or self.limit <= 0 or time.monotonic() < self._paused_until:
+            return 0
+        return max(0, self.limit - len(self._rows))
+
+    def hold(self, claimed: ClaimedJob, sent_ms: int) -> None:
+        """A claimed row with no slot free: keep it (or hand it back — see the module)."""
+        if self._closed or self.limit <= 0 or claimed.attempt >= claimed.max_attempts:
+            self.give_back(claimed, pause=not self._closed)
+            return
+        self._rows.append((claimed, sent_ms, time.monotonic()))
+        if self._sweep is None:
+            self._sweep = asyncio.get_running_loop().call_later(
+                self.max_wait_ms / 1000, self._on_sweep
+            )
+
+    def feed(self) -> None:
+        """Start buffered rows while their queue has a free slot (oldest first)."""
+        while self._rows and self._can_start(self._rows[0][0].queue):
+            claimed, sent_ms, _ = self._rows.popleft()
+            self._start(claimed, sent_ms)
+
+    def _on_sweep(self) -> None:
+        self._sweep = None
+        horizon = time.monotonic() - self.max_wait_ms / 1000
+        while self._rows and self._rows[0][2] <= horizon:
+            claimed, _, _ = self._rows.popleft()
+            self.give_back(claimed, pause=True)
+        if self._rows:
+            wait = self._rows[0][2] - horizon
+            self._sweep = asyncio.get_running_loop().call_later(max(0.0, wait), self._on_sweep)
+
+    def give_back(self, claimed: ClaimedJob, *, pause: bool) -> None:
+        """Hand ``claimed`` back uncounted, due now; ``pause`` stops claiming ahead a while."""
+        if pause:
+            self._paused_until = time.monotonic() + PREFETCH_COOLDOWN_MS / 1000
+        self.returned += 1
+        task = asyncio.ensure_future(self._hand_back(claimed))
+        self._returning.add(task)
+        task.add_done_callback(self._returning.discard)
+
+    async def _hand_back(self, claimed: ClaimedJob) -> None:
+        try:
+            await hand_back(claimed, driver=self._driver, reason="prefetch", delay_ms=0)
+        except Exception as exc:  # the lease lapses instead: a counted, never final, attempt
+            log.warning(
+                "jobs.worker.prefetch-return-failed",
+                extra={"job_id": claimed.id, "claim": claimed.claim, "error": repr(exc)},
+            )
+
+    def close(self) -> None:
+        """No more rows kept: every buffered row goes back now (the drain)."""
+        self._closed = True
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
+        while self._rows:
+            claimed, _, _ = self._rows.popleft()
+            self.give_back(claimed, pause=False)
+
+    async def settle(self, timeout_s: float | None) -> None:
+        """Wait for the hand-backs on the wire (bounded by ``timeout_s``)."""
+        if self._returning:
+            await asyncio.wait(set(self._returning), timeout=timeout_s)

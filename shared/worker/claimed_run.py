@@ -1,0 +1,226 @@
+"""One claimed row, from the claim to the slot freed: what a worker does with each run.
+
+In order: the job's handle (a name this code does not declare is handed back — in a rolling
+deploy an older worker may claim a newer job); the process limits (``LimitConfig`` — over any
+cap the row is SHED: handed back, no attempt burned); the fleet ``concurrency`` slot
+(``worker_concurrency``); then ``execute_job`` with the run's signal (drain, lost lease),
+``before_settle`` = the heartbeat's stop, and ``lease_left`` = what is left of the heartbeat's
+window (a settle the store could not take is sent again within it). A run is HELD — its pool
+slot, its limiter lease — from its claim until its settle is SENT: then its body is over, the
+worker frees the slot and kicks a pass, so the next claim overlaps the ack's round trip instead
+of waiting behind it (a run holding a fleet slot frees its pool slot only once that slot is
+released). The ``finally``
+releases the fleet slot and frees whatever the settle did not (a path that never settled).
+
+Only settled executions move ``jobs_total`` (``JobExecution.jobs_total``); a row handed back
+due inside a minute arms the loop's timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from shared.clock import Clock
+from shared.drivers.base import JobDriver
+from shared.events.bus import EventBus
+from shared.execution.attempt import execute_job, hand_back, refuse_job
+from shared.execution.outage import LeaseLeft
+from shared.execution.outcome import JobExecution
+from shared.execution.scope import ContextSpec
+from shared.jobs.registry import Registry
+from shared.lifecycle import Lifecycle
+from shared.loop_probes import Signals
+from shared.metrics import JobMetrics
+from shared.worker.concurrency import acquire_slot
+from shared.worker.heartbeat import HeldRun
+from shared.worker.limits import Limiter
+from shared.worker.options import WorkerOptions
+
+log = logging.getLogger("ujobs.worker")
+
+
+@dataclass(slots=True)
+class RunCounters:
+    """What the worker did with the rows it claimed (``stats()`` reads these)."""
+
+    claimed: int = 0
+    settled: int = 0
+    refused: int = 0
+    shed: int = 0
+    waited: int = 0
+    unknown: int = 0
+
+
+class Runner:
+    """Runs claimed rows for one worker; holds nothing but its dependencies and counters."""
+
+    def __init__(
+        self,
+        *,
+        driver: JobDriver,
+        registry: Registry,
+        context: ContextSpec,
+        clock: Clock,
+        events: EventBus | None,
+        options: WorkerOptions,
+        metrics: JobMetrics,
+        signals: Signals,
+        lifecycle: Lifecycle | None,
+        due_at: Callable[[int], bool],
+        finished: Callable[[HeldRun], None],
+    ) -> None:
+        self.driver = driver
+        self.registry = registry
+        self.context = context
+        self.clock = clock
+        self.events = events
+        self.options = options
+        self.metrics = metrics
+        self.signals = signals
+        self.lifecycle = lifecycle
+        self.limiter = Limiter(options.limits, clock) if options.limits is not None else None
+        self.counters = RunCounters()
+        self._totals: dict[tuple[str, str], Any] = {}
+        self._due_at = due_at
+        self._finished = finished
+
+    async def run(self, held: HeldRun) -> None:
+        """The task of one claimed row."""
+        lifecycle = self.lifecycle
+        if lifecycle is not None:
+            lifecycle.work_started()  # the drain's in-flight phase waits for it
+        try:
+            self._after(await self._attempt(held))
+        except asyncio.CancelledError:
+            raise  # abandoned at the drain deadline: no settle, the lease lapses
+        except Exception:
+            log.exception("jobs.worker.run-failed", extra=held.fields())
+        finally:
+            await self._release(held)
+            self._finished(held)
+            if lifecycle is not None:
+                lifecycle.work_finished()
+
+    async def _attempt(self, held: HeldRun) -> JobExecution:
+        claimed = held.claimed
+        handle = self.registry.job(claimed.name)
+        if handle is None:
+            self.counters.unknown += 1
+            return await hand_back(
+                claimed,
+                driver=self.driver,
+                reason="unknown-job",
+                before_settle=held.stop,
+                lease_left=self._lease_left(held),
+            )
+        if self.limiter is not None:
+            lease = self.limiter.try_acquire(claimed.queue, claimed.tenant_id)
+            if isinstance(lease, str):
+                return await self._shed(held, lease)
+            held.limit_lease = lease
+        failure: BaseException | None = None
+        if handle.concurrency is not None:
+            leases = self.driver.leases
+            if leases is None:  # start() refuses this for every job registered by then
+                log.error("jobs.worker.concurrency-unenforceable", extra=held.fields())
+                return await self._wait(held, "no-lease-store")
+            decision = await acquire_slot(
+                leases, handle, claimed, ttl_ms=self.options.visibility_timeout_ms
+            )
+            if decision.kind == "wait":
+                return await self._wait(held, decision.reason)
+            if decision.kind == "refuse":
+                self.counters.refused += 1
+                return await refuse_job(
+                    claimed,
+                    driver=self.driver,
+                    handle=handle,
+                    context=self.context,
+                    before_settle=held.stop,
+                    lease_left=self._lease_left(held),
+                )
+            failure = decision.error
+            held.slot = decision.slot
+        return await execute_job(
+            claimed,
+            driver=self.driver,
+            handle=handle,
+            context=self.context,
+            clock=self.clock,
+            events=self.events,
+            signal=held.signal,
+            before_settle=held.stop,
+            lease_left=self._lease_left(held),
+            failure=failure,
+        )
+
+    async def _shed(self, held: HeldRun, cap: str) -> JobExecution:
+        self.counters.shed += 1
+        claimed = held.claimed
+        delay: int | None = None
+        if cap == "rate_per_tenant" and self.limiter is not None and claimed.tenant_id:
+            delay = max(
+                self.options.poll_interval_ms, self.limiter.next_token_in_ms(claimed.tenant_id)
+            )
+        log.debug("jobs.worker.shed", extra={**held.fields(), "cap": cap})
+        return await hand_back(
+            claimed,
+            driver=self.driver,
+            reason="shed",
+            delay_ms=delay,
+            before_settle=held.stop,
+            lease_left=self._lease_left(held),
+        )
+
+    async def _wait(self, held: HeldRun, reason: str) -> JobExecution:
+        """A busy concurrency slot: back to ready, uncounted, due again after one poll."""
+        self.counters.waited += 1
+        log.debug("jobs.worker.slot-busy", extra={**held.fields(), "reason": reason})
+        return await hand_back(
+            held.claimed,
+            driver=self.driver,
+            reason="limit",
+            delay_ms=self.options.poll_interval_ms,
+            before_settle=held.stop,
+            lease_left=self._lease_left(held),
+        )
+
+    def _lease_left(self, held: HeldRun) -> LeaseLeft:
+        """How much of ``held``'s lease is left: the heartbeat's window, from the last renewal
+        that landed (the claim counts as the first), on the worker's clock. A settle the store
+        could not take is sent again within it (``shared.execution.outage``); the heartbeat is
+        stopped by then, so the window only shrinks."""
+        window, clock = self.options.visibility_timeout_ms, self.clock
+        return lambda: held.last_landed_ms + window - clock.now_ms()
+
+    def _after(self, execution: JobExecution) -> None:
+        total = execution.jobs_total
+        if total is not None:
+            counter = self._totals.get((execution.queue, total))
+            if counter is None:  # the labelled child, looked up once per (queue, outcome)
+                counter = self.metrics.jobs_total.labels(queue=execution.queue, outcome=total)
+                self._totals[(execution.queue, total)] = counter
+            counter.inc()
+        if execution.settled:
+            self.counters.settled += 1
+            if execution.resume_at_ms is not None:
+                self._due_at(execution.resume_at_ms)
+        self.signals.emit("settled", execution)
+
+    async def _release(self, held: HeldRun) -> None:
+        slot, leases = held.slot, self.driver.leases
+        if slot is None or leases is None:
+            return
+        with contextlib.suppress(asyncio.CancelledError):
+            try:
+                await leases.release(slot.key, slot.holder)
+            except Exception as exc:
+                log.warning(
+                    "jobs.worker.slot-release-failed",
+                    extra={**held.fields(), "key": slot.key, "error": repr(exc)},
+                )

@@ -1,0 +1,137 @@
+"""Fleet concurrency: the ``concurrency`` slot a run takes at EVERY claim, before its body.
+
+Keys (``x_job_leases``): a plain cap holds ``job:<name>``; a keyed one
+``job-key:<encoded name>:<key>`` (``job_lease_key``) — the name percent-encoded, so no job name
+can collide with another job's key. A slot lives one visibility timeout, renewed by the
+heartbeat with the row's lease, released when the run ends, and reclaimed by TTL when its
+worker was SIGKILLed.
+
+The holder id is ``<percent-encoded job id>#<claim>@<worker id>``: it names the job and the
+claim, so a run can tell its OWN earlier claim's leftover slot (a retry, a ``step.sleep``
+resume or a redelivery meeting the slot its last claim has not yet released or let lapse) from
+another run's — and the worker, for an operator reading the table.
+
+What a busy key decides (§ One run per key):
+
+* a slot was free: ``held`` — the body runs.
+* ``when_busy='wait'`` (and every plain cap): ``wait`` — handed back uncounted, claimed again
+  after a poll.
+* ``'fail'``, another run holds the key: ``refuse`` — ``failed`` with ``X_JOB_KEY_BUSY``,
+  outcome ``refused``.
+* ``'fail'``, the only holders are this run's own earlier claims: ``wait`` one poll — a run is
+  never failed by its own leftovers.
+* ``'fail'``, busy at the acquire and free a moment later: ``wait`` one poll.
+* ``key(input)`` threw, or the stored input no longer parses: ``failed`` — that attempt fails
+  the ordinary way and the body never runs (never the claim round).
+* the lease store raised: ``wait`` — logged ``jobs.worker.slot-failed``; an outage of the
+  store never fails a run.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import quote, unquote
+
+from shared.drivers.base import ClaimedJob, JobDriver, LeaseStore
+from shared.errors import ConcurrencyUnenforceableError
+from shared.execution.scope import parse_stored
+from shared.jobs.job import JobHandle, KeyedConcurrency
+from shared.jobs.registry import Registry
+from shared.worker.heartbeat import FleetSlot
+
+log = logging.getLogger("ujobs.worker")
+
+Decision = Literal["held", "wait", "refuse", "failed"]
+
+
+def check_enforceable(driver: JobDriver, registry: Registry) -> None:
+    """``X_JOB_CONCURRENCY_UNENFORCEABLE`` when a registered job declares ``concurrency`` and
+    the driver has no lease store: a documented guarantee must not silently do nothing."""
+    if driver.leases is not None:
+        return
+    declaring = sorted(n for n, h in registry.jobs.items() if h.concurrency is not None)
+    if declaring:
+        raise ConcurrencyUnenforceableError(
+            f"the {driver.name!r} driver has no lease store, so the fleet-wide concurrency of "
+            f"{', '.join(declaring)} cannot be held; run these jobs on a driver with leases "
+            "(postgres) or drop their concurrency",
+            meta={"jobs": declaring, "driver": driver.name},
+        )
+
+
+def job_lease_key(name: str, key: str) -> str:
+    """The lease row of one concurrency key of job ``name``."""
+    return f"job-key:{quote(name, safe='')}:{key}"
+
+
+def job_cap_key(name: str) -> str:
+    """The lease row of a plain ``concurrency=N`` cap."""
+    return f"job:{name}"
+
+
+def lease_holder(claimed: ClaimedJob) -> str:
+    """``<encoded job id>#<claim>@<worker id>``: which run, which claim, which worker."""
+    return f"{quote(claimed.id, safe='')}#{claimed.claim}@{claimed.worker_id}"
+
+
+def parse_holder(holder: str) -> tuple[str, int] | None:
+    """``(job id, claim)`` from a holder id; None for one this module did not write."""
+    job, sep, rest = holder.partition("#")
+    claim, at, _worker = rest.partition("@")
+    if not sep or not at or not claim.isdigit():
+        return None
+    return unquote(job), int(claim)
+
+
+def own_earlier_claim(holder: str, claimed: ClaimedJob) -> bool:
+    """Whether ``holder`` is this job's slot from a claim before ``claimed``'s."""
+    parsed = parse_holder(holder)
+    return parsed is not None and parsed[0] == claimed.id and parsed[1] < claimed.claim
+
+
+@dataclass(frozen=True, slots=True)
+class SlotDecision:
+    kind: Decision
+    slot: FleetSlot | None = None
+    error: BaseException | None = None
+    reason: str = ""
+
+
+async def acquire_slot(
+    leases: LeaseStore, handle: JobHandle[Any], claimed: ClaimedJob, *, ttl_ms: int
+) -> SlotDecision:
+    """Take this run's slot, or decide what a busy key means for it (the table above)."""
+    conc = handle.concurrency
+    assert conc is not None
+    if isinstance(conc, KeyedConcurrency):
+        parsed = parse_stored(handle, claimed.input, stored_tenant=claimed.tenant_id)
+        if not parsed.ok:
+            return SlotDecision("failed", error=parsed.error, reason="input")
+        try:
+            key = handle.concurrency_key_for(parsed.value)
+        except Exception as exc:
+            return SlotDecision("failed", error=exc, reason="key")
+        assert key is not None
+        lease_key, limit, when_busy = job_lease_key(handle.name, key), conc.limit, conc.when_busy
+    else:
+        lease_key, limit, when_busy = job_cap_key(handle.name), conc, "wait"
+    holder = lease_holder(claimed)
+    fields = {"job": claimed.name, "job_id": claimed.id, "key": lease_key}
+    try:
+        if await leases.acquire(lease_key, holder, limit, ttl_ms):
+            return SlotDecision("held", slot=FleetSlot(lease_key, holder))
+        if when_busy == "wait":
+            return SlotDecision("wait", reason="busy")
+        holders = await leases.holders(lease_key)
+    except Exception as exc:
+        log.warning(
+            "jobs.worker.slot-failed", extra={**fields, "error": f"{type(exc).__name__}: {exc}"}
+        )
+        return SlotDecision("wait", reason="store-failed")
+    others = [h for h in holders if not own_earlier_claim(h, claimed)]
+    if len(others) >= limit:
+        return SlotDecision("refuse", reason="busy")
+    reason = "own-leftover" if len(others) < len(holders) else "freed"
+    return SlotDecision("wait", reason=reason)

@@ -1,0 +1,474 @@
+"""``job_worker()``: the worker role — per-queue pools under one optional process cap, lease
+heartbeats, fleet concurrency, the two-phase drain.
+
+Who does what (each module 100-300 lines):
+
+* ``worker.py`` — ``job_worker`` / ``JobWorker``: start, stop, the drain hooks, stats, gauges.
+* ``worker_options.py`` — ``WorkerOptions``, validated once (``X_INVARIANT`` naming the option).
+* ``worker_slots.py`` — the in-flight accounting the cap is read from BEFORE a claim.
+* ``worker_loop.py`` — claim passes: the room split, rotation, idle backoff, kicks, timers.
+* ``worker_run.py`` — one claimed row: limits, the fleet slot, ``execute_job``, the ``finally``.
+* ``worker_heartbeat.py`` — ONE timer renewing every held lease and slot; what it reports.
+* ``worker_concurrency.py`` — ``job_lease_key``, the holder id, what a busy key decides.
+* ``worker_registry.py`` — the registry row: beats, the ``draining`` announce, removal.
+* ``worker_drain.py`` — the drain's reason and its bounded wait; ``worker_stats.py`` — stats.
+
+The drain (§ Roles): ``start()`` registers a PAIR of lifecycle hooks (unless
+``drain_on_shutdown=False``). ``accept`` stops claiming, aborts every held run's signal with
+``X_DRAINING`` (``JobDrainedError`` naming the worker and the signal) and announces
+``draining`` on the registry row at once — a body that unwinds is ``interrupted``: back to
+ready, its attempt uncounted; one that finishes completes. Each run is counted with the
+lifecycle's ``begin_work()``, so the wait for it happens in the drain's in-flight phase. ``close``
+waits for what is left within the deadline budget (``configure_lifecycle(deadline_ms=)``,
+25 s), then logs ``jobs.worker.drain-abandoned`` for the runs still going (their tasks are
+cancelled unsettled: the leases lapse and the queue delivers them again), removes the
+registry row, closes the driver and reaches ``stopped``. A manual ``stop()`` aborts nothing
+and waits as long as its jobs take. Both are safe twice.
+
+Metrics: ``jobs_total{queue,outcome}`` per settled execution, ``job_leases_lost_total``, and the
+two process gauges ``job_worker_in_flight`` / ``job_worker_capacity`` (summed over the live
+workers; a stopped worker leaves both). The QUEUE gauges (``queue_depth``,
+``queue_oldest_ready_seconds``, ``queue_dead_jobs``) are fleet-wide facts, so the worker does
+NOT refresh them: with N replicas each exporting the same depth, a ``sum()`` over pods would
+multiply it. Whoever serves ``/metrics`` for the fleet (the api) calls
+``JobMetrics.refresh_queue_gauges(driver)`` on scrape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Callable, Iterable, Sequence
+
+from shared.clock import Clock
+from shared.drivers.base import ClaimedJob, ExhaustedJob, JobDriver
+from shared.errors import JobDrainedError
+from shared.events.bus import EventBus
+from shared.execution.on_settled import announce_exhausted
+from shared.execution.scope import ContextSpec
+from shared.jobs.registry import Api, Registry
+from shared.jobs.registry import registry as process_registry
+from shared.lifecycle import Deadline, Lifecycle, process_lifecycle
+from shared.loop_probes import Signals
+from shared.metrics import JobMetrics, job_metrics
+from shared.wake.local import on_enqueued
+from shared.wake.protocol import QueueWake, idle_ceiling_ms
+from shared.worker.claim_ahead import Prefetch
+from shared.worker.claim_loop import ClaimLoop, PassResult
+from shared.worker.claimed_run import Runner
+from shared.worker.concurrency import check_enforceable, job_lease_key
+from shared.worker.drain import drain_reason, remaining_s, wait_out
+from shared.worker.heartbeat import HeartbeatTimer, HeldRun, Renewals
+from shared.worker.limits import LimitConfig
+from shared.worker.options import (
+    CLAIM_AHEAD_MAX_PER_SLOT,
+    DEFAULT_POLL_INTERVAL_MS,
+    DEFAULT_VISIBILITY_TIMEOUT_MS,
+    JOBS_CONCURRENCY_DEFAULT,
+    Concurrency,
+    WorkerOptions,
+    build_options,
+    unregistered_queues,
+)
+from shared.worker.presence import RegistryBeat
+from shared.worker.slots import Slots
+from shared.worker.stats import WorkerState, WorkerStats
+
+log = logging.getLogger("ujobs.worker")
+
+SIGNAL_HISTORY = 1_000
+
+
+class JobWorker:
+    def __init__(
+        self,
+        *,
+        driver: JobDriver,
+        context: ContextSpec,
+        options: WorkerOptions,
+        registry: Registry,
+        clock: Clock,
+        events: EventBus | None,
+        wake: QueueWake | None,
+        metrics: JobMetrics,
+        lifecycle: Lifecycle | None,
+    ) -> None:
+        self.driver = driver
+        self.context = context
+        self.options = options
+        self.registry = registry
+        self.clock = clock
+        self.wake = wake
+        self.metrics = metrics
+        # Awaitable test hooks. A short history: every settled run is emitted, and a long
+        # one keeps thousands of executions alive for the garbage collector to walk.
+        self.signals = Signals(history=SIGNAL_HISTORY)
+        self.slots = Slots(options.concurrency, options.max_in_flight)
+        self.held: dict[tuple[str, int], HeldRun] = {}
+        self._lifecycle = lifecycle
+        self._state: WorkerState = "new"
+        self._drain_reason: JobDrainedError | None = None
+        self._served = frozenset(options.queues)
+        self._cleanup: list[Callable[[], None]] = []
+        self._closing: asyncio.Task[None] | None = None
+        self.loop = ClaimLoop(
+            driver=driver,
+            options=options,
+            slots=self.slots,
+            clock=clock,
+            dispatch=self._dispatch,
+            on_exhausted=self._on_exhausted,
+            drop_exhausted=self._drop_exhausted(),
+            idle_ceiling_ms=self.idle_ceiling_ms,
+            signals=self.signals,
+            ahead=self._ahead,
+        )
+        self.prefetch = Prefetch(
+            driver=driver,
+            limit=min(options.claim_ahead, CLAIM_AHEAD_MAX_PER_SLOT * self.slots.capacity)
+            if len(options.queues) == 1
+            else 0,
+            visibility_ms=options.visibility_timeout_ms,
+            start=self._start,
+            can_start=self._can_start,
+        )
+        self.runner = Runner(
+            driver=driver,
+            registry=registry,
+            context=context,
+            clock=clock,
+            events=events,
+            options=options,
+            metrics=metrics,
+            signals=self.signals,
+            lifecycle=None,  # set by start() when the worker drains with the process
+            due_at=self.loop.due_at,
+            finished=self._finished,
+        )
+        self.renewals = Renewals(
+            driver=driver,
+            clock=clock,
+            held=self.held,
+            visibility_ms=options.visibility_timeout_ms,
+            interval_ms=options.heartbeat_interval_ms,
+            metrics=metrics,
+        )
+        self.registry_beat = RegistryBeat(
+            registry=driver.workers,
+            worker_id=options.worker_id,
+            queues=options.queues,
+            slots=options.capacity,
+            in_flight=lambda: [key[0] for key in self.held],
+            ttl_ms=options.visibility_timeout_ms,
+            interval_ms=options.heartbeat_interval_ms,
+            clock=clock,
+        )
+        self.heartbeat = HeartbeatTimer(
+            renewals=self.renewals,
+            clock=clock,
+            interval_ms=options.heartbeat_interval_ms,
+            beat_due=self.registry_beat.due_at,
+            beat=self.registry_beat.beat_soon,
+        )
+
+    # -- identity and figures -----------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return self.options.worker_id
+
+    @property
+    def state(self) -> WorkerState:
+        return self._state
+
+    def idle_ceiling_ms(self) -> int:
+        """``idle_poll_max_ms`` when declared; else 5 s while the wake is live, 2 s without."""
+        return idle_ceiling_ms(self.wake, self.options.idle_poll_max_ms)
+
+    def stats(self) -> WorkerStats:
+        c = self.runner.counters
+        return WorkerStats(
+            worker_id=self.id,
+            state=self._state,
+            in_flight=self.slots.in_flight,
+            max_in_flight=self.options.max_in_flight,
+            capacity=self.slots.capacity,
+            in_flight_by_queue=self.slots.by_queue(),
+            claimed=c.claimed,
+            settled=c.settled,
+            refused=c.refused,
+            shed=c.shed,
+            waited=c.waited,
+            unknown=c.unknown,
+            passes=self.loop.passes,
+            next_timer_ms=self.loop.timers.next_due_ms,
+        )
+
+    # -- claimed rows ---------------------------------------------------------------------------
+
+    def _drop_exhausted(self) -> frozenset[str]:
+        return frozenset(n for n, h in self.registry.jobs.items() if not h.retry.dead_letter)
+
+    def _ahead(self) -> int:
+        return self.prefetch.room() if self._state == "running" else 0
+
+    def _can_start(self, queue: str) -> bool:
+        return self.slots.free(queue) > 0 and self.slots.room() > 0
+
+    def _dispatch(self, claimed: ClaimedJob, sent_ms: int) -> None:
+        """A claimed row: run it when its queue has a slot, else (claimed ahead) buffer it.
+        Without claim-ahead every row claimed has its slot (the pass asked for the room)."""
+        if self.prefetch.limit > 0 and (self.prefetch or not self._can_start(claimed.queue)):
+            self.prefetch.hold(claimed, sent_ms)
+            self.prefetch.feed()
+            return
+        self._start(claimed, sent_ms)
+
+    def _start(self, claimed: ClaimedJob, sent_ms: int) -> None:
+        held = HeldRun(claimed, sent_ms=sent_ms, interval_ms=self.options.heartbeat_interval_ms)
+        if self._drain_reason is not None:
+            held.signal.abort(self._drain_reason)  # claimed by the pass the drain caught
+        held.on_settling = self._settling
+        self.held[(claimed.id, claimed.claim)] = held
+        self.slots.take(claimed.queue)
+        self.runner.counters.claimed += 1
+        held.task = asyncio.get_running_loop().create_task(self.runner.run(held))
+
+    def _settling(self, held: HeldRun) -> None:
+        """The run's ack/nack is being SENT: its body is over, so its pool slot (and limiter
+        lease) is free now and a pass is kicked — the next claim overlaps the settle's round
+        trip. A run holding a fleet ``concurrency`` slot keeps its pool slot until that slot
+        is released (after the settle), so this worker never meets its own finished run's
+        slot on the next claim."""
+        if held.slot is None:
+            self._free(held)
+
+    def _free(self, held: HeldRun) -> None:
+        if held.freed:
+            return
+        held.freed = True
+        if held.limit_lease is not None:
+            held.limit_lease.release()
+        self.slots.give(held.claimed.queue)
+        self.prefetch.feed()
+        self.loop.kick()
+
+    def _finished(self, held: HeldRun) -> None:
+        claimed = held.claimed
+        self.held.pop((claimed.id, claimed.claim), None)
+        self._free(held)
+
+    async def _on_exhausted(self, rows: Sequence[ExhaustedJob]) -> None:
+        """The claim buried rows whose lease lapsed on their final attempt: announce them."""
+        announced = await announce_exhausted(rows, jobs=self.registry, context=self.context)
+        for row, told in zip(rows, announced, strict=True):
+            self.metrics.record_outcome(
+                row.queue, "dead" if told.outcome == "dead-lettered" else "failed"
+            )
+            self.signals.emit("exhausted", told)
+
+    def _on_wake(self, queue: str) -> None:
+        served = queue in self._served
+        self.signals.emit("wake", (queue, served))
+        if served:
+            self.loop.kick()
+
+    # -- test and operator entry points ----------------------------------------------------------
+
+    async def run_once(self) -> PassResult:
+        """One claim pass now (the rows it claims run as tasks; ``join()`` waits for them)."""
+        return await self.loop.run_once()
+
+    async def heartbeat_once(self) -> None:
+        """One heartbeat tick now, waiting for the renewals it sent (tests on a frozen clock)."""
+        sent = self.heartbeat.tick()
+        if sent:
+            await asyncio.wait(sent)
+
+    async def join(self) -> None:
+        """Wait until this worker holds no run."""
+        while self.held:
+            tasks = {h.task for h in self.held.values() if h.task is not None}
+            if not tasks:
+                return
+            await asyncio.wait(tasks)
+
+    # -- start ----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start claiming; a second call does nothing. Refuses (``X_JOB_CONCURRENCY_
+        UNENFORCEABLE``) when a registered job declares ``concurrency`` and the driver has no
+        lease store."""
+        if self._state != "new":
+            return
+        check_enforceable(self.driver, self.registry)
+        for queue in unregistered_queues(self.options, self.registry):
+            log.warning(
+                "jobs.worker.queue-unregistered",
+                extra={"queue": queue, "worker_id": self.id, "polled": True},
+            )
+            self.signals.emit("queue-unregistered", queue)
+        self._state = "running"
+        self.loop.drop_exhausted = self._drop_exhausted()
+        if self.options.drain_on_shutdown:
+            lifecycle = self._lifecycle if self._lifecycle is not None else process_lifecycle()
+            self._lifecycle = lifecycle
+            self.runner.lifecycle = lifecycle
+            self._cleanup.append(
+                lifecycle.register(accept=self._accept, close=self._close, name=f"worker {self.id}")
+            )
+        self._cleanup.append(
+            self.metrics.track_worker(
+                self, lambda: self.slots.in_flight, lambda: self.slots.capacity
+            )
+        )
+        self._cleanup.append(on_enqueued(self._on_wake))
+        if self.wake is not None:
+            self._cleanup.append(self.wake.subscribe(self._on_wake))
+        await self.registry_beat.beat()
+        self.heartbeat.start()
+        self.loop.start()
+        log.info(
+            "jobs.worker.started",
+            extra={
+                "worker_id": self.id,
+                "queues": list(self.options.queues),
+                "capacity": self.slots.capacity,
+                "max_in_flight": self.options.max_in_flight,
+            },
+        )
+
+    # -- the drain ------------------------------------------------------------------------------
+
+    def _stop_claiming(self) -> bool:
+        if self._state != "running":
+            return False
+        self._state = "draining"
+        self.loop.halt()
+        self.prefetch.close()
+        self.registry_beat.announce_draining()
+        return True
+
+    def _accept(self) -> None:
+        """The drain's first phase: stop claiming, abort every held run with X_DRAINING,
+        announce ``draining``. Returns at once."""
+        self._stop_claiming()
+        if self._drain_reason is not None or self._state == "stopped":
+            return  # a second SIGTERM; or nothing left (a SIGTERM during stop() still aborts)
+        lifecycle = self._lifecycle
+        signal_name = lifecycle.last_signal if lifecycle is not None else None
+        reason = drain_reason(self.id, signal_name)
+        self._drain_reason = reason
+        for held in list(self.held.values()):
+            held.signal.abort(reason)
+        log.info(
+            "jobs.worker.draining",
+            extra={
+                "worker_id": self.id,
+                "in_flight": len(self.held),
+                "signal": reason.meta["signal"],
+            },
+        )
+        self.signals.emit("draining", len(self.held))
+
+    async def _close(self, deadline: Deadline) -> None:
+        """The drain's second phase: what is left, within the deadline; then stopped."""
+        self._stop_claiming()
+        await self._shutdown(deadline)
+
+    async def stop(self) -> None:
+        """Stop claiming and wait for every held run, however long it takes; aborts nothing.
+        Safe twice, and before ``start()``."""
+        if self._state == "new":
+            return
+        self._stop_claiming()
+        await self._shutdown(Deadline(math.inf))
+
+    async def _shutdown(self, deadline: Deadline) -> None:
+        if self._state == "stopped":
+            return
+        if self._closing is None:
+            self._closing = asyncio.ensure_future(self._close_once(deadline))
+        await asyncio.shield(self._closing)
+
+    async def _close_once(self, deadline: Deadline) -> None:
+        if not await self.loop.join(remaining_s(deadline)):
+            log.warning("jobs.worker.claim-abandoned", extra={"worker_id": self.id})
+        self.prefetch.close()  # a row the last pass claimed ahead goes back too
+        await self.prefetch.settle(remaining_s(deadline))
+        await wait_out(self.held, deadline, worker_id=self.id, signals=self.signals)
+        await self.heartbeat.stop()
+        await self.registry_beat.remove()
+        for cleanup in reversed(self._cleanup):
+            cleanup()
+        self._cleanup.clear()
+        if self.options.close_driver:
+            try:
+                await self.driver.close()
+            except Exception as exc:
+                log.warning("jobs.worker.close-failed", extra={"error": repr(exc)})
+        self._state = "stopped"
+        log.info("jobs.worker.stopped", extra={"worker_id": self.id})
+        self.signals.emit("stopped", self.id)
+
+
+def job_worker(
+    *,
+    driver: JobDriver,
+    context: ContextSpec,
+    queues: Iterable[str] | None = None,
+    concurrency: Concurrency = JOBS_CONCURRENCY_DEFAULT,
+    max_in_flight: int | None = None,
+    limits: LimitConfig | None = None,
+    visibility_timeout_ms: int = DEFAULT_VISIBILITY_TIMEOUT_MS,
+    heartbeat_interval_ms: int | None = None,
+    poll_interval_ms: int = DEFAULT_POLL_INTERVAL_MS,
+    idle_poll_max_ms: int | None = None,
+    registry: Registry | Api | None = None,
+    clock: Clock | None = None,
+    events: EventBus | None = None,
+    wake: QueueWake | None = None,
+    metrics: JobMetrics | None = None,
+    drain_on_shutdown: bool = True,
+    close_driver: bool = True,
+    worker_id: str | None = None,
+    lifecycle: Lifecycle | None = None,
+    claim_ahead: int = 0,
+) -> JobWorker:
+    """The worker role. ``driver`` and ``context`` are required; everything else defaults
+    (see ``shared.worker.options``). ``clock`` defaults to the driver's (every lease window,
+    timer and step stamp then reads one clock). ``registry`` defaults to the process registry (what
+    ``define_api`` installed); ``lifecycle`` to the process lifecycle; ``metrics`` to the
+    process's series; ``wake`` to none (in-process enqueues still wake it); ``claim_ahead`` to 0
+    (see ``shared.worker.options``)."""
+    reg = registry.registry() if isinstance(registry, Api) else registry or process_registry()
+    options = build_options(
+        queues=queues,
+        registered_queues=[h.queue for h in reg.jobs.values()],
+        concurrency=concurrency,
+        max_in_flight=max_in_flight,
+        limits=limits,
+        visibility_timeout_ms=visibility_timeout_ms,
+        heartbeat_interval_ms=heartbeat_interval_ms,
+        poll_interval_ms=poll_interval_ms,
+        idle_poll_max_ms=idle_poll_max_ms,
+        drain_on_shutdown=drain_on_shutdown,
+        close_driver=close_driver,
+        worker_id=worker_id,
+        claim_ahead=claim_ahead,
+    )
+    return JobWorker(
+        driver=driver,
+        context=context,
+        options=options,
+        registry=reg,
+        clock=clock if clock is not None else driver.clock,
+        events=events,
+        wake=wake,
+        metrics=metrics if metrics is not None else job_metrics(),
+        lifecycle=lifecycle,
+    )
+
+
+__all__ = ["JobWorker", "WorkerOptions", "WorkerStats", "job_lease_key", "job_worker"]
