@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from shared.clock import Clock
 from shared.drivers.base import ClaimedJob, ClaimOptions, JobDriver, OnExhausted
 from shared.hooks import Signals
+from shared.store_loss import store_loss_report
 from shared.worker_options import WorkerOptions
 from shared.worker_slots import Slots
 
@@ -144,6 +145,7 @@ class ClaimLoop:
         ahead: Callable[[], int] | None = None,
     ) -> None:
         self.driver = driver
+        self._store_loss = store_loss_report(driver)
         self._ahead = ahead
         self.options = options
         self.slots = slots
@@ -266,6 +268,8 @@ class ClaimLoop:
                 },
             )
             return 0
+        if self._store_loss is not None:
+            self._store_loss.observe()  # a claim that read a new keyspace mark: reported once
         for row in rows:
             self._dispatch(row, sent_ms)
         if rows:
