@@ -2,9 +2,10 @@
 
 A driver speaks the domain (``claim(options) -> list[ClaimedJob]``), never "run this SQL", so
 Postgres, Redis and memory can all stand behind it. What only some backends can do —
-introspection, fleet leases, the worker registry, the backfill ledger — are separate Protocols
-exposed as optional attributes (``driver.introspect`` is None when absent); callers test the
-capability, never the driver's name. ``tests/conformance/`` holds every driver to this file.
+introspection, fleet leases, the worker registry, the backfill ledger, the keyspace mark
+(``store_watch``) — are separate Protocols exposed as optional attributes
+(``driver.introspect`` is None when absent); callers test the capability, never the driver's
+name. ``tests/conformance/`` holds every driver to this file.
 
 States: ``ready`` (due at ``run_at``), ``delayed`` (enqueued with a delay), ``running``
 (claimed, leased), ``suspended`` (a ``step.sleep`` / ``wait_for_event`` parked it until
@@ -36,6 +37,7 @@ from shared.drivers.fleet import (
     LeaseStore,
     WorkerRegistry,
 )
+from shared.drivers.keyspace import StoreWatch
 from shared.drivers.operator_surface import (
     BulkFilter,
     BulkResult,
@@ -152,6 +154,11 @@ class JobDriver(Protocol):
     @property
     def backfills(self) -> BackfillLedger | None: ...
 
+    @property
+    def store_watch(self) -> StoreWatch | None:
+        """The keyspace mark of a store that can come back empty (Redis); None elsewhere."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Capabilities:
@@ -252,6 +259,7 @@ __all__ = [
     "OnExhausted",
     "QueueStats",
     "StepRecord",
+    "StoreWatch",
     "TaskFire",
     "WorkerInfo",
     "WorkerRegistry",

@@ -142,6 +142,9 @@ class ClaimedJob:
     lease_expires_at_ms: int
     traceparent: str | None = None
     enqueued_by: str | None = None
+    store_epoch: str | None = None
+    """The keyspace mark the row was claimed under, on a store that can lose its whole
+    keyspace under a running worker (``StoreWatch``: Redis); None elsewhere."""
 
     @property
     def ref(self) -> ClaimRef:

@@ -25,4 +25,6 @@ The map:
 - ``step_output``: What a step stores: its result as JSON, read back — or
   ``X_STEP_OUTPUT_INVALID``.
 - ``steps``: ``run.step``: durable steps that replay from storage.
+- ``store_loss``: A store that came back empty under a live worker: ONE error naming it, not a
+  warning per row.
 """

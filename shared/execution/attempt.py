@@ -73,6 +73,7 @@ from shared.drivers.base import ClaimedJob, JobDriver, NackOptions
 from shared.errors import (
     JobAbortedError,
     JobDrainedError,
+    LeaseLostError,
     error_code_of,
 )
 from shared.events.bus import EventBus
@@ -93,6 +94,7 @@ from shared.execution.settle import (
     settle_answer,
 )
 from shared.execution.steps import Step
+from shared.execution.store_loss import store_lost
 from shared.jobs.job import JobHandle
 from shared.jobs.retry import StopReason, is_final_attempt
 from shared.signal import Signal
@@ -267,7 +269,10 @@ async def _settle(
             verdict.resume_at_ms,
             verdict.options,
         )
-        _log_failure(claimed, handle, outcome, stop, error, resume_at, now)
+        # A step refused or a renewal answered "not ours" because the row's whole keyspace is
+        # gone (a Redis back empty): reported once for every row (shared.execution.store_loss).
+        wiped = error_code_of(error) == LeaseLostError.code and await store_lost(driver, claimed)
+        _log_failure(claimed, handle, outcome, stop, error, resume_at, now, quiet=wiped)
     await progress.flush()
     if step is not None:
         step.close(partial(_settled_error, claimed.name, outcome))
@@ -352,6 +357,7 @@ def _log_failure(
     now: int,
     *,
     cap: int | None = None,
+    quiet: bool = False,
 ) -> None:
     fields = {
         "job": claimed.name,
@@ -370,7 +376,7 @@ def _log_failure(
     if outcome == "interrupted":
         log.info("jobs.attempt.interrupted", extra=fields)
         return
-    level = logging.WARNING if stop is None else logging.ERROR
+    level = logging.DEBUG if quiet else logging.WARNING if stop is None else logging.ERROR
     log.log(
         level,
         "jobs.attempt.failed",

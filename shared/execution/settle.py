@@ -51,6 +51,7 @@ from shared.execution.outage import (
 from shared.execution.outcome import JobExecution
 from shared.execution.run import Settled
 from shared.execution.scope import ContextSpec, build_ctx, job_scope, parse_stored
+from shared.execution.store_loss import store_lost
 from shared.jobs.job import JobHandle
 from shared.jobs.retry import Retry, StopReason, retry_delay_ms, stop_reason
 
@@ -190,7 +191,8 @@ async def settle_answer(
     nack. A driver that could not reach its store (``X_DRIVER_UNREACHABLE``) is asked again
     while ``lease_left()`` (default: the claim's own lease) says the row is still ours
     (``shared.execution.outage``). A refusal logs ``jobs.settle.unowned`` unless
-    ``report_refusal=False`` (the caller has a second settle to try); a driver error logs
+    ``report_refusal=False`` (the caller has a second settle to try), at debug when the row's
+    keyspace was wiped (``shared.execution.store_loss`` reports that once); a driver error logs
     ``jobs.settle.failed`` — the row stays running and its lease lapses, which is what
     at-least-once already promises."""
     if before_settle is not None:
@@ -211,10 +213,17 @@ async def settle_answer(
     )
     if result.answer == "refused" and report_refusal:
         # After a try that could not reach the store, the refusal may be that try's own
-        # landing, its answer lost with the connection.
-        log.warning(
+        # landing, its answer lost with the connection. A row whose whole keyspace went (a
+        # Redis back empty) is reported once for all of them (shared.execution.store_loss).
+        wiped = await store_lost(driver, claimed)
+        log.log(
+            logging.DEBUG if wiped else logging.WARNING,
             "jobs.settle.unowned",
-            extra={**_settle_fields(claimed, outcome), "after_unreachable": result.tries > 1},
+            extra={
+                **_settle_fields(claimed, outcome),
+                "after_unreachable": result.tries > 1,
+                "store_lost": wiped,
+            },
         )
     return result.answer
 

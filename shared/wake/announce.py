@@ -52,6 +52,7 @@ from shared.drivers.base import (
     LeaseStore,
     NackOptions,
     StepRecord,
+    StoreWatch,
     WorkerRegistry,
 )
 from shared.errors import ConfigInvalidError
@@ -277,6 +278,10 @@ class AnnouncingDriver(JobDriver):
     @property
     def backfills(self) -> BackfillLedger | None:
         return self.inner.backfills
+
+    @property
+    def store_watch(self) -> StoreWatch | None:
+        return self.inner.store_watch
 
 
 class _Kept:

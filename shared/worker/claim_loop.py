@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from shared.clock import Clock
 from shared.drivers.base import ClaimedJob, ClaimOptions, JobDriver, OnExhausted
+from shared.execution.store_loss import store_loss_report
 from shared.loop_probes import Signals
 from shared.worker.options import WorkerOptions
 from shared.worker.slots import Slots
@@ -144,6 +145,7 @@ class ClaimLoop:
         ahead: Callable[[], int] | None = None,
     ) -> None:
         self.driver = driver
+        self._store_loss = store_loss_report(driver)
         self._ahead = ahead
         self.options = options
         self.slots = slots
@@ -266,6 +268,8 @@ class ClaimLoop:
                 },
             )
             return 0
+        if self._store_loss is not None:
+            self._store_loss.observe()  # a claim that read a new keyspace mark: reported once
         for row in rows:
             self._dispatch(row, sent_ms)
         if rows:

@@ -10,7 +10,9 @@ renewal can answer, and what is reported (§ Leases):
 * a whole window passed with none landing: ``jobs.lease.lost`` (error, ``reason: window``) +
   ``job_leases_lost_total{queue}``; the run's signal is aborted with ``X_JOB_LEASE_LOST``.
 * the row refused it — another claim holds it, or it is gone: ``jobs.lease.lost`` (error,
-  ``reason: not-ours``) + the counter; aborted the same way.
+  ``reason: not-ours``) + the counter; aborted the same way. When the row's whole keyspace
+  is gone (a Redis back empty, ``shared.execution.store_loss``) the reason is ``store-lost``, the
+  line drops to debug and ``jobs.store.lost`` is logged once for every row.
 * the row refused it because it was cancelled: ``jobs.lease.cancelled`` (info); aborted the
   same way, never counted.
 * the fleet slot's renewal answered False: ``jobs.worker.slot-lost`` (error); aborted with
@@ -37,6 +39,7 @@ from typing import Any
 from shared.clock import Clock
 from shared.drivers.base import ClaimedJob, JobDriver, LeaseStore
 from shared.errors import JobSlotLostError, LeaseLostError
+from shared.execution.store_loss import STORE_LOST_REASON, store_lost
 from shared.metrics import JobMetrics
 from shared.signal import Signal
 from shared.worker.limits import LimitLease
@@ -185,7 +188,11 @@ class Renewals:
                     meta={"job": c.name, "job_id": c.id, "reason": "cancelled"},
                 )
             )
-        else:
+        elif await store_lost(self.driver, c):
+            # the loss is reported once for every row (shared.execution.store_loss)
+            if run.renewable:
+                self._lost(run, STORE_LOST_REASON, self.clock.now_ms(), level=logging.DEBUG)
+        elif run.renewable:
             self._lost(run, "not-ours", self.clock.now_ms())
 
     async def _renew_slot(self, run: HeldRun, slot: FleetSlot) -> None:
@@ -226,10 +233,11 @@ class Renewals:
             },
         )
 
-    def _lost(self, run: HeldRun, reason: str, now: int) -> None:
+    def _lost(self, run: HeldRun, reason: str, now: int, *, level: int = logging.ERROR) -> None:
         run.lost = True
         c = run.claimed
-        log.error(
+        log.log(
+            level,
             "jobs.lease.lost",
             extra={
                 **run.fields(),

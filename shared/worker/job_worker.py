@@ -47,6 +47,7 @@ from shared.errors import JobDrainedError
 from shared.events.bus import EventBus
 from shared.execution.on_settled import announce_exhausted
 from shared.execution.scope import ContextSpec
+from shared.execution.store_loss import store_loss_report
 from shared.jobs.registry import Api, Registry
 from shared.jobs.registry import registry as process_registry
 from shared.lifecycle import Deadline, Lifecycle, process_lifecycle
@@ -254,6 +255,10 @@ class JobWorker:
         self.prefetch.feed()
         self.loop.kick()
 
+    def _held_under(self, epoch: str) -> int:
+        """How many running rows were claimed under the keyspace mark ``epoch``."""
+        return sum(1 for held in self.held.values() if held.claimed.store_epoch == epoch)
+
     def _finished(self, held: HeldRun) -> None:
         claimed = held.claimed
         self.held.pop((claimed.id, claimed.claim), None)
@@ -324,6 +329,9 @@ class JobWorker:
             )
         )
         self._cleanup.append(on_enqueued(self._on_wake))
+        store_loss = store_loss_report(self.driver)
+        if store_loss is not None:  # a wiped keyspace names how many rows this worker ran
+            self._cleanup.append(store_loss.count_held(self._held_under))
         if self.wake is not None:
             self._cleanup.append(self.wake.subscribe(self._on_wake))
         await self.registry_beat.beat()

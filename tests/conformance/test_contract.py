@@ -5,9 +5,12 @@ from __future__ import annotations
 from shared.clock import FrozenClock
 from shared.drivers.base import (
     BackfillLedger,
+    ClaimOptions,
+    EnqueueRequest,
     JobDriver,
     JobIntrospection,
     LeaseStore,
+    StoreWatch,
     WorkerRegistry,
     capabilities_of,
 )
@@ -32,6 +35,24 @@ async def test_each_capability_is_none_or_its_protocol(driver: JobDriver) -> Non
         assert present == (surface is not None)
         if surface is not None:
             assert isinstance(surface, protocol)
+
+
+async def test_a_claim_carries_the_keyspace_mark_exactly_when_the_driver_keeps_one(
+    driver: JobDriver,
+) -> None:
+    """``store_watch`` (a store that can come back empty: Redis) stamps every claimed row with
+    the mark it was claimed under, and that mark is the one ``verify`` reads; a driver without
+    one stamps nothing."""
+    await driver.enqueue(EnqueueRequest(name="n", input=1, idempotency_key="k"))
+    [row] = await driver.claim(ClaimOptions(queues=["default"], limit=1, worker_id="w"))
+    watch = driver.store_watch
+    if watch is None:
+        assert row.store_epoch is None
+        return
+    assert isinstance(watch, StoreWatch)
+    assert row.store_epoch is not None
+    assert watch.epoch == row.store_epoch
+    assert await watch.verify() == row.store_epoch
 
 
 async def test_a_fresh_driver_is_empty(driver: JobDriver) -> None:

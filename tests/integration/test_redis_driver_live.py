@@ -115,6 +115,7 @@ class Comparison:
             row = dataclasses.asdict(value)
             row["id"] = ids.name(row["id"])
             row["run_id"] = ids.name(row["run_id"])
+            row.pop("store_epoch", None)  # the Redis keyspace mark: no memory counterpart
             return row
         if isinstance(value, list):
             return [self.norm(ids, v) for v in value]

@@ -50,6 +50,7 @@ async def run_every_operation(driver: RedisDriver) -> None:
     await driver.ack(jid, job.ref)
     await driver.stats()
     await driver.counter_buckets("n", 0)
+    await driver.store_watch.verify()
 
 
 def test_every_operation_has_one_file_and_every_file_an_operation() -> None:

@@ -103,3 +103,20 @@ def test_the_backends_have_health_checks_and_migrate_waits_for_postgres() -> Non
     migrate = SERVICES["migrate"]
     assert migrate["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert migrate["restart"] == "no"
+
+
+def test_the_redis_the_queue_may_live_in_keeps_an_append_only_file_on_a_volume() -> None:
+    """With UJOBS_DRIVER=redis the queue lives in compose's Redis: a restart without
+    persistence would delete every job (README: Redis durability)."""
+    redis = SERVICES["redis"]
+    command = list(redis["command"])
+    options = dict(zip(command[1::2], command[2::2], strict=True))
+    assert command[0] == "redis-server"
+    assert options["--appendonly"] == "yes"
+    assert options["--appendfsync"] == "everysec"
+    assert options["--maxmemory-policy"] == "noeviction"
+    assert any(v.split(":")[1] == "/data" for v in redis["volumes"])
+    assert redis["volumes"][0].split(":")[0] in COMPOSE["volumes"]
+    for name in OURS:
+        if name != "migrate":
+            assert _env(OURS[name])["REDIS_URL"] == "redis://redis:6379/0"

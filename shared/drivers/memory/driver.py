@@ -83,6 +83,11 @@ class MemoryDriver:
     def backfills(self) -> BackfillLedger | None:
         return self._backfills
 
+    @property
+    def store_watch(self) -> None:
+        """None: this store never comes back empty under a live process."""
+        return None
+
     # -- enqueue ------------------------------------------------------------------------
     def _insert(self, request: EnqueueRequest, now: int) -> Enqueued:
         state = self.state

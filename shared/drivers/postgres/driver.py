@@ -143,6 +143,11 @@ class PostgresDriver:
     def backfills(self) -> PostgresBackfillLedger:
         return self._backfills
 
+    @property
+    def store_watch(self) -> None:
+        """None: this store never comes back empty under a live process."""
+        return None
+
     # -- enqueue -----------------------------------------------------------------------------
     async def enqueue(self, request: EnqueueRequest) -> Enqueued:
         return await self._enqueuer.enqueue(request)

@@ -6,6 +6,7 @@ The map:
   one read.
 - ``codec``: What crosses the wire to the Redis driver's scripts, both ways.
 - ``driver``: The Redis driver: the queue off the database, one Lua script per operation.
+- ``mark``: The Redis driver's keyspace mark (``shared.drivers.keyspace.StoreWatch``).
 - ``scripts``: The Redis driver's Lua scripts: read once from ``shared/drivers/redis/lua/``,
   called by SHA.
 

@@ -88,8 +88,8 @@ def enqueued_from(reply: Sequence[Any]) -> list[Enqueued]:
     ]
 
 
-def claimed_from(row: Sequence[Any]) -> ClaimedJob:
-    """One row of ``claim.lua``'s ``claimed`` list."""
+def claimed_from(row: Sequence[Any], store_epoch: str | None = None) -> ClaimedJob:
+    """One row of ``claim.lua``'s ``claimed`` list, claimed under the mark ``store_epoch``."""
     return ClaimedJob(
         id=text(row[0]),
         run_id=text(row[1]),
@@ -107,6 +107,7 @@ def claimed_from(row: Sequence[Any]) -> ClaimedJob:
         lease_expires_at_ms=int(row[13]),
         traceparent=opt_text(row[14]),
         enqueued_by=opt_text(row[15]),
+        store_epoch=store_epoch,
     )
 
 

@@ -27,6 +27,10 @@ under its own fence. A worker's settles and its next claim therefore cost a roun
 turn, not one per job; a call alone in its turn (a single enqueue, an idle worker's claim: the
 pickup-latency path) is sent from its caller's own task, one loop turn after the call.
 
+Keyspace loss: every claim reads the deployment's mark (``{prefix}:store``, see
+``redis_mark.py``) and stamps its rows with it, so a Redis that came back empty (restarted
+without persistence) is told from a lost lease: ``store_watch`` (``shared.drivers.keyspace``).
+
 Retention: a ``done`` row and its steps expire ``done_ttl_ms`` after the ack (Redis drops them,
 no sweep; ``0`` keeps them); ``dead`` and ``failed`` rows are kept. Its ids stop deduping an
 enqueue once expired.
@@ -64,6 +68,7 @@ from shared.drivers.base import (
     nack_state,
 )
 from shared.drivers.redis.batch import ScriptBatcher
+from shared.drivers.redis.mark import KeyspaceMark
 from shared.drivers.redis.scripts import SCRIPTS
 from shared.errors import (
     ClaimQueuesEmptyError,
@@ -144,6 +149,7 @@ class RedisDriver:
         self._batcher = (
             ScriptBatcher(client, self._keys) if not isinstance(client, RedisCluster) else None
         )
+        self._mark = KeyspaceMark(self._run, prefix)
 
     # -- capabilities: none beyond the core operations (see the module docstring) ---------
     @property
@@ -161,6 +167,11 @@ class RedisDriver:
     @property
     def backfills(self) -> None:
         return None
+
+    @property
+    def store_watch(self) -> KeyspaceMark:
+        """The keyspace mark: a Redis that came back empty is told from a lost lease."""
+        return self._mark
 
     async def _run(self, operation: str, args: list[Any]) -> Any:
         """One script; a Redis failure leaves the driver as ``X_DRIVER_UNAVAILABLE``."""
@@ -209,14 +220,16 @@ class RedisDriver:
             options.limit,
             options.worker_id,
             options.visibility_ms,
+            self._mark.candidate(),
             len(drop),
             *drop,
             *queues,
         ]
-        claimed, buried = await self._run("claim", args)
+        claimed, buried, mark = await self._run("claim", args)
+        epoch = self._mark.seen(mark)
         if buried and options.on_exhausted is not None:
             await options.on_exhausted([codec.exhausted_from(row) for row in buried])
-        return [codec.claimed_from(row) for row in claimed]
+        return [codec.claimed_from(row, epoch) for row in claimed]
 
     # -- settle -------------------------------------------------------------------------
     async def ack(self, job_id: str, ref: ClaimRef, *, duration_ms: int | None = None) -> bool:

@@ -38,6 +38,7 @@ OPERATIONS = (
     "load_steps",
     "stats",
     "counters",
+    "mark",
 )
 
 

@@ -1,12 +1,15 @@
 -- claim.lua: lease up to `limit` due rows of the queues, oldest due first; bury final attempts.
 --
--- ARGV: now, limit, worker_id, visibility_ms, n_drop, <n_drop job names>, <queues...>
--- Returns { claimed, buried }:
+-- ARGV: now, limit, worker_id, visibility_ms, mark_candidate, n_drop, <n_drop job names>,
+--       <queues...>
+-- Returns { claimed, buried, mark }:
 --   claimed: one list per row: id, run_id, name, queue, input, tenant_id, idempotency_key,
 --            attempt, max_attempts, worker_id, claim, run_at, created_at, lease, traceparent,
 --            enqueued_by
 --   buried:  one list per row: id, run_id, name, queue, input, tenant_id, attempt,
 --            max_attempts, state
+--   mark:    the keyspace mark (prelude.lua's store_mark; `mark_candidate` when there was none),
+--            so the driver learns of a wiped keyspace with no round trip of its own
 --
 -- Candidates per queue: the first `limit` members of the due zset with run_at <= now (the
 -- zset is ordered by run_at, then insertion), plus running rows whose lease lapsed (at most
@@ -22,14 +25,15 @@ local now = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local worker = ARGV[3]
 local visibility = tonumber(ARGV[4])
-local n_drop = tonumber(ARGV[5])
+local mark = store_mark(ARGV[5])
+local n_drop = tonumber(ARGV[6])
 local drop = {}
-for i = 6, 5 + n_drop do
+for i = 7, 6 + n_drop do
   drop[ARGV[i]] = true
 end
 
 local candidates = {}
-for i = 6 + n_drop, #ARGV do
+for i = 7 + n_drop, #ARGV do
   local queue = ARGV[i]
   local lapsed = redis.call('ZRANGEBYSCORE', running_key(queue), '-inf', now,
     'LIMIT', 0, LAPSED_SCAN)
@@ -145,4 +149,4 @@ for queue, pairs_ in pairs(leased) do
 end
 tally_flush(tallies)
 
-return { claimed, buried }
+return { claimed, buried, mark }

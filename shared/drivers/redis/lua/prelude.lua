@@ -14,6 +14,9 @@
 --   {p}:steps:<run_id>    hash    step name -> "<seq>:<started>:<finished>:<output JSON>"
 --   {p}:ctr:<job>:<start> hash    one 1-minute counter bucket: done/retried/failed/dead/duration_ms
 --   {p}:w:<queue>         string  the wake slot this queue was last announced in (enqueue.lua)
+--   {p}:store             string  the keyspace mark: a random token written by the first claim
+--                                 (or mark.lua) that found none; a process that saw another
+--                                 token, or none, knows the keyspace was wiped under it
 --
 -- Time is never Redis TIME: every script is handed the driver clock's `now` as an argument.
 -- Inputs and step outputs are JSON strings stored verbatim; no script decodes them (cjson
@@ -46,6 +49,17 @@ end
 
 local function steps_key(run_id)
   return base .. ':steps:' .. run_id
+end
+
+-- The keyspace mark (see the layout above): the token there, or `candidate` written when none.
+local function store_mark(candidate)
+  local key = base .. ':store'
+  local mark = redis.call('GET', key)
+  if not mark then
+    redis.call('SET', key, candidate)
+    return candidate
+  end
+  return mark
 end
 
 -- Optional strings travel as "" (absent) or "=<value>" (present, possibly empty).
