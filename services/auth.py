@@ -22,7 +22,7 @@ from typing import Protocol
 
 from services.tokens import TokenRecord
 from shared.context import Actor
-from shared.errors import TenancyActorMismatchError, UltimateError
+from shared.errors import DriverUnavailableError, TenancyActorMismatchError, UltimateError
 
 
 class UnauthorizedError(UltimateError):
@@ -39,6 +39,20 @@ class ForbiddenError(UltimateError):
 
 class TokenLookup(Protocol):
     async def find(self, secret: str) -> TokenRecord | None: ...
+
+
+class _NoTokens:
+    """The lookup of a deployment with no Postgres (the Redis driver alone): tokens live in
+    Postgres, so every authenticated call is ``X_DRIVER_UNAVAILABLE`` naming DATABASE_URL."""
+
+    async def find(self, secret: str) -> TokenRecord | None:
+        raise DriverUnavailableError(
+            "the api's tokens live in Postgres; set DATABASE_URL (and run `ujobs db migrate`)",
+            meta={"variable": "DATABASE_URL"},
+        )
+
+
+NO_TOKENS: TokenLookup = _NoTokens()
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +139,7 @@ async def authenticate(lookup: TokenLookup, authorization: str | None, now_ms: i
 
 
 __all__ = [
+    "NO_TOKENS",
     "ForbiddenError",
     "Principal",
     "TokenLookup",

@@ -1,0 +1,180 @@
+"""``POST /v1/jobs/{name}``, ``POST /v1/jobs/{name}/batch``, ``POST /v1/events/{name}``.
+
+An input is validated by the job's own ``JobHandle.request`` — the code path of
+``job.enqueue`` — under the token's actor, so the schema, the idempotency key, ``tenant(input)``
+and ``enqueued_by`` (the token's id) are exactly a Python enqueue's. A tenant token then may
+queue only its own tenant's work (``X_TENANCY_ACTOR_MISMATCH``, 403).
+
+| Route | Scope | Answers |
+|---|---|---|
+| ``POST /v1/jobs/{name}`` ``{"input", "runId"?, "delay"?, "queue"?}`` | ``enqueue:<name>`` | 202 ``{"id", "runId", "deduped"}`` |
+| ``POST /v1/jobs/{name}/batch`` ``{"inputs": [...], "delay"?, "queue"?}`` | ``enqueue:<name>`` | 202 ``{"jobs": [{"id", "runId", "deduped"}, ...]}`` in input order; at most ``MAX_BATCH_INPUTS`` |
+| ``POST /v1/events/{name}`` ``{"payload"}`` | ``events:publish`` | 202 ``{"id", "name", "publishedAtMs", "expiresAtMs"}`` |
+
+A batch is all or nothing, through the driver's ``enqueue_many`` (the path of
+``job.enqueue_many``): one refused input refuses the batch, nothing is queued, and the error's
+``meta.failures`` names every failing index with its own code.
+"""  # noqa: E501
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from services.api_common import EDGE, REGISTRY, accepted, caller, read_object
+from services.auth import Principal
+from shared.clock import Clock
+from shared.context import acting_as
+from shared.definitions import JobHandle
+from shared.drivers.base import Enqueued, EnqueueRequest
+from shared.errors import (
+    InputInvalidError,
+    InvariantError,
+    JobUnknownError,
+    TenancyActorMismatchError,
+    UltimateError,
+)
+from shared.events import MAX_EVENT_NAME_LENGTH, publish_event
+
+MAX_BATCH_INPUTS = 1_000
+"""The most inputs one ``/batch`` request carries (``MAX_BULK_ROWS`` of the operator surface)."""
+MAX_RUN_ID_LENGTH = 200
+
+routes = web.RouteTableDef()
+
+_SINGLE_FIELDS = frozenset({"input", "runId", "delay", "queue"})
+_BATCH_FIELDS = frozenset({"inputs", "delay", "queue"})
+_EVENT_FIELDS = frozenset({"payload"})
+
+
+def _handle(request: web.Request) -> JobHandle[Any]:
+    name = request.match_info["name"]
+    handle = request.app[REGISTRY].job(name)
+    if handle is None:
+        raise JobUnknownError(
+            f"no job is named {name!r} in this app; GET /v1/manifest lists them",
+            meta={"job": name},
+        )
+    return handle
+
+
+def _field(body: dict[str, Any], key: str, kinds: tuple[type, ...], what: str) -> Any:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise InputInvalidError(
+            f"{key} must be {what}", meta={"issues": [{"path": key, "message": what}]}
+        )
+    return value
+
+
+def _options(body: dict[str, Any]) -> dict[str, Any]:
+    delay = _field(body, "delay", (str, int), "a duration ('10s', '3d') or milliseconds")
+    queue = _field(body, "queue", (str,), "a queue name")
+    return {"delay": delay, "queue": queue}
+
+
+def build_request(
+    handle: JobHandle[Any], principal: Principal, value: Any, clock: Clock, **options: Any
+) -> EnqueueRequest:
+    """``handle.request`` under the token's actor, then the token's tenancy rule; ``clock``
+    (the driver's) dates a ``delay``."""
+    try:
+        with acting_as(principal.actor()):
+            req = handle.request(value, clock=clock, **options)
+    except InvariantError as exc:
+        # A bad delay: the caller's input, not our invariant.
+        raise InputInvalidError(exc.message, meta=exc.meta) from None
+    principal.check_enqueue_tenant(handle.name, req.tenant_id)
+    return req
+
+
+def enqueued_json(answer: Enqueued) -> dict[str, Any]:
+    return {"id": answer.id, "runId": answer.run_id, "deduped": answer.deduped}
+
+
+@routes.post("/v1/jobs/{name}")
+async def enqueue(request: web.Request) -> web.Response:
+    principal = await caller(request)
+    body = await read_object(request, _SINGLE_FIELDS)
+    handle = _handle(request)
+    principal.require(f"enqueue:{handle.name}")
+    run_id = _field(body, "runId", (str,), "a string")
+    if run_id is not None and not 0 < len(run_id) <= MAX_RUN_ID_LENGTH:
+        raise InputInvalidError(
+            f"runId must be 1-{MAX_RUN_ID_LENGTH} characters",
+            meta={"issues": [{"path": "runId", "message": "length"}]},
+        )
+    clock = request.app[EDGE].driver.clock
+    req = build_request(
+        handle, principal, body.get("input"), clock, run_id=run_id, **_options(body)
+    )
+    answer = await request.app[EDGE].batcher.enqueue(req)
+    return accepted(enqueued_json(answer))
+
+
+@routes.post("/v1/jobs/{name}/batch")
+async def enqueue_batch(request: web.Request) -> web.Response:
+    principal = await caller(request)
+    body = await read_object(request, _BATCH_FIELDS)
+    handle = _handle(request)
+    principal.require(f"enqueue:{handle.name}")
+    inputs = body.get("inputs")
+    if not isinstance(inputs, list) or not 0 < len(inputs) <= MAX_BATCH_INPUTS:
+        raise InputInvalidError(
+            f"inputs must be a list of 1-{MAX_BATCH_INPUTS} inputs",
+            meta={"issues": [{"path": "inputs", "message": "list"}], "max": MAX_BATCH_INPUTS},
+        )
+    options = _options(body)
+    clock = request.app[EDGE].driver.clock
+    requests: list[EnqueueRequest] = []
+    failures: list[dict[str, Any]] = []
+    for index, value in enumerate(inputs):
+        try:
+            requests.append(build_request(handle, principal, value, clock, **options))
+        except UltimateError as exc:
+            failures.append({"index": index, **exc.to_dict()})
+    if failures:
+        raise _batch_refused(handle.name, failures, len(inputs))
+    answers = await request.app[EDGE].driver.enqueue_many(requests)
+    return accepted({"jobs": [enqueued_json(a) for a in answers]})
+
+
+def _batch_refused(job: str, failures: list[dict[str, Any]], total: int) -> UltimateError:
+    """A tenancy refusal anywhere makes the batch 403; otherwise the inputs' own 400."""
+    meta = {"job": job, "failures": failures, "inputs": total}
+    indexes = ", ".join(str(f["index"]) for f in failures[:20])
+    more = f" and {len(failures) - 20} more" if len(failures) > 20 else ""
+    message = (
+        f"job {job!r}: {len(failures)} of {total} inputs refused (index {indexes}{more}); "
+        "nothing was queued"
+    )
+    if any(f["code"] == TenancyActorMismatchError.code for f in failures):
+        return TenancyActorMismatchError(message, meta=meta)
+    return InputInvalidError(message, meta=meta)
+
+
+@routes.post("/v1/events/{name}")
+async def publish(request: web.Request) -> web.Response:
+    await caller(request, "events:publish")
+    body = await read_object(request, _EVENT_FIELDS)
+    name = request.match_info["name"]
+    if len(name) > MAX_EVENT_NAME_LENGTH:
+        raise InputInvalidError(
+            f"an event name is at most {MAX_EVENT_NAME_LENGTH} characters",
+            meta={"issues": [{"path": "name", "message": "length"}]},
+        )
+    record = await publish_event(name, body.get("payload"))
+    return accepted(
+        {
+            "id": record.id,
+            "name": record.name,
+            "publishedAtMs": record.published_at_ms,
+            "expiresAtMs": record.expires_at_ms,
+        }
+    )
+
+
+__all__ = ["MAX_BATCH_INPUTS", "build_request", "enqueued_json", "routes"]
