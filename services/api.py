@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from services import api_enqueue
+from services import api_enqueue, api_jobs, api_queues
 from services.api_common import (
     BACKEND,
     CONFIG,
@@ -127,7 +127,7 @@ async def manifest(request: web.Request) -> web.Response:
 
 @routes.get("/v1/openapi.json")
 async def openapi(request: web.Request) -> web.Response:
-    return web.json_response(openapi_document())
+    return web.json_response(openapi_document(request.app[REGISTRY]))
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -183,6 +183,8 @@ def create_app(
     app.cleanup_ctx.append(backend_ctx)
     app.add_routes(routes)
     app.add_routes(api_enqueue.routes)
+    app.add_routes(api_jobs.routes)
+    app.add_routes(api_queues.routes)
     return app
 
 

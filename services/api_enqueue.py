@@ -49,7 +49,7 @@ _EVENT_FIELDS = frozenset({"payload"})
 
 
 def _handle(request: web.Request) -> JobHandle[Any]:
-    name = request.match_info["name"]
+    name = request.match_info["job"]
     handle = request.app[REGISTRY].job(name)
     if handle is None:
         raise JobUnknownError(
@@ -95,7 +95,9 @@ def enqueued_json(answer: Enqueued) -> dict[str, Any]:
     return {"id": answer.id, "runId": answer.run_id, "deduped": answer.deduped}
 
 
-@routes.post("/v1/jobs/{name}")
+# ``{job}`` is the job's NAME here and a job's ID on the GET and DELETE of the same path:
+# one path template, as OpenAPI requires of routes that differ only in their method.
+@routes.post("/v1/jobs/{job}")
 async def enqueue(request: web.Request) -> web.Response:
     principal = await caller(request)
     body = await read_object(request, _SINGLE_FIELDS)
@@ -115,7 +117,7 @@ async def enqueue(request: web.Request) -> web.Response:
     return accepted(enqueued_json(answer))
 
 
-@routes.post("/v1/jobs/{name}/batch")
+@routes.post("/v1/jobs/{job}/batch")
 async def enqueue_batch(request: web.Request) -> web.Response:
     principal = await caller(request)
     body = await read_object(request, _BATCH_FIELDS)
