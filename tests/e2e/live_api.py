@@ -26,20 +26,20 @@ class LiveApi:
     url: str
     token: str
     tenant_token: str
-    """A token of tenant ``TENANT`` with ``enqueue:*`` and ``read``."""
+    """A token of the tenant ``live_api`` was given with ``enqueue:*`` and ``read``."""
 
 
 TENANT = "0b6c3f0e-8f5c-4f43-9d77-4b6a3a1c8e10"
 
 
-def _mint(dsn: str) -> tuple[str, str]:
+def _mint(dsn: str, tenant_id: str) -> tuple[str, str]:
     async def mint() -> tuple[str, str]:
         pool = await asyncpg.create_pool(dsn, min_size=1, max_size=1)
         assert pool is not None
         try:
             store = TokenStore(pool)
             admin = await store.create(tenant=None, scopes=["admin"], name="live-api")
-            tenant = await store.create(tenant=TENANT, scopes=["enqueue:*", "read"])
+            tenant = await store.create(tenant=tenant_id, scopes=["enqueue:*", "read"])
             return admin.secret, tenant.secret
         finally:
             await pool.close()
@@ -48,7 +48,9 @@ def _mint(dsn: str) -> tuple[str, str]:
 
 
 @contextlib.contextmanager
-def live_api(dsn: str, app: str = "tests.unit.sample_app:api", **env: str) -> Iterator[LiveApi]:
+def live_api(
+    dsn: str, app: str = "tests.unit.sample_app:api", tenant: str = TENANT, **env: str
+) -> Iterator[LiveApi]:
     """Start ``ujobs api --port 0`` and yield where it listens; SIGTERM and wait afterwards."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "services.cli", "api", "--port", "0"],
@@ -79,8 +81,8 @@ def live_api(dsn: str, app: str = "tests.unit.sample_app:api", **env: str) -> It
         while not listening.wait(0.1):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"ujobs api did not start: {''.join(lines)[-4000:]}")
-        admin, tenant = _mint(dsn)
-        yield LiveApi(url=f"http://{address[0]}", token=admin, tenant_token=tenant)
+        admin, tenant_token = _mint(dsn, tenant)
+        yield LiveApi(url=f"http://{address[0]}", token=admin, tenant_token=tenant_token)
     finally:
         proc.terminate()
         try:
