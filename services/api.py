@@ -49,7 +49,7 @@ from services.auth import NO_TOKENS, TokenLookup
 from services.backends import open_backend
 from services.config import ApiConfig
 from services.runtime import ServiceRun
-from services.tokens import TokenStore
+from services.tokens import BatchedLookup, TokenStore
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.errors import (
     ConfigInvalidError,
@@ -212,7 +212,7 @@ async def _edge(app: web.Application, clock: Clock) -> AsyncIterator[None]:
         driver = announcing(backend.driver, announcer)
         tokens: TokenLookup = NO_TOKENS
         if backend.pool is not None:
-            tokens = TokenStore(backend.pool, clock=clock)
+            tokens = BatchedLookup(TokenStore(backend.pool, clock=clock))
             set_event_bus(postgres_event_bus(backend.pool))
             stack.callback(set_event_bus, None)
         batcher = EnqueueBatcher(driver)

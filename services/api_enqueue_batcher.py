@@ -23,7 +23,7 @@ from shared.drivers.base import Enqueued, EnqueueRequest, JobDriver
 from shared.errors import InvariantError
 
 DEFAULT_MAX_BATCH = 256
-DEFAULT_MAX_IN_FLIGHT = 4
+DEFAULT_MAX_IN_FLIGHT = 1
 
 _Waiter = tuple[EnqueueRequest, "asyncio.Future[Enqueued]"]
 

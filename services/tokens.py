@@ -12,6 +12,7 @@ every api process, with no restart.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import secrets
 from collections.abc import Iterable
@@ -36,6 +37,7 @@ FIXED_SCOPES = ("events:publish", "read", "operate", "admin")
 
 _CREATE = query("tokens_create")
 _FIND = query("tokens_find")
+_FIND_MANY = query("tokens_find_many")
 _LIST = query("tokens_list")
 _REVOKE = query("tokens_revoke")
 
@@ -182,6 +184,12 @@ class TokenStore:
         row = await self._pool.fetchrow(_FIND, hash_token(secret))
         return None if row is None else _record(row)
 
+    async def find_many(self, secrets: Iterable[str]) -> dict[str, TokenRecord]:
+        """``find`` for several secrets in one statement: secret -> record (absent: unknown)."""
+        by_hash = {hash_token(secret): secret for secret in secrets}
+        rows = await self._pool.fetch(_FIND_MANY, list(by_hash))
+        return {by_hash[bytes(row["hash"])]: _record(row) for row in rows}
+
     async def list(self) -> list[TokenRecord]:
         return [_record(r) for r in await self._pool.fetch(_LIST)]
 
@@ -195,8 +203,49 @@ class TokenStore:
             )
 
 
+class BatchedLookup:
+    """``find`` with concurrent lookups sharing one statement (natural batching: a lookup
+    finding no statement in flight goes at once; those arriving meanwhile go together next).
+    Nothing is cached: every request still reads the row, so a revoke holds from the next
+    request on."""
+
+    def __init__(self, store: TokenStore) -> None:
+        self.store = store
+        self._waiting: dict[str, list[asyncio.Future[TokenRecord | None]]] = {}
+        self._busy = False
+
+    async def find(self, secret: str) -> TokenRecord | None:
+        future: asyncio.Future[TokenRecord | None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(secret, []).append(future)
+        if not self._busy:
+            self._busy = True
+            asyncio.get_running_loop().create_task(self._run())
+        return await asyncio.shield(future)
+
+    async def _run(self) -> None:
+        try:
+            while self._waiting:
+                batch, self._waiting = self._waiting, {}
+                try:
+                    found = await self.store.find_many(batch)
+                except Exception as exc:
+                    for futures in batch.values():
+                        for future in futures:
+                            if not future.done():
+                                future.set_exception(exc)
+                                future.exception()
+                    continue
+                for secret, futures in batch.items():
+                    for future in futures:
+                        if not future.done():
+                            future.set_result(found.get(secret))
+        finally:
+            self._busy = False
+
+
 __all__ = [
     "FIXED_SCOPES",
+    "BatchedLookup",
     "IssuedToken",
     "TokenNotFoundError",
     "TokenRecord",

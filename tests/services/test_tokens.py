@@ -3,14 +3,22 @@ tenancy rules (``services.auth``), and ``ujobs tokens create | list | revoke``."
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+from collections.abc import Iterable
 from typing import Any
 
 import asyncpg
 import pytest
 
 from services.auth import ForbiddenError, Principal, UnauthorizedError, authenticate
-from services.tokens import TokenNotFoundError, TokenStore, parse_scopes
+from services.tokens import (
+    BatchedLookup,
+    TokenNotFoundError,
+    TokenRecord,
+    TokenStore,
+    parse_scopes,
+)
 from shared.clock import FrozenClock
 from shared.errors import ConfigInvalidError, TenancyActorMismatchError
 from tests.services.cli_support import json_of, ujobs
@@ -158,3 +166,37 @@ def test_cli_create_refuses_bad_flags(pg_dsn: str, args: tuple[str, ...]) -> Non
     assert result.exit_code == 1
     assert json_of(result)["error"]["code"] == "X_CONFIG_INVALID"
     assert json_of(ujobs("tokens", "list", "--json", dsn=pg_dsn)) == {"tokens": []}
+
+
+class CountingStore(TokenStore):
+    def __init__(self, pool: asyncpg.Pool[Any]) -> None:
+        super().__init__(pool)
+        self.statements: list[int] = []
+
+    async def find_many(self, secrets: Iterable[str]) -> dict[str, TokenRecord]:
+        asked = list(secrets)
+        self.statements.append(len(asked))
+        return await super().find_many(asked)
+
+
+async def test_concurrent_lookups_share_a_statement_and_cache_nothing(
+    pg_pool: asyncpg.Pool[Any],
+) -> None:
+    store = CountingStore(pg_pool)
+    lookup = BatchedLookup(store)
+    a = await store.create(tenant="org-a", scopes=["read"])
+    b = await store.create(tenant="org-b", scopes=["read"])
+    asked = [a.secret, b.secret, "ujobs_unknown", a.secret] * 5
+    found = await asyncio.gather(*(lookup.find(s) for s in asked))
+    assert [None if r is None else r.tenant_id for r in found[:4]] == [
+        "org-a",
+        "org-b",
+        None,
+        "org-a",
+    ]
+    # Twenty lookups of three secrets, all waiting when the statement left: one statement.
+    assert store.statements == [3]
+    await store.revoke(a.record.id)
+    again = await lookup.find(a.secret)
+    assert again is not None
+    assert again.revoked_at_ms is not None

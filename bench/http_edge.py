@@ -1,0 +1,272 @@
+"""The HTTP edge against the same work done in process: prints ONE JSON line.
+
+    .venv/bin/python bench/http_edge.py
+
+A real ``ujobs api`` process (``--port 0``, this folder's ``http_edge_app``: one no-op job whose
+key is its ``seq``) on the database ``BENCH_HTTP_DB`` (default ``bench_http``, created anew on
+``BENCH_PG`` and dropped at the end), an operator token minted for it, and the load generated
+from a process of its own (this script with ``--load``: an aiohttp client, one connection per
+concurrent client). Figures, in order:
+
+* ``noop_route_per_s``: ``GET /healthz`` from ``BENCH_HTTP_CLIENTS`` (64) clients: the HTTP
+  ceiling of this api process, nothing behind it;
+* ``http_enqueue_per_s``: single enqueues (``POST /v1/jobs/bench.noop``), 64 clients,
+  ``BENCH_HTTP_N`` (10,000) requests: token lookup, validation, group commit, 202;
+* ``http_enqueue_p50_ms`` / ``p99_ms``: one client, ``BENCH_HTTP_LAT_N`` (1,000) in turn;
+* ``inprocess_enqueue_p50_ms``: ``job.enqueue`` in this process on the same database, in turn;
+* ``http_batch_rows_per_s`` / ``inprocess_batch_rows_per_s``: 500 inputs a request
+  (``/batch``) against ``job.enqueue_many`` of 500, one caller, ``BENCH_HTTP_BATCHES`` (40).
+
+``x_jobs`` is emptied before each phase so both sides write into the same table size.
+``ratios``: ``http_vs_noop_route`` (issue 23 asks >= 0.5: the whole enqueue, commit included,
+costs no more than the HTTP around it), ``http_batch_vs_inprocess_batch`` (>= 0.7), and
+``targets`` judges each, with ``http_p50_minus_inprocess_ms`` (<= 1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+PG_BASE = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
+DB_NAME = os.environ.get("BENCH_HTTP_DB", "bench_http")
+CLIENTS = int(os.environ.get("BENCH_HTTP_CLIENTS", "64"))
+N = int(os.environ.get("BENCH_HTTP_N", "10000"))
+LAT_N = int(os.environ.get("BENCH_HTTP_LAT_N", "1000"))
+BATCHES = int(os.environ.get("BENCH_HTTP_BATCHES", "40"))
+BATCH = 500
+JOB = "bench.noop"
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+
+# --- the load generator (its own process) ----------------------------------------------------
+
+
+async def load(mode: str, url: str, token: str, clients: int, n: int, start: int) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    connector = aiohttp.TCPConnector(limit=clients)
+    latencies: list[float] = []
+    counter = iter(range(start, start + n))
+    failures = 0
+
+    async with aiohttp.ClientSession(connector=connector, headers=headers) as http:
+
+        async def client() -> None:
+            nonlocal failures
+            for seq in counter:
+                body: dict[str, Any] | None
+                if mode == "noop":
+                    method, path, body = "GET", "/healthz", None
+                elif mode == "batch":
+                    rows = range(seq * BATCH, (seq + 1) * BATCH)
+                    path = f"/v1/jobs/{JOB}/batch"
+                    method, body = "POST", {"inputs": [{"seq": s} for s in rows]}
+                else:
+                    method, path, body = "POST", f"/v1/jobs/{JOB}", {"input": {"seq": seq}}
+                t0 = time.perf_counter()
+                async with http.request(method, url + path, json=body) as response:
+                    await response.read()
+                    if response.status not in (200, 202):
+                        failures += 1
+                latencies.append(time.perf_counter() - t0)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(clients)))
+        elapsed = time.perf_counter() - t0
+    return {
+        "per_s": n / elapsed,
+        "p50_ms": percentile(latencies, 0.5) * 1000,
+        "p99_ms": percentile(latencies, 0.99) * 1000,
+        "failures": failures,
+    }
+
+
+def run_load(mode: str, api: dict[str, str], clients: int, n: int, start: int) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, __file__, "--load", mode, api["url"], api["token"],
+         str(clients), str(n), str(start)],
+        capture_output=True, text=True, check=True, timeout=900,
+    )  # fmt: skip
+    result: dict[str, Any] = json.loads(done.stdout)
+    if result["failures"]:
+        raise SystemExit(f"{mode}: {result['failures']} requests failed")
+    return result
+
+
+# --- the api process -------------------------------------------------------------------------
+
+
+def _drain(stream: Any) -> None:
+    """Read the api's log to its end, so a full pipe never stalls it."""
+    for _ in stream:
+        pass
+
+
+def start_api(dsn: str) -> tuple[subprocess.Popen[str], str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UJOBS_")}
+    env.pop("REDIS_URL", None)
+    env.update(
+        DATABASE_URL=dsn,
+        UJOBS_APP="http_edge_app:api",
+        PYTHONPATH=f"{HERE}:{ROOT}",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "api", "--port", "0"],
+        cwd=ROOT, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if record.get("event") == "ujobs.api.listening":
+            threading.Thread(target=_drain, args=(proc.stderr,), daemon=True).start()
+            return proc, f"http://{record['addresses'][0]}"
+    raise SystemExit(f"ujobs api did not start (exit {proc.wait()})")
+
+
+async def drop() -> None:
+    admin = await asyncpg.connect(f"{PG_BASE}/postgres")
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+async def prepare() -> str:
+    from shared.migrate import migrate
+
+    await drop()
+    admin = await asyncpg.connect(f"{PG_BASE}/postgres")
+    try:
+        await admin.execute(f'CREATE DATABASE "{DB_NAME}"')
+    finally:
+        await admin.close()
+    dsn = f"{PG_BASE}/{DB_NAME}"
+    conn = await asyncpg.connect(dsn)
+    try:
+        await migrate(conn)
+    finally:
+        await conn.close()
+    return dsn
+
+
+async def mint(pool: asyncpg.Pool[Any]) -> str:
+    from services.tokens import TokenStore
+
+    issued = await TokenStore(pool).create(tenant=None, scopes=["enqueue:*"], name="bench")
+    return issued.secret
+
+
+async def empty(pool: asyncpg.Pool[Any]) -> None:
+    await pool.execute("truncate x_jobs")
+    await pool.execute("vacuum analyze x_jobs")
+
+
+async def in_process(pool: asyncpg.Pool[Any]) -> dict[str, float]:
+    from http_edge_app import noop
+
+    from shared.drivers.postgres import postgres_driver
+    from shared.facade import set_job_driver
+
+    set_job_driver(postgres_driver(pool))
+    await empty(pool)
+    latencies = []
+    for seq in range(LAT_N):
+        t0 = time.perf_counter()
+        await noop.enqueue({"seq": seq})
+        latencies.append(time.perf_counter() - t0)
+    await empty(pool)
+    t0 = time.perf_counter()
+    for b in range(BATCHES):
+        await noop.enqueue_many({"seq": s} for s in range(b * BATCH, (b + 1) * BATCH))
+    batch_s = time.perf_counter() - t0
+    return {
+        "inprocess_enqueue_p50_ms": percentile(latencies, 0.5) * 1000,
+        "inprocess_batch_rows_per_s": BATCHES * BATCH / batch_s,
+    }
+
+
+async def main() -> dict[str, Any]:
+    dsn = await prepare()
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=4)
+    assert pool is not None
+    proc, url = start_api(dsn)
+    try:
+        api = {"url": url, "token": await mint(pool)}
+        run_load("noop", api, CLIENTS, min(N, 2_000), 0)  # warm both processes up
+        noop = run_load("noop", api, CLIENTS, N, 0)
+        await empty(pool)
+        single = run_load("single", api, CLIENTS, N, 0)
+        await empty(pool)
+        latency = run_load("single", api, 1, LAT_N, N)
+        await empty(pool)
+        batch = run_load("batch", api, 1, BATCHES, 0)
+        ours = await in_process(pool)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        await pool.close()
+        await drop()
+    figures = {
+        "noop_route_per_s": round(noop["per_s"]),
+        "http_enqueue_per_s": round(single["per_s"]),
+        "http_enqueue_p50_ms": round(latency["p50_ms"], 3),
+        "http_enqueue_p99_ms": round(latency["p99_ms"], 3),
+        "inprocess_enqueue_p50_ms": round(ours["inprocess_enqueue_p50_ms"], 3),
+        "http_batch_rows_per_s": round(batch["per_s"] * BATCH),
+        "inprocess_batch_rows_per_s": round(ours["inprocess_batch_rows_per_s"]),
+    }
+    ratios = {
+        "http_vs_noop_route": round(single["per_s"] / noop["per_s"], 3),
+        "http_batch_vs_inprocess_batch": round(
+            figures["http_batch_rows_per_s"] / figures["inprocess_batch_rows_per_s"], 3
+        ),
+    }
+    gap = figures["http_enqueue_p50_ms"] - figures["inprocess_enqueue_p50_ms"]
+    targets = {
+        "http_vs_noop_route": {"at_least": 0.5, "met": ratios["http_vs_noop_route"] >= 0.5},
+        "http_batch_vs_inprocess_batch": {
+            "at_least": 0.7,
+            "met": ratios["http_batch_vs_inprocess_batch"] >= 0.7,
+        },
+        "http_p50_minus_inprocess_ms": {"value": round(gap, 3), "at_most": 1.0, "met": gap <= 1},
+    }
+    return {
+        "bench": "http_edge",
+        **figures,
+        "ratios": ratios,
+        "targets": targets,
+        "clients": CLIENTS,
+        "n": N,
+        "cpus": os.cpu_count(),
+    }
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--load":
+        mode, url, token, clients, n, start = sys.argv[2:8]
+        print(json.dumps(asyncio.run(load(mode, url, token, int(clients), int(n), int(start)))))
+    else:
+        print(json.dumps(asyncio.run(main()), sort_keys=False))
