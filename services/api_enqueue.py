@@ -18,6 +18,7 @@ A batch is all or nothing, through the driver's ``enqueue_many`` (the path of
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from aiohttp import web
@@ -130,17 +131,32 @@ async def enqueue_batch(request: web.Request) -> web.Response:
             meta={"issues": [{"path": "inputs", "message": "list"}], "max": MAX_BATCH_INPUTS},
         )
     options = _options(body)
-    clock = request.app[EDGE].driver.clock
-    requests: list[EnqueueRequest] = []
+    driver = request.app[EDGE].driver
     failures: list[dict[str, Any]] = []
-    for index, value in enumerate(inputs):
-        try:
-            requests.append(build_request(handle, principal, value, clock, **options))
-        except UltimateError as exc:
-            failures.append({"index": index, **exc.to_dict()})
-    if failures:
-        raise _batch_refused(handle.name, failures, len(inputs))
-    answers = await request.app[EDGE].driver.enqueue_many(requests)
+
+    def requests() -> Iterator[EnqueueRequest]:
+        # Built as the driver reads them (on Postgres, while the COPY of the earlier ones is
+        # on the wire), exactly as job.enqueue_many does. The first refusal stops the
+        # statement; nothing of the batch is inserted.
+        for index, value in enumerate(inputs):
+            try:
+                yield build_request(handle, principal, value, driver.clock, **options)
+            except UltimateError as exc:
+                failures.append({"index": index, **exc.to_dict()})
+                raise
+
+    try:
+        answers = await driver.enqueue_many(requests())
+    except UltimateError:
+        if not failures:
+            raise
+        # Name every refused input, not only the first: check the ones after it too.
+        for index in range(failures[0]["index"] + 1, len(inputs)):
+            try:
+                build_request(handle, principal, inputs[index], driver.clock, **options)
+            except UltimateError as exc:
+                failures.append({"index": index, **exc.to_dict()})
+        raise _batch_refused(handle.name, failures, len(inputs)) from None
     return accepted({"jobs": [enqueued_json(a) for a in answers]})
 
 
