@@ -1,8 +1,13 @@
-"""``ujobs api``: the HTTP edge — health, readiness, metrics, the manifest (aiohttp).
+"""``ujobs api``: the HTTP edge (aiohttp) — enqueue, events and the operator surface behind
+bearer tokens, plus health, readiness, metrics and the manifest.
 
 Built the standard way (STYLE #13): ``create_app(config)`` answers an ``Application`` whose
-backend is opened and closed by a ``cleanup_ctx``, state lives under typed ``web.AppKey``s, and
-routes are one ``RouteTableDef``. Tests drive it with ``aiohttp_client(create_app(config))``.
+backend is opened and closed by a ``cleanup_ctx``, state lives under typed ``web.AppKey``s
+(``api_common``), and each concern is a ``RouteTableDef`` of its own module: ``api_enqueue``
+(jobs, batches, events), ``api_jobs`` (one job, pages, moves), ``api_queues`` (queues, tasks).
+Who may call what is ``services.auth`` (shared with the NATS edge); the per-token rate limit is
+``api_ratelimit``; concurrent single enqueues share a commit through ``api_enqueue_batcher``.
+Tests drive it with ``aiohttp_client(create_app(config))``.
 
 | Route | Answers |
 |---|---|
@@ -10,7 +15,8 @@ routes are one ``RouteTableDef``. Tests drive it with ``aiohttp_client(create_ap
 | ``GET /readyz`` | 200 when the database answers and the process is not draining; 503 otherwise |
 | ``GET /metrics`` | Prometheus text; queue gauges re-read from ``driver.stats()`` at most every ``UJOBS_METRICS_REFRESH_MS`` |
 | ``GET /v1/manifest`` | every job and task descriptor of the app (``UJOBS_APP``) |
-| ``GET /v1/openapi.json`` | the OpenAPI document of these routes |
+| ``GET /v1/openapi.json`` | the OpenAPI 3.1 document of every route, a typed input per job |
+| ``/v1/jobs…``, ``/v1/events…``, ``/v1/queues…``, ``/v1/tasks…`` | see the route modules |
 
 Errors are ``{"error": {"code", "message", "meta"}}`` with the status ``status_for(code)``
 names. On SIGTERM readiness turns 503 at once (the load balancer stops sending), requests in
