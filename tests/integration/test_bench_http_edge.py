@@ -30,6 +30,7 @@ def test_one_line_with_every_figure() -> None:
         BENCH_HTTP_CLIENTS="8",
         BENCH_HTTP_LAT_N="20",
         BENCH_HTTP_BATCHES="2",
+        BENCH_HTTP_ROUNDS="2",
     )
     done = subprocess.run(
         [sys.executable, "bench/http_edge.py"], cwd=ROOT, env=env, capture_output=True,
@@ -45,3 +46,4 @@ def test_one_line_with_every_figure() -> None:
         assert figures[key] > 0, key
     assert set(figures["ratios"]) == {"http_vs_noop_route", "http_batch_vs_inprocess_batch"}
     assert set(figures["targets"]) == {*figures["ratios"], "http_p50_minus_inprocess_ms"}
+    assert len(figures["rounds"]) == 2
