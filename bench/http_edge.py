@@ -42,6 +42,7 @@ from typing import Any
 
 import aiohttp
 import asyncpg
+import orjson
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -85,7 +86,8 @@ async def load(mode: str, url: str, token: str, clients: int, n: int, start: int
                 else:
                     method, path, body = "POST", f"/v1/jobs/{JOB}", {"input": {"seq": seq}}
                 t0 = time.perf_counter()
-                async with http.request(method, url + path, json=body) as response:
+                data = None if body is None else orjson.dumps(body)
+                async with http.request(method, url + path, data=data) as response:
                     await response.read()
                     if response.status not in (200, 202):
                         failures += 1
@@ -192,7 +194,7 @@ async def side_by_side(pool: asyncpg.Pool[Any], api: dict[str, str], seq0: int) 
     down slows both alike. The HTTP calls come from this process's aiohttp client."""
     from http_edge_app import noop
 
-    headers = {"Authorization": f"Bearer {api['token']}"}
+    headers = {"Authorization": f"Bearer {api['token']}", "Content-Type": "application/json"}
     http_lat: list[float] = []
     ours_lat: list[float] = []
     http_batch_s = ours_batch_s = 0.0
@@ -201,7 +203,8 @@ async def side_by_side(pool: asyncpg.Pool[Any], api: dict[str, str], seq0: int) 
         for n in range(LAT_N):
             seq = seq0 + 2 * n
             t0 = time.perf_counter()
-            async with http.post(f"{api['url']}/v1/jobs/{JOB}", json={"input": {"seq": seq}}) as r:
+            body = orjson.dumps({"input": {"seq": seq}})
+            async with http.post(f"{api['url']}/v1/jobs/{JOB}", data=body) as r:
                 await r.read()
                 assert r.status == 202, r.status
             t1 = time.perf_counter()
@@ -214,7 +217,8 @@ async def side_by_side(pool: asyncpg.Pool[Any], api: dict[str, str], seq0: int) 
             first = seq0 + 2 * b * BATCH
             inputs = [{"seq": s} for s in range(first, first + BATCH)]
             t0 = time.perf_counter()
-            async with http.post(f"{api['url']}/v1/jobs/{JOB}/batch", json={"inputs": inputs}) as r:
+            body = orjson.dumps({"inputs": inputs})
+            async with http.post(f"{api['url']}/v1/jobs/{JOB}/batch", data=body) as r:
                 await r.read()
                 assert r.status == 202, r.status
             t1 = time.perf_counter()

@@ -45,6 +45,7 @@ from services.api_common import (
     BodyTooLargeError,
     Edge,
     error_response,
+    json_ok,
     status_for,
 )
 from services.api_enqueue_batcher import EnqueueBatcher
@@ -79,7 +80,7 @@ routes = web.RouteTableDef()
 
 @routes.get("/healthz")
 async def healthz(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok", "service": request.app[CONFIG].common.service})
+    return json_ok({"status": "ok", "service": request.app[CONFIG].common.service})
 
 
 @routes.get("/readyz")
@@ -97,7 +98,7 @@ async def readyz(request: web.Request) -> web.Response:
                 meta={"cause": type(exc).__name__},
             )
         )
-    return web.json_response({"status": "ready"})
+    return json_ok({"status": "ready"})
 
 
 @routes.get("/metrics")
@@ -128,12 +129,12 @@ async def _refresh_gauges(app: web.Application, state: ApiState) -> None:
 
 @routes.get("/v1/manifest")
 async def manifest(request: web.Request) -> web.Response:
-    return web.json_response(request.app[REGISTRY].manifest())
+    return json_ok(request.app[REGISTRY].manifest())
 
 
 @routes.get("/v1/openapi.json")
 async def openapi(request: web.Request) -> web.Response:
-    return web.json_response(openapi_document(request.app[REGISTRY]))
+    return json_ok(openapi_document(request.app[REGISTRY]))
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

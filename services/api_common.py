@@ -65,7 +65,7 @@ def error_response(
     error: UltimateError, status: int | None = None, headers: dict[str, str] | None = None
 ) -> web.Response:
     body = {"error": {**error.to_dict(), "message": redact_text(error.message)}}
-    return web.json_response(body, status=status or status_for(error.code), headers=headers)
+    return json_ok(body, status=status or status_for(error.code), headers=headers)
 
 
 class BodyTooLargeError(UltimateError):
@@ -155,8 +155,16 @@ async def caller(request: web.Request, scope: str | None = None) -> Principal:
     return principal
 
 
+def json_ok(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    """A JSON response encoded by orjson (a 500-row batch's answer is several times faster to
+    encode than with the standard library's encoder)."""
+    return web.Response(
+        body=orjson.dumps(body), status=status, headers=headers, content_type="application/json"
+    )
+
+
 def accepted(body: Any) -> web.Response:
-    return web.json_response(body, status=202)
+    return json_ok(body, status=202)
 
 
 __all__ = [
@@ -170,6 +178,7 @@ __all__ = [
     "Edge",
     "caller",
     "error_response",
+    "json_ok",
     "read_json",
     "read_object",
     "status_for",

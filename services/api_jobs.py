@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from services.api_common import EDGE, caller, read_object
+from services.api_common import EDGE, caller, json_ok, read_object
 from services.auth import Principal
 from shared.drivers.base import ALL_STATES, DEFAULT_JOB_PAGE, MAX_JOB_PAGE, JobFilter, JobRow
 from shared.errors import InputInvalidError, JobNotFoundError, JobPageInvalidError
@@ -73,7 +73,7 @@ def _text(body: dict[str, Any], key: str) -> str | None:
 async def show(request: web.Request) -> web.Response:
     principal = await caller(request, "read")
     row = await _visible_job(request, principal)
-    return web.json_response(await job_document(request.app[EDGE].driver, row))
+    return json_ok(await job_document(request.app[EDGE].driver, row))
 
 
 def job_filter(query: Any, principal: Principal) -> JobFilter:
@@ -116,7 +116,7 @@ def job_filter(query: Any, principal: Principal) -> JobFilter:
 async def page(request: web.Request) -> web.Response:
     principal = await caller(request, "read")
     flt = job_filter(request.query, principal)
-    return web.json_response(await list_jobs(request.app[EDGE].driver, flt))
+    return json_ok(await list_jobs(request.app[EDGE].driver, flt))
 
 
 @routes.post("/v1/jobs/{job}/cancel")
@@ -125,7 +125,7 @@ async def cancel(request: web.Request) -> web.Response:
     body = await _optional_body(request, frozenset({"reason"}))
     row = await _visible_job(request, principal)
     moved = await cancel_job(request.app[EDGE].driver, row.id, _text(body, "reason"))
-    return web.json_response(job_json(moved))
+    return json_ok(job_json(moved))
 
 
 @routes.post("/v1/jobs/{job}/retry")
@@ -134,14 +134,14 @@ async def retry(request: web.Request) -> web.Response:
     body = await _optional_body(request, frozenset({"fromStep"}))
     row = await _visible_job(request, principal)
     moved = await retry_job(request.app[EDGE].driver, row.id, from_step=_text(body, "fromStep"))
-    return web.json_response(job_json(moved))
+    return json_ok(job_json(moved))
 
 
 @routes.post("/v1/jobs/{job}/promote")
 async def promote(request: web.Request) -> web.Response:
     principal = await caller(request, "operate")
     row = await _visible_job(request, principal)
-    return web.json_response(job_json(await promote_job(request.app[EDGE].driver, row.id)))
+    return json_ok(job_json(await promote_job(request.app[EDGE].driver, row.id)))
 
 
 @routes.delete("/v1/jobs/{job}")
@@ -149,7 +149,7 @@ async def remove(request: web.Request) -> web.Response:
     principal = await caller(request, "operate")
     row = await _visible_job(request, principal)
     await remove_job(request.app[EDGE].driver, row.id)
-    return web.json_response({"id": row.id, "removed": True})
+    return json_ok({"id": row.id, "removed": True})
 
 
 __all__ = ["job_filter", "routes"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from services.api_common import EDGE, REGISTRY, caller
+from services.api_common import EDGE, REGISTRY, caller, json_ok
 from services.cli_tasks import fires_and_pauses, task_rows
 from shared.declarations import NAME_PATTERN
 from shared.errors import InputInvalidError, UltimateError
@@ -37,7 +37,7 @@ async def _operator(request: web.Request, scope: str, what: str) -> None:
 async def queues(request: web.Request) -> web.Response:
     await _operator(request, "read", "listing queues")
     driver = request.app[EDGE].driver
-    return web.json_response({"queues": await inspect_queues(driver, driver.clock.now_ms())})
+    return json_ok({"queues": await inspect_queues(driver, driver.clock.now_ms())})
 
 
 async def _pause_queue(request: web.Request, *, pause: bool) -> web.Response:
@@ -49,7 +49,7 @@ async def _pause_queue(request: web.Request, *, pause: bool) -> web.Response:
             meta={"issues": [{"path": "queue", "message": "name"}]},
         )
     await pause_queues(request.app[EDGE].driver, [queue], pause=pause)
-    return web.json_response({"queues": [queue], "paused": pause})
+    return json_ok({"queues": [queue], "paused": pause})
 
 
 @routes.post("/v1/queues/{queue}/pause")
@@ -68,7 +68,7 @@ async def tasks(request: web.Request) -> web.Response:
     driver = request.app[EDGE].driver
     fires, paused = await fires_and_pauses(driver)
     handles = list(request.app[REGISTRY].tasks.values())
-    return web.json_response({"tasks": task_rows(handles, fires, paused, driver.clock.now_ms())})
+    return json_ok({"tasks": task_rows(handles, fires, paused, driver.clock.now_ms())})
 
 
 async def _pause_task(request: web.Request, *, pause: bool) -> web.Response:
@@ -80,7 +80,7 @@ async def _pause_task(request: web.Request, *, pause: bool) -> web.Response:
             meta={"task": name},
         )
     await pause_tasks(request.app[EDGE].driver, [name], pause=pause)
-    return web.json_response({"tasks": [name], "paused": pause})
+    return json_ok({"tasks": [name], "paused": pause})
 
 
 @routes.post("/v1/tasks/{task}/pause")
