@@ -1,8 +1,9 @@
 """``POST /v1/jobs/{name}``, ``POST /v1/jobs/{name}/batch``, ``POST /v1/events/{name}``.
 
 An input is validated by the job's own ``JobHandle.request`` — the code path of
-``job.enqueue`` — under the token's actor, so the schema, the idempotency key, ``tenant(input)``
-and ``enqueued_by`` (the token's id) are exactly a Python enqueue's. A tenant token then may
+``job.enqueue`` — with the token as the enqueuer, so the schema, the idempotency key,
+``tenant(input)`` and ``enqueued_by`` (the token's id, as ``job.as_(actor)`` records an
+actor's) are exactly a Python enqueue's. A tenant token then may
 queue only its own tenant's work (``X_TENANCY_ACTOR_MISMATCH``, 403).
 
 | Route | Scope | Answers |
@@ -26,7 +27,6 @@ from aiohttp import web
 from services.api_common import EDGE, REGISTRY, accepted, caller, read_object
 from services.auth import Principal
 from shared.clock import Clock
-from shared.context import acting_as
 from shared.definitions import JobHandle
 from shared.drivers.base import Enqueued, EnqueueRequest
 from shared.errors import (
@@ -80,11 +80,10 @@ def _options(body: dict[str, Any]) -> dict[str, Any]:
 def build_request(
     handle: JobHandle[Any], principal: Principal, value: Any, clock: Clock, **options: Any
 ) -> EnqueueRequest:
-    """``handle.request`` under the token's actor, then the token's tenancy rule; ``clock``
-    (the driver's) dates a ``delay``."""
+    """``handle.request`` (``job.enqueue``'s own path) with the token as the enqueuer, then the
+    token's tenancy rule; ``clock`` (the driver's) dates a ``delay``."""
     try:
-        with acting_as(principal.actor()):
-            req = handle.request(value, clock=clock, **options)
+        req = handle.request(value, clock=clock, enqueued_by=principal.token_id, **options)
     except InvariantError as exc:
         # A bad delay: the caller's input, not our invariant.
         raise InputInvalidError(exc.message, meta=exc.meta) from None
