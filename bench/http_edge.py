@@ -11,7 +11,8 @@ concurrent client). Figures, in order:
 * ``noop_route_per_s``: ``GET /healthz`` from ``BENCH_HTTP_CLIENTS`` (64) clients: the HTTP
   ceiling of this api process, nothing behind it;
 * ``http_enqueue_per_s``: single enqueues (``POST /v1/jobs/bench.noop``), 64 clients,
-  ``BENCH_HTTP_N`` (10,000) requests: token lookup, validation, group commit, 202;
+  ``BENCH_HTTP_N`` (10,000) requests: token lookup, validation, group commit, 202; sent in
+  chunks alternating with the noop route's (``CHUNKS``);
 * ``http_enqueue_p50_ms`` / ``p99_ms`` against ``inprocess_enqueue_p50_ms``: one client,
   ``BENCH_HTTP_LAT_N`` (1,000) calls, an HTTP enqueue then a ``job.enqueue`` in this process on
   the same database IN TURN, so the machine's drift hits both alike;
@@ -68,38 +69,51 @@ def percentile(values: list[float], p: float) -> float:
 # --- the load generator (its own process) ----------------------------------------------------
 
 
+CHUNKS = 5
+"""A round's noop and enqueue requests go in this many alternating chunks (noop, enqueue, noop,
+...), so the two rates see the same minutes of a machine whose speed drifts."""
+
+
 async def load(mode: str, url: str, token: str, clients: int, n: int, start: int) -> dict[str, Any]:
+    """``mode`` ``warm``: ``n`` noop requests; ``pair``: ``n`` of each, in alternating chunks."""
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     connector = aiohttp.TCPConnector(limit=clients)
-    latencies: list[float] = []
-    counter = iter(range(start, start + n))
     failures = 0
+    elapsed = {"noop": 0.0, "enqueue": 0.0}
 
     async with aiohttp.ClientSession(connector=connector, headers=headers) as http:
 
-        async def client() -> None:
-            nonlocal failures
-            for seq in counter:
-                body: dict[str, Any] | None
-                if mode == "noop":
-                    method, path, body = "GET", "/healthz", None
-                else:
-                    method, path, body = "POST", f"/v1/jobs/{JOB}", {"input": {"seq": seq}}
-                t0 = time.perf_counter()
-                data = None if body is None else orjson.dumps(body)
-                async with http.request(method, url + path, data=data) as response:
-                    await response.read()
-                    if response.status not in (200, 202):
-                        failures += 1
-                latencies.append(time.perf_counter() - t0)
+        async def chunk(kind: str, seqs: range) -> None:
+            counter = iter(seqs)
 
-        t0 = time.perf_counter()
-        await asyncio.gather(*(client() for _ in range(clients)))
-        elapsed = time.perf_counter() - t0
+            async def client() -> None:
+                nonlocal failures
+                for seq in counter:
+                    if kind == "noop":
+                        request = http.get(url + "/healthz")
+                    else:
+                        data = orjson.dumps({"input": {"seq": seq}})
+                        request = http.post(f"{url}/v1/jobs/{JOB}", data=data)
+                    async with request as response:
+                        await response.read()
+                        if response.status not in (200, 202):
+                            failures += 1
+
+            t0 = time.perf_counter()
+            await asyncio.gather(*(client() for _ in range(clients)))
+            elapsed[kind] += time.perf_counter() - t0
+
+        if mode == "warm":
+            await chunk("noop", range(n))
+            return {"failures": failures}
+        size = max(1, n // CHUNKS)
+        for c in range(CHUNKS):
+            await chunk("noop", range(size))
+            await chunk("enqueue", range(start + c * size, start + (c + 1) * size))
+    done = size * CHUNKS
     return {
-        "per_s": n / elapsed,
-        "p50_ms": percentile(latencies, 0.5) * 1000,
-        "p99_ms": percentile(latencies, 0.99) * 1000,
+        "noop_per_s": done / elapsed["noop"],
+        "enqueue_per_s": done / elapsed["enqueue"],
         "failures": failures,
     }
 
@@ -251,16 +265,15 @@ async def main() -> dict[str, Any]:
     rounds: list[dict[str, float]] = []
     try:
         api = {"url": url, "token": await mint(pool)}
-        run_load("noop", api, CLIENTS, min(N, 2_000), 0)  # warm both processes up
+        run_load("warm", api, CLIENTS, min(N, 2_000), 0)  # warm both processes up
         for r in range(ROUNDS):
             seq0 = r * 10 * (N + LAT_N + BATCHES * BATCH)
-            noop = run_load("noop", api, CLIENTS, N, 0)
             await empty(pool)
-            single = run_load("single", api, CLIENTS, N, seq0)
+            pair = run_load("pair", api, CLIENTS, N, seq0)
             rounds.append(
                 {
-                    "noop_route_per_s": noop["per_s"],
-                    "http_enqueue_per_s": single["per_s"],
+                    "noop_route_per_s": pair["noop_per_s"],
+                    "http_enqueue_per_s": pair["enqueue_per_s"],
                     **await side_by_side(pool, api, seq0 + 2 * N),
                 }
             )
