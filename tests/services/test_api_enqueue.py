@@ -8,9 +8,13 @@ from typing import Any
 import asyncpg
 import orjson
 import pytest
+from prometheus_client import CollectorRegistry
 
+from services.api import create_app
 from services.api_enqueue import MAX_BATCH_INPUTS
+from services.config import ApiConfig
 from shared.clock import FrozenClock
+from shared.metrics import JobMetrics
 from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
 
 
@@ -235,3 +239,26 @@ async def test_publish_an_event(api: Api) -> None:
     )
     unknown = await api.call("POST", "/v1/events/x", token, {"payload": 1, "extra": 2})
     assert unknown[0] == 400
+
+
+async def test_without_postgres_every_authenticated_call_is_503(
+    aiohttp_client: MakeClient, redis_url: str, redis_prefix: str
+) -> None:
+    """The Redis driver alone: the queue works, but tokens live in Postgres."""
+    config = ApiConfig.load(
+        {
+            "UJOBS_DRIVER": "redis",
+            "REDIS_URL": redis_url,
+            "UJOBS_REDIS_PREFIX": redis_prefix,
+            "UJOBS_APP": "tests.unit.sample_app:api",
+        }
+    )
+    client = await aiohttp_client(create_app(config, metrics=JobMetrics(CollectorRegistry())))
+    response = await client.post(
+        "/v1/jobs/send_mail", json={"input": mail()}, headers={"Authorization": "Bearer ujobs_x"}
+    )
+    assert response.status == 503
+    body = await response.json()
+    assert body["error"]["code"] == "X_DRIVER_UNAVAILABLE"
+    assert body["error"]["meta"] == {"variable": "DATABASE_URL"}
+    assert (await client.get("/healthz")).status == 200
