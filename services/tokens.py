@@ -213,14 +213,26 @@ class BatchedLookup:
         self.store = store
         self._waiting: dict[str, list[asyncio.Future[TokenRecord | None]]] = {}
         self._busy = False
+        self._task: asyncio.Task[None] | None = None  # held: the loop keeps only a weak one
 
     async def find(self, secret: str) -> TokenRecord | None:
+        if not self._busy:
+            # Nothing in flight: look it up from this task; who arrives meanwhile waits.
+            self._busy = True
+            try:
+                found = await self.store.find_many([secret])
+            finally:
+                self._next()
+            return found.get(secret)
         future: asyncio.Future[TokenRecord | None] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(secret, []).append(future)
-        if not self._busy:
-            self._busy = True
-            asyncio.get_running_loop().create_task(self._run())
         return await asyncio.shield(future)
+
+    def _next(self) -> None:
+        if self._waiting:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        else:
+            self._busy = False
 
     async def _run(self) -> None:
         try:

@@ -194,8 +194,8 @@ async def test_concurrent_lookups_share_a_statement_and_cache_nothing(
         None,
         "org-a",
     ]
-    # Twenty lookups of three secrets, all waiting when the statement left: one statement.
-    assert store.statements == [3]
+    # The first went alone; the other 19 (three secrets) waited for it and shared the next.
+    assert store.statements == [1, 3]
     await store.revoke(a.record.id)
     again = await lookup.find(a.secret)
     assert again is not None
