@@ -94,7 +94,7 @@ def job_filter(query: Any, principal: Principal) -> JobFilter:
     raw_limit = query.get("limit")
     limit = DEFAULT_JOB_PAGE
     if raw_limit is not None:
-        if not raw_limit.isdigit():
+        if not (raw_limit.isascii() and raw_limit.isdigit()):
             raise JobPageInvalidError(
                 f"limit must be a whole number from 1 to {MAX_JOB_PAGE}",
                 meta={"limit": raw_limit, "max": MAX_JOB_PAGE},

@@ -123,6 +123,7 @@ async def test_keyset_pages_both_ways(api: Api, clock: FrozenClock) -> None:
     ("query", "code"),
     [
         ("?limit=x", "X_JOB_PAGE_INVALID"),
+        ("?limit=%C2%B2", "X_JOB_PAGE_INVALID"),
         ("?limit=0", "X_JOB_PAGE_INVALID"),
         ("?limit=201", "X_JOB_PAGE_INVALID"),
         ("?after=garbage", "X_JOB_PAGE_INVALID"),
