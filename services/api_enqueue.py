@@ -29,6 +29,7 @@ from services.auth import Principal
 from shared.clock import Clock
 from shared.definitions import JobHandle
 from shared.drivers.base import Enqueued, EnqueueRequest
+from shared.durations import duration_ms
 from shared.errors import (
     InputInvalidError,
     InvariantError,
@@ -41,6 +42,9 @@ from shared.events import MAX_EVENT_NAME_LENGTH, publish_event
 MAX_BATCH_INPUTS = 1_000
 """The most inputs one ``/batch`` request carries (``MAX_BULK_ROWS`` of the operator surface)."""
 MAX_RUN_ID_LENGTH = 200
+MAX_DELAY_MS = 10 * 365 * 86_400_000
+"""The longest ``delay`` an HTTP enqueue takes: past it a run time would leave what the
+database's timestamps hold long before it left any plan worth queueing."""
 
 routes = web.RouteTableDef()
 
@@ -74,6 +78,18 @@ def _field(body: dict[str, Any], key: str, kinds: tuple[type, ...], what: str) -
 def _options(body: dict[str, Any]) -> dict[str, Any]:
     delay = _field(body, "delay", (str, int), "a duration ('10s', '3d') or milliseconds")
     queue = _field(body, "queue", (str,), "a queue name")
+    if delay is not None:
+        try:
+            delay = duration_ms(delay, field="delay")
+        except InvariantError as exc:
+            raise InputInvalidError(
+                exc.message, meta={"issues": [{"path": "delay", "message": "duration"}]}
+            ) from None
+        if delay > MAX_DELAY_MS:
+            raise InputInvalidError(
+                f"delay is at most {MAX_DELAY_MS} ms (10 years)",
+                meta={"issues": [{"path": "delay", "message": "too long"}]},
+            )
     return {"delay": delay, "queue": queue}
 
 
