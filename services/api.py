@@ -31,6 +31,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+import asyncpg
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -61,6 +62,7 @@ from shared.clock import SYSTEM_CLOCK, Clock
 from shared.errors import (
     ConfigInvalidError,
     DriverUnavailableError,
+    InputInvalidError,
     JobDrainedError,
     RateLimitedError,
     UltimateError,
@@ -164,6 +166,16 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
         return error_response(exc, headers=retry_after_header(exc))
     except UltimateError as exc:
         return error_response(exc)
+    except (asyncpg.UntranslatableCharacterError, asyncpg.CharacterNotInRepertoireError):
+        # A NUL character in a string the request carried (an event payload, a runId, a path
+        # parameter): Postgres stores no NUL in text or jsonb. A job's input is refused earlier,
+        # by its schema, naming the field.
+        return error_response(
+            InputInvalidError(
+                "the request carries a NUL character (\\u0000), which cannot be stored; remove it",
+                meta={"issues": [{"path": "", "message": "NUL character"}]},
+            )
+        )
     except Exception as exc:
         log.exception("ujobs.api.unhandled", extra={"path": request.path})
         return error_response(

@@ -264,3 +264,18 @@ async def test_without_postgres_every_authenticated_call_is_503(
     assert body["error"]["code"] == "X_DRIVER_UNAVAILABLE"
     assert body["error"]["meta"] == {"variable": "DATABASE_URL"}
     assert (await client.get("/healthz")).status == 200
+
+
+async def test_a_nul_character_is_400_never_500(api: Api) -> None:
+    token = await api.token("enqueue:*", "events:publish", "read")
+    refused = [
+        await api.call("POST", "/v1/jobs/send_mail", token, {"input": mail(subject="a\u0000")}),
+        await api.call("POST", "/v1/jobs/send_mail", token, {"input": mail(), "runId": "r\u0000"}),
+        await api.call("POST", "/v1/events/paid", token, {"payload": {"note": "a\u0000b"}}),
+        await api.call("GET", "/v1/jobs?name=a%00b", token),
+        await api.call("GET", "/v1/jobs/a%00b", token),
+    ]
+    assert [(status, body["error"]["code"]) for status, body in refused] == [
+        (400, "X_INPUT_INVALID")
+    ] * 5
+    assert await api.jobs() == []
