@@ -299,11 +299,13 @@ def _enqueue_paths(job: str, input_schema: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _operator_paths() -> dict[str, Any]:
+def _operator_paths(tasks: list[str]) -> dict[str, Any]:
     job = _path_param("job", "a job's id (GET, DELETE, moves) or a job's name (POST: enqueue)")
     name = _path_param("name", "the event's name")
     queue = _path_param("queue", "the queue's name")
-    task = _path_param("task", "the task's name")
+    task = _path_param("task", "the task's name (one of the app's tasks)")
+    if tasks:
+        task["schema"] = {"type": "string", "enum": tasks}
     query = [
         {"name": "queue", "in": "query", "schema": {"type": "string"}},
         {"name": "name", "in": "query", "schema": {"type": "string"}},
@@ -523,7 +525,7 @@ def enqueue_paths_of(registry: Registry) -> dict[str, str]:
 
 def openapi_document(registry: Registry) -> dict[str, Any]:
     schemas = dict(_SCHEMAS)
-    paths: dict[str, Any] = {**_service_paths(), **_operator_paths()}
+    paths: dict[str, Any] = {**_service_paths(), **_operator_paths(sorted(registry.tasks))}
     for name in enqueue_paths_of(registry).values():
         component = component_name(name)
         schemas[component] = _hoist(registry.jobs[name].describe()["input"], component, schemas)

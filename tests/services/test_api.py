@@ -151,6 +151,8 @@ async def test_openapi_documents_exactly_the_routes_served(client: Client) -> No
         "subject",
         "org_id",
     ]
+    task_param = doc["paths"]["/v1/tasks/{task}/pause"]["parameters"][0]
+    assert task_param["schema"]["enum"] == ["nightly_digest"]
     assert doc["paths"]["/v1/jobs/send_mail"]["post"]["requestBody"]["content"]["application/json"][
         "schema"
     ]["properties"]["input"] == {"$ref": "#/components/schemas/Input_send_mail"}
