@@ -3,8 +3,8 @@
 An input is validated by the job's own ``JobHandle.request`` — the code path of
 ``job.enqueue`` — with the token as the enqueuer, so the schema, the idempotency key,
 ``tenant(input)`` and ``enqueued_by`` (the token's id, as ``job.as_(actor)`` records an
-actor's) are exactly a Python enqueue's. A tenant token then may
-queue only its own tenant's work (``X_TENANCY_ACTOR_MISMATCH``, 403).
+actor's) are exactly a Python enqueue's. A tenant token then may queue only its own tenant's
+work (``X_TENANCY_ACTOR_MISMATCH``, 403).
 
 | Route | Scope | Answers |
 |---|---|---|
@@ -101,7 +101,7 @@ def build_request(
     try:
         req = handle.request(value, clock=clock, enqueued_by=principal.token_id, **options)
     except InvariantError as exc:
-        # A bad delay: the caller's input, not our invariant.
+        # Whatever the request refuses here came in the caller's body: its input, not ours.
         raise InputInvalidError(exc.message, meta=exc.meta) from None
     principal.check_enqueue_tenant(handle.name, req.tenant_id)
     return req
