@@ -1,8 +1,13 @@
-"""``ujobs api``: the HTTP edge — health, readiness, metrics, the manifest (aiohttp).
+"""``ujobs api``: the HTTP edge (aiohttp) — enqueue, events and the operator surface behind
+bearer tokens, plus health, readiness, metrics and the manifest.
 
 Built the standard way (STYLE #13): ``create_app(config)`` answers an ``Application`` whose
-backend is opened and closed by a ``cleanup_ctx``, state lives under typed ``web.AppKey``s, and
-routes are one ``RouteTableDef``. Tests drive it with ``aiohttp_client(create_app(config))``.
+backend is opened and closed by a ``cleanup_ctx``, state lives under typed ``web.AppKey``s
+(``api_common``), and each concern is a ``RouteTableDef`` of its own module: ``api_enqueue``
+(jobs, batches, events), ``api_jobs`` (one job, pages, moves), ``api_queues`` (queues, tasks).
+Who may call what is ``services.auth`` (shared with the NATS edge); the per-token rate limit is
+``api_ratelimit``; concurrent single enqueues share a commit through ``api_enqueue_batcher``.
+Tests drive it with ``aiohttp_client(create_app(config))``.
 
 | Route | Answers |
 |---|---|
@@ -10,7 +15,8 @@ routes are one ``RouteTableDef``. Tests drive it with ``aiohttp_client(create_ap
 | ``GET /readyz`` | 200 when the database answers and the process is not draining; 503 otherwise |
 | ``GET /metrics`` | Prometheus text; queue gauges re-read from ``driver.stats()`` at most every ``UJOBS_METRICS_REFRESH_MS`` |
 | ``GET /v1/manifest`` | every job and task descriptor of the app (``UJOBS_APP``) |
-| ``GET /v1/openapi.json`` | the OpenAPI document of these routes |
+| ``GET /v1/openapi.json`` | the OpenAPI 3.1 document of every route, a typed input per job |
+| ``/v1/jobs…``, ``/v1/events…``, ``/v1/queues…``, ``/v1/tasks…`` | see the route modules |
 
 Errors are ``{"error": {"code", "message", "meta"}}`` with the status ``status_for(code)``
 names. On SIGTERM readiness turns 503 at once (the load balancer stops sending), requests in
@@ -20,91 +26,63 @@ flight finish within the drain budget, then the process exits 0.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 
+import asyncpg
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from services import api_enqueue, api_jobs, api_queues
+from services.api_common import (
+    BACKEND,
+    CONFIG,
+    EDGE,
+    REGISTRY,
+    STATE,
+    ApiState,
+    BodyTooLargeError,
+    Edge,
+    error_response,
+    json_ok,
+    status_for,
+)
+from services.api_enqueue_batcher import EnqueueBatcher
 from services.api_openapi import openapi_document
+from services.api_ratelimit import TokenBuckets, retry_after_header
 from services.app_loader import load_api
-from services.backends import Backend, open_backend
+from services.auth import NO_TOKENS, TokenLookup
+from services.backends import open_backend
 from services.config import ApiConfig
-from services.redact import redact_text
 from services.runtime import ServiceRun
+from services.tokens import BatchedLookup, TokenStore
+from shared.clock import SYSTEM_CLOCK, Clock
 from shared.errors import (
     ConfigInvalidError,
     DriverUnavailableError,
+    InputInvalidError,
     JobDrainedError,
+    RateLimitedError,
     UltimateError,
 )
-from shared.jobs.registry import Registry
+from shared.events.bus import set_event_bus
+from shared.events.bus_postgres import postgres_event_bus
 from shared.lifecycle import Deadline, register_shutdown_hooks
 from shared.metrics import JobMetrics, job_metrics
+from shared.wake.announce import announcing, redis_announcer
 
 log = logging.getLogger("ujobs.api")
 
 READY_PING_TIMEOUT_S = 2.0
 
-_STATUS_BY_CODE = {
-    "X_INPUT_INVALID": 400,
-    "X_CONFIG_INVALID": 400,
-    "X_JOB_PAGE_INVALID": 400,
-    "X_JOB_DECLARATION_INVALID": 400,
-    "X_UNAUTHORIZED": 401,
-    "X_FORBIDDEN": 403,
-    "X_JOB_TENANT_MISMATCH": 403,
-    "X_NOT_FOUND": 404,
-    "X_JOB_NOT_FOUND": 404,
-    "X_JOB_UNKNOWN": 404,
-    "X_METHOD_NOT_ALLOWED": 405,
-    "X_JOB_DUPLICATE": 409,
-    "X_JOB_NOT_REQUEUEABLE": 409,
-    "X_JOB_NOT_REMOVABLE": 409,
-    "X_JOB_NOT_PROMOTABLE": 409,
-    "X_JOB_NOT_CANCELLABLE": 409,
-    "X_RATE_LIMITED": 429,
-    "X_NOT_IMPLEMENTED": 501,
-    "X_DRAINING": 503,
-    "X_DRIVER_UNAVAILABLE": 503,
-    "X_DRIVER_UNREACHABLE": 503,
-    "X_OVERLOADED": 503,
-}
-
-
-def status_for(code: str) -> int:
-    """The HTTP status an error code travels with (500 for a code nobody mapped)."""
-    return _STATUS_BY_CODE.get(code, 500)
-
-
-@dataclass
-class ApiState:
-    """Mutable per-app state: the drain flag and the metrics refresh's bookkeeping."""
-
-    metrics: JobMetrics
-    draining: bool = False
-    refreshed_at: float | None = None
-    refresh_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-
-CONFIG = web.AppKey("config", ApiConfig)
-BACKEND = web.AppKey("backend", Backend)
-REGISTRY = web.AppKey("registry", Registry)
-STATE = web.AppKey("state", ApiState)
-
 routes = web.RouteTableDef()
-
-
-def error_response(error: UltimateError, status: int | None = None) -> web.Response:
-    body = {"error": {**error.to_dict(), "message": redact_text(error.message)}}
-    return web.json_response(body, status=status or status_for(error.code))
 
 
 @routes.get("/healthz")
 async def healthz(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok", "service": request.app[CONFIG].common.service})
+    return json_ok({"status": "ok", "service": request.app[CONFIG].common.service})
 
 
 @routes.get("/readyz")
@@ -122,7 +100,7 @@ async def readyz(request: web.Request) -> web.Response:
                 meta={"cause": type(exc).__name__},
             )
         )
-    return web.json_response({"status": "ready"})
+    return json_ok({"status": "ready"})
 
 
 @routes.get("/metrics")
@@ -153,12 +131,12 @@ async def _refresh_gauges(app: web.Application, state: ApiState) -> None:
 
 @routes.get("/v1/manifest")
 async def manifest(request: web.Request) -> web.Response:
-    return web.json_response(request.app[REGISTRY].manifest())
+    return json_ok(request.app[REGISTRY].manifest())
 
 
 @routes.get("/v1/openapi.json")
 async def openapi(request: web.Request) -> web.Response:
-    return web.json_response(openapi_document())
+    return json_ok(openapi_document(request.app[REGISTRY]))
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -172,12 +150,32 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
+        if exc.status == 413:
+            limit = request.app[CONFIG].max_body_bytes
+            return error_response(
+                BodyTooLargeError(
+                    f"the body is over {limit} bytes (UJOBS_API_MAX_BODY_BYTES)",
+                    meta={"max": limit},
+                )
+            )
         code = {404: "X_NOT_FOUND", 405: "X_METHOD_NOT_ALLOWED"}.get(exc.status, "X_HTTP")
         return error_response(
             UltimateError(exc.reason, code=code, meta={"path": request.path}), exc.status
         )
+    except RateLimitedError as exc:
+        return error_response(exc, headers=retry_after_header(exc))
     except UltimateError as exc:
         return error_response(exc)
+    except (asyncpg.UntranslatableCharacterError, asyncpg.CharacterNotInRepertoireError):
+        # A NUL character in a string the request carried (an event payload, a runId, a path
+        # parameter): Postgres stores no NUL in text or jsonb. A job's input is refused earlier,
+        # by its schema, naming the field.
+        return error_response(
+            InputInvalidError(
+                "the request carries a NUL character (\\u0000), which cannot be stored; remove it",
+                meta={"issues": [{"path": "", "message": "NUL character"}]},
+            )
+        )
     except Exception as exc:
         log.exception("ujobs.api.unhandled", extra={"path": request.path})
         return error_response(
@@ -185,22 +183,65 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
         )
 
 
-def create_app(config: ApiConfig, *, metrics: JobMetrics | None = None) -> web.Application:
-    """The api's application; its backend opens on startup and closes on cleanup."""
-    app = web.Application(middlewares=[errors_as_json])
+def create_app(
+    config: ApiConfig, *, metrics: JobMetrics | None = None, clock: Clock = SYSTEM_CLOCK
+) -> web.Application:
+    """The api's application; its backend opens on startup and closes on cleanup. ``clock``
+    is the driver's (token expiry and the rate limit read it too)."""
+    # The body limit is enforced by read_json with a JSON 413; aiohttp's own limit sits just
+    # above it so a chunked body with no Content-Length is cut off too.
+    app = web.Application(middlewares=[errors_as_json], client_max_size=config.max_body_bytes)
     app[CONFIG] = config
     app[REGISTRY] = load_api(config.common.app)
     app[STATE] = ApiState(metrics=metrics or job_metrics())
-    app.cleanup_ctx.append(_backend_ctx)
+
+    async def backend_ctx(app: web.Application) -> AsyncIterator[None]:
+        async with _edge(app, clock):
+            yield
+
+    app.cleanup_ctx.append(backend_ctx)
     app.add_routes(routes)
+    app.add_routes(api_enqueue.routes)
+    app.add_routes(api_jobs.routes)
+    app.add_routes(api_queues.routes)
     return app
 
 
-async def _backend_ctx(app: web.Application) -> AsyncIterator[None]:
-    async with open_backend(
-        app[CONFIG].common.connections, pool_size=4, generic_plans=False
-    ) as backend:
+@contextlib.asynccontextmanager
+async def _edge(app: web.Application, clock: Clock) -> AsyncIterator[None]:
+    """Open the backend and build what the routes run on; enqueues announce on the wake like
+    every other service's (Redis when REDIS_URL is set, else the driver's pg_notify)."""
+    config = app[CONFIG]
+    async with contextlib.AsyncExitStack() as stack:
+        backend = await stack.enter_async_context(
+            open_backend(
+                config.common.connections,
+                need_database=True,
+                need_redis=True,
+                pool_size=max(4, config.common.connections.pg_pool_size),
+                generic_plans=False,
+                clock=clock,
+            )
+        )
         app[BACKEND] = backend
+        announcer = None
+        if backend.redis is not None and getattr(backend.driver, "wake_channel", None) is None:
+            announcer = redis_announcer(backend.redis)
+            stack.push_async_callback(announcer.close)
+        driver = announcing(backend.driver, announcer)
+        tokens: TokenLookup = NO_TOKENS
+        if backend.pool is not None:
+            tokens = BatchedLookup(TokenStore(backend.pool, clock=clock))
+            set_event_bus(postgres_event_bus(backend.pool))
+            stack.callback(set_event_bus, None)
+        batcher = EnqueueBatcher(driver)
+        stack.push_async_callback(batcher.close)
+        app[EDGE] = Edge(
+            driver=driver,
+            tokens=tokens,
+            buckets=TokenBuckets(config.rate_per_token, clock),
+            batcher=batcher,
+        )
         yield
 
 
@@ -242,4 +283,13 @@ def address(address: object) -> str:
     return str(address)
 
 
-__all__ = ["BACKEND", "CONFIG", "REGISTRY", "STATE", "create_app", "start_api", "status_for"]
+__all__ = [
+    "BACKEND",
+    "CONFIG",
+    "EDGE",
+    "REGISTRY",
+    "STATE",
+    "create_app",
+    "start_api",
+    "status_for",
+]

@@ -32,6 +32,7 @@ from services.cli_services import (
     worker_command,
 )
 from services.cli_tasks import tasks_app
+from services.cli_tokens import tokens_app
 from services.config import environment
 
 app = typer.Typer(
@@ -69,6 +70,7 @@ def manifest(app_spec: AppOption = None, as_json: JsonOption = False) -> None:
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(queues_app, name="queues")
 app.add_typer(tasks_app, name="tasks")
+app.add_typer(tokens_app, name="tokens")
 app.command("workers")(workers_command)
 app.add_typer(db_app, name="db")
 app.command("api")(api_command)

@@ -29,7 +29,8 @@ def api_command(
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Run the api: /healthz, /readyz, /metrics, /v1/manifest, /v1/openapi.json."""
+    """Run the api: enqueue, events and the operator surface over HTTP (bearer tokens from
+    `ujobs tokens create`), plus /healthz, /readyz, /metrics, /v1/manifest, /v1/openapi.json."""
     with reported(as_json=as_json):
         config = ApiConfig.load(environment(), app=app_spec, host=host, port=port)
 

@@ -16,8 +16,8 @@ from services.cli_common import AppOption, DatabaseUrlOption, JsonOption, operat
 from services.cli_output import Progress, emit_json, iso, print_table, reported
 from services.config import environment, read_common
 from shared.clock import SYSTEM_CLOCK
-from shared.drivers.base import TaskFire
-from shared.introspect import introspection_of
+from shared.drivers.base import JobDriver, TaskFire
+from shared.introspect import introspection_of, pause_tasks
 from shared.jobs.task import TaskHandle
 from shared.scheduler.cron import next_task_run
 
@@ -55,8 +55,10 @@ def task_rows(
     return rows
 
 
-async def _fires_and_pauses(backend: Backend) -> tuple[dict[str, TaskFire], set[str]]:
-    introspect = introspection_of(backend.driver)
+async def fires_and_pauses(driver: JobDriver) -> tuple[dict[str, TaskFire], set[str]]:
+    """Each task's last fire (by name) and the paused tasks: what ``task_rows`` adds from the
+    database."""
+    introspect = introspection_of(driver)
     fires = {f.task: f for f in await introspect.task_fires()}
     return fires, set(await introspect.paused_tasks())
 
@@ -75,7 +77,7 @@ def tasks_list(
         if common.connections.database_url is not None:
 
             async def work(backend: Backend, _: Progress) -> tuple[dict[str, TaskFire], set[str]]:
-                return await _fires_and_pauses(backend)
+                return await fires_and_pauses(backend.driver)
 
             fires, paused = operate(
                 work, as_json=as_json, label="reading task fires", database_url=database_url
@@ -106,9 +108,7 @@ TasksArg = Annotated[list[str], typer.Argument(help="task names", show_default=F
 
 def _pause(names: list[str], *, pause: bool, as_json: bool, database_url: str | None) -> None:
     async def work(backend: Backend, _: Progress) -> None:
-        introspect = introspection_of(backend.driver)
-        for name in names:
-            await (introspect.pause_task(name) if pause else introspect.resume_task(name))
+        await pause_tasks(backend.driver, names, pause=pause)
 
     operate(
         work,
@@ -139,4 +139,4 @@ def tasks_resume(
     _pause(names, pause=False, as_json=as_json, database_url=database_url)
 
 
-__all__ = ["task_rows", "tasks_app"]
+__all__ = ["fires_and_pauses", "task_rows", "tasks_app"]

@@ -35,6 +35,7 @@ from services.config_parse import (
 )
 from services.config_vars import (
     CLAIM_AHEAD_PER_SLOT,
+    DEFAULT_API_MAX_BODY_BYTES,
     DEFAULT_API_PORT,
     DEFAULT_METRICS_REFRESH_MS,
     DEFAULT_PG_POOL_SIZE,
@@ -316,6 +317,9 @@ class ApiConfig:
     host: str = "127.0.0.1"
     port: int = DEFAULT_API_PORT
     metrics_refresh_ms: int = DEFAULT_METRICS_REFRESH_MS
+    max_body_bytes: int = DEFAULT_API_MAX_BODY_BYTES
+    rate_per_token: int | None = None
+    """Requests per second per token (a bucket of one second's worth); None: no limit."""
 
     @classmethod
     def load(
@@ -337,6 +341,10 @@ class ApiConfig:
             metrics_refresh_ms=src.read(
                 "UJOBS_METRICS_REFRESH_MS", _whole_from(0), DEFAULT_METRICS_REFRESH_MS
             ),
+            max_body_bytes=src.read(
+                "UJOBS_API_MAX_BODY_BYTES", _whole_from(1_024), DEFAULT_API_MAX_BODY_BYTES
+            ),
+            rate_per_token=src.read("UJOBS_API_RATE_PER_TOKEN", _optional(_whole_from(1)), None),
         )
         if require_backend:
             common.connections.require_backend(service)

@@ -27,6 +27,7 @@ slot. One row per slot made the harness's one-worker drain a claim of ~14 rows e
 three per slot claims ~29 and drained 4-51 % faster in 7 of 8 paired harness runs (README)."""
 DEFAULT_API_PORT = 8080
 DEFAULT_METRICS_REFRESH_MS = 5_000
+DEFAULT_API_MAX_BODY_BYTES = 1_048_576
 DEFAULT_PG_POOL_SIZE = 10
 DEFAULT_REDIS_PREFIX = "ujobs"
 DEFAULT_SCHEDULER_TICK_MS = 1_000
@@ -110,6 +111,19 @@ VARIABLES: dict[str, Variable] = {
         Variable("UJOBS_LOG_LEVEL", "debug, info, warning or error", "info", _ALL),
         Variable("UJOBS_API_HOST", "the api's listen address", "127.0.0.1", ("api", "dev")),
         Variable("UJOBS_API_PORT", "the api's port", str(DEFAULT_API_PORT), ("api", "dev")),
+        Variable(
+            "UJOBS_API_MAX_BODY_BYTES",
+            "the largest request body the api reads; a larger one is 413 X_BODY_TOO_LARGE",
+            str(DEFAULT_API_MAX_BODY_BYTES),
+            ("api", "dev"),
+        ),
+        Variable(
+            "UJOBS_API_RATE_PER_TOKEN",
+            "requests per second one token may make to one api process (a token bucket holding "
+            "one second's worth); over it is 429 X_RATE_LIMITED with Retry-After",
+            "unset: no limit",
+            ("api", "dev"),
+        ),
         Variable(
             "UJOBS_METRICS_REFRESH_MS",
             "the queue gauges are read from the driver at most this often",

@@ -172,6 +172,14 @@ async def inspect_job(
 ) -> dict[str, Any]:
     """The job, its steps in save order, its progress and last error (input redacted)."""
     row = await get_job(driver, job_id)
+    return await job_document(driver, row, show_input=show_input, show_output=show_output)
+
+
+async def job_document(
+    driver: JobDriver, row: JobRow, *, show_input: bool = False, show_output: bool = False
+) -> dict[str, Any]:
+    """``inspect_job``'s document for a row already read (the api reads it first to check
+    the caller's tenant)."""
     steps = await driver.load_steps(row.run_id)
     doc = job_json(row, input_="shown" if show_input else "redacted")
     doc["steps"] = [step_json(s, show_output=show_output) for s in steps]
@@ -244,3 +252,12 @@ async def pause_queues(driver: JobDriver, queues: Sequence[str], *, pause: bool)
             await introspect.pause_queue(queue)
         else:
             await introspect.resume_queue(queue)
+
+
+async def pause_tasks(driver: JobDriver, tasks: Sequence[str], *, pause: bool) -> None:
+    introspect = introspection_of(driver)
+    for task in tasks:
+        if pause:
+            await introspect.pause_task(task)
+        else:
+            await introspect.resume_task(task)

@@ -1,0 +1,213 @@
+"""``POST /v1/jobs/{name}``, ``POST /v1/jobs/{name}/batch``, ``POST /v1/events/{name}``.
+
+An input is validated by the job's own ``JobHandle.request`` — the code path of
+``job.enqueue`` — with the token as the enqueuer, so the schema, the idempotency key,
+``tenant(input)`` and ``enqueued_by`` (the token's id, as ``job.as_(actor)`` records an
+actor's) are exactly a Python enqueue's. A tenant token then may queue only its own tenant's
+work (``X_TENANCY_ACTOR_MISMATCH``, 403).
+
+| Route | Scope | Answers |
+|---|---|---|
+| ``POST /v1/jobs/{name}`` ``{"input", "runId"?, "delay"?, "queue"?}`` | ``enqueue:<name>`` | 202 ``{"id", "runId", "deduped"}`` |
+| ``POST /v1/jobs/{name}/batch`` ``{"inputs": [...], "delay"?, "queue"?}`` | ``enqueue:<name>`` | 202 ``{"jobs": [{"id", "runId", "deduped"}, ...]}`` in input order; at most ``MAX_BATCH_INPUTS`` |
+| ``POST /v1/events/{name}`` ``{"payload"}`` | ``events:publish`` | 202 ``{"id", "name", "publishedAtMs", "expiresAtMs"}`` |
+
+A batch is all or nothing, through the driver's ``enqueue_many`` (the path of
+``job.enqueue_many``): one refused input refuses the batch, nothing is queued, and the error's
+``meta.failures`` names every failing index with its own code.
+"""  # noqa: E501
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from aiohttp import web
+
+from services.api_common import EDGE, REGISTRY, accepted, caller, read_object
+from services.auth import Principal
+from shared.clock import Clock
+from shared.drivers.base import Enqueued, EnqueueRequest
+from shared.durations import duration_ms
+from shared.errors import (
+    InputInvalidError,
+    InvariantError,
+    JobUnknownError,
+    TenancyActorMismatchError,
+    UltimateError,
+)
+from shared.events.bus import MAX_EVENT_NAME_LENGTH, publish_event
+from shared.jobs.job import JobHandle
+
+MAX_BATCH_INPUTS = 1_000
+"""The most inputs one ``/batch`` request carries (``MAX_BULK_ROWS`` of the operator surface)."""
+MAX_RUN_ID_LENGTH = 200
+MAX_DELAY_MS = 10 * 365 * 86_400_000
+"""The longest ``delay`` an HTTP enqueue takes: past it a run time would leave what the
+database's timestamps hold long before it left any plan worth queueing."""
+
+routes = web.RouteTableDef()
+
+_SINGLE_FIELDS = frozenset({"input", "runId", "delay", "queue"})
+_BATCH_FIELDS = frozenset({"inputs", "delay", "queue"})
+_EVENT_FIELDS = frozenset({"payload"})
+
+
+def _handle(request: web.Request) -> JobHandle[Any]:
+    name = request.match_info["job"]
+    handle = request.app[REGISTRY].job(name)
+    if handle is None:
+        raise JobUnknownError(
+            f"no job is named {name!r} in this app; GET /v1/manifest lists them",
+            meta={"job": name},
+        )
+    return handle
+
+
+def _field(body: dict[str, Any], key: str, kinds: tuple[type, ...], what: str) -> Any:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise InputInvalidError(
+            f"{key} must be {what}", meta={"issues": [{"path": key, "message": what}]}
+        )
+    return value
+
+
+def _options(body: dict[str, Any]) -> dict[str, Any]:
+    delay = _field(body, "delay", (str, int), "a duration ('10s', '3d') or milliseconds")
+    queue = _field(body, "queue", (str,), "a queue name")
+    if delay is not None:
+        try:
+            delay = duration_ms(delay, field="delay")
+        except InvariantError as exc:
+            raise InputInvalidError(
+                exc.message, meta={"issues": [{"path": "delay", "message": "duration"}]}
+            ) from None
+        if delay > MAX_DELAY_MS:
+            raise InputInvalidError(
+                f"delay is at most {MAX_DELAY_MS} ms (10 years)",
+                meta={"issues": [{"path": "delay", "message": "too long"}]},
+            )
+    return {"delay": delay, "queue": queue}
+
+
+def build_request(
+    handle: JobHandle[Any], principal: Principal, value: Any, clock: Clock, **options: Any
+) -> EnqueueRequest:
+    """``handle.request`` (``job.enqueue``'s own path) with the token as the enqueuer, then the
+    token's tenancy rule; ``clock`` (the driver's) dates a ``delay``."""
+    try:
+        req = handle.request(value, clock=clock, enqueued_by=principal.token_id, **options)
+    except InvariantError as exc:
+        # Whatever the request refuses here came in the caller's body: its input, not ours.
+        raise InputInvalidError(exc.message, meta=exc.meta) from None
+    principal.check_enqueue_tenant(handle.name, req.tenant_id)
+    return req
+
+
+def enqueued_json(answer: Enqueued) -> dict[str, Any]:
+    return {"id": answer.id, "runId": answer.run_id, "deduped": answer.deduped}
+
+
+# ``{job}`` is the job's NAME here and a job's ID on the GET and DELETE of the same path:
+# one path template, as OpenAPI requires of routes that differ only in their method.
+@routes.post("/v1/jobs/{job}")
+async def enqueue(request: web.Request) -> web.Response:
+    principal = await caller(request)
+    body = await read_object(request, _SINGLE_FIELDS)
+    handle = _handle(request)
+    principal.require(f"enqueue:{handle.name}")
+    run_id = _field(body, "runId", (str,), "a string")
+    if run_id is not None and not 0 < len(run_id) <= MAX_RUN_ID_LENGTH:
+        raise InputInvalidError(
+            f"runId must be 1-{MAX_RUN_ID_LENGTH} characters",
+            meta={"issues": [{"path": "runId", "message": "length"}]},
+        )
+    clock = request.app[EDGE].driver.clock
+    req = build_request(
+        handle, principal, body.get("input"), clock, run_id=run_id, **_options(body)
+    )
+    answer = await request.app[EDGE].batcher.enqueue(req)
+    return accepted(enqueued_json(answer))
+
+
+@routes.post("/v1/jobs/{job}/batch")
+async def enqueue_batch(request: web.Request) -> web.Response:
+    principal = await caller(request)
+    body = await read_object(request, _BATCH_FIELDS)
+    handle = _handle(request)
+    principal.require(f"enqueue:{handle.name}")
+    inputs = body.get("inputs")
+    if not isinstance(inputs, list) or not 0 < len(inputs) <= MAX_BATCH_INPUTS:
+        raise InputInvalidError(
+            f"inputs must be a list of 1-{MAX_BATCH_INPUTS} inputs",
+            meta={"issues": [{"path": "inputs", "message": "list"}], "max": MAX_BATCH_INPUTS},
+        )
+    options = _options(body)
+    driver = request.app[EDGE].driver
+    failures: list[dict[str, Any]] = []
+
+    def requests() -> Iterator[EnqueueRequest]:
+        # Built as the driver reads them (on Postgres, while the COPY of the earlier ones is
+        # on the wire), exactly as job.enqueue_many does. The first refusal stops the
+        # statement; nothing of the batch is inserted.
+        for index, value in enumerate(inputs):
+            try:
+                yield build_request(handle, principal, value, driver.clock, **options)
+            except UltimateError as exc:
+                failures.append({"index": index, **exc.to_dict()})
+                raise
+
+    try:
+        answers = await driver.enqueue_many(requests())
+    except UltimateError:
+        if not failures:
+            raise
+        # Name every refused input, not only the first: check the ones after it too.
+        for index in range(failures[0]["index"] + 1, len(inputs)):
+            try:
+                build_request(handle, principal, inputs[index], driver.clock, **options)
+            except UltimateError as exc:
+                failures.append({"index": index, **exc.to_dict()})
+        raise _batch_refused(handle.name, failures, len(inputs)) from None
+    return accepted({"jobs": [enqueued_json(a) for a in answers]})
+
+
+def _batch_refused(job: str, failures: list[dict[str, Any]], total: int) -> UltimateError:
+    """A tenancy refusal anywhere makes the batch 403; otherwise the inputs' own 400."""
+    meta = {"job": job, "failures": failures, "inputs": total}
+    indexes = ", ".join(str(f["index"]) for f in failures[:20])
+    more = f" and {len(failures) - 20} more" if len(failures) > 20 else ""
+    message = (
+        f"job {job!r}: {len(failures)} of {total} inputs refused (index {indexes}{more}); "
+        "nothing was queued"
+    )
+    if any(f["code"] == TenancyActorMismatchError.code for f in failures):
+        return TenancyActorMismatchError(message, meta=meta)
+    return InputInvalidError(message, meta=meta)
+
+
+@routes.post("/v1/events/{name}")
+async def publish(request: web.Request) -> web.Response:
+    await caller(request, "events:publish")
+    body = await read_object(request, _EVENT_FIELDS)
+    name = request.match_info["name"]
+    if len(name) > MAX_EVENT_NAME_LENGTH:
+        raise InputInvalidError(
+            f"an event name is at most {MAX_EVENT_NAME_LENGTH} characters",
+            meta={"issues": [{"path": "name", "message": "length"}]},
+        )
+    record = await publish_event(name, body.get("payload"))
+    return accepted(
+        {
+            "id": record.id,
+            "name": record.name,
+            "publishedAtMs": record.published_at_ms,
+            "expiresAtMs": record.expires_at_ms,
+        }
+    )
+
+
+__all__ = ["MAX_BATCH_INPUTS", "build_request", "enqueued_json", "routes"]

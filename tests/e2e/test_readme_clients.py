@@ -1,0 +1,72 @@
+"""The README's "Enqueue from any language" snippets, extracted and run as a user would run
+them (curl, ``node enqueue.mjs``, ``java Enqueue.java``, ``go run enqueue.go``) against a live
+``ujobs api``, so the README cannot drift from the API. Go is skipped only where ``go`` is not
+installed (``.ci/run`` installs Debian's golang-go)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.e2e.live_api import live_api
+from tests.e2e.service_process import ROOT
+
+SECTION = "## Enqueue from any language"
+# language -> (file name, command)
+RUNNERS = {
+    "sh": ("enqueue.sh", ["bash", "enqueue.sh"]),
+    "js": ("enqueue.mjs", ["node", "enqueue.mjs"]),
+    "java": ("Enqueue.java", ["java", "Enqueue.java"]),
+    "go": ("enqueue.go", ["go", "run", "enqueue.go"]),
+}
+
+
+def snippets() -> dict[str, str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
+    found = dict(re.findall(r"^```(sh|js|java|go)\n(.*?)^```", section, flags=re.M | re.S))
+    return found
+
+
+def test_the_section_has_a_snippet_per_language() -> None:
+    assert set(snippets()) == set(RUNNERS)
+
+
+def test_every_snippet_enqueues_through_a_live_api(pg_dsn: str, tmp_path: Path) -> None:
+    found = snippets()
+    languages = [lang for lang in RUNNERS if lang != "go" or shutil.which("go")]
+    with live_api(pg_dsn, app="services.example_app:api", tenant="acme") as api:
+        env = {
+            **os.environ,
+            "UJOBS_URL": api.url,
+            "UJOBS_TOKEN": api.tenant_token,
+            "GOCACHE": str(tmp_path / "gocache"),
+            "GOPATH": str(tmp_path / "gopath"),
+            "GO111MODULE": "auto",
+        }
+        answers = {}
+        for lang in languages:
+            name, command = RUNNERS[lang]
+            folder = tmp_path / lang
+            folder.mkdir()
+            (folder / name).write_text(found[lang])
+            done = subprocess.run(
+                command, cwd=folder, env=env, capture_output=True, text=True, timeout=300,
+                check=False,
+            )  # fmt: skip
+            assert done.returncode == 0, f"{lang}: {done.stdout}\n{done.stderr}"
+            answers[lang] = orjson.loads(done.stdout.strip().splitlines()[-1])
+    first = answers["sh"]
+    assert set(first) == {"id", "runId", "deduped"}
+    assert first["deduped"] is False
+    # Every later client met the live run of the same key: one job, whatever the language.
+    for lang in languages[1:]:
+        assert answers[lang] == {**first, "deduped": True}, lang
+    if "go" not in languages:
+        pytest.skip("go is not installed: the Go snippet was not run")

@@ -1,0 +1,239 @@
+"""The operator routes: the same functions as ``ujobs jobs | queues | tasks``, redaction like
+``ujobs jobs show``, keyset pages both ways, 409s of the moves, and tenancy (another tenant's
+job is 404 and never listed; queues and tasks need an operator token)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import pytest
+
+from shared.clock import FrozenClock
+from shared.drivers.base import ClaimOptions
+from shared.drivers.postgres import postgres_driver
+from shared.introspect import MASK, inspect_job, inspect_queues
+from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
+from tests.services.cli_support import run_to
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    return FrozenClock()
+
+
+@pytest.fixture
+async def api(
+    aiohttp_client: MakeClient, pg_dsn: str, pg_pool: asyncpg.Pool[Any], clock: FrozenClock
+) -> Api:
+    return await make_api(aiohttp_client, pg_dsn, pg_pool, clock=clock)
+
+
+async def enqueue(api: Api, org: str, to: str, **extra: Any) -> str:
+    token = await api.token("enqueue:*")
+    status, body = await api.call(
+        "POST", "/v1/jobs/send_mail", token, {"input": mail(org, to=to), **extra}
+    )
+    assert status == 202, body
+    return str(body["id"])
+
+
+async def test_show_redacts_the_input_like_jobs_show(api: Api, pg_pool: Any) -> None:
+    job_id = await enqueue(api, ORG_A, "a@x.io")
+    operator = await api.token("read")
+    status, body = await api.call("GET", f"/v1/jobs/{job_id}", operator)
+    assert status == 200
+    assert body == await inspect_job(postgres_driver(pg_pool), job_id)
+    assert body["input"] == {"to": MASK, "subject": MASK, "org_id": MASK}
+    assert body["inputRedacted"] is True
+    assert body["steps"] == []
+    assert "a@x.io" not in str(body["input"])
+
+
+async def test_another_tenants_job_is_404_and_never_listed(api: Api) -> None:
+    mine = await enqueue(api, ORG_A, "a@x.io")
+    theirs = await enqueue(api, ORG_B, "b@x.io")
+    token = await api.token("read", "operate", tenant=ORG_A)
+    assert (await api.call("GET", f"/v1/jobs/{mine}", token))[0] == 200
+    status, body = await api.call("GET", f"/v1/jobs/{theirs}", token)
+    assert status == 404
+    assert body["error"]["code"] == "X_JOB_NOT_FOUND"
+    unknown = await api.call("GET", "/v1/jobs/no-such-id", token)
+    assert unknown == (
+        404,
+        {
+            "error": {
+                **body["error"],
+                "message": unknown[1]["error"]["message"],
+                "meta": {"id": "no-such-id"},
+            }
+        },
+    )
+    for method, path in (
+        ("POST", f"/v1/jobs/{theirs}/cancel"),
+        ("POST", f"/v1/jobs/{theirs}/retry"),
+        ("POST", f"/v1/jobs/{theirs}/promote"),
+        ("DELETE", f"/v1/jobs/{theirs}"),
+    ):
+        status, body = await api.call(method, path, token)
+        assert (status, body["error"]["code"]) == (404, "X_JOB_NOT_FOUND"), path
+    [row] = [r for r in await api.jobs() if r["id"] == theirs]
+    assert row["state"] == "ready"
+    for query in ("", "?tenantId=" + ORG_B):
+        status, page = await api.call("GET", "/v1/jobs" + query, token)
+        assert status == 200
+        assert [j["id"] for j in page["jobs"]] == [mine]
+    operator = await api.token("read")
+    everyone = await api.call("GET", "/v1/jobs", operator)
+    assert {j["id"] for j in everyone[1]["jobs"]} == {mine, theirs}
+    only_b = await api.call("GET", f"/v1/jobs?tenantId={ORG_B}", operator)
+    assert [j["id"] for j in only_b[1]["jobs"]] == [theirs]
+
+
+async def test_keyset_pages_both_ways(api: Api, clock: FrozenClock) -> None:
+    ids = []
+    for n in range(5):
+        ids.append(await enqueue(api, ORG_A, f"{n}@x.io"))
+        clock.advance(1)
+    newest_first = ids[::-1]
+    token = await api.token("read")
+    seen: list[str] = []
+    cursor: str | None = None
+    pages = []
+    while True:
+        query = "?limit=2" + (f"&after={cursor}" if cursor else "")
+        status, page = await api.call("GET", "/v1/jobs" + query, token)
+        assert status == 200
+        pages.append(page)
+        seen += [j["id"] for j in page["jobs"]]
+        if page["last"]:
+            break
+        cursor = page["next"]
+    assert seen == newest_first
+    assert [len(p["jobs"]) for p in pages] == [2, 2, 1]
+    status, back = await api.call("GET", f"/v1/jobs?limit=2&before={pages[2]['prev']}", token)
+    assert status == 200
+    assert [j["id"] for j in back["jobs"]] == newest_first[2:4]
+    filtered = await api.call("GET", "/v1/jobs?state=ready&queue=default&name=send_mail", token)
+    assert len(filtered[1]["jobs"]) == 5
+    assert (await api.call("GET", "/v1/jobs?state=dead", token))[1]["jobs"] == []
+
+
+@pytest.mark.parametrize(
+    ("query", "code"),
+    [
+        ("?limit=x", "X_JOB_PAGE_INVALID"),
+        ("?limit=%C2%B2", "X_JOB_PAGE_INVALID"),
+        ("?limit=0", "X_JOB_PAGE_INVALID"),
+        ("?limit=201", "X_JOB_PAGE_INVALID"),
+        ("?after=garbage", "X_JOB_PAGE_INVALID"),
+        ("?after=a&before=b", "X_JOB_PAGE_INVALID"),
+        ("?state=sleeping", "X_INPUT_INVALID"),
+        ("?colour=red", "X_INPUT_INVALID"),
+    ],
+)
+async def test_a_bad_page_is_400(api: Api, query: str, code: str) -> None:
+    status, body = await api.call("GET", "/v1/jobs" + query, await api.token("read"))
+    assert status == 400
+    assert body["error"]["code"] == code
+
+
+async def test_moves_and_their_409s(api: Api, pg_pool: Any) -> None:
+    token = await api.token("operate", "read")
+    ready = await enqueue(api, ORG_A, "a@x.io")
+    status, body = await api.call("POST", f"/v1/jobs/{ready}/cancel", token, {"reason": "oops"})
+    assert (status, body["state"], body["lastError"]) == (200, "cancelled", "cancelled: oops")
+    again = await api.call("POST", f"/v1/jobs/{ready}/cancel", token)
+    assert (again[0], again[1]["error"]["code"]) == (409, "X_JOB_NOT_CANCELLABLE")
+    status, body = await api.call("POST", f"/v1/jobs/{ready}/retry", token)
+    assert (status, body["state"]) == (200, "ready")
+    live = await api.call("POST", f"/v1/jobs/{ready}/retry", token)
+    assert (live[0], live[1]["error"]["code"]) == (409, "X_JOB_NOT_REQUEUEABLE")
+    not_waiting = await api.call("POST", f"/v1/jobs/{ready}/promote", token)
+    assert (not_waiting[0], not_waiting[1]["error"]["code"]) == (409, "X_JOB_NOT_PROMOTABLE")
+
+    delayed = await enqueue(api, ORG_A, "d@x.io", delay="1h")
+    status, body = await api.call("POST", f"/v1/jobs/{delayed}/promote", token)
+    assert (status, body["state"]) == (200, "ready")
+
+    status, body = await api.call("DELETE", f"/v1/jobs/{delayed}", token)
+    assert (status, body) == (200, {"id": delayed, "removed": True})
+    gone = await api.call("GET", f"/v1/jobs/{delayed}", token)
+    assert gone[0] == 404
+
+    driver = postgres_driver(pg_pool)
+    [claimed] = await driver.claim(ClaimOptions(queues=["default"], limit=1, worker_id="w"))
+    running = await api.call("DELETE", f"/v1/jobs/{claimed.id}", token)
+    assert (running[0], running[1]["error"]["code"]) == (409, "X_JOB_NOT_REMOVABLE")
+    bad_body = await api.call("POST", f"/v1/jobs/{claimed.id}/cancel", token, {"reason": 7})
+    assert bad_body[0] == 400
+
+
+async def test_retry_from_a_step(api: Api, pg_pool: Any) -> None:
+    job_id = await enqueue(api, ORG_A, "a@x.io")
+    await run_to(postgres_driver(pg_pool), job_id, steps=("render", "send"), dead="X_SMTP")
+    token = await api.token("operate", "read")
+    status, body = await api.call("POST", f"/v1/jobs/{job_id}/retry", token, {"fromStep": "send"})
+    assert (status, body["state"]) == (200, "ready")
+    shown = (await api.call("GET", f"/v1/jobs/{job_id}", token))[1]
+    assert [s["name"] for s in shown["steps"]] == ["render"]
+    assert all("output" not in s for s in shown["steps"])
+
+
+async def test_moves_need_the_operate_scope(api: Api) -> None:
+    job_id = await enqueue(api, ORG_A, "a@x.io")
+    reader = await api.token("read")
+    status, body = await api.call("POST", f"/v1/jobs/{job_id}/cancel", reader)
+    assert (status, body["error"]["code"]) == (403, "X_FORBIDDEN")
+    assert (await api.call("GET", f"/v1/jobs/{job_id}", None))[0] == 401
+    writer = await api.token("operate")
+    assert (await api.call("GET", f"/v1/jobs/{job_id}", writer))[0] == 403
+
+
+async def test_queues(api: Api, pg_pool: Any, clock: FrozenClock) -> None:
+    await enqueue(api, ORG_A, "a@x.io")
+    token = await api.token("read", "operate")
+    status, body = await api.call("GET", "/v1/queues", token)
+    assert status == 200
+    driver = postgres_driver(pg_pool, clock=clock)
+    assert body == {"queues": await inspect_queues(driver, clock.now_ms())}
+    status, body = await api.call("POST", "/v1/queues/mail/pause", token)
+    assert (status, body) == (200, {"queues": ["mail"], "paused": True})
+    listed = {
+        q["queue"]: q["paused"] for q in (await api.call("GET", "/v1/queues", token))[1]["queues"]
+    }
+    assert listed == {"default": False, "mail": True}
+    assert (await api.call("POST", "/v1/queues/mail/resume", token))[1]["paused"] is False
+    assert await pg_pool.fetchval("select count(*) from x_job_pauses") == 0
+    bad = await api.call("POST", "/v1/queues/a b/pause", token)
+    assert (bad[0], bad[1]["error"]["code"]) == (400, "X_INPUT_INVALID")
+
+
+async def test_tasks(api: Api) -> None:
+    token = await api.token("read", "operate")
+    status, body = await api.call("GET", "/v1/tasks", token)
+    assert status == 200
+    [task] = body["tasks"]
+    assert (task["name"], task["cron"], task["paused"]) == ("nightly_digest", "0 3 * * *", False)
+    paused = await api.call("POST", "/v1/tasks/nightly_digest/pause", token)
+    assert paused == (200, {"tasks": ["nightly_digest"], "paused": True})
+    assert (await api.call("GET", "/v1/tasks", token))[1]["tasks"][0]["paused"] is True
+    await api.call("POST", "/v1/tasks/nightly_digest/resume", token)
+    assert (await api.call("GET", "/v1/tasks", token))[1]["tasks"][0]["paused"] is False
+    unknown = await api.call("POST", "/v1/tasks/nope/pause", token)
+    assert (unknown[0], unknown[1]["error"]["code"]) == (404, "X_TASK_UNKNOWN")
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/v1/queues"),
+        ("POST", "/v1/queues/mail/pause"),
+        ("GET", "/v1/tasks"),
+        ("POST", "/v1/tasks/nightly_digest/resume"),
+    ],
+)
+async def test_queues_and_tasks_need_an_operator_token(api: Api, method: str, path: str) -> None:
+    tenant = await api.token("admin", tenant=ORG_A)
+    status, body = await api.call(method, path, tenant)
+    assert (status, body["error"]["code"]) == (403, "X_FORBIDDEN")
