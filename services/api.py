@@ -7,7 +7,7 @@ routes are one ``RouteTableDef``. Tests drive it with ``aiohttp_client(create_ap
 | Route | Answers |
 |---|---|
 | ``GET /healthz`` | 200 while the process runs (liveness: restart me only if this fails) |
-| ``GET /readyz`` | 200 when the database answers and the process is not draining; 503 otherwise |
+| ``GET /readyz`` | 200 when the database answers with this code's schema and the process is not draining; 503 otherwise |
 | ``GET /metrics`` | Prometheus text; queue gauges re-read from ``driver.stats()`` at most every ``UJOBS_METRICS_REFRESH_MS`` |
 | ``GET /v1/manifest`` | every job and task descriptor of the app (``UJOBS_APP``) |
 | ``GET /v1/openapi.json`` | the OpenAPI document of these routes |
@@ -34,6 +34,7 @@ from services.backends import Backend, open_backend
 from services.config import ApiConfig
 from services.redact import redact_text
 from services.runtime import ServiceRun
+from services.schema_check import schema_problem
 from shared.errors import (
     ConfigInvalidError,
     DriverUnavailableError,
@@ -70,6 +71,7 @@ _STATUS_BY_CODE = {
     "X_DRAINING": 503,
     "X_DRIVER_UNAVAILABLE": 503,
     "X_DRIVER_UNREACHABLE": 503,
+    "X_SCHEMA_OUTDATED": 503,
     "X_OVERLOADED": 503,
 }
 
@@ -122,6 +124,9 @@ async def readyz(request: web.Request) -> web.Response:
                 meta={"cause": type(exc).__name__},
             )
         )
+    outdated = await schema_problem(request.app[BACKEND], request.app[CONFIG].common.service)
+    if outdated is not None:
+        return error_response(outdated)
     return web.json_response({"status": "ready"})
 
 

@@ -125,6 +125,13 @@ class DriverUnavailableError(UltimateError):
     code = "X_DRIVER_UNAVAILABLE"
 
 
+class SchemaOutdatedError(UltimateError):
+    """The database's schema is missing, older or newer than the code's migrations: a service
+    refuses to run on it (the message says to run ``ujobs db migrate``)."""
+
+    code = "X_SCHEMA_OUTDATED"
+
+
 class DriverUnreachableError(DriverUnavailableError):
     """A driver call could not reach its store: the connection was refused, reset or ended by
     the server (a restart, a failover, a crash), so the statement did not run or its answer was
