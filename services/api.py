@@ -41,6 +41,8 @@ from shared.errors import (
     JobDrainedError,
     UltimateError,
 )
+from shared.events.bus import set_event_bus
+from shared.events.bus_postgres import postgres_event_bus
 from shared.jobs.registry import Registry
 from shared.lifecycle import Deadline, register_shutdown_hooks
 from shared.metrics import JobMetrics, job_metrics
@@ -206,7 +208,15 @@ async def _backend_ctx(app: web.Application) -> AsyncIterator[None]:
         app[CONFIG].common.connections, pool_size=4, generic_plans=False
     ) as backend:
         app[BACKEND] = backend
-        yield
+        if backend.pool is None:
+            yield
+            return
+        # An event a route publishes must reach the waits of every worker: the stored bus.
+        set_event_bus(postgres_event_bus(backend.pool))
+        try:
+            yield
+        finally:
+            set_event_bus(None)
 
 
 async def start_api(run: ServiceRun, config: ApiConfig) -> web.AppRunner:

@@ -30,7 +30,9 @@ async def start_worker(
     drain hooks are the process lifecycle's."""
     reg = registry if registry is not None else load_api(config.common.app)
     if wired is None:
-        wired = await wire(run, config.common.connections, listen=True)
+        # With DATABASE_URL the Postgres event bus is opened even for a Redis queue.
+        has_database = config.common.connections.database_url is not None
+        wired = await wire(run, config.common.connections, listen=True, need_database=has_database)
     worker = job_worker(
         driver=wired.driver,
         context=None,
