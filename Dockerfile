@@ -25,7 +25,8 @@ RUN pip install --no-deps . \
  && useradd --system --uid 10001 --home-dir /app ujobs
 
 USER ujobs
-EXPOSE 8080
+# 8080: the api; 9464: /metrics, /healthz, /readyz of every other service.
+EXPOSE 8080 9464
 # exec form: the service is PID 1's only child, so SIGTERM reaches it and starts the drain.
 ENTRYPOINT ["ujobs"]
 CMD ["--help"]

@@ -103,3 +103,14 @@ def test_the_backends_have_health_checks_and_migrate_waits_for_postgres() -> Non
     migrate = SERVICES["migrate"]
     assert migrate["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert migrate["restart"] == "no"
+
+
+@pytest.mark.parametrize("name", sorted(set(LONG_RUNNING) - {"api"}))
+def test_every_service_without_an_api_exposes_its_metrics_endpoint(name: str) -> None:
+    service = OURS[name]
+    env = _env(service)
+    port = env["UJOBS_METRICS_PORT"]
+    assert env["UJOBS_METRICS_HOST"] == "0.0.0.0"
+    assert port in [str(p) for p in service["expose"]]
+    probe = " ".join(service["healthcheck"]["test"])
+    assert f"127.0.0.1:{port}/readyz" in probe
