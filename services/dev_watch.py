@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from shared.drivers.base import MAX_JOB_PAGE, JobFilter, JobIntrospection, JobRow
+from shared.introspect import short_id
 
 POLL_S = 0.5
 FINISHED = ("done", "failed", "dead", "cancelled")
@@ -46,7 +47,7 @@ def describe(row: JobRow, before: JobRow | None) -> str | None:
         row.claim,
     ):
         return None
-    head = f"{row.name} {row.id[-12:]}"
+    head = f"{row.name} {short_id(row.id)}"
     if before is None and row.state in ("ready", "delayed"):
         return f"{head}: enqueued on {row.queue!r}"
     if row.state == "running":

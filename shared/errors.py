@@ -162,6 +162,12 @@ class StepDuplicateError(UltimateError):
     code = "X_STEP_DUPLICATE"
 
 
+class StepNotFoundError(UltimateError):
+    """An operator named a step the run never recorded (``meta["recorded"]`` lists those)."""
+
+    code = "X_STEP_NOT_FOUND"
+
+
 class StepOutputInvalidError(UltimateError):
     """A step's result cannot be stored as JSON; failing loudly beats losing it on replay."""
 
@@ -225,6 +231,12 @@ class CancelUnsupportedError(JobNotCancellableError):
 
 class JobNotFoundError(UltimateError):
     code = "X_JOB_NOT_FOUND"
+
+
+class JobIdAmbiguousError(UltimateError):
+    """A short id that starts more than one job's id (``meta["matches"]`` lists them)."""
+
+    code = "X_JOB_ID_AMBIGUOUS"
 
 
 class JobNotRequeueableError(UltimateError):

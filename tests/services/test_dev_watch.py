@@ -7,6 +7,7 @@ from services.dev_watch import DevWatch
 from shared.clock import FrozenClock
 from shared.drivers.base import ClaimedJob, ClaimOptions, EnqueueRequest, NackOptions
 from shared.drivers.memory.driver import MemoryDriver, memory_driver
+from shared.introspect import short_id
 
 
 def request(key: str, queue: str = "default") -> EnqueueRequest:
@@ -31,7 +32,7 @@ async def test_the_watch_narrates_each_change_once() -> None:
     assert lines == []
 
     job = await driver.enqueue(request("new"))
-    head = f"onboard_org {job.id[-12:]}"
+    head = f"onboard_org {short_id(job.id)}"
     await watch.run_once()
     assert lines == [f"{head}: enqueued on 'default'"]
     first = await claim(driver)
