@@ -9,6 +9,7 @@ one is a ``TypeError`` (and a type-checker error); passing ``None`` is the runti
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -271,11 +272,15 @@ class JobHandle(Generic[InputT]):
     ) -> Enqueued:
         """Queue on behalf of ``actor``: attribution (``enqueued_by``), never authority.
 
-        A job whose tenant is a function of the input must name the actor's own org, else
-        ``X_JOB_TENANT_MISMATCH``: an actor cannot queue work under another org.
+        The run's tenant is the actor's org (``actor.org_id``), so per-tenant limits apply to
+        it — a ``tenant="none"`` job included. A job whose tenant is a function of the input
+        must name the actor's own org, else ``X_JOB_TENANT_MISMATCH``: an actor cannot queue
+        work under another org. An actor with no org leaves the declaration's tenant.
         """
         with acting_as(actor):
             req = self.request(input, run_id=run_id, delay=delay, queue=queue)
+        if actor.org_id is not None and req.tenant_id is None:
+            req = dataclasses.replace(req, tenant_id=actor.org_id)
         if actor.org_id is not None and req.tenant_id is not None and req.tenant_id != actor.org_id:
             raise JobTenantMismatchError(
                 f"job {self.name!r}: the input names org {req.tenant_id!r} but the actor acts "
