@@ -238,6 +238,7 @@ async def _settle(
     resume_at: int | None = None
     nack: NackOptions | None
     fallback: FailureVerdict | None = None
+    exhausted: BaseException | None = None
     halted = attempt.halted_by is not None
     if end.kind == "returned" and not halted:
         outcome, nack = "completed", None
@@ -268,6 +269,7 @@ async def _settle(
             verdict.options,
         )
         _log_failure(claimed, handle, outcome, stop, error, resume_at, now)
+        exhausted = verdict.settled_error
     await progress.flush()
     if step is not None:
         step.close(partial(_settled_error, claimed.name, outcome))
@@ -288,6 +290,7 @@ async def _settle(
         _log_failure(
             claimed, handle, outcome, stop, error, resume_at, now, cap=MAX_UNREACHABLE_RETURNS
         )
+        exhausted = fallback.settled_error
         answer = await settle_answer(
             claimed,
             driver=driver,
@@ -298,6 +301,8 @@ async def _settle(
             lease_left=lease_left,
         )
     landed = answer == "landed"
+    if landed and exhausted is not None:
+        error = exhausted  # logged as thrown; settled X_JOB_MAX_ATTEMPTS, the thrown its cause
     hook_error = None
     if landed and OUTCOMES[outcome].tells_on_settled and handle.definition.on_settled is not None:
         settled: Settled[Any] = Settled(
