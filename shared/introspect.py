@@ -32,6 +32,7 @@ from shared.drivers.base import (
     require_introspection,
 )
 from shared.errors import (
+    CancelUnsupportedError,
     JobIdAmbiguousError,
     JobNotCancellableError,
     JobNotFoundError,
@@ -241,7 +242,14 @@ async def list_workers(driver: JobDriver) -> list[dict[str, Any]]:
 
 
 async def cancel_job(driver: JobDriver, job_id: str, reason: str | None = None) -> JobRow:
-    """Stop a live job; a finished or unknown one is ``X_JOB_NOT_CANCELLABLE``."""
+    """Stop a live job; a finished or unknown one is ``X_JOB_NOT_CANCELLABLE``, and so is any
+    job on a driver with no ``cancel`` (the spec's answer; it names the Postgres driver)."""
+    if driver.introspect is None:
+        raise CancelUnsupportedError(
+            f"{type(driver).__name__} cannot cancel a job (it has no operator surface); "
+            "run the queue on the Postgres driver (UJOBS_DRIVER=postgres) to cancel jobs",
+            meta={"id": job_id, "driver": type(driver).__name__},
+        )
     row = await introspection_of(driver).cancel(job_id, reason)
     if row is None:
         raise JobNotCancellableError(
