@@ -25,7 +25,8 @@ What one attempt does, in order:
    the attempt without running the body (``X_JOB_INPUT_UNPARSEABLE`` on the ordinary retry path;
    its final dead-letter tells ``on_settled`` ``input=None``).
 2. Install the job's scope (``shared.execution.scope``): an actor whose ``org_id`` is the declared
-   tenant (none for ``tenant='none'``), and the row's ``traceparent``; build ``ctx``.
+   tenant (none for ``tenant='none'``), and the job's span — a child of the row's
+   ``traceparent`` (``shared.tracing``); build ``ctx``.
 3. Build the step runner (it reads the run's stored steps on the body's first step call, so a
    body that never calls a step costs no round trip), the ``Run``, and start the body as a task.
 4. Wait for it, bounded by the job's ``timeout``. The deadline aborts ``run.signal`` with
@@ -96,6 +97,7 @@ from shared.execution.steps import Step
 from shared.jobs.job import JobHandle
 from shared.jobs.retry import StopReason, is_final_attempt
 from shared.signal import Signal
+from shared.tracing import job_span
 
 log = logging.getLogger("ujobs.jobs")
 
@@ -147,7 +149,16 @@ async def execute_job(
     parsed = parse_stored(handle, claimed.input, stored_tenant=claimed.tenant_id)
     ref = claimed.ref
     try:
-        with job_scope(parsed.tenant, claimed.traceparent):
+        with (
+            job_span(
+                claimed.name,
+                job_id=claimed.id,
+                queue=claimed.queue,
+                attempt=claimed.attempt,
+                parent=claimed.traceparent,
+            ) as traceparent,
+            job_scope(parsed.tenant, traceparent),
+        ):
             ctx: Any = None
             failure = parsed.error or failure
             try:

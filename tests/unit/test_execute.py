@@ -446,12 +446,15 @@ async def test_the_body_acts_as_its_declared_tenant_with_the_rows_trace() -> Non
     )
     execution = await attempt(driver, handle, context=context)
     assert execution.outcome == "completed"
+    # The job's span is the enqueuer's child: same trace, its own span id.
+    assert seen["trace"][:36] == trace[:36]
+    assert seen["trace"][36:52] != trace[36:52]
     assert seen == {
         "ctx_org": ORG,
         "ambient_org": ORG,
         "actor_id": None,  # system authority: never the enqueuer
         "guard": ORG,
-        "trace": trace,
+        "trace": seen["trace"],
         "tenant_id": ORG,
     }
     assert current_actor() is None  # nothing leaks out of the attempt
