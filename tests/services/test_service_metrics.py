@@ -4,19 +4,24 @@ of a service without an api answers readiness the way the api does."""
 from __future__ import annotations
 
 import contextlib
+import logging
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
 from services.backends import open_backend
-from services.config import WorkerConfig
-from services.metrics_server import SERVED, metrics_app
+from services.config import MetricsEndpoint, WorkerConfig
+from services.metrics_server import SERVED, metrics_app, serve_metrics
+from services.runtime import ServiceRun
 from services.service_metrics import RelayMetrics
 from shared.drivers.base import EnqueueRequest
+from shared.errors import ConfigInvalidError
 from shared.outbox import postgres_outbox_store
 
 Client = TestClient[web.Request, web.Application]
@@ -63,3 +68,29 @@ async def test_readyz_turns_503_on_a_drain_and_when_the_schema_is_missing(
             assert response.status == 503
             assert (await response.json())["error"]["code"] == "X_DRAINING"
             assert (await client.get("/healthz")).status == 200
+
+
+async def test_a_busy_port_is_an_error_only_when_it_was_asked_for(
+    pg_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    config = WorkerConfig.load({"DATABASE_URL": pg_dsn})
+    try:
+        async with (
+            open_backend(config.common.connections) as backend,
+            contextlib.AsyncExitStack() as stack,
+        ):
+            run = ServiceRun(common=config.common, stack=stack)
+            asked = MetricsEndpoint(port=port, explicit=True)
+            with pytest.raises(ConfigInvalidError) as info:
+                await serve_metrics(run, asked, backend)
+            assert info.value.meta == {"variable": "UJOBS_METRICS_PORT", "port": port}
+            defaulted = MetricsEndpoint(port=port, explicit=False)
+            with caplog.at_level(logging.WARNING, logger="ujobs.metrics"):
+                assert await serve_metrics(run, defaulted, backend) is None
+            assert [r.getMessage() for r in caplog.records] == ["ujobs.metrics.port-busy"]
+    finally:
+        taken.close()
