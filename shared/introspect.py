@@ -246,9 +246,9 @@ async def cancel_job(driver: JobDriver, job_id: str, reason: str | None = None) 
     job on a driver with no ``cancel`` (the spec's answer; it names the Postgres driver)."""
     if driver.introspect is None:
         raise CancelUnsupportedError(
-            f"{type(driver).__name__} cannot cancel a job (it has no operator surface); "
-            "run the queue on the Postgres driver (UJOBS_DRIVER=postgres) to cancel jobs",
-            meta={"id": job_id, "driver": type(driver).__name__},
+            "this queue's driver cannot cancel a job (it has no operator surface); run the "
+            "queue on the Postgres driver (UJOBS_DRIVER=postgres) to cancel jobs",
+            meta={"id": job_id},
         )
     row = await introspection_of(driver).cancel(job_id, reason)
     if row is None:
