@@ -1,5 +1,7 @@
 # One image for every ujobs service: `docker run IMAGE api`, `… worker --queues default`, ….
-# The entrypoint is the `ujobs` CLI, so a compose `command:` is a ujobs subcommand.
+# The entrypoint is the `ujobs` CLI, so a compose `command:` is a ujobs subcommand. The app's
+# code is mounted at /srv/app (the working directory, which `--app`/UJOBS_APP imports from),
+# or an app image builds `FROM ultimate-jobs:local` and copies itself there.
 FROM python:3.12-slim
 
 ENV PYTHONUNBUFFERED=1 \
@@ -22,10 +24,14 @@ COPY webhooks ./webhooks
 COPY exports ./exports
 RUN pip install --no-deps . \
  && rm -rf /app/sql /app/shared /app/services /app/webhooks /app/exports /app/build \
- && useradd --system --uid 10001 --home-dir /app ujobs
+ && useradd --system --uid 10001 --home-dir /app ujobs \
+ && mkdir -p /srv/app
+
+WORKDIR /srv/app
 
 USER ujobs
-EXPOSE 8080
+# 8080: the api; 9464: /metrics, /healthz, /readyz of every other service.
+EXPOSE 8080 9464
 # exec form: the service is PID 1's only child, so SIGTERM reaches it and starts the drain.
 ENTRYPOINT ["ujobs"]
 CMD ["--help"]

@@ -12,7 +12,7 @@ Tests drive it with ``aiohttp_client(create_app(config))``.
 | Route | Answers |
 |---|---|
 | ``GET /healthz`` | 200 while the process runs (liveness: restart me only if this fails) |
-| ``GET /readyz`` | 200 when the database answers and the process is not draining; 503 otherwise |
+| ``GET /readyz`` | 200 when the database answers with this code's schema and the process is not draining; 503 otherwise |
 | ``GET /metrics`` | Prometheus text; queue gauges re-read from ``driver.stats()`` at most every ``UJOBS_METRICS_REFRESH_MS`` |
 | ``GET /v1/manifest`` | every job and task descriptor of the app (``UJOBS_APP``) |
 | ``GET /v1/openapi.json`` | the OpenAPI 3.1 document of every route, a typed input per job |
@@ -57,6 +57,7 @@ from services.auth import NO_TOKENS, TokenLookup
 from services.backends import open_backend
 from services.config import ApiConfig
 from services.runtime import ServiceRun
+from services.schema_check import schema_problem
 from services.tokens import BatchedLookup, TokenStore
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.errors import (
@@ -100,6 +101,9 @@ async def readyz(request: web.Request) -> web.Response:
                 meta={"cause": type(exc).__name__},
             )
         )
+    outdated = await schema_problem(request.app[BACKEND], request.app[CONFIG].common.service)
+    if outdated is not None:
+        return error_response(outdated)
     return json_ok({"status": "ready"})
 
 

@@ -12,6 +12,7 @@ output on every command.
 from __future__ import annotations
 
 import os
+from importlib.metadata import version as package_version
 from typing import Annotated
 
 import typer
@@ -26,6 +27,7 @@ from services.cli_services import (
     api_command,
     dev_command,
     exporter_command,
+    reads,
     relay_command,
     scheduler_command,
     webhook_deliverer_command,
@@ -44,10 +46,22 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"ujobs {package_version('ultimate-jobs')}")
+        raise typer.Exit()
+
+
 @app.callback()
 def root(
     debug: Annotated[
         bool, typer.Option("--debug", help="show the full detail of an unexpected error")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="print the installed version", callback=_print_version, is_eager=True
+        ),
     ] = False,
 ) -> None:
     """ultimate-jobs: durable background work. Every command takes --json."""
@@ -73,13 +87,13 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(tokens_app, name="tokens")
 app.command("workers")(workers_command)
 app.add_typer(db_app, name="db")
-app.command("api")(api_command)
-app.command("scheduler")(scheduler_command)
-app.command("dev")(dev_command)
-app.command("worker")(worker_command)
-app.command("relay")(relay_command)
-app.command("webhook-deliverer")(webhook_deliverer_command)
-app.command("exporter")(exporter_command)
+app.command("api", epilog=reads("api"))(api_command)
+app.command("scheduler", epilog=reads("scheduler"))(scheduler_command)
+app.command("dev", epilog=reads("dev"))(dev_command)
+app.command("worker", epilog=reads("worker"))(worker_command)
+app.command("relay", epilog=reads("relay"))(relay_command)
+app.command("webhook-deliverer", epilog=reads("webhook-deliverer"))(webhook_deliverer_command)
+app.command("exporter", epilog=reads("exporter"))(exporter_command)
 
 
 def main() -> None:

@@ -38,7 +38,7 @@ from services.cli_output import (
     when,
 )
 from shared.drivers.base import DEFAULT_JOB_PAGE, MAX_JOB_PAGE, JobFilter
-from shared.introspect import inspect_job, list_jobs
+from shared.introspect import inspect_job, list_jobs, resolve_job_id
 
 jobs_app = typer.Typer(help="List, inspect and move jobs.", no_args_is_help=True)
 
@@ -120,7 +120,7 @@ def jobs_list(
 
 @jobs_app.command("show")
 def jobs_show(
-    job_id: Annotated[str, typer.Argument(help="the job's id")],
+    job_id: Annotated[str, typer.Argument(help="the job's id, or a unique start of it")],
     show_input: Annotated[
         bool, typer.Option("--show-input", help="print the input's values, not only its keys")
     ] = False,
@@ -134,8 +134,9 @@ def jobs_show(
     """One job: state, attempts, progress, last error, its steps, its input (redacted)."""
 
     async def work(backend: Backend, _: Progress) -> dict[str, Any]:
+        full_id = await resolve_job_id(backend.driver, job_id)
         doc = await inspect_job(
-            backend.driver, job_id, show_input=show_input, show_output=show_output
+            backend.driver, full_id, show_input=show_input, show_output=show_output
         )
         return {**doc, "nowMs": backend.driver.clock.now_ms()}
 

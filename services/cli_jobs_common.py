@@ -18,7 +18,9 @@ StateOption = Annotated[
     str | None, typer.Option("--state", "-s", help=f"one of {', '.join(ALL_STATES)}")
 ]
 TenantOption = Annotated[str | None, typer.Option("--tenant", help="only this tenant id")]
-JobIdArg = Annotated[str | None, typer.Argument(help="the job's id", show_default=False)]
+JobIdArg = Annotated[
+    str | None, typer.Argument(help="the job's id, or a unique start of it", show_default=False)
+]
 ERROR_WIDTH = 60
 
 

@@ -32,6 +32,7 @@ from shared.introspect import (
     job_json,
     promote_job,
     remove_job,
+    resolve_job_id,
     retry_job,
 )
 
@@ -72,7 +73,7 @@ def _move_command(
         if flt is not None:
             return {"bulk": await _bulk(backend, progress, action, flt)}
         assert job_id is not None
-        row = await single(backend, job_id)
+        row = await single(backend, await resolve_job_id(backend.driver, job_id))
         return {"job": None if row is None else job_json(row)}
 
     label = f"{action} {job_id}" if job_id else f"{action} every {flt.state if flt else ''} job"
@@ -120,7 +121,7 @@ def jobs_retry(
 
 
 def jobs_cancel(
-    job_id: Annotated[str, typer.Argument(help="the job's id")],
+    job_id: Annotated[str, typer.Argument(help="the job's id, or a unique start of it")],
     reason: Annotated[str | None, typer.Option(help="recorded in the job's last error")] = None,
     database_url: DatabaseUrlOption = None,
     driver: DriverOption = None,

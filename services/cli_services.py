@@ -16,7 +16,14 @@ import typer
 from services.cli_common import AppOption, JsonOption
 from services.cli_output import reported
 from services.config import ApiConfig, RelayConfig, SchedulerConfig, WorkerConfig, environment
+from services.config_vars import VARIABLES
 from services.runtime import ServiceRun, run_service
+
+
+def reads(service: str) -> str:
+    """The ``--help`` epilog of a service: every variable it reads (README § Configuration)."""
+    names = [name for name, v in VARIABLES.items() if service in v.services]
+    return f"Reads {', '.join(names)} (README § Configuration; a flag overrides its variable)."
 
 
 def api_command(

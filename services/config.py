@@ -37,6 +37,7 @@ from services.config_vars import (
     CLAIM_AHEAD_PER_SLOT,
     DEFAULT_API_MAX_BODY_BYTES,
     DEFAULT_API_PORT,
+    DEFAULT_METRICS_PORT,
     DEFAULT_METRICS_REFRESH_MS,
     DEFAULT_PG_POOL_SIZE,
     DEFAULT_REDIS_PREFIX,
@@ -234,6 +235,28 @@ def read_common(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class MetricsEndpoint:
+    """Where a service without an api serves /metrics, /healthz and /readyz.
+
+    ``explicit``: UJOBS_METRICS_PORT was set, so a port that cannot be bound is an error;
+    the default port taken (a second worker on one host) only costs that process its endpoint.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_METRICS_PORT
+    explicit: bool = False
+
+
+def read_metrics(env: Env) -> MetricsEndpoint:
+    src = _Source(env)
+    return MetricsEndpoint(
+        host=src.read("UJOBS_METRICS_HOST", _host, "127.0.0.1"),
+        port=src.read("UJOBS_METRICS_PORT", _port, DEFAULT_METRICS_PORT),
+        explicit=(env.get("UJOBS_METRICS_PORT") or "").strip() != "",
+    )
+
+
 # --- per service -------------------------------------------------------------------------------
 
 
@@ -248,6 +271,7 @@ class WorkerConfig:
     visibility_timeout_ms: int = DEFAULT_VISIBILITY_MS
     claim_ahead: int | None = None
     """None: ``CLAIM_AHEAD_PER_SLOT`` rows per slot of the one queue (``claim_ahead_rows()``)."""
+    metrics: MetricsEndpoint = field(default_factory=MetricsEndpoint)
 
     def claim_ahead_rows(self) -> int:
         """The worker's ``claim_ahead``: 0 for several queues (the library claims ahead only
@@ -303,6 +327,7 @@ class WorkerConfig:
                 "UJOBS_VISIBILITY_TIMEOUT_MS", _whole_from(1_000), DEFAULT_VISIBILITY_MS
             ),
             claim_ahead=src.read("UJOBS_CLAIM_AHEAD", _optional(_whole_from(0)), None),
+            metrics=read_metrics(env),
         )
         if require_backend:
             common.connections.require_backend(service)
@@ -358,6 +383,7 @@ class SchedulerConfig:
     common: CommonConfig
     tick_interval_ms: int = DEFAULT_SCHEDULER_TICK_MS
     lease_ttl_ms: int = DEFAULT_SCHEDULER_LEASE_TTL_MS
+    metrics: MetricsEndpoint = field(default_factory=MetricsEndpoint)
 
     @classmethod
     def load(
@@ -378,6 +404,7 @@ class SchedulerConfig:
             lease_ttl_ms=src.read(
                 "UJOBS_SCHEDULER_LEASE_TTL_MS", _whole_from(1_000), DEFAULT_SCHEDULER_LEASE_TTL_MS
             ),
+            metrics=read_metrics(env),
         )
         if require_backend:
             common.connections.require_database(service)
@@ -391,6 +418,7 @@ class RelayConfig:
     common: CommonConfig
     claim_lease_ms: int = DEFAULT_CLAIM_LEASE_MS
     batch_size: int = DEFAULT_BATCH_SIZE
+    metrics: MetricsEndpoint = field(default_factory=MetricsEndpoint)
 
     @classmethod
     def load(
@@ -409,6 +437,7 @@ class RelayConfig:
                 "UJOBS_OUTBOX_CLAIM_LEASE_MS", _whole_from(1), DEFAULT_CLAIM_LEASE_MS
             ),
             batch_size=src.read("UJOBS_OUTBOX_BATCH_SIZE", _whole_from(1), DEFAULT_BATCH_SIZE),
+            metrics=read_metrics(env),
         )
         if require_backend:
             common.connections.require_database(service)

@@ -26,6 +26,9 @@ CLAIM_AHEAD_PER_SLOT = 3
 slot. One row per slot made the harness's one-worker drain a claim of ~14 rows every round trip;
 three per slot claims ~29 and drained 4-51 % faster in 7 of 8 paired harness runs (README)."""
 DEFAULT_API_PORT = 8080
+DEFAULT_METRICS_PORT = 9464
+"""The worker roles', relay's and scheduler's /metrics port (the OpenTelemetry Prometheus
+exporter's registered default, so it clashes with neither the api nor Prometheus itself)."""
 DEFAULT_METRICS_REFRESH_MS = 5_000
 DEFAULT_API_MAX_BODY_BYTES = 1_048_576
 DEFAULT_PG_POOL_SIZE = 10
@@ -49,6 +52,7 @@ class Variable:
 
 _ALL = ("api", "relay", "worker", "scheduler", "webhook-deliverer", "exporter", "dev")
 _WORKERS = ("worker", "webhook-deliverer", "exporter", "dev")
+_METRICS = ("relay", "worker", "scheduler", "webhook-deliverer", "exporter")
 
 VARIABLES: dict[str, Variable] = {
     v.name: v
@@ -123,6 +127,18 @@ VARIABLES: dict[str, Variable] = {
             "one second's worth); over it is 429 X_RATE_LIMITED with Retry-After",
             "unset: no limit",
             ("api", "dev"),
+        ),
+        Variable(
+            "UJOBS_METRICS_HOST",
+            "where /metrics, /healthz and /readyz listen (the api serves them on its own port)",
+            "127.0.0.1",
+            _METRICS,
+        ),
+        Variable(
+            "UJOBS_METRICS_PORT",
+            "their port; 0 picks a free one. Unset and busy: the service runs without them",
+            str(DEFAULT_METRICS_PORT),
+            _METRICS,
         ),
         Variable(
             "UJOBS_METRICS_REFRESH_MS",

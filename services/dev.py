@@ -7,13 +7,18 @@ scheduler, the outbox relay and the api in this one process, prints where everyt
 how to enqueue, and narrates each job's state changes on stdout (``dev_watch``). It enqueues
 nothing by itself — except with ``--example``, which loads ``services.example_app`` and
 enqueues its ``onboard_org`` so the first minute shows a step replay, a sleep resume and a
-task fire. Ctrl-C (or SIGTERM) drains everything and exits 0.
+task fire. Ctrl-C (or SIGTERM) drains everything, says so, and exits 0.
+
+The terminal is for the story: unless ``UJOBS_LOG_LEVEL`` is set, the JSON log lines (warnings
+up, tracebacks included) go to ``./.ujobs/dev.log``, and only errors reach stderr — as one JSON
+line without the traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,15 +36,18 @@ from services.config import (
 )
 from services.dev_watch import DevWatch
 from services.embedded import start_embedded_postgres
+from services.logging import JsonLineFormatter, configure_logging, log_to_file
 from services.redact import redact_url
 from services.runtime import ServiceRun
 from shared.drivers.base import DEFAULT_QUEUE
 from shared.introspect import introspection_of
 from shared.jobs.registry import Registry
+from shared.lifecycle import register_shutdown_hooks
 
 C = TypeVar("C", WorkerConfig, ApiConfig, SchedulerConfig, RelayConfig)
 EXAMPLE_APP = "services.example_app:api"
 DATA_DIR = Path(".ujobs") / "pg"
+LOG_FILE = Path(".ujobs") / "dev.log"
 
 
 def say(line: str) -> None:
@@ -58,6 +66,8 @@ class DevConfig:
     example: bool
     data_dir: Path
     queues_given: bool
+    quiet: bool = False
+    """UJOBS_LOG_LEVEL unset: the JSON log goes to ``LOG_FILE``, the terminal tells the story."""
 
     @property
     def connections(self) -> Connections:
@@ -87,6 +97,7 @@ class DevConfig:
             example=example,
             data_dir=DATA_DIR,
             queues_given=queues is not None or "UJOBS_QUEUES" in env,
+            quiet="UJOBS_LOG_LEVEL" not in env,
         )
 
     def on(self, connections: Connections) -> DevConfig:
@@ -132,6 +143,15 @@ async def start_dev(run: ServiceRun, config: DevConfig) -> None:
     from services.wiring import wire
     from services.worker import start_worker
 
+    started = False
+
+    def stopped() -> None:
+        if started:
+            say("drained and stopped: every job it held finished or went back to the queue")
+
+    run.stack.callback(stopped)  # the first pushed: it runs after everything else has closed
+    if config.quiet:
+        _story_logging(run)
     config = await _database(run, config)
     url = config.connections.require_database("ujobs dev")
     applied = await migrate_url(url)
@@ -150,11 +170,34 @@ async def start_dev(run: ServiceRun, config: DevConfig) -> None:
     await start_worker(run, worker, registry=registry, wired=wired)
     runner = await start_api(run, config.api)
     _banner(config, registry, queues, url, [f"http://{address(a)}" for a in runner.addresses])
+    run.stack.callback(
+        register_shutdown_hooks(
+            accept=lambda: say("stopping: no new work; draining what is running …"),
+            name="dev-story",
+        )
+    )
+    started = True
     if config.example:
         from services.example_app import onboard_org
 
         queued = await onboard_org.enqueue({"org_id": "acme"})
         say(f"--example: enqueued onboard_org {queued.id} — watch it below")
+
+
+def _story_logging(run: ServiceRun) -> None:
+    """JSON lines (tracebacks included) to ``LOG_FILE``; only errors on stderr, one line each."""
+    stderr = configure_logging("dev", logging.WARNING)
+    stderr.setFormatter(JsonLineFormatter("dev", tracebacks=False))
+    stderr.setLevel(logging.ERROR)
+    logfile = log_to_file("dev", LOG_FILE, logging.WARNING)
+
+    def restore() -> None:
+        logging.getLogger().removeHandler(logfile)
+        logfile.close()
+        stderr.setFormatter(JsonLineFormatter("dev"))
+        stderr.setLevel(logging.NOTSET)
+
+    run.stack.callback(restore)
 
 
 def _banner(
@@ -169,4 +212,6 @@ def _banner(
     say("  ujobs jobs list            # what is queued, running, done")
     say("  ujobs jobs show <id>       # one job: steps, attempts, last error")
     say("enqueue from your code (README, the tour): await my_job.enqueue({...})")
+    if config.quiet:
+        say(f"logs: ./{LOG_FILE} (JSON lines, tracebacks included; errors also on stderr)")
     say("Ctrl-C drains and stops everything")

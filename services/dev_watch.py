@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from shared.drivers.base import MAX_JOB_PAGE, JobFilter, JobIntrospection, JobRow
+from shared.introspect import short_id
 
 POLL_S = 0.5
 FINISHED = ("done", "failed", "dead", "cancelled")
@@ -46,8 +47,11 @@ def describe(row: JobRow, before: JobRow | None) -> str | None:
         row.claim,
     ):
         return None
-    head = f"{row.name} {row.id[-12:]}"
+    head = f"{row.name} {short_id(row.id)}"
     if before is None and row.state in ("ready", "delayed"):
+        if row.attempt > 0 and row.last_error:
+            # First seen after a failed attempt: a retry, not a fresh enqueue.
+            return f"{head}: {_retry_line(row, row.attempt)}"
         return f"{head}: enqueued on {row.queue!r}"
     if row.state == "running":
         return f"{head}: running, attempt {row.attempt} of {row.max_attempts}"
@@ -55,9 +59,8 @@ def describe(row: JobRow, before: JobRow | None) -> str | None:
         return (
             f"{head}: suspended until {_clock(row.run_at_ms)} (a step.sleep: no process holds it)"
         )
-    if row.state == "ready" and before is not None and before.state == "running":
-        why = f" — {_first(row.last_error)}" if row.last_error else ""
-        return f"{head}: attempt {before.attempt} failed, retrying at {_clock(row.run_at_ms)}{why}"
+    if row.state in ("ready", "delayed") and before is not None and before.state == "running":
+        return f"{head}: {_retry_line(row, before.attempt)}"
     if row.state in ("ready", "delayed") and before is not None and before.state in FINISHED:
         return f"{head}: re-queued on {row.queue!r}"
     if row.state == "done":
@@ -65,6 +68,14 @@ def describe(row: JobRow, before: JobRow | None) -> str | None:
     if row.state in ("dead", "failed", "cancelled"):
         return f"{head}: {row.state} — {_first(row.last_error)}"
     return f"{head}: {row.state}"
+
+
+def _retry_line(row: JobRow, failed_attempt: int) -> str:
+    why = f" — {_first(row.last_error)}" if row.last_error else ""
+    return (
+        f"attempt {failed_attempt} of {row.max_attempts} failed, retry scheduled for "
+        f"{_clock(row.run_at_ms)}{why}"
+    )
 
 
 @dataclass

@@ -17,6 +17,7 @@ import logging
 import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import IO, Any
 
 import orjson
@@ -44,9 +45,10 @@ def _json_default(value: Any) -> Any:
 class JsonLineFormatter(logging.Formatter):
     """``{"ts", "level", "event", "service", "logger", ...extra}`` on one line, redacted."""
 
-    def __init__(self, service: str) -> None:
+    def __init__(self, service: str, *, tracebacks: bool = True) -> None:
         super().__init__()
         self.service = service
+        self.tracebacks = tracebacks
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
@@ -59,7 +61,7 @@ class JsonLineFormatter(logging.Formatter):
         for key, value in vars(record).items():
             if key not in _STANDARD and key not in line:
                 line[key] = value
-        if record.exc_info and record.exc_info[0] is not None:
+        if self.tracebacks and record.exc_info and record.exc_info[0] is not None:
             line["exception"] = self.formatException(record.exc_info)
         # Round-trip through JSON first so exceptions and odd objects are text, then mask.
         plain = orjson.loads(orjson.dumps(line, default=_json_default))
@@ -93,6 +95,16 @@ def configure_logging(
     return handler
 
 
+def log_to_file(service: str, path: Path, level: int) -> logging.Handler:
+    """Also write every line (tracebacks included) to ``path``, appended, at ``level``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(JsonLineFormatter(service))
+    handler.setLevel(level)
+    logging.getLogger().addHandler(handler)
+    return handler
+
+
 def log_event(
     logger: logging.Logger, level: int, event: str, fields: Mapping[str, Any] | None = None
 ) -> None:
@@ -100,4 +112,4 @@ def log_event(
     logger.log(level, event, extra=dict(fields or {}))
 
 
-__all__ = ["JsonLineFormatter", "configure_logging", "log_event", "redact_text"]
+__all__ = ["JsonLineFormatter", "configure_logging", "log_event", "log_to_file", "redact_text"]

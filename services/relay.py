@@ -7,6 +7,8 @@ publish is announced the way a direct enqueue is (``services.wiring``: the enque
 own ``pg_notify`` for LISTEN workers, the Redis wake channel when ``REDIS_URL`` is set). The
 drain stops polling, waits out the pass in flight (a publish, then its mark) within the budget,
 closes, and exits 0. It applies nothing to the schema: run ``ujobs db migrate`` first.
+Standalone it serves /metrics (``outbox_published_total``, ``outbox_pending_rows``,
+``outbox_lag_seconds``, …), /healthz and /readyz on ``UJOBS_METRICS_PORT``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from __future__ import annotations
 import sys
 
 from services.config import RelayConfig
+from services.metrics_server import serve_metrics
 from services.runtime import ServiceRun
+from services.service_metrics import relay_metrics
 from services.wiring import Wired, wire
 from shared.outbox import OUTBOX_WAKE_CHANNEL, outbox_relay, postgres_outbox_store
 from shared.outbox.relay import OutboxRelay
@@ -27,9 +31,11 @@ async def start_relay(
     """Build and start the relay and its wake (on ``wired`` when given: ``ujobs dev`` shares
     one); both drain with the process lifecycle."""
     url = config.common.connections.require_database("the relay")
+    standalone = wired is None
     if wired is None:
         wired = await wire(run, config.common.connections, need_database=True, pool_size=4)
     pool = wired.backend.require_pool("the relay")
+    metrics = relay_metrics()
     wake = postgres_wake(url, pool, channels=(OUTBOX_WAKE_CHANNEL,))
     await wake.start()
     run.stack.push_async_callback(wake.stop)
@@ -40,8 +46,13 @@ async def start_relay(
         claim_lease_ms=config.claim_lease_ms,
         batch_size=config.batch_size,
     )
+    metrics.track(relay)
     await relay.start()
     run.stack.push_async_callback(relay.stop)
+    if standalone:
+        await serve_metrics(
+            run, config.metrics, wired.backend, refresh=lambda: metrics.refresh(pool)
+        )
     if say:
         sys.stdout.write(f"ujobs relay: publishing x_outbox as {relay.relay_id}\n")
         sys.stdout.flush()

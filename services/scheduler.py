@@ -16,14 +16,17 @@ Either way a fire wakes workers at once: the statement's ``pg_notify`` for LISTE
 with ``REDIS_URL``, the ``ujobs:wake`` channel. It applies nothing to the schema (``ujobs db
 migrate`` does), drains on SIGTERM — stop dispatching, finish the round, release the lease —
 and exits 0; 1 when the deadline found a round still enqueueing (the lease is then kept and
-lapses on its own).
+lapses on its own). Standalone it serves /metrics (``scheduler_task_fires_total{task}``,
+``scheduler_leader``), /healthz and /readyz on ``UJOBS_METRICS_PORT``.
 """
 
 from __future__ import annotations
 
 from services.app_loader import load_api
 from services.config import SchedulerConfig
+from services.metrics_server import serve_metrics
 from services.runtime import ServiceRun
+from services.service_metrics import scheduler_metrics
 from services.wiring import Wired, wire
 from shared.scheduler.job_scheduler import (
     JobScheduler,
@@ -42,6 +45,7 @@ async def start_scheduler(
     drain hooks are the process lifecycle's."""
     tasks = list(load_api(config.common.app).tasks.values())
     config.common.connections.require_database("the scheduler")
+    standalone = wired is None
     if wired is None:
         wired = await wire(run, config.common.connections, need_database=True, pool_size=POOL_SIZE)
     pool = wired.backend.require_pool("the scheduler")
@@ -52,6 +56,9 @@ async def start_scheduler(
         tasks=tasks,
         tick_interval_ms=config.tick_interval_ms,
     )
+    scheduler_metrics().track(scheduler)
     await scheduler.start()
+    if standalone:
+        await serve_metrics(run, config.metrics, wired.backend)
     run.abandoned_if("scheduler", lambda: scheduler.drain_abandoned)
     return scheduler

@@ -8,19 +8,31 @@ its loops listen to — the same for every role, so no service gets it subtly di
 * **listen** (the worker roles): ``redis_wake`` on ``REDIS_URL``, else ``postgres_wake`` — ONE
   dedicated LISTEN session on ``DATABASE_URL`` — proven by a probe before the idle loops trust
   it; until then (or without either) jobs start on the poll.
+* **events**: with Postgres, ``step.wait_for_event`` and ``publish_event`` use the stored bus
+  (``x_job_events``, the database's clock), so an event published by any process resumes a
+  wait in any other. A Redis-only process (no ``DATABASE_URL``) keeps its memory bus and says so.
+* **schema**: a service on Postgres refuses to start (``X_SCHEMA_OUTDATED``, exit 1) on a
+  database whose migrations are missing, older or newer than its code's — one line saying to
+  run ``ujobs db migrate`` instead of a claim failure every poll.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from services.backends import Backend, open_backend
 from services.config import Connections
 from services.runtime import ServiceRun
 from shared.drivers.base import JobDriver
+from shared.drivers.postgres.migrate import require_current_schema
+from shared.events.bus import set_event_bus
+from shared.events.bus_postgres import postgres_event_bus
 from shared.jobs.enqueue_target import reset_job_driver, set_job_driver
 from shared.wake.announce import announcing, redis_announcer
 from shared.wake.listener import ChannelWake, postgres_wake, redis_wake
+
+log = logging.getLogger("ujobs.service")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +55,18 @@ async def wire(
     backend = await run.stack.enter_async_context(
         open_backend(connections, need_database=need_database, need_redis=True, pool_size=pool_size)
     )
+    if backend.pool is not None:
+        await require_current_schema(backend.pool, run.common.service)
+        set_event_bus(postgres_event_bus(backend.pool))
+        run.stack.callback(set_event_bus, None)
+    else:
+        log.warning(
+            "ujobs.service.events-process-local",
+            extra={
+                "hint": "no DATABASE_URL: step.wait_for_event only sees events published in "
+                "this process; set DATABASE_URL for the Postgres event bus"
+            },
+        )
     announcer = None
     # A Redis job driver built with a wake channel announces inside its enqueue script.
     if backend.redis is not None and getattr(backend.driver, "wake_channel", None) is None:

@@ -6,13 +6,15 @@ and the two-phase drain: stop claiming, finish what is held within
 ``UJOBS_DRAIN_DEADLINE_MS``, close. A run still going at the deadline is abandoned (logged
 ``jobs.worker.drain-abandoned``; its lease lapses and the queue delivers it again) and the
 process exits 1 instead of 0. The webhook deliverer and the exporter are this service pinned to
-one queue.
+one queue. Standalone it serves /metrics, /healthz and /readyz on ``UJOBS_METRICS_PORT``
+(``services.metrics_server``); under ``ujobs dev`` the api's /metrics carries the same series.
 """
 
 from __future__ import annotations
 
 from services.app_loader import load_api
 from services.config import WorkerConfig
+from services.metrics_server import serve_metrics
 from services.runtime import ServiceRun
 from services.wiring import Wired, wire
 from shared.jobs.registry import Registry
@@ -26,11 +28,15 @@ async def start_worker(
     registry: Registry | None = None,
     wired: Wired | None = None,
 ) -> JobWorker:
-    """Build and start the worker (on ``wired`` when given: ``ujobs dev`` shares one); its
-    drain hooks are the process lifecycle's."""
+    """Build and start the worker (on ``wired`` when given: ``ujobs dev`` shares one, and its
+    api serves the metrics; otherwise this serves them); its drain hooks are the process
+    lifecycle's."""
     reg = registry if registry is not None else load_api(config.common.app)
     if wired is None:
-        wired = await wire(run, config.common.connections, listen=True)
+        # With DATABASE_URL the Postgres event bus is opened even for a Redis queue.
+        has_database = config.common.connections.database_url is not None
+        wired = await wire(run, config.common.connections, listen=True, need_database=has_database)
+        await serve_metrics(run, config.metrics, wired.backend)
     worker = job_worker(
         driver=wired.driver,
         context=None,

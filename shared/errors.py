@@ -125,6 +125,13 @@ class DriverUnavailableError(UltimateError):
     code = "X_DRIVER_UNAVAILABLE"
 
 
+class SchemaOutdatedError(UltimateError):
+    """The database's schema is missing, older or newer than the code's migrations: a service
+    refuses to run on it (the message says to run ``ujobs db migrate``)."""
+
+    code = "X_SCHEMA_OUTDATED"
+
+
 class DriverUnreachableError(DriverUnavailableError):
     """A driver call could not reach its store: the connection was refused, reset or ended by
     the server (a restart, a failover, a crash), so the statement did not run or its answer was
@@ -153,6 +160,12 @@ class OutboxNoTxError(UltimateError):
 
 class StepDuplicateError(UltimateError):
     code = "X_STEP_DUPLICATE"
+
+
+class StepNotFoundError(UltimateError):
+    """An operator named a step the run never recorded (``meta["recorded"]`` lists those)."""
+
+    code = "X_STEP_NOT_FOUND"
 
 
 class StepOutputInvalidError(UltimateError):
@@ -218,6 +231,12 @@ class CancelUnsupportedError(JobNotCancellableError):
 
 class JobNotFoundError(UltimateError):
     code = "X_JOB_NOT_FOUND"
+
+
+class JobIdAmbiguousError(UltimateError):
+    """A short id that starts more than one job's id (``meta["matches"]`` lists them)."""
+
+    code = "X_JOB_ID_AMBIGUOUS"
 
 
 class JobNotRequeueableError(UltimateError):
@@ -345,20 +364,27 @@ def register_error_retry(table: Mapping[str, RetryClass]) -> None:
         _retry_table.update(table)
 
 
-def retry_for(code: str | None) -> RetryClass | None:
-    """The registered class of a code, or None when nobody classified it.
-
-    None means "keep the attempt-count backoff path". Answering ``terminal`` for unclassified
-    codes would stop every transient retry in every app, which is the trap the spec warns of.
-    """
+def registered_retry(code: str | None) -> RetryClass | None:
+    """The class a code was registered with, or None when nobody classified it."""
     if code is None:
         return None
     return _retry_table.get(code)
 
 
+def retry_for(code: str | None) -> RetryClass:
+    """The spec's ``retryFor``: a code's registered class, ``terminal`` for every code nobody
+    classified (and for no code at all).
+
+    The executor does NOT read this answer for unclassified codes (``retry_class_of`` keeps
+    them on the attempt-count backoff path): answering ``terminal`` there would stop every
+    transient retry in every app, which is the trap the spec warns of.
+    """
+    return registered_retry(code) or "terminal"
+
+
 def retry_class_of(exc: BaseException) -> RetryClass:
     """How the queue treats a thrown error: its code's class, else the backoff path."""
-    return retry_for(error_code_of(exc)) or "retryable"
+    return registered_retry(error_code_of(exc)) or "retryable"
 
 
 register_error_retry(

@@ -31,8 +31,19 @@ from shared.drivers.base import (
     WorkerRow,
     require_introspection,
 )
-from shared.errors import JobNotCancellableError, JobNotFoundError
+from shared.errors import (
+    CancelUnsupportedError,
+    JobIdAmbiguousError,
+    JobNotCancellableError,
+    JobNotFoundError,
+    StepNotFoundError,
+)
 
+FULL_ID_LENGTH = 36
+SHORT_ID_LENGTH = 18
+"""What ``short_id`` keeps: the UUIDv7's millisecond and its per-process counter, unique among
+the ids one process minted (the random tail tells processes apart; a clash is ambiguous)."""
+AMBIGUOUS_LISTED = 10
 MASK = "[redacted]"
 MAX_REDACTED_ITEMS = 20
 """A redacted list shows at most this many masked items, then how many more there were."""
@@ -157,6 +168,39 @@ async def list_jobs(driver: JobDriver, flt: JobFilter) -> dict[str, Any]:
     return page_json(await introspection_of(driver).list(flt))
 
 
+def short_id(job_id: str) -> str:
+    """The id as people read it (``ujobs dev``'s narration); every command taking an id
+    accepts it back (``resolve_job_id``)."""
+    return job_id[:SHORT_ID_LENGTH]
+
+
+async def resolve_job_id(driver: JobDriver, given: str) -> str:
+    """A full id as is; a shorter one is the unique id it starts (ignoring case).
+
+    None starting it: ``X_JOB_NOT_FOUND``; several: ``X_JOB_ID_AMBIGUOUS`` listing them."""
+    text = given.strip()
+    if len(text) >= FULL_ID_LENGTH or not text:
+        return text
+    page = await introspection_of(driver).list(
+        JobFilter(id_prefix=text, limit=AMBIGUOUS_LISTED + 1)
+    )
+    if not page.rows:
+        raise JobNotFoundError(
+            f"no job's id starts with {text!r}; find it with `ujobs jobs list --json`",
+            meta={"id": text},
+        )
+    if len(page.rows) > 1:
+        listed = page.rows[:AMBIGUOUS_LISTED]
+        more = " and more" if len(page.rows) > AMBIGUOUS_LISTED else ""
+        raise JobIdAmbiguousError(
+            f"{text!r} starts {len(listed)}{more} job ids: "
+            + ", ".join(f"{r.id} ({r.name})" for r in listed)
+            + "; give more of the id",
+            meta={"id": text, "matches": [r.id for r in listed]},
+        )
+    return page.rows[0].id
+
+
 async def get_job(driver: JobDriver, job_id: str) -> JobRow:
     row = await introspection_of(driver).get(job_id)
     if row is None:
@@ -206,7 +250,14 @@ async def list_workers(driver: JobDriver) -> list[dict[str, Any]]:
 
 
 async def cancel_job(driver: JobDriver, job_id: str, reason: str | None = None) -> JobRow:
-    """Stop a live job; a finished or unknown one is ``X_JOB_NOT_CANCELLABLE``."""
+    """Stop a live job; a finished or unknown one is ``X_JOB_NOT_CANCELLABLE``, and so is any
+    job on a driver with no ``cancel`` (the spec's answer; it names the Postgres driver)."""
+    if driver.introspect is None:
+        raise CancelUnsupportedError(
+            "this queue's driver cannot cancel a job (it has no operator surface); run the "
+            "queue on the Postgres driver (UJOBS_DRIVER=postgres) to cancel jobs",
+            meta={"id": job_id},
+        )
     row = await introspection_of(driver).cancel(job_id, reason)
     if row is None:
         raise JobNotCancellableError(
@@ -218,7 +269,18 @@ async def cancel_job(driver: JobDriver, job_id: str, reason: str | None = None) 
 
 
 async def retry_job(driver: JobDriver, job_id: str, *, from_step: str | None = None) -> JobRow:
-    """Re-queue one finished job; ``from_step`` drops that step and every later one."""
+    """Re-queue one finished job; ``from_step`` drops that step and every later one — a step
+    the run never recorded is ``X_STEP_NOT_FOUND`` listing those it did, never a plain retry."""
+    if from_step is not None:
+        row = await get_job(driver, job_id)
+        recorded = [s.name for s in await driver.load_steps(row.run_id)]
+        if from_step not in recorded:
+            shown = ", ".join(recorded) if recorded else "none"
+            raise StepNotFoundError(
+                f"job {job_id!r} recorded no step {from_step!r} (recorded: {shown}); "
+                "pick one of those, or retry without --from-step",
+                meta={"id": job_id, "step": from_step, "recorded": recorded},
+            )
     return await introspection_of(driver).requeue(job_id, from_step=from_step)
 
 

@@ -3,7 +3,8 @@
 A loop calls ``signals.emit("fired", payload)``; a test awaits
 ``signals.wait("fired", lambda p: p.task == "digest")`` with a timeout. Emitted payloads are
 kept (a bounded history), so a wait that starts after the event still sees it; ``mark()``
-answers a position to wait from when only later events count.
+answers a position to wait from when only later events count. ``subscribe`` hands every later
+event to a callback as it is emitted (the services count their metrics this way).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+Listener = Callable[[str, Any], None]
+
 DEFAULT_WAIT_S = 10.0
 
 
@@ -21,12 +24,26 @@ class Signals:
         self._events: deque[tuple[int, str, Any]] = deque(maxlen=history)
         self._seq = 0
         self._changed: asyncio.Event | None = None
+        self._listeners: list[Listener] = []
 
     def emit(self, event: str, payload: Any = None) -> None:
         self._seq += 1
         self._events.append((self._seq, event, payload))
         if self._changed is not None:
             self._changed.set()
+        for listener in self._listeners:
+            listener(event, payload)
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(event, payload)`` on every later emit (it must not raise); answers
+        the unsubscribe."""
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
 
     def mark(self) -> int:
         """The position after every event emitted so far."""

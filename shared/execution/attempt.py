@@ -25,7 +25,8 @@ What one attempt does, in order:
    the attempt without running the body (``X_JOB_INPUT_UNPARSEABLE`` on the ordinary retry path;
    its final dead-letter tells ``on_settled`` ``input=None``).
 2. Install the job's scope (``shared.execution.scope``): an actor whose ``org_id`` is the declared
-   tenant (none for ``tenant='none'``), and the row's ``traceparent``; build ``ctx``.
+   tenant (none for ``tenant='none'``), and the job's span — a child of the row's
+   ``traceparent`` (``shared.tracing``); build ``ctx``.
 3. Build the step runner (it reads the run's stored steps on the body's first step call, so a
    body that never calls a step costs no round trip), the ``Run``, and start the body as a task.
 4. Wait for it, bounded by the job's ``timeout``. The deadline aborts ``run.signal`` with
@@ -98,6 +99,7 @@ from shared.execution.store_loss import store_lost
 from shared.jobs.job import JobHandle
 from shared.jobs.retry import StopReason, is_final_attempt
 from shared.signal import Signal
+from shared.tracing import job_span
 
 log = logging.getLogger("ujobs.jobs")
 
@@ -149,7 +151,16 @@ async def execute_job(
     parsed = parse_stored(handle, claimed.input, stored_tenant=claimed.tenant_id)
     ref = claimed.ref
     try:
-        with job_scope(parsed.tenant, claimed.traceparent):
+        with (
+            job_span(
+                claimed.name,
+                job_id=claimed.id,
+                queue=claimed.queue,
+                attempt=claimed.attempt,
+                parent=claimed.traceparent,
+            ) as traceparent,
+            job_scope(parsed.tenant, traceparent),
+        ):
             ctx: Any = None
             failure = parsed.error or failure
             try:
@@ -240,6 +251,7 @@ async def _settle(
     resume_at: int | None = None
     nack: NackOptions | None
     fallback: FailureVerdict | None = None
+    exhausted: BaseException | None = None
     halted = attempt.halted_by is not None
     if end.kind == "returned" and not halted:
         outcome, nack = "completed", None
@@ -273,6 +285,7 @@ async def _settle(
         # gone (a Redis back empty): reported once for every row (shared.execution.store_loss).
         wiped = error_code_of(error) == LeaseLostError.code and await store_lost(driver, claimed)
         _log_failure(claimed, handle, outcome, stop, error, resume_at, now, quiet=wiped)
+        exhausted = verdict.settled_error
     await progress.flush()
     if step is not None:
         step.close(partial(_settled_error, claimed.name, outcome))
@@ -293,6 +306,7 @@ async def _settle(
         _log_failure(
             claimed, handle, outcome, stop, error, resume_at, now, cap=MAX_UNREACHABLE_RETURNS
         )
+        exhausted = fallback.settled_error
         answer = await settle_answer(
             claimed,
             driver=driver,
@@ -303,6 +317,8 @@ async def _settle(
             lease_left=lease_left,
         )
     landed = answer == "landed"
+    if landed and exhausted is not None:
+        error = exhausted  # logged as thrown; settled X_JOB_MAX_ATTEMPTS, the thrown its cause
     hook_error = None
     if landed and OUTCOMES[outcome].tells_on_settled and handle.definition.on_settled is not None:
         settled: Settled[Any] = Settled(

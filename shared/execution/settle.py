@@ -10,7 +10,8 @@ The verdict reads the thrown error's retry classification (``retry_class_of``):
 | a ``retry-after`` code with ``meta.retryAfterSeconds`` | retried at the stated time, clamped by
   ``max_delay``, spread unless ``jitter=False`` — still an attempt, still under the ceiling |
 | ``retryable``, unclassified, not ours | retried on the backoff schedule |
-| any of those on the final attempt | dead-lettered (``stop='attempts-exhausted'``) |
+| any of those on the final attempt | dead-lettered (``stop='attempts-exhausted'``), settled as
+  ``X_JOB_MAX_ATTEMPTS`` with the thrown error as its ``__cause__`` |
 
 ``retry.dead_letter=False`` turns every dead-letter into ``dropped`` (the row ``failed``). A
 failure while the attempt's signal says ``X_DRAINING`` is none of these: it is ``interrupted``,
@@ -35,6 +36,7 @@ from shared.clock import Clock
 from shared.drivers.base import ClaimedJob, JobDriver, NackOptions
 from shared.errors import (
     JobKeyBusyError,
+    JobMaxAttemptsError,
     RetryClass,
     UltimateError,
     error_code_of,
@@ -98,6 +100,20 @@ class FailureVerdict:
     options: NackOptions
     resume_at_ms: int | None
     last_error: str | None
+    settled_error: BaseException | None = None
+    """What the attempt settles with when it is not the thrown error: ``X_JOB_MAX_ATTEMPTS``
+    (its ``__cause__`` the thrown one) once the attempts are exhausted."""
+
+
+def max_attempts_error(error: BaseException, attempt: int, attempts: int) -> JobMaxAttemptsError:
+    """The spec's exhausted-retries error; the thrown one stays reachable as its cause."""
+    exhausted = JobMaxAttemptsError(
+        f"attempt {attempt} of {attempts} failed, none left; the last error: "
+        f"{error_headline(error)}",
+        meta={"attempt": attempt, "attempts": attempts, "cause": error_code_of(error)},
+    )
+    exhausted.__cause__ = error
+    return exhausted
 
 
 def decide_failure(
@@ -129,14 +145,16 @@ def decide_failure(
                 f"stop: terminal — {code} is classified terminal; dead-lettered on attempt "
                 f"{attempt} of {retry.attempts}, {max(0, retry.attempts - attempt)} left unspent"
             )
+            settled: BaseException | None = None
         else:
             verdict = f"stop: attempts-exhausted — attempt {attempt} of {retry.attempts} failed"
-        text = last_error_text(error, verdict)
+            settled = max_attempts_error(error, attempt, retry.attempts)
+        text = last_error_text(settled or error, verdict)
         if retry.dead_letter:
             options = NackOptions(error=text, dead_letter=True, duration_ms=duration_ms)
-            return FailureVerdict("dead-lettered", stop, cls, options, None, text)
+            return FailureVerdict("dead-lettered", stop, cls, options, None, text, settled)
         options = NackOptions(error=text, fail=True, duration_ms=duration_ms)
-        return FailureVerdict("dropped", stop, cls, options, None, text)
+        return FailureVerdict("dropped", stop, cls, options, None, text, settled)
     delay = retry_delay_ms(retry, attempt, error, rng)
     text = last_error_text(error)
     resume = now_ms + delay

@@ -9,6 +9,7 @@ one is a ``TypeError`` (and a type-checker error); passing ``None`` is the runti
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from shared.errors import (
     InvariantError,
     JobConcurrencyKeyInvalidError,
     JobDeclarationInvalidError,
+    JobDuplicateError,
     JobTenantMismatchError,
     JobTenantRequiredError,
     UltimateError,
@@ -93,6 +95,25 @@ class JobDefinition:
     run: RunFn
     description: str | None
     module: str | None
+
+
+OnConflict = Literal["dedupe", "error"]
+
+
+def _check_conflict(on_conflict: object) -> None:
+    if on_conflict not in ("dedupe", "error"):
+        raise InvariantError(f"on_conflict must be 'dedupe' or 'error', got {on_conflict!r}")
+
+
+def _conflict(request: EnqueueRequest, answer: Enqueued, on_conflict: OnConflict) -> Enqueued:
+    """``on_conflict="error"``: a dedupe (a live run holds the key) is ``X_JOB_DUPLICATE``."""
+    if answer.deduped and on_conflict == "error":
+        raise JobDuplicateError(
+            f"job {request.name!r}: a live run ({answer.id}) holds the idempotency key "
+            f"{request.idempotency_key!r}; wait for it, or enqueue with another key",
+            meta={"job": request.name, "id": answer.id, "idempotency_key": request.idempotency_key},
+        )
+    return answer
 
 
 class JobHandle(Generic[InputT]):
@@ -237,11 +258,15 @@ class JobHandle(Generic[InputT]):
         run_id: str | None = None,
         delay: Duration | None = None,
         queue: str | None = None,
+        on_conflict: OnConflict = "dedupe",
     ) -> Enqueued:
-        """Queue one run through the installed facade (joining the ambient transaction)."""
-        return await jobs_facade().enqueue(
-            self.request(input, run_id=run_id, delay=delay, queue=queue)
-        )
+        """Queue one run through the installed facade (joining the ambient transaction).
+
+        A live run holding the idempotency key answers that run (``deduped=True``); with
+        ``on_conflict="error"`` it is ``X_JOB_DUPLICATE`` naming it instead."""
+        _check_conflict(on_conflict)
+        request = self.request(input, run_id=run_id, delay=delay, queue=queue)
+        return _conflict(request, await jobs_facade().enqueue(request), on_conflict)
 
     async def enqueue_many(
         self,
@@ -268,14 +293,20 @@ class JobHandle(Generic[InputT]):
         run_id: str | None = None,
         delay: Duration | None = None,
         queue: str | None = None,
+        on_conflict: OnConflict = "dedupe",
     ) -> Enqueued:
         """Queue on behalf of ``actor``: attribution (``enqueued_by``), never authority.
 
-        A job whose tenant is a function of the input must name the actor's own org, else
-        ``X_JOB_TENANT_MISMATCH``: an actor cannot queue work under another org.
+        The run's tenant is the actor's org (``actor.org_id``), so per-tenant limits apply to
+        it — a ``tenant="none"`` job included. A job whose tenant is a function of the input
+        must name the actor's own org, else ``X_JOB_TENANT_MISMATCH``: an actor cannot queue
+        work under another org. An actor with no org leaves the declaration's tenant.
         """
+        _check_conflict(on_conflict)
         with acting_as(actor):
             req = self.request(input, run_id=run_id, delay=delay, queue=queue)
+        if actor.org_id is not None and req.tenant_id is None:
+            req = dataclasses.replace(req, tenant_id=actor.org_id)
         if actor.org_id is not None and req.tenant_id is not None and req.tenant_id != actor.org_id:
             raise JobTenantMismatchError(
                 f"job {self.name!r}: the input names org {req.tenant_id!r} but the actor acts "
@@ -283,7 +314,7 @@ class JobHandle(Generic[InputT]):
                 "code that spans orgs calls enqueue() instead)",
                 meta={"job": self.name, "tenant": req.tenant_id, "actor_org": actor.org_id},
             )
-        return await jobs_facade().enqueue(req)
+        return _conflict(req, await jobs_facade().enqueue(req), on_conflict)
 
     # -- describe and run ----------------------------------------------------------------
     def describe(self) -> dict[str, Any]:

@@ -18,10 +18,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def service_env(**values: str) -> dict[str, str]:
-    """This environment without any UJOBS_* / backend URL of the caller's, plus ``values``."""
+    """This environment without any UJOBS_* / backend URL of the caller's, plus ``values``;
+    the metrics endpoint on a free port (the default one is the machine's, not a test's)."""
     drop = ("UJOBS_", "DATABASE_URL", "REDIS_URL", "NATS_URL")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env["PYTHONPATH"] = str(ROOT)
+    env["UJOBS_METRICS_PORT"] = "0"
     env.update(values)
     return env
 

@@ -1,7 +1,9 @@
 """The README's first-run promise: ``ujobs dev --example`` on a machine with no Postgres, Redis
 or NATS configured (no DATABASE_URL / REDIS_URL, HOME and cwd empty temp dirs) starts an
 embedded Postgres, and within a minute shows a step replay, a sleep resume, a task fire and
-the example job done; SIGTERM then drains it, exit 0, and the embedded server is stopped."""
+the example job done, its failed first attempt told as a scheduled retry and no traceback on
+the terminal (they are in ./.ujobs/dev.log); SIGTERM then drains it, says so, exits 0, and the
+embedded server is stopped."""
 
 from __future__ import annotations
 
@@ -51,8 +53,8 @@ async def test_ujobs_dev_example_on_a_bare_machine(tmp_path: Path) -> None:
             while len(seen) < len(WANTED):
                 raw = await proc.stdout.readline()
                 if not raw:
-                    err = (await proc.stderr.read()).decode()
-                    raise AssertionError("ujobs dev ended early:\n" + "".join(lines) + err)
+                    early = (await proc.stderr.read()).decode()
+                    raise AssertionError("ujobs dev ended early:\n" + "".join(lines) + early)
                 line = raw.decode()
                 lines.append(line)
                 for key, text in WANTED.items():
@@ -60,12 +62,30 @@ async def test_ujobs_dev_example_on_a_bare_machine(tmp_path: Path) -> None:
                         seen.setdefault(key, line)
         proc.send_signal(signal.SIGTERM)
         async with asyncio.timeout(60):
-            code = await proc.wait()
+            rest, err_bytes = await proc.communicate()
+            code = proc.returncode
     finally:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-    assert code == 0, (await proc.stderr.read()).decode()
+    err = err_bytes.decode()
+    assert code == 0, err
+    lines += rest.decode().splitlines(keepends=True)
+    story = "".join(lines)
+    # The story: the failed first attempt is a scheduled retry, never "enqueued" again …
+    onboard = [line for line in lines if line.startswith("onboard_org ")]
+    failed = [i for i, line in enumerate(onboard) if "failed, retry scheduled for" in line]
+    assert failed, onboard
+    assert not any(": enqueued on" in line for line in onboard[failed[0] :])
+    # … no traceback reaches the terminal (it is in the JSON log file) …
+    assert "Traceback" not in story
+    assert "Traceback" not in err
+    log = (work / ".ujobs" / "dev.log").read_text(encoding="utf-8")
+    assert '"event":"jobs.attempt.failed"' in log
+    assert "Traceback (most recent call last)" in log
+    # … and the end is said out loud.
+    assert "ujobs dev: stopping: no new work; draining what is running" in story
+    assert lines[-1].startswith("ujobs dev: drained and stopped")
     assert "no DATABASE_URL: starting an embedded Postgres in ./.ujobs/pg" in lines[0]
     # The replay came before the resume, and the job finished after both.
     order = [lines.index(seen[k]) for k in ("replay", "resume", "done")]

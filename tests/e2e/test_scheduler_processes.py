@@ -44,6 +44,7 @@ class Scheduler:
             "UJOBS_APP": APP,
             "UJOBS_SCHEDULER_LEASE_TTL_MS": str(TTL_MS),
             "UJOBS_DRAIN_DEADLINE_MS": "5000",
+            "UJOBS_METRICS_PORT": "0",
             "E2E_ENTRIES": str(ENTRIES),
             **(extra_env or {}),
         }

@@ -122,7 +122,8 @@ async def test_a_relay_killed_mid_batch_loses_nothing_and_republishes_no_second_
 async def test_ujobs_relay_publishes_and_drains_on_sigterm(pg_dsn: str, pg_pool: Pool) -> None:
     billing = billing_jobs()
     wire(pg_pool)
-    service = await _spawn("-m", "services.cli", "relay", env={"DATABASE_URL": pg_dsn})
+    env = {"DATABASE_URL": pg_dsn, "UJOBS_METRICS_PORT": "0"}
+    service = await _spawn("-m", "services.cli", "relay", env=env)
     try:
         await _line_starting(service, "ujobs relay: publishing")
         async with pg_pool.acquire() as conn, transaction(conn):

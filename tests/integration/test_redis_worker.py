@@ -23,7 +23,11 @@ from shared.drivers.base import (
     require_introspection,
 )
 from shared.drivers.redis.driver import RedisDriver
-from shared.errors import ConcurrencyUnenforceableError, NotImplementedByDriverError
+from shared.errors import (
+    ConcurrencyUnenforceableError,
+    JobNotCancellableError,
+    NotImplementedByDriverError,
+)
 from shared.execution.run import Run
 from shared.lifecycle import Lifecycle
 from shared.metrics import JobMetrics
@@ -140,7 +144,6 @@ async def test_every_operator_function_answers_not_implemented_on_redis(
         "get_job": lambda: operator.get_job(on, job_id),
         "inspect_job": lambda: operator.inspect_job(on, job_id),
         "list_workers": lambda: operator.list_workers(on),
-        "cancel_job": lambda: operator.cancel_job(on, job_id),
         "retry_job": lambda: operator.retry_job(on, job_id),
         "remove_job": lambda: operator.remove_job(on, job_id),
         "promote_job": lambda: operator.promote_job(on, job_id),
@@ -152,6 +155,10 @@ async def test_every_operator_function_answers_not_implemented_on_redis(
             await call()
         assert info.value.code == "X_NOT_IMPLEMENTED", name
         assert "needs the Postgres driver" in info.value.message, name
+    # A cancel is the spec's X_JOB_NOT_CANCELLABLE on a driver with no cancel.
+    with pytest.raises(JobNotCancellableError) as refused:
+        await operator.cancel_job(on, job_id)
+    assert refused.value.code == "X_JOB_NOT_CANCELLABLE"
     # The queue depth is a core read: it answers on Redis too, and nothing above moved a row.
     [queue] = await operator.inspect_queues(on, driver.clock.now_ms())
     assert (queue["queue"], queue["ready"], queue["paused"]) == ("default", 1, False)

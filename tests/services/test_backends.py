@@ -62,7 +62,11 @@ async def test_the_worker_service_claims_ahead_by_default_and_runs_every_job(
 ) -> None:
     """``ujobs worker`` on one queue claims three rows ahead per slot (``UJOBS_CLAIM_AHEAD``
     unset), on its generic-plan pool, and every job still runs exactly once."""
-    env = {"DATABASE_URL": pg_dsn, "UJOBS_APP": "tests.e2e.services_app:api"}
+    env = {
+        "DATABASE_URL": pg_dsn,
+        "UJOBS_APP": "tests.e2e.services_app:api",
+        "UJOBS_METRICS_PORT": "0",
+    }
     config = WorkerConfig.load({**env, "UJOBS_CONCURRENCY": "4"})
     assert WorkerConfig.load({**env, "UJOBS_CLAIM_AHEAD": "0"}).claim_ahead_rows() == 0
     async with contextlib.AsyncExitStack() as stack:

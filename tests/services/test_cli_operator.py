@@ -78,6 +78,16 @@ def test_a_driver_without_introspection_names_the_postgres_driver(redis_url: str
     assert ujobs("queues", "list", "--json", env=env).exit_code == 0
 
 
+def test_cancel_on_a_driver_without_cancel_is_not_cancellable(redis_url: str) -> None:
+    env = {"UJOBS_DRIVER": "redis", "REDIS_URL": redis_url, "UJOBS_REDIS_PREFIX": "ujcli"}
+    job_id = "01a2438f-64da-7245-86b0-696c09e4e793"
+    result = ujobs("jobs", "cancel", job_id, "--json", env=env)
+    assert result.exit_code == 1
+    error = json_of(result)["error"]
+    assert error["code"] == "X_JOB_NOT_CANCELLABLE"
+    assert "UJOBS_DRIVER=postgres" in error["message"]
+
+
 def test_no_database_is_driver_unavailable_naming_the_variable() -> None:
     result = ujobs("jobs", "list")
     assert result.exit_code == 1

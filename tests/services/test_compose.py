@@ -120,3 +120,44 @@ def test_the_redis_the_queue_may_live_in_keeps_an_append_only_file_on_a_volume()
     for name in OURS:
         if name != "migrate":
             assert _env(OURS[name])["REDIS_URL"] == "redis://redis:6379/0"
+
+
+@pytest.mark.parametrize("name", sorted(set(LONG_RUNNING) - {"api"}))
+def test_every_service_without_an_api_exposes_its_metrics_endpoint(name: str) -> None:
+    service = OURS[name]
+    env = _env(service)
+    port = env["UJOBS_METRICS_PORT"]
+    assert env["UJOBS_METRICS_HOST"] == "0.0.0.0"
+    assert port in [str(p) for p in service["expose"]]
+    probe = " ".join(service["healthcheck"]["test"])
+    assert f"127.0.0.1:{port}/readyz" in probe
+
+
+def test_the_image_is_built_once_and_reused_by_tag() -> None:
+    builders = [name for name, service in OURS.items() if "build" in service]
+    assert builders == ["migrate"]
+    for name in LONG_RUNNING:
+        assert OURS[name]["pull_policy"] == "never", name  # the tag migrate built
+
+
+def test_the_build_context_leaves_out_local_state() -> None:
+    ignored = {
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert {".venv", ".ujobs", ".git"} <= ignored
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    for copied in re.findall(r"^COPY (.+) \./?\S*$", dockerfile, flags=re.M):
+        for path in copied.split():
+            assert path not in ignored, f"the Dockerfile copies {path}, which is ignored"
+
+
+@pytest.mark.parametrize("name", LONG_RUNNING)
+def test_every_service_runs_in_the_mounted_app_directory(name: str) -> None:
+    service = OURS[name]
+    [volume] = service["volumes"]
+    source, target, mode = volume.rsplit(":", 2)
+    assert source == "${UJOBS_APP_DIR:-.}"
+    assert (target, mode) == (service["working_dir"], "ro")
+    assert f"WORKDIR {target}" in (ROOT / "Dockerfile").read_text(encoding="utf-8")

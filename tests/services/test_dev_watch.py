@@ -7,6 +7,7 @@ from services.dev_watch import DevWatch
 from shared.clock import FrozenClock
 from shared.drivers.base import ClaimedJob, ClaimOptions, EnqueueRequest, NackOptions
 from shared.drivers.memory.driver import MemoryDriver, memory_driver
+from shared.introspect import short_id
 
 
 def request(key: str, queue: str = "default") -> EnqueueRequest:
@@ -31,7 +32,7 @@ async def test_the_watch_narrates_each_change_once() -> None:
     assert lines == []
 
     job = await driver.enqueue(request("new"))
-    head = f"onboard_org {job.id[-12:]}"
+    head = f"onboard_org {short_id(job.id)}"
     await watch.run_once()
     assert lines == [f"{head}: enqueued on 'default'"]
     first = await claim(driver)
@@ -40,7 +41,7 @@ async def test_the_watch_narrates_each_change_once() -> None:
     retry = NackOptions(error="RuntimeError: mail down\n  at line 3", run_at_ms=clock.now_ms())
     await driver.nack(job.id, first.ref, retry)
     await watch.run_once()
-    assert lines[-1].startswith(f"{head}: attempt 1 failed, retrying at ")
+    assert lines[-1].startswith(f"{head}: attempt 1 of 3 failed, retry scheduled for ")
     assert lines[-1].endswith("— RuntimeError: mail down")
     second = await claim(driver)
     sleep = NackOptions(park=True, count=False, run_at_ms=clock.now_ms() + 5_000)
@@ -66,3 +67,24 @@ async def test_the_watch_narrates_each_change_once() -> None:
     await introspect.record_task_fire("poll_fleet", 1_700_000_020_000)
     await watch.run_once()
     assert lines[-1] == "task poll_fleet: fired for 22:13:40"
+
+
+async def test_a_job_first_seen_after_a_failed_attempt_is_a_scheduled_retry() -> None:
+    """The watch polls: a job that failed its first attempt before the watch saw it is a
+    retry, never narrated as "enqueued"; and only its error's first line is told."""
+    clock = FrozenClock(1_700_000_000_000)
+    driver = memory_driver(clock=clock)
+    introspect = driver.introspect
+    assert introspect is not None
+    lines: list[str] = []
+    watch = DevWatch(introspect, say=lines.append)
+    await watch.prime()
+    job = await driver.enqueue(request("quick-failure"))
+    first = await claim(driver)
+    trace = 'RuntimeError: mail down\nTraceback (most recent call last):\n  File "x.py"'
+    await driver.nack(job.id, first.ref, NackOptions(error=trace, run_at_ms=clock.now_ms() + 1_000))
+    await watch.run_once()
+    assert lines == [
+        f"onboard_org {short_id(job.id)}: attempt 1 of 3 failed, retry scheduled for 22:13:21 "
+        "— RuntimeError: mail down"
+    ]

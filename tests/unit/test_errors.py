@@ -12,6 +12,7 @@ from shared.errors import (
     UltimateError,
     error_code_of,
     register_error_retry,
+    registered_retry,
     retry_class_of,
     retry_for,
 )
@@ -113,9 +114,10 @@ def test_a_registered_code_answers_its_class(retry_class: errors.RetryClass) -> 
 
 def test_an_unclassified_code_keeps_the_backoff_path() -> None:
     code = fresh_code()
-    assert retry_for(code) is None
-    assert retry_for(None) is None
-    assert retry_class_of(UltimateError("x", code=code)) == "retryable"
+    assert retry_for(code) == "terminal"  # the spec's retryFor answers terminal for it …
+    assert retry_for(None) == "terminal"
+    assert registered_retry(code) is None
+    assert retry_class_of(UltimateError("x", code=code)) == "retryable"  # … the queue retries
     assert retry_class_of(KeyError("not ours")) == "retryable"
 
 
@@ -133,7 +135,7 @@ def test_reclassifying_a_code_differently_is_refused_and_changes_nothing() -> No
         register_error_retry({other: "retryable", code: "retryable"})
     assert info.value.meta == {"code": code, "known": "terminal", "asked": "retryable"}
     assert retry_for(code) == "terminal"
-    assert retry_for(other) is None  # the table is all-or-nothing
+    assert registered_retry(other) is None  # the table is all-or-nothing
 
 
 @pytest.mark.parametrize(

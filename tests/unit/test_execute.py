@@ -11,6 +11,8 @@ from shared.context import current_actor, current_traceparent, require_tenant
 from shared.drivers.base import EnqueueRequest
 from shared.errors import (
     JobDrainedError,
+    JobMaxAttemptsError,
+    JobTimeoutError,
     TenancyActorOrgRequiredError,
     UltimateError,
     register_error_retry,
@@ -444,12 +446,15 @@ async def test_the_body_acts_as_its_declared_tenant_with_the_rows_trace() -> Non
     )
     execution = await attempt(driver, handle, context=context)
     assert execution.outcome == "completed"
+    # The job's span is the enqueuer's child: same trace, its own span id.
+    assert seen["trace"][:36] == trace[:36]
+    assert seen["trace"][36:52] != trace[36:52]
     assert seen == {
         "ctx_org": ORG,
         "ambient_org": ORG,
         "actor_id": None,  # system authority: never the enqueuer
         "guard": ORG,
-        "trace": trace,
+        "trace": seen["trace"],
         "tenant_id": ORG,
     }
     assert current_actor() is None  # nothing leaks out of the attempt
@@ -468,7 +473,9 @@ async def test_tenant_none_carries_no_org() -> None:
     execution = await attempt(driver, handle)
     assert seen == [None]
     assert execution.outcome == "dead-lettered"  # X_TENANCY_ACTOR_ORG_REQUIRED: unclassified
-    assert isinstance(execution.error, TenancyActorOrgRequiredError)
+    assert execution.code == "X_JOB_MAX_ATTEMPTS"  # the only attempt is spent
+    assert isinstance(execution.error, JobMaxAttemptsError)
+    assert isinstance(execution.error.__cause__, TenancyActorOrgRequiredError)
 
 
 async def test_before_settle_runs_while_the_row_is_still_running() -> None:
@@ -539,7 +546,9 @@ async def test_a_timed_out_wait_fails_the_attempt_with_x_job_timeout() -> None:
     assert again.resume_at_ms == clock.now_ms() + 15_000  # what is left of the timeout
     clock.advance(15_000)
     timed_out = await attempt(driver, handle, events=bus)
-    assert (timed_out.outcome, timed_out.code) == ("dead-lettered", "X_JOB_TIMEOUT")
+    assert (timed_out.outcome, timed_out.code) == ("dead-lettered", "X_JOB_MAX_ATTEMPTS")
+    assert isinstance(timed_out.error, JobMaxAttemptsError)
+    assert isinstance(timed_out.error.__cause__, JobTimeoutError)
 
 
 async def test_a_body_that_swallows_its_suspension_is_still_suspended() -> None:

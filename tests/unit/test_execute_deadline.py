@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from shared.drivers.base import ClaimOptions
-from shared.errors import JobAbortedError, LeaseLostError, UltimateError
+from shared.errors import (
+    JobAbortedError,
+    JobMaxAttemptsError,
+    JobTimeoutError,
+    LeaseLostError,
+    UltimateError,
+)
 from shared.execution.attempt import execute_job
 from shared.execution.run import Run, Settled
 from shared.jobs.job import job
@@ -73,9 +79,15 @@ async def test_a_timeout_on_the_final_attempt_dead_letters() -> None:
     execution = await attempt(driver, handle)
     assert (execution.outcome, execution.code, execution.stop_reason) == (
         "dead-lettered",
-        "X_JOB_TIMEOUT",
+        "X_JOB_MAX_ATTEMPTS",
         "attempts-exhausted",
     )
+    assert isinstance(execution.error, JobMaxAttemptsError)
+    assert isinstance(execution.error.__cause__, JobTimeoutError)
+    stored = (await row(driver, execution.job_id)).last_error
+    assert stored is not None
+    assert stored.startswith("X_JOB_MAX_ATTEMPTS: attempt 1 of 1 failed")
+    assert "X_JOB_TIMEOUT" in stored
 
 
 async def test_past_the_deadline_every_step_write_is_x_aborted() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from shared.context import current_actor
 from shared.drivers.base import LEASE_LAPSED_FINAL_ATTEMPT, ClaimOptions, EnqueueRequest
-from shared.errors import JobDrainedError
+from shared.errors import JobDrainedError, JobInputUnparseableError, JobMaxAttemptsError
 from shared.execution.attempt import announce_exhausted, execute_job
 from shared.execution.on_settled import ON_SETTLED_ATTEMPTS
 from shared.execution.run import Run, Settled
@@ -109,8 +109,9 @@ async def test_dead_lettered_carries_input_error_and_code_with_the_row_dead() ->
     [s] = hook.told
     assert s.outcome == "dead-lettered"
     assert told_input(s).n == 1
-    assert isinstance(s.error, TimeoutError)
-    assert s.code is None  # not an UltimateError: nothing carries a code
+    assert s.code == "X_JOB_MAX_ATTEMPTS"  # the attempts are spent
+    assert isinstance(s.error, JobMaxAttemptsError)
+    assert isinstance(s.error.__cause__, TimeoutError)  # what the body threw, kept as the cause
     assert s.attempt == 2
     assert hook.states == ["dead"]
     assert hook.orgs == [ORG]
@@ -144,7 +145,9 @@ async def test_an_input_that_no_longer_parses_fails_the_attempt_and_tells_input_
     assert final.outcome == "dead-lettered"
     assert ran == []
     [s] = hook.told
-    assert (s.outcome, s.input, s.code) == ("dead-lettered", None, "X_JOB_INPUT_UNPARSEABLE")
+    assert (s.outcome, s.input, s.code) == ("dead-lettered", None, "X_JOB_MAX_ATTEMPTS")
+    assert isinstance(s.error, JobMaxAttemptsError)
+    assert isinstance(s.error.__cause__, JobInputUnparseableError)
     assert hook.orgs == [ORG]  # the row's stamped tenant, since the input cannot say
 
 

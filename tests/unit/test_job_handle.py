@@ -198,6 +198,19 @@ async def test_as_records_the_actor_and_keeps_the_tenant(queued: RecordingFacade
     assert request.tenant_id == ORG
 
 
+async def test_as_stamps_the_actors_org_on_a_job_that_belongs_to_no_tenant(
+    queued: RecordingFacade,
+) -> None:
+    @job(input=t.object(n=t.number.int()), idempotency_key=lambda i: f"n:{i.n}", tenant="none")
+    async def housekeeping(run: Run[Any]) -> None:
+        return None
+
+    await housekeeping.as_(Actor(id="user-7", org_id=ORG), {"n": 1})
+    await housekeeping.as_(Actor(id="svc", kind="service"), {"n": 2})
+    assert [r.tenant_id for r in queued.requests] == [ORG, None]
+    assert [r.enqueued_by for r in queued.requests] == ["user-7", "svc"]
+
+
 async def test_as_refuses_an_input_naming_another_org(queued: RecordingFacade) -> None:
     with pytest.raises(JobTenantMismatchError) as info:
         await order_job().as_(Actor(id="user-7", org_id=OTHER_ORG), GOOD)

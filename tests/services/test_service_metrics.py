@@ -1,0 +1,96 @@
+"""The relay's backlog gauges read Postgres (on the database clock), and the metrics endpoint
+of a service without an api answers readiness the way the api does."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import asyncpg
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+from prometheus_client import CollectorRegistry
+
+from services.backends import open_backend
+from services.config import MetricsEndpoint, WorkerConfig
+from services.metrics_server import SERVED, metrics_app, serve_metrics
+from services.runtime import ServiceRun
+from services.service_metrics import RelayMetrics
+from shared.drivers.base import EnqueueRequest
+from shared.errors import ConfigInvalidError
+from shared.outbox import postgres_outbox_store
+
+Client = TestClient[web.Request, web.Application]
+MakeClient = Callable[..., Awaitable[Client]]
+
+
+async def test_the_outbox_gauges_read_the_backlog_and_its_age(pg_pool: asyncpg.Pool[Any]) -> None:
+    metrics = RelayMetrics(CollectorRegistry())
+    store = postgres_outbox_store(executor=pg_pool)
+    async with pg_pool.acquire() as conn, conn.transaction():
+        await store.stage(
+            conn,
+            [
+                EnqueueRequest(name="send", input={"n": n}, idempotency_key=f"send:{n}")
+                for n in range(3)
+            ],
+        )
+    await pg_pool.execute("update x_outbox set staged_at = now() - interval '90 seconds'")
+    await metrics.refresh(pg_pool)
+    assert metrics.registry.get_sample_value("outbox_pending_rows") == 3
+    lag = metrics.registry.get_sample_value("outbox_lag_seconds")
+    assert lag is not None
+    assert 90 <= lag < 120
+
+
+async def test_readyz_turns_503_on_a_drain_and_when_the_schema_is_missing(
+    aiohttp_client: MakeClient, pg_dsn: str, pg_fresh_dsn: str
+) -> None:
+    async with contextlib.AsyncExitStack() as stack:
+        for dsn, expected in ((pg_dsn, 200), (pg_fresh_dsn, 503)):
+            config = WorkerConfig.load({"DATABASE_URL": dsn})
+            backend = await stack.enter_async_context(open_backend(config.common.connections))
+            client = await aiohttp_client(
+                metrics_app("worker", backend, registry=CollectorRegistry())
+            )
+            response = await client.get("/readyz")
+            assert response.status == expected
+            if expected == 503:
+                assert (await response.json())["error"]["code"] == "X_SCHEMA_OUTDATED"
+                continue
+            assert client.app is not None
+            client.app[SERVED].draining = True
+            response = await client.get("/readyz")
+            assert response.status == 503
+            assert (await response.json())["error"]["code"] == "X_DRAINING"
+            assert (await client.get("/healthz")).status == 200
+
+
+async def test_a_busy_port_is_an_error_only_when_it_was_asked_for(
+    pg_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    config = WorkerConfig.load({"DATABASE_URL": pg_dsn})
+    try:
+        async with (
+            open_backend(config.common.connections) as backend,
+            contextlib.AsyncExitStack() as stack,
+        ):
+            run = ServiceRun(common=config.common, stack=stack)
+            asked = MetricsEndpoint(port=port, explicit=True)
+            with pytest.raises(ConfigInvalidError) as info:
+                await serve_metrics(run, asked, backend)
+            assert info.value.meta == {"variable": "UJOBS_METRICS_PORT", "port": port}
+            defaulted = MetricsEndpoint(port=port, explicit=False)
+            with caplog.at_level(logging.WARNING, logger="ujobs.metrics"):
+                assert await serve_metrics(run, defaulted, backend) is None
+            assert [r.getMessage() for r in caplog.records] == ["ujobs.metrics.port-busy"]
+    finally:
+        taken.close()
