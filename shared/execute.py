@@ -95,7 +95,7 @@ from shared.progress import ProgressReporter
 from shared.retry import StopReason, is_final_attempt
 from shared.run import Run, Settled, SettledOutcome
 from shared.signal import Signal
-from shared.steps import Step
+from shared.steps import LeaseCheck, Step
 
 log = logging.getLogger("ujobs.jobs")
 
@@ -126,6 +126,7 @@ async def execute_job(
     rng: random.Random | None = None,
     failure: BaseException | None = None,
     lease_left: LeaseLeft | None = None,
+    lease_check: LeaseCheck | None = None,
 ) -> JobExecution:
     """Run one attempt of ``claimed`` and settle it; answers what happened (never raises for
     the body's errors — only a cancellation of the caller propagates).
@@ -138,7 +139,9 @@ async def execute_job(
     the run's concurrency key (``key(input)`` threw), which must never fail the claim round.
     ``lease_left`` answers how much of the row's lease the worker still holds (the heartbeat's
     window); a settle the store could not take is sent again within it (default: the claim's
-    own lease; ``shared.execute_outage``).
+    own lease; ``shared.execute_outage``). ``lease_check`` is asked before the body starts,
+    before each step starts and before a step's result is saved (the worker's: the lease
+    window on its clock, which aborts ``signal`` when lapsed); none outside a worker.
     """
     clock = clock or driver.clock
     started_ms = clock.now_ms()
@@ -159,6 +162,12 @@ async def execute_job(
                 introspect=driver.introspect, job_id=claimed.id, ref=ref, clock=clock
             )
             end: BodyEnd
+            lapsed = lease_check() if lease_check is not None else None
+            if lapsed is not None:
+                # Held past its lease before the body started (a buffered row, a frozen
+                # process): the row may be another worker's by now, so the body never runs.
+                attempt.stop_body(lapsed)
+                failure = failure or lapsed
             if failure is None and not attempt.signal.aborted:
                 # Lazy: the stored steps are read on the body's first step call.
                 step = Step.lazy(
@@ -171,6 +180,7 @@ async def execute_job(
                     bus=events,
                     step_timeout_ms=handle.definition.step_timeout_ms,
                     event_poll_ms=handle.definition.event_poll_ms,
+                    lease_check=lease_check,
                 )
             if failure is not None:
                 end = BodyEnd("raised", error=failure)

@@ -5,7 +5,9 @@ deploy an older worker may claim a newer job); the process limits (``LimitConfig
 cap the row is SHED: handed back, no attempt burned); the fleet ``concurrency`` slot
 (``worker_concurrency``); then ``execute_job`` with the run's signal (drain, lost lease),
 ``before_settle`` = the heartbeat's stop, and ``lease_left`` = what is left of the heartbeat's
-window (a settle the store could not take is sent again within it). A run is HELD — its pool
+window (a settle the store could not take is sent again within it), and ``lease_check`` = the
+heartbeat's window checked on the spot (``Renewals.lapsed``: before the body, each step and
+each step's save — a lapsed one aborts the attempt there). A run is HELD — its pool
 slot, its limiter lease — from its claim until its settle is SENT: then its body is over, the
 worker frees the slot and kicks a pass, so the next claim overlaps the ack's round trip instead
 of waiting behind it (a run holding a fleet slot frees its pool slot only once that slot is
@@ -23,6 +25,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from shared.clock import Clock
@@ -73,6 +76,7 @@ class Runner:
         lifecycle: Lifecycle | None,
         due_at: Callable[[int], bool],
         finished: Callable[[HeldRun], None],
+        lapsed: Callable[[HeldRun], BaseException | None],
     ) -> None:
         self.driver = driver
         self.registry = registry
@@ -88,6 +92,7 @@ class Runner:
         self._totals: dict[tuple[str, str], Any] = {}
         self._due_at = due_at
         self._finished = finished
+        self._lapsed = lapsed
 
     async def run(self, held: HeldRun) -> None:
         """The task of one claimed row."""
@@ -156,6 +161,7 @@ class Runner:
             signal=held.signal,
             before_settle=held.stop,
             lease_left=self._lease_left(held),
+            lease_check=partial(self._lapsed, held),
             failure=failure,
         )
 
