@@ -14,6 +14,10 @@ of waiting behind it (a run holding a fleet slot frees its pool slot only once t
 released). The ``finally``
 releases the fleet slot and frees whatever the settle did not (a path that never settled).
 
+A row claimed AHEAD (``ClaimedJob.ahead``: it waited in the claim-ahead buffer) is marked
+started (``driver.start_ahead``) right before ``execute_job``, and only runs once that landed;
+a row handed back, shed or refused never needs it (``shared.worker_prefetch``).
+
 Only settled executions move ``jobs_total`` (``JobExecution.jobs_total``); a row handed back
 due inside a minute arms the loop's timer.
 """
@@ -151,6 +155,15 @@ class Runner:
                 )
             failure = decision.error
             held.slot = decision.slot
+        if claimed.ahead and not await self._start_ahead(held):
+            return await hand_back(
+                claimed,
+                driver=self.driver,
+                reason="prefetch",
+                delay_ms=0,
+                before_settle=held.stop,
+                lease_left=self._lease_left(held),
+            )
         return await execute_job(
             claimed,
             driver=self.driver,
@@ -164,6 +177,21 @@ class Runner:
             lease_check=partial(self._lapsed, held),
             failure=failure,
         )
+
+    async def _start_ahead(self, held: HeldRun) -> bool:
+        """A row claimed ahead is marked started before its body runs (``start_ahead``), so a
+        crash from here counts its attempt — a poison pill still exhausts its attempts — and
+        one before it does not. A row the store refused, or could not mark, is not run: it
+        goes back uncounted (refused: the fence drops that nack too; unmarked and not handed
+        back: its lapse gives the attempt back)."""
+        claimed = held.claimed
+        try:
+            if await self.driver.start_ahead(claimed.id, claimed.ref):
+                return True
+            log.warning("jobs.worker.start-refused", extra=held.fields())
+        except Exception as exc:
+            log.warning("jobs.worker.start-failed", extra={**held.fields(), "error": repr(exc)})
+        return False
 
     async def _shed(self, held: HeldRun, cap: str) -> JobExecution:
         self.counters.shed += 1

@@ -119,6 +119,11 @@ class JobDriver(Protocol):
         """Extend the lease to now + ``visibility_ms`` while still ``running`` under ``ref``."""
         ...
 
+    async def start_ahead(self, job_id: str, ref: ClaimRef) -> bool:
+        """A row claimed AHEAD (``ClaimedJob.ahead``) starts: from here a lapsed lease counts
+        its attempt. False when the row is not ``running`` under ``ref`` (do not run it)."""
+        ...
+
     async def load_steps(self, run_id: str) -> list[StepRecord]:
         """The completed steps of a run, in the order they started."""
         ...

@@ -142,6 +142,10 @@ class ClaimedJob:
     lease_expires_at_ms: int
     traceparent: str | None = None
     enqueued_by: str | None = None
+    ahead: bool = False
+    """Claimed AHEAD of a free slot (``ClaimOptions.ahead_after``): its attempt is counted, but
+    until ``start_ahead`` lands it is not started, and a lease that lapses gives it back
+    uncounted."""
 
     @property
     def ref(self) -> ClaimRef:
@@ -188,6 +192,12 @@ class ClaimOptions:
     visibility_ms: int = DEFAULT_VISIBILITY_MS
     on_exhausted: OnExhausted | None = None
     drop_exhausted: frozenset[str] = frozenset()
+    ahead_after: int | None = None
+    """None: every row is started at once. A number: the rows after the first ``ahead_after``
+    (in hand-out order) are claimed AHEAD (``ClaimedJob.ahead``) — a worker's claim-ahead
+    buffer. An ahead row's attempt is counted like any other, but until ``start_ahead`` lands
+    for it, a lease that lapses hands it out again with the SAME attempt (never buried): a row
+    that never started costs its job nothing when its worker dies."""
 
 
 # --- settle ---------------------------------------------------------------------------------

@@ -209,6 +209,7 @@ class RedisDriver:
             options.limit,
             options.worker_id,
             options.visibility_ms,
+            -1 if options.ahead_after is None else options.ahead_after,
             len(drop),
             *drop,
             *queues,
@@ -240,6 +241,9 @@ class RedisDriver:
             codec.opt_arg(options.unreachable_cap),
         ]
         return bool(await self._run("nack", args))
+
+    async def start_ahead(self, job_id: str, ref: ClaimRef) -> bool:
+        return bool(int(await self._row("start_ahead", [], [job_id, ref.worker_id, ref.claim])))
 
     async def heartbeat(self, job_id: str, ref: ClaimRef, visibility_ms: int) -> HeartbeatResult:
         if visibility_ms < 1:

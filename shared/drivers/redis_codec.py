@@ -107,6 +107,7 @@ def claimed_from(row: Sequence[Any]) -> ClaimedJob:
         lease_expires_at_ms=int(row[13]),
         traceparent=opt_text(row[14]),
         enqueued_by=opt_text(row[15]),
+        ahead=int(row[16]) == 1,
     )
 
 
