@@ -14,9 +14,9 @@ of waiting behind it (a run holding a fleet slot frees its pool slot only once t
 released). The ``finally``
 releases the fleet slot and frees whatever the settle did not (a path that never settled).
 
-A row claimed AHEAD (``ClaimedJob.ahead``: it waited in the claim-ahead buffer) is marked
-started (``driver.start_ahead``) right before ``execute_job``, and only runs once that landed;
-a row handed back, shed or refused never needs it (``shared.worker_prefetch``).
+A row claimed AHEAD (``ClaimedJob.ahead``: it may have waited in the claim-ahead buffer) is
+marked started (``driver.start_ahead``, sent, not awaited) as ``execute_job`` begins; a row
+handed back, shed or refused never needs it (``shared.worker_prefetch``).
 
 Only settled executions move ``jobs_total`` (``JobExecution.jobs_total``); a row handed back
 due inside a minute arms the loop's timer.
@@ -97,6 +97,7 @@ class Runner:
         self._due_at = due_at
         self._finished = finished
         self._lapsed = lapsed
+        self._starting: set[asyncio.Future[None]] = set()
 
     async def run(self, held: HeldRun) -> None:
         """The task of one claimed row."""
@@ -155,15 +156,8 @@ class Runner:
                 )
             failure = decision.error
             held.slot = decision.slot
-        if claimed.ahead and not await self._start_ahead(held):
-            return await hand_back(
-                claimed,
-                driver=self.driver,
-                reason="prefetch",
-                delay_ms=0,
-                before_settle=held.stop,
-                lease_left=self._lease_left(held),
-            )
+        if claimed.ahead:
+            self._mark_started(held)
         return await execute_job(
             claimed,
             driver=self.driver,
@@ -178,20 +172,27 @@ class Runner:
             failure=failure,
         )
 
-    async def _start_ahead(self, held: HeldRun) -> bool:
-        """A row claimed ahead is marked started before its body runs (``start_ahead``), so a
-        crash from here counts its attempt — a poison pill still exhausts its attempts — and
-        one before it does not. A row the store refused, or could not mark, is not run: it
-        goes back uncounted (refused: the fence drops that nack too; unmarked and not handed
-        back: its lapse gives the attempt back)."""
+    def _mark_started(self, held: HeldRun) -> None:
+        """A row claimed ahead starts: ``start_ahead`` is SENT as its body starts, not waited
+        for (a round trip per row before its body halved the drain), so from here a crash
+        counts its attempt. The claim's cap on ahead hand-backs covers the one race left: a
+        body that kills its worker before the mark left the process is given back uncounted
+        at most ``AHEAD_RETURNS_MAX`` times, so a poison pill still exhausts its attempts."""
+        task = asyncio.ensure_future(self._send_start(held))
+        self._starting.add(task)
+        task.add_done_callback(self._starting.discard)
+
+    async def _send_start(self, held: HeldRun) -> None:
         claimed = held.claimed
         try:
-            if await self.driver.start_ahead(claimed.id, claimed.ref):
-                return True
-            log.warning("jobs.worker.start-refused", extra=held.fields())
+            ours = await self.driver.start_ahead(claimed.id, claimed.ref)
         except Exception as exc:
             log.warning("jobs.worker.start-failed", extra={**held.fields(), "error": repr(exc)})
-        return False
+            return
+        if not ours and held.renewable:
+            # Not running under this claim any more (settled first, cancelled, lapsed): the
+            # heartbeat and the fenced step writes report and stop it as for any run.
+            log.info("jobs.worker.start-unowned", extra=held.fields())
 
     async def _shed(self, held: HeldRun, cap: str) -> JobExecution:
         self.counters.shed += 1

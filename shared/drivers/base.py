@@ -53,6 +53,7 @@ from shared.drivers.operator_surface import (
     validate_job_filter,
 )
 from shared.drivers.records import (
+    AHEAD_RETURNS_MAX,
     ALL_STATES,
     CLAIMABLE_STATES,
     COUNTER_TIERS,
@@ -212,6 +213,7 @@ def require_backfills(driver: JobDriver) -> BackfillLedger:
 
 
 __all__ = [
+    "AHEAD_RETURNS_MAX",
     "ALL_STATES",
     "CLAIMABLE_STATES",
     "COUNTER_TIERS",

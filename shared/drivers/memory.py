@@ -18,6 +18,7 @@ from typing import Any
 
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.drivers.base import (
+    AHEAD_RETURNS_MAX,
     ALL_STATES,
     CLAIMABLE_STATES,
     LEASE_LAPSED_FINAL_ATTEMPT,
@@ -155,14 +156,16 @@ class MemoryDriver:
         ahead_after = options.ahead_after
         for row in due:
             # Lapsed while claimed ahead and never started: its attempt was never used.
-            unused = row.state == "running" and row.ahead
+            unused = row.state == "running" and row.ahead and row.ahead_returns < AHEAD_RETURNS_MAX
             if row.state == "running" and not unused and row.attempt >= row.max_attempts:
                 exhausted.append(self._bury(row, options, now))
                 continue
             if len(claimed) >= options.limit:
                 continue
             row.state = "running"
-            if not unused:
+            if unused:
+                row.ahead_returns += 1
+            else:
                 row.attempt += 1
             row.ahead = ahead_after is not None and len(claimed) >= ahead_after
             row.claim += 1

@@ -69,6 +69,7 @@ class MemoryRow:
     # Claimed ahead of a free slot and not started yet (ClaimOptions.ahead_after): a lapsed
     # lease hands it out again with the same attempt.
     ahead: bool = False
+    ahead_returns: int = 0
     traceparent: str | None = None
     enqueued_by: str | None = None
 

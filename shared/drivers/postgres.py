@@ -30,6 +30,7 @@ import asyncpg
 
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.drivers.base import (
+    AHEAD_RETURNS_MAX,
     ALL_STATES,
     COUNTER_TIERS,
     ClaimedJob,
@@ -72,7 +73,6 @@ JSONValue = Any
 _CLAIM = query("claim")
 _ACK = query("ack")
 _NACK = query("nack")
-_START_AHEAD = query("start_ahead")
 _HEARTBEAT = query("heartbeat")
 _SAVE_STEP = query("save_step")
 _LOAD_STEPS = query("load_steps")
@@ -88,7 +88,7 @@ OPERATION_QUERIES: dict[str, tuple[str, ...]] = {
     "ack": ("ack",),
     "nack": ("nack",),
     "heartbeat": ("heartbeat",),
-    "start_ahead": ("start_ahead",),
+    "start_ahead": ("ack",),
     "load_steps": ("load_steps",),
     "save_step": ("save_step",),
     "stats": ("stats", "paused"),
@@ -128,8 +128,7 @@ class PostgresDriver:
         self.pool = pool
         self.clock = clock
         self.progress = ProgressThrottle(clock)
-        self._acks: SettleBatcher[_Ack] = SettleBatcher(self._flush_acks)
-        self._starts: SettleBatcher[_Start] = SettleBatcher(self._flush_starts)
+        self._acks: SettleBatcher[_Ack | _Start] = SettleBatcher(self._flush_acks)
         self._conns = HeldConnections(pool)
         self._enqueuer = PostgresEnqueuer(self._conns, clock)
         self._introspect = PostgresIntrospection(pool, clock, self.progress)
@@ -185,6 +184,7 @@ class PostgresDriver:
             width,
             start,
             options.ahead_after,
+            AHEAD_RETURNS_MAX,
         )
         claimed = [claimed_job(r) for r in rows if r["kind"] == "claimed"]
         buried = [exhausted_job(r) for r in rows if r["kind"] == "buried"]
@@ -198,33 +198,41 @@ class PostgresDriver:
         item = _Ack(job_id, ref.worker_id, ref.claim, duration_ms, progress)
         return await self._acks.submit(item)
 
-    async def _flush_acks(self, items: Sequence[_Ack]) -> set[_Ack]:
+    async def start_ahead(self, job_id: str, ref: ClaimRef) -> bool:
+        """Rides with the acks (sql/queries/ack.sql): a start is never waited for, so it costs
+        no statement of its own."""
+        return await self._acks.submit(_Start(job_id, ref.worker_id, ref.claim))
+
+    async def _flush_acks(self, items: Sequence[_Ack | _Start]) -> set[_Ack | _Start]:
         now = self.clock.now_ms()
         width, start = counter_bucket(now)
         # {id: {claim: {worker id: [duration, progress]}}}: each row looks its own fence up
         # (sql/queries/ack.sql); two acks of one id under different claims both fit.
         batch: dict[str, dict[str, dict[str, list[Any]]]] = {}
+        starts: dict[str, dict[str, dict[str, int]]] = {}
         for i in items:
-            fences = batch.setdefault(i.id, {}).setdefault(str(i.claim), {})
-            fences[i.worker_id] = [i.duration_ms, i.progress]
+            if isinstance(i, _Ack):
+                fences = batch.setdefault(i.id, {}).setdefault(str(i.claim), {})
+                fences[i.worker_id] = [i.duration_ms, i.progress]
+        for i in items:
+            if isinstance(i, _Start) and i.id not in batch:  # an ack of it settles it anyway
+                starts.setdefault(i.id, {}).setdefault(str(i.claim), {})[i.worker_id] = 1
         rows = await retry_deadlock(
-            self._fetch, _ACK, list(batch), dumps(batch), now, width, start, "running"
+            self._fetch,
+            _ACK,
+            list(batch),
+            dumps(batch),
+            now,
+            width,
+            start,
+            "running",
+            list(starts),
+            dumps(starts),
         )
         # Keyed by the whole fence: of two acks of one id in a batch, only the claim that
         # matched the row landed.
-        landed = {(r["id"], r["claimed_by"], r["claim"]) for r in rows}
-        return {i for i in items if (i.id, i.worker_id, i.claim) in landed}
-
-    async def start_ahead(self, job_id: str, ref: ClaimRef) -> bool:
-        return await self._starts.submit(_Start(job_id, ref.worker_id, ref.claim))
-
-    async def _flush_starts(self, items: Sequence[_Start]) -> set[_Start]:
-        batch: dict[str, dict[str, dict[str, int]]] = {}
-        for i in items:
-            batch.setdefault(i.id, {}).setdefault(str(i.claim), {})[i.worker_id] = 1
-        rows = await retry_deadlock(self._fetch, _START_AHEAD, list(batch), dumps(batch), "running")
-        landed = {(r["id"], r["claimed_by"], r["claim"]) for r in rows}
-        return {i for i in items if (i.id, i.worker_id, i.claim) in landed}
+        landed = {(r["kind"] == "acked", r["id"], r["claimed_by"], r["claim"]) for r in rows}
+        return {i for i in items if (isinstance(i, _Ack), i.id, i.worker_id, i.claim) in landed}
 
     async def nack(self, job_id: str, ref: ClaimRef, options: NackOptions) -> bool:
         progress = self.progress.settle(job_id)
@@ -324,7 +332,6 @@ class PostgresDriver:
         """Wait for settles in flight and hand the held connections back. The pool is the
         caller's and stays open."""
         await self._acks.join()
-        await self._starts.join()
         await self._conns.close()
 
     # -- the hot statements run on held connections (postgres_conns) ---------------------------

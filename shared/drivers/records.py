@@ -176,6 +176,12 @@ class ExhaustedJob:
 OnExhausted = Callable[[Sequence[ExhaustedJob]], Awaitable[None]]
 
 
+AHEAD_RETURNS_MAX = 3
+"""How many times a lapsed row claimed ahead is handed out again uncounted (``ClaimOptions
+.ahead_after``); past it a lapse counts. The cap matters only for a body that kills its worker
+before its ``start_ahead`` left the process (a poison pill started from the buffer)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ClaimOptions:
     """One claim: up to ``limit`` due rows of ``queues``, leased for ``visibility_ms``.
@@ -196,8 +202,9 @@ class ClaimOptions:
     """None: every row is started at once. A number: the rows after the first ``ahead_after``
     (in hand-out order) are claimed AHEAD (``ClaimedJob.ahead``) — a worker's claim-ahead
     buffer. An ahead row's attempt is counted like any other, but until ``start_ahead`` lands
-    for it, a lease that lapses hands it out again with the SAME attempt (never buried): a row
-    that never started costs its job nothing when its worker dies."""
+    for it, a lease that lapses hands it out again with the SAME attempt (never buried), at
+    most ``AHEAD_RETURNS_MAX`` times per row: a row that never started costs its job nothing
+    when its worker dies."""
 
 
 # --- settle ---------------------------------------------------------------------------------

@@ -49,6 +49,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.drivers import redis_codec as codec
 from shared.drivers.base import (
+    AHEAD_RETURNS_MAX,
     ClaimedJob,
     ClaimOptions,
     ClaimRef,
@@ -210,6 +211,7 @@ class RedisDriver:
             options.worker_id,
             options.visibility_ms,
             -1 if options.ahead_after is None else options.ahead_after,
+            AHEAD_RETURNS_MAX,
             len(drop),
             *drop,
             *queues,

@@ -8,12 +8,14 @@
 -- A lapsed row already at attempt >= max_attempts is never handed out: the
 -- second arm buries it (dead, or failed when its name is in $6) with
 -- LEASE_LAPSED_FINAL_ATTEMPT and counts it, in this same statement. A lapsed row still
--- marked `ahead` (claimed ahead, never started: 0006) is neither buried nor counted again:
--- it is handed out with the attempt its last claim counted. The rows past the first $9 in
--- hand-out order are claimed ahead (null: none). The updates find their
+-- marked `ahead` (claimed ahead, never started: 0006) and handed back that way fewer than $10
+-- times is neither buried nor counted again: it is handed out with the attempt its last claim
+-- counted, and its `ahead_returns` grows by one. The rows past the first $9 in hand-out order
+-- are claimed ahead (null: none). The updates find their
 -- rows through the primary key (`id = any(array(...))`), so no cached plan joins the table.
 -- $1 queues  $2 limit  $3 worker id  $4 now ms  $5 visibility ms  $6 drop_exhausted names
 -- $7 counter bucket width ms  $8 counter bucket start ms  $9 rows started at once (null: all)
+-- $10 the cap on a row's uncounted ahead hand-backs
 with queues as (
   select q.name
     from unnest($1::text[]) as q(name)
@@ -36,7 +38,8 @@ lapsed as (
   select l.id, l.run_at, l.seq, l.final
     from queues q
    cross join lateral (
-     select j.id, j.run_at, j.seq, j.attempt >= j.max_attempts and not j.ahead as final
+     select j.id, j.run_at, j.seq,
+            j.attempt >= j.max_attempts and not (j.ahead and j.ahead_returns < $10::int) as final
        from x_jobs j
       where j.queue = q.name
         and j.state = 'running'
@@ -54,7 +57,10 @@ picked as (
 claimed as (
   update x_jobs j
      set state = 'running',
-         attempt = j.attempt + (case when j.state = 'running' and j.ahead then 0 else 1 end),
+         attempt = j.attempt + (case when j.state = 'running' and j.ahead
+                                          and j.ahead_returns < $10::int then 0 else 1 end),
+         ahead_returns = j.ahead_returns + (case when j.state = 'running' and j.ahead
+                                                  and j.ahead_returns < $10::int then 1 else 0 end),
          ahead = j.id = any(array(select p.id from picked p where p.n > $9::int)),
          claim = j.claim + 1,
          claimed_by = $3::text,

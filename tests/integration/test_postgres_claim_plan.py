@@ -50,8 +50,8 @@ async def test_a_claim_reads_none_of_the_rows_running_on_live_leases(
     now = clock.now_ms()
     width, start = counter_bucket(now)
     # EXPLAIN takes no bind parameters: the arguments are literals (all integers here); the
-    # last: four rows started at once, the rest claimed ahead.
-    args = f"('{{default}}', {DUE}, 'w', {now}, 60000, '{{}}', {width}, {start}, 4)"
+    # last two: four rows started at once, the rest claimed ahead; three ahead hand-backs.
+    args = f"('{{default}}', {DUE}, 'w', {now}, 60000, '{{}}', {width}, {start}, 4, 3)"
     plan, taken = await explain_prepared(
         pg_pool,
         query("claim"),

@@ -1,7 +1,7 @@
 -- claim.lua: lease up to `limit` due rows of the queues, oldest due first; bury final attempts.
 --
--- ARGV: now, limit, worker_id, visibility_ms, ahead_after (-1: none), n_drop,
---       <n_drop job names>, <queues...>
+-- ARGV: now, limit, worker_id, visibility_ms, ahead_after (-1: none), ahead_returns_max,
+--       n_drop, <n_drop job names>, <queues...>
 -- Returns { claimed, buried }:
 --   claimed: one list per row: id, run_id, name, queue, input, tenant_id, idempotency_key,
 --            attempt, max_attempts, worker_id, claim, run_at, created_at, lease, traceparent,
@@ -19,8 +19,9 @@
 --
 -- Claim-ahead: the rows claimed after the first `ahead_after` get the `ahead` field (1);
 -- start_ahead.lua clears it before the row's body runs. A lapsed row still marked ahead never
--- started: it is neither buried nor counted again — handed out with the attempt its last
--- claim counted (as sql/queries/claim.sql does).
+-- started: while its `ahead_returns` is under ahead_returns_max it is neither buried nor
+-- counted again — handed out with the attempt its last claim counted, its `ahead_returns`
+-- one higher (as sql/queries/claim.sql does).
 
 local LAPSED_SCAN = 1000
 
@@ -29,25 +30,27 @@ local limit = tonumber(ARGV[2])
 local worker = ARGV[3]
 local visibility = tonumber(ARGV[4])
 local ahead_after = tonumber(ARGV[5])
-local n_drop = tonumber(ARGV[6])
+local ahead_returns_max = tonumber(ARGV[6])
+local n_drop = tonumber(ARGV[7])
 local drop = {}
-for i = 7, 6 + n_drop do
+for i = 8, 7 + n_drop do
   drop[ARGV[i]] = true
 end
 
 local candidates = {}
-for i = 7 + n_drop, #ARGV do
+for i = 8 + n_drop, #ARGV do
   local queue = ARGV[i]
   local lapsed = redis.call('ZRANGEBYSCORE', running_key(queue), '-inf', now,
     'LIMIT', 0, LAPSED_SCAN)
   for _, id in ipairs(lapsed) do
     local row = redis.call('HMGET', job_key(id), 'run_at', 'seq', 'attempt', 'max_attempts',
-      'ahead')
+      'ahead', 'ahead_returns')
     if row[1] then
-      local unused = row[5] == '1'
+      local returns = tonumber(row[6]) or 0
+      local unused = row[5] == '1' and returns < ahead_returns_max
       candidates[#candidates + 1] = {
         run_at = tonumber(row[1]), seq = tonumber(row[2]), id = id, queue = queue,
-        lapsed = true, unused = unused,
+        lapsed = true, unused = unused, returns = returns,
         final = (not unused) and tonumber(row[3]) >= tonumber(row[4]),
       }
     else
@@ -112,7 +115,9 @@ local function take(jk, c, position)
     tally_add(tallies, c.queue, 'running', 1)
   end
   local attempt = tonumber(row[6])
-  if not c.unused then
+  if c.unused then
+    redis.call('HSET', jk, 'ahead_returns', c.returns + 1)
+  else
     attempt = attempt + 1
   end
   local claim = tonumber(row[8]) + 1
