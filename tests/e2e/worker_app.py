@@ -7,6 +7,8 @@ the process is mid-job before it sends a signal.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
 from typing import Any
 
@@ -125,8 +127,21 @@ async def two_steps(run: Run[Any]) -> str:
         raise
 
 
+@job(
+    input=t.object(n=t.number.int()),
+    idempotency_key=lambda i: f"pill:{i.n}",
+    tenant="none",
+    queue=QUEUE,
+    retry={"attempts": 2},
+)
+async def pill(run: Run[Any]) -> None:
+    """A poison pill: kills its own worker (SIGKILL) as soon as it starts."""
+    _started(run)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def app_registry() -> Registry:
     reg = Registry()
-    for handle in (sticky, doomed, cooperative, stubborn, quick, two_steps):
+    for handle in (sticky, doomed, cooperative, stubborn, quick, two_steps, pill):
         reg.register_job(handle)
     return reg
