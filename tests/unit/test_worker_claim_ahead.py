@@ -1,6 +1,6 @@
 """Claim-ahead (``shared.worker_prefetch``): rows claimed beyond the free slots wait in the
-worker and lose nothing — each runs once, and a row that goes back (the drain, a long wait, a
-final attempt) goes back uncounted."""
+worker and lose nothing — each runs once, a row that goes back (the drain, a long wait) goes
+back uncounted, and a worker that dies with rows held costs them no attempt."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import shared.worker_prefetch as prefetch_module
 from shared.drivers.memory import memory_driver
 from shared.errors import InvariantError
 from shared.run import Run
-from tests.unit.worker_kit import Gate, declare, enqueue, make_worker, row, settled
+from tests.unit.worker_kit import Gate, declare, enqueue, frozen, make_worker, row, settled
 
 
 async def test_rows_claimed_ahead_run_once_each_in_order_and_count_one_attempt() -> None:
@@ -92,23 +92,36 @@ async def test_stop_hands_the_buffered_rows_back_uncounted() -> None:
         assert (r.state, r.attempt) == ("done", 1)
 
 
-async def test_a_row_on_its_final_attempt_is_never_buffered() -> None:
-    driver = memory_driver()
+async def test_a_row_on_its_final_attempt_is_buffered_and_a_crash_does_not_bury_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A buffered row is claimed AHEAD: a worker that dies with it costs it nothing, so its
+    final attempt is no reason to keep it out of the buffer (issue 30, point 3)."""
+    monkeypatch.setattr(prefetch_module, "PREFETCH_MAX_WAIT_MS", 60_000)  # no sweep here
+    driver, clock = frozen()
     gate = Gate()
     handle = declare(gate, retry={"attempts": 1})
-    ids = [await enqueue(driver, handle, n) for n in range(5)]
-    worker = make_worker(driver, [handle], concurrency=2, claim_ahead=2)
-    await worker.start()
-    await worker.signals.wait("pass", lambda p: p.claimed > 0)
-    assert len(worker.prefetch) == 0
-    assert worker.prefetch.room() == 0  # paused: this queue's rows cannot wait here
+    ids = [await enqueue(driver, handle, n) for n in range(3)]
+    dies = make_worker(
+        driver, [handle], concurrency=1, claim_ahead=2, visibility_timeout_ms=240_000
+    )
+    await dies.start()
+    await gate.entered.wait()
+    assert len(dies.prefetch) == 2  # held, not handed back
+    dies.loop.halt()  # the worker "dies": no more claims, no more renewals
+    await dies.heartbeat.stop()
+    clock.advance(240_000)
+    after = make_worker(driver, [handle], concurrency=3)
+    await after.run_once()
     gate.open.set()
-    await settled(worker, 5)
-    await worker.stop()
-    assert sorted(i.n for i in gate.started) == [0, 1, 2, 3, 4]
-    for job_id in ids:
-        r = await row(driver, job_id)
-        assert (r.state, r.attempt) == ("done", 1)  # the hand-back spent no attempt
+    runs = await settled(after, 2)
+    assert sorted((e.job_id, e.attempt, e.outcome) for e in runs) == sorted(
+        (job_id, 1, "completed") for job_id in ids[1:]
+    )
+    dead = await row(driver, ids[0])  # it was running on its one attempt: that one counted
+    assert (dead.state, dead.attempt) == ("dead", 1)
+    await after.stop()
+    await dies.stop()  # its late settles are fenced off
 
 
 async def test_a_row_that_waited_too_long_goes_back_and_claim_ahead_pauses(
