@@ -97,7 +97,7 @@ class Runner:
         self._due_at = due_at
         self._finished = finished
         self._lapsed = lapsed
-        self._starting: set[asyncio.Future[None]] = set()
+        self._starting: set[asyncio.Future[bool]] = set()
 
     async def run(self, held: HeldRun) -> None:
         """The task of one claimed row."""
@@ -178,20 +178,21 @@ class Runner:
         counts its attempt. The claim's cap on ahead hand-backs covers the one race left: a
         body that kills its worker before the mark left the process is given back uncounted
         at most ``AHEAD_RETURNS_MAX`` times, so a poison pill still exhausts its attempts."""
-        task = asyncio.ensure_future(self._send_start(held))
-        self._starting.add(task)
-        task.add_done_callback(self._starting.discard)
-
-    async def _send_start(self, held: HeldRun) -> None:
         claimed = held.claimed
-        try:
-            ours = await self.driver.start_ahead(claimed.id, claimed.ref)
-        except Exception as exc:
-            log.warning("jobs.worker.start-failed", extra={**held.fields(), "error": repr(exc)})
+        sent = asyncio.ensure_future(self.driver.start_ahead(claimed.id, claimed.ref))
+        self._starting.add(sent)
+        sent.add_done_callback(partial(self._started, held))
+
+    def _started(self, held: HeldRun, sent: asyncio.Future[bool]) -> None:
+        self._starting.discard(sent)
+        if sent.cancelled():
             return
-        if not ours and held.renewable:
-            # Not running under this claim any more (settled first, cancelled, lapsed): the
-            # heartbeat and the fenced step writes report and stop it as for any run.
+        error = sent.exception()
+        if error is not None:
+            log.warning("jobs.worker.start-failed", extra={**held.fields(), "error": repr(error)})
+        elif not sent.result() and held.renewable:
+            # Not running under this claim any more (cancelled, lapsed): the heartbeat and the
+            # fenced step writes report and stop it as for any run.
             log.info("jobs.worker.start-unowned", extra=held.fields())
 
     async def _shed(self, held: HeldRun, cap: str) -> JobExecution:

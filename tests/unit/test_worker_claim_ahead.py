@@ -10,10 +10,20 @@ from typing import Any
 import pytest
 
 import shared.worker_prefetch as prefetch_module
-from shared.drivers.memory import memory_driver
+from shared.drivers.base import ClaimRef
+from shared.drivers.memory import MemoryDriver, memory_driver
 from shared.errors import InvariantError
 from shared.run import Run
-from tests.unit.worker_kit import Gate, declare, enqueue, frozen, make_worker, row, settled
+from tests.unit.worker_kit import (
+    Gate,
+    declare,
+    enqueue,
+    frozen,
+    make_worker,
+    records,
+    row,
+    settled,
+)
 
 
 async def test_rows_claimed_ahead_run_once_each_in_order_and_count_one_attempt() -> None:
@@ -39,6 +49,44 @@ async def test_rows_claimed_ahead_run_once_each_in_order_and_count_one_attempt()
         r = await row(driver, job_id)
         assert (r.state, r.attempt) == ("done", 1)
     assert worker.prefetch.returned == 0
+
+
+class StartsSeen(MemoryDriver):
+    """The memory driver, remembering each ``start_ahead`` (and failing them when told)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.starts: list[str] = []
+        self.start_error: Exception | None = None
+
+    async def start_ahead(self, job_id: str, ref: ClaimRef) -> bool:
+        self.starts.append(job_id)
+        if self.start_error is not None:
+            raise self.start_error
+        return await super().start_ahead(job_id, ref)
+
+
+async def test_only_a_row_claimed_ahead_is_marked_started_and_a_failed_mark_stops_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    driver = StartsSeen()
+    gate = Gate()
+    handle = declare(gate)
+    ids = [await enqueue(driver, handle, n) for n in range(3)]
+    worker = make_worker(driver, [handle], concurrency=1, claim_ahead=2)
+    await worker.start()
+    try:
+        await gate.entered.wait()
+        assert driver.starts == []  # the first row went straight to the free slot
+        driver.start_error = ConnectionError("the store went away")
+        gate.open.set()
+        await settled(worker, 3)
+    finally:
+        await worker.stop()
+    assert driver.starts == ids[1:]  # each buffered row, as its body began
+    for job_id in ids:
+        assert (await row(driver, job_id)).state == "done"
+    assert len(records(caplog, "jobs.worker.start-failed")) == 2
 
 
 async def test_claim_ahead_beyond_the_slots_is_honoured_up_to_four_rows_per_slot() -> None:
