@@ -15,8 +15,9 @@ released). The ``finally``
 releases the fleet slot and frees whatever the settle did not (a path that never settled).
 
 A row claimed AHEAD (``ClaimedJob.ahead``: it may have waited in the claim-ahead buffer) is
-marked started (``driver.start_ahead``, sent, not awaited) as ``execute_job`` begins; a row
-handed back, shed or refused never needs it (``shared.worker_prefetch``).
+marked started (``driver.start_ahead``, not awaited) once its body has run
+``START_MARK_DELAY_MS``; a row handed back, shed or refused never needs it
+(``shared.worker_prefetch``).
 
 Only settled executions move ``jobs_total`` (``JobExecution.jobs_total``); a row handed back
 due inside a minute arms the loop's timer.
@@ -49,6 +50,9 @@ from shared.worker_heartbeat import HeldRun
 from shared.worker_options import WorkerOptions
 
 log = logging.getLogger("ujobs.worker")
+
+START_MARK_DELAY_MS = 10
+"""How long a row claimed ahead runs before it is marked started (``Runner._mark_started``)."""
 
 
 @dataclass(slots=True)
@@ -98,6 +102,8 @@ class Runner:
         self._finished = finished
         self._lapsed = lapsed
         self._starting: set[asyncio.Future[bool]] = set()
+        self._to_mark: list[HeldRun] = []
+        self._mark_timer: asyncio.TimerHandle | None = None
 
     async def run(self, held: HeldRun) -> None:
         """The task of one claimed row."""
@@ -173,15 +179,29 @@ class Runner:
         )
 
     def _mark_started(self, held: HeldRun) -> None:
-        """A row claimed ahead starts: ``start_ahead`` is SENT as its body starts, not waited
-        for (a round trip per row before its body halved the drain), so from here a crash
-        counts its attempt. The claim's cap on ahead hand-backs covers the one race left: a
-        body that kills its worker before the mark left the process is given back uncounted
-        at most ``AHEAD_RETURNS_MAX`` times, so a poison pill still exhausts its attempts."""
-        claimed = held.claimed
-        sent = asyncio.ensure_future(self.driver.start_ahead(claimed.id, claimed.ref))
-        self._starting.add(sent)
-        sent.add_done_callback(partial(self._started, held))
+        """A row claimed ahead starts. Its ``start_ahead`` is sent ``START_MARK_DELAY_MS``
+        after its body began, and only if the run is still going then: a short body's settle
+        says all a mark would (no-op bodies never pay for one), and nothing waits for it.
+        Awaited before every body, the mark halved the drain; sent for every body, it cost a
+        fifth. What the delay leaves: a worker that dies within it of a body's start gives that
+        row back uncounted, as if never started — the claim caps that at
+        ``AHEAD_RETURNS_MAX`` times a row, so a poison pill still exhausts its attempts."""
+        self._to_mark.append(held)
+        if self._mark_timer is None:
+            self._mark_timer = asyncio.get_running_loop().call_later(
+                START_MARK_DELAY_MS / 1000, self._send_marks
+            )
+
+    def _send_marks(self) -> None:
+        self._mark_timer = None
+        runs, self._to_mark = self._to_mark, []
+        for held in runs:
+            if not held.renewable:
+                continue  # settled (or being), or no longer ours: nothing to mark
+            claimed = held.claimed
+            sent = asyncio.ensure_future(self.driver.start_ahead(claimed.id, claimed.ref))
+            self._starting.add(sent)
+            sent.add_done_callback(partial(self._started, held))
 
     def _started(self, held: HeldRun, sent: asyncio.Future[bool]) -> None:
         self._starting.discard(sent)
