@@ -73,6 +73,7 @@ JSONValue = Any
 _CLAIM = query("claim")
 _ACK = query("ack")
 _NACK = query("nack")
+_START_AHEAD = query("start_ahead")
 _HEARTBEAT = query("heartbeat")
 _SAVE_STEP = query("save_step")
 _LOAD_STEPS = query("load_steps")
@@ -88,7 +89,7 @@ OPERATION_QUERIES: dict[str, tuple[str, ...]] = {
     "ack": ("ack",),
     "nack": ("nack",),
     "heartbeat": ("heartbeat",),
-    "start_ahead": ("ack",),
+    "start_ahead": ("start_ahead",),
     "load_steps": ("load_steps",),
     "save_step": ("save_step",),
     "stats": ("stats", "paused"),
@@ -128,7 +129,8 @@ class PostgresDriver:
         self.pool = pool
         self.clock = clock
         self.progress = ProgressThrottle(clock)
-        self._acks: SettleBatcher[_Ack | _Start] = SettleBatcher(self._flush_acks)
+        self._acks: SettleBatcher[_Ack] = SettleBatcher(self._flush_acks)
+        self._starts: SettleBatcher[_Start] = SettleBatcher(self._flush_starts)
         self._conns = HeldConnections(pool)
         self._enqueuer = PostgresEnqueuer(self._conns, clock)
         self._introspect = PostgresIntrospection(pool, clock, self.progress)
@@ -198,41 +200,34 @@ class PostgresDriver:
         item = _Ack(job_id, ref.worker_id, ref.claim, duration_ms, progress)
         return await self._acks.submit(item)
 
-    async def start_ahead(self, job_id: str, ref: ClaimRef) -> bool:
-        """Rides with the acks (sql/queries/ack.sql): a start is never waited for, so it costs
-        no statement of its own."""
-        return await self._acks.submit(_Start(job_id, ref.worker_id, ref.claim))
-
-    async def _flush_acks(self, items: Sequence[_Ack | _Start]) -> set[_Ack | _Start]:
+    async def _flush_acks(self, items: Sequence[_Ack]) -> set[_Ack]:
         now = self.clock.now_ms()
         width, start = counter_bucket(now)
         # {id: {claim: {worker id: [duration, progress]}}}: each row looks its own fence up
         # (sql/queries/ack.sql); two acks of one id under different claims both fit.
         batch: dict[str, dict[str, dict[str, list[Any]]]] = {}
-        starts: dict[str, dict[str, dict[str, int]]] = {}
         for i in items:
-            if isinstance(i, _Ack):
-                fences = batch.setdefault(i.id, {}).setdefault(str(i.claim), {})
-                fences[i.worker_id] = [i.duration_ms, i.progress]
-        for i in items:
-            if isinstance(i, _Start) and i.id not in batch:  # an ack of it settles it anyway
-                starts.setdefault(i.id, {}).setdefault(str(i.claim), {})[i.worker_id] = 1
+            fences = batch.setdefault(i.id, {}).setdefault(str(i.claim), {})
+            fences[i.worker_id] = [i.duration_ms, i.progress]
         rows = await retry_deadlock(
-            self._fetch,
-            _ACK,
-            list(batch),
-            dumps(batch),
-            now,
-            width,
-            start,
-            "running",
-            list(starts),
-            dumps(starts),
+            self._fetch, _ACK, list(batch), dumps(batch), now, width, start, "running"
         )
         # Keyed by the whole fence: of two acks of one id in a batch, only the claim that
         # matched the row landed.
-        landed = {(r["kind"] == "acked", r["id"], r["claimed_by"], r["claim"]) for r in rows}
-        return {i for i in items if (isinstance(i, _Ack), i.id, i.worker_id, i.claim) in landed}
+        landed = {(r["id"], r["claimed_by"], r["claim"]) for r in rows}
+        return {i for i in items if (i.id, i.worker_id, i.claim) in landed}
+
+    async def start_ahead(self, job_id: str, ref: ClaimRef) -> bool:
+        """Coalesced like the acks (sql/queries/start_ahead.sql): one statement in flight."""
+        return await self._starts.submit(_Start(job_id, ref.worker_id, ref.claim))
+
+    async def _flush_starts(self, items: Sequence[_Start]) -> set[_Start]:
+        batch: dict[str, dict[str, dict[str, int]]] = {}
+        for i in items:
+            batch.setdefault(i.id, {}).setdefault(str(i.claim), {})[i.worker_id] = 1
+        rows = await retry_deadlock(self._fetch, _START_AHEAD, list(batch), dumps(batch), "running")
+        landed = {(r["id"], r["claimed_by"], r["claim"]) for r in rows}
+        return {i for i in items if (i.id, i.worker_id, i.claim) in landed}
 
     async def nack(self, job_id: str, ref: ClaimRef, options: NackOptions) -> bool:
         progress = self.progress.settle(job_id)
@@ -332,6 +327,7 @@ class PostgresDriver:
         """Wait for settles in flight and hand the held connections back. The pool is the
         caller's and stays open."""
         await self._acks.join()
+        await self._starts.join()
         await self._conns.close()
 
     # -- the hot statements run on held connections (postgres_conns) ---------------------------

@@ -13,23 +13,9 @@
 -- 'running' comes as $6, not as a literal: against the literal a generic plan can AND the
 -- primary key probe with the running index, and a bitmap scan reads every entry of that
 -- index, dead ones included, until VACUUM removes them.
--- The same statement carries the STARTS of rows claimed ahead (start_ahead, 0006): their
--- `ahead` mark is cleared, fenced the same way, looked up the same way in $8 ({id: {claim:
--- {worker id: 1}}}). A worker sends a start as the body begins and never waits for it, so it
--- rides with the acks instead of costing a statement of its own; the driver leaves out the
--- start of a row acked in the same batch (done settles it anyway), so no row is in both.
 -- $1 ids  $2 the batch (json text)  $3 now ms  $4 counter bucket width ms
--- $5 counter bucket start ms  $6 'running'  $7 ids started  $8 their fences (json text)
+-- $5 counter bucket start ms  $6 'running'
 with batch as materialized (select $2::text::jsonb as b),
-starts as materialized (select $8::text::jsonb as s),
-started as (
-  update x_jobs j
-     set ahead = false
-   where j.id = any($7::text[])
-     and j.state = $6::text
-     and (select s from starts) #> array[j.id, j.claim::text, j.claimed_by] is not null
-  returning j.id, j.claimed_by, j.claim
-),
 settled as (
   update x_jobs j
      set state = 'done',
@@ -55,6 +41,4 @@ counted as (
   on conflict (job, width_ms, bucket_start_ms) do update
      set done = c.done + excluded.done, duration_ms = c.duration_ms + excluded.duration_ms
 )
-select 'acked' as kind, s.id, s.claimed_by, s.claim from settled s
-union all
-select 'started' as kind, t.id, t.claimed_by, t.claim from started t
+select s.id, s.claimed_by, s.claim from settled s

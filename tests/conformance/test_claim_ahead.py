@@ -110,9 +110,10 @@ async def test_a_row_handed_back_from_the_buffer_keeps_its_attempt(driver: JobDr
     assert (again.id, again.attempt, again.ahead) == (ahead.id, 1, False)
 
 
-async def test_a_start_and_an_ack_of_other_rows_land_together(driver: JobDriver) -> None:
-    """On Postgres a start rides with the acks in flight (one statement); on every driver
-    each answers for itself."""
+async def test_starts_and_acks_sent_together_each_answer_for_themselves(
+    driver: JobDriver,
+) -> None:
+    """Both are coalesced while one is in flight (Postgres, Redis): each keeps its own fence."""
     await _enqueue(driver, 3)
     rows: list[ClaimedJob] = await claim(driver, limit=3, ahead_after=1)
     answers = await asyncio.gather(

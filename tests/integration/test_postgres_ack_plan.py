@@ -27,7 +27,6 @@ from tests.integration.plan_support import (
 
 RUNNING = 2_000
 BATCH = 200
-STARTED = 100
 
 
 def req(key: str) -> EnqueueRequest:
@@ -42,19 +41,13 @@ async def ack_plan(
     await pg.enqueue_many([req(f"held-{i}") for i in range(RUNNING)])
     jobs = await pg.claim(ClaimOptions(["default"], RUNNING, "w", visibility_ms=3_600_000))
     assert len(jobs) == RUNNING
-    acked, started = jobs[:BATCH], jobs[BATCH : BATCH + STARTED]
+    acked = jobs[:BATCH]
     # The batch as the driver sends it (sql/queries/ack.sql): {id: {claim: {worker: [ms, json]}}}
-    # and the starts riding with it, {id: {claim: {worker: 1}}}
     batch = orjson.dumps({j.id: {str(j.claim): {"w": [5, None]}} for j in acked}).decode()
-    starts = orjson.dumps({j.id: {str(j.claim): {"w": 1}} for j in started}).decode()
     ids = "{" + ",".join(j.id for j in acked) + "}"
-    started_ids = "{" + ",".join(j.id for j in started) + "}"
     now = clock.now_ms()
     width, start = counter_bucket(now)
-    args = (
-        f"('{ids}', $batch${batch}$batch$, {now}, {width}, {start}, 'running', "
-        f"'{started_ids}', $starts${starts}$starts$)"
-    )
+    args = f"('{ids}', $batch${batch}$batch$, {now}, {width}, {start}, 'running')"
     plan, done = await explain_prepared(
         pg_pool,
         query("ack"),
