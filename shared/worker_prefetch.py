@@ -20,13 +20,13 @@ What a buffered row keeps, and how it is never lost:
 * **its attempt** — the claim counted one; every hand-back here is uncounted (the nack gives
   the attempt back), so a row that never ran never spends one.
 * **the crash case** — the claim marked the rows past the free slots AHEAD
-  (``ClaimOptions.ahead_after``), and a row's mark is cleared (``start_ahead``, sent as its
-  body starts; on Postgres it rides with the acks) only when it runs. A row still marked when
-  its lease lapses — its worker died with it here — is claimed again with the SAME attempt and
+  (``ClaimOptions.ahead_after``), and a row's mark is cleared (``start_ahead``) only once its
+  body has run ``START_MARK_DELAY_MS`` (``shared.worker_run``). A row still marked when its
+  lease lapses — its worker died with it here — is claimed again with the SAME attempt and
   never buried, even on its final attempt; so a row on its final attempt is buffered like any
-  other. A body that kills its worker before its mark left the process looks unstarted too, so
-  those uncounted returns are capped per row (``AHEAD_RETURNS_MAX``): a poison pill still
-  exhausts its attempts.
+  other. A body that kills its worker before its mark landed looks unstarted too, so those
+  uncounted returns are capped per row (``AHEAD_RETURNS_MAX``): a poison pill still exhausts
+  its attempts.
 * **the drain** — ``stop_claiming`` hands every buffered row back at once; a row the pass in
   flight claims after that, with no slot for it, is handed back too. ``settle()`` waits for
   those nacks. A row is popped from the buffer exactly once, to run or to go back.

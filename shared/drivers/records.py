@@ -179,7 +179,7 @@ OnExhausted = Callable[[Sequence[ExhaustedJob]], Awaitable[None]]
 AHEAD_RETURNS_MAX = 3
 """How many times a lapsed row claimed ahead is handed out again uncounted (``ClaimOptions
 .ahead_after``); past it a lapse counts. The cap matters only for a body that kills its worker
-before its ``start_ahead`` left the process (a poison pill started from the buffer)."""
+before its ``start_ahead`` landed (a poison pill started from the buffer)."""
 
 
 @dataclass(frozen=True, slots=True)
