@@ -18,10 +18,10 @@
 -- + lapsed) x log N) however long the backlog is.
 --
 -- Claim-ahead: the rows claimed after the first `ahead_after` get the `ahead` field (1);
--- start_ahead.lua clears it before the row's body runs. A lapsed row still marked ahead never
--- started: while its `ahead_returns` is under ahead_returns_max it is neither buried nor
--- counted again — handed out with the attempt its last claim counted, its `ahead_returns`
--- one higher (as sql/queries/claim.sql does).
+-- start_ahead.lua clears it once the row's body has run a moment. A lapsed row still marked
+-- ahead never started: while its `ahead_returns` is under ahead_returns_max it is neither
+-- buried nor counted again — handed out with the attempt its last claim counted, its
+-- `ahead_returns` one higher (as sql/queries/claim.sql does).
 
 local LAPSED_SCAN = 1000
 
