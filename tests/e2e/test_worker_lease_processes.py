@@ -8,12 +8,15 @@ import asyncio
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
+from shared.clock import SYSTEM_CLOCK
 from shared.drivers.base import AHEAD_RETURNS_MAX, LEASE_LAPSED_FINAL_ATTEMPT
 from shared.drivers.postgres import postgres_driver
+from shared.drivers.redis import RedisDriver
 from tests.e2e.test_worker_processes import (
     ROOT,
     VISIBILITY_MS,
@@ -22,6 +25,7 @@ from tests.e2e.test_worker_processes import (
     _until_state,
 )
 from tests.e2e.worker_app import pill, quick, sticky, two_steps
+from tests.fixtures.redis_keys import redis_test_driver
 
 pytestmark = pytest.mark.slow
 
@@ -168,3 +172,31 @@ async def test_a_poison_pill_claimed_ahead_still_dies_after_its_attempts(
             survivor.kill(signal.SIGTERM)
     assert survivor is not None
     assert await survivor.exit_code() == 0
+
+
+@pytest.fixture
+async def redis(redis_url: str, redis_prefix: str) -> AsyncIterator[RedisDriver]:
+    async with redis_test_driver(redis_url, redis_prefix, clock=SYSTEM_CLOCK) as drv:
+        yield drv
+
+
+async def test_on_redis_rows_claimed_ahead_by_a_killed_worker_keep_their_attempt(
+    redis: RedisDriver, redis_url: str, redis_prefix: str
+) -> None:
+    held = (await redis.enqueue(sticky.request({"n": 1}))).id
+    waiting = [(await redis.enqueue(quick.request({"n": n}))).id for n in range(3)]
+    on_redis = ("--redis-prefix", redis_prefix)
+    first = await WorkerProcess.spawn(
+        redis_url, *on_redis, "--worker-id", "first", "--concurrency", "1", "--claim-ahead", "3"
+    )
+    await first.started(held)
+    first.kill(signal.SIGKILL)
+    assert await first.exit_code() == -signal.SIGKILL
+    second = await WorkerProcess.spawn(redis_url, *on_redis, "--worker-id", "second")
+    try:
+        for job_id in waiting:
+            assert (await second.started(job_id))["attempt"] == 1
+        assert (await second.started(held))["attempt"] == 2
+    finally:
+        second.kill(signal.SIGTERM)
+    assert await second.exit_code() == 0
