@@ -1,6 +1,6 @@
-"""Issue 30, with real worker processes on Postgres: a worker frozen (SIGSTOP) past its lease
-starts no new step when it resumes; rows a killed worker had claimed ahead and never started
-come back with their attempt; a poison pill claimed ahead still exhausts its attempts."""
+"""Issue 30, with real worker processes: a worker frozen (SIGSTOP) past its lease starts no new
+step when it resumes; rows a killed worker had claimed ahead and never started come back with
+their attempt (Postgres and Redis); a poison pill claimed ahead still exhausts its attempts."""
 
 from __future__ import annotations
 
