@@ -95,8 +95,7 @@ VARIABLES: dict[str, Variable] = {
         Variable(
             "UJOBS_CLAIM_AHEAD",
             "rows a worker serving ONE queue claims beyond its free slots (at most 4 per slot); a "
-            "row waits at most 500 ms, never on its final attempt, then goes back uncounted; 0 "
-            "turns it off",
+            "row waits at most 500 ms, then goes back uncounted; 0 turns it off",
             f"{CLAIM_AHEAD_PER_SLOT} per slot of that queue",
             _WORKERS,
         ),

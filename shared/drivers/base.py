@@ -55,6 +55,7 @@ from shared.drivers.operator_surface import (
     validate_job_filter,
 )
 from shared.drivers.records import (
+    AHEAD_RETURNS_MAX,
     ALL_STATES,
     CLAIMABLE_STATES,
     COUNTER_TIERS,
@@ -119,6 +120,11 @@ class JobDriver(Protocol):
 
     async def heartbeat(self, job_id: str, ref: ClaimRef, visibility_ms: int) -> HeartbeatResult:
         """Extend the lease to now + ``visibility_ms`` while still ``running`` under ``ref``."""
+        ...
+
+    async def start_ahead(self, job_id: str, ref: ClaimRef) -> bool:
+        """A row claimed AHEAD (``ClaimedJob.ahead``) starts: from here a lapsed lease counts
+        its attempt. False when the row is not ``running`` under ``ref`` (do not run it)."""
         ...
 
     async def load_steps(self, run_id: str) -> list[StepRecord]:
@@ -214,6 +220,7 @@ def require_backfills(driver: JobDriver) -> BackfillLedger:
 
 
 __all__ = [
+    "AHEAD_RETURNS_MAX",
     "ALL_STATES",
     "CLAIMABLE_STATES",
     "COUNTER_TIERS",

@@ -145,6 +145,10 @@ class ClaimedJob:
     store_epoch: str | None = None
     """The keyspace mark the row was claimed under, on a store that can lose its whole
     keyspace under a running worker (``StoreWatch``: Redis); None elsewhere."""
+    ahead: bool = False
+    """Claimed AHEAD of a free slot (``ClaimOptions.ahead_after``): its attempt is counted, but
+    until ``start_ahead`` lands it is not started, and a lease that lapses gives it back
+    uncounted."""
 
     @property
     def ref(self) -> ClaimRef:
@@ -175,6 +179,12 @@ class ExhaustedJob:
 OnExhausted = Callable[[Sequence[ExhaustedJob]], Awaitable[None]]
 
 
+AHEAD_RETURNS_MAX = 3
+"""How many times a lapsed row claimed ahead is handed out again uncounted (``ClaimOptions
+.ahead_after``); past it a lapse counts. The cap matters only for a body that kills its worker
+before its ``start_ahead`` landed (a poison pill started from the buffer)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ClaimOptions:
     """One claim: up to ``limit`` due rows of ``queues``, leased for ``visibility_ms``.
@@ -191,6 +201,13 @@ class ClaimOptions:
     visibility_ms: int = DEFAULT_VISIBILITY_MS
     on_exhausted: OnExhausted | None = None
     drop_exhausted: frozenset[str] = frozenset()
+    ahead_after: int | None = None
+    """None: every row is started at once. A number: the rows after the first ``ahead_after``
+    (in hand-out order) are claimed AHEAD (``ClaimedJob.ahead``) — a worker's claim-ahead
+    buffer. An ahead row's attempt is counted like any other, but until ``start_ahead`` lands
+    for it, a lease that lapses hands it out again with the SAME attempt (never buried), at
+    most ``AHEAD_RETURNS_MAX`` times per row: a row that never started costs its job nothing
+    when its worker dies."""
 
 
 # --- settle ---------------------------------------------------------------------------------

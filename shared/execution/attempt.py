@@ -94,7 +94,7 @@ from shared.execution.settle import (
     refuse_job,
     settle_answer,
 )
-from shared.execution.steps import Step
+from shared.execution.steps import LeaseCheck, Step
 from shared.execution.store_loss import store_lost
 from shared.jobs.job import JobHandle
 from shared.jobs.retry import StopReason, is_final_attempt
@@ -130,19 +130,26 @@ async def execute_job(
     rng: random.Random | None = None,
     failure: BaseException | None = None,
     lease_left: LeaseLeft | None = None,
+    lease_check: LeaseCheck | None = None,
 ) -> JobExecution:
     """Run one attempt of ``claimed`` and settle it; answers what happened (never raises for
-    the body's errors — only a cancellation of the caller propagates).
+        the body's errors — only a cancellation of the caller propagates).
 
-    ``context`` is the app's ctx (a value, or a zero-arg callable called inside the job's
-    scope); ``clock`` defaults to the driver's; ``events`` to the process's bus; ``signal`` is
-    the worker's (drain, lost lease); ``before_settle`` is awaited right before the ack/nack
-    is sent; ``rng`` seeds the retry jitter (tests). ``failure`` fails the attempt without
-    running the body, on the ordinary retry path — the worker passes what went wrong deciding
-    the run's concurrency key (``key(input)`` threw), which must never fail the claim round.
-    ``lease_left`` answers how much of the row's lease the worker still holds (the heartbeat's
-    window); a settle the store could not take is sent again within it (default: the claim's
-    own lease; ``shared.execution.outage``).
+        ``context`` is the app's ctx (a value, or a zero-arg callable called inside the job's
+        scope); ``clock`` defaults to the driver's; ``events`` to the process's bus; ``signal`` is
+        the worker's (drain, lost lease); ``before_settle`` is awaited right before the ack/nack
+        is sent; ``rng`` seeds the retry jitter (tests). ``failure`` fails the attempt without
+        running the body, on the ordinary retry path — the worker passes what went wrong deciding
+        the run's concurrency key (``key(input)`` threw), which must never fail the claim round.
+        ``lease_left`` answers how much of the row's lease the worker still holds (the heartbeat's
+        window); a settle the store could not take is sent again within it (default: the claim's
+    <<<<<<< HEAD:shared/execution/attempt.py
+        own lease; ``shared.execution.outage``).
+    =======
+        own lease; ``shared.execution.outage``). ``lease_check`` is asked before the body starts,
+        before each step starts and before a step's result is saved (the worker's: the lease
+        window on its clock, which aborts ``signal`` when lapsed); none outside a worker.
+    >>>>>>> i30-lease:shared/execution/attempt.py
     """
     clock = clock or driver.clock
     started_ms = clock.now_ms()
@@ -172,6 +179,12 @@ async def execute_job(
                 introspect=driver.introspect, job_id=claimed.id, ref=ref, clock=clock
             )
             end: BodyEnd
+            lapsed = lease_check() if lease_check is not None else None
+            if lapsed is not None:
+                # Held past its lease before the body started (a buffered row, a frozen
+                # process): the row may be another worker's by now, so the body never runs.
+                attempt.stop_body(lapsed)
+                failure = failure or lapsed
             if failure is None and not attempt.signal.aborted:
                 # Lazy: the stored steps are read on the body's first step call.
                 step = Step.lazy(
@@ -184,6 +197,7 @@ async def execute_job(
                     bus=events,
                     step_timeout_ms=handle.definition.step_timeout_ms,
                     event_poll_ms=handle.definition.event_poll_ms,
+                    lease_check=lease_check,
                 )
             if failure is not None:
                 end = BodyEnd("raised", error=failure)

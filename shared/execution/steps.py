@@ -32,6 +32,12 @@ Decisions worth knowing when writing a body:
   already on the wire: a step that was running when the drain began may still finish and be
   saved, while a step not yet started is refused with ``X_DRAINING``. Once the attempt is
   settled (``close()``), nothing is written whatever the reason.
+* **A lapsed lease is checked at the step, not at the heartbeat's next tick.** In a worker the
+  runner asks the attempt's lease window (``lease_check``, on the worker's clock) before a
+  step starts and before its result is saved, so a process frozen past its lease (SIGSTOP, a
+  paused VM) that resumes mid-body starts no new step and saves nothing, even if its body's
+  timer fires before the heartbeat's; the attempt is aborted there with
+  ``X_JOB_LEASE_LOST``.
 * **The stored steps are read on first use**, not when the attempt starts: a body that never
   calls a step costs no ``load_steps`` round trip.
 * **A wait's start is stamped by the bus clock** and stored as its own record
@@ -69,6 +75,11 @@ from shared.execution.step_output import stored_form
 from shared.signal import Signal
 
 R = TypeVar("R")
+
+LeaseCheck = Callable[[], BaseException | None]
+"""Asked before a step starts and before its result is saved: why the attempt no longer holds
+its row (a lapsed lease window on the worker's clock), or None while it does. The worker's
+check also aborts the attempt (``Renewals.lapsed``)."""
 
 WAIT_START_SUFFIX = "#wait-start"
 SLEEP_NAME_PREFIX = "sleep:"
@@ -125,6 +136,7 @@ class Step:
         bus: EventBus | None = None,
         step_timeout_ms: int | None = None,
         event_poll_ms: int = 30_000,
+        lease_check: LeaseCheck | None = None,
     ) -> None:
         self._driver = driver
         self._job_id = job_id
@@ -139,6 +151,7 @@ class Step:
         self._bus = bus
         self._step_timeout_ms = step_timeout_ms
         self._event_poll_ms = event_poll_ms
+        self._lease_check = lease_check
         self._seen: set[str] = set()
         self._closed: BaseException | Callable[[], BaseException] | None = None
         self.suspension: StepSuspension | None = None
@@ -158,6 +171,7 @@ class Step:
         bus: EventBus | None = None,
         step_timeout_ms: int | None = None,
         event_poll_ms: int = 30_000,
+        lease_check: LeaseCheck | None = None,
     ) -> Step:
         """A runner over the run's stored steps."""
         stored = await driver.load_steps(run_id)
@@ -172,6 +186,7 @@ class Step:
             bus=bus,
             step_timeout_ms=step_timeout_ms,
             event_poll_ms=event_poll_ms,
+            lease_check=lease_check,
         )
 
     @classmethod
@@ -187,6 +202,7 @@ class Step:
         bus: EventBus | None = None,
         step_timeout_ms: int | None = None,
         event_poll_ms: int = 30_000,
+        lease_check: LeaseCheck | None = None,
     ) -> Step:
         """A runner that reads the stored steps on the first step call (what ``execute_job``
         builds: a body that never calls a step costs no ``load_steps``)."""
@@ -201,6 +217,7 @@ class Step:
             bus=bus,
             step_timeout_ms=step_timeout_ms,
             event_poll_ms=event_poll_ms,
+            lease_check=lease_check,
         )
 
     async def _records(self) -> dict[str, StepRecord]:
@@ -246,12 +263,16 @@ class Step:
         under a drain (a call not yet sent is stopped), ``X_ABORTED`` otherwise.
         ``started=True`` guards the save of a step that was already running: under a drain it
         may land (a drain never aborts a call on the wire); past the deadline, a lost lease,
-        a cancel or the settle it is ``X_ABORTED``.
+        a cancel or the settle it is ``X_ABORTED``. A lapsed lease (``lease_check``) refuses
+        both, drain or not: the row may already be another worker's.
         """
         closed = self._closed
         if closed is not None and not isinstance(closed, BaseException):
             closed = self._closed = closed()
         reason = closed
+        if reason is None and self._lease_check is not None:
+            # Ahead of the signal: a lapsed lease refuses even a started step under a drain.
+            reason = self._lease_check()
         if reason is None and self._signal.reason is not None:
             reason = self._signal.reason
             if error_code_of(reason) == JobDrainedError.code:

@@ -239,6 +239,9 @@ class AnnouncingDriver(JobDriver):
     async def heartbeat(self, job_id: str, ref: ClaimRef, visibility_ms: int) -> HeartbeatResult:
         return await self.inner.heartbeat(job_id, ref, visibility_ms)
 
+    async def start_ahead(self, job_id: str, ref: ClaimRef) -> bool:
+        return await self.inner.start_ahead(job_id, ref)
+
     async def load_steps(self, run_id: str) -> list[StepRecord]:
         return await self.inner.load_steps(run_id)
 

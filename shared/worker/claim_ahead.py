@@ -19,11 +19,14 @@ What a buffered row keeps, and how it is never lost:
   ``PREFETCH_COOLDOWN_MS`` so a worker of long jobs does not keep taking rows it cannot run.
 * **its attempt** — the claim counted one; every hand-back here is uncounted (the nack gives
   the attempt back), so a row that never ran never spends one.
-* **the crash case** — a row buffered when the process dies lapses like any claimed row and is
-  claimed again as a counted attempt. A row on its FINAL attempt is therefore never buffered:
-  its lapse would bury it (``LEASE_LAPSED_FINAL_ATTEMPT``) without its body ever running. It is
-  handed back at once instead, and claim-ahead pauses as above (a queue of ``attempts: 1`` jobs
-  thus runs without it).
+* **the crash case** — the claim marked the rows past the free slots AHEAD
+  (``ClaimOptions.ahead_after``), and a row's mark is cleared (``start_ahead``) only once its
+  body has run ``START_MARK_DELAY_MS`` (``shared.worker.claimed_run``). A row still marked when its
+  lease lapses — its worker died with it here — is claimed again with the SAME attempt and
+  never buried, even on its final attempt; so a row on its final attempt is buffered like any
+  other. A body that kills its worker before its mark landed looks unstarted too, so those
+  uncounted returns are capped per row (``AHEAD_RETURNS_MAX``): a poison pill still exhausts
+  its attempts.
 * **the drain** — ``stop_claiming`` hands every buffered row back at once; a row the pass in
   flight claims after that, with no slot for it, is handed back too. ``settle()`` waits for
   those nacks. A row is popped from the buffer exactly once, to run or to go back.
@@ -83,7 +86,7 @@ class Prefetch:
 
     def hold(self, claimed: ClaimedJob, sent_ms: int) -> None:
         """A claimed row with no slot free: keep it (or hand it back — see the module)."""
-        if self._closed or self.limit <= 0 or claimed.attempt >= claimed.max_attempts:
+        if self._closed or self.limit <= 0:
             self.give_back(claimed, pause=not self._closed)
             return
         self._rows.append((claimed, sent_ms, time.monotonic()))

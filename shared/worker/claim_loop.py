@@ -5,8 +5,8 @@ process cap), so a worker at the cap asks the queue for nothing (claim-ahead asi
 
 A worker serving ONE queue also claims AHEAD (``shared.worker.claim_ahead``): its claim asks for
 the free slots plus what the prefetch buffer may still hold, and the rows beyond the free slots
-wait there for the next slot. The rest of this applies to every other worker (and to one whose
-claim-ahead is paused).
+wait there for the next slot (the claim marks them AHEAD: ``ClaimOptions.ahead_after``). The
+rest of this applies to every other worker (and to one whose claim-ahead is paused).
 
 * **from empty** (no pass has found work since the loop last idled) it is ONE claim over every
   queue with a free slot, in the driver's order (oldest due row first) — an idle worker costs
@@ -200,8 +200,8 @@ class ClaimLoop:
             # One queue, claiming ahead (``shared.worker.claim_ahead``): the free slots plus the
             # rows the buffer may still take, in one statement.
             queue = self.options.queues[0]
-            limit = max(0, min(room, self.slots.free(queue))) + ahead
-            self._busy = await self._claim([queue], limit, result) > 0
+            free = max(0, min(room, self.slots.free(queue)))
+            self._busy = await self._claim([queue], free + ahead, result, ahead_after=free) > 0
             return
         ready = [q for q in self.options.queues if self.slots.free(q) > 0]
         if room <= 0 or not ready:
@@ -244,7 +244,14 @@ class ClaimLoop:
                     again.append(queue)
             pending = again
 
-    async def _claim(self, queues: Sequence[str], limit: int, result: PassResult) -> int:
+    async def _claim(
+        self,
+        queues: Sequence[str],
+        limit: int,
+        result: PassResult,
+        *,
+        ahead_after: int | None = None,
+    ) -> int:
         sent_ms = self.clock.now_ms()
         try:
             rows = await self.driver.claim(
@@ -255,6 +262,7 @@ class ClaimLoop:
                     visibility_ms=self.options.visibility_timeout_ms,
                     on_exhausted=self._on_exhausted,
                     drop_exhausted=self.drop_exhausted,
+                    ahead_after=ahead_after,
                 )
             )
         except Exception as exc:

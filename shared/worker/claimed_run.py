@@ -5,12 +5,19 @@ deploy an older worker may claim a newer job); the process limits (``LimitConfig
 cap the row is SHED: handed back, no attempt burned); the fleet ``concurrency`` slot
 (``worker_concurrency``); then ``execute_job`` with the run's signal (drain, lost lease),
 ``before_settle`` = the heartbeat's stop, and ``lease_left`` = what is left of the heartbeat's
-window (a settle the store could not take is sent again within it). A run is HELD — its pool
+window (a settle the store could not take is sent again within it), and ``lease_check`` = the
+heartbeat's window checked on the spot (``Renewals.lapsed``: before the body, each step and
+each step's save — a lapsed one aborts the attempt there). A run is HELD — its pool
 slot, its limiter lease — from its claim until its settle is SENT: then its body is over, the
 worker frees the slot and kicks a pass, so the next claim overlaps the ack's round trip instead
 of waiting behind it (a run holding a fleet slot frees its pool slot only once that slot is
 released). The ``finally``
 releases the fleet slot and frees whatever the settle did not (a path that never settled).
+
+A row claimed AHEAD (``ClaimedJob.ahead``: it may have waited in the claim-ahead buffer) is
+marked started (``driver.start_ahead``, not awaited) once its body has run
+``START_MARK_DELAY_MS``; a row handed back, shed or refused never needs it
+(``shared.worker.claim_ahead``).
 
 Only settled executions move ``jobs_total`` (``JobExecution.jobs_total``); a row handed back
 due inside a minute arms the loop's timer.
@@ -23,6 +30,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from shared.clock import Clock
@@ -42,6 +50,9 @@ from shared.worker.limits import Limiter
 from shared.worker.options import WorkerOptions
 
 log = logging.getLogger("ujobs.worker")
+
+START_MARK_DELAY_MS = 10
+"""How long a row claimed ahead runs before it is marked started (``Runner._mark_started``)."""
 
 
 @dataclass(slots=True)
@@ -73,6 +84,7 @@ class Runner:
         lifecycle: Lifecycle | None,
         due_at: Callable[[int], bool],
         finished: Callable[[HeldRun], None],
+        lapsed: Callable[[HeldRun], BaseException | None],
     ) -> None:
         self.driver = driver
         self.registry = registry
@@ -88,6 +100,10 @@ class Runner:
         self._totals: dict[tuple[str, str], Any] = {}
         self._due_at = due_at
         self._finished = finished
+        self._lapsed = lapsed
+        self._starting: set[asyncio.Future[bool]] = set()
+        self._to_mark: list[HeldRun] = []
+        self._mark_timer: asyncio.TimerHandle | None = None
 
     async def run(self, held: HeldRun) -> None:
         """The task of one claimed row."""
@@ -146,6 +162,8 @@ class Runner:
                 )
             failure = decision.error
             held.slot = decision.slot
+        if claimed.ahead:
+            self._mark_started(held)
         return await execute_job(
             claimed,
             driver=self.driver,
@@ -156,8 +174,46 @@ class Runner:
             signal=held.signal,
             before_settle=held.stop,
             lease_left=self._lease_left(held),
+            lease_check=partial(self._lapsed, held),
             failure=failure,
         )
+
+    def _mark_started(self, held: HeldRun) -> None:
+        """A row claimed ahead starts. Its ``start_ahead`` is sent ``START_MARK_DELAY_MS``
+        after its body began, and only if the run is still going then: a short body's settle
+        says all a mark would (no-op bodies never pay for one), and nothing waits for it.
+        Awaited before every body, the mark halved the drain; sent for every body, it cost a
+        fifth. What the delay leaves: a worker that dies within it of a body's start gives that
+        row back uncounted, as if never started — the claim caps that at
+        ``AHEAD_RETURNS_MAX`` times a row, so a poison pill still exhausts its attempts."""
+        self._to_mark.append(held)
+        if self._mark_timer is None:
+            self._mark_timer = asyncio.get_running_loop().call_later(
+                START_MARK_DELAY_MS / 1000, self._send_marks
+            )
+
+    def _send_marks(self) -> None:
+        self._mark_timer = None
+        runs, self._to_mark = self._to_mark, []
+        for held in runs:
+            if not held.renewable:
+                continue  # settled (or being), or no longer ours: nothing to mark
+            claimed = held.claimed
+            sent = asyncio.ensure_future(self.driver.start_ahead(claimed.id, claimed.ref))
+            self._starting.add(sent)
+            sent.add_done_callback(partial(self._started, held))
+
+    def _started(self, held: HeldRun, sent: asyncio.Future[bool]) -> None:
+        self._starting.discard(sent)
+        if sent.cancelled():
+            return
+        error = sent.exception()
+        if error is not None:
+            log.warning("jobs.worker.start-failed", extra={**held.fields(), "error": repr(error)})
+        elif not sent.result() and held.renewable:
+            # Not running under this claim any more (cancelled, lapsed): the heartbeat and the
+            # fenced step writes report and stop it as for any run.
+            log.info("jobs.worker.start-unowned", extra=held.fields())
 
     async def _shed(self, held: HeldRun, cap: str) -> JobExecution:
         self.counters.shed += 1

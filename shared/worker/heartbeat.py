@@ -18,6 +18,10 @@ renewal can answer, and what is reported (§ Leases):
 * the fleet slot's renewal answered False: ``jobs.worker.slot-lost`` (error); aborted with
   ``X_JOB_SLOT_LOST``.
 
+The timer is not the only reader of the window: ``Renewals.lapsed`` checks it on the spot
+before a run's body, each step and each step's save (``shared.execution.steps``' ``lease_check``),
+so a process frozen past its lease reports and aborts the run there, whichever timer fires first.
+
 The window is measured from the last renewal that LANDED (the claim counts as the first), on
 this process's clock, from when that renewal was SENT — so a driver whose renewal hangs is
 caught the same as one that rejects: a renewal still on the wire is never sent twice, and the
@@ -64,6 +68,7 @@ class HeldRun:
         "last_landed_ms",
         "limit_lease",
         "lost",
+        "lost_by",
         "next_renew_ms",
         "on_settling",
         "renewing",
@@ -81,6 +86,7 @@ class HeldRun:
         self.renewing: asyncio.Task[None] | None = None
         self.stopped = False
         self.lost = False
+        self.lost_by: BaseException | None = None
         self.slot: FleetSlot | None = None
         self.limit_lease: LimitLease | None = None
         self.task: asyncio.Task[None] | None = None
@@ -94,6 +100,14 @@ class HeldRun:
         if self.on_settling is not None:
             callback, self.on_settling = self.on_settling, None
             callback(self)
+
+    def lose(self, reason: BaseException) -> None:
+        """The run is no longer ours: no more renewals, and its signal is aborted (the first
+        reason wins on the signal — a drain may have come first — so ``lost_by`` keeps this
+        one for the step guard)."""
+        self.lost = True
+        self.lost_by = reason
+        self.signal.abort(reason)
 
     @property
     def renewable(self) -> bool:
@@ -150,6 +164,24 @@ class Renewals:
                 sent.append(run.renewing)
         return sent
 
+    def lapsed(self, run: HeldRun) -> BaseException | None:
+        """The guard before a step starts and before its result is saved: the run's window,
+        checked NOW on this worker's clock rather than at the timer's next tick (a process
+        frozen past its lease — SIGSTOP, a VM pause, a blocked loop — resumes with its
+        timers overdue, and the body's may fire first). A lapsed window is reported and
+        aborts the run exactly as the timer would (``jobs.lease.lost``, ``reason: window``);
+        answers why the run is no longer ours, or None while it still is. A run being
+        settled answers None: its step runner is closed by then."""
+        if run.lost:
+            return run.lost_by
+        if run.stopped:
+            return None
+        now = self.clock.now_ms()
+        if now - run.last_landed_ms >= self.window_ms:
+            self._lost(run, "window", now)
+            return run.lost_by
+        return None
+
     def next_due_ms(self) -> int | None:
         """The earliest renewal or window end among the held runs."""
         due: int | None = None
@@ -180,9 +212,8 @@ class Renewals:
         if answer == "renewed":
             run.last_landed_ms = max(run.last_landed_ms, sent_ms)
         elif answer == "cancelled":
-            run.lost = True
             log.info("jobs.lease.cancelled", extra=run.fields())
-            run.signal.abort(
+            run.lose(
                 LeaseLostError(
                     f"job {c.name!r} was cancelled while it ran; the attempt is stopped",
                     meta={"job": c.name, "job_id": c.id, "reason": "cancelled"},
@@ -205,10 +236,9 @@ class Renewals:
             return
         if kept or not run.renewable:
             return
-        run.lost = True
         c = run.claimed
         log.error("jobs.worker.slot-lost", extra={**run.fields(), "key": slot.key})
-        run.signal.abort(
+        run.lose(
             JobSlotLostError(
                 f"job {c.name!r} lost its concurrency slot {slot.key!r} (it lapsed or was "
                 "taken); the run is stopped so the cap holds",
@@ -234,7 +264,6 @@ class Renewals:
         )
 
     def _lost(self, run: HeldRun, reason: str, now: int, *, level: int = logging.ERROR) -> None:
-        run.lost = True
         c = run.claimed
         log.log(
             level,
@@ -247,7 +276,7 @@ class Renewals:
             },
         )
         self.metrics.lease_lost(c.queue)
-        run.signal.abort(
+        run.lose(
             LeaseLostError(
                 f"job {c.name!r} lost its lease ({reason}); the queue may hand it to another "
                 "worker, so this attempt is stopped",

@@ -146,6 +146,7 @@ class JobWorker:
             lifecycle=None,  # set by start() when the worker drains with the process
             due_at=self.loop.due_at,
             finished=self._finished,
+            lapsed=lambda held: self.renewals.lapsed(held),
         )
         self.renewals = Renewals(
             driver=driver,

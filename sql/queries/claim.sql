@@ -7,10 +7,15 @@
 -- now, so it reads only rows whose lease lapsed, however many run on live leases (0005).
 -- A lapsed row already at attempt >= max_attempts is never handed out: the
 -- second arm buries it (dead, or failed when its name is in $6) with
--- LEASE_LAPSED_FINAL_ATTEMPT and counts it, in this same statement. The updates find their
+-- LEASE_LAPSED_FINAL_ATTEMPT and counts it, in this same statement. A lapsed row still
+-- marked `ahead` (claimed ahead, never started: 0006) and handed back that way fewer than $10
+-- times is neither buried nor counted again: it is handed out with the attempt its last claim
+-- counted, and its `ahead_returns` grows by one. The rows past the first $9 in hand-out order
+-- are claimed ahead (null: none). The updates find their
 -- rows through the primary key (`id = any(array(...))`), so no cached plan joins the table.
 -- $1 queues  $2 limit  $3 worker id  $4 now ms  $5 visibility ms  $6 drop_exhausted names
--- $7 counter bucket width ms  $8 counter bucket start ms
+-- $7 counter bucket width ms  $8 counter bucket start ms  $9 rows started at once (null: all)
+-- $10 the cap on a row's uncounted ahead hand-backs
 with queues as (
   select q.name
     from unnest($1::text[]) as q(name)
@@ -33,7 +38,8 @@ lapsed as (
   select l.id, l.run_at, l.seq, l.final
     from queues q
    cross join lateral (
-     select j.id, j.run_at, j.seq, j.attempt >= j.max_attempts as final
+     select j.id, j.run_at, j.seq,
+            j.attempt >= j.max_attempts and not (j.ahead and j.ahead_returns < $10::int) as final
        from x_jobs j
       where j.queue = q.name
         and j.state = 'running'
@@ -41,7 +47,7 @@ lapsed as (
         for update skip locked) l
 ),
 picked as (
-  select c.id
+  select c.id, row_number() over (order by c.run_at, c.seq) as n
     from (select id, run_at, seq from due
           union all
           select id, run_at, seq from lapsed where not final) c
@@ -51,7 +57,11 @@ picked as (
 claimed as (
   update x_jobs j
      set state = 'running',
-         attempt = j.attempt + 1,
+         attempt = j.attempt + (case when j.state = 'running' and j.ahead
+                                          and j.ahead_returns < $10::int then 0 else 1 end),
+         ahead_returns = j.ahead_returns + (case when j.state = 'running' and j.ahead
+                                                  and j.ahead_returns < $10::int then 1 else 0 end),
+         ahead = j.id = any(array(select p.id from picked p where p.n > $9::int)),
          claim = j.claim + 1,
          claimed_by = $3::text,
          lease_expires_at = x_ts($4::bigint + $5::bigint),
@@ -83,7 +93,7 @@ counted as (
 select x.kind, x.id, x.run_id, x.name, x.queue, x.input::text as input, x.tenant_id,
        x.idempotency_key, x.attempt, x.max_attempts, x.claimed_by, x.claim, x.state,
        x_ms(x.run_at) as run_at_ms, x_ms(x.created_at) as created_at_ms,
-       x_ms(x.lease_expires_at) as lease_expires_at_ms, x.traceparent, x.enqueued_by
+       x_ms(x.lease_expires_at) as lease_expires_at_ms, x.traceparent, x.enqueued_by, x.ahead
   from (select 'claimed' as kind, c.* from claimed c
         union all
         select 'buried' as kind, b.* from buried b) x

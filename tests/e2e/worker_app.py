@@ -7,6 +7,8 @@ the process is mid-job before it sends a signal.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
 from typing import Any
 
@@ -93,8 +95,53 @@ async def quick(run: Run[Any]) -> str:
     return "done"
 
 
+def _say(event: str, run: Run[Any], **fields: object) -> None:
+    line = {"event": event, "job_id": run.job_id, "attempt": run.attempt, **fields}
+    sys.stdout.write(orjson.dumps(line).decode() + "\n")
+    sys.stdout.flush()
+
+
+@job(
+    input=t.object(n=t.number.int()),
+    idempotency_key=lambda i: f"two_steps:{i.n}",
+    tenant="none",
+    queue=QUEUE,
+    retry={"attempts": 3},
+)
+async def two_steps(run: Run[Any]) -> str:
+    """Step ``a``, a second's pause (the test freezes the process in it), step ``b``; each
+    step's function prints ``{"event": "effect", "step": ...}`` — its side effect — and the
+    pause starts with ``paused``. A body the attempt's abort halts prints ``halted``."""
+
+    async def effect(name: str) -> str:
+        _say("effect", run, step=name)
+        return name
+
+    try:
+        await run.step.run("a", lambda _: effect("a"))
+        _say("paused", run)  # `a` is saved
+        await asyncio.sleep(1.0)
+        return await run.step.run("b", lambda _: effect("b"))
+    except BaseException as exc:
+        _say("halted", run, error=type(exc).__name__)
+        raise
+
+
+@job(
+    input=t.object(n=t.number.int()),
+    idempotency_key=lambda i: f"pill:{i.n}",
+    tenant="none",
+    queue=QUEUE,
+    retry={"attempts": 2},
+)
+async def pill(run: Run[Any]) -> None:
+    """A poison pill: kills its own worker (SIGKILL) as soon as it starts."""
+    _started(run)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def app_registry() -> Registry:
     reg = Registry()
-    for handle in (sticky, doomed, cooperative, stubborn, quick):
+    for handle in (sticky, doomed, cooperative, stubborn, quick, two_steps, pill):
         reg.register_job(handle)
     return reg

@@ -36,6 +36,9 @@ async def main() -> None:
     parser.add_argument("--visibility-ms", type=int, default=1_500)
     parser.add_argument("--deadline-ms", type=int, default=25_000)
     parser.add_argument("--redis-prefix", default="ujobs")
+    parser.add_argument("--heartbeat-ms", type=int, default=None)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--claim-ahead", type=int, default=0)
     args = parser.parse_args()
     configure_lifecycle(deadline_ms=args.deadline_ms)
     pool: asyncpg.Pool[Any] | None = None
@@ -56,6 +59,9 @@ async def main() -> None:
         registry=app_registry(),
         queues=[QUEUE],
         visibility_timeout_ms=args.visibility_ms,
+        heartbeat_interval_ms=args.heartbeat_ms,
+        concurrency=args.concurrency,
+        claim_ahead=args.claim_ahead,
         poll_interval_ms=100,
         idle_poll_max_ms=200,
         worker_id=args.worker_id,

@@ -49,8 +49,9 @@ async def test_a_claim_reads_none_of_the_rows_running_on_live_leases(
     await pg_pool.execute("analyze x_jobs")
     now = clock.now_ms()
     width, start = counter_bucket(now)
-    # EXPLAIN takes no bind parameters: the arguments are literals (all integers here).
-    args = f"('{{default}}', {DUE}, 'w', {now}, 60000, '{{}}', {width}, {start})"
+    # EXPLAIN takes no bind parameters: the arguments are literals (all integers here); the
+    # last two: four rows started at once, the rest claimed ahead; three ahead hand-backs.
+    args = f"('{{default}}', {DUE}, 'w', {now}, 60000, '{{}}', {width}, {start}, 4, 3)"
     plan, taken = await explain_prepared(
         pg_pool,
         query("claim"),

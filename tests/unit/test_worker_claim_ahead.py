@@ -1,6 +1,6 @@
 """Claim-ahead (``shared.worker.claim_ahead``): rows claimed beyond the free slots wait in the
-worker and lose nothing — each runs once, and a row that goes back (the drain, a long wait, a
-final attempt) goes back uncounted."""
+worker and lose nothing — each runs once, a row that goes back (the drain, a long wait) goes
+back uncounted, and a worker that dies with rows held costs them no attempt."""
 
 from __future__ import annotations
 
@@ -10,10 +10,20 @@ from typing import Any
 import pytest
 
 import shared.worker.claim_ahead as prefetch_module
-from shared.drivers.memory.driver import memory_driver
+from shared.drivers.base import ClaimRef
+from shared.drivers.memory import MemoryDriver, memory_driver
 from shared.errors import InvariantError
 from shared.execution.run import Run
-from tests.unit.worker_kit import Gate, declare, enqueue, make_worker, row, settled
+from tests.unit.worker_kit import (
+    Gate,
+    declare,
+    enqueue,
+    frozen,
+    make_worker,
+    records,
+    row,
+    settled,
+)
 
 
 async def test_rows_claimed_ahead_run_once_each_in_order_and_count_one_attempt() -> None:
@@ -39,6 +49,66 @@ async def test_rows_claimed_ahead_run_once_each_in_order_and_count_one_attempt()
         r = await row(driver, job_id)
         assert (r.state, r.attempt) == ("done", 1)
     assert worker.prefetch.returned == 0
+
+
+class StartsSeen(MemoryDriver):
+    """The memory driver, remembering each ``start_ahead`` (and failing them when told)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.starts: list[str] = []
+        self.start_error: Exception | None = None
+
+    async def start_ahead(self, job_id: str, ref: ClaimRef) -> bool:
+        self.starts.append(job_id)
+        if self.start_error is not None:
+            raise self.start_error
+        return await super().start_ahead(job_id, ref)
+
+
+async def _until(check: Any) -> None:
+    for _ in range(400):
+        if check():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("never")
+
+
+async def test_a_row_claimed_ahead_is_marked_started_once_its_body_runs_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Marked START_MARK_DELAY_MS after its body began, if it still runs: a row that went
+    straight to a slot never is, nor is one whose body ended sooner; a mark that fails is
+    logged and stops nothing."""
+    driver = StartsSeen()
+    release = {n: asyncio.Event() for n in range(5)}
+    started: list[int] = []
+
+    async def body(run: Run[Any]) -> None:
+        started.append(run.input.n)
+        if run.input.n != 2:  # 2 ends at once
+            await release[run.input.n].wait()
+
+    handle = declare(body)
+    ids = [await enqueue(driver, handle, n) for n in range(5)]
+    worker = make_worker(driver, [handle], concurrency=2, claim_ahead=3)
+    await worker.start()
+    try:
+        await _until(lambda: started == [0, 1])
+        release[0].set()  # 2 starts from the buffer, ends at once; 3 starts and runs on
+        await _until(lambda: started == [0, 1, 2, 3])
+        await _until(lambda: driver.starts == [ids[3]])
+        driver.start_error = ConnectionError("the store went away")
+        release[1].set()  # 4 starts from the buffer; its mark fails
+        await _until(lambda: records(caplog, "jobs.worker.start-failed"))
+        for event in release.values():
+            event.set()
+        await settled(worker, 5)
+    finally:
+        await worker.stop()
+    assert driver.starts == [ids[3], ids[4]]
+    for job_id in ids:
+        assert (await row(driver, job_id)).state == "done"
 
 
 async def test_claim_ahead_beyond_the_slots_is_honoured_up_to_four_rows_per_slot() -> None:
@@ -92,23 +162,36 @@ async def test_stop_hands_the_buffered_rows_back_uncounted() -> None:
         assert (r.state, r.attempt) == ("done", 1)
 
 
-async def test_a_row_on_its_final_attempt_is_never_buffered() -> None:
-    driver = memory_driver()
+async def test_a_row_on_its_final_attempt_is_buffered_and_a_crash_does_not_bury_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A buffered row is claimed AHEAD: a worker that dies with it costs it nothing, so its
+    final attempt is no reason to keep it out of the buffer (issue 30, point 3)."""
+    monkeypatch.setattr(prefetch_module, "PREFETCH_MAX_WAIT_MS", 60_000)  # no sweep here
+    driver, clock = frozen()
     gate = Gate()
     handle = declare(gate, retry={"attempts": 1})
-    ids = [await enqueue(driver, handle, n) for n in range(5)]
-    worker = make_worker(driver, [handle], concurrency=2, claim_ahead=2)
-    await worker.start()
-    await worker.signals.wait("pass", lambda p: p.claimed > 0)
-    assert len(worker.prefetch) == 0
-    assert worker.prefetch.room() == 0  # paused: this queue's rows cannot wait here
+    ids = [await enqueue(driver, handle, n) for n in range(3)]
+    dies = make_worker(
+        driver, [handle], concurrency=1, claim_ahead=2, visibility_timeout_ms=240_000
+    )
+    await dies.start()
+    await gate.entered.wait()
+    assert len(dies.prefetch) == 2  # held, not handed back
+    dies.loop.halt()  # the worker "dies": no more claims, no more renewals
+    await dies.heartbeat.stop()
+    clock.advance(240_000)
+    after = make_worker(driver, [handle], concurrency=3)
+    await after.run_once()
     gate.open.set()
-    await settled(worker, 5)
-    await worker.stop()
-    assert sorted(i.n for i in gate.started) == [0, 1, 2, 3, 4]
-    for job_id in ids:
-        r = await row(driver, job_id)
-        assert (r.state, r.attempt) == ("done", 1)  # the hand-back spent no attempt
+    runs = await settled(after, 2)
+    assert sorted((e.job_id, e.attempt, e.outcome) for e in runs) == sorted(
+        (job_id, 1, "completed") for job_id in ids[1:]
+    )
+    dead = await row(driver, ids[0])  # it was running on its one attempt: that one counted
+    assert (dead.state, dead.attempt) == ("dead", 1)
+    await after.stop()
+    await dies.stop()  # its late settles are fenced off
 
 
 async def test_a_row_that_waited_too_long_goes_back_and_claim_ahead_pauses(

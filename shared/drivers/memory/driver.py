@@ -18,6 +18,7 @@ from typing import Any
 
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.drivers.base import (
+    AHEAD_RETURNS_MAX,
     ALL_STATES,
     CLAIMABLE_STATES,
     LEASE_LAPSED_FINAL_ATTEMPT,
@@ -157,14 +158,21 @@ class MemoryDriver:
         due.sort(key=lambda r: (r.run_at_ms, r.seq))
         exhausted: list[ExhaustedJob] = []
         claimed: list[ClaimedJob] = []
+        ahead_after = options.ahead_after
         for row in due:
-            if row.state == "running" and row.attempt >= row.max_attempts:
+            # Lapsed while claimed ahead and never started: its attempt was never used.
+            unused = row.state == "running" and row.ahead and row.ahead_returns < AHEAD_RETURNS_MAX
+            if row.state == "running" and not unused and row.attempt >= row.max_attempts:
                 exhausted.append(self._bury(row, options, now))
                 continue
             if len(claimed) >= options.limit:
                 continue
             row.state = "running"
-            row.attempt += 1
+            if unused:
+                row.ahead_returns += 1
+            else:
+                row.attempt += 1
+            row.ahead = ahead_after is not None and len(claimed) >= ahead_after
             row.claim += 1
             row.claimed_by = options.worker_id
             row.lease_expires_at_ms = now + options.visibility_ms
@@ -215,6 +223,7 @@ class MemoryDriver:
             lease_expires_at_ms=row.lease_expires_at_ms,
             traceparent=row.traceparent,
             enqueued_by=row.enqueued_by,
+            ahead=row.ahead,
         )
 
     # -- settle -------------------------------------------------------------------------
@@ -254,6 +263,13 @@ class MemoryDriver:
         counter = nack_counter(options)
         if counter is not None:
             self.state.count(row.name, counter, now, options.duration_ms)
+        return True
+
+    async def start_ahead(self, job_id: str, ref: ClaimRef) -> bool:
+        row = self.state.owned(job_id, ref)
+        if row is None:
+            return False
+        row.ahead = False
         return True
 
     async def heartbeat(self, job_id: str, ref: ClaimRef, visibility_ms: int) -> HeartbeatResult:

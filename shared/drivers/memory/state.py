@@ -66,6 +66,10 @@ class MemoryRow:
     # Attempts handed back uncounted because the store was unreachable (NackOptions
     # .unreachable_cap bounds it).
     unreachable_returns: int = 0
+    # Claimed ahead of a free slot and not started yet (ClaimOptions.ahead_after): a lapsed
+    # lease hands it out again with the same attempt.
+    ahead: bool = False
+    ahead_returns: int = 0
     traceparent: str | None = None
     enqueued_by: str | None = None
 

@@ -30,6 +30,7 @@ import asyncpg
 
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.drivers.base import (
+    AHEAD_RETURNS_MAX,
     ALL_STATES,
     COUNTER_TIERS,
     ClaimedJob,
@@ -72,6 +73,7 @@ JSONValue = Any
 _CLAIM = query("claim")
 _ACK = query("ack")
 _NACK = query("nack")
+_START_AHEAD = query("start_ahead")
 _HEARTBEAT = query("heartbeat")
 _SAVE_STEP = query("save_step")
 _LOAD_STEPS = query("load_steps")
@@ -87,6 +89,7 @@ OPERATION_QUERIES: dict[str, tuple[str, ...]] = {
     "ack": ("ack",),
     "nack": ("nack",),
     "heartbeat": ("heartbeat",),
+    "start_ahead": ("start_ahead",),
     "load_steps": ("load_steps",),
     "save_step": ("save_step",),
     "stats": ("stats", "paused"),
@@ -109,6 +112,14 @@ class _Ack:
     progress: str | None
 
 
+@slot_init  # one per row started from a claim-ahead buffer
+@dataclass(frozen=True, slots=True)
+class _Start:
+    id: str
+    worker_id: str
+    claim: int
+
+
 class PostgresDriver:
     """``JobDriver`` over an asyncpg pool. Build it with ``postgres_driver(pool)``."""
 
@@ -119,6 +130,7 @@ class PostgresDriver:
         self.clock = clock
         self.progress = ProgressThrottle(clock)
         self._acks: SettleBatcher[_Ack] = SettleBatcher(self._flush_acks)
+        self._starts: SettleBatcher[_Start] = SettleBatcher(self._flush_starts)
         self._conns = HeldConnections(pool)
         self._enqueuer = PostgresEnqueuer(self._conns, clock)
         self._introspect = PostgresIntrospection(pool, clock, self.progress)
@@ -178,6 +190,8 @@ class PostgresDriver:
             sorted(options.drop_exhausted),
             width,
             start,
+            options.ahead_after,
+            AHEAD_RETURNS_MAX,
         )
         claimed = [claimed_job(r) for r in rows if r["kind"] == "claimed"]
         buried = [exhausted_job(r) for r in rows if r["kind"] == "buried"]
@@ -205,6 +219,18 @@ class PostgresDriver:
         )
         # Keyed by the whole fence: of two acks of one id in a batch, only the claim that
         # matched the row landed.
+        landed = {(r["id"], r["claimed_by"], r["claim"]) for r in rows}
+        return {i for i in items if (i.id, i.worker_id, i.claim) in landed}
+
+    async def start_ahead(self, job_id: str, ref: ClaimRef) -> bool:
+        """Coalesced like the acks (sql/queries/start_ahead.sql): one statement in flight."""
+        return await self._starts.submit(_Start(job_id, ref.worker_id, ref.claim))
+
+    async def _flush_starts(self, items: Sequence[_Start]) -> set[_Start]:
+        batch: dict[str, dict[str, dict[str, int]]] = {}
+        for i in items:
+            batch.setdefault(i.id, {}).setdefault(str(i.claim), {})[i.worker_id] = 1
+        rows = await retry_deadlock(self._fetch, _START_AHEAD, list(batch), dumps(batch), "running")
         landed = {(r["id"], r["claimed_by"], r["claim"]) for r in rows}
         return {i for i in items if (i.id, i.worker_id, i.claim) in landed}
 
@@ -306,6 +332,7 @@ class PostgresDriver:
         """Wait for settles in flight and hand the held connections back. The pool is the
         caller's and stays open."""
         await self._acks.join()
+        await self._starts.join()
         await self._conns.close()
 
     # -- the hot statements run on held connections (postgres_conns) ---------------------------

@@ -95,6 +95,7 @@ def claimed_job(r: Record) -> ClaimedJob:
         lease_expires_at_ms=r["lease_expires_at_ms"],
         traceparent=r["traceparent"],
         enqueued_by=r["enqueued_by"],
+        ahead=r["ahead"],
     )
 
 

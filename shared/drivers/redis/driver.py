@@ -53,6 +53,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 import shared.drivers.redis.codec as codec
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.drivers.base import (
+    AHEAD_RETURNS_MAX,
     ClaimedJob,
     ClaimOptions,
     ClaimRef,
@@ -221,6 +222,8 @@ class RedisDriver:
             options.worker_id,
             options.visibility_ms,
             self._mark.candidate(),
+            -1 if options.ahead_after is None else options.ahead_after,
+            AHEAD_RETURNS_MAX,
             len(drop),
             *drop,
             *queues,
@@ -253,6 +256,9 @@ class RedisDriver:
             codec.opt_arg(options.unreachable_cap),
         ]
         return bool(await self._run("nack", args))
+
+    async def start_ahead(self, job_id: str, ref: ClaimRef) -> bool:
+        return bool(int(await self._row("start_ahead", [], [job_id, ref.worker_id, ref.claim])))
 
     async def heartbeat(self, job_id: str, ref: ClaimRef, visibility_ms: int) -> HeartbeatResult:
         if visibility_ms < 1:

@@ -34,6 +34,7 @@ OPERATIONS = (
     "ack",
     "nack",
     "heartbeat",
+    "start_ahead",
     "save_step",
     "load_steps",
     "stats",

@@ -1,11 +1,11 @@
 -- claim.lua: lease up to `limit` due rows of the queues, oldest due first; bury final attempts.
 --
--- ARGV: now, limit, worker_id, visibility_ms, mark_candidate, n_drop, <n_drop job names>,
---       <queues...>
+-- ARGV: now, limit, worker_id, visibility_ms, mark_candidate, ahead_after (-1: none),
+--       ahead_returns_max, n_drop, <n_drop job names>, <queues...>
 -- Returns { claimed, buried, mark }:
 --   claimed: one list per row: id, run_id, name, queue, input, tenant_id, idempotency_key,
 --            attempt, max_attempts, worker_id, claim, run_at, created_at, lease, traceparent,
---            enqueued_by
+--            enqueued_by, ahead (1/0)
 --   buried:  one list per row: id, run_id, name, queue, input, tenant_id, attempt,
 --            max_attempts, state
 --   mark:    the keyspace mark (prelude.lua's store_mark; `mark_candidate` when there was none),
@@ -18,6 +18,12 @@
 -- when its name is in the drop list, last_error LEASE_LAPSED_FINAL_ATTEMPT, counted) whatever
 -- the limit; every other candidate is claimed until `limit` rows are. Cost: O(queues x (limit
 -- + lapsed) x log N) however long the backlog is.
+--
+-- Claim-ahead: the rows claimed after the first `ahead_after` get the `ahead` field (1);
+-- start_ahead.lua clears it once the row's body has run a moment. A lapsed row still marked
+-- ahead never started: while its `ahead_returns` is under ahead_returns_max it is neither
+-- buried nor counted again — handed out with the attempt its last claim counted, its
+-- `ahead_returns` one higher (as sql/queries/claim.sql does).
 
 local LAPSED_SCAN = 1000
 
@@ -26,23 +32,29 @@ local limit = tonumber(ARGV[2])
 local worker = ARGV[3]
 local visibility = tonumber(ARGV[4])
 local mark = store_mark(ARGV[5])
-local n_drop = tonumber(ARGV[6])
+local ahead_after = tonumber(ARGV[6])
+local ahead_returns_max = tonumber(ARGV[7])
+local n_drop = tonumber(ARGV[8])
 local drop = {}
-for i = 7, 6 + n_drop do
+for i = 9, 8 + n_drop do
   drop[ARGV[i]] = true
 end
 
 local candidates = {}
-for i = 7 + n_drop, #ARGV do
+for i = 9 + n_drop, #ARGV do
   local queue = ARGV[i]
   local lapsed = redis.call('ZRANGEBYSCORE', running_key(queue), '-inf', now,
     'LIMIT', 0, LAPSED_SCAN)
   for _, id in ipairs(lapsed) do
-    local row = redis.call('HMGET', job_key(id), 'run_at', 'seq', 'attempt', 'max_attempts')
+    local row = redis.call('HMGET', job_key(id), 'run_at', 'seq', 'attempt', 'max_attempts',
+      'ahead', 'ahead_returns')
     if row[1] then
+      local returns = tonumber(row[6]) or 0
+      local unused = row[5] == '1' and returns < ahead_returns_max
       candidates[#candidates + 1] = {
         run_at = tonumber(row[1]), seq = tonumber(row[2]), id = id, queue = queue,
-        lapsed = true, final = tonumber(row[3]) >= tonumber(row[4]),
+        lapsed = true, unused = unused, returns = returns,
+        final = (not unused) and tonumber(row[3]) >= tonumber(row[4]),
       }
     else
       -- A running member whose row is gone (deleted by hand): drop the stale index entry.
@@ -94,7 +106,7 @@ end
 
 -- Lease one row: one read, one write; its index moves are queued. Answers its reply row, or
 -- nil when the row is gone (a due member whose row was deleted by hand: the entry is dropped).
-local function take(jk, c)
+local function take(jk, c, position)
   local row = redis.call('HMGET', jk, unpack(FIELDS))
   if not c.lapsed then
     local members = list_of(unqueued, c.queue)
@@ -105,16 +117,25 @@ local function take(jk, c)
     tally_add(tallies, c.queue, row[12], -1)
     tally_add(tallies, c.queue, 'running', 1)
   end
-  local attempt = tonumber(row[6]) + 1
+  local attempt = tonumber(row[6])
+  if c.unused then
+    redis.call('HSET', jk, 'ahead_returns', c.returns + 1)
+  else
+    attempt = attempt + 1
+  end
   local claim = tonumber(row[8]) + 1
+  local ahead = 0
+  if ahead_after >= 0 and position > ahead_after then
+    ahead = 1
+  end
   redis.call('HSET', jk, 'state', 'running', 'attempt', attempt, 'claim', claim,
-    'claimed_by', worker, 'lease', lease, 'updated_at', now)
+    'claimed_by', worker, 'lease', lease, 'updated_at', now, 'ahead', ahead)
   local running = list_of(leased, c.queue)
   running[#running + 1] = lease
   running[#running + 1] = c.id
   return {
     c.id, row[1], row[2], c.queue, row[3], row[4], row[5], attempt, tonumber(row[7]), worker,
-    claim, c.run_at, tonumber(row[9]), lease, row[10], row[11],
+    claim, c.run_at, tonumber(row[9]), lease, row[10], row[11], ahead,
   }
 end
 
@@ -134,7 +155,7 @@ for _, c in ipairs(candidates) do
       c.id, row[3], row[1], c.queue, row[4], row[5], tonumber(row[6]), tonumber(row[7]), target,
     }
   elseif #claimed < limit then
-    local row = take(jk, c)
+    local row = take(jk, c, #claimed + 1)
     if row then
       claimed[#claimed + 1] = row
     end
