@@ -32,6 +32,7 @@ from services.cli_services import (
     worker_command,
 )
 from services.cli_tasks import tasks_app
+from services.cli_webhooks import webhooks_app
 from services.config import environment
 
 app = typer.Typer(
@@ -71,6 +72,7 @@ app.add_typer(queues_app, name="queues")
 app.add_typer(tasks_app, name="tasks")
 app.command("workers")(workers_command)
 app.add_typer(db_app, name="db")
+app.add_typer(webhooks_app, name="webhooks")
 app.command("api")(api_command)
 app.command("scheduler")(scheduler_command)
 app.command("dev")(dev_command)

@@ -77,11 +77,12 @@ def make_kit(
     retry: Retry | None = None,
     request_timeout: Any = "5s",
     name: str = "partner.webhooks",
+    policy: GuardPolicy = LOCAL,
 ) -> Kit:
     clock = FrozenClock(T0)
     driver = memory_driver(clock=clock)
     ledger = MemoryWebhookLedger(capacity=100)
-    client = WebhookClient(LOCAL)
+    client = WebhookClient(policy)
     holder: dict[str, Kit] = {}
 
     async def endpoint(value: WebhookInput) -> Endpoint | None:
