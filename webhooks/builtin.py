@@ -10,6 +10,7 @@ delivery's is unknown to it.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from shared.registry import Registry
 from webhooks.errors import WebhookEndpointUnknownError
 from webhooks.family import Endpoint, Event, WebhookInput, fan_out_inputs, webhook
 from webhooks.ledger import DeliveryAttempt
-from webhooks.store_pg import PgWebhookStore
+from webhooks.store_pg import Loaded, PgWebhookStore
 
 ORG_FAMILY = "ujobs.webhooks"
 GLOBAL_FAMILY = "ujobs.webhooks.global"
@@ -43,14 +44,38 @@ def current_store() -> PgWebhookStore:
     return _store
 
 
+@dataclass(slots=True)
+class _Reads:
+    """One attempt's single read of its endpoint and event (``webhooks_delivery_load``)."""
+
+    endpoint_id: str
+    event_id: str
+    loaded: Loaded | None
+
+
+# Set by the endpoint seam inside the attempt's own task, read by the event seam and the
+# ledger's is_disabled in the same task: three answers, one round trip.
+_reads: ContextVar[_Reads | None] = ContextVar("ujobs_webhook_reads", default=None)
+
+
 async def _endpoint(value: WebhookInput) -> Endpoint | None:
-    found = await current_store().endpoint(value.endpoint_id)
-    if found is None or found[1] != value.org_id:
+    loaded = await current_store().load(value.endpoint_id, value.event_id)
+    _reads.set(_Reads(value.endpoint_id, value.event_id, loaded))
+    if loaded is None or loaded.tenant_id != value.org_id:
         return None
-    return found[0]
+    return loaded.endpoint
 
 
 async def _event(value: WebhookInput) -> Event | None:
+    reads = _reads.get()
+    if reads is not None and (reads.endpoint_id, reads.event_id) == (
+        value.endpoint_id,
+        value.event_id,
+    ):
+        loaded = reads.loaded
+        if loaded is None or loaded.event is None or loaded.event_tenant_id != value.org_id:
+            return None
+        return loaded.event
     found = await current_store().event(value.event_id)
     if found is None or found[1] != value.org_id:
         return None
@@ -58,12 +83,19 @@ async def _event(value: WebhookInput) -> Event | None:
 
 
 class _StoreLedger:
-    """The installed store's ledger, looked up per call (the store is installed at start)."""
+    """The installed store's ledger, looked up per call (the store is installed at start).
+
+    ``is_disabled`` answers from the verdict column this attempt read a moment before (the
+    same statement that read the endpoint), once; any other ask reads the column again."""
 
     async def record(self, attempt: DeliveryAttempt) -> int:
         return await current_store().ledger.record(attempt)
 
     async def is_disabled(self, endpoint_id: str) -> bool:
+        reads = _reads.get()
+        if reads is not None and reads.endpoint_id == endpoint_id and reads.loaded is not None:
+            _reads.set(None)
+            return reads.loaded.endpoint.disabled
         return await current_store().ledger.is_disabled(endpoint_id)
 
     async def disable(self, endpoint_id: str, reason: str) -> None:

@@ -73,6 +73,17 @@ class EndpointInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class Loaded:
+    """One attempt's reads: the endpoint (secrets opened) and its tenant, the event (None when
+    unknown) and its tenant."""
+
+    endpoint: Endpoint
+    tenant_id: str | None
+    event: Event | None
+    event_tenant_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Created:
     """A new endpoint and its secret: the one answer that shows the secret."""
 
@@ -204,10 +215,32 @@ class PgWebhookStore:
         )
         if row is None:
             return None
+        return self._endpoint_of(row), row["tenant_id"]
+
+    async def load(self, endpoint_id: str, event_id: str) -> Loaded | None:
+        """The endpoint and the event of one delivery attempt, in one statement."""
+        row = await self._pool.fetchrow(
+            query("webhooks_delivery_load"), endpoint_id, event_id, self._clock.now_ms()
+        )
+        if row is None:
+            return None
+        event = (
+            None
+            if row["event_id"] is None
+            else Event(id=row["event_id"], topic=row["event_topic"], body=bytes(row["event_body"]))
+        )
+        return Loaded(
+            endpoint=self._endpoint_of(row),
+            tenant_id=row["tenant_id"],
+            event=event,
+            event_tenant_id=row["event_tenant_id"],
+        )
+
+    def _endpoint_of(self, row: Any) -> Endpoint:
         sealed = [row["secret_sealed"]]
         if row["previous_secret_sealed"] is not None:
             sealed.append(row["previous_secret_sealed"])
-        endpoint = Endpoint(
+        return Endpoint(
             id=row["id"],
             url=row["url"],
             secrets=tuple(self._box.open(s, aad=row["id"]) for s in sealed),
@@ -215,7 +248,6 @@ class PgWebhookStore:
             headers=orjson.loads(row["headers"]),
             disabled=row["disabled"],
         )
-        return endpoint, row["tenant_id"]
 
     async def endpoints(self, tenant: str | None = None) -> list[EndpointInfo]:
         rows = await self._pool.fetch(query("webhooks_endpoint_list"), tenant, self._clock.now_ms())
