@@ -18,7 +18,12 @@ What it measures, against a local aiohttp receiver running in its own process:
 - ``delivery_p50_ms`` / ``delivery_p95_ms``: ``BENCH_WEBHOOKS_LAT_N`` (200) events published one
   at a time (``webhooks.builtin.publish``: the event row, then the delivery's enqueue with its
   wake) to one endpoint, from the call to the receipt (both clocks are this machine's).
+- ``deliverer_cpu_ms_per_delivery`` (the deliverer process's user + system CPU over the
+  throughput phase, per delivery) beside ``client_cpu_ms_per_raw_post`` (the bare client's):
+  what each costs the machine, the figure a loaded machine moves least.
 - ``ratios.deliveries_vs_raw_posts``. Targets: ``>= 0.5``, and ``delivery_p50_ms < 10``.
+
+``BENCH_WEBHOOKS_PROFILE=/tmp/d.prof`` runs the deliverer under cProfile.
 
 Postgres is ``BENCH_DATABASE_URL`` (default the local server's ``postgres`` database): a
 database of its own is created, migrated and dropped. Redis is ``REDIS_URL`` (default local).
@@ -192,9 +197,17 @@ async def until_count(http: aiohttp.ClientSession, base: str, n: int) -> int:
         await asyncio.sleep(0.05)
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def throughput(
-    store: PgWebhookStore, pool: Any, driver: Any, http: aiohttp.ClientSession, base: str
-) -> float:
+    bench: Bench, http: aiohttp.ClientSession, base: str, deliverer: int
+) -> tuple[float, float]:
+    """Deliveries a second, and the deliverer's CPU milliseconds per delivery."""
+    pool, driver = bench.pool, bench.driver
     await pause_queues(driver, [WEBHOOKS_QUEUE], pause=True)
     now = int(time.time() * 1000)
     events = [f"evt_{i:06d}" for i in range(N)]
@@ -210,15 +223,17 @@ async def throughput(
     for start in range(0, len(inputs), 1000):
         await builtin.deliver_global.enqueue_many(inputs[start : start + 1000])
     await http.post(f"{base}/reset")
+    cpu_before = cpu_s(deliverer)
     began = time.time_ns()
     await pause_queues(driver, [WEBHOOKS_QUEUE], pause=False)
     last_ns = await until_count(http, base, N)
-    return N / ((last_ns - began) / 1e9)
+    return N / ((last_ns - began) / 1e9), (cpu_s(deliverer) - cpu_before) * 1000 / N
 
 
 async def raw_posts(
     store: PgWebhookStore, http: aiohttp.ClientSession, base: str, port: int
-) -> float:
+) -> tuple[float, float]:
+    """POSTs a second, and this (client) process's CPU milliseconds per POST."""
     secrets = []
     for j in range(ENDPOINTS):
         found = await store.endpoint(f"ep_{j:02d}")
@@ -248,11 +263,11 @@ async def raw_posts(
                 async with client.post(url, data=BODY.encode(), headers=headers) as response:
                     await response.read()
 
-        began = time.monotonic()
+        began, cpu_before = time.monotonic(), time.process_time()
         await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-        elapsed = time.monotonic() - began
+        elapsed, cpu = time.monotonic() - began, time.process_time() - cpu_before
     assert (await receiver_count(http, base))["count"] == N
-    return N / elapsed
+    return N / elapsed, cpu * 1000 / N
 
 
 async def latency(store: PgWebhookStore, http: aiohttp.ClientSession, base: str) -> list[float]:
@@ -308,12 +323,18 @@ async def seed(dsn: str, base: str) -> None:
         )
 
 
-async def measure(dsn: str, base: str, port: int) -> tuple[float, float, list[float]]:
+async def measure(dsn: str, base: str, port: int, deliverer: int) -> dict[str, Any]:
     async with Bench(dsn) as bench, aiohttp.ClientSession() as http:
-        deliveries = await throughput(bench.store, bench.pool, bench.driver, http, base)
-        raw = await raw_posts(bench.store, http, base, port)
+        deliveries, delivery_cpu = await throughput(bench, http, base, deliverer)
+        raw, raw_cpu = await raw_posts(bench.store, http, base, port)
         latencies = await latency(bench.store, http, base)
-    return deliveries, raw, latencies
+    return {
+        "deliveries": deliveries,
+        "raw": raw,
+        "latencies": latencies,
+        "delivery_cpu": delivery_cpu,
+        "raw_cpu": raw_cpu,
+    }
 
 
 def run() -> dict[str, Any]:
@@ -333,7 +354,7 @@ def run() -> dict[str, Any]:
         asyncio.run(seed(dsn, base))
         deliverer = start_deliverer(dsn, log)
         until_started(log, deliverer)
-        deliveries, raw, latencies = asyncio.run(measure(dsn, base, port))
+        got = asyncio.run(measure(dsn, base, port, deliverer.pid))
         deliverer.send_signal(signal.SIGTERM)
         deliverer.wait(timeout=60)
     finally:
@@ -343,6 +364,7 @@ def run() -> dict[str, Any]:
         receiver.wait()
         asyncio.run(admin(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
         log.unlink(missing_ok=True)
+    deliveries, raw, latencies = got["deliveries"], got["raw"], got["latencies"]
     quantiles = statistics.quantiles(latencies, n=20)
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
@@ -356,6 +378,8 @@ def run() -> dict[str, Any]:
         "raw_posts_per_s": round(raw, 1),
         "delivery_p50_ms": round(statistics.median(latencies), 2),
         "delivery_p95_ms": round(quantiles[18], 2),
+        "deliverer_cpu_ms_per_delivery": round(got["delivery_cpu"], 3),
+        "client_cpu_ms_per_raw_post": round(got["raw_cpu"], 3),
         "ratios": {"deliveries_vs_raw_posts": round(deliveries / raw, 3)},
         "targets": {"deliveries_vs_raw_posts": 0.5, "delivery_p50_ms": 10},
         "commit": commit,
