@@ -159,10 +159,20 @@ def retry_after_seconds(value: str | None, date: str | None, now_ms: int) -> flo
     return delta if delta > 0 else None
 
 
+# Headers the HTTP client owns: an endpoint row that set them would break the request.
+TRANSPORT_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "te", "upgrade", "expect"}
+)
+
+
 def merged_headers(endpoint: Mapping[str, str], ours: Mapping[str, str]) -> dict[str, str]:
     """The endpoint's headers UNDER the framework's: one that names a signature (or any header
-    the framework writes), in any case, is dropped."""
-    merged = {k: v for k, v in endpoint.items() if k.lower() not in FRAMEWORK_HEADERS}
+    the framework or the transport writes), in any case, is dropped."""
+    merged = {
+        k: v
+        for k, v in endpoint.items()
+        if k.lower() not in FRAMEWORK_HEADERS and k.lower() not in TRANSPORT_HEADERS
+    }
     merged.update(ours)
     return merged
 

@@ -120,6 +120,8 @@ async def test_the_endpoints_own_headers_merge_under_the_frameworks(
             "Webhook-Signature": "v1,forged",
             "X-Ultimate-Webhook-Signature": "t=1,v1=forged",
             "Content-Type": "text/plain",
+            "Content-Length": "1",
+            "Host": "evil.example",
             "Authorization": "Bearer partner-token",
         },
     )
@@ -129,6 +131,7 @@ async def test_the_endpoints_own_headers_merge_under_the_frameworks(
     headers = receiver.lowered()
     assert headers["authorization"] == "Bearer partner-token"
     assert headers["content-type"] == "application/json"
+    assert headers["host"] == f"127.0.0.1:{receiver.port}"
     assert "forged" not in headers["webhook-signature"]
     assert "x-ultimate-webhook-signature" not in headers
     verify_standard(endpoint.secrets, headers, receiver.requests[0].body, now_s=T0 // 1000)
