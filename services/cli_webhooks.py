@@ -121,6 +121,9 @@ def endpoints_add(
         list[str] | None, typer.Option("--header", help="name=value sent with every delivery")
     ] = None,
     description: Annotated[str, typer.Option(help="a note for operators")] = "",
+    rate: Annotated[
+        float | None, typer.Option(help="at most this many POSTs a second [default: no pace]")
+    ] = None,
     endpoint_id: Annotated[str | None, typer.Option("--id", help="[default: ep_<new id>]")] = None,
     database_url: DatabaseUrlOption = None,
     driver: DriverOption = None,
@@ -137,6 +140,7 @@ def endpoints_add(
             headers=_headers(header or []),
             description=description,
             endpoint_id=endpoint_id,
+            rate_per_s=rate,
         )
         return {"id": created.id, "secret": created.secret}
 

@@ -21,7 +21,9 @@ are the queue's; what this adds is the delivery itself, in this order, on every 
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
@@ -76,6 +78,16 @@ class Endpoint:
     scheme: Scheme = "standard"
     headers: Mapping[str, str] = field(default_factory=dict)
     disabled: bool = False
+    rate_per_s: float | None = None
+    """At most this many POSTs a second to this endpoint from one deliverer process."""
+
+    def __post_init__(self) -> None:
+        rate = self.rate_per_s
+        if rate is not None and (isinstance(rate, bool) or not rate > 0 or rate == float("inf")):
+            raise WebhookEndpointInvalidError(
+                f"endpoint {self.id!r}: rate_per_s must be a positive number, got {rate!r}",
+                meta={"endpoint_id": self.id, "field": "rate_per_s"},
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +189,22 @@ def merged_headers(endpoint: Mapping[str, str], ours: Mapping[str, str]) -> dict
     return merged
 
 
+class _Pacer:
+    """Spaces one endpoint's POSTs ``1 / rate`` apart in this process: each reservation takes
+    the next free instant. The per-endpoint cap bounds how many wait at once."""
+
+    __slots__ = ("next_at",)
+
+    def __init__(self) -> None:
+        self.next_at = 0.0
+
+    def reserve(self, rate_per_s: float) -> float:
+        now = time.monotonic()
+        at = max(now, self.next_at)
+        self.next_at = at + 1 / rate_per_s
+        return at - now
+
+
 @dataclass(frozen=True, slots=True)
 class _Delivery:
     name: str
@@ -188,6 +216,7 @@ class _Delivery:
     client: ClientSource | None
     clock: Clock
     tenant_none: bool
+    pacers: dict[str, _Pacer] = field(default_factory=dict)
 
     def _client(self) -> WebhookClient:
         if self.client is None:
@@ -241,6 +270,19 @@ class _Delivery:
                 "kept — re-enable it, then `ujobs webhooks redeliver`",
                 meta={"endpoint_id": endpoint.id, "event_id": event.id},
             )
+        if endpoint.rate_per_s is not None:
+            wait_s = self.pacers.setdefault(endpoint.id, _Pacer()).reserve(endpoint.rate_per_s)
+            if wait_s > 0:
+                await asyncio.sleep(wait_s)
+                now_ms = self.clock.now_ms()
+                signed = delivery_headers(
+                    endpoint.scheme,
+                    endpoint.secrets,
+                    event_id=event.id,
+                    topic=event.topic,
+                    timestamp=now_ms // 1000,
+                    body=body,
+                )
         # A drain that arrived before the POST stops it here; once sent, nothing but the
         # deadline or a lost lease (which cancel this task) stops it.
         run.signal.throw_if_aborted()

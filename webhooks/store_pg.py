@@ -49,6 +49,7 @@ class EndpointInfo:
     description: str
     headers: dict[str, str]
     topics: list[str]
+    rate_per_s: float | None
     disabled_at_ms: int | None
     disabled_reason: str | None
     consecutive_failures: int
@@ -64,6 +65,7 @@ class EndpointInfo:
             "description": self.description,
             "headers": sorted(self.headers),  # names only: a header may carry a credential
             "topics": self.topics,
+            "ratePerS": self.rate_per_s,
             "disabledAtMs": self.disabled_at_ms,
             "disabledReason": self.disabled_reason,
             "consecutiveFailures": self.consecutive_failures,
@@ -167,6 +169,7 @@ class PgWebhookStore:
         headers: Mapping[str, str] | None = None,
         description: str = "",
         endpoint_id: str | None = None,
+        rate_per_s: float | None = None,
     ) -> Created:
         """Register an endpoint subscribed to ``topics``; answers its id and secret (made here
         unless given). The URL is checked now (scheme, credentials, a refused IP literal) and
@@ -188,6 +191,7 @@ class PgWebhookStore:
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in own.items()):
             raise WebhookEndpointInvalidError("headers map names to string values")
         ident = endpoint_id or f"ep_{new_id()}"
+        Endpoint(id=ident, url=url, secrets=(plain,), rate_per_s=rate_per_s)  # refuses a bad rate
         async with self._pool.acquire() as conn, conn.transaction():
             inserted = await conn.fetchval(
                 query("webhooks_endpoint_insert"),
@@ -199,6 +203,7 @@ class PgWebhookStore:
                 orjson.dumps(own).decode(),
                 description,
                 self._clock.now_ms(),
+                rate_per_s,
             )
             if inserted is None:
                 raise WebhookEndpointInvalidError(
@@ -247,6 +252,7 @@ class PgWebhookStore:
             scheme=row["scheme"],
             headers=orjson.loads(row["headers"]),
             disabled=row["disabled"],
+            rate_per_s=row["rate_per_s"],
         )
 
     async def endpoints(self, tenant: str | None = None) -> list[EndpointInfo]:
@@ -260,6 +266,7 @@ class PgWebhookStore:
                 description=r["description"],
                 headers=orjson.loads(r["headers"]),
                 topics=list(r["topics"]),
+                rate_per_s=r["rate_per_s"],
                 disabled_at_ms=r["disabled_at_ms"],
                 disabled_reason=r["disabled_reason"],
                 consecutive_failures=r["consecutive_failures"],

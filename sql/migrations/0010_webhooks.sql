@@ -18,6 +18,7 @@ create table x_webhook_endpoints (
   previous_expires_at   timestamptz,
   headers               jsonb not null default '{}'::jsonb,
   description           text not null default '',
+  rate_per_s            double precision check (rate_per_s > 0),
   disabled_at           timestamptz,
   disabled_reason       text,
   consecutive_failures  integer not null default 0,

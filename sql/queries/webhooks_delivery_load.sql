@@ -5,7 +5,7 @@
 select e.id, e.tenant_id, e.url, e.scheme, e.secret_sealed,
        case when e.previous_expires_at > x_ts($3::bigint) then e.previous_secret_sealed end
          as previous_secret_sealed,
-       e.headers::text as headers, e.disabled_at is not null as disabled,
+       e.headers::text as headers, e.disabled_at is not null as disabled, e.rate_per_s,
        v.id as event_id, v.tenant_id as event_tenant_id, v.topic as event_topic,
        v.body as event_body
   from x_webhook_endpoints e

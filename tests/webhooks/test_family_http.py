@@ -4,7 +4,9 @@ endless body, refuse the connection, answer a large body (stored truncated)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import socket
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -12,6 +14,8 @@ from aiohttp import web
 
 from tests.fixtures.webhook_receiver import Receiver
 from tests.webhooks.kit import Kit, make_kit
+from webhooks.errors import WebhookEndpointInvalidError
+from webhooks.family import Endpoint
 from webhooks.ledger import EXCERPT_CHARS
 
 
@@ -98,3 +102,31 @@ async def test_the_secret_is_in_no_error_or_ledger_row(receiver: Receiver, kit: 
 
 async def _status(code: int) -> web.StreamResponse:
     return web.Response(status=code, text="unauthorized")
+
+
+async def test_an_endpoints_rate_spaces_its_posts(receiver: Receiver) -> None:
+    kit = make_kit()
+    arrivals: list[float] = []
+
+    async def stamp(request: web.Request, body: bytes) -> web.StreamResponse:
+        arrivals.append(time.monotonic())
+        return web.Response(status=204)
+
+    receiver.answer = stamp
+    try:
+        kit.add_endpoint(receiver.url(), rate_per_s=10)
+        for n in range(3):
+            kit.add_event(id=f"evt_{n}")
+            await kit.enqueue({"endpoint_id": "ep_1", "event_id": f"evt_{n}"})
+        results = await asyncio.gather(*(kit.attempt() for _ in range(3)))
+    finally:
+        await kit.client.close()
+    assert [r.outcome for r in results] == ["completed"] * 3
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
+    assert len(gaps) == 2
+    assert all(gap >= 0.09 for gap in gaps), gaps  # 100 ms apart at 10 a second
+
+
+def test_a_rate_must_be_positive() -> None:
+    with pytest.raises(WebhookEndpointInvalidError):
+        Endpoint(id="ep", url="https://partner.example", secrets=("s",), rate_per_s=0)

@@ -101,6 +101,7 @@ async def test_an_endpoint_is_stored_with_its_secret_sealed(env: Env) -> None:
         topics=["orders.paid", "orders.refunded"],
         headers={"Authorization": "Bearer t"},
         endpoint_id="ep_1",
+        rate_per_s=5,
     )
     assert created.secret.startswith("whsec_")
     stored = await env.pool.fetchval("select secret_sealed from x_webhook_endpoints")
@@ -109,8 +110,9 @@ async def test_an_endpoint_is_stored_with_its_secret_sealed(env: Env) -> None:
     assert found is not None
     endpoint, tenant = found
     assert (endpoint.secrets, tenant, endpoint.scheme) == ((created.secret,), "org_a", "standard")
+    assert endpoint.rate_per_s == 5
     [info] = await env.store.endpoints("org_a")
-    assert info.topics == ["orders.paid", "orders.refunded"]
+    assert (info.topics, info.rate_per_s) == (["orders.paid", "orders.refunded"], 5)
     assert created.secret not in repr(info.to_dict())
     assert info.to_dict()["headers"] == ["Authorization"]
     assert await env.store.endpoints("org_b") == []
@@ -126,6 +128,8 @@ async def test_bad_endpoints_are_refused_with_their_codes(env: Env) -> None:
         await env.store.add_endpoint("https://partner.example/hook", scheme="hmac")
     with pytest.raises(WebhookEventInvalidError):
         await env.store.add_endpoint("https://partner.example/hook", topics=["a:b"])
+    with pytest.raises(WebhookEndpointInvalidError):
+        await env.store.add_endpoint("https://partner.example/hook", rate_per_s=-1)
     with pytest.raises(WebhookEndpointUnknownError):
         await env.store.disable("ep_missing")
 
