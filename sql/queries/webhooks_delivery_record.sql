@@ -1,6 +1,8 @@
 -- webhooks_delivery_record: one attempt into the ledger, and the endpoint's consecutive-failure
 -- count moved in the same statement (delivered resets it, failed adds one, skipped leaves it).
--- An attempt already recorded (same job, same attempt) changes nothing. Answers the count.
+-- The endpoint row is written only when the count changes, so the success path of a busy
+-- endpoint never rewrites its row. An attempt already recorded (same job, same attempt)
+-- changes nothing. Answers the count.
 -- $1 endpoint  $2 event  $3 job  $4 attempt  $5 outcome  $6 status  $7 code  $8 latency ms
 -- $9 response excerpt  $10 now ms
 with ins as (
@@ -14,12 +16,11 @@ with ins as (
 ),
 moved as (
   update x_webhook_endpoints e
-     set consecutive_failures = case i.outcome
-           when 'delivered' then 0
-           when 'failed' then e.consecutive_failures + 1
-           else e.consecutive_failures end
+     set consecutive_failures = case i.outcome when 'delivered' then 0
+                                               else e.consecutive_failures + 1 end
     from ins i
    where e.id = $1::text
+     and (i.outcome = 'failed' or (i.outcome = 'delivered' and e.consecutive_failures <> 0))
   returning e.consecutive_failures
 )
 select coalesce((select consecutive_failures from moved),

@@ -250,3 +250,15 @@ async def test_redeliver_after_a_re_enable_queues_what_the_endpoint_missed(
     assert await env.store.failed_events("ep_1", T0) == []
     one = await builtin.redeliver("ep_1", event_id="evt_1")
     assert len(one) == 1
+
+
+async def test_a_success_at_zero_failures_leaves_the_endpoint_row_alone(env: Env) -> None:
+    await env.store.add_endpoint("https://partner.example/hook", endpoint_id="ep_1")
+    xmin = "select xmin::text from x_webhook_endpoints where id = 'ep_1'"
+    before = await env.pool.fetchval(xmin)
+    delivered = {"outcome": "delivered", "status": 200, "code": None}
+    for n in range(3):
+        assert await env.store.ledger.record(attempt_row(job_id=f"j{n}", **delivered)) == 0
+    assert await env.pool.fetchval(xmin) == before
+    assert await env.store.ledger.record(attempt_row(job_id="j9")) == 1
+    assert await env.pool.fetchval(xmin) != before
