@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
+from shared.errors import ConfigInvalidError
 from webhooks.errors import WebhookEndpointInvalidError
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -59,7 +60,7 @@ class GuardPolicy:
             try:
                 networks.append(ipaddress.ip_network(item, strict=False))
             except ValueError:
-                raise WebhookEndpointInvalidError(
+                raise ConfigInvalidError(
                     f"UJOBS_WEBHOOK_ALLOW_PRIVATE: {item!r} is not a network (write e.g. "
                     "'127.0.0.1/32,10.0.0.0/8', or '*' for every address)",
                     meta={"variable": "UJOBS_WEBHOOK_ALLOW_PRIVATE"},

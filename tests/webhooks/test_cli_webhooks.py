@@ -8,7 +8,10 @@ import base64
 import os
 
 import asyncpg
+import pytest
 
+from services.webhook_deliverer import webhook_settings
+from shared.errors import ConfigInvalidError
 from tests.services.cli_support import json_of, ujobs
 
 KEY = base64.b64encode(os.urandom(32)).decode()
@@ -133,3 +136,18 @@ def test_failures_answer_their_codes(pg_dsn: str) -> None:
     neither = run(pg_dsn, "redeliver", "--endpoint", "ep_missing")
     assert isinstance(neither, dict)
     assert neither["error"]["code"] == "X_INPUT_INVALID"
+
+
+def test_the_webhook_settings_refuse_bad_values_by_name() -> None:
+    settings = webhook_settings(
+        {"UJOBS_SECRET_KEY": KEY, "UJOBS_WEBHOOK_ALLOW_PRIVATE": "10.0.0.0/8"}
+    )
+    assert (settings.policy.allow_http, len(settings.policy.allow_networks)) == (False, 1)
+    for variable, value in (
+        ("UJOBS_WEBHOOK_ALLOW_HTTP", "yes"),
+        ("UJOBS_WEBHOOK_ALLOW_PRIVATE", "x"),
+        ("UJOBS_SECRET_KEY", "short"),
+    ):
+        with pytest.raises(ConfigInvalidError) as exc:
+            webhook_settings({"UJOBS_SECRET_KEY": KEY, variable: value})
+        assert exc.value.meta["variable"] == variable

@@ -9,6 +9,7 @@ import socket
 import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from shared.errors import ConfigInvalidError
 from tests.fixtures.webhook_receiver import Receiver
 from webhooks.client import WebhookClient
 from webhooks.errors import WebhookEndpointInvalidError
@@ -80,7 +81,7 @@ def test_the_allow_list_lets_named_networks_through() -> None:
     assert refused_reason(ipaddress.ip_address("192.168.0.1"), policy) == "private"
     everything = GuardPolicy.parse("*")
     assert refused_reason(ipaddress.ip_address("169.254.169.254"), everything) is None
-    with pytest.raises(WebhookEndpointInvalidError) as bad:
+    with pytest.raises(ConfigInvalidError) as bad:
         GuardPolicy.parse("10.0.0.0/8,not-a-net")
     assert bad.value.meta == {"variable": "UJOBS_WEBHOOK_ALLOW_PRIVATE"}
 
