@@ -27,6 +27,7 @@ What it measures, against a local aiohttp receiver running in its own process:
 
 Postgres is ``BENCH_DATABASE_URL`` (default the local server's ``postgres`` database): a
 database of its own is created, migrated and dropped. Redis is ``REDIS_URL`` (default local).
+Runs under the bench lock (``bench/harness_run.py``), so no other bench of ours overlaps it.
 Figures are noisy on a shared 2-core machine: compare the ratio within one line.
 """
 
@@ -52,6 +53,7 @@ if str(ROOT) not in sys.path:
 import aiohttp  # noqa: E402
 import asyncpg  # noqa: E402
 from aiohttp import web  # noqa: E402
+from harness_run import bench_lock  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 
 from shared.drivers.postgres import postgres_driver  # noqa: E402
@@ -391,4 +393,6 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["receive"]:
         receive()
     else:
-        print(json.dumps(run()), flush=True)
+        with bench_lock():  # one bench of ours at a time on this machine
+            line = run()
+        print(json.dumps(line), flush=True)
