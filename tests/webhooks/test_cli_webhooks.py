@@ -10,7 +10,7 @@ import os
 import asyncpg
 import pytest
 
-from services.webhook_deliverer import webhook_settings
+from services.webhook_deliverer import deliverer_registry, webhook_settings
 from shared.errors import ConfigInvalidError
 from tests.services.cli_support import json_of, ujobs
 
@@ -151,3 +151,12 @@ def test_the_webhook_settings_refuse_bad_values_by_name() -> None:
         with pytest.raises(ConfigInvalidError) as exc:
             webhook_settings({"UJOBS_SECRET_KEY": KEY, variable: value})
         assert exc.value.meta["variable"] == variable
+
+
+def test_the_deliverer_always_registers_the_built_in_families() -> None:
+    alone = deliverer_registry(None)
+    assert sorted(alone.jobs) == ["ujobs.webhooks", "ujobs.webhooks.global"]
+    with_app = deliverer_registry("tests.unit.sample_app:api")
+    assert {"ujobs.webhooks", "ujobs.webhooks.global"} < set(with_app.jobs)
+    assert len(with_app.jobs) > 2
+    assert all(with_app.jobs[n].queue == "webhooks" for n in alone.jobs)
