@@ -17,7 +17,7 @@ from typing import Any
 from shared.drivers.base import Enqueued
 from shared.errors import DriverUnavailableError
 from shared.registry import Registry
-from webhooks.errors import WebhookEndpointUnknownError
+from webhooks.errors import WebhookEndpointUnknownError, WebhookEventUnknownError
 from webhooks.family import Endpoint, Event, WebhookInput, fan_out_inputs, webhook
 from webhooks.ledger import DeliveryAttempt
 from webhooks.store_pg import Loaded, PgWebhookStore
@@ -186,18 +186,15 @@ async def redeliver(
         )
     _, tenant = got
     if event_id is not None:
+        event = await found.event(event_id)
+        if event is None or event[1] != tenant:
+            raise WebhookEventUnknownError(
+                f"no event {event_id!r} for endpoint {endpoint_id!r}",
+                meta={"event_id": event_id, "endpoint_id": endpoint_id},
+            )
         events = [event_id]
     else:
         events = await found.failed_events(endpoint_id, since_ms or 0)
     handle = deliver if tenant is not None else deliver_global
-    inputs = fan_out_inputs_for(endpoint_id, tenant, events)
+    inputs = [item for event in events for item in fan_out_inputs(event, [(endpoint_id, tenant)])]
     return await handle.enqueue_many(inputs) if inputs else []
-
-
-def fan_out_inputs_for(
-    endpoint_id: str, tenant: str | None, events: list[str]
-) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for event in events:
-        out.extend(fan_out_inputs(event, [(endpoint_id, tenant)]))
-    return out

@@ -26,6 +26,7 @@ from webhooks.errors import (
     WebhookEndpointInvalidError,
     WebhookEndpointUnknownError,
     WebhookEventInvalidError,
+    WebhookEventUnknownError,
 )
 from webhooks.family import install_client
 from webhooks.ledger import DeliveryAttempt
@@ -250,6 +251,8 @@ async def test_redeliver_after_a_re_enable_queues_what_the_endpoint_missed(
     assert await env.store.failed_events("ep_1", T0) == []
     one = await builtin.redeliver("ep_1", event_id="evt_1")
     assert len(one) == 1
+    with pytest.raises(WebhookEventUnknownError):
+        await builtin.redeliver("ep_1", event_id="evt_missing")
 
 
 async def test_a_success_at_zero_failures_leaves_the_endpoint_row_alone(env: Env) -> None:
