@@ -227,6 +227,53 @@ def endpoints_enable(
     _state_command("enable", endpoint_id, as_json=as_json, database_url=database_url, driver=driver)
 
 
+TopicsOption = Annotated[
+    list[str], typer.Option("--topic", help="a topic ('*' for every topic); repeat for more")
+]
+
+
+@endpoints_app.command("subscribe")
+def endpoints_subscribe(
+    endpoint_id: EndpointArg,
+    topic: TopicsOption,
+    database_url: DatabaseUrlOption = None,
+    driver: DriverOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Deliver these topics to an endpoint too."""
+
+    async def work(store: PgWebhookStore, _: Backend) -> None:
+        await store.subscribe(endpoint_id, topic)
+
+    _run(work, as_json=as_json, label="subscribing", database_url=database_url, driver=driver)
+    if as_json:
+        emit_json({"id": endpoint_id, "subscribed": sorted(topic)})
+    else:
+        note(f"{endpoint_id}: subscribed to {', '.join(sorted(topic))}")
+
+
+@endpoints_app.command("unsubscribe")
+def endpoints_unsubscribe(
+    endpoint_id: EndpointArg,
+    topic: TopicsOption,
+    database_url: DatabaseUrlOption = None,
+    driver: DriverOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Stop delivering these topics to an endpoint (queued deliveries still go)."""
+
+    async def work(store: PgWebhookStore, _: Backend) -> list[str]:
+        return await store.unsubscribe(endpoint_id, topic)
+
+    removed = _run(
+        work, as_json=as_json, label="unsubscribing", database_url=database_url, driver=driver
+    )
+    if as_json:
+        emit_json({"id": endpoint_id, "unsubscribed": removed})
+    else:
+        note(f"{endpoint_id}: unsubscribed from {', '.join(removed) or 'nothing'}")
+
+
 @endpoints_app.command("rotate-secret")
 def endpoints_rotate(
     endpoint_id: EndpointArg,

@@ -291,6 +291,19 @@ class PgWebhookStore:
     async def enable(self, endpoint_id: str) -> None:
         await self._one(query("webhooks_endpoint_enable"), endpoint_id, self._clock.now_ms())
 
+    async def subscribe(self, endpoint_id: str, topics: Sequence[str]) -> None:
+        clean = [_check_topic(t) for t in topics]
+        if await self.endpoint(endpoint_id) is None:
+            raise WebhookEndpointUnknownError(
+                f"no endpoint {endpoint_id!r}", meta={"endpoint_id": endpoint_id}
+            )
+        await self._pool.execute(query("webhooks_subscribe"), endpoint_id, clean)
+
+    async def unsubscribe(self, endpoint_id: str, topics: Sequence[str]) -> list[str]:
+        """Answers the topics that were subscribed and no longer are."""
+        rows = await self._pool.fetch(query("webhooks_unsubscribe"), endpoint_id, list(topics))
+        return sorted(r["topic"] for r in rows)
+
     async def rotate_secret(
         self, endpoint_id: str, *, secret: str | None = None, grace_ms: int = ROTATION_GRACE_MS
     ) -> str:

@@ -60,6 +60,15 @@ def test_the_endpoint_lifecycle(pg_dsn: str) -> None:
     assert isinstance(rotated, dict)
     assert rotated["secret"] != added["secret"]
     assert run(pg_dsn, "reseal") == {"resealed": 0}
+    run(pg_dsn, "endpoints", "subscribe", "ep_1", "--topic", "orders.refunded", "--topic", "*")
+    removed = run(pg_dsn, "endpoints", "unsubscribe", "ep_1", "--topic", "orders.paid")
+    assert removed == {"id": "ep_1", "unsubscribed": ["orders.paid"]}
+    listed = run(pg_dsn, "endpoints", "list")
+    assert isinstance(listed, dict)
+    assert listed["endpoints"][0]["topics"] == ["*", "orders.refunded"]
+    missing = run(pg_dsn, "endpoints", "subscribe", "ep_missing", "--topic", "a")
+    assert isinstance(missing, dict)
+    assert missing["error"]["code"] == "X_WEBHOOK_ENDPOINT_UNKNOWN"
     table = ujobs("webhooks", "endpoints", "list", dsn=pg_dsn, env=ENV)
     assert table.stdout.split()[:7] == [
         "ID",
