@@ -31,6 +31,9 @@ from webhooks.secrets import SecretBox
 from webhooks.ssrf import GuardPolicy
 from webhooks.store_pg import PgWebhookStore
 
+# Successful attempts reach the ledger in one statement per this many milliseconds.
+LEDGER_BATCH_MS = 10
+
 
 @dataclass(frozen=True, slots=True)
 class WebhookSettings:
@@ -78,8 +81,12 @@ async def start_webhook_deliverer(
     pool = wired.backend.require_pool("the webhook deliverer")
     client = WebhookClient(settings.policy)
     install_client(client)
-    builtin.install_store(PgWebhookStore(pool, settings.box, policy=settings.policy))
+    store = PgWebhookStore(
+        pool, settings.box, policy=settings.policy, batch_delivered_ms=LEDGER_BATCH_MS
+    )
+    builtin.install_store(store)
     run.stack.callback(builtin.install_store, None)
+    run.stack.push_async_callback(store.ledger.close)  # after the drain, before the pool
     run.stack.callback(install_client, None)
     run.stack.push_async_callback(client.close)
     return await start_worker(

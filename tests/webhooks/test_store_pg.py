@@ -265,3 +265,33 @@ async def test_a_success_at_zero_failures_leaves_the_endpoint_row_alone(env: Env
     assert await env.pool.fetchval(xmin) == before
     assert await env.store.ledger.record(attempt_row(job_id="j9")) == 1
     assert await env.pool.fetchval(xmin) != before
+
+
+async def test_batched_successes_are_written_together_and_before_a_failure(
+    pg_pool: asyncpg.Pool[Any],
+) -> None:
+    store = PgWebhookStore(
+        pg_pool, SecretBox.parse(new_key()), policy=LOCAL, batch_delivered_ms=60_000
+    )
+    await store.add_endpoint("https://partner.example/hook", endpoint_id="ep_1")
+    ledger = store.ledger
+    count = "select count(*) from x_webhook_deliveries"
+    assert await ledger.record(attempt_row(job_id="f1")) == 1
+    delivered = {"outcome": "delivered", "status": 200, "code": None}
+    for n in range(3):
+        assert await ledger.record(attempt_row(job_id=f"ok{n}", **delivered)) == 0
+    assert await pg_pool.fetchval(count) == 1  # buffered: a success throws nothing
+    # A failure writes the buffer first, so the successes reset the count before it moves.
+    assert await ledger.record(attempt_row(job_id="f2")) == 1
+    outcomes = await pg_pool.fetch("select job_id, outcome from x_webhook_deliveries order by seq")
+    assert [tuple(r) for r in outcomes] == [
+        ("f1", "failed"),
+        ("ok0", "delivered"),
+        ("ok1", "delivered"),
+        ("ok2", "delivered"),
+        ("f2", "failed"),
+    ]
+    await ledger.record(attempt_row(job_id="ok9", **delivered))
+    await ledger.close()
+    assert await pg_pool.fetchval(count) == 6
+    assert await pg_pool.fetchval("select consecutive_failures from x_webhook_endpoints") == 0
