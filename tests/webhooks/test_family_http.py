@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -16,7 +17,7 @@ from tests.fixtures.webhook_receiver import Receiver
 from tests.webhooks.kit import Kit, make_kit
 from webhooks.errors import WebhookEndpointInvalidError
 from webhooks.family import Endpoint
-from webhooks.ledger import EXCERPT_CHARS
+from webhooks.ledger import EXCERPT_CHARS, DeliveryAttempt, MemoryWebhookLedger
 
 
 @pytest.fixture
@@ -89,12 +90,18 @@ async def test_a_refused_connection_is_a_counted_failure(kit: Kit) -> None:
     assert [a.outcome for a in kit.ledger.attempts] == ["failed"]
 
 
-async def test_the_secret_is_in_no_error_or_ledger_row(receiver: Receiver, kit: Kit) -> None:
+async def test_the_secret_is_in_no_error_log_or_ledger_row(
+    receiver: Receiver, kit: Kit, caplog: pytest.LogCaptureFixture
+) -> None:
     receiver.answer = lambda request, body: _status(401)
     endpoint = kit.add_endpoint(receiver.url())
     kit.add_event()
     await kit.enqueue()
-    execution = await kit.attempt()
+    with caplog.at_level(logging.DEBUG):
+        execution = await kit.attempt()
+    assert "jobs.attempt.failed" in caplog.text
+    assert endpoint.secrets[0] not in caplog.text
+    assert endpoint.secrets[0][6:] not in caplog.text
     assert endpoint.secrets[0] not in str(execution.error)
     assert endpoint.secrets[0] not in repr(getattr(execution.error, "meta", {}))
     assert endpoint.secrets[0] not in repr(list(kit.ledger.attempts))
@@ -130,3 +137,13 @@ async def test_an_endpoints_rate_spaces_its_posts(receiver: Receiver) -> None:
 def test_a_rate_must_be_positive() -> None:
     with pytest.raises(WebhookEndpointInvalidError):
         Endpoint(id="ep", url="https://partner.example", secrets=("s",), rate_per_s=0)
+
+
+async def test_the_memory_ledger_is_a_bounded_ring() -> None:
+    ledger = MemoryWebhookLedger(capacity=3)
+    for n in range(5):
+        await ledger.record(
+            DeliveryAttempt("ep", f"evt_{n}", f"j{n}", 1, "failed", 500, None, 1, "", n)
+        )
+    assert [a.event_id for a in ledger.attempts] == ["evt_2", "evt_3", "evt_4"]
+    assert ledger.consecutive["ep"] == 5
