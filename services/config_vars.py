@@ -166,6 +166,13 @@ VARIABLES: dict[str, Variable] = {
             ("webhook-deliverer", "webhooks commands"),
         ),
         Variable(
+            "UJOBS_WEBHOOK_ENDPOINT_CONCURRENCY",
+            "deliveries to one webhook endpoint in flight fleet-wide; 0: no cap (a driver "
+            "without leases, like redis)",
+            "8",
+            ("webhook-deliverer",),
+        ),
+        Variable(
             "UJOBS_WEBHOOK_ALLOW_HTTP",
             "1 lets webhook endpoints use http:// (tests, private networks)",
             "0: https:// only",

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from services.app_loader import load_api
 from services.config import WorkerConfig
-from services.config_parse import choice
+from services.config_parse import choice, whole
 from services.runtime import ServiceRun
 from services.wiring import wire
 from shared.registry import Registry
@@ -41,6 +41,7 @@ class WebhookSettings:
 
     box: SecretBox
     policy: GuardPolicy
+    endpoint_concurrency: int = builtin.ENDPOINT_CONCURRENCY
 
 
 def webhook_settings(env: Mapping[str, str]) -> WebhookSettings:
@@ -48,9 +49,15 @@ def webhook_settings(env: Mapping[str, str]) -> WebhookSettings:
         choice("UJOBS_WEBHOOK_ALLOW_HTTP", env.get("UJOBS_WEBHOOK_ALLOW_HTTP") or "0", ("0", "1"))
         == "1"
     )
+    cap = env.get("UJOBS_WEBHOOK_ENDPOINT_CONCURRENCY") or ""
     return WebhookSettings(
         box=SecretBox.parse(env.get("UJOBS_SECRET_KEY")),
         policy=GuardPolicy.parse(env.get("UJOBS_WEBHOOK_ALLOW_PRIVATE"), allow_http=allow_http),
+        endpoint_concurrency=(
+            whole("UJOBS_WEBHOOK_ENDPOINT_CONCURRENCY", cap)
+            if cap.strip()
+            else builtin.ENDPOINT_CONCURRENCY
+        ),
     )
 
 
@@ -62,11 +69,13 @@ def webhook_deliverer_config(
     )
 
 
-def deliverer_registry(app: str | None) -> Registry:
+def deliverer_registry(
+    app: str | None, endpoint_concurrency: int = builtin.ENDPOINT_CONCURRENCY
+) -> Registry:
     """The app's jobs (if any) and the built-in families, always."""
     registry = Registry()
     registry.merge(load_api(app))
-    registry.merge(builtin.families())
+    registry.merge(builtin.families(endpoint_concurrency))
     return registry
 
 
@@ -90,5 +99,8 @@ async def start_webhook_deliverer(
     run.stack.callback(install_client, None)
     run.stack.push_async_callback(client.close)
     return await start_worker(
-        run, config, registry=deliverer_registry(config.common.app), wired=wired
+        run,
+        config,
+        registry=deliverer_registry(config.common.app, settings.endpoint_concurrency),
+        wired=wired,
     )

@@ -10,15 +10,17 @@ delivery's is unknown to it.
 
 from __future__ import annotations
 
+import dataclasses
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from shared.definitions import JobHandle, KeyedConcurrency
 from shared.drivers.base import Enqueued
-from shared.errors import DriverUnavailableError
+from shared.errors import DriverUnavailableError, JobDeclarationInvalidError
 from shared.registry import Registry
 from webhooks.errors import WebhookEndpointUnknownError, WebhookEventUnknownError
-from webhooks.family import Endpoint, Event, WebhookInput, fan_out_inputs, webhook
+from webhooks.family import Endpoint, Event, WebhookInput, endpoint_key, fan_out_inputs, webhook
 from webhooks.ledger import DeliveryAttempt
 from webhooks.store_pg import Loaded, PgWebhookStore
 
@@ -127,11 +129,26 @@ deliver_global = webhook(
 )
 
 
-def families() -> Registry:
-    """A registry holding the two built-in families (merged into every deliverer's)."""
+def families(endpoint_concurrency: int = ENDPOINT_CONCURRENCY) -> Registry:
+    """A registry holding the two built-in families (merged into every deliverer's), with at
+    most ``endpoint_concurrency`` deliveries to one endpoint in flight fleet-wide (0: no cap,
+    for a driver without a lease store). Only the claim reads the cap, so the handles that
+    enqueue (``deliver``, ``deliver_global``) stay the same."""
+    if isinstance(endpoint_concurrency, bool) or endpoint_concurrency < 0:
+        raise JobDeclarationInvalidError(
+            f"the per-endpoint cap is a whole number, 0 for none; got {endpoint_concurrency!r}",
+            meta={"field": "endpoint_concurrency"},
+        )
+    cap = (
+        KeyedConcurrency(key=endpoint_key, limit=endpoint_concurrency)
+        if endpoint_concurrency
+        else None
+    )
     registry = Registry()
-    registry.register_job(deliver)
-    registry.register_job(deliver_global)
+    for handle in (deliver, deliver_global):
+        if endpoint_concurrency != ENDPOINT_CONCURRENCY:
+            handle = JobHandle(dataclasses.replace(handle.definition, concurrency=cap))
+        registry.register_job(handle)
     return registry
 
 

@@ -445,7 +445,7 @@ def webhook(
         tenant_none=tenant == "none",
     )
     concurrency = (
-        KeyedConcurrency(key=_endpoint_key, limit=per_endpoint_concurrency)
+        KeyedConcurrency(key=endpoint_key, limit=per_endpoint_concurrency)
         if per_endpoint_concurrency is not None
         else None
     )
@@ -468,7 +468,7 @@ def _delivery_key(value: WebhookInput) -> str:
     return f"webhook:{value.endpoint_id}:{value.event_id}"
 
 
-def _endpoint_key(value: WebhookInput) -> str:
+def endpoint_key(value: WebhookInput) -> str:
     return value.endpoint_id
 
 

@@ -169,3 +169,17 @@ def test_the_deliverer_always_registers_the_built_in_families() -> None:
     assert {"ujobs.webhooks", "ujobs.webhooks.global"} < set(with_app.jobs)
     assert len(with_app.jobs) > 2
     assert all(with_app.jobs[n].queue == "webhooks" for n in alone.jobs)
+
+
+def test_the_per_endpoint_cap_is_the_operators_to_set() -> None:
+    assert webhook_settings({"UJOBS_SECRET_KEY": KEY}).endpoint_concurrency == 8
+    off = webhook_settings({"UJOBS_SECRET_KEY": KEY, "UJOBS_WEBHOOK_ENDPOINT_CONCURRENCY": "0"})
+    assert off.endpoint_concurrency == 0
+    uncapped = deliverer_registry(None, 0)
+    assert all(handle.concurrency is None for handle in uncapped.jobs.values())
+    three = deliverer_registry(None, 3)
+    limits = {getattr(h.concurrency, "limit", None) for h in three.jobs.values()}
+    assert limits == {3}
+    with pytest.raises(ConfigInvalidError) as bad:
+        webhook_settings({"UJOBS_SECRET_KEY": KEY, "UJOBS_WEBHOOK_ENDPOINT_CONCURRENCY": "-1"})
+    assert bad.value.meta["variable"] == "UJOBS_WEBHOOK_ENDPOINT_CONCURRENCY"

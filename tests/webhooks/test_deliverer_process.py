@@ -14,7 +14,9 @@ from typing import Any
 import asyncpg
 import pytest
 from aiohttp import web
+from redis.asyncio import Redis
 
+from shared.drivers import redis_driver
 from shared.drivers.postgres import postgres_driver
 from shared.facade import reset_job_driver, set_job_driver
 from tests.e2e.service_process import ServiceProcess, service_env
@@ -127,3 +129,35 @@ async def test_a_deliverer_killed_mid_post_is_redelivered_and_counted_once(
         await first.kill()
         if second is not None:
             await second.kill()
+
+
+async def test_the_deliverer_runs_on_the_redis_driver_without_the_cap(
+    pg_dsn: str,
+    pg_pool: asyncpg.Pool[Any],
+    redis_url: str,
+    redis_prefix: str,
+    receiver: Receiver,
+) -> None:
+    store = PgWebhookStore(pg_pool, SecretBox.parse(KEY), policy=LOCAL)
+    created = await store.add_endpoint(receiver.url(), endpoint_id="ep_1")
+    client = Redis.from_url(redis_url)
+    set_job_driver(redis_driver(client, prefix=redis_prefix))
+    env = {
+        **deliverer_env(pg_dsn),
+        "REDIS_URL": redis_url,
+        "UJOBS_DRIVER": "redis",
+        "UJOBS_REDIS_PREFIX": redis_prefix,
+        "UJOBS_WEBHOOK_ENDPOINT_CONCURRENCY": "0",
+    }
+    deliverer = await ServiceProcess.start("webhook-deliverer", env=env)
+    try:
+        await deliverer.log_event("ujobs.service.started")
+        await builtin.publish("orders.paid", b"{}", store=store)
+        await wait_for(receiver.arrived)
+        verify_standard(created.secret, receiver.requests[0].headers, receiver.requests[0].body)
+        deliverer.terminate()
+        assert await deliverer.exit_code(WAIT_S) == 0
+    finally:
+        await deliverer.kill()
+        reset_job_driver()
+        await client.aclose()
