@@ -23,7 +23,8 @@ What it measures, against a local aiohttp receiver running in its own process:
   what each costs the machine, the figure a loaded machine moves least.
 - ``ratios.deliveries_vs_raw_posts``. Targets: ``>= 0.5``, and ``delivery_p50_ms < 10``.
 
-``BENCH_WEBHOOKS_PROFILE=/tmp/d.prof`` runs the deliverer under cProfile.
+``BENCH_WEBHOOKS_PROFILE=/tmp/d.prof`` runs the deliverer under cProfile;
+``BENCH_WEBHOOKS_POOL`` (12) is its ``UJOBS_PG_POOL_SIZE``.
 
 Postgres is ``BENCH_DATABASE_URL`` (default the local server's ``postgres`` database): a
 database of its own is created, migrated and dropped. Redis is ``REDIS_URL`` (default local).

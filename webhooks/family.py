@@ -82,12 +82,16 @@ class Endpoint:
     """At most this many POSTs a second to this endpoint from one deliverer process."""
 
     def __post_init__(self) -> None:
-        rate = self.rate_per_s
-        if rate is not None and (isinstance(rate, bool) or not rate > 0 or rate == float("inf")):
-            raise WebhookEndpointInvalidError(
-                f"endpoint {self.id!r}: rate_per_s must be a positive number, got {rate!r}",
-                meta={"endpoint_id": self.id, "field": "rate_per_s"},
-            )
+        check_rate(self.id, self.rate_per_s)
+
+
+def check_rate(endpoint_id: str, rate: float | None) -> None:
+    """``X_WEBHOOK_ENDPOINT_INVALID`` unless ``rate`` is None or a positive finite number."""
+    if rate is not None and (isinstance(rate, bool) or not 0 < rate < float("inf")):
+        raise WebhookEndpointInvalidError(
+            f"endpoint {endpoint_id!r}: rate_per_s must be a positive number, got {rate!r}",
+            meta={"endpoint_id": endpoint_id, "field": "rate_per_s"},
+        )
 
 
 @dataclass(frozen=True, slots=True)

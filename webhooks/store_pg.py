@@ -9,6 +9,7 @@ under ``sql/queries/webhooks_*.sql``.
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import secrets as random_secrets
 from collections.abc import Mapping, Sequence
@@ -25,7 +26,7 @@ from webhooks.errors import (
     WebhookEndpointUnknownError,
     WebhookEventInvalidError,
 )
-from webhooks.family import Endpoint, Event
+from webhooks.family import Endpoint, Event, check_rate
 from webhooks.ledger import DeliveryAttempt
 from webhooks.secrets import SecretBox
 from webhooks.signature import SCHEMES, Scheme, generate_secret, hmac_key
@@ -258,7 +259,7 @@ class PgWebhookStore:
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in own.items()):
             raise WebhookEndpointInvalidError("headers map names to string values")
         ident = endpoint_id or f"ep_{new_id()}"
-        Endpoint(id=ident, url=url, secrets=(plain,), rate_per_s=rate_per_s)  # refuses a bad rate
+        check_rate(ident, rate_per_s)
         async with self._pool.acquire() as conn, conn.transaction():
             inserted = await conn.fetchval(
                 query("webhooks_endpoint_insert"),
@@ -475,6 +476,4 @@ class PgWebhookStore:
 
 def new_secret_key() -> str:
     """A fresh ``UJOBS_SECRET_KEY`` value (32 random bytes, base64)."""
-    import base64
-
     return base64.b64encode(random_secrets.token_bytes(32)).decode()
