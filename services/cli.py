@@ -35,6 +35,7 @@ from services.cli_services import (
 )
 from services.cli_tasks import tasks_app
 from services.cli_tokens import tokens_app
+from services.cli_webhooks import webhooks_app
 from services.config import environment
 
 app = typer.Typer(
@@ -87,6 +88,7 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(tokens_app, name="tokens")
 app.command("workers")(workers_command)
 app.add_typer(db_app, name="db")
+app.add_typer(webhooks_app, name="webhooks")
 app.command("api", epilog=reads("api"))(api_command)
 app.command("scheduler", epilog=reads("scheduler"))(scheduler_command)
 app.command("dev", epilog=reads("dev"))(dev_command)

@@ -127,11 +127,21 @@ def webhook_deliverer_command(
     app_spec: AppOption = None, driver: DriverOption = None, as_json: JsonOption = False
 ) -> None:
     """Run a worker pinned to the webhooks queue (outbound webhook deliveries)."""
-    from services.webhook_deliverer import webhook_deliverer_config
+    from services.webhook_deliverer import (
+        start_webhook_deliverer,
+        webhook_deliverer_config,
+        webhook_settings,
+    )
 
     with reported(as_json=as_json):
-        config = webhook_deliverer_config(environment(), app=app_spec, driver=driver)
-    _run_worker(config, as_json=as_json)
+        env = environment()
+        config = webhook_deliverer_config(env, app=app_spec, driver=driver)
+        settings = webhook_settings(env)
+
+    async def start(run: ServiceRun) -> None:
+        await start_webhook_deliverer(run, config, settings)
+
+    run_service(config.common, start, as_json=as_json)
 
 
 def exporter_command(

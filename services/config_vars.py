@@ -181,5 +181,31 @@ VARIABLES: dict[str, Variable] = {
             str(DEFAULT_SCHEDULER_LEASE_TTL_MS),
             ("scheduler", "dev"),
         ),
+        Variable(
+            "UJOBS_SECRET_KEY",
+            "base64 32-byte key sealing webhook endpoint secrets at rest (AES-GCM); id:key,id:key "
+            "while rotating (the first seals, every one opens)",
+            "none: the webhook deliverer and commands refuse to start",
+            ("webhook-deliverer", "webhooks commands"),
+        ),
+        Variable(
+            "UJOBS_WEBHOOK_ALLOW_PRIVATE",
+            "networks webhooks may reach besides public addresses (10.0.0.0/8,…), or * for all",
+            "none: loopback, private, link-local, multicast and metadata addresses refused",
+            ("webhook-deliverer", "webhooks commands"),
+        ),
+        Variable(
+            "UJOBS_WEBHOOK_ENDPOINT_CONCURRENCY",
+            "deliveries to one webhook endpoint in flight fleet-wide; 0: no cap (a driver "
+            "without leases, like redis)",
+            "8",
+            ("webhook-deliverer",),
+        ),
+        Variable(
+            "UJOBS_WEBHOOK_ALLOW_HTTP",
+            "1 lets webhook endpoints use http:// (tests, private networks)",
+            "0: https:// only",
+            ("webhook-deliverer", "webhooks commands"),
+        ),
     )
 }

@@ -24,7 +24,7 @@ from services.config import (
 )
 from services.config_vars import VARIABLES
 from services.exporter import exporter_config
-from services.webhook_deliverer import webhook_deliverer_config
+from services.webhook_deliverer import webhook_deliverer_config, webhook_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text(encoding="utf-8"))
@@ -82,7 +82,7 @@ def test_every_variable_is_one_the_config_reads_and_parses(name: str) -> None:
         "relay": lambda: RelayConfig.load(env),
         "worker": lambda: WorkerConfig.load(env),
         "scheduler": lambda: SchedulerConfig.load(env),
-        "webhook-deliverer": lambda: webhook_deliverer_config(env),
+        "webhook-deliverer": lambda: (webhook_deliverer_config(env), webhook_settings(env)),
         "exporter": lambda: exporter_config(env),
     }
     loaders[name]()

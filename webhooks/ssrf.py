@@ -1,0 +1,171 @@
+"""The SSRF guard: a partner's URL may only reach the public internet.
+
+An endpoint URL is written by a stranger, so the deliverer resolves the host itself and refuses
+loopback, private, link-local (cloud metadata at 169.254.169.254 included), shared (CGNAT,
+where some clouds put theirs), multicast, reserved and unspecified addresses. The check runs
+inside the connector's resolver, at connect time, on the addresses the socket then uses: a
+check made earlier (when the endpoint was registered, or a lookup before the request) would
+let DNS rebinding answer a public address to the check and a private one to the connect.
+An IP literal never reaches a resolver, so ``check_url`` refuses those up front.
+
+``UJOBS_WEBHOOK_ALLOW_PRIVATE`` (read by the services, handed here as ``GuardPolicy``) lists
+networks to let through anyway, for tests and private deployments; ``*`` lets everything
+through. ``http://`` is refused unless the policy allows it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import DefaultResolver
+
+from shared.errors import ConfigInvalidError
+from webhooks.errors import WebhookEndpointInvalidError
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+MAX_URL_LENGTH = 2048
+
+
+@dataclass(frozen=True, slots=True)
+class GuardPolicy:
+    """What the guard lets through beyond public addresses over https."""
+
+    allow_http: bool = False
+    allow_networks: tuple[IPNetwork, ...] = field(default=())
+
+    @classmethod
+    def parse(cls, allow_private: str | None, *, allow_http: bool = False) -> GuardPolicy:
+        """From ``UJOBS_WEBHOOK_ALLOW_PRIVATE``: empty, ``*``, or comma-separated networks."""
+        text = (allow_private or "").strip()
+        if not text:
+            return cls(allow_http=allow_http)
+        if text == "*":
+            return cls(
+                allow_http=allow_http,
+                allow_networks=(
+                    ipaddress.ip_network("0.0.0.0/0"),
+                    ipaddress.ip_network("::/0"),
+                ),
+            )
+        networks: list[IPNetwork] = []
+        for part in text.split(","):
+            item = part.strip()
+            if not item:
+                continue
+            try:
+                networks.append(ipaddress.ip_network(item, strict=False))
+            except ValueError:
+                raise ConfigInvalidError(
+                    f"UJOBS_WEBHOOK_ALLOW_PRIVATE: {item!r} is not a network (write e.g. "
+                    "'127.0.0.1/32,10.0.0.0/8', or '*' for every address)",
+                    meta={"variable": "UJOBS_WEBHOOK_ALLOW_PRIVATE"},
+                ) from None
+        return cls(allow_http=allow_http, allow_networks=tuple(networks))
+
+
+def refused_reason(address: IPAddress, policy: GuardPolicy) -> str | None:
+    """Why ``address`` may not be connected to, or None when it may."""
+    if any(address in net for net in policy.allow_networks if net.version == address.version):
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return refused_reason(address.ipv4_mapped, policy)
+    if address.is_multicast:
+        return "multicast"
+    if address.is_loopback:
+        return "loopback"
+    if address.is_link_local:
+        return "link-local"
+    if address.is_unspecified:
+        return "unspecified"
+    if not address.is_global:
+        return "private"
+    return None
+
+
+def _refused(host: str, address: str, why: str) -> WebhookEndpointInvalidError:
+    return WebhookEndpointInvalidError(
+        f"the endpoint's host {host!r} resolves to a {why} address ({address}); webhooks only "
+        "reach public addresses (UJOBS_WEBHOOK_ALLOW_PRIVATE lists exceptions)",
+        meta={"host": host, "address": address, "reason": why},
+    )
+
+
+def check_url(url: str, policy: GuardPolicy) -> str:
+    """The URL's host, or ``X_WEBHOOK_ENDPOINT_INVALID`` for a URL no delivery may use: not
+    http(s), ``http://`` where not allowed, credentials in it, no host, or an IP literal the
+    policy refuses."""
+    if not isinstance(url, str) or not url or len(url) > MAX_URL_LENGTH:
+        raise WebhookEndpointInvalidError(
+            f"an endpoint URL is a string of at most {MAX_URL_LENGTH} characters"
+        )
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise WebhookEndpointInvalidError(
+            "the endpoint URL does not parse", meta={"reason": "malformed"}
+        ) from None
+    if parts.scheme not in ("https", "http"):
+        raise WebhookEndpointInvalidError(
+            f"an endpoint URL is https:// (got {parts.scheme or 'no'} scheme)",
+            meta={"reason": "scheme"},
+        )
+    if parts.scheme == "http" and not policy.allow_http:
+        raise WebhookEndpointInvalidError(
+            "an endpoint URL must be https:// (set UJOBS_WEBHOOK_ALLOW_HTTP=1 to allow http)",
+            meta={"reason": "scheme"},
+        )
+    if parts.username is not None or parts.password is not None:
+        raise WebhookEndpointInvalidError(
+            "an endpoint URL must not carry credentials; put them in the endpoint's headers",
+            meta={"reason": "credentials"},
+        )
+    host = parts.hostname
+    if not host or port == 0:
+        raise WebhookEndpointInvalidError(
+            "the endpoint URL names no host", meta={"reason": "malformed"}
+        )
+    try:
+        literal: IPAddress | None = ipaddress.ip_address(host)
+    except ValueError:
+        literal = None
+    if literal is not None:
+        why = refused_reason(literal, policy)
+        if why is not None:
+            raise _refused(host, str(literal), why)
+    return host
+
+
+class GuardedResolver(AbstractResolver):
+    """Resolves through ``inner`` and drops every address the policy refuses; refuses the host
+    when none is left. The connector connects only to what this answers."""
+
+    def __init__(self, policy: GuardPolicy, inner: AbstractResolver | None = None) -> None:
+        self._policy = policy
+        self._inner = inner if inner is not None else DefaultResolver()
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        answers = await self._inner.resolve(host, port, family)
+        kept: list[ResolveResult] = []
+        refused: list[tuple[str, str]] = []
+        for answer in answers:
+            why = refused_reason(ipaddress.ip_address(answer["host"]), self._policy)
+            if why is None:
+                kept.append(answer)
+            else:
+                refused.append((answer["host"], why))
+        if not kept:
+            if refused:
+                raise _refused(host, refused[0][0], refused[0][1])
+            raise OSError(f"no address for {host!r}")
+        return kept
+
+    async def close(self) -> None:
+        await self._inner.close()

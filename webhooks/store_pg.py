@@ -1,0 +1,479 @@
+"""Endpoints, subscriptions, events and the delivery ledger in Postgres (``0010_webhooks.sql``).
+
+``PgWebhookStore`` is what the operator commands and the built-in family read and write; its
+``ledger`` is the ``WebhookLedger`` the family records into. Secrets are sealed by a
+``SecretBox`` before they reach a row and opened only to sign. Every statement is a named file
+under ``sql/queries/webhooks_*.sql``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import secrets as random_secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from shared.clock import SYSTEM_CLOCK, Clock
+from shared.drivers.postgres.sql import query
+from shared.ids import new_id
+from webhooks.errors import (
+    WebhookEndpointInvalidError,
+    WebhookEndpointUnknownError,
+    WebhookEventInvalidError,
+)
+from webhooks.family import Endpoint, Event, check_rate
+from webhooks.ledger import DeliveryAttempt
+from webhooks.secrets import SecretBox
+from webhooks.signature import SCHEMES, Scheme, generate_secret, hmac_key
+from webhooks.ssrf import GuardPolicy, check_url
+
+if TYPE_CHECKING:
+    import asyncpg
+
+    Pool = asyncpg.Pool[Any]
+
+log = logging.getLogger("ujobs.webhooks")
+
+ROTATION_GRACE_MS = 24 * 3_600_000
+MAX_DELIVERED_BATCH = 500
+MAX_TOPICS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointInfo:
+    """An endpoint as an operator lists it: never its secret."""
+
+    id: str
+    tenant_id: str | None
+    url: str
+    scheme: str
+    description: str
+    headers: dict[str, str]
+    topics: list[str]
+    rate_per_s: float | None
+    disabled_at_ms: int | None
+    disabled_reason: str | None
+    consecutive_failures: int
+    rotating: bool
+    created_at_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "tenant": self.tenant_id,
+            "url": self.url,
+            "scheme": self.scheme,
+            "description": self.description,
+            "headers": sorted(self.headers),  # names only: a header may carry a credential
+            "topics": self.topics,
+            "ratePerS": self.rate_per_s,
+            "disabledAtMs": self.disabled_at_ms,
+            "disabledReason": self.disabled_reason,
+            "consecutiveFailures": self.consecutive_failures,
+            "rotating": self.rotating,
+            "createdAtMs": self.created_at_ms,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """One attempt's reads: the endpoint (secrets opened) and its tenant, the event (None when
+    unknown) and its tenant."""
+
+    endpoint: Endpoint
+    tenant_id: str | None
+    event: Event | None
+    event_tenant_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    """A new endpoint and its secret: the one answer that shows the secret."""
+
+    id: str
+    secret: str
+
+
+def _check_topic(topic: str) -> str:
+    if not isinstance(topic, str) or not topic or ":" in topic or len(topic) > 200:
+        raise WebhookEventInvalidError(
+            f"a topic is a non-empty name of at most 200 characters without ':', got {topic!r}",
+            meta={"field": "topic"},
+        )
+    return topic
+
+
+def _check_secret(scheme: str, secret: str) -> str:
+    if scheme == "standard":
+        hmac_key(secret)  # a whsec_ secret whose key decodes
+    elif not secret:
+        raise WebhookEndpointInvalidError("a secret must not be empty")
+    return secret
+
+
+class PgWebhookLedger:
+    """The ledger seam over ``x_webhook_deliveries`` and the endpoint row's verdict column.
+
+    ``batch_delivered_ms`` (the deliverer sets it): a successful attempt is buffered and written
+    with the others of the next few milliseconds in one statement, a commit saved per
+    delivery. Nothing throws after a success, so nothing waits on its row; a failure flushes
+    the buffer first, so the consecutive count is always moved in order; ``close`` flushes
+    what is left. A process killed in between loses those rows (the ledger then shows fewer
+    successes, never a failure that did not happen)."""
+
+    def __init__(
+        self, pool: Pool, clock: Clock = SYSTEM_CLOCK, *, batch_delivered_ms: int | None = None
+    ) -> None:
+        self._pool = pool
+        self._clock = clock
+        self._batch_ms = batch_delivered_ms
+        self._pending: list[DeliveryAttempt] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._flushing = asyncio.Lock()
+
+    async def record(self, attempt: DeliveryAttempt) -> int:
+        if self._batch_ms is not None and attempt.outcome == "delivered":
+            self._pending.append(attempt)
+            if len(self._pending) >= MAX_DELIVERED_BATCH:
+                await self.flush()
+            elif self._flusher is None:
+                self._flusher = asyncio.ensure_future(self._flush_soon(self._batch_ms))
+            return 0
+        if self._pending:
+            await self.flush()
+        count = await self._pool.fetchval(
+            query("webhooks_delivery_record"),
+            attempt.endpoint_id,
+            attempt.event_id,
+            attempt.job_id,
+            attempt.attempt,
+            attempt.outcome,
+            attempt.status,
+            attempt.code,
+            attempt.latency_ms,
+            attempt.response_excerpt,
+            attempt.at_ms,
+        )
+        return int(count)
+
+    async def _flush_soon(self, delay_ms: int) -> None:
+        await asyncio.sleep(delay_ms / 1000)
+        self._flusher = None
+        try:
+            await self.flush()
+        except Exception as exc:  # kept in the buffer: the next flush tries them again
+            log.warning(
+                "webhooks.ledger.flush-failed", extra={"error": f"{type(exc).__name__}: {exc}"}
+            )
+
+    async def flush(self) -> None:
+        """Write the buffered successes (one statement)."""
+        async with self._flushing:
+            batch, self._pending = self._pending, []
+            if not batch:
+                return
+            try:
+                await self._pool.execute(
+                    query("webhooks_delivered_batch"),
+                    [a.endpoint_id for a in batch],
+                    [a.event_id for a in batch],
+                    [a.job_id for a in batch],
+                    [a.attempt for a in batch],
+                    [a.status for a in batch],
+                    [a.latency_ms for a in batch],
+                    [a.response_excerpt for a in batch],
+                    [a.at_ms for a in batch],
+                )
+            except BaseException:
+                self._pending[:0] = batch
+                raise
+
+    async def close(self) -> None:
+        """Stop the timer and write what is buffered."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+            self._flusher = None
+        await self.flush()
+
+    async def is_disabled(self, endpoint_id: str) -> bool:
+        return bool(await self._pool.fetchval(query("webhooks_is_disabled"), endpoint_id))
+
+    async def disable(self, endpoint_id: str, reason: str) -> None:
+        await self._pool.fetchval(
+            query("webhooks_endpoint_disable"), endpoint_id, reason, self._clock.now_ms()
+        )
+
+
+class PgWebhookStore:
+    def __init__(
+        self,
+        pool: Pool,
+        box: SecretBox,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        policy: GuardPolicy | None = None,
+        batch_delivered_ms: int | None = None,
+    ) -> None:
+        self._pool = pool
+        self._box = box
+        self._clock = clock
+        self._policy = policy if policy is not None else GuardPolicy()
+        self.ledger = PgWebhookLedger(pool, clock, batch_delivered_ms=batch_delivered_ms)
+
+    # -- endpoints -------------------------------------------------------------------------
+    async def add_endpoint(
+        self,
+        url: str,
+        *,
+        tenant: str | None = None,
+        topics: Sequence[str] = ("*",),
+        scheme: str = "standard",
+        secret: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        description: str = "",
+        endpoint_id: str | None = None,
+        rate_per_s: float | None = None,
+    ) -> Created:
+        """Register an endpoint subscribed to ``topics``; answers its id and secret (made here
+        unless given). The URL is checked now (scheme, credentials, a refused IP literal) and
+        its address again at every connect."""
+        check_url(url, self._policy)
+        if scheme not in SCHEMES:
+            raise WebhookEndpointInvalidError(
+                f"scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}",
+                meta={"field": "scheme"},
+            )
+        if not topics or len(topics) > MAX_TOPICS:
+            raise WebhookEndpointInvalidError(
+                f"an endpoint subscribes to 1 to {MAX_TOPICS} topics ('*' for every topic)"
+            )
+        chosen: Scheme = "ultimate" if scheme == "ultimate" else "standard"
+        clean_topics = [_check_topic(t) for t in topics]
+        plain = _check_secret(chosen, secret if secret is not None else generate_secret())
+        own = dict(headers or {})
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in own.items()):
+            raise WebhookEndpointInvalidError("headers map names to string values")
+        ident = endpoint_id or f"ep_{new_id()}"
+        check_rate(ident, rate_per_s)
+        async with self._pool.acquire() as conn, conn.transaction():
+            inserted = await conn.fetchval(
+                query("webhooks_endpoint_insert"),
+                ident,
+                tenant,
+                url,
+                chosen,
+                self._box.seal(plain, aad=ident),
+                orjson.dumps(own).decode(),
+                description,
+                self._clock.now_ms(),
+                rate_per_s,
+            )
+            if inserted is None:
+                raise WebhookEndpointInvalidError(
+                    f"an endpoint {ident!r} already exists", meta={"endpoint_id": ident}
+                )
+            await conn.execute(query("webhooks_subscribe"), ident, clean_topics)
+        return Created(id=ident, secret=plain)
+
+    async def endpoint(self, endpoint_id: str) -> tuple[Endpoint, str | None] | None:
+        """The endpoint as the deliverer signs with it (secrets opened, newest first) and its
+        tenant; None when unknown."""
+        row = await self._pool.fetchrow(
+            query("webhooks_endpoint_get"), endpoint_id, self._clock.now_ms()
+        )
+        if row is None:
+            return None
+        return self._endpoint_of(row), row["tenant_id"]
+
+    async def load(self, endpoint_id: str, event_id: str) -> Loaded | None:
+        """The endpoint and the event of one delivery attempt, in one statement."""
+        row = await self._pool.fetchrow(
+            query("webhooks_delivery_load"), endpoint_id, event_id, self._clock.now_ms()
+        )
+        if row is None:
+            return None
+        event = (
+            None
+            if row["event_id"] is None
+            else Event(id=row["event_id"], topic=row["event_topic"], body=bytes(row["event_body"]))
+        )
+        return Loaded(
+            endpoint=self._endpoint_of(row),
+            tenant_id=row["tenant_id"],
+            event=event,
+            event_tenant_id=row["event_tenant_id"],
+        )
+
+    def _endpoint_of(self, row: Any) -> Endpoint:
+        sealed = [row["secret_sealed"]]
+        if row["previous_secret_sealed"] is not None:
+            sealed.append(row["previous_secret_sealed"])
+        return Endpoint(
+            id=row["id"],
+            url=row["url"],
+            secrets=tuple(self._box.open(s, aad=row["id"]) for s in sealed),
+            scheme=row["scheme"],
+            headers=orjson.loads(row["headers"]),
+            disabled=row["disabled"],
+            rate_per_s=row["rate_per_s"],
+        )
+
+    async def endpoints(self, tenant: str | None = None) -> list[EndpointInfo]:
+        rows = await self._pool.fetch(query("webhooks_endpoint_list"), tenant, self._clock.now_ms())
+        return [
+            EndpointInfo(
+                id=r["id"],
+                tenant_id=r["tenant_id"],
+                url=r["url"],
+                scheme=r["scheme"],
+                description=r["description"],
+                headers=orjson.loads(r["headers"]),
+                topics=list(r["topics"]),
+                rate_per_s=r["rate_per_s"],
+                disabled_at_ms=r["disabled_at_ms"],
+                disabled_reason=r["disabled_reason"],
+                consecutive_failures=r["consecutive_failures"],
+                rotating=bool(r["rotating"]),
+                created_at_ms=r["created_at_ms"],
+            )
+            for r in rows
+        ]
+
+    async def _one(self, statement: str, endpoint_id: str, *args: Any) -> None:
+        found = await self._pool.fetchval(statement, endpoint_id, *args)
+        if found is None:
+            raise WebhookEndpointUnknownError(
+                f"no endpoint {endpoint_id!r}", meta={"endpoint_id": endpoint_id}
+            )
+
+    async def disable(self, endpoint_id: str, reason: str = "operator") -> None:
+        await self._one(
+            query("webhooks_endpoint_disable"), endpoint_id, reason, self._clock.now_ms()
+        )
+
+    async def enable(self, endpoint_id: str) -> None:
+        await self._one(query("webhooks_endpoint_enable"), endpoint_id, self._clock.now_ms())
+
+    async def subscribe(self, endpoint_id: str, topics: Sequence[str]) -> None:
+        clean = [_check_topic(t) for t in topics]
+        if await self.endpoint(endpoint_id) is None:
+            raise WebhookEndpointUnknownError(
+                f"no endpoint {endpoint_id!r}", meta={"endpoint_id": endpoint_id}
+            )
+        await self._pool.execute(query("webhooks_subscribe"), endpoint_id, clean)
+
+    async def unsubscribe(self, endpoint_id: str, topics: Sequence[str]) -> list[str]:
+        """Answers the topics that were subscribed and no longer are."""
+        rows = await self._pool.fetch(query("webhooks_unsubscribe"), endpoint_id, list(topics))
+        return sorted(r["topic"] for r in rows)
+
+    async def rotate_secret(
+        self, endpoint_id: str, *, secret: str | None = None, grace_ms: int = ROTATION_GRACE_MS
+    ) -> str:
+        """A new secret signs from now; the old one signs beside it for ``grace_ms``."""
+        found = await self.endpoint(endpoint_id)
+        if found is None:
+            raise WebhookEndpointUnknownError(
+                f"no endpoint {endpoint_id!r}", meta={"endpoint_id": endpoint_id}
+            )
+        endpoint, _ = found
+        plain = _check_secret(endpoint.scheme, secret if secret is not None else generate_secret())
+        now = self._clock.now_ms()
+        await self._one(
+            query("webhooks_endpoint_rotate"),
+            endpoint_id,
+            self._box.seal(plain, aad=endpoint_id),
+            now + grace_ms,
+            now,
+        )
+        return plain
+
+    async def reseal(self) -> int:
+        """Seal every secret again under the box's current key; answers how many rows moved."""
+        moved = 0
+        for row in await self._pool.fetch(query("webhooks_endpoint_sealed")):
+            ident = row["id"]
+            current, previous = row["secret_sealed"], row["previous_secret_sealed"]
+            if self._box.key_of(current) == self._box.current and (
+                previous is None or self._box.key_of(previous) == self._box.current
+            ):
+                continue
+            fresh = self._box.seal(self._box.open(current, aad=ident), aad=ident)
+            fresh_previous = (
+                None
+                if previous is None
+                else self._box.seal(self._box.open(previous, aad=ident), aad=ident)
+            )
+            done = await self._pool.fetchval(
+                query("webhooks_endpoint_reseal"), ident, current, fresh, fresh_previous
+            )
+            moved += done is not None
+        return moved
+
+    # -- events ----------------------------------------------------------------------------
+    async def store_event(
+        self, topic: str, body: bytes | str, *, tenant: str | None, event_id: str | None = None
+    ) -> tuple[str, list[tuple[str, str | None]]]:
+        """Store an event and answer its id and the ``(endpoint, tenant)`` pairs it fans out to
+        (the caller enqueues one delivery per pair)."""
+        ident = event_id or f"evt_{new_id()}"
+        if ":" in ident or not ident or any(c.isspace() for c in ident):
+            raise WebhookEventInvalidError(
+                f"an event id has no ':' or whitespace, got {ident!r}", meta={"field": "id"}
+            )
+        data = body.encode() if isinstance(body, str) else bytes(body)
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                query("webhooks_event_insert"),
+                ident,
+                tenant,
+                _check_topic(topic),
+                data,
+                self._clock.now_ms(),
+            )
+            rows = await conn.fetch(query("webhooks_subscribers"), topic, tenant)
+        return ident, [(r["id"], r["tenant_id"]) for r in rows]
+
+    async def event(self, event_id: str) -> tuple[Event, str | None] | None:
+        """The event (its exact stored bytes) and its tenant; None when unknown."""
+        row = await self._pool.fetchrow(query("webhooks_event_get"), event_id)
+        if row is None:
+            return None
+        return Event(id=row["id"], topic=row["topic"], body=bytes(row["body"])), row["tenant_id"]
+
+    # -- the ledger, read ------------------------------------------------------------------
+    async def deliveries(
+        self, endpoint_id: str, *, failed_only: bool = False, limit: int = 50
+    ) -> list[DeliveryAttempt]:
+        rows = await self._pool.fetch(
+            query("webhooks_deliveries_list"), endpoint_id, failed_only, limit
+        )
+        return [
+            DeliveryAttempt(
+                endpoint_id=r["endpoint_id"],
+                event_id=r["event_id"],
+                job_id=r["job_id"],
+                attempt=r["attempt"],
+                outcome=r["outcome"],
+                status=r["status"],
+                code=r["code"],
+                latency_ms=r["latency_ms"],
+                response_excerpt=r["response_excerpt"],
+                at_ms=r["at_ms"],
+            )
+            for r in rows
+        ]
+
+    async def failed_events(self, endpoint_id: str, since_ms: int) -> list[str]:
+        rows = await self._pool.fetch(query("webhooks_redeliver_candidates"), endpoint_id, since_ms)
+        return [r["event_id"] for r in rows]
+
+
+def new_secret_key() -> str:
+    """A fresh ``UJOBS_SECRET_KEY`` value (32 random bytes, base64)."""
+    return base64.b64encode(random_secrets.token_bytes(32)).decode()

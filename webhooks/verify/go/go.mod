@@ -1,0 +1,3 @@
+module ultimatejobs.example/webhookverify
+
+go 1.19
