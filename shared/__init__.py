@@ -1,12 +1,15 @@
 """ultimate-jobs core: declare jobs and tasks, enqueue them, run them durably.
 
-from shared import job, task, t, Retry, define_api, publish_event
+from shared import job, task, t, Retry, Run, define_api, publish_event, Enqueued
+
+Test helpers for your own suite: ``shared.testing``.
 """
 
 from __future__ import annotations
 
 from shared.clock import Clock, FrozenClock, SystemClock
 from shared.context import Actor, bind_transaction, cross_tenant, transaction
+from shared.drivers.records import Enqueued
 from shared.errors import UltimateError, register_error_retry, retry_for
 from shared.events.bus import publish_event
 from shared.execution.run import Run, Settled
@@ -21,6 +24,7 @@ __all__ = [
     "Actor",
     "Api",
     "Clock",
+    "Enqueued",
     "FrozenClock",
     "JobHandle",
     "KeyedConcurrency",
