@@ -35,6 +35,7 @@ from shared.outbox.contract import (
     OutboxWake,
     Staged,
 )
+from shared.outbox.install import InstalledOutbox, install_outbox
 from shared.outbox.purge_target import OutboxPurgeTarget, outbox_purge_target
 from shared.outbox.relay import OutboxRelay, RelayPass, outbox_relay
 from shared.outbox.staging_facade import OutboxJobsFacade, OutboxMode, outbox_jobs_facade
@@ -43,6 +44,7 @@ from shared.outbox.store_postgres import PostgresOutboxStore, postgres_outbox_st
 
 __all__ = [
     "OUTBOX_WAKE_CHANNEL",
+    "InstalledOutbox",
     "MemoryOutboxStore",
     "OutboxJobsFacade",
     "OutboxMode",
@@ -54,6 +56,7 @@ __all__ = [
     "PostgresOutboxStore",
     "RelayPass",
     "Staged",
+    "install_outbox",
     "memory_outbox_store",
     "outbox_jobs_facade",
     "outbox_purge_target",
