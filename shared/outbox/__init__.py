@@ -36,6 +36,7 @@ from shared.outbox.contract import (
     Staged,
 )
 from shared.outbox.install import InstalledOutbox, install_outbox
+from shared.outbox.options import RelayOptions
 from shared.outbox.purge_target import OutboxPurgeTarget, outbox_purge_target
 from shared.outbox.relay import OutboxRelay, RelayPass, outbox_relay
 from shared.outbox.staging_facade import OutboxJobsFacade, OutboxMode, outbox_jobs_facade
@@ -54,6 +55,7 @@ __all__ = [
     "OutboxStore",
     "OutboxWake",
     "PostgresOutboxStore",
+    "RelayOptions",
     "RelayPass",
     "Staged",
     "install_outbox",
