@@ -27,6 +27,7 @@ from services.runtime import ServiceRun
 from services.wiring import Wired, wire
 from shared.scheduler.job_scheduler import (
     JobScheduler,
+    SchedulerOptions,
     job_scheduler,
     postgres_lease_leader,
     postgres_scheduler_state,
@@ -50,7 +51,7 @@ async def start_scheduler(
         state=postgres_scheduler_state(pool),
         leader=postgres_lease_leader(executor=pool, ttl_ms=config.lease_ttl_ms),
         tasks=tasks,
-        tick_interval_ms=config.tick_interval_ms,
+        options=SchedulerOptions(tick_interval_ms=config.tick_interval_ms),
     )
     await scheduler.start()
     run.abandoned_if("scheduler", lambda: scheduler.drain_abandoned)

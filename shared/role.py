@@ -1,6 +1,6 @@
 """``Role``: the one start/stop/drain shape of every long-running loop (worker, scheduler, relay).
 
-A role goes ``new`` → ``running`` → ``draining`` → ``stopped``:
+A role's ``phase`` goes ``new`` → ``running`` → ``draining`` → ``stopped``:
 
 * ``start()`` checks what must hold before anything runs (``_before_start``; it may refuse),
   registers the role's pair of hooks with its lifecycle (``shared.lifecycle``; unless the role
@@ -29,11 +29,11 @@ from typing import Any, Literal
 
 from shared.lifecycle import Deadline, Lifecycle, process_lifecycle
 
-RoleState = Literal["new", "running", "draining", "stopped"]
+RolePhase = Literal["new", "running", "draining", "stopped"]
 
 NO_DEADLINE = Deadline(math.inf)
 
-__all__ = ["NO_DEADLINE", "Role", "RoleState"]
+__all__ = ["NO_DEADLINE", "Role", "RolePhase"]
 
 
 class Role:
@@ -49,7 +49,7 @@ class Role:
     def __init__(self, *, lifecycle: Lifecycle | None, drain_on_shutdown: bool = True) -> None:
         self._lifecycle = lifecycle
         self._drain_on_shutdown = drain_on_shutdown
-        self._state: RoleState = "new"
+        self._phase: RolePhase = "new"
         self._undo: list[Callable[[], None]] = []
         self._deadline = NO_DEADLINE
         self._deadline_moved = asyncio.Event()
@@ -80,13 +80,13 @@ class Role:
     # -- state ------------------------------------------------------------------------------
 
     @property
-    def state(self) -> RoleState:
-        return self._state
+    def phase(self) -> RolePhase:
+        return self._phase
 
     @property
     def stopping(self) -> bool:
         """Whether the drain (or a stop) began: no new work starts."""
-        return self._state in ("draining", "stopped")
+        return self._phase in ("draining", "stopped")
 
     @property
     def lifecycle(self) -> Lifecycle:
@@ -112,10 +112,10 @@ class Role:
 
     async def start(self) -> None:
         """Start the role; a second call does nothing."""
-        if self._state != "new":
+        if self._phase != "new":
             return
         self._before_start()
-        self._state = "running"
+        self._phase = "running"
         if self._drain_on_shutdown:
             self.on_stop(
                 self.lifecycle.register(accept=self._accept, close=self._close, name=self.hook_name)
@@ -129,14 +129,14 @@ class Role:
     # -- the drain ----------------------------------------------------------------------------
 
     def _stop_taking(self) -> None:
-        if self._state == "running":
-            self._state = "draining"
+        if self._phase == "running":
+            self._phase = "draining"
             self._halt()
 
     def _accept(self) -> None:
         """The lifecycle's first phase: stop taking work, signal the work in flight."""
         self._stop_taking()
-        if self._state != "stopped":
+        if self._phase != "stopped":
             self._on_drain()
 
     async def _close(self, deadline: Deadline) -> None:
@@ -148,20 +148,20 @@ class Role:
         """Stop taking work and join the wind-down, aborting nothing; with no ``deadline``,
         however long the work takes (unless a shutdown's lands meanwhile: the earliest wins).
         Safe twice, and before ``start()``."""
-        if self._state == "new":
+        if self._phase == "new":
             return
         self._stop_taking()
         await self._join(deadline)
 
     async def drain(self, deadline: Deadline | None = None) -> None:
         """Both phases of a shutdown for this role alone (default budget: its lifecycle's)."""
-        if self._state == "new":
+        if self._phase == "new":
             return
         self._accept()
         await self._close(deadline or Deadline.after_ms(self.lifecycle.deadline_ms))
 
     async def _join(self, deadline: Deadline | None) -> None:
-        if self._state == "new":
+        if self._phase == "new":
             return
         if deadline is not None and deadline.at < self._deadline.at:
             self._deadline = deadline
@@ -177,7 +177,7 @@ class Role:
             for undo in reversed(self._undo):
                 undo()
             self._undo.clear()
-            self._state = "stopped"
+            self._phase = "stopped"
         self._on_stopped()
 
     # -- helpers for the wind-down --------------------------------------------------------------

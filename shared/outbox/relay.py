@@ -255,7 +255,7 @@ class OutboxRelay(Role):
 
     # -- the loop ---------------------------------------------------------------------------
     async def _run(self) -> None:
-        while self.state == "running":
+        while self.phase == "running":
             self._woken.clear()
             try:
                 await self.run_once()

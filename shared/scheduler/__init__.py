@@ -29,6 +29,7 @@ from shared.scheduler.cron import next_task_run
 from shared.scheduler.job_scheduler import JobScheduler, job_scheduler
 from shared.scheduler.leader import Leader, always_leader
 from shared.scheduler.leader_postgres import postgres_lease_leader
+from shared.scheduler.options import SchedulerOptions
 from shared.scheduler.rounds import PAUSE_RECHECK_MS, Fired, RoundResult
 from shared.scheduler.state import SchedulerState, memory_scheduler_state
 from shared.scheduler.state_postgres import postgres_scheduler_state
@@ -39,6 +40,7 @@ __all__ = [
     "JobScheduler",
     "Leader",
     "RoundResult",
+    "SchedulerOptions",
     "SchedulerState",
     "always_leader",
     "job_scheduler",

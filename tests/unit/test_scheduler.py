@@ -367,9 +367,14 @@ async def test_the_defaults_warn_loudly_at_start(
     driver: MemoryDriver, clock: FrozenClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     from shared.lifecycle import Lifecycle
+    from shared.scheduler import SchedulerOptions
 
     scheduler = job_scheduler(
-        driver=driver, tasks=[], clock=clock, lifecycle=Lifecycle(), tick_interval_ms=60_000
+        driver=driver,
+        tasks=[],
+        clock=clock,
+        lifecycle=Lifecycle(),
+        options=SchedulerOptions(tick_interval_ms=60_000),
     )
     with caplog.at_level(logging.WARNING, logger="ujobs.scheduler"):
         await scheduler.start()
