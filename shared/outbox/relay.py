@@ -51,7 +51,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.base import Enqueued, JobDriver
+from shared.drivers.base import Enqueued, JobDriver, announces_enqueues
 from shared.lifecycle import Lifecycle
 from shared.loop_probes import Signals
 from shared.outbox.contract import OutboxRecord, OutboxStore, OutboxWake
@@ -62,7 +62,6 @@ from shared.outbox.options import (
     RelayOptions,
 )
 from shared.role import Role
-from shared.wake.announce import AnnouncingDriver
 from shared.wake.local import signal_enqueued
 from shared.wake.protocol import (
     IDLE_POLL_CEILING_MS,
@@ -123,7 +122,7 @@ class OutboxRelay(Role):
         self.driver = driver
         # An announcing driver already tells this process's workers (and other processes);
         # a bare one does not, so the relay tells this process's workers itself.
-        self._signal_locally = not isinstance(driver, AnnouncingDriver)
+        self._signal_locally = not announces_enqueues(driver)
         self.wake = wake if wake is not None else store.wake
         self.clock = clock
         self.on_published = on_published

@@ -187,6 +187,7 @@ class MemoryDriver:
             attempt=row.attempt,
             max_attempts=row.max_attempts,
             state="dead" if target == "dead" else "failed",
+            last_error=LEASE_LAPSED_FINAL_ATTEMPT,
         )
 
     @staticmethod

@@ -127,6 +127,10 @@ class PostgresDriver:
         self._backfills = PostgresBackfillLedger(pool, clock)
 
     # -- capabilities ------------------------------------------------------------------------
+    def stores_in(self, executor: object) -> bool:
+        """Whether this driver's rows are in ``executor``'s ``x_jobs``: it is this pool."""
+        return executor is self.pool
+
     @property
     def introspect(self) -> PostgresIntrospection:
         return self._introspect

@@ -17,6 +17,7 @@ import orjson
 from shared.drivers.base import (
     ALL_STATES,
     COUNTER_TIERS,
+    LEASE_LAPSED_FINAL_ATTEMPT,
     ClaimedJob,
     CounterBucket,
     Enqueued,
@@ -125,6 +126,7 @@ def exhausted_from(row: Sequence[Any]) -> ExhaustedJob:
         attempt=int(row[6]),
         max_attempts=int(row[7]),
         state=cast(Literal["dead", "failed"], state),
+        last_error=LEASE_LAPSED_FINAL_ATTEMPT,  # what claim.lua wrote on the buried row
     )
 
 
