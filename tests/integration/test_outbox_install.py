@@ -14,7 +14,7 @@ from shared.jobs.job import JobHandle
 from shared.outbox import install_outbox
 from shared.outbox.staging_facade import OutboxJobsFacade
 from shared.wake.announce import AnnouncingDriver
-from tests.integration.outbox_kit import Pool, billing_jobs
+from tests.support.outbox import Pool, billing_jobs
 
 
 async def _job_ids(pool: Pool) -> list[str]:

@@ -30,8 +30,7 @@ from shared.outbox import (
     outbox_relay,
     postgres_outbox_store,
 )
-from tests.fixtures.redis_keys import prefix_keys, redis_test_driver
-from tests.integration.outbox_kit import (
+from tests.support.outbox import (
     Billing,
     Pool,
     billing_jobs,
@@ -39,6 +38,7 @@ from tests.integration.outbox_kit import (
     outbox_rows,
     split_options,
 )
+from tests.support.redis_keys import prefix_keys, redis_test_driver
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE = 30_000

@@ -22,7 +22,7 @@ from shared.jobs.task import CatchUp, TaskHandle
 from shared.scheduler.job_scheduler import PAUSE_RECHECK_MS, JobScheduler, job_scheduler
 from shared.scheduler.leader import always_leader
 from shared.scheduler.state import MemorySchedulerState, memory_scheduler_state
-from tests.scheduler_support import (
+from tests.support.scheduler import (
     HOUR,
     T0,
     YEAR,

@@ -13,7 +13,7 @@ import shared.worker.claim_ahead as prefetch_module
 from shared.drivers.memory.driver import memory_driver
 from shared.errors import InvariantError
 from shared.execution.run import Run
-from tests.unit.worker_kit import Gate, declare, enqueue, make_worker, row, settled
+from tests.support.worker import Gate, declare, enqueue, make_worker, row, settled
 
 
 async def test_rows_claimed_ahead_run_once_each_in_order_and_count_one_attempt() -> None:
