@@ -2,7 +2,27 @@
 
 from shared import job, task, t, Retry, Run, define_api, publish_event, Enqueued
 
-Test helpers for your own suite: ``shared.testing``.
+The map (each package's ``__init__`` is its own):
+
+- ``jobs``: declaring work: ``job()``, ``task()``, handles, ``t`` schemas, ``Retry``,
+  ``define_api()`` and the registry.
+- ``execution``: one attempt of one claimed job: the body, steps, settle, outcomes,
+  ``on_settled``, progress, the ``Run``.
+- ``worker``: ``job_worker()``: pools, the claim loop, claim-ahead, heartbeats, limits, fleet
+  concurrency, the drain.
+- ``scheduler``: ``job_scheduler()``: cron in a zone, catch-up, leader election, watermarks.
+- ``outbox``: the transactional outbox: stores, the staging facade, the relay,
+  ``install_outbox``.
+- ``wake``: the wake: the Redis channel, Postgres LISTEN/NOTIFY, the announcing driver.
+- ``events``: the event bus ``step.wait_for_event`` listens on, ``publish_event()``.
+- ``drivers``: the driver contract, then ``memory``, ``postgres`` and ``redis``, one package each.
+- ``role``: the one start/stop/drain shape of the worker, the scheduler and the relay;
+  ``lifecycle`` the process's two-phase shutdown they register with.
+- ``loop_probes``: awaitable signals a loop emits, so tests wait on events, not sleeps.
+- ``introspect``: the operator surface as functions (the CLI, the api, a dashboard).
+- ``testing``: helpers for YOUR test suite: ``drain``, ``enqueued``, a frozen clock.
+- ``errors`` (every ``X_`` code), ``clock``, ``durations``, ``ids``, ``context`` (actor, tenant,
+  transaction, trace), ``signal`` (a run's abort signal), ``metrics`` (the Prometheus series).
 """
 
 from __future__ import annotations

@@ -1,6 +1,15 @@
 """The drivers. Each backend module is imported only when asked for, so a Postgres deployment
 never imports redis and a Redis one never imports asyncpg.
 
+The map:
+
+- ``base``: the driver contract (``JobDriver``) and the capability checks, re-exporting
+  ``records`` (states, limits, the core operations' messages), ``operator_surface``
+  (``JobIntrospection`` and its rows) and ``fleet`` (leases, the worker registry, the backfill
+  ledger).
+- ``delegating``: a driver that hands every call to an inner one, for wrappers to build on.
+- ``memory``, ``postgres``, ``redis``: one package per backend (each ``__init__`` its map).
+
 A type checker sees the three builders as what they are (the imports under ``TYPE_CHECKING``);
 at run time the module's ``__getattr__`` imports the backend on first use.
 """

@@ -20,10 +20,18 @@ The one case the answered ids name no row: ``deduped`` is only the publish's to 
 staged enqueue whose idempotency key a LIVE job already holds creates nothing when the relay
 publishes it. Give a run its own key (a request id) when the caller keeps the ids.
 
-The pieces: ``outbox_contract`` (what a store, a claimed row and a wake are),
-``outbox_facade``, ``outbox_store_pg`` / ``outbox_store_memory``, ``outbox_relay``,
-and ``outbox_purge`` (retention). The relay's wake is the worker's: ``shared.wake.listener``'s
-``postgres_wake(dsn, pool, channels=(OUTBOX_WAKE_CHANNEL,))`` (LISTEN ``x_outbox_wake``).
+The map:
+
+- ``install``: ``install_outbox(pool, dsn=...)``: the three steps above in one call.
+- ``contract``: what a store, a claimed row and a wake are.
+- ``staging_facade``: the jobs facade that stages inside the ambient transaction.
+- ``store_postgres`` / ``store_memory``: staged enqueues in ``x_outbox`` / in a dict.
+- ``relay``: publishes committed rows onto the queue, in staging order; ``options`` its
+  ``RelayOptions``.
+- ``purge_target``: retention for ``x_outbox``, a target for the purge job.
+
+The relay's wake is the worker's: ``shared.wake.listener``'s ``postgres_wake(dsn, pool,
+channels=(OUTBOX_WAKE_CHANNEL,))`` (LISTEN ``x_outbox_wake``).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ The map:
   ``x_job_leases``.
 - ``leader_watch``: The scheduler's view of its own leadership: when to ask, and whether it
   still leads.
+- ``options``: ``SchedulerOptions``: the scheduler's settings, validated once, frozen.
 - ``rounds``: One scheduler round's work while this node leads: what is due, arming, pauses,
   fires.
 - ``state``: Where the scheduler keeps its watermarks: the ``SchedulerState`` contract and the
