@@ -1,29 +1,20 @@
 """``job_worker()``: the worker role — per-queue pools under one optional process cap, lease
 heartbeats, fleet concurrency, the two-phase drain.
 
-Who does what (each module 100-300 lines):
+Its parts are the package's other modules (``shared.worker``'s map).
 
-* ``worker.py`` — ``job_worker`` / ``JobWorker``: start, stop, the drain hooks, stats, gauges.
-* ``worker_options.py`` — ``WorkerOptions``, validated once (``X_INVARIANT`` naming the option).
-* ``worker_slots.py`` — the in-flight accounting the cap is read from BEFORE a claim.
-* ``worker_loop.py`` — claim passes: the room split, rotation, idle backoff, kicks, timers.
-* ``worker_run.py`` — one claimed row: limits, the fleet slot, ``execute_job``, the ``finally``.
-* ``worker_heartbeat.py`` — ONE timer renewing every held lease and slot; what it reports.
-* ``worker_concurrency.py`` — ``job_lease_key``, the holder id, what a busy key decides.
-* ``worker_registry.py`` — the registry row: beats, the ``draining`` announce, removal.
-* ``worker_drain.py`` — the drain's reason and its bounded wait; ``worker_stats.py`` — stats.
-
-The drain (§ Roles): ``start()`` registers a PAIR of lifecycle hooks (unless
-``drain_on_shutdown=False``). ``accept`` stops claiming, aborts every held run's signal with
-``X_DRAINING`` (``JobDrainedError`` naming the worker and the signal) and announces
-``draining`` on the registry row at once — a body that unwinds is ``interrupted``: back to
-ready, its attempt uncounted; one that finishes completes. Each run is counted with the
-lifecycle's ``begin_work()``, so the wait for it happens in the drain's in-flight phase. ``close``
-waits for what is left within the deadline budget (``configure_lifecycle(deadline_ms=)``,
-25 s), then logs ``jobs.worker.drain-abandoned`` for the runs still going (their tasks are
-cancelled unsettled: the leases lapse and the queue delivers them again), removes the
-registry row, closes the driver and reaches ``stopped``. A manual ``stop()`` aborts nothing
-and waits as long as its jobs take. Both are safe twice.
+The drain (§ Roles; the start/stop/drain shape is every role's, ``shared.role``): ``start()``
+registers a PAIR of lifecycle hooks (unless ``drain_on_shutdown=False``). ``accept`` stops
+claiming, aborts every held run's signal with ``X_DRAINING`` (``JobDrainedError`` naming the
+worker and the signal) and announces ``draining`` on the registry row at once — a body that
+unwinds is ``interrupted``: back to ready, its attempt uncounted; one that finishes completes.
+Each run is counted with the lifecycle's ``begin_work()``, so the wait for it happens in the
+drain's in-flight phase. ``close`` waits for what is left within the drain's deadline
+(``configure_lifecycle(deadline_ms=)``), then logs ``jobs.worker.drain-abandoned`` for the runs
+still going (their tasks are cancelled unsettled: the leases lapse and the queue delivers them
+again), removes the registry row, closes the driver and reaches ``stopped``. A manual
+``stop()`` aborts nothing and, with no deadline, waits as long as its jobs take. Both are safe
+twice.
 
 Metrics: ``jobs_total{queue,outcome}`` per settled execution, ``job_leases_lost_total``, and the
 two process gauges ``job_worker_in_flight`` / ``job_worker_capacity`` (summed over the live

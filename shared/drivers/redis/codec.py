@@ -2,7 +2,7 @@
 
 Scripts take flat string arguments and answer nested lists of bulk strings and integers. This
 module is the one place that knows the argument order of each script and the field order of
-each reply (the Lua files' headers state the same), so ``redis.py`` reads as the contract.
+each reply (the Lua files' headers state the same), so ``driver`` reads as the contract.
 Replies may arrive as ``bytes`` or ``str``: a caller may hand in a client built with
 ``decode_responses=True``.
 """
