@@ -42,10 +42,7 @@ that exists. Settings, by environment:
 - ``BENCH_UJOBS_CLAIM_AHEAD`` (default 48, three per slot): the worker's ``claim_ahead`` (rows
   claimed beyond its free slots, ``shared.worker.claim_ahead``) — what ``ujobs worker`` on one
   queue uses when ``UJOBS_CLAIM_AHEAD`` is unset (``WorkerConfig.claim_ahead_rows()``); 0 is
-  the library's own default. Measured back to back at 20,000 jobs on the generic-plan pool:
-  5,553-6,670 jobs/s with 0, 6,624-8,498 with 16; eight harness pairs of 16 against 48 on a
-  slower VM: 5,047 / 6,022, 4,762 / 5,159, 5,783 / 4,313, 3,875 / 5,836, 5,079 / 5,403,
-  5,078 / 6,089, 4,682 / 5,619, 5,246 / 5,432.
+  the library's own default (the runs that chose it: bench/RESULTS.md).
 - ``BENCH_CLAIMS_OUT``: a file the worker appends one line per claim statement to (its
   ``time.time()``), which is how ``bench/latency.py`` counts an idle worker's claims.
 

@@ -1,6 +1,6 @@
 """Recovery after crashes and restarts (issue 30): ONE JSON line of four figures.
 
-Every server here is PRIVATE (``tests/fixtures/restartable.py``): a Postgres ``initdb``-ed into
+Every server here is PRIVATE (``tests/support/restartable.py``): a Postgres ``initdb``-ed into
 a temporary directory with the installed major version's binaries, and ``redis-server``, each
 on a free port. The workers are real ``ujobs worker`` processes running ``recovery_app.py``.
 
@@ -54,7 +54,7 @@ from shared.drivers.postgres import postgres_driver  # noqa: E402
 from shared.drivers.postgres.migrate import migrate  # noqa: E402
 from shared.drivers.postgres.pool import postgres_pool  # noqa: E402
 from shared.drivers.redis import redis_driver  # noqa: E402
-from tests.fixtures.restartable import PrivatePostgres, PrivateRedis  # noqa: E402
+from tests.support.restartable import PrivatePostgres, PrivateRedis  # noqa: E402
 
 UJOBS = Path(sys.executable).parent / "ujobs"
 POLL_S = 0.02

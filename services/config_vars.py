@@ -23,8 +23,8 @@ JOBS_CONCURRENCY_DEFAULT = 8
 """Slots per queue when ``UJOBS_CONCURRENCY`` names no number for it (the spec's default)."""
 CLAIM_AHEAD_PER_SLOT = 3
 """``ujobs worker``'s claim-ahead on one queue when ``UJOBS_CLAIM_AHEAD`` is unset: rows per
-slot. One row per slot made the harness's one-worker drain a claim of ~14 rows every round trip;
-three per slot claims ~29 and drained 4-51 % faster in 7 of 8 paired harness runs (README)."""
+slot. Three rows per slot (rather than one) makes each claim of a one-worker drain carry about
+twice the rows, and the drain faster (bench/RESULTS.md)."""
 DEFAULT_API_PORT = 8080
 DEFAULT_METRICS_PORT = 9464
 """The worker roles', relay's and scheduler's /metrics port (the OpenTelemetry Prometheus

@@ -21,7 +21,7 @@ from services.runtime import ServiceRun
 from services.service_metrics import relay_metrics
 from services.wiring import Wired, wire
 from shared.outbox import OUTBOX_WAKE_CHANNEL, outbox_relay, postgres_outbox_store
-from shared.outbox.relay import OutboxRelay
+from shared.outbox.relay import OutboxRelay, RelayOptions
 from shared.wake.listener import postgres_wake
 
 
@@ -43,8 +43,7 @@ async def start_relay(
         store=postgres_outbox_store(executor=pool),
         driver=wired.driver,
         wake=wake,
-        claim_lease_ms=config.claim_lease_ms,
-        batch_size=config.batch_size,
+        options=RelayOptions(claim_lease_ms=config.claim_lease_ms, batch_size=config.batch_size),
     )
     metrics.track(relay)
     await relay.start()

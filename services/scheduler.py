@@ -30,6 +30,7 @@ from services.service_metrics import scheduler_metrics
 from services.wiring import Wired, wire
 from shared.scheduler.job_scheduler import (
     JobScheduler,
+    SchedulerOptions,
     job_scheduler,
     postgres_lease_leader,
     postgres_scheduler_state,
@@ -54,7 +55,7 @@ async def start_scheduler(
         state=postgres_scheduler_state(pool),
         leader=postgres_lease_leader(executor=pool, ttl_ms=config.lease_ttl_ms),
         tasks=tasks,
-        tick_interval_ms=config.tick_interval_ms,
+        options=SchedulerOptions(tick_interval_ms=config.tick_interval_ms),
     )
     scheduler_metrics().track(scheduler)
     await scheduler.start()

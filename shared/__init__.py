@@ -1,12 +1,35 @@
 """ultimate-jobs core: declare jobs and tasks, enqueue them, run them durably.
 
-from shared import job, task, t, Retry, define_api, publish_event
+from shared import job, task, t, Retry, Run, define_api, publish_event, Enqueued
+
+The map (each package's ``__init__`` is its own):
+
+- ``jobs``: declaring work: ``job()``, ``task()``, handles, ``t`` schemas, ``Retry``,
+  ``define_api()`` and the registry.
+- ``execution``: one attempt of one claimed job: the body, steps, settle, outcomes,
+  ``on_settled``, progress, the ``Run``.
+- ``worker``: ``job_worker()``: pools, the claim loop, claim-ahead, heartbeats, limits, fleet
+  concurrency, the drain.
+- ``scheduler``: ``job_scheduler()``: cron in a zone, catch-up, leader election, watermarks.
+- ``outbox``: the transactional outbox: stores, the staging facade, the relay,
+  ``install_outbox``.
+- ``wake``: the wake: the Redis channel, Postgres LISTEN/NOTIFY, the announcing driver.
+- ``events``: the event bus ``step.wait_for_event`` listens on, ``publish_event()``.
+- ``drivers``: the driver contract, then ``memory``, ``postgres`` and ``redis``, one package each.
+- ``role``: the one start/stop/drain shape of the worker, the scheduler and the relay;
+  ``lifecycle`` the process's two-phase shutdown they register with.
+- ``loop_probes``: awaitable signals a loop emits, so tests wait on events, not sleeps.
+- ``introspect``: the operator surface as functions (the CLI, the api, a dashboard).
+- ``testing``: helpers for YOUR test suite: ``drain``, ``enqueued``, a frozen clock.
+- ``errors`` (every ``X_`` code), ``clock``, ``durations``, ``ids``, ``context`` (actor, tenant,
+  transaction, trace), ``signal`` (a run's abort signal), ``metrics`` (the Prometheus series).
 """
 
 from __future__ import annotations
 
 from shared.clock import Clock, FrozenClock, SystemClock
 from shared.context import Actor, bind_transaction, cross_tenant, transaction
+from shared.drivers.records import Enqueued
 from shared.errors import UltimateError, register_error_retry, retry_for
 from shared.events.bus import publish_event
 from shared.execution.run import Run, Settled
@@ -21,6 +44,7 @@ __all__ = [
     "Actor",
     "Api",
     "Clock",
+    "Enqueued",
     "FrozenClock",
     "JobHandle",
     "KeyedConcurrency",

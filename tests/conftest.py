@@ -1,4 +1,4 @@
-"""Test-wide setup: a clean process state per test, and the real servers (see fixtures/)."""
+"""Test-wide setup: a clean process state per test, and the real servers (see support/)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from shared.jobs.enqueue_target import reset_job_driver, reset_jobs_facade
 from shared.jobs.job import reset_declared_names
 from shared.jobs.registry import reset_registry
 
-pytest_plugins = ["tests.fixtures.services"]
+pytest_plugins = ["tests.support.services"]
 
 settings.register_profile(
     "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]

@@ -1,13 +1,34 @@
 """The drivers. Each backend module is imported only when asked for, so a Postgres deployment
-never imports redis and a Redis one never imports asyncpg."""
+never imports redis and a Redis one never imports asyncpg.
+
+The map:
+
+- ``base``: the driver contract (``JobDriver``) and the capability checks, re-exporting
+  ``records`` (states, limits, the core operations' messages), ``operator_surface``
+  (``JobIntrospection`` and its rows) and ``fleet`` (leases, the worker registry, the backfill
+  ledger).
+- ``delegating``: a driver that hands every call to an inner one, for wrappers to build on.
+- ``memory``, ``postgres``, ``redis``: one package per backend (each ``__init__`` its map).
+
+A type checker sees the three builders as what they are (the imports under ``TYPE_CHECKING``);
+at run time the module's ``__getattr__`` imports the backend on first use.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING
 
+from shared.drivers.base import JobDriver
 from shared.jobs.enqueue_target import job_driver, reset_job_driver, set_job_driver
 
+if TYPE_CHECKING:
+    from shared.drivers.memory.driver import memory_driver
+    from shared.drivers.postgres.driver import postgres_driver
+    from shared.drivers.redis.driver import redis_driver
+
 __all__ = [
+    "JobDriver",
     "job_driver",
     "memory_driver",
     "postgres_driver",
@@ -22,11 +43,11 @@ _LAZY = {
     "redis_driver": "shared.drivers.redis.driver",
 }
 
+if not TYPE_CHECKING:
+    # Hidden from the type checker, so an unknown name stays an error there instead of Any.
 
-def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'shared.drivers' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module_name), name)
+    def __getattr__(name: str) -> object:
+        module_name = _LAZY.get(name)
+        if module_name is None:
+            raise AttributeError(f"module 'shared.drivers' has no attribute {name!r}")
+        return getattr(importlib.import_module(module_name), name)

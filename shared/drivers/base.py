@@ -20,7 +20,9 @@ reaches the dead-letter queue after ``max_attempts`` claims.
 The contract lives in four modules, all re-exported here so callers import from one place:
 ``records`` (states, limits and the messages of the core operations), ``operator_surface``
 (``JobIntrospection`` and its rows), ``fleet`` (``LeaseStore``, ``WorkerRegistry``,
-``BackfillLedger``) and this one (the ``JobDriver`` Protocol and the capability checks).
+``BackfillLedger``) and this one (the ``JobDriver`` Protocol and the capability checks, among
+them ``announces_enqueues`` and ``stores_in``, which see through any wrapper built on
+``shared.drivers.delegating``).
 """
 
 from __future__ import annotations
@@ -186,6 +188,32 @@ def capabilities_of(driver: JobDriver) -> Capabilities:
     )
 
 
+@runtime_checkable
+class AnnouncesEnqueues(Protocol):
+    """A driver that tells this process's loops (and maybe others) about what it enqueued
+    itself (``shared.wake.announce``): whoever enqueues around it need not."""
+
+    def announce(self, queue: str, *, throttled: bool = True) -> None: ...
+
+
+@runtime_checkable
+class StoresIn(Protocol):
+    """A driver whose rows live behind a database handle it can be asked about (the Postgres
+    driver's pool), so a statement on that handle can write its rows in the same transaction."""
+
+    def stores_in(self, executor: object) -> bool: ...
+
+
+def announces_enqueues(driver: JobDriver) -> bool:
+    """Whether ``driver`` announces its own enqueues (a capability, whatever wraps it)."""
+    return isinstance(driver, AnnouncesEnqueues)
+
+
+def stores_in(driver: JobDriver, executor: object) -> bool:
+    """Whether ``driver``'s rows live behind ``executor`` (False when it cannot say)."""
+    return isinstance(driver, StoresIn) and driver.stores_in(executor)
+
+
 _DRIVER_TITLES = {"postgres": "Postgres", "redis": "Redis", "memory": "memory"}
 
 
@@ -236,6 +264,7 @@ __all__ = [
     "PROGRESS_INTERVAL_MS",
     "PROMOTABLE_STATES",
     "REQUEUEABLE_STATES",
+    "AnnouncesEnqueues",
     "BackfillLedger",
     "BackfillRow",
     "BackfillStatus",
@@ -267,10 +296,12 @@ __all__ = [
     "QueueStats",
     "StepRecord",
     "StoreWatch",
+    "StoresIn",
     "TaskFire",
     "WorkerInfo",
     "WorkerRegistry",
     "WorkerRow",
+    "announces_enqueues",
     "capabilities_of",
     "check_enqueue_request",
     "claim_of",
@@ -280,5 +311,6 @@ __all__ = [
     "parse_job_cursor",
     "require_backfills",
     "require_introspection",
+    "stores_in",
     "validate_job_filter",
 ]

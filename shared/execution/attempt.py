@@ -1,23 +1,9 @@
 """``execute_job``: ONE attempt of one claimed job, from the stored input to the settled row.
 
-How the worker loop drives it (the loop itself lives in ``shared.worker.job_worker``)::
-
-    for claimed in await driver.claim(ClaimOptions(queues, limit, worker_id, visibility_ms,
-                                                   on_exhausted=lambda rows: announce_exhausted(
-                                                       rows, jobs=registry(), context=ctx))):
-        handle = registry().job(claimed.name)
-        if handle is None:                      # a newer job, claimed by an older worker
-            await hand_back(claimed, driver=driver, reason="unknown-job")
-            continue
-        if key_busy and handle.concurrency.when_busy == "fail":
-            await refuse_job(claimed, driver=driver, handle=handle, context=ctx)
-            continue
-        attempt_signal = Signal()               # the worker aborts it: X_DRAINING on drain,
-        heartbeat = start_heartbeat(claimed, attempt_signal)  # X_JOB_LEASE_LOST when lost
-        execution = await execute_job(claimed, driver=driver, handle=handle, context=ctx,
-                                      signal=attempt_signal, before_settle=heartbeat.stop)
-        if execution.jobs_total: metrics.record_outcome(claimed.queue, execution.jobs_total)
-        if execution.resume_at_ms is due within a minute: arm a claim timer
+The worker (``shared.worker.claimed_run``) calls it once per claimed row it runs, with its own
+abort signal (a drain, a lost lease) and ``before_settle`` (it stops the row's heartbeat there);
+``shared.testing.drain`` calls it the same way, one row at a time. It never raises for the
+body's errors: it answers a ``JobExecution`` (``shared.execution.outcome``).
 
 What one attempt does, in order:
 

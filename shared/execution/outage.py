@@ -3,9 +3,10 @@ again while the lease lasts, and an attempt the outage failed is handed back unc
 
 What counts as "away" is decided once, by the drivers: a call that could not reach the store
 leaves the driver as ``X_DRIVER_UNREACHABLE`` (``DriverUnreachableError``; the Postgres
-driver's ``postgres_unreachable``, the Redis driver's connection and timeout errors). Nothing
-else qualifies — not a script error, not a constraint, not a user's body failing on a
-connection of its own (a raw client error is the body's failure, counted like any other).
+driver's ``shared.drivers.postgres.unreachable``, the Redis driver's connection and timeout
+errors). Nothing else qualifies — not a script error, not a constraint, not a user's body
+failing on a connection of its own (a raw client error is the body's failure, counted like any
+other).
 
 * **A settle (ack or nack) failed with it**: it is sent again after 50 ms, doubling to 1 s
   (equal jitter), for as long as the lease lasts — the heartbeat's window, from the last

@@ -4,9 +4,11 @@
 The map:
 
 - ``declaration_rules``: The rules a declaration is checked against where it is written.
+- ``definition``: A job's declaration checked where it is written: ``build_definition`` answers
+  the frozen ``JobDefinition`` a handle wraps, or refuses it.
 - ``enqueue_target``: Where ``handle.enqueue()`` goes: the installed jobs facade, else the
   installed driver.
-- ``job``: ``job()``: a job's declaration, validated where it is written, and its handle.
+- ``job``: ``job()``: declare a job (as a decorator or a factory) and answer its handle.
 - ``registry``: ``define_api()``: the one way an app hands its jobs and tasks to the system.
 - ``retry``: Retry policy: the backoff schedule, equal jitter, the final attempt, a stated
   Retry-After.

@@ -1,18 +1,15 @@
-"""``job()``: a job's declaration, validated where it is written, and its handle.
+"""``job()``: declare a job (as a decorator or a factory) and answer its handle.
 
-Everything a declaration can get wrong is refused here, at import, with
-``X_JOB_DECLARATION_INVALID`` — a ``concurrency: 0`` or a ``step_timeout`` of zero would
-otherwise mean "no limit", the opposite of what the author wrote, and surface only in
-production. ``idempotency_key`` and ``tenant`` are required keyword-only arguments: omitting
-one is a ``TypeError`` (and a type-checker error); passing ``None`` is the runtime code.
+The declaration is checked where it is written (``shared.jobs.definition``).
+``idempotency_key`` and ``tenant`` are required keyword-only arguments: omitting one is a
+``TypeError`` (and a type-checker error); passing ``None`` is the runtime code.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, Literal, TypeVar, overload
 
 from shared.clock import SYSTEM_CLOCK, Clock
@@ -27,7 +24,6 @@ from shared.errors import (
     JobDuplicateError,
     JobTenantMismatchError,
     JobTenantRequiredError,
-    UltimateError,
 )
 from shared.execution.run import OnSettled, Run
 from shared.jobs.declaration_rules import (
@@ -40,14 +36,13 @@ from shared.jobs.declaration_rules import (
     WhenBusy,
     claim_declared_name,
     declaration_invalid,
-    positive_duration,
     reset_declared_names,
     validate_concurrency,
     validate_name,
 )
+from shared.jobs.definition import JobDefinition, KeySpec, RunFn, TenantSpec, build_definition
 from shared.jobs.enqueue_target import jobs_facade
-from shared.jobs.retry import Retry, coerce_retry
-from shared.jobs.schema import InputSchema, as_input_schema
+from shared.jobs.retry import Retry
 
 __all__ = [
     "DEFAULT_EVENT_POLL_MS",
@@ -72,29 +67,6 @@ __all__ = [
 ]
 
 InputT = TypeVar("InputT")
-
-RunFn = Callable[[Run[Any]], Awaitable[Any]]
-TenantSpec = Callable[[Any], str | None] | Literal["none"]
-KeySpec = Callable[[Any], str] | str
-
-
-@dataclass(frozen=True, slots=True)
-class JobDefinition:
-    name: str
-    explicit_name: bool
-    input: InputSchema[Any]
-    idempotency_key: KeySpec
-    tenant: TenantSpec
-    retry: Retry
-    queue: str
-    timeout_ms: int | None
-    step_timeout_ms: int | None
-    event_poll_ms: int
-    concurrency: int | KeyedConcurrency | None
-    on_settled: OnSettled | None
-    run: RunFn
-    description: str | None
-    module: str | None
 
 
 OnConflict = Literal["dedupe", "error"]
@@ -356,77 +328,11 @@ class JobHandle(Generic[InputT]):
         return f"JobHandle({self.name!r}, queue={self.queue!r})"
 
 
-def _build(
-    fn: RunFn,
-    *,
-    name: str | None,
-    input: Any,
-    idempotency_key: KeySpec | None,
-    tenant: TenantSpec | None,
-    retry: Retry | Mapping[str, Any] | None,
-    queue: str,
-    timeout: Duration | None,
-    step_timeout: Duration | None,
-    event_poll: Duration | None,
-    concurrency: Concurrency | None,
-    on_settled: OnSettled | None,
-    description: str | None,
-) -> JobHandle[Any]:
-    explicit = name is not None
-    job_name = validate_name(name if name is not None else getattr(fn, "__name__", None))
-    if not callable(fn):
-        raise declaration_invalid(job_name, "the body must be an async function of the run")
-    if idempotency_key is None:
-        raise IdempotencyRequiredError(
-            f"job {job_name!r}: idempotency_key is required — every job is asked 'have you "
-            "already run?'; answer it from the input (e.g. lambda i: f'onboard:{i.org_id}')",
-            meta={"job": job_name},
-        )
-    if not callable(idempotency_key) and not (isinstance(idempotency_key, str) and idempotency_key):
-        raise declaration_invalid(
-            job_name, "idempotency_key must be a function of the input or a string"
-        )
-    if tenant is None:
-        raise JobTenantRequiredError(
-            f"job {job_name!r}: tenant is required — a function of the input naming the org the "
-            "run acts under, or tenant='none' for work that belongs to no tenant",
-            meta={"job": job_name},
-        )
-    if tenant != "none" and not callable(tenant):
-        raise declaration_invalid(
-            job_name, "tenant must be a function of the input or the string 'none'", field="tenant"
-        )
-    try:
-        schema = as_input_schema(input)
-        policy = coerce_retry(retry)
-    except UltimateError as exc:
-        raise declaration_invalid(job_name, exc.message) from None
-    validate_name(queue, kind="queue")
-    if on_settled is not None and not callable(on_settled):
-        raise declaration_invalid(
-            job_name, "on_settled must be an async function of the settlement"
-        )
-    definition = JobDefinition(
-        name=job_name,
-        explicit_name=explicit,
-        input=schema,
-        idempotency_key=idempotency_key,
-        tenant=tenant,
-        retry=policy,
-        queue=queue,
-        timeout_ms=positive_duration(job_name, "timeout", timeout),
-        step_timeout_ms=positive_duration(job_name, "step_timeout", step_timeout),
-        event_poll_ms=positive_duration(job_name, "event_poll", event_poll)
-        or DEFAULT_EVENT_POLL_MS,
-        concurrency=validate_concurrency(job_name, concurrency),
-        on_settled=on_settled,
-        run=fn,
-        description=description if description is not None else inspect.getdoc(fn),
-        module=getattr(fn, "__module__", None),
-    )
+def _build(fn: RunFn, *, name: str | None, **options: Any) -> JobHandle[Any]:
+    definition = build_definition(fn, name=name, **options)
     handle: JobHandle[Any] = JobHandle(definition)
-    if explicit:
-        claim_declared_name(job_name, handle, kind="job")
+    if definition.explicit_name:
+        claim_declared_name(definition.name, handle, kind="job")
     return handle
 
 

@@ -20,10 +20,18 @@ The one case the answered ids name no row: ``deduped`` is only the publish's to 
 staged enqueue whose idempotency key a LIVE job already holds creates nothing when the relay
 publishes it. Give a run its own key (a request id) when the caller keeps the ids.
 
-The pieces: ``outbox_contract`` (what a store, a claimed row and a wake are),
-``outbox_facade``, ``outbox_store_pg`` / ``outbox_store_memory``, ``outbox_relay``,
-and ``outbox_purge`` (retention). The relay's wake is the worker's: ``shared.wake.listener``'s
-``postgres_wake(dsn, pool, channels=(OUTBOX_WAKE_CHANNEL,))`` (LISTEN ``x_outbox_wake``).
+The map:
+
+- ``install``: ``install_outbox(pool, dsn=...)``: the three steps above in one call.
+- ``contract``: what a store, a claimed row and a wake are.
+- ``staging_facade``: the jobs facade that stages inside the ambient transaction.
+- ``store_postgres`` / ``store_memory``: staged enqueues in ``x_outbox`` / in a dict.
+- ``relay``: publishes committed rows onto the queue, in staging order; ``options`` its
+  ``RelayOptions``.
+- ``purge_target``: retention for ``x_outbox``, a target for the purge job.
+
+The relay's wake is the worker's: ``shared.wake.listener``'s ``postgres_wake(dsn, pool,
+channels=(OUTBOX_WAKE_CHANNEL,))`` (LISTEN ``x_outbox_wake``).
 """
 
 from __future__ import annotations
@@ -35,6 +43,8 @@ from shared.outbox.contract import (
     OutboxWake,
     Staged,
 )
+from shared.outbox.install import InstalledOutbox, install_outbox
+from shared.outbox.options import RelayOptions
 from shared.outbox.purge_target import OutboxPurgeTarget, outbox_purge_target
 from shared.outbox.relay import OutboxRelay, RelayPass, outbox_relay
 from shared.outbox.staging_facade import OutboxJobsFacade, OutboxMode, outbox_jobs_facade
@@ -43,6 +53,7 @@ from shared.outbox.store_postgres import PostgresOutboxStore, postgres_outbox_st
 
 __all__ = [
     "OUTBOX_WAKE_CHANNEL",
+    "InstalledOutbox",
     "MemoryOutboxStore",
     "OutboxJobsFacade",
     "OutboxMode",
@@ -52,8 +63,10 @@ __all__ = [
     "OutboxStore",
     "OutboxWake",
     "PostgresOutboxStore",
+    "RelayOptions",
     "RelayPass",
     "Staged",
+    "install_outbox",
     "memory_outbox_store",
     "outbox_jobs_facade",
     "outbox_purge_target",

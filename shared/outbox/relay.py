@@ -34,13 +34,12 @@ parallel, so rows that straddle their two batches can land out of order; run one
 the order across transactions matters (rows of one transaction sit in one batch unless that
 transaction staged more than ``batch_size`` rows).
 
-Shutdown: ``start()`` registers the two hooks every role registers — ``accept`` stops polling,
-``close`` waits out the pass in flight under the drain's deadline — unless
-``drain_on_shutdown=False``. ``await stop(deadline_at=None)`` does the same by hand and joins
-the pass in flight (await it before closing the pool: the pass in flight is a publish and then
-a mark). The deadline binds LATE: a shutdown landing on a manual ``stop()`` bounds the wait
-already in flight, and the earliest deadline wins. A pass still running at the deadline is
-cancelled (``jobs.outbox.drain-abandoned``); its rows wait out their lease.
+Shutdown is every role's (``shared.role``): ``accept`` stops polling, ``close`` waits out the
+pass in flight under the drain's deadline (unless ``RelayOptions.drain_on_shutdown`` is False),
+and ``await stop(deadline=None)`` does the same by hand (await it before closing the pool: the
+pass in flight is a publish and then a mark). The deadline binds late, the earliest winning. A
+pass still running at the deadline is cancelled (``jobs.outbox.drain-abandoned``); its rows
+wait out their lease.
 """
 
 from __future__ import annotations
@@ -48,19 +47,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.base import Enqueued, JobDriver
-from shared.errors import ConfigInvalidError, InvariantError, UltimateError
-from shared.ids import new_id
-from shared.lifecycle import Deadline, Lifecycle, process_lifecycle
+from shared.drivers.base import Enqueued, JobDriver, announces_enqueues
+from shared.lifecycle import Lifecycle
 from shared.loop_probes import Signals
 from shared.outbox.contract import OutboxRecord, OutboxStore, OutboxWake
-from shared.wake.announce import AnnouncingDriver
+from shared.outbox.options import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_CLAIM_LEASE_MS,
+    DEFAULT_INTERVAL_MS,
+    RelayOptions,
+)
+from shared.role import Role
 from shared.wake.local import signal_enqueued
 from shared.wake.protocol import (
     IDLE_POLL_CEILING_MS,
@@ -77,15 +78,12 @@ __all__ = [
     "WOKEN_IDLE_POLL_CEILING_MS",
     "OnPublished",
     "OutboxRelay",
+    "RelayOptions",
     "RelayPass",
     "outbox_relay",
 ]
 
 log = logging.getLogger("ujobs.outbox")
-
-DEFAULT_CLAIM_LEASE_MS = 30_000
-DEFAULT_BATCH_SIZE = 100
-DEFAULT_INTERVAL_MS = 200
 
 OnPublished = Callable[[OutboxRecord, Enqueued], Awaitable[None]]
 
@@ -104,80 +102,62 @@ class RelayPass:
     """The row whose mark found it claimed by someone else: the batch was no longer ours."""
 
 
-def _whole_ms(value: object, option: str, *, code: type[UltimateError] = ConfigInvalidError) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise code(
-            f"{option} must be a positive whole number of milliseconds; got {value!r}",
-            meta={"option": option},
-        )
-    return value
+class OutboxRelay(Role):
+    role_name = "outbox-relay"
 
-
-class OutboxRelay:
     def __init__(
         self,
         *,
         store: OutboxStore,
         driver: JobDriver,
-        claim_lease_ms: int = DEFAULT_CLAIM_LEASE_MS,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        interval_ms: int = DEFAULT_INTERVAL_MS,
-        idle_poll_max_ms: int | None = None,
+        options: RelayOptions,
         wake: OutboxWake | None = None,
         clock: Clock = SYSTEM_CLOCK,
-        relay_id: str | None = None,
-        drain_on_shutdown: bool = True,
         lifecycle: Lifecycle | None = None,
         on_published: OnPublished | None = None,
     ) -> None:
-        self.claim_lease_ms = _whole_ms(claim_lease_ms, "claim_lease_ms", code=InvariantError)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigInvalidError(
-                f"batch_size must be a whole number of at least 1; got {batch_size!r}",
-                meta={"option": "batch_size"},
-            )
-        self.batch_size = batch_size
-        self.interval_ms = _whole_ms(interval_ms, "interval_ms")
-        self.idle_poll_max_ms = (
-            None if idle_poll_max_ms is None else _whole_ms(idle_poll_max_ms, "idle_poll_max_ms")
-        )
-        if self.idle_poll_max_ms is not None and self.idle_poll_max_ms < self.interval_ms:
-            raise ConfigInvalidError(
-                f"idle_poll_max_ms ({idle_poll_max_ms}) is the idle CEILING and cannot be below "
-                f"interval_ms ({interval_ms}), the floor",
-                meta={"option": "idle_poll_max_ms"},
-            )
+        super().__init__(lifecycle=lifecycle, drain_on_shutdown=options.drain_on_shutdown)
+        self.options = options
         self.store = store
         self.driver = driver
         # An announcing driver already tells this process's workers (and other processes);
         # a bare one does not, so the relay tells this process's workers itself.
-        self._signal_locally = not isinstance(driver, AnnouncingDriver)
+        self._signal_locally = not announces_enqueues(driver)
         self.wake = wake if wake is not None else store.wake
         self.clock = clock
-        self.relay_id = relay_id or f"{socket.gethostname()}:{os.getpid()}:{new_id()[-6:]}"
-        self.drain_on_shutdown = drain_on_shutdown
         self.on_published = on_published
         self.signals = Signals()
-        self._lifecycle = lifecycle
         self._passes = 0
         self._pass_lock = asyncio.Lock()
-        self._idle_ms = self.interval_ms
-        self._delay_ms = self.interval_ms
+        self._idle_ms = options.interval_ms
+        self._delay_ms = options.interval_ms
         self._woken = asyncio.Event()
-        self._stopping = False
         self._loop: asyncio.Task[None] | None = None
-        self._closing: asyncio.Task[None] | None = None
-        self._deadline: Deadline | None = None
-        self._deadline_moved = asyncio.Event()
-        self._unregister: list[Callable[[], None]] = []
+        self._abandoned = False
+
+    @property
+    def relay_id(self) -> str:
+        return self.options.relay_id
+
+    @property
+    def batch_size(self) -> int:
+        return self.options.batch_size
+
+    @property
+    def interval_ms(self) -> int:
+        return self.options.interval_ms
+
+    @property
+    def claim_lease_ms(self) -> int:
+        return self.options.claim_lease_ms
 
     # -- one pass ---------------------------------------------------------------------------
     @property
     def idle_ceiling_ms(self) -> int:
         """The idle wait's ceiling: declared, else 2 s, or 5 s while the wake is proven live
         (never below the floor, ``interval_ms``)."""
-        if self.idle_poll_max_ms is not None:
-            return self.idle_poll_max_ms
+        if self.options.idle_poll_max_ms is not None:
+            return self.options.idle_poll_max_ms
         return max(idle_ceiling_ms(self.wake), self.interval_ms)
 
     @property
@@ -274,7 +254,7 @@ class OutboxRelay:
 
     # -- the loop ---------------------------------------------------------------------------
     async def _run(self) -> None:
-        while not self._stopping:
+        while self.phase == "running":
             self._woken.clear()
             try:
                 await self.run_once()
@@ -294,114 +274,59 @@ class OutboxRelay:
     def running(self) -> bool:
         return self._loop is not None and not self._loop.done()
 
-    @property
-    def stopping(self) -> bool:
-        return self._stopping
-
-    async def start(self) -> None:
-        """Start polling (and listening, when a wake is given); a second call does nothing."""
-        if self._loop is not None:
-            return
+    async def _begin(self) -> None:
+        """Start polling (and listening, when a wake is given)."""
         if self.wake is not None:
-            self._unregister.append(self.wake.subscribe(self._on_wake))
-        if self.drain_on_shutdown:
-            lifecycle = self._lifecycle if self._lifecycle is not None else process_lifecycle()
-            self._unregister.append(
-                lifecycle.register(accept=self._accept, close=self._close, name="outbox-relay")
-            )
+            self.on_stop(self.wake.subscribe(self._on_wake))
         self._loop = asyncio.ensure_future(self._run())
         log.info(
             "jobs.outbox.relay-started",
             extra={"relay_id": self.relay_id, "batch_size": self.batch_size},
         )
 
-    def _accept(self) -> None:
+    def _halt(self) -> None:
         """Stop polling: no pass starts after the one in flight."""
-        if not self._stopping:
-            self._stopping = True
-            log.info("jobs.outbox.draining", extra={"relay_id": self.relay_id})
+        log.info("jobs.outbox.draining", extra={"relay_id": self.relay_id})
         self._woken.set()
 
-    async def _close(self, deadline: Deadline) -> None:
-        await self._join(deadline)
-
-    async def stop(self, deadline_at: Deadline | None = None) -> None:
-        """Stop polling and join the pass in flight; with no deadline, however long it takes
-        (unless a shutdown's deadline lands meanwhile — the earliest wins). Safe twice, and
-        before ``start()``."""
-        if self._loop is None:
-            return
-        self._accept()
-        await self._join(deadline_at)
-
-    async def _join(self, deadline: Deadline | None) -> None:
-        if self._loop is None:
-            return
-        if deadline is not None and (self._deadline is None or deadline.at < self._deadline.at):
-            self._deadline = deadline
-            self._deadline_moved.set()
-        if self._closing is None:
-            self._closing = asyncio.ensure_future(self._close_once(self._loop))
-        await asyncio.shield(self._closing)
-
-    async def _close_once(self, loop_task: asyncio.Task[None]) -> None:
-        abandoned = False
-        while not loop_task.done():
-            self._deadline_moved.clear()
-            moved = asyncio.ensure_future(self._deadline_moved.wait())
-            timeout = self._deadline.remaining_s() if self._deadline is not None else None
-            done, _ = await asyncio.wait(
-                {loop_task, moved}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-            moved.cancel()
-            await asyncio.wait({moved})
-            if loop_task in done or moved in done:
-                continue
-            abandoned = True
+    async def _wind_down(self) -> None:
+        loop_task = self._loop
+        assert loop_task is not None
+        if not await self.within_deadline(loop_task):
+            self._abandoned = True
             log.error(
                 "jobs.outbox.drain-abandoned",
                 extra={"relay_id": self.relay_id, "reason": "a pass outlived the deadline"},
             )
             loop_task.cancel()
             await asyncio.wait({loop_task})
-        for unregister in self._unregister:
-            unregister()
-        self._unregister.clear()
+
+    def _on_stopped(self) -> None:
         log.info("jobs.outbox.relay-stopped", extra={"relay_id": self.relay_id})
-        self.signals.emit("stopped", abandoned)
+        self.signals.emit("stopped", self._abandoned)
 
 
 def outbox_relay(
     *,
     store: OutboxStore,
     driver: JobDriver,
-    claim_lease_ms: int = DEFAULT_CLAIM_LEASE_MS,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    interval_ms: int = DEFAULT_INTERVAL_MS,
-    idle_poll_max_ms: int | None = None,
+    options: RelayOptions | None = None,
     wake: OutboxWake | None = None,
     clock: Clock = SYSTEM_CLOCK,
-    relay_id: str | None = None,
-    drain_on_shutdown: bool = True,
     lifecycle: Lifecycle | None = None,
     on_published: OnPublished | None = None,
 ) -> OutboxRelay:
-    """The relay role (see the module doc). ``claim_lease_ms`` that is not a positive whole
-    number is ``X_INVARIANT`` here, at construction. ``wake`` defaults to the store's own
-    (memory); for Postgres pass ``postgres_wake(dsn, pool, channels=(OUTBOX_WAKE_CHANNEL,))``
-    (``shared.wake.listener``; start it before the relay, stop it after). ``on_published`` is
-    awaited between a row's publish and its mark (tests stall or kill a relay there)."""
+    """The relay role (see the module doc), with ``RelayOptions()`` by default. ``wake``
+    defaults to the store's own (memory); for Postgres pass ``postgres_wake(dsn, pool,
+    channels=(OUTBOX_WAKE_CHANNEL,))`` (``shared.wake.listener``; start it before the relay,
+    stop it after). ``on_published`` is awaited between a row's publish and its mark (tests
+    stall or kill a relay there)."""
     return OutboxRelay(
         store=store,
         driver=driver,
-        claim_lease_ms=claim_lease_ms,
-        batch_size=batch_size,
-        interval_ms=interval_ms,
-        idle_poll_max_ms=idle_poll_max_ms,
+        options=options if options is not None else RelayOptions(),
         wake=wake,
         clock=clock,
-        relay_id=relay_id,
-        drain_on_shutdown=drain_on_shutdown,
         lifecycle=lifecycle,
         on_published=on_published,
     )

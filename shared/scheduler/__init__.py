@@ -13,6 +13,7 @@ The map:
   ``x_job_leases``.
 - ``leader_watch``: The scheduler's view of its own leadership: when to ask, and whether it
   still leads.
+- ``options``: ``SchedulerOptions``: the scheduler's settings, validated once, frozen.
 - ``rounds``: One scheduler round's work while this node leads: what is due, arming, pauses,
   fires.
 - ``state``: Where the scheduler keeps its watermarks: the ``SchedulerState`` contract and the
@@ -29,6 +30,7 @@ from shared.scheduler.cron import next_task_run
 from shared.scheduler.job_scheduler import JobScheduler, job_scheduler
 from shared.scheduler.leader import Leader, always_leader
 from shared.scheduler.leader_postgres import postgres_lease_leader
+from shared.scheduler.options import SchedulerOptions
 from shared.scheduler.rounds import PAUSE_RECHECK_MS, Fired, RoundResult
 from shared.scheduler.state import SchedulerState, memory_scheduler_state
 from shared.scheduler.state_postgres import postgres_scheduler_state
@@ -39,6 +41,7 @@ __all__ = [
     "JobScheduler",
     "Leader",
     "RoundResult",
+    "SchedulerOptions",
     "SchedulerState",
     "always_leader",
     "job_scheduler",

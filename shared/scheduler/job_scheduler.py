@@ -35,10 +35,11 @@ A fire's jobs wake workers like any enqueue: this process's loops at once, other
 through an ``announcing()`` driver's announcer (Redis) and, on Postgres, the statement's
 ``pg_notify``.
 
-Drain (``stop()`` or the process lifecycle's pair of hooks): stop dispatching, finish the round
-in flight, release the lease. A round still ENQUEUEING at the deadline keeps the lease instead —
-promoting a standby onto an occurrence this node is mid-dispatch for is the double fire leader
-election exists to prevent — and the lease lapses on its own.
+Drain (``stop(deadline)``, ``drain()`` or the process lifecycle's pair of hooks, as every role:
+``shared.role``): stop dispatching, finish the round in flight, release the lease. A round still
+ENQUEUEING at the deadline keeps the lease instead — promoting a standby onto an occurrence
+this node is mid-dispatch for is the double fire leader election exists to prevent — and the
+lease lapses on its own.
 """
 
 from __future__ import annotations
@@ -46,63 +47,63 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.drivers.base import JobDriver
-from shared.errors import ConfigInvalidError
 from shared.jobs.registry import registry
 from shared.jobs.task import TaskHandle
-from shared.lifecycle import Deadline, Lifecycle, process_lifecycle
+from shared.lifecycle import Lifecycle
 from shared.loop_probes import Signals
+from shared.role import Role
 from shared.scheduler.cron import next_task_run
 from shared.scheduler.leader import Leader, always_leader
 from shared.scheduler.leader_postgres import postgres_lease_leader
 from shared.scheduler.leader_watch import Leadership
+from shared.scheduler.options import DEFAULT_TICK_INTERVAL_MS, SchedulerOptions
 from shared.scheduler.rounds import PAUSE_RECHECK_MS, Dispatcher, Fired, RoundResult
 from shared.scheduler.state import SchedulerState, memory_scheduler_state
 from shared.scheduler.state_postgres import postgres_scheduler_state
 
 log = logging.getLogger("ujobs.scheduler")
 
-DEFAULT_TICK_INTERVAL_MS = 1_000
 ROLLUP_EVERY_MS = 60_000
 
 
-class JobScheduler:
+class JobScheduler(Role):
+    role_name = "scheduler"
+
     def __init__(
         self,
         *,
         driver: JobDriver,
+        options: SchedulerOptions,
         state: SchedulerState | None = None,
         leader: Leader | None = None,
         tasks: Iterable[TaskHandle] | None = None,
-        tick_interval_ms: int = DEFAULT_TICK_INTERVAL_MS,
         clock: Clock = SYSTEM_CLOCK,
         lifecycle: Lifecycle | None = None,
     ) -> None:
-        if isinstance(tick_interval_ms, bool) or not isinstance(tick_interval_ms, int):
-            raise ConfigInvalidError("tick_interval_ms must be a whole number of milliseconds")
-        if tick_interval_ms < 1:
-            raise ConfigInvalidError("tick_interval_ms must be at least 1")
+        super().__init__(lifecycle=lifecycle, drain_on_shutdown=options.drain_on_shutdown)
+        self.options = options
         self.driver = driver
         self.state: SchedulerState = state if state is not None else memory_scheduler_state(driver)
         self.leader: Leader = leader if leader is not None else always_leader()
-        self.tick_interval_ms = tick_interval_ms
         self.clock = clock
         self.signals = Signals()
         self._given_tasks = list(tasks) if tasks is not None else None
         self._dispatcher: Dispatcher | None = None
-        self._lifecycle = lifecycle
-        self._unregister: list[Callable[[], None]] = []
         self._leadership = Leadership(self.leader)
         self._next_rollup_at = -math.inf
         self._round_lock = asyncio.Lock()
-        self._stopping = False
         self._wake = asyncio.Event()
         self._loop: asyncio.Task[None] | None = None
-        self._closing: asyncio.Task[None] | None = None
         self._drain_abandoned = False
+        self._lease_kept = False
+
+    @property
+    def tick_interval_ms(self) -> int:
+        return self.options.tick_interval_ms
 
     # -- what it holds --------------------------------------------------------------------------
 
@@ -127,11 +128,6 @@ class JobScheduler:
     @property
     def leading(self) -> bool:
         return self._leadership.leading
-
-    @property
-    def stopping(self) -> bool:
-        """Whether the drain began: no round starts after the one in flight."""
-        return self._stopping
 
     @property
     def drain_abandoned(self) -> bool:
@@ -209,7 +205,7 @@ class JobScheduler:
         return delay / 1000
 
     async def _run(self) -> None:
-        while not self.stopping:
+        while self.phase == "running":
             # Cleared BEFORE the round: a drain that starts during it leaves the wake set, so
             # the wait below returns at once and the loop ends.
             self._wake.clear()
@@ -222,10 +218,7 @@ class JobScheduler:
             except TimeoutError:
                 pass
 
-    async def start(self) -> None:
-        """Start the loop and register the drain hooks; a second call does nothing."""
-        if self._loop is not None:
-            return
+    def _before_start(self) -> None:
         self.dispatcher  # noqa: B018 - resolve the tasks now, as of start()
         unsafe = [
             reason
@@ -250,66 +243,49 @@ class JobScheduler:
                     "leader=postgres_lease_leader(executor=executor)",
                 },
             )
-        lifecycle = self._lifecycle if self._lifecycle is not None else process_lifecycle()
-        self._unregister.append(
-            lifecycle.register(accept=self._accept, close=self._close, name="scheduler")
-        )
+
+    async def _begin(self) -> None:
         self._loop = asyncio.ensure_future(self._run())
         log.info(
             "jobs.scheduler.started",
             extra={"tasks": len(self.dispatcher.slots), "tick_interval_ms": self.tick_interval_ms},
         )
 
-    def _accept(self) -> None:
+    def _halt(self) -> None:
         """Stop dispatching: no round starts after this one."""
-        if not self._stopping:
-            self._stopping = True
-            log.info("jobs.scheduler.draining")
+        log.info("jobs.scheduler.draining")
         self._wake.set()
 
-    async def _close(self, deadline: Deadline) -> None:
+    async def _wind_down(self) -> None:
         """Finish the round in flight, then hand the lease back — unless the deadline finds the
-        round still enqueueing, in which case the lease is kept and lapses on its own. A second
-        caller (``stop()`` during a drain) joins the first."""
-        if self._loop is None:
-            return
-        if self._closing is None:
-            self._closing = asyncio.ensure_future(self._close_once(self._loop, deadline))
-        await asyncio.shield(self._closing)
-
-    async def _close_once(self, loop_task: asyncio.Task[None], deadline: Deadline) -> None:
-        timeout = None if math.isinf(deadline.at) else deadline.remaining_s()
-        done, _ = await asyncio.wait({loop_task}, timeout=timeout)
+        round still enqueueing, in which case the lease is kept and lapses on its own."""
+        loop_task = self._loop
+        assert loop_task is not None
         keep_lease = False
-        if not done:
-            keep_lease = self._drain_abandoned = self.dispatcher.enqueueing
-            if keep_lease:
-                log.error(
-                    "jobs.scheduler.drain-abandoned",
-                    extra={"reason": "a round is still enqueueing; the lease is kept and lapses"},
-                )
-            loop_task.cancel()
-            await asyncio.wait({loop_task})
-        if self.leading and not keep_lease:
-            try:
-                await self.leader.release()
-            except Exception as exc:
-                log.warning("jobs.scheduler.release-failed", extra={"error": repr(exc)})
-        self._leadership.step_down()
-        for unregister in self._unregister:
-            unregister()
-        self._unregister.clear()
-        log.info("jobs.scheduler.stopped", extra={"lease_kept": keep_lease})
-        self.signals.emit("stopped", keep_lease)
+        try:
+            if not await self.within_deadline(loop_task):
+                keep_lease = self._drain_abandoned = self.dispatcher.enqueueing
+                if keep_lease:
+                    log.error(
+                        "jobs.scheduler.drain-abandoned",
+                        extra={
+                            "reason": "a round is still enqueueing; the lease is kept and lapses"
+                        },
+                    )
+                loop_task.cancel()
+                await asyncio.wait({loop_task})
+            if self.leading and not keep_lease:
+                try:
+                    await self.leader.release()
+                except Exception as exc:
+                    log.warning("jobs.scheduler.release-failed", extra={"error": repr(exc)})
+        finally:
+            self._leadership.step_down()
+            self._lease_kept = keep_lease
 
-    async def stop(self, deadline_ms: int | None = None) -> None:
-        """Drain this scheduler: with no deadline, wait for the round in flight however long it
-        takes. Safe to call twice, and before ``start()``."""
-        if self._loop is None:
-            return
-        self._accept()
-        deadline = Deadline(math.inf) if deadline_ms is None else Deadline.after_ms(deadline_ms)
-        await self._close(deadline)
+    def _on_stopped(self) -> None:
+        log.info("jobs.scheduler.stopped", extra={"lease_kept": self._lease_kept})
+        self.signals.emit("stopped", self._lease_kept)
 
 
 def job_scheduler(
@@ -318,29 +294,32 @@ def job_scheduler(
     state: SchedulerState | None = None,
     leader: Leader | None = None,
     tasks: Iterable[TaskHandle] | None = None,
-    tick_interval_ms: int = DEFAULT_TICK_INTERVAL_MS,
+    options: SchedulerOptions | None = None,
     clock: Clock = SYSTEM_CLOCK,
     lifecycle: Lifecycle | None = None,
 ) -> JobScheduler:
-    """The scheduler role. Pass ``state`` and ``leader`` in any real deployment: the defaults
-    (a dict and "always the leader") fail silently and log ``jobs.scheduler.unsafe-defaults``."""
+    """The scheduler role, with ``SchedulerOptions()`` by default. Pass ``state`` and ``leader``
+    in any real deployment: the defaults (a dict and "always the leader") fail silently and log
+    ``jobs.scheduler.unsafe-defaults``."""
     return JobScheduler(
         driver=driver,
+        options=options if options is not None else SchedulerOptions(),
         state=state,
         leader=leader,
         tasks=tasks,
-        tick_interval_ms=tick_interval_ms,
         clock=clock,
         lifecycle=lifecycle,
     )
 
 
 __all__ = [
+    "DEFAULT_TICK_INTERVAL_MS",
     "PAUSE_RECHECK_MS",
     "Fired",
     "JobScheduler",
     "Leader",
     "RoundResult",
+    "SchedulerOptions",
     "SchedulerState",
     "always_leader",
     "job_scheduler",

@@ -32,13 +32,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.base import EnqueueRequest, JobDriver
+from shared.drivers.base import AnnouncesEnqueues, EnqueueRequest, JobDriver, stores_in
 from shared.drivers.postgres.executor import PgExecutor
 from shared.drivers.postgres.rows import dumps
 from shared.drivers.postgres.sql import query
 from shared.errors import InvariantError
 from shared.ids import new_id
-from shared.wake.announce import AnnouncingDriver
 from shared.wake.local import signal_enqueued
 
 _LOAD = query("scheduler_load")
@@ -69,12 +68,7 @@ class PostgresSchedulerState:
         Postgres driver (announcing or not) over this very executor."""
         if driver is None:
             return True
-        # Imported here: ``shared.scheduler.job_scheduler`` imports this module, and a scheduler on
-        # the memory or Redis driver has no reason to load asyncpg.
-        from shared.drivers.postgres.driver import PostgresDriver
-
-        inner = driver.inner if isinstance(driver, AnnouncingDriver) else driver
-        return isinstance(inner, PostgresDriver) and inner.pool is self.executor
+        return stores_in(driver, self.executor)
 
     async def fire(
         self,
@@ -126,7 +120,7 @@ class PostgresSchedulerState:
         )
         row = rows[0]
         for queue in row["due_queues"] or ():
-            if isinstance(driver, AnnouncingDriver):
+            if driver is not None and isinstance(driver, AnnouncesEnqueues):
                 driver.announce(queue)  # this process, and the announcer's throttled publish
             else:
                 signal_enqueued(queue)

@@ -38,23 +38,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.drivers.base import (
-    BackfillLedger,
-    ClaimedJob,
-    ClaimOptions,
-    ClaimRef,
-    DriverStats,
     Enqueued,
     EnqueueRequest,
-    HeartbeatResult,
     JobDriver,
     JobIntrospection,
-    JSONValue,
-    LeaseStore,
-    NackOptions,
-    StepRecord,
-    StoreWatch,
-    WorkerRegistry,
+    announces_enqueues,
 )
+from shared.drivers.delegating import DelegatingDriver
 from shared.errors import ConfigInvalidError
 from shared.loop_probes import Signals
 from shared.wake.announce_introspect import AnnouncingIntrospection
@@ -174,14 +164,13 @@ def redis_announcer(
     return RedisAnnouncer(client_or_url, channel, clock=clock, slot_ms=slot_ms)
 
 
-class AnnouncingDriver(JobDriver):
-    """A ``JobDriver`` that delegates everything to ``inner`` and announces what became due."""
+class AnnouncingDriver(DelegatingDriver):
+    """A ``JobDriver`` that delegates everything to ``inner`` and announces what became due:
+    it overrides the two enqueues and the operator surface, nothing else."""
 
     def __init__(self, inner: JobDriver, announcer: WakeAnnouncer | None) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.announcer = announcer
-        self.name = inner.name
-        self.clock = inner.clock
         inner_introspect = inner.introspect
         self._introspect = (
             AnnouncingIntrospection(inner_introspect, self.announce)
@@ -204,8 +193,6 @@ class AnnouncingDriver(JobDriver):
         """A row this enqueue inserted (not deduped) that is due by ``due_by``."""
         return not answer.deduped and (request.run_at_ms is None or request.run_at_ms <= due_by)
 
-    # -- enqueue (announced) ------------------------------------------------------------------
-
     async def enqueue(self, request: EnqueueRequest) -> Enqueued:
         answer = await self.inner.enqueue(request)
         if self._announces(request, answer, self._due_by()):
@@ -225,66 +212,9 @@ class AnnouncingDriver(JobDriver):
             self.announce(queue)
         return answers
 
-    # -- everything else (delegated) ----------------------------------------------------------
-
-    async def claim(self, options: ClaimOptions) -> list[ClaimedJob]:
-        return await self.inner.claim(options)
-
-    async def ack(self, job_id: str, ref: ClaimRef, *, duration_ms: int | None = None) -> bool:
-        return await self.inner.ack(job_id, ref, duration_ms=duration_ms)
-
-    async def nack(self, job_id: str, ref: ClaimRef, options: NackOptions) -> bool:
-        return await self.inner.nack(job_id, ref, options)
-
-    async def heartbeat(self, job_id: str, ref: ClaimRef, visibility_ms: int) -> HeartbeatResult:
-        return await self.inner.heartbeat(job_id, ref, visibility_ms)
-
-    async def start_ahead(self, job_id: str, ref: ClaimRef) -> bool:
-        return await self.inner.start_ahead(job_id, ref)
-
-    async def load_steps(self, run_id: str) -> list[StepRecord]:
-        return await self.inner.load_steps(run_id)
-
-    async def save_step(
-        self,
-        job_id: str,
-        ref: ClaimRef,
-        run_id: str,
-        name: str,
-        output: JSONValue,
-        *,
-        started_at_ms: int,
-    ) -> bool:
-        return await self.inner.save_step(
-            job_id, ref, run_id, name, output, started_at_ms=started_at_ms
-        )
-
-    async def stats(self) -> DriverStats:
-        return await self.inner.stats()
-
-    async def close(self) -> None:
-        """Close the driver. The announcer stays open: the caller built it and may share it."""
-        await self.inner.close()
-
     @property
     def introspect(self) -> JobIntrospection | None:
         return self._introspect
-
-    @property
-    def leases(self) -> LeaseStore | None:
-        return self.inner.leases
-
-    @property
-    def workers(self) -> WorkerRegistry | None:
-        return self.inner.workers
-
-    @property
-    def backfills(self) -> BackfillLedger | None:
-        return self.inner.backfills
-
-    @property
-    def store_watch(self) -> StoreWatch | None:
-        return self.inner.store_watch
 
 
 class _Kept:
@@ -306,7 +236,7 @@ def announcing(driver: JobDriver, announcer: WakeAnnouncer | None = None) -> Ann
     an ``announcer`` (``redis_announcer(url)``) is given. Wrap once, at boot, and install the
     result with ``set_job_driver``; with the Postgres LISTEN wake pass no announcer (the
     driver's SQL announces)."""
-    if isinstance(driver, AnnouncingDriver):
+    if announces_enqueues(driver):
         raise ConfigInvalidError(
             "this driver already announces; wrap the inner driver once",
             meta={"driver": driver.name},

@@ -29,7 +29,7 @@ this width. A ``PUBLISH`` takes no lock in anyone's commit, so the 250 ms ``NOTI
 does not apply; the throttle here only bounds the channel's traffic (at most 100 messages a
 second per queue per process). A slot this narrow is what makes pickup latency the wake's own:
 with 250 ms slots, jobs 50 ms apart are four in five announced by nobody and wait for the woken
-loop's next pass (a median of ~106 ms measured here, against ~6 ms with 10 ms slots)."""
+loop's next pass (bench/RESULTS.md has the pickup latency of both widths)."""
 WAKE_DUE_WITHIN_MS = 1_000
 """Only a row due within this much of now is announced; a later one starts on the poll."""
 IDLE_POLL_CEILING_MS = 2_000

@@ -3,7 +3,7 @@
 In order: the job's handle (a name this code does not declare is handed back — in a rolling
 deploy an older worker may claim a newer job); the process limits (``LimitConfig`` — over any
 cap the row is SHED: handed back, no attempt burned); the fleet ``concurrency`` slot
-(``worker_concurrency``); then ``execute_job`` with the run's signal (drain, lost lease),
+(``concurrency``); then ``execute_job`` with the run's signal (drain, lost lease),
 ``before_settle`` = the heartbeat's stop, and ``lease_left`` = what is left of the heartbeat's
 window (a settle the store could not take is sent again within it), and ``lease_check`` = the
 heartbeat's window checked on the spot (``Renewals.lapsed``: before the body, each step and

@@ -1,29 +1,20 @@
 """``job_worker()``: the worker role — per-queue pools under one optional process cap, lease
 heartbeats, fleet concurrency, the two-phase drain.
 
-Who does what (each module 100-300 lines):
+Its parts are the package's other modules (``shared.worker``'s map).
 
-* ``worker.py`` — ``job_worker`` / ``JobWorker``: start, stop, the drain hooks, stats, gauges.
-* ``worker_options.py`` — ``WorkerOptions``, validated once (``X_INVARIANT`` naming the option).
-* ``worker_slots.py`` — the in-flight accounting the cap is read from BEFORE a claim.
-* ``worker_loop.py`` — claim passes: the room split, rotation, idle backoff, kicks, timers.
-* ``worker_run.py`` — one claimed row: limits, the fleet slot, ``execute_job``, the ``finally``.
-* ``worker_heartbeat.py`` — ONE timer renewing every held lease and slot; what it reports.
-* ``worker_concurrency.py`` — ``job_lease_key``, the holder id, what a busy key decides.
-* ``worker_registry.py`` — the registry row: beats, the ``draining`` announce, removal.
-* ``worker_drain.py`` — the drain's reason and its bounded wait; ``worker_stats.py`` — stats.
-
-The drain (§ Roles): ``start()`` registers a PAIR of lifecycle hooks (unless
-``drain_on_shutdown=False``). ``accept`` stops claiming, aborts every held run's signal with
-``X_DRAINING`` (``JobDrainedError`` naming the worker and the signal) and announces
-``draining`` on the registry row at once — a body that unwinds is ``interrupted``: back to
-ready, its attempt uncounted; one that finishes completes. Each run is counted with the
-lifecycle's ``begin_work()``, so the wait for it happens in the drain's in-flight phase. ``close``
-waits for what is left within the deadline budget (``configure_lifecycle(deadline_ms=)``,
-25 s), then logs ``jobs.worker.drain-abandoned`` for the runs still going (their tasks are
-cancelled unsettled: the leases lapse and the queue delivers them again), removes the
-registry row, closes the driver and reaches ``stopped``. A manual ``stop()`` aborts nothing
-and waits as long as its jobs take. Both are safe twice.
+The drain (§ Roles; the start/stop/drain shape is every role's, ``shared.role``): ``start()``
+registers a PAIR of lifecycle hooks (unless ``drain_on_shutdown=False``). ``accept`` stops
+claiming, aborts every held run's signal with ``X_DRAINING`` (``JobDrainedError`` naming the
+worker and the signal) and announces ``draining`` on the registry row at once — a body that
+unwinds is ``interrupted``: back to ready, its attempt uncounted; one that finishes completes.
+Each run is counted with the lifecycle's ``begin_work()``, so the wait for it happens in the
+drain's in-flight phase. ``close`` waits for what is left within the drain's deadline
+(``configure_lifecycle(deadline_ms=)``), then logs ``jobs.worker.drain-abandoned`` for the runs
+still going (their tasks are cancelled unsettled: the leases lapse and the queue delivers them
+again), removes the registry row, closes the driver and reaches ``stopped``. A manual
+``stop()`` aborts nothing and, with no deadline, waits as long as its jobs take. Both are safe
+twice.
 
 Metrics: ``jobs_total{queue,outcome}`` per settled execution, ``job_leases_lost_total``, and the
 two process gauges ``job_worker_in_flight`` / ``job_worker_capacity`` (summed over the live
@@ -38,8 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from shared.clock import Clock
 from shared.drivers.base import ClaimedJob, ExhaustedJob, JobDriver
@@ -50,16 +40,17 @@ from shared.execution.scope import ContextSpec
 from shared.execution.store_loss import store_loss_report
 from shared.jobs.registry import Api, Registry
 from shared.jobs.registry import registry as process_registry
-from shared.lifecycle import Deadline, Lifecycle, process_lifecycle
+from shared.lifecycle import Lifecycle
 from shared.loop_probes import Signals
 from shared.metrics import JobMetrics, job_metrics
+from shared.role import Role
 from shared.wake.local import on_enqueued
 from shared.wake.protocol import QueueWake, idle_ceiling_ms
 from shared.worker.claim_ahead import Prefetch
 from shared.worker.claim_loop import ClaimLoop, PassResult
 from shared.worker.claimed_run import Runner
 from shared.worker.concurrency import check_enforceable, job_lease_key
-from shared.worker.drain import drain_reason, remaining_s, wait_out
+from shared.worker.drain import drain_reason, wait_out
 from shared.worker.heartbeat import HeartbeatTimer, HeldRun, Renewals
 from shared.worker.limits import LimitConfig
 from shared.worker.options import (
@@ -81,7 +72,9 @@ log = logging.getLogger("ujobs.worker")
 SIGNAL_HISTORY = 1_000
 
 
-class JobWorker:
+class JobWorker(Role):
+    role_name = "worker"
+
     def __init__(
         self,
         *,
@@ -95,6 +88,7 @@ class JobWorker:
         metrics: JobMetrics,
         lifecycle: Lifecycle | None,
     ) -> None:
+        super().__init__(lifecycle=lifecycle, drain_on_shutdown=options.drain_on_shutdown)
         self.driver = driver
         self.context = context
         self.options = options
@@ -107,12 +101,8 @@ class JobWorker:
         self.signals = Signals(history=SIGNAL_HISTORY)
         self.slots = Slots(options.concurrency, options.max_in_flight)
         self.held: dict[tuple[str, int], HeldRun] = {}
-        self._lifecycle = lifecycle
-        self._state: WorkerState = "new"
         self._drain_reason: JobDrainedError | None = None
         self._served = frozenset(options.queues)
-        self._cleanup: list[Callable[[], None]] = []
-        self._closing: asyncio.Task[None] | None = None
         self.loop = ClaimLoop(
             driver=driver,
             options=options,
@@ -182,7 +172,11 @@ class JobWorker:
 
     @property
     def state(self) -> WorkerState:
-        return self._state
+        return self.phase
+
+    @property
+    def hook_name(self) -> str:
+        return f"worker {self.id}"
 
     def idle_ceiling_ms(self) -> int:
         """``idle_poll_max_ms`` when declared; else 5 s while the wake is live, 2 s without."""
@@ -192,7 +186,7 @@ class JobWorker:
         c = self.runner.counters
         return WorkerStats(
             worker_id=self.id,
-            state=self._state,
+            state=self.phase,
             in_flight=self.slots.in_flight,
             max_in_flight=self.options.max_in_flight,
             capacity=self.slots.capacity,
@@ -213,7 +207,7 @@ class JobWorker:
         return frozenset(n for n, h in self.registry.jobs.items() if not h.retry.dead_letter)
 
     def _ahead(self) -> int:
-        return self.prefetch.room() if self._state == "running" else 0
+        return self.prefetch.room() if self.phase == "running" else 0
 
     def _can_start(self, queue: str) -> bool:
         return self.slots.free(queue) > 0 and self.slots.room() > 0
@@ -302,12 +296,9 @@ class JobWorker:
 
     # -- start ----------------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Start claiming; a second call does nothing. Refuses (``X_JOB_CONCURRENCY_
-        UNENFORCEABLE``) when a registered job declares ``concurrency`` and the driver has no
-        lease store."""
-        if self._state != "new":
-            return
+    def _before_start(self) -> None:
+        """Refuses (``X_JOB_CONCURRENCY_UNENFORCEABLE``) when a registered job declares
+        ``concurrency`` and the driver has no lease store."""
         check_enforceable(self.driver, self.registry)
         for queue in unregistered_queues(self.options, self.registry):
             log.warning(
@@ -315,26 +306,22 @@ class JobWorker:
                 extra={"queue": queue, "worker_id": self.id, "polled": True},
             )
             self.signals.emit("queue-unregistered", queue)
-        self._state = "running"
+
+    async def _begin(self) -> None:
         self.loop.drop_exhausted = self._drop_exhausted()
-        if self.options.drain_on_shutdown:
-            lifecycle = self._lifecycle if self._lifecycle is not None else process_lifecycle()
-            self._lifecycle = lifecycle
-            self.runner.lifecycle = lifecycle
-            self._cleanup.append(
-                lifecycle.register(accept=self._accept, close=self._close, name=f"worker {self.id}")
-            )
-        self._cleanup.append(
+        if self.drains_with_lifecycle:
+            self.runner.lifecycle = self.lifecycle
+        self.on_stop(
             self.metrics.track_worker(
                 self, lambda: self.slots.in_flight, lambda: self.slots.capacity
             )
         )
-        self._cleanup.append(on_enqueued(self._on_wake))
+        self.on_stop(on_enqueued(self._on_wake))
         store_loss = store_loss_report(self.driver)
         if store_loss is not None:  # a wiped keyspace names how many rows this worker ran
-            self._cleanup.append(store_loss.count_held(self._held_under))
+            self.on_stop(store_loss.count_held(self._held_under))
         if self.wake is not None:
-            self._cleanup.append(self.wake.subscribe(self._on_wake))
+            self.on_stop(self.wake.subscribe(self._on_wake))
         await self.registry_beat.beat()
         self.heartbeat.start()
         self.loop.start()
@@ -350,23 +337,18 @@ class JobWorker:
 
     # -- the drain ------------------------------------------------------------------------------
 
-    def _stop_claiming(self) -> bool:
-        if self._state != "running":
-            return False
-        self._state = "draining"
+    def _halt(self) -> None:
+        """Stop claiming, hand back what was claimed ahead, announce ``draining``."""
         self.loop.halt()
         self.prefetch.close()
         self.registry_beat.announce_draining()
-        return True
 
-    def _accept(self) -> None:
-        """The drain's first phase: stop claiming, abort every held run with X_DRAINING,
-        announce ``draining``. Returns at once."""
-        self._stop_claiming()
-        if self._drain_reason is not None or self._state == "stopped":
-            return  # a second SIGTERM; or nothing left (a SIGTERM during stop() still aborts)
-        lifecycle = self._lifecycle
-        signal_name = lifecycle.last_signal if lifecycle is not None else None
+    def _on_drain(self) -> None:
+        """The drain's own signal: abort every held run with X_DRAINING (a ``stop()`` aborts
+        nothing; a SIGTERM landing during one still does)."""
+        if self._drain_reason is not None:
+            return  # a second SIGTERM
+        signal_name = self.lifecycle.last_signal if self.drains_with_lifecycle else None
         reason = drain_reason(self.id, signal_name)
         self._drain_reason = reason
         for held in list(self.held.values()):
@@ -381,43 +363,23 @@ class JobWorker:
         )
         self.signals.emit("draining", len(self.held))
 
-    async def _close(self, deadline: Deadline) -> None:
-        """The drain's second phase: what is left, within the deadline; then stopped."""
-        self._stop_claiming()
-        await self._shutdown(deadline)
-
-    async def stop(self) -> None:
-        """Stop claiming and wait for every held run, however long it takes; aborts nothing.
-        Safe twice, and before ``start()``."""
-        if self._state == "new":
-            return
-        self._stop_claiming()
-        await self._shutdown(Deadline(math.inf))
-
-    async def _shutdown(self, deadline: Deadline) -> None:
-        if self._state == "stopped":
-            return
-        if self._closing is None:
-            self._closing = asyncio.ensure_future(self._close_once(deadline))
-        await asyncio.shield(self._closing)
-
-    async def _close_once(self, deadline: Deadline) -> None:
-        if not await self.loop.join(remaining_s(deadline)):
+    async def _wind_down(self) -> None:
+        """What is left, within the deadline: the pass in flight, the rows claimed ahead, the
+        held runs (abandoned at the deadline), the heartbeat, the registry row, the driver."""
+        if not await self.loop.join(self.remaining_s()):
             log.warning("jobs.worker.claim-abandoned", extra={"worker_id": self.id})
         self.prefetch.close()  # a row the last pass claimed ahead goes back too
-        await self.prefetch.settle(remaining_s(deadline))
-        await wait_out(self.held, deadline, worker_id=self.id, signals=self.signals)
+        await self.prefetch.settle(self.remaining_s())
+        await wait_out(self.held, self.deadline, worker_id=self.id, signals=self.signals)
         await self.heartbeat.stop()
         await self.registry_beat.remove()
-        for cleanup in reversed(self._cleanup):
-            cleanup()
-        self._cleanup.clear()
         if self.options.close_driver:
             try:
                 await self.driver.close()
             except Exception as exc:
                 log.warning("jobs.worker.close-failed", extra={"error": repr(exc)})
-        self._state = "stopped"
+
+    def _on_stopped(self) -> None:
         log.info("jobs.worker.stopped", extra={"worker_id": self.id})
         self.signals.emit("stopped", self.id)
 

@@ -1,28 +1,29 @@
 """``WorkerOptions``: the worker's settings, validated once, frozen.
 
 A bad value fails at ``job_worker()`` with ``X_INVARIANT`` naming the option — never at the
-first claim, and never as a silent "no limit". The options:
+first claim, and never as a silent "no limit". The defaults are the constants below and the
+fields of ``WorkerOptions``; what each option means:
 
-* ``queues`` — default: every queue a registered job names. A queue no job names is still
-  served (a per-call ``enqueue(queue=)`` may land there).
-* ``concurrency`` — an int for every queue, or a table per queue; a queue the table does not
-  name gets ``JOBS_CONCURRENCY_DEFAULT`` (8).
-* ``max_in_flight`` — default None (no process cap). A whole number >= 1: 0, negative,
-  fractional, NaN and Infinity are refused.
-* ``visibility_timeout_ms`` — 30 s: what a claim buys; also the fleet slot's TTL and the
-  registry row's.
-* ``heartbeat_interval_ms`` — a third of the window by default; under the window, so two
-  renewals can fail before the lease lapses.
-* ``poll_interval_ms`` — 250 ms: the wait between passes while there is work; an idle loop
-  doubles it up to the ceiling.
-* ``idle_poll_max_ms`` — default None: 2 s, or 5 s while the wake is live; declared, it is the
-  ceiling either way.
-* ``claim_ahead`` — default 0 (off): how many rows a worker serving ONE queue may claim beyond
-  its free slots, to start the next run without a claim round trip (``shared.worker.claim_ahead``;
-  at most ``CLAIM_AHEAD_MAX_PER_SLOT`` times the worker's capacity). Off by default because a
-  row claimed ahead is one another worker of the fleet cannot take until it runs or goes back
-  (at most 500 ms); on short jobs it is the drain's largest lever. A whole number >= 0;
-  ignored on a worker of several queues.
+* ``queues`` — the queues served (default: every queue a registered job names). A queue no job
+  names is still served (a per-call ``enqueue(queue=)`` may land there).
+* ``concurrency`` — slots: an int for every queue, or a table per queue; a queue the table does
+  not name gets ``JOBS_CONCURRENCY_DEFAULT``.
+* ``max_in_flight`` — the process cap across queues (None: no cap). A whole number >= 1: 0,
+  negative, fractional, NaN and Infinity are refused.
+* ``visibility_timeout_ms`` — what a claim buys; also the fleet slot's TTL and the registry
+  row's.
+* ``heartbeat_interval_ms`` — under the window, so two renewals can fail before the lease
+  lapses.
+* ``poll_interval_ms`` — the wait between passes while there is work; an idle loop doubles it
+  up to the ceiling.
+* ``idle_poll_max_ms`` — the idle ceiling when declared; else the wake's
+  (``shared.wake.protocol.idle_ceiling_ms``).
+* ``claim_ahead`` — how many rows a worker serving ONE queue may claim beyond its free slots,
+  to start the next run without a claim round trip (``shared.worker.claim_ahead``; at most
+  ``CLAIM_AHEAD_MAX_PER_SLOT`` times the worker's capacity). Off unless asked for, because a
+  row claimed ahead is one another worker of the fleet cannot take until it runs or goes back;
+  on short jobs it is the drain's largest lever. A whole number >= 0; ignored on a worker of
+  several queues.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A run holds one slot of its queue's pool (``concurrency``) and one of the process cap
 (``max_in_flight``) from the moment it is claimed until its settle is SENT (its body is over;
-see ``worker_run``) — or, for a run that never settles, until its ``finally``. The claim
+see ``claimed_run``) — or, for a run that never settles, until its ``finally``. The claim
 loop reads ``room()`` and ``free(queue)`` BEFORE it claims, so a worker at the cap asks the
 queue for nothing and no row is claimed only to be shed.
 """

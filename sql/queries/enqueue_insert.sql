@@ -1,8 +1,7 @@
 -- enqueue_insert: one job, the common case of enqueue.sql as a plain INSERT. The driver sends
 -- it when the statement has no wake to announce (this process already announced the queue's
 -- current 250 ms slot, or the row is due more than 1 s out): then enqueue.sql's found and woke
--- arms would do nothing, yet its CTEs cost about 50 us a call (measured interleaved on one
--- connection: 639 us against 584 us, most of the rest being the commit's flush).
+-- arms would do nothing, yet its CTEs cost time on every call (bench/RESULTS.md).
 -- Dedupe is the same ON CONFLICT DO NOTHING over the primary key and the live-key index. When
 -- nothing comes back the row was not inserted, and the driver sends enqueue.sql, which answers
 -- the holder (deduped = true) or inserts after all if the holder finished in between.

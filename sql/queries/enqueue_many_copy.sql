@@ -8,8 +8,7 @@
 -- enqueue_many.sql too, which inserts or raises its own error. Dedupe is the same unique
 -- indexes either way. What this saves: ON CONFLICT's speculative insertion (an arbiter
 -- pre-check of both unique indexes and a confirm record per row), the jsonb_to_recordset
--- decode, and row-at-a-time heap inserts (COPY fills a page per WAL record): ~12 us and
--- ~50 bytes of WAL per row on 500-row batches (sql/README.md). Rows due within 1 s are
+-- decode, and row-at-a-time heap inserts (COPY fills a page per WAL record). Rows due within 1 s are
 -- announced afterwards by enqueue_wake.sql. The driver reads the table and the column list
 -- from this file; asyncpg sends the same statement.
 copy x_jobs (id, run_id, name, queue, state, input, tenant_id, idempotency_key, max_attempts,

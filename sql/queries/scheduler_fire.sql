@@ -11,7 +11,7 @@
 -- the caller to wake this process and announce on Redis (a LISTEN-less worker hears only that).
 -- `found` carries each request with its holder, so `inserted` reads it alone: joined back to
 -- `req` on ord, a plan may nest the two scans and re-read the batch once per job (a custom
--- plan did: 500 jobs 134-168 ms against 36-41; tests/integration/test_postgres_fire_plan.py).
+-- plan did; tests/integration/test_postgres_fire_plan.py holds it to one pass).
 -- $1 task  $2 occurrence ms  $3 new watermark ms (>= $2)  $4 now ms
 -- $5..$15 arrays, one element per job: id, run_id, name, queue, input (json text), tenant_id,
 -- idempotency_key, max_attempts, run_at ms, traceparent, enqueued_by

@@ -22,7 +22,7 @@ yields a ready, EMPTY driver that reads that clock for every time decision; code
 Import the backend inside the factory, so a checkout without it still runs the others. Every
 test in this directory then runs once per driver (ids ``test_x[memory]``, ``test_x[postgres]``);
 ``-k memory`` runs one driver's share. ``needs`` fixtures (``pg_pool``, ``redis_url``,
-``redis_prefix`` from ``tests/fixtures/services.py``) are resolved per test, so each test gets
+``redis_prefix`` from ``tests/support/services.py``) are resolved per test, so each test gets
 its own database or key prefix.
 
 Optional capabilities
@@ -110,7 +110,7 @@ async def _postgres(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
 
 @driver_factory("redis", needs=("redis_url", "redis_prefix"))
 async def _redis(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
-    from tests.fixtures.redis_keys import redis_test_driver
+    from tests.support.redis_keys import redis_test_driver
 
     # Its own client and key prefix; the prefix's keys are deleted after the test (never FLUSHDB).
     async with redis_test_driver(deps["redis_url"], deps["redis_prefix"], clock=clock) as driver:

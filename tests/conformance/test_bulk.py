@@ -15,7 +15,7 @@ from shared.drivers.base import (
     NackOptions,
 )
 from shared.errors import JobNotPromotableError, JobNotRemovableError, JobNotRequeueableError
-from tests.conformance.support import claim, claim_one, make_in_state, queue_stats, req
+from tests.support.conformance import claim, claim_one, make_in_state, queue_stats, req
 
 
 async def _dead(

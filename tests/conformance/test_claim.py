@@ -13,7 +13,7 @@ from shared.drivers.base import (
     JobIntrospection,
 )
 from shared.errors import ClaimQueuesEmptyError, InvariantError
-from tests.conformance.support import (
+from tests.support.conformance import (
     ExhaustedLog,
     claim,
     claim_one,

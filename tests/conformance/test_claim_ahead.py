@@ -16,7 +16,7 @@ from shared.drivers.base import (
     JobDriver,
     NackOptions,
 )
-from tests.conformance.support import VISIBILITY_MS, ExhaustedLog, claim, req
+from tests.support.conformance import VISIBILITY_MS, ExhaustedLog, claim, req
 
 
 async def _enqueue(driver: JobDriver, n: int, **kw: Any) -> list[str]:

@@ -10,7 +10,7 @@ from shared.drivers.base import (
     JobIntrospection,
     NackOptions,
 )
-from tests.conformance.support import claim, claim_one, req
+from tests.support.conformance import claim, claim_one, req
 
 MINUTE, FIVE_MINUTES, HOUR = (tier[0] for tier in COUNTER_TIERS)
 DAY = 86_400_000

@@ -11,7 +11,7 @@ from shared.clock import FrozenClock
 from shared.drivers.base import EnqueueRequest, JobDriver, JobIntrospection, JobState, NackOptions
 from shared.errors import InvariantError
 from shared.ids import new_id
-from tests.conformance.support import claim, claim_one, make_in_state, queue_stats, req
+from tests.support.conformance import claim, claim_one, make_in_state, queue_stats, req
 
 
 async def test_enqueue_mints_uuid_ids(driver: JobDriver) -> None:

@@ -14,7 +14,7 @@ from shared.errors import (
     JobNotRequeueableError,
 )
 from shared.ids import new_id
-from tests.conformance.support import claim, claim_one, make_in_state, queue_stats, req
+from tests.support.conformance import claim, claim_one, make_in_state, queue_stats, req
 
 
 async def _live(driver: JobDriver, clock: FrozenClock, state: JobState) -> str:

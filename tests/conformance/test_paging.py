@@ -18,7 +18,7 @@ from shared.drivers.base import (
     job_cursor,
 )
 from shared.errors import JobPageInvalidError
-from tests.conformance.support import claim_one, make_in_state, req
+from tests.support.conformance import claim_one, make_in_state, req
 
 
 async def _rows(driver: JobDriver, clock: FrozenClock, n: int) -> list[str]:

@@ -14,7 +14,7 @@ from shared.drivers.base import (
     NackOptions,
     TaskFire,
 )
-from tests.conformance.support import claim_one, req
+from tests.support.conformance import claim_one, req
 
 
 async def _progress(introspect: JobIntrospection, job_id: str) -> object:

@@ -8,7 +8,7 @@ import pytest
 from shared.clock import FrozenClock
 from shared.drivers.base import ClaimRef, JobDriver, JobIntrospection, NackOptions, claim_of
 from shared.ids import new_id
-from tests.conformance.support import claim, claim_one, queue_stats, req
+from tests.support.conformance import claim, claim_one, queue_stats, req
 
 
 async def test_ack_settles_done_once(driver: JobDriver) -> None:

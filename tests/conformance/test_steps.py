@@ -5,7 +5,7 @@ from __future__ import annotations
 from shared.clock import FrozenClock
 from shared.drivers.base import JobDriver, NackOptions
 from shared.ids import new_id
-from tests.conformance.support import claim_one, req
+from tests.support.conformance import claim_one, req
 
 
 async def test_steps_load_in_start_order_with_their_outputs(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.servers import free_port
+from tests.support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,7 +31,7 @@ def test_fixtures_fall_back_to_private_servers_when_nothing_answers() -> None:
             "-q",
             "-p",
             "no:cacheprovider",
-            "tests/fixtures/private_servers_probe.py",
+            "tests/support/private_servers_probe.py",
         ],
         cwd=ROOT,
         env=env,

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     Pool = asyncpg.Pool[Any]
 
 ROOT = Path(__file__).resolve().parents[2]
-APP = "tests.fixtures.scheduler_app:api"
+APP = "tests.support.scheduler_app:api"
 ENTRIES = 5
 TTL_MS = 3_000
 

@@ -24,7 +24,7 @@ from shared.wake.listener import redis_wake
 from shared.worker import job_worker
 from tests.e2e import services_app
 from tests.e2e.service_process import ServiceProcess, service_env
-from tests.fixtures.redis_keys import drop_prefix
+from tests.support.redis_keys import drop_prefix
 
 pytestmark = pytest.mark.slow
 

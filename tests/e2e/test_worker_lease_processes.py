@@ -25,7 +25,7 @@ from tests.e2e.test_worker_processes import (
     _until_state,
 )
 from tests.e2e.worker_app import pill, quick, sticky, two_steps
-from tests.fixtures.redis_keys import redis_test_driver
+from tests.support.redis_keys import redis_test_driver
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ from shared.clock import SYSTEM_CLOCK
 from shared.drivers.redis.driver import RedisDriver
 from tests.e2e.test_worker_processes import WAIT_S, WorkerProcess
 from tests.e2e.worker_app import QUEUE, doomed, quick, sticky
-from tests.fixtures.redis_keys import redis_test_driver
+from tests.support.redis_keys import redis_test_driver
 
 pytestmark = pytest.mark.slow
 

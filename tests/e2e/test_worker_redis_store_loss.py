@@ -14,7 +14,7 @@ from shared.clock import SYSTEM_CLOCK
 from shared.drivers.redis import RedisDriver
 from tests.e2e.test_worker_processes import VISIBILITY_MS, WAIT_S, WorkerProcess
 from tests.e2e.worker_app import quick, sticky
-from tests.fixtures.restartable import PrivateRedis
+from tests.support.restartable import PrivateRedis
 
 pytestmark = pytest.mark.slow
 

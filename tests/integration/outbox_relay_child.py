@@ -16,7 +16,7 @@ import asyncpg
 
 from shared.drivers.base import Enqueued, JobDriver
 from shared.drivers.postgres.driver import postgres_driver
-from shared.outbox import OutboxRecord, outbox_relay, postgres_outbox_store
+from shared.outbox import OutboxRecord, RelayOptions, outbox_relay, postgres_outbox_store
 
 
 async def main(dsn: str, stall_at: int, redis_target: list[str]) -> None:
@@ -45,8 +45,7 @@ async def main(dsn: str, stall_at: int, redis_target: list[str]) -> None:
     relay = outbox_relay(
         store=postgres_outbox_store(executor=pool),
         driver=driver,
-        relay_id="child",
-        drain_on_shutdown=False,
+        options=RelayOptions(relay_id="child", drain_on_shutdown=False),
         on_published=on_published,
     )
     await relay.run_once()

@@ -14,7 +14,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.fixtures.restartable import PrivatePostgres, postgres_bin_dir
+from tests.support.restartable import PrivatePostgres, postgres_bin_dir
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 

@@ -18,7 +18,7 @@ from shared.context import transaction
 from shared.drivers.base import ClaimOptions
 from shared.execution.attempt import execute_job
 from shared.jobs.job import JobHandle
-from tests.integration.outbox_kit import (
+from tests.support.outbox import (
     Pool,
     Wired,
     billing_jobs,

@@ -7,7 +7,7 @@ from shared.clock import FrozenClock
 from shared.context import transaction
 from shared.jobs.enqueue_target import set_jobs_facade
 from shared.outbox import outbox_jobs_facade, outbox_purge_target, postgres_outbox_store
-from tests.integration.outbox_kit import Pool, Wired, billing_jobs, outbox_rows, relay_for, wire
+from tests.support.outbox import Pool, Wired, billing_jobs, outbox_rows, relay_for, wire
 
 T0 = 1_700_000_000_000
 DAY = 86_400_000

@@ -30,8 +30,15 @@ from shared.outbox import (
     outbox_relay,
     postgres_outbox_store,
 )
-from tests.fixtures.redis_keys import prefix_keys, redis_test_driver
-from tests.integration.outbox_kit import Billing, Pool, billing_jobs, job_rows, outbox_rows
+from tests.support.outbox import (
+    Billing,
+    Pool,
+    billing_jobs,
+    job_rows,
+    outbox_rows,
+    split_options,
+)
+from tests.support.redis_keys import prefix_keys, redis_test_driver
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE = 30_000
@@ -51,7 +58,9 @@ def wire(pool: Pool, driver: RedisDriver) -> PostgresOutboxStore:
 
 
 def relay(store: PostgresOutboxStore, driver: RedisDriver, **options: Any) -> OutboxRelay:
-    return outbox_relay(store=store, driver=driver, lifecycle=Lifecycle(), **options)
+    return outbox_relay(
+        store=store, driver=driver, **split_options({"lifecycle": Lifecycle(), **options})
+    )
 
 
 async def stage(pool: Pool, billing: Billing, orders: list[str]) -> None:

@@ -16,7 +16,7 @@ from shared.drivers.base import Enqueued
 from shared.jobs.enqueue_target import jobs_facade
 from shared.lifecycle import Deadline, Lifecycle
 from shared.outbox import OutboxRecord, RelayPass, postgres_outbox_store
-from tests.integration.outbox_kit import (
+from tests.support.outbox import (
     Billing,
     Pool,
     Wired,

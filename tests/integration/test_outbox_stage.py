@@ -15,7 +15,7 @@ from shared.drivers.base import ClaimOptions
 from shared.errors import OutboxNoTxError
 from shared.execution.attempt import execute_job
 from shared.jobs.enqueue_target import jobs_facade
-from tests.integration.outbox_kit import (
+from tests.support.outbox import (
     Pool,
     billing_jobs,
     job_rows,

@@ -14,7 +14,7 @@ from shared.outbox.relay import IDLE_POLL_CEILING_MS, WOKEN_IDLE_POLL_CEILING_MS
 from shared.wake.announce import announcing
 from shared.wake.listener import POSTGRES_WAKE_CHANNEL, postgres_wake
 from shared.wake.local import on_enqueued
-from tests.integration.outbox_kit import Pool, Wired, billing_jobs, relay_for, wire
+from tests.support.outbox import Pool, Wired, billing_jobs, relay_for, wire
 
 HOUR_MS = 3_600_000
 

@@ -15,7 +15,7 @@ from shared.clock import FrozenClock
 from shared.drivers.base import ClaimOptions, EnqueueRequest
 from shared.drivers.postgres.driver import PostgresDriver, counter_bucket
 from shared.drivers.postgres.sql import query
-from tests.integration.plan_support import (
+from tests.support.plans import (
     explain_prepared,
     fresh_jobs_table,
     job_scans,

@@ -15,8 +15,8 @@ from shared.drivers.postgres.driver import postgres_driver
 from shared.drivers.postgres.held_connections import HeldConnections, ended
 from shared.drivers.postgres.pool import postgres_pool
 from shared.errors import DriverUnreachableError
-from tests.fixtures.pg_relay import PgRelay
-from tests.fixtures.servers import free_port
+from tests.support.pg_relay import PgRelay
+from tests.support.servers import free_port
 
 
 async def backend(conn: Any) -> int:

@@ -16,7 +16,7 @@ import pytest
 
 from shared.clock import FrozenClock
 from shared.drivers.postgres.sql import query
-from tests.integration.plan_support import explain_prepared, fresh_jobs_table, looped_nodes
+from tests.support.plans import explain_prepared, fresh_jobs_table, looped_nodes
 
 JOBS = 300
 # The nodes of the per-job probes (sql/queries/scheduler_fire.sql, `found`).

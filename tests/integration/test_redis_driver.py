@@ -37,7 +37,7 @@ from shared.errors import (
     InvariantError,
     NotImplementedByDriverError,
 )
-from tests.fixtures.redis_keys import drop_prefix, redis_test_driver
+from tests.support.redis_keys import drop_prefix, redis_test_driver
 
 
 @pytest.fixture

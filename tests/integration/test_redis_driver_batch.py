@@ -20,7 +20,7 @@ from shared.drivers.redis.batch import ScriptBatcher
 from shared.drivers.redis.driver import RedisDriver, redis_driver
 from shared.drivers.redis.scripts import SCRIPTS, LuaScript
 from shared.errors import DriverUnavailableError, DriverUnreachableError
-from tests.fixtures.redis_keys import redis_test_driver
+from tests.support.redis_keys import redis_test_driver
 
 
 @pytest.fixture

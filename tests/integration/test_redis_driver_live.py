@@ -35,7 +35,7 @@ from shared.drivers.base import (
 )
 from shared.drivers.memory.driver import MemoryDriver, memory_driver
 from shared.drivers.redis.driver import RedisDriver
-from tests.fixtures.redis_keys import redis_test_driver
+from tests.support.redis_keys import redis_test_driver
 
 SEED = 20_261_202
 OPERATIONS = 420

@@ -15,7 +15,7 @@ from shared.drivers.base import ClaimOptions, EnqueueRequest, JobDriver, StoreWa
 from shared.drivers.memory import memory_driver
 from shared.drivers.redis import RedisDriver, redis_driver
 from shared.drivers.redis.mark import KeyspaceMark
-from tests.fixtures.redis_keys import drop_prefix, redis_test_driver
+from tests.support.redis_keys import drop_prefix, redis_test_driver
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from shared.clock import FrozenClock
 from shared.drivers.base import COUNTER_TIERS, ClaimOptions, EnqueueRequest, NackOptions
 from shared.drivers.redis.driver import RedisDriver
 from shared.drivers.redis.scripts import OPERATIONS, PRELUDE, SCRIPTS, read_lua
-from tests.fixtures.redis_keys import redis_test_driver
+from tests.support.redis_keys import redis_test_driver
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_MODULES = {

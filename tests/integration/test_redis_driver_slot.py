@@ -18,7 +18,7 @@ from redis.exceptions import ResponseError
 from shared.clock import FrozenClock
 from shared.drivers.base import ClaimOptions, EnqueueRequest, ExhaustedJob, NackOptions
 from shared.drivers.redis.driver import RedisDriver
-from tests.fixtures.redis_cluster import private_cluster_node
+from tests.support.redis_cluster import private_cluster_node
 
 PREFIX = "ujobs-slot"
 SLOT = key_slot(f"{{{PREFIX}}}".encode())

@@ -22,9 +22,9 @@ from shared.metrics import JobMetrics
 from shared.wake.listener import redis_wake
 from shared.wake.protocol import WAKE_DUE_WITHIN_MS
 from shared.worker import job_worker
-from tests.fixtures.redis_keys import redis_test_driver
-from tests.integration.wake_support import WAIT_S
-from tests.unit.worker_kit import declare, registry_of
+from tests.support.redis_keys import redis_test_driver
+from tests.support.wake import WAIT_S
+from tests.support.worker import declare, registry_of
 
 MINUTE_MS = 60_000
 

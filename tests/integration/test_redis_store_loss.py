@@ -22,8 +22,8 @@ from shared.execution.run import Run
 from shared.lifecycle import Lifecycle
 from shared.metrics import JobMetrics
 from shared.worker import JobWorker, job_worker
-from tests.fixtures.restartable import PrivateRedis
-from tests.unit.worker_kit import declare, records, registry_of
+from tests.support.restartable import PrivateRedis
+from tests.support.worker import declare, records, registry_of
 
 PER_ROW_EVENTS = ("jobs.settle.unowned", "jobs.lease.lost", "jobs.attempt.failed")
 

@@ -33,8 +33,8 @@ from shared.lifecycle import Lifecycle
 from shared.metrics import JobMetrics
 from shared.wake.announce import announcing
 from shared.worker.job_worker import JobWorker, job_worker
-from tests.fixtures.redis_keys import redis_test_driver
-from tests.unit.worker_kit import declare, registry_of, sample
+from tests.support.redis_keys import redis_test_driver
+from tests.support.worker import declare, registry_of, sample
 
 
 @pytest.fixture

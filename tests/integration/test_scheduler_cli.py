@@ -13,9 +13,9 @@ from services.cli import app
 from shared.drivers.postgres.driver import postgres_driver
 from shared.jobs.task import TaskHandle
 from shared.scheduler.state_postgres import postgres_scheduler_state
-from tests.fixtures import scheduler_app
+from tests.support import scheduler_app
 
-APP = "tests.fixtures.scheduler_app:api"
+APP = "tests.support.scheduler_app:api"
 OCCURRENCE = 1_700_000_000_000
 
 

@@ -32,10 +32,10 @@ from shared.scheduler.state_postgres import postgres_scheduler_state
 from shared.wake.announce import announcing, redis_announcer
 from shared.wake.listener import redis_wake
 from shared.worker import job_worker
-from tests.fixtures.redis_keys import redis_test_driver
-from tests.integration.wake_support import WAIT_S, Heard
-from tests.scheduler_support import T0, hours_from, occurrences_of, tick_job, ticking_task
-from tests.unit.worker_kit import declare, registry_of
+from tests.support.redis_keys import redis_test_driver
+from tests.support.scheduler import T0, hours_from, occurrences_of, tick_job, ticking_task
+from tests.support.wake import WAIT_S, Heard
+from tests.support.worker import declare, registry_of
 
 if TYPE_CHECKING:
     Pool = asyncpg.Pool[Any]

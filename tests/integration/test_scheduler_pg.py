@@ -17,7 +17,7 @@ from shared.jobs.task import TaskHandle
 from shared.scheduler.job_scheduler import PAUSE_RECHECK_MS, JobScheduler, job_scheduler
 from shared.scheduler.leader_postgres import PostgresLeaseLeader, postgres_lease_leader
 from shared.scheduler.state_postgres import PostgresSchedulerState, postgres_scheduler_state
-from tests.scheduler_support import HOUR, T0, hours_from, occurrences_of, tick_job, ticking_task
+from tests.support.scheduler import HOUR, T0, hours_from, occurrences_of, tick_job, ticking_task
 
 if TYPE_CHECKING:
     Pool = asyncpg.Pool[Any]

@@ -25,7 +25,7 @@ from shared.wake.protocol import (
     idle_ceiling_ms,
 )
 from shared.wake.transport_postgres import SESSION_APPLICATION_NAME
-from tests.integration.wake_support import WAIT_S, Heard, is_live, wake_logs
+from tests.support.wake import WAIT_S, Heard, is_live, wake_logs
 
 
 @pytest.fixture

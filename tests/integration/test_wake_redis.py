@@ -26,7 +26,7 @@ from shared.wake.protocol import (
     idle_ceiling_ms,
 )
 from shared.wake.transport_redis import session_client_name
-from tests.integration.wake_support import WAIT_S, Heard, is_live, wake_logs
+from tests.support.wake import WAIT_S, Heard, is_live, wake_logs
 
 UNREACHABLE = "redis://127.0.0.1:1/0"
 

@@ -24,8 +24,8 @@ from shared.wake.announce import redis_announcer
 from shared.wake.listener import ChannelWake, postgres_wake, redis_wake
 from shared.wake.protocol import IDLE_POLL_CEILING_MS, WOKEN_IDLE_POLL_CEILING_MS
 from shared.worker.job_worker import JobWorker, job_worker
-from tests.integration.wake_support import WAIT_S
-from tests.unit.worker_kit import declare, registry_of
+from tests.support.wake import WAIT_S
+from tests.support.worker import declare, registry_of
 
 MINUTE_MS = 60_000
 

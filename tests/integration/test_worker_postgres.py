@@ -14,7 +14,7 @@ from shared.lifecycle import Lifecycle
 from shared.metrics import JobMetrics
 from shared.worker import job_worker
 from shared.worker.concurrency import job_lease_key, parse_holder
-from tests.unit.worker_kit import T0, Gate, declare, registry_of, sample
+from tests.support.worker import T0, Gate, declare, registry_of, sample
 
 
 def _worker(driver: Any, *handles: Any, **kw: Any) -> Any:

@@ -18,7 +18,7 @@ from services.config import ApiConfig
 from shared.drivers.postgres.driver import postgres_driver
 from shared.errors import ConfigInvalidError
 from shared.metrics import JobMetrics
-from tests.services.cli_support import enqueue, run_to
+from tests.support.cli import enqueue, run_to
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]

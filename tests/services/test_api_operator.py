@@ -14,7 +14,7 @@ from shared.drivers.base import ClaimOptions
 from shared.drivers.postgres import postgres_driver
 from shared.introspect import MASK, inspect_job, inspect_queues
 from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
-from tests.services.cli_support import run_to
+from tests.support.cli import run_to
 
 
 @pytest.fixture

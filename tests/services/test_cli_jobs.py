@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from shared.drivers.postgres.driver import PostgresDriver
-from tests.services.cli_support import enqueue, json_of, run_to, ujobs, with_driver
+from tests.support.cli import enqueue, json_of, run_to, ujobs, with_driver
 
 
 def seed(dsn: str) -> dict[str, str]:

@@ -16,7 +16,7 @@ from services.cli_output import EXIT_INTERNAL, reported, set_debug
 from shared.drivers.base import WorkerInfo
 from shared.drivers.postgres.driver import PostgresDriver
 from shared.drivers.postgres.migrate import MIGRATE_LOCK_KEY
-from tests.services.cli_support import ROOT, enqueue, json_of, ujobs, ujobs_process, with_driver
+from tests.support.cli import ROOT, enqueue, json_of, ujobs, ujobs_process, with_driver
 
 
 def test_queues_list_pause_resume(pg_dsn: str) -> None:
@@ -107,7 +107,7 @@ def test_an_unmigrated_database_says_to_migrate(pg_fresh_dsn: str) -> None:
 
 
 def test_an_unreachable_database_is_one_line_without_a_password_or_a_traceback() -> None:
-    from tests.fixtures.servers import free_port
+    from tests.support.servers import free_port
 
     url = f"postgresql://app:hunter2@127.0.0.1:{free_port()}/app"
     done = ujobs_process("jobs", "list", env={"DATABASE_URL": url})

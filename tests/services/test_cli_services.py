@@ -9,7 +9,7 @@ import pytest
 import typer.main
 
 from services.cli import app
-from tests.services.cli_support import json_of, ujobs
+from tests.support.cli import json_of, ujobs
 
 
 def leaves(command: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:

@@ -15,7 +15,7 @@ from services.cli import app
 from services.config_vars import VARIABLES
 from shared.drivers.postgres.driver import PostgresDriver
 from shared.introspect import SHORT_ID_LENGTH, short_id
-from tests.services.cli_support import enqueue, json_of, run_to, ujobs, with_driver
+from tests.support.cli import enqueue, json_of, run_to, ujobs, with_driver
 
 
 def _done_job(dsn: str, key: str = "k-done") -> str:

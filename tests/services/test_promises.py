@@ -25,9 +25,9 @@ from shared.execution.settle import HAND_BACK_DELAY_MS
 from shared.jobs.enqueue_target import set_job_driver
 from shared.metrics import JobMetrics
 from shared.worker.limits import LimitConfig, Limiter, LimitLease, Rate
-from tests.fixtures.pg_relay import PgRelay
-from tests.unit.execute_kit import attempt, frozen_driver
-from tests.unit.worker_kit import T0, declare, enqueue, frozen, make_worker, row
+from tests.support.execute import attempt, frozen_driver
+from tests.support.pg_relay import PgRelay
+from tests.support.worker import T0, declare, enqueue, frozen, make_worker, row
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]

@@ -3,12 +3,16 @@ statement the one the driver runs."""
 
 from __future__ import annotations
 
+import asyncio
+import os
 import re
-import textwrap
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import asyncpg
+import pytest
 
 from services.config_vars import VARIABLES
 from shared.drivers.postgres.sql import query
@@ -45,21 +49,30 @@ def test_the_scaler_query_is_the_drivers_with_the_queues_inlined() -> None:
     assert shown.strip() == statement.replace("$1::text[]", "'{banks,banks-long}'::text[]").strip()
 
 
-async def test_the_scheduler_wiring_shown_runs(pg_dsn: str) -> None:
-    """The section's snippet, run as written against a real database: it starts a scheduler
-    that leads, and stops it."""
+async def test_the_scheduler_wiring_shown_runs(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The section's program, run as written against a real database (its ``main``; where the
+    app would run, until this scheduler leads): it starts a scheduler that leads, and stops
+    it, releasing the lease."""
     section = README.split("## Cron tasks and the scheduler", 1)[1].split("\n## ", 1)[0]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
-    assert "\n...  " in code
-    # Where the app would run: until this scheduler leads.
-    running = code.replace("\n...  ", "\nawait scheduler.signals.wait('leader', timeout_s=10)  ")
-    body = textwrap.indent(running + "return scheduler\n", "    ")
-    namespace: dict[str, Any] = {}
-    exec(f"async def snippet(DATABASE_URL):\n{body}", namespace)
+    assert code.rstrip().endswith("asyncio.run(main())")
+    app_runs = "await asyncio.Event().wait()"
+    assert app_runs in code
+    running = code.replace(
+        app_runs, "SEEN.append(scheduler); await scheduler.signals.wait('leader', timeout_s=10)"
+    ).replace("asyncio.run(main())", "")
+    monkeypatch.setenv("DATABASE_URL", pg_dsn)
+    seen: list[Any] = []
+    namespace: dict[str, Any] = {"SEEN": seen}
+    exec(running, namespace)
     try:
-        scheduler = await namespace["snippet"](pg_dsn)
+        await namespace["main"]()
+        (scheduler,) = seen
         assert scheduler.state.durable
         assert scheduler.signals.emitted("leader") == [True]
+        assert scheduler.phase == "stopped"
         conn = await asyncpg.connect(pg_dsn)
         try:
             assert await conn.fetchval("select count(*) from x_job_leases") == 0  # released
@@ -67,3 +80,68 @@ async def test_the_scheduler_wiring_shown_runs(pg_dsn: str) -> None:
             await conn.close()
     finally:
         reset_job_driver()
+
+
+def test_no_snippet_awaits_at_the_top_level() -> None:
+    """Every Python snippet runs as pasted: an ``await`` only inside an ``async def``."""
+    for code in re.findall(r"```python\n(.*?)```", README, flags=re.S):
+        assert not re.search(r"^(\w+ = )?await ", code, flags=re.M), code
+
+
+def test_the_testing_example_passes_as_a_users_test(tmp_path: Path) -> None:
+    """The README's example test, written to a user's project and run by pytest there."""
+    code = README.split("<!-- testing-example -->\n```python\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "test_trials.py").write_text(code)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_trials.py"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+
+
+async def test_the_outbox_example_runs_as_pasted(pg_dsn: str, tmp_path: Path) -> None:
+    """The section's program, run as written against a real database, with the app module it
+    imports beside it: the order's row and its two staged jobs committed together."""
+    section = README.split("## Enqueue inside your transaction", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__init__.py").write_text("")
+    (tmp_path / "app" / "billing.py").write_text(BILLING_APP)
+    (tmp_path / "main.py").write_text(code)
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        await conn.execute("create table invoices (id text primary key)")
+        program = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "main.py",
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": f"{tmp_path}:{ROOT}", "DATABASE_URL": pg_dsn},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        output, _ = await asyncio.wait_for(program.communicate(), 120)
+        assert program.returncode == 0, output.decode()
+        assert await conn.fetchval("select count(*) from invoices") == 1
+        assert await conn.fetchval("select count(*) from x_outbox") == 2
+    finally:
+        await conn.close()
+
+
+BILLING_APP = """
+from shared import Run, job, t
+
+@job(input=t.object(order_id=t.string), idempotency_key=lambda i: f"inv:{i.order_id}",
+     tenant="none")
+async def create_invoice(run: Run) -> None:
+    return None
+
+@job(input=t.object(order_id=t.string), idempotency_key=lambda i: f"chg:{i.order_id}",
+     tenant="none")
+async def charge_card(run: Run) -> None:
+    return None
+"""

@@ -21,7 +21,7 @@ from services.tokens import (
 )
 from shared.clock import FrozenClock
 from shared.errors import ConfigInvalidError, TenancyActorMismatchError
-from tests.services.cli_support import json_of, ujobs
+from tests.support.cli import json_of, ujobs
 
 
 async def test_only_the_hash_is_stored(pg_pool: asyncpg.Pool[Any]) -> None:

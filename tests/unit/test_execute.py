@@ -24,7 +24,7 @@ from shared.jobs.job import job
 from shared.jobs.retry import Retry
 from shared.jobs.schema import t
 from shared.signal import Signal
-from tests.unit.execute_kit import (
+from tests.support.execute import (
     attempt,
     claim,
     counts,

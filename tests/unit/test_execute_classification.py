@@ -20,7 +20,7 @@ from shared.execution.run import Run
 from shared.execution.settle import decide_failure, last_error_text
 from shared.jobs.job import job
 from shared.jobs.retry import Retry
-from tests.unit.execute_kit import attempt, counts, enqueue, frozen_driver, records, row
+from tests.support.execute import attempt, counts, enqueue, frozen_driver, records, row
 
 register_error_retry({"X_TEST_FATAL": "terminal"})
 

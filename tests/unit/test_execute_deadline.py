@@ -22,7 +22,7 @@ from shared.execution.run import Run, Settled
 from shared.jobs.job import job
 from shared.jobs.retry import Retry
 from shared.signal import Signal
-from tests.unit.execute_kit import attempt, claim, enqueue, frozen_driver, last_error, records, row
+from tests.support.execute import attempt, claim, enqueue, frozen_driver, last_error, records, row
 
 
 def _declare(body: Any, *, timeout: str | None = "30ms", **options: Any) -> Any:

@@ -13,7 +13,7 @@ from shared.errors import InvariantError
 from shared.execution.progress import ProgressReporter
 from shared.execution.run import Run
 from shared.jobs.job import job
-from tests.unit.execute_kit import attempt, claim, enqueue, frozen_driver, row
+from tests.support.execute import attempt, claim, enqueue, frozen_driver, row
 
 
 def _declare(body: Any) -> Any:

@@ -7,7 +7,7 @@ import uuid
 
 from shared.ids import derived_id
 from shared.jobs.task import occurrence_ids
-from tests.scheduler_support import HOUR, T0, tick_job, ticking_task
+from tests.support.scheduler import HOUR, T0, tick_job, ticking_task
 
 
 def test_firing_an_occurrence_twice_names_the_same_jobs_and_runs() -> None:

@@ -20,6 +20,7 @@ from shared.jobs.job import job
 from shared.jobs.schema import t
 from shared.lifecycle import Lifecycle
 from shared.outbox import (
+    RelayOptions,
     memory_outbox_store,
     outbox_jobs_facade,
     outbox_purge_target,
@@ -120,8 +121,7 @@ async def test_a_stage_wakes_a_relay_idling_on_the_memory_store() -> None:
     relay = outbox_relay(
         store=store,
         driver=driver,
-        interval_ms=3_600_000,
-        idle_poll_max_ms=3_600_000,
+        options=RelayOptions(interval_ms=3_600_000, idle_poll_max_ms=3_600_000),
         lifecycle=Lifecycle(),
     )
     await relay.start()
@@ -138,7 +138,7 @@ async def test_a_stage_wakes_a_relay_idling_on_the_memory_store() -> None:
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "30s", None])
 def test_claim_lease_ms_must_be_a_positive_whole_number(bad: Any) -> None:
     with pytest.raises(InvariantError) as refused:
-        outbox_relay(store=memory_outbox_store(), driver=memory_driver(), claim_lease_ms=bad)
+        RelayOptions(claim_lease_ms=bad)
     assert refused.value.code == "X_INVARIANT"
     assert refused.value.meta["option"] == "claim_lease_ms"
 
@@ -149,7 +149,7 @@ def test_claim_lease_ms_must_be_a_positive_whole_number(bad: Any) -> None:
 )
 def test_the_relays_other_options_are_refused_with_their_name(option: str, bad: Any) -> None:
     with pytest.raises(ConfigInvalidError) as refused:
-        outbox_relay(store=memory_outbox_store(), driver=memory_driver(), **{option: bad})
+        RelayOptions(**{option: bad})
     assert refused.value.meta["option"] == option
 
 

@@ -22,7 +22,7 @@ from shared.jobs.task import CatchUp, TaskHandle
 from shared.scheduler.job_scheduler import PAUSE_RECHECK_MS, JobScheduler, job_scheduler
 from shared.scheduler.leader import always_leader
 from shared.scheduler.state import MemorySchedulerState, memory_scheduler_state
-from tests.scheduler_support import (
+from tests.support.scheduler import (
     HOUR,
     T0,
     YEAR,
@@ -367,9 +367,14 @@ async def test_the_defaults_warn_loudly_at_start(
     driver: MemoryDriver, clock: FrozenClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     from shared.lifecycle import Lifecycle
+    from shared.scheduler import SchedulerOptions
 
     scheduler = job_scheduler(
-        driver=driver, tasks=[], clock=clock, lifecycle=Lifecycle(), tick_interval_ms=60_000
+        driver=driver,
+        tasks=[],
+        clock=clock,
+        lifecycle=Lifecycle(),
+        options=SchedulerOptions(tick_interval_ms=60_000),
     )
     with caplog.at_level(logging.WARNING, logger="ujobs.scheduler"):
         await scheduler.start()

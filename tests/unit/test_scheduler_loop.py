@@ -14,7 +14,7 @@ from shared.lifecycle import Lifecycle
 from shared.scheduler.job_scheduler import Fired, job_scheduler
 from shared.scheduler.leader import AlwaysLeader
 from shared.scheduler.state import MemorySchedulerState, memory_scheduler_state
-from tests.scheduler_support import queued_occurrences, tick_job, ticking_task
+from tests.support.scheduler import queued_occurrences, tick_job, ticking_task
 
 
 @pytest.fixture

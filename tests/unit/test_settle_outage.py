@@ -17,8 +17,8 @@ from shared.errors import DriverUnreachableError
 from shared.execution.attempt import execute_job
 from shared.execution.outage import MAX_UNREACHABLE_RETURNS
 from shared.execution.run import Run
-from tests.unit.execute_kit import T0, claim, records, row
-from tests.unit.worker_kit import Gate, declare, enqueue, make_worker, settled
+from tests.support.execute import T0, claim, records, row
+from tests.support.worker import Gate, declare, enqueue, make_worker, settled
 
 WINDOW = 30_000
 INTERVAL = 10_000

@@ -23,7 +23,7 @@ from shared.errors import (
 from shared.execution.steps import Step, StepSuspension
 from shared.jobs.job import job
 from shared.signal import Signal
-from tests.unit.execute_kit import claim, enqueue, frozen_driver
+from tests.support.execute import claim, enqueue, frozen_driver
 
 
 @job(idempotency_key="k", tenant="none")

@@ -10,7 +10,7 @@ from shared.drivers.memory.driver import MemoryDriver
 from shared.errors import JobAbortedError, JobDrainedError, JobTimeoutError, LeaseLostError
 from shared.execution.steps import Step
 from shared.signal import Signal
-from tests.unit.execute_kit import claim, enqueue, frozen_driver
+from tests.support.execute import claim, enqueue, frozen_driver
 from tests.unit.test_steps import stepper
 
 

@@ -14,7 +14,7 @@ from shared.events.bus import MemoryEventBus, memory_event_bus
 from shared.execution.steps import WAIT_START_SUFFIX, Step, StepSuspension
 from shared.jobs.job import job
 from shared.signal import Signal
-from tests.unit.execute_kit import T0, claim, enqueue, frozen_driver
+from tests.support.execute import T0, claim, enqueue, frozen_driver
 
 
 @job(idempotency_key="k", tenant="none")

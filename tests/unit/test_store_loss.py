@@ -10,7 +10,7 @@ import pytest
 
 from shared.drivers.base import ClaimedJob
 from shared.execution.store_loss import StoreLossReport
-from tests.unit.worker_kit import records
+from tests.support.worker import records
 
 
 class HandMark:

@@ -19,7 +19,7 @@ from shared.execution.run import Run
 from shared.jobs.job import job
 from shared.jobs.schema import t
 from shared.tracing import child_traceparent, job_span, parse_traceparent
-from tests.unit.execute_kit import attempt, frozen_driver
+from tests.support.execute import attempt, frozen_driver
 
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 

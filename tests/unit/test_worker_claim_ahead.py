@@ -14,7 +14,7 @@ from shared.drivers.base import ClaimRef
 from shared.drivers.memory import MemoryDriver, memory_driver
 from shared.errors import InvariantError
 from shared.execution.run import Run
-from tests.unit.worker_kit import (
+from tests.support.worker import (
     Gate,
     declare,
     enqueue,

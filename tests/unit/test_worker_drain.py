@@ -15,7 +15,7 @@ from shared.execution.run import Run
 from shared.lifecycle import Lifecycle
 from shared.worker.job_worker import JobWorker
 from shared.worker.stats import WorkerState
-from tests.unit.worker_kit import Gate, declare, enqueue, make_worker, records, row, settled
+from tests.support.worker import Gate, declare, enqueue, make_worker, records, row, settled
 
 
 async def _draining_at(driver: MemoryDriver) -> int | None:

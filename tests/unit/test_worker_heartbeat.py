@@ -15,7 +15,7 @@ from shared.errors import error_code_of
 from shared.execution.run import Run, Settled
 from shared.worker.concurrency import job_cap_key
 from shared.worker.job_worker import JobWorker
-from tests.unit.worker_kit import (
+from tests.support.worker import (
     T0,
     ControlledDriver,
     Gate,

@@ -15,7 +15,7 @@ from shared.clock import FrozenClock
 from shared.execution.run import Run
 from shared.signal import Signal
 from shared.worker import JobWorker
-from tests.unit.worker_kit import (
+from tests.support.worker import (
     T0,
     ControlledDriver,
     declare,

@@ -23,7 +23,7 @@ from shared.worker.concurrency import (
     parse_holder,
 )
 from shared.worker.limits import LimitConfig
-from tests.unit.worker_kit import T0, Gate, declare, enqueue, frozen, make_worker, row, sample
+from tests.support.worker import T0, Gate, declare, enqueue, frozen, make_worker, row, sample
 
 POLL = 250
 

@@ -16,7 +16,7 @@ from shared.errors import InvariantError
 from shared.execution.run import Run
 from shared.wake.local import signal_enqueued
 from shared.worker.claim_loop import ClaimAsk
-from tests.unit.worker_kit import (
+from tests.support.worker import (
     ControlledDriver,
     Gate,
     declare,

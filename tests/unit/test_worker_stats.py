@@ -6,7 +6,7 @@ from prometheus_client import CollectorRegistry
 
 from shared.drivers.memory.driver import memory_driver
 from shared.metrics import JobMetrics
-from tests.unit.worker_kit import Gate, declare, enqueue, make_worker, sample
+from tests.support.worker import Gate, declare, enqueue, make_worker, sample
 
 
 async def test_stats_and_the_gauges_sum_the_live_workers_of_the_process() -> None:

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from tests.fixtures.webhook_receiver import receiver
+from tests.support.webhook_receiver import receiver
 
 __all__ = ["receiver"]

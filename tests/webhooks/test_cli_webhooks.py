@@ -12,7 +12,7 @@ import pytest
 
 from services.webhook_deliverer import deliverer_registry, webhook_settings
 from shared.errors import ConfigInvalidError
-from tests.services.cli_support import json_of, ujobs
+from tests.support.cli import json_of, ujobs
 
 KEY = base64.b64encode(os.urandom(32)).decode()
 ENV = {"UJOBS_SECRET_KEY": KEY, "UJOBS_WEBHOOK_ALLOW_PRIVATE": "", "UJOBS_WEBHOOK_ALLOW_HTTP": ""}

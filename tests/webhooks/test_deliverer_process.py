@@ -20,7 +20,7 @@ from shared.drivers import redis_driver
 from shared.drivers.postgres import postgres_driver
 from shared.jobs.enqueue_target import reset_job_driver, set_job_driver
 from tests.e2e.service_process import ServiceProcess, service_env
-from tests.fixtures.webhook_receiver import Receiver
+from tests.support.webhook_receiver import Receiver
 from tests.webhooks.kit import LOCAL
 from webhooks import builtin
 from webhooks.secrets import SecretBox

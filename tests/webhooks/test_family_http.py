@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from tests.fixtures.webhook_receiver import Receiver
+from tests.support.webhook_receiver import Receiver
 from tests.webhooks.kit import Kit, make_kit
 from webhooks.errors import WebhookEndpointInvalidError
 from webhooks.family import Endpoint

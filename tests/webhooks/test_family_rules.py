@@ -14,7 +14,7 @@ from aiohttp import web
 from shared.errors import JobDrainedError, JobTenantMismatchError, LeaseLostError
 from shared.jobs.retry import Retry
 from shared.signal import Signal
-from tests.fixtures.webhook_receiver import Receiver
+from tests.support.webhook_receiver import Receiver
 from tests.webhooks.kit import T0, Kit, make_kit
 from webhooks.signature import verify_standard, verify_ultimate
 

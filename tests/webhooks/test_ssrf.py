@@ -10,7 +10,7 @@ import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from shared.errors import ConfigInvalidError
-from tests.fixtures.webhook_receiver import Receiver
+from tests.support.webhook_receiver import Receiver
 from webhooks.client import WebhookClient
 from webhooks.errors import WebhookEndpointInvalidError
 from webhooks.ssrf import GuardPolicy, check_url, refused_reason

@@ -18,7 +18,7 @@ from shared.drivers.postgres import PostgresDriver, postgres_driver
 from shared.execution.attempt import execute_job
 from shared.execution.outcome import JobExecution
 from shared.jobs.enqueue_target import reset_job_driver, set_job_driver
-from tests.fixtures.webhook_receiver import Receiver
+from tests.support.webhook_receiver import Receiver
 from tests.webhooks.kit import LOCAL
 from webhooks import builtin
 from webhooks.client import WebhookClient

@@ -6,8 +6,8 @@ reads and writes, so on one event loop each is atomic, as a statement is in Post
 time decision reads the injected ``clock``, so a test moves time instead of sleeping.
 
 This module holds the core operations (enqueue, claim, settles, heartbeat, steps, stats); the
-optional capabilities live beside it (``memory_introspect``, ``memory_leases``,
-``memory_workers``, ``memory_backfills``) over the same ``MemoryState``.
+optional capabilities live beside it (``introspect``, ``leases``, ``workers``, ``backfills``)
+over the same ``MemoryState``.
 """
 
 from __future__ import annotations
@@ -200,6 +200,7 @@ class MemoryDriver:
             attempt=row.attempt,
             max_attempts=row.max_attempts,
             state="dead" if target == "dead" else "failed",
+            last_error=LEASE_LAPSED_FINAL_ATTEMPT,
         )
 
     @staticmethod

@@ -1,8 +1,8 @@
 """The operator surface of the memory driver: every member of ``JobIntrospection``.
 
 It reads and moves the same ``MemoryState`` the core operations use, so what an operator sees
-is exactly what a worker claims. The row moves live in ``memory_bulk`` and the counter history
-in ``memory_counters``; this class is the one door the CLI, the api and the dashboard use.
+is exactly what a worker claims. The row moves live in ``bulk`` and the counter history
+in ``counters``; this class is the one door the CLI, the api and the dashboard use.
 """
 
 from __future__ import annotations

@@ -4,20 +4,19 @@ Time: every time-sensitive statement takes ``now`` from the driver's ``clock`` a
 (epoch ms), so a test on a ``FrozenClock`` moves the real database's notion of "due" and
 "lapsed" without sleeping. Only the event bus reads the database clock.
 
-JSON crosses as text (see ``postgres_rows``), so the caller's pool needs no codec setup; the
+JSON crosses as text (see ``rows``), so the caller's pool needs no codec setup; the
 driver never closes that pool (``close()`` only waits for settles in flight).
 
 Throughput: a claim takes up to ``limit`` rows in one statement; acks that arrive while one is
-in flight are sent together (``postgres_batch``); ``enqueue_many`` is one statement for N jobs;
+in flight are sent together (``settle_batch``); ``enqueue_many`` is one statement for N jobs;
 the hot statements — every core operation but ``stats`` — run on a few held connections
-(``postgres_conns``), which also turn a connection-class failure into ``X_DRIVER_UNREACHABLE``
-and never reuse a connection that saw one. Build the pool with
-``postgres_pool()`` (no reset round trip per release, generic plans) for the figures in
-sql/README.md; any asyncpg pool works. Enqueue lives in ``postgres_enqueue``; a statement
-Postgres picks as a deadlock victim is sent again (``postgres_retry``).
-The optional capabilities live beside this file: ``postgres_introspect`` (the operator
-surface), ``postgres_leases`` (fleet slots), ``postgres_workers`` (the registry) and
-``postgres_backfills`` (the ledger).
+(``held_connections``), which also turn a connection-class failure into
+``X_DRIVER_UNREACHABLE`` and never reuse a connection that saw one. Build the pool with
+``postgres_pool()`` (no reset round trip per release, generic plans); any asyncpg pool works.
+Enqueue lives in ``enqueue``; a statement Postgres picks as a deadlock victim is sent again
+(``deadlock_retry``). The optional capabilities live beside this file: ``introspect`` (the
+operator surface), ``leases`` (fleet slots), ``workers`` (the registry) and ``backfills`` (the
+ledger).
 """
 
 from __future__ import annotations
@@ -139,6 +138,10 @@ class PostgresDriver:
         self._backfills = PostgresBackfillLedger(pool, clock)
 
     # -- capabilities ------------------------------------------------------------------------
+    def stores_in(self, executor: object) -> bool:
+        """Whether this driver's rows are in ``executor``'s ``x_jobs``: it is this pool."""
+        return executor is self.pool
+
     @property
     def introspect(self) -> PostgresIntrospection:
         return self._introspect

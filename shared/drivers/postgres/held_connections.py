@@ -1,21 +1,19 @@
 """A few pooled connections the driver keeps checked out for its hot statements.
 
-Every ``pool.fetch()`` checks a connection out of asyncpg's pool and back in, which costs about
-as much Python time as the round trip of a small statement (measured: 105 µs for ``select 1``
-on a held connection, 160 µs through the pool). Enqueue, claim and the settles run through
-``HeldConnections`` instead: up to ``max_held`` connections taken from the caller's pool once
-and reused, checked out and in with a list pop/push. Past ``max_held`` concurrent statements
-it simply goes through the pool. A connection whose statement raised a plain database error is
-reused; one whose statement was cancelled goes back to the pool; and one that saw a
-connection-level error (``postgres_unreachable.connection_broken``: a FATAL, a closed socket,
-asyncpg's ``cannot switch to state``) is TERMINATED — never parked, never handed to the pool
-to reuse — and so is every idle held connection with it, because what ends one session
-(a restart, a crash) ends them all, and an idle one may have read its FATAL without having
-read the close yet: reused, it fails its next statement. ``close()`` returns every held
-connection to the pool.
+Every ``pool.fetch()`` checks a connection out of asyncpg's pool and back in, which costs about as
+much Python time as the round trip of a small statement (bench/RESULTS.md). Enqueue, claim and the
+settles run through ``HeldConnections`` instead: up to ``max_held`` connections taken from the
+caller's pool once and reused, checked out and in with a list pop/push. Past ``max_held`` concurrent
+statements it simply goes through the pool. A connection whose statement raised a plain database
+error is reused; one whose statement was cancelled goes back to the pool; and one that saw a
+connection-level error (``unreachable.connection_broken``: a FATAL, a closed socket, asyncpg's
+``cannot switch to state``) is TERMINATED — never parked, never handed to the pool to reuse — and so
+is every idle held connection with it, because what ends one session (a restart, a crash) ends them
+all, and an idle one may have read its FATAL without having read the close yet: reused, it fails its
+next statement. ``close()`` returns every held connection to the pool.
 
 A connection-class failure leaves ``run()`` as ``X_DRIVER_UNREACHABLE``
-(``postgres_unreachable.unreachable``): this is the one gateway of the driver's hot
+(``unreachable.unreachable``): this is the one gateway of the driver's hot
 statements, so every one of them (enqueue, claim, the settles, the heartbeat, the steps)
 translates the same way.
 

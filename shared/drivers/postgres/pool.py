@@ -12,7 +12,7 @@ that also leaves no session state.
 Postgres otherwise re-plans the claim on every call (its ``LIMIT $n`` makes the cached
 generic plan look costlier than it is), about a millisecond of planning per claim; the
 driver's statements are written so their generic plans stay index-driven (sql/README.md), and
-measured on a drain the database spends about 25 % less CPU per job. The price: an operator
+a drain costs the database less CPU per job (bench/RESULTS.md). The price: an operator
 page filtered by a rare state walks the newest-first index instead of a custom plan's pick.
 """
 

@@ -15,6 +15,7 @@ from typing import Any, Literal, cast
 import orjson
 
 from shared.drivers.base import (
+    LEASE_LAPSED_FINAL_ATTEMPT,
     BackfillRow,
     BackfillStatus,
     ClaimedJob,
@@ -110,6 +111,7 @@ def exhausted_job(r: Record) -> ExhaustedJob:
         attempt=r["attempt"],
         max_attempts=r["max_attempts"],
         state=cast(Literal["dead", "failed"], r["state"]),
+        last_error=LEASE_LAPSED_FINAL_ATTEMPT,  # what claim.sql wrote on the buried row
     )
 
 

@@ -2,7 +2,7 @@
 
 Scripts take flat string arguments and answer nested lists of bulk strings and integers. This
 module is the one place that knows the argument order of each script and the field order of
-each reply (the Lua files' headers state the same), so ``redis.py`` reads as the contract.
+each reply (the Lua files' headers state the same), so ``driver`` reads as the contract.
 Replies may arrive as ``bytes`` or ``str``: a caller may hand in a client built with
 ``decode_responses=True``.
 """
@@ -17,6 +17,7 @@ import orjson
 from shared.drivers.base import (
     ALL_STATES,
     COUNTER_TIERS,
+    LEASE_LAPSED_FINAL_ATTEMPT,
     ClaimedJob,
     CounterBucket,
     Enqueued,
@@ -127,6 +128,7 @@ def exhausted_from(row: Sequence[Any]) -> ExhaustedJob:
         attempt=int(row[6]),
         max_attempts=int(row[7]),
         state=cast(Literal["dead", "failed"], state),
+        last_error=LEASE_LAPSED_FINAL_ATTEMPT,  # what claim.lua wrote on the buried row
     )
 
 

@@ -1,7 +1,7 @@
 """The Redis driver: the queue off the database, one Lua script per operation.
 
 ``redis_driver()`` puts the core operations of ``JobDriver`` on Redis (redis-py asyncio). Each
-operation is ONE script (``shared/drivers/redis/lua/``, see ``redis_scripts.py``), so it is atomic
+operation is ONE script (``shared/drivers/redis/lua/``, see ``scripts``), so it is atomic
 on the server, as a statement is in Postgres, and one round trip. Every key of a deployment
 starts with the hash tag ``{<prefix>}``, so all of them live in one Redis Cluster slot and the
 scripts run on a cluster unchanged. Time comes from the driver's clock and is handed to every
@@ -21,7 +21,7 @@ reading its reply, and the enqueue costs no second command. A deployment on this
 wraps it with ``announcing(driver)`` and NO announcer (this process's loops still hear every
 enqueue at once), and the workers subscribe with ``redis_wake(url, channel)`` as usual.
 
-Batching (``redis_batch.py``): the calls issued in one turn of the event loop leave as one
+Batching (``batch``): the calls issued in one turn of the event loop leave as one
 pipeline, and the acks (and the lease renewals) of one turn as one script call, each row
 under its own fence. A worker's settles and its next claim therefore cost a round trip per
 turn, not one per job; a call alone in its turn (a single enqueue, an idle worker's claim: the
@@ -185,7 +185,7 @@ class RedisDriver:
 
     async def _row(self, operation: str, head: list[Any], row: list[Any]) -> Any:
         """One row of a row-taking script (``ack``, ``heartbeat``): merged with the rows of the
-        same turn into one call (``redis_batch.py``); answers this row's element."""
+        same turn into one call (``batch``); answers this row's element."""
         try:
             if self._batcher is not None:
                 return await self._batcher.call_rows(SCRIPTS[operation], head, row)

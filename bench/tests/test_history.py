@@ -17,7 +17,7 @@ from shared.drivers.base import ClaimOptions, EnqueueRequest
 from shared.drivers.postgres.driver import postgres_driver
 from shared.ids import new_id
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+BENCH = Path(__file__).resolve().parents[1]
 
 
 def bench_history() -> ModuleType:

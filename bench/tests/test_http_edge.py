@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
-from tests.fixtures import servers
+from tests.support import servers
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,7 +17,7 @@ from shared.drivers.base import ClaimOptions
 from shared.drivers.postgres.driver import postgres_driver
 from shared.drivers.postgres.sql import query
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+BENCH = Path(__file__).resolve().parents[1]
 
 
 def commit_floor() -> ModuleType:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+BENCH = Path(__file__).resolve().parents[1]
 
 
 def load(name: str) -> ModuleType:

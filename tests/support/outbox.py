@@ -3,6 +3,7 @@ the three steps, and reads of ``x_outbox`` / ``x_jobs`` straight from the databa
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from shared.lifecycle import Lifecycle
 from shared.outbox import (
     OutboxRelay,
     PostgresOutboxStore,
+    RelayOptions,
     outbox_jobs_facade,
     outbox_relay,
     postgres_outbox_store,
@@ -72,10 +74,20 @@ def wire(pool: Pool, *, mode: Any = "optional") -> Wired:
     return Wired(driver, store)
 
 
-def relay_for(wired: Wired, **options: Any) -> OutboxRelay:
-    """Step 3, on a lifecycle of its own so no test touches the process's."""
-    options.setdefault("lifecycle", Lifecycle())
-    return outbox_relay(store=wired.store, driver=wired.driver, **options)
+def relay_for(wired: Wired, **given: Any) -> OutboxRelay:
+    """Step 3, on a lifecycle of its own so no test touches the process's; ``given`` mixes the
+    factory's arguments and ``RelayOptions`` fields."""
+    given.setdefault("lifecycle", Lifecycle())
+    return outbox_relay(store=wired.store, driver=wired.driver, **split_options(given))
+
+
+def split_options(given: dict[str, Any]) -> dict[str, Any]:
+    """The factory's arguments, with the ``RelayOptions`` fields among them gathered into
+    ``options=``."""
+    fields = {f.name for f in dataclasses.fields(RelayOptions)}
+    options = {k: v for k, v in given.items() if k in fields}
+    rest = {k: v for k, v in given.items() if k not in fields}
+    return {**rest, "options": RelayOptions(**options)}
 
 
 async def outbox_rows(pool: Pool) -> list[asyncpg.Record]:

@@ -1,0 +1,87 @@
+"""The public import paths a user types: ``shared`` answers ``Enqueued``, and ``shared.drivers``
+is typed for a type checker (its lazily imported builders are not ``Any``, an unknown name is an
+error) while still importing no backend until one is asked for."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mypy import api
+
+import shared
+from shared.drivers.records import Enqueued
+
+ROOT = Path(__file__).resolve().parents[2]
+
+USER_CODE = """
+from typing import assert_type
+import asyncpg
+from shared import Enqueued
+from shared.drivers import memory_driver, postgres_driver, redis_driver
+from shared.drivers.memory.driver import MemoryDriver
+from shared.drivers.postgres.driver import PostgresDriver
+from shared.drivers.redis.driver import RedisDriver
+
+async def boot(pool: asyncpg.Pool) -> None:
+    assert_type(postgres_driver(pool), PostgresDriver)
+    assert_type(memory_driver(), MemoryDriver)
+    assert_type(redis_driver(), RedisDriver)
+
+def answered(e: Enqueued) -> str:
+    return e.id
+"""
+
+MISTAKE = """
+from shared.drivers import postgres_drvier
+"""
+
+
+def _mypy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: str) -> tuple[int, str]:
+    source = tmp_path / "user.py"
+    source.write_text(code)
+    config = tmp_path / "mypy.ini"
+    config.write_text("[mypy]\nstrict = True\nfollow_imports = silent\n")
+    monkeypatch.chdir(ROOT)  # where ``shared`` is found
+    out, err, status = api.run(
+        ["--config-file", str(config), "--cache-dir", str(tmp_path / "cache"), str(source)]
+    )
+    return status, out + err
+
+
+def test_enqueued_is_importable_from_shared() -> None:
+    assert shared.Enqueued is Enqueued
+    assert "Enqueued" in shared.__all__
+
+
+def test_the_driver_builders_are_typed_for_a_type_checker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    status, output = _mypy(tmp_path, monkeypatch, USER_CODE)
+    assert status == 0, output
+
+
+def test_a_misspelt_builder_is_a_type_error_not_any(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    status, output = _mypy(tmp_path, monkeypatch, MISTAKE)
+    assert status == 1, output
+    assert "postgres_drvier" in output
+
+
+def test_importing_shared_drivers_imports_no_backend() -> None:
+    code = (
+        "import sys, shared.drivers\n"
+        "loaded = [m for m in sys.modules if m.startswith(('asyncpg', 'redis'))"
+        " or m.startswith('shared.drivers.') and m.endswith('.driver')]\n"
+        "print(sorted(loaded))\n"
+        "from shared.drivers import memory_driver\n"
+        "print(memory_driver.__module__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "shared.drivers.memory.driver"]
