@@ -22,7 +22,8 @@ The map (each package's ``__init__`` is its own):
 - ``introspect``: the operator surface as functions (the CLI, the api, a dashboard).
 - ``testing``: helpers for YOUR test suite: ``drain``, ``enqueued``, a frozen clock.
 - ``errors`` (every ``X_`` code), ``clock``, ``durations``, ``ids``, ``context`` (actor, tenant,
-  transaction, trace), ``signal`` (a run's abort signal), ``metrics`` (the Prometheus series).
+  transaction, trace), ``signal`` (a run's abort signal), ``metrics`` (the Prometheus series),
+  ``tracing`` (a run's span, a child of its enqueuer's ``traceparent``).
 """
 
 from __future__ import annotations

@@ -225,6 +225,7 @@ class MemoryDriver:
             traceparent=row.traceparent,
             enqueued_by=row.enqueued_by,
             ahead=row.ahead,
+            store_epoch=None,  # one process's heap: a loss of it is the process's own
         )
 
     # -- settle -------------------------------------------------------------------------
