@@ -1,0 +1,74 @@
+"""``x.purge``: the sweep the services register with no app code.
+
+It sweeps the tables the framework owns over one Postgres pool: ``x_jobs`` (with its steps and
+lapsed leases), ``x_outbox`` and ``x_job_events``, at the default windows. The worker registers
+the job and hands it the pool; the scheduler registers the task (hourly by default,
+``UJOBS_PURGE_CRON``); ``UJOBS_PURGE=off`` registers neither. A deployment with no worker or no
+scheduler has no background work at all, and this is one more thing it does not do.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from shared.errors import DriverUnavailableError
+from shared.events.bus import events_purge_target
+from shared.events.bus_postgres import PostgresEventBus
+from shared.jobs.job import JobHandle
+from shared.jobs.registry import Registry
+from shared.jobs.task import TaskHandle
+from shared.outbox.purge_target import outbox_purge_target
+from shared.retention.jobs_target import jobs_purge_target
+from shared.retention.purge import Purge, PurgeTarget, purge, purge_task
+
+if TYPE_CHECKING:
+    import asyncpg
+
+    Pool = asyncpg.Pool[Any]
+
+BUILTIN_PURGE = "x.purge"
+
+_pool: Pool | None = None
+_job: JobHandle[Any] | None = None
+_tasks: dict[str, TaskHandle] = {}
+
+
+def builtin_targets() -> list[PurgeTarget]:
+    """The targets of ``x.purge`` over the pool the process registered (read per attempt)."""
+    if _pool is None:
+        raise DriverUnavailableError(
+            f"{BUILTIN_PURGE} has no Postgres pool in this process; it runs on a worker with "
+            "DATABASE_URL set",
+            meta={"job": BUILTIN_PURGE},
+        )
+    return [
+        jobs_purge_target(executor=_pool),
+        outbox_purge_target(executor=_pool),
+        events_purge_target(PostgresEventBus(_pool)),
+    ]
+
+
+def builtin_purge(cron: str | None = None) -> Purge:
+    """The ``x.purge`` family: one job per process, and the task for ``cron`` (None: none)."""
+    global _job
+    if _job is None:
+        _job = purge(name=BUILTIN_PURGE, targets=builtin_targets, cron=None).job
+    cron_task = None
+    if cron is not None:
+        cron_task = _tasks.get(cron)
+        if cron_task is None:
+            cron_task = _tasks[cron] = purge_task(_job, cron=cron)
+    return Purge(job=_job, task=cron_task, targets=builtin_targets)
+
+
+def register_builtin_purge(registry: Registry, *, pool: Pool | None, cron: str | None) -> Purge:
+    """Put ``x.purge`` in ``registry``: its job, and its task when ``cron`` is given; ``pool``
+    (when given) is what the job sweeps in this process."""
+    global _pool
+    if pool is not None:
+        _pool = pool
+    family = builtin_purge(cron)
+    registry.register_job(family.job)
+    if family.task is not None:
+        registry.register_task(family.task)
+    return family

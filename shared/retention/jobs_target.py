@@ -1,0 +1,129 @@
+"""``jobs_purge_target()``: retention for ``x_jobs`` and what hangs off a finished run.
+
+``done`` rows go after ``done_retention_ms`` (14 days, ``jobs.doneRetentionMs``); ``dead``,
+``failed`` and ``cancelled`` rows after ``dead_retention_ms`` (90 days, ``jobs.deadRetentionMs``),
+measured against ``finished_at`` on the clock the sweep passes in. Each row takes its run's
+``x_job_steps`` with it once no row of the run still stands. A live row is never touched (only
+finished states are read), nor one an unpublished ``x_outbox`` row or a ``running``
+``x_backfills`` pass still names.
+
+A pass runs at most ``max_batches`` batches of ``batch_size`` rows, ``skip locked``, walking
+``x_jobs_finished_idx`` from the oldest row of each state: a batch is one short statement, so a
+sweep never holds a long lock and never waits on a row a worker holds. A batch whose run still
+had a row it could not see deleted is followed, after its commit, by ``jobs_purge_steps``, so
+two sweeps that split a run settle its steps after both commit. After the batches one statement
+removes up to ``batch_size`` step records whose run has no row left (what a sweep that died
+before its follow-up stranded), and one more the fleet-lease rows whose TTL lapsed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shared.drivers.postgres.sql import query
+from shared.errors import ConfigInvalidError
+from shared.outbox.store_postgres import PgFetch
+
+_PURGE = query("jobs_purge")
+_FOLLOW_UP = query("jobs_purge_steps")
+_ORPHANS = query("jobs_purge_orphan_steps")
+_LEASES = query("jobs_purge_leases")
+_COUNT = query("jobs_purge_count")
+
+JOBS_PURGE_TARGET = "x_jobs"
+DAY_MS = 86_400_000
+DEFAULT_DONE_RETENTION_MS = 14 * DAY_MS
+DEFAULT_DEAD_RETENTION_MS = 90 * DAY_MS
+DEFAULT_PURGE_BATCH_SIZE = 1_000
+DEFAULT_PURGE_MAX_BATCHES = 50
+DEAD_STATES: tuple[str, ...] = ("dead", "failed", "cancelled")
+
+
+@dataclass(slots=True)
+class JobsPurgeCount:
+    """What one pass removed, by table (``purge_expired`` answers their sum)."""
+
+    jobs: int = 0
+    steps: int = 0
+    leases: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.jobs + self.steps + self.leases
+
+
+@dataclass(frozen=True, slots=True)
+class JobsPurgeTarget:
+    """A ``PurgeTarget``: ``name`` and ``purge_expired(now_ms) -> rows removed``."""
+
+    executor: PgFetch
+    done_retention_ms: int = DEFAULT_DONE_RETENTION_MS
+    dead_retention_ms: int = DEFAULT_DEAD_RETENTION_MS
+    batch_size: int = DEFAULT_PURGE_BATCH_SIZE
+    max_batches: int = DEFAULT_PURGE_MAX_BATCHES
+    name: str = JOBS_PURGE_TARGET
+    last: JobsPurgeCount = field(default_factory=JobsPurgeCount, compare=False)
+
+    def cutoffs(self, now_ms: int) -> list[tuple[str, int]]:
+        """Each finished state and the ``finished_at`` it must be older than to go."""
+        return [("done", now_ms - self.done_retention_ms)] + [
+            (state, now_ms - self.dead_retention_ms) for state in DEAD_STATES
+        ]
+
+    async def purge_expired(self, now_ms: int) -> int:
+        counted = JobsPurgeCount()
+        budget = self.max_batches
+        for state, cutoff in self.cutoffs(now_ms):
+            while budget > 0:
+                budget -= 1
+                rows = await self.executor.fetch(_PURGE, state, cutoff, self.batch_size)
+                deleted = int(rows[0]["deleted"])
+                counted.jobs += deleted
+                counted.steps += int(rows[0]["steps"])
+                shared = list(rows[0]["shared"])
+                if shared:
+                    follow = await self.executor.fetch(_FOLLOW_UP, shared)
+                    counted.steps += int(follow[0]["deleted"])
+                if deleted < self.batch_size:
+                    break
+        orphans = await self.executor.fetch(_ORPHANS, self.batch_size)
+        counted.steps += int(orphans[0]["deleted"])
+        leases = await self.executor.fetch(_LEASES, now_ms, self.batch_size)
+        counted.leases += int(leases[0]["deleted"])
+        self.last.jobs, self.last.steps, self.last.leases = (
+            counted.jobs,
+            counted.steps,
+            counted.leases,
+        )
+        return counted.total
+
+    async def count_expired(self, now_ms: int) -> int:
+        """The ``x_jobs`` rows a pass at ``now_ms`` would remove (``ujobs db purge --dry-run``),
+        not bounded by ``max_batches``."""
+        done_cutoff = now_ms - self.done_retention_ms
+        dead_cutoff = now_ms - self.dead_retention_ms
+        rows = await self.executor.fetch(_COUNT, done_cutoff, dead_cutoff)
+        return int(rows[0]["expired"])
+
+
+def jobs_purge_target(
+    *,
+    executor: PgFetch,
+    done_retention_ms: int = DEFAULT_DONE_RETENTION_MS,
+    dead_retention_ms: int = DEFAULT_DEAD_RETENTION_MS,
+    batch_size: int = DEFAULT_PURGE_BATCH_SIZE,
+    max_batches: int = DEFAULT_PURGE_MAX_BATCHES,
+) -> JobsPurgeTarget:
+    """The ``x_jobs`` retention target; every option is a positive whole number."""
+    for option, value in (
+        ("done_retention_ms", done_retention_ms),
+        ("dead_retention_ms", dead_retention_ms),
+        ("batch_size", batch_size),
+        ("max_batches", max_batches),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigInvalidError(
+                f"{option} must be a positive whole number; got {value!r}",
+                meta={"option": option},
+            )
+    return JobsPurgeTarget(executor, done_retention_ms, dead_retention_ms, batch_size, max_batches)
