@@ -147,6 +147,18 @@ VARIABLES: dict[str, Variable] = {
             ("scheduler", "dev"),
         ),
         Variable(
+            "UJOBS_PURGE",
+            "on or off: the built-in x.purge retention sweep (x_jobs, steps, x_outbox, events)",
+            "on",
+            (*_WORKERS, "scheduler"),
+        ),
+        Variable(
+            "UJOBS_PURGE_CRON",
+            "when the scheduler enqueues x.purge (a cron line, UTC)",
+            "0 * * * * (hourly)",
+            ("scheduler", "dev"),
+        ),
+        Variable(
             "UJOBS_SCHEDULER_LEASE_TTL_MS",
             "the scheduler leader lease's TTL; renewed every third of it",
             str(DEFAULT_SCHEDULER_LEASE_TTL_MS),

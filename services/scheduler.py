@@ -22,6 +22,7 @@ lapses on its own).
 from __future__ import annotations
 
 from services.app_loader import load_api
+from services.cli_retention import register_purge
 from services.config import SchedulerConfig
 from services.runtime import ServiceRun
 from services.wiring import Wired, wire
@@ -40,7 +41,9 @@ async def start_scheduler(
 ) -> JobScheduler:
     """Build and start the scheduler (on ``wired`` when given: ``ujobs dev`` shares one); its
     drain hooks are the process lifecycle's."""
-    tasks = list(load_api(config.common.app).tasks.values())
+    registry = load_api(config.common.app)
+    register_purge(registry, config.common, pool=None, task=True)
+    tasks = list(registry.tasks.values())
     config.common.connections.require_database("the scheduler")
     if wired is None:
         wired = await wire(run, config.common.connections, need_database=True, pool_size=POOL_SIZE)

@@ -12,6 +12,7 @@ one queue.
 from __future__ import annotations
 
 from services.app_loader import load_api
+from services.cli_retention import register_purge
 from services.config import WorkerConfig
 from services.runtime import ServiceRun
 from services.wiring import Wired, wire
@@ -31,6 +32,7 @@ async def start_worker(
     reg = registry if registry is not None else load_api(config.common.app)
     if wired is None:
         wired = await wire(run, config.common.connections, listen=True)
+    register_purge(reg, config.common, pool=wired.backend.pool, task=False)
     worker = job_worker(
         driver=wired.driver,
         context=None,

@@ -33,18 +33,20 @@ _job: JobHandle[Any] | None = None
 _tasks: dict[str, TaskHandle] = {}
 
 
-def builtin_targets() -> list[PurgeTarget]:
-    """The targets of ``x.purge`` over the pool the process registered (read per attempt)."""
-    if _pool is None:
+def builtin_targets(pool: Pool | None = None) -> list[PurgeTarget]:
+    """The targets of ``x.purge`` over ``pool``, else the pool the process registered (read
+    per attempt)."""
+    pool = pool if pool is not None else _pool
+    if pool is None:
         raise DriverUnavailableError(
             f"{BUILTIN_PURGE} has no Postgres pool in this process; it runs on a worker with "
             "DATABASE_URL set",
             meta={"job": BUILTIN_PURGE},
         )
     return [
-        jobs_purge_target(executor=_pool),
-        outbox_purge_target(executor=_pool),
-        events_purge_target(PostgresEventBus(_pool)),
+        jobs_purge_target(executor=pool),
+        outbox_purge_target(executor=pool),
+        events_purge_target(PostgresEventBus(pool)),
     ]
 
 
@@ -52,13 +54,17 @@ def builtin_purge(cron: str | None = None) -> Purge:
     """The ``x.purge`` family: one job per process, and the task for ``cron`` (None: none)."""
     global _job
     if _job is None:
-        _job = purge(name=BUILTIN_PURGE, targets=builtin_targets, cron=None).job
+        _job = purge(name=BUILTIN_PURGE, targets=_registered_targets, cron=None).job
     cron_task = None
     if cron is not None:
         cron_task = _tasks.get(cron)
         if cron_task is None:
             cron_task = _tasks[cron] = purge_task(_job, cron=cron)
-    return Purge(job=_job, task=cron_task, targets=builtin_targets)
+    return Purge(job=_job, task=cron_task, targets=_registered_targets)
+
+
+def _registered_targets() -> list[PurgeTarget]:
+    return builtin_targets()
 
 
 def register_builtin_purge(registry: Registry, *, pool: Pool | None, cron: str | None) -> Purge:
