@@ -12,6 +12,7 @@ import asyncio
 import asyncpg
 import typer
 
+from services.cli_backfill import backfill_command
 from services.cli_common import DatabaseUrlOption, JsonOption
 from services.cli_output import Progress, emit_json, reported
 from services.cli_retention import purge_command
@@ -48,3 +49,4 @@ async def migrate_url(database_url: str) -> list[str]:
 
 
 db_app.command("purge")(purge_command)
+db_app.command("backfill")(backfill_command)

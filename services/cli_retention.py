@@ -17,6 +17,7 @@ from services.backends import Backend
 from services.cli_common import DatabaseUrlOption, JsonOption, operate
 from services.cli_output import Progress, emit_json, print_table
 from services.config import CommonConfig
+from shared.backfill.settings import configure_backfills
 from shared.clock import SYSTEM_CLOCK
 from shared.jobs.registry import Registry
 from shared.retention.builtin import builtin_targets, register_builtin_purge
@@ -36,7 +37,9 @@ def register_purge(
     registry: Registry, common: CommonConfig, *, pool: Pool | None, task: bool
 ) -> None:
     """``x.purge`` into ``registry`` unless ``UJOBS_PURGE=off``: the job, swept over ``pool``
-    (a worker), and with ``task`` its cron task (the scheduler)."""
+    (a worker), and with ``task`` its cron task (the scheduler). Also tells this process's
+    backfill passes which environment they run in (``UJOBS_ENVIRONMENT``)."""
+    configure_backfills(environment=common.environment)
     if common.purge_cron is None or (pool is None and not task):
         return  # off, or a worker with no Postgres to sweep (one with a pool takes the job)
     register_builtin_purge(registry, pool=pool, cron=common.purge_cron if task else None)

@@ -140,6 +140,13 @@ def _cron(name: str, raw: str) -> str:
         raise invalid(name, exc.message.removeprefix("task 'x.purge.cron': ")) from None
 
 
+def _environment_name(name: str, raw: str) -> str:
+    value = raw.strip()
+    if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", value):
+        raise invalid(name, f"{value!r} is not an environment name (letters, digits, _ . -)")
+    return value
+
+
 def _host(name: str, raw: str) -> str:
     host = raw.strip()
     if not re.fullmatch(r"[A-Za-z0-9_.:\-\[\]]+", host):
@@ -208,6 +215,8 @@ class CommonConfig:
     drain_deadline_ms: int = DEFAULT_DRAIN_DEADLINE_MS
     purge_cron: str | None = DEFAULT_PURGE_CRON
     """When the scheduler enqueues the built-in ``x.purge``; None: ``UJOBS_PURGE=off``."""
+    environment: str | None = None
+    """``UJOBS_ENVIRONMENT``: what a backfill's ``environments=`` is checked against."""
 
     @property
     def log_level_number(self) -> int:
@@ -252,6 +261,7 @@ def read_common(
             if src.read("UJOBS_PURGE", _purge_on, True)
             else None
         ),
+        environment=src.read("UJOBS_ENVIRONMENT", _environment_name, None),
     )
 
 

@@ -147,6 +147,13 @@ VARIABLES: dict[str, Variable] = {
             ("scheduler", "dev"),
         ),
         Variable(
+            "UJOBS_ENVIRONMENT",
+            "this deployment's name (staging, production, …), checked against a backfill's "
+            "environments=",
+            "none: a backfill that names environments refuses to run",
+            (*_WORKERS, "db backfill"),
+        ),
+        Variable(
             "UJOBS_PURGE",
             "on or off: the built-in x.purge retention sweep (x_jobs, steps, x_outbox, events)",
             "on",

