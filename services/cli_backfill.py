@@ -45,7 +45,7 @@ from shared.backfill.ledger_view import (
 )
 from shared.backfill.source import maybe_await
 from shared.context import cross_tenant
-from shared.drivers.base import BackfillStatus, require_backfills
+from shared.drivers.base import BackfillStatus, JobDriver, require_backfills
 from shared.errors import BackfillAppliedError, InvariantError, UltimateError
 from shared.jobs.job import JobHandle
 
@@ -399,3 +399,22 @@ class _Bar:
 
     def close(self) -> None:
         self._progress.stop()
+
+
+# --- what `ujobs jobs list` and `ujobs jobs show` add -------------------------------------------
+
+
+async def backfills_in_flight(driver: JobDriver) -> list[dict[str, Any]]:
+    """The passes running now (``jobs list``): rows so far and cursor; none without a ledger."""
+    return await inspect_backfills(driver.backfills, status="running")
+
+
+async def backfill_of_run(driver: JobDriver, name: str, run_id: str) -> dict[str, Any] | None:
+    """The ledger row of this run (``jobs show``'s ``backfill``), None for any other job."""
+    rows = await inspect_backfills(driver.backfills, name=name, run_id=run_id, limit=1_000)
+    return rows[0] if rows else None
+
+
+def note_in_flight(passes: list[dict[str, Any]]) -> None:
+    for p in passes:
+        note(f"backfill {p['name']} in flight: {p['rowsProcessed']} rows, cursor {p['lastCursor']}")

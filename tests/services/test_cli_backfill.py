@@ -199,3 +199,31 @@ def test_follow_watches_the_pass_until_its_ledger_row_ends(dsn: str) -> None:
     assert answer["final"]["status"] == "completed"
     assert answer["final"]["rowsProcessed"] == 42
     assert answer["final"]["runId"] == answer["enqueued"]["runId"]
+
+
+def test_jobs_list_shows_the_passes_in_flight_and_jobs_show_the_runs_ledger_row(dsn: str) -> None:
+    queued = json_of(backfill(dsn, "rewrite-slugs", "--write", "--json"))["enqueued"]
+    sql(
+        dsn,
+        "insert into x_backfills (name, run_id, checksum, status, rows_processed, last_cursor,"
+        " started_at) values ('rewrite-slugs', $1, 'c', 'running', 3000, '{\"id\": 3000}', now())",
+        queued["runId"],
+    )
+    page = json_of(ujobs("jobs", "list", "--json", dsn=dsn))
+    assert [(p["name"], p["rowsProcessed"], p["lastCursor"]) for p in page["backfills"]] == [
+        ("rewrite-slugs", 3000, {"id": 3000})
+    ]
+    table = ujobs("jobs", "list", dsn=dsn)
+    assert "backfill rewrite-slugs in flight: 3000 rows" in table.stderr
+    shown = json_of(ujobs("jobs", "show", queued["id"], "--json", dsn=dsn))
+    assert shown["backfill"]["runId"] == queued["runId"]
+    assert shown["backfill"]["status"] == "running"
+
+    sql(
+        dsn,
+        "insert into x_jobs (id, run_id, name, state, input, idempotency_key, max_attempts,"
+        " run_at, created_at, updated_at) values ('plain', 'plain-run', 'j', 'ready', '{}',"
+        " 'k', 1, now(), now(), now())",
+    )
+    plain = json_of(ujobs("jobs", "show", "plain", "--json", dsn=dsn))
+    assert plain["backfill"] is None
