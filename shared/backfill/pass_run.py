@@ -14,8 +14,8 @@ In order:
    signal)`` (no step of its own — a step minted inside it would collide on batch 2); the
    step's output is the cursor and the running count, never the rows. Completed steps replay
    from storage without a statement or a pause, so a killed pass resumes on the page it
-   stopped at. The ledger row gets the count and cursor after each page that ran (a report,
-   never the resume source).
+   stopped at. The ledger row gets the count and cursor after a page that ran (a report,
+   never the resume source), at most once a second and after the last page.
 4. ``count`` (when declared), once after the last batch: a safe non-negative integer or
    ``X_INVARIANT``; above zero is ``X_BACKFILL_STALLED`` (terminal) — the source ran out while
    the predicate still matches.
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,9 @@ log = logging.getLogger("ujobs.jobs")
 
 MAX_SAFE_INTEGER = 2**53 - 1
 BATCH_STEP_PREFIX = "batch:"
+PROGRESS_EVERY_S = 1.0
+"""The ledger row is a report: it gets the count and cursor at most once a second (and after
+the last page), so a fast pass does not pay a second round trip per page for it."""
 
 register_error_retry(
     {
@@ -169,16 +173,18 @@ async def _sweep(
         )
     throttle = Throttle(definition.rate)
     index, cursor, rows = 0, None, 0
+    reported = -PROGRESS_EVERY_S
     while True:
         ran: list[bool] = []
         page = _page(definition, source, throttle, cursor, rows, ran)
         out = await run.step.run(f"{BATCH_STEP_PREFIX}{index}", page)
         cursor, rows = out["cursor"], int(out["rows"])
         index += 1
-        if ran and ledger is not None:
-            await ledger.progress(definition.name, run.run_id, rows, cursor)
         if out["done"]:
             break
+        if ran and ledger is not None and time.monotonic() - reported >= PROGRESS_EVERY_S:
+            reported = time.monotonic()
+            await ledger.progress(definition.name, run.run_id, rows, cursor)
     if ledger is not None:
         await ledger.progress(definition.name, run.run_id, rows, cursor)
     return index, rows

@@ -9,8 +9,9 @@ it back in its stored form.
 ``rate`` is batches per second: the throttle spaces the START of each batch ``1 / rate``
 seconds after the previous one's, spending the pause inside the step, so a resumed attempt that
 replays 500 checkpoints re-pays none of their pauses. A batch that ran longer than the interval
-starts the next at once (a rate above what the batches achieve produces no wait), and the wait
-unwinds on the run's abort with ``X_ABORTED``.
+starts the next at once (a rate above what the batches achieve produces no wait), and the
+schedule it fell behind is kept for up to one interval, so an occasional slow batch does not
+lower the average. The wait unwinds on the run's abort with ``X_ABORTED``.
 """
 
 from __future__ import annotations
@@ -89,11 +90,17 @@ class Throttle:
     async def wait(self, signal: Signal) -> None:
         """Before a batch: wait out the interval since the previous batch's start."""
         now = self._monotonic()
-        start = now
-        if self._due is not None and self._due > now:
+        if self._due is None:
+            start = now
+        elif self._due > now:
             self.waits += 1
             await _pause(self._due - now, signal)
             start = self._due
+        else:
+            # Late (the batch took longer than the interval, or the machine was busy): start
+            # now, and keep the schedule if it is less than one interval behind, so a slow batch
+            # now and then does not lower the average rate; never a burst of more than one.
+            start = max(self._due, now - self.interval)
         self._due = start + self.interval
 
 

@@ -9,15 +9,20 @@ finished states are read), nor one an unpublished ``x_outbox`` row or a ``runnin
 
 A pass runs at most ``max_batches`` batches of ``batch_size`` rows, ``skip locked``, walking
 ``x_jobs_finished_idx`` from the oldest row of each state: a batch is one short statement, so a
-sweep never holds a long lock and never waits on a row a worker holds. A batch whose run still
-had a row it could not see deleted is followed, after its commit, by ``jobs_purge_steps``, so
-two sweeps that split a run settle its steps after both commit. After the batches one statement
-removes up to ``batch_size`` step records whose run has no row left (what a sweep that died
-before its follow-up stranded), and one more the fleet-lease rows whose TTL lapsed.
-"""
+sweep never holds a long lock and never waits on a row a worker holds. Between two batches it
+rests ``rest_ratio`` (1) times as long as the last batch took, so a sweep of a long backlog
+takes at most half of what the database (and a small machine's cores) can give. A batch whose
+run still had a row it could not see deleted is followed, after its commit, by
+``jobs_purge_steps``, so two sweeps that split a run settle its steps after both commit. After
+the batches one statement removes up to ``batch_size`` step records whose run has no row left
+(what a sweep that died before its follow-up stranded), and one more the fleet-lease rows whose
+TTL lapsed."""
 
 from __future__ import annotations
 
+import asyncio
+import math
+import time
 from dataclasses import dataclass, field
 
 from shared.drivers.postgres.sql import query
@@ -36,6 +41,7 @@ DEFAULT_DONE_RETENTION_MS = 14 * DAY_MS
 DEFAULT_DEAD_RETENTION_MS = 90 * DAY_MS
 DEFAULT_PURGE_BATCH_SIZE = 1_000
 DEFAULT_PURGE_MAX_BATCHES = 50
+DEFAULT_REST_RATIO = 1.0
 DEAD_STATES: tuple[str, ...] = ("dead", "failed", "cancelled")
 
 
@@ -52,7 +58,7 @@ class JobsPurgeCount:
         return self.jobs + self.steps + self.leases
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class JobsPurgeTarget:
     """A ``PurgeTarget``: ``name`` and ``purge_expired(now_ms) -> rows removed``."""
 
@@ -61,8 +67,10 @@ class JobsPurgeTarget:
     dead_retention_ms: int = DEFAULT_DEAD_RETENTION_MS
     batch_size: int = DEFAULT_PURGE_BATCH_SIZE
     max_batches: int = DEFAULT_PURGE_MAX_BATCHES
+    rest_ratio: float = DEFAULT_REST_RATIO
     name: str = JOBS_PURGE_TARGET
     last: JobsPurgeCount = field(default_factory=JobsPurgeCount, compare=False)
+    _spent: float = field(default=0.0, compare=False)
 
     def cutoffs(self, now_ms: int) -> list[tuple[str, int]]:
         """Each finished state and the ``finished_at`` it must be older than to go."""
@@ -73,9 +81,13 @@ class JobsPurgeTarget:
     async def purge_expired(self, now_ms: int) -> int:
         counted = JobsPurgeCount()
         budget = self.max_batches
+        self._spent = 0.0
         for state, cutoff in self.cutoffs(now_ms):
             while budget > 0:
+                if self._spent:  # the last batch was full: rest before the next one
+                    await self._rest()
                 budget -= 1
+                began = time.monotonic()
                 rows = await self.executor.fetch(_PURGE, state, cutoff, self.batch_size)
                 deleted = int(rows[0]["deleted"])
                 counted.jobs += deleted
@@ -84,6 +96,7 @@ class JobsPurgeTarget:
                 if shared:
                     follow = await self.executor.fetch(_FOLLOW_UP, shared)
                     counted.steps += int(follow[0]["deleted"])
+                self._spent = time.monotonic() - began if deleted == self.batch_size else 0.0
                 if deleted < self.batch_size:
                     break
         orphans = await self.executor.fetch(_ORPHANS, self.batch_size)
@@ -96,6 +109,12 @@ class JobsPurgeTarget:
             counted.leases,
         )
         return counted.total
+
+    async def _rest(self) -> None:
+        """Between two batches, ``rest_ratio`` times as long as the last one took: the sweep
+        leaves the database (and a small machine's cores) to the claim most of the time."""
+        if self.rest_ratio > 0:
+            await asyncio.sleep(self._spent * self.rest_ratio)
 
     async def count_expired(self, now_ms: int) -> int:
         """The ``x_jobs`` rows a pass at ``now_ms`` would remove (``ujobs db purge --dry-run``),
@@ -113,8 +132,20 @@ def jobs_purge_target(
     dead_retention_ms: int = DEFAULT_DEAD_RETENTION_MS,
     batch_size: int = DEFAULT_PURGE_BATCH_SIZE,
     max_batches: int = DEFAULT_PURGE_MAX_BATCHES,
+    rest_ratio: float = DEFAULT_REST_RATIO,
 ) -> JobsPurgeTarget:
-    """The ``x_jobs`` retention target; every option is a positive whole number."""
+    """The ``x_jobs`` retention target; every option but ``rest_ratio`` (a finite number >= 0,
+    0: batches back to back) is a positive whole number."""
+    if (
+        isinstance(rest_ratio, bool)
+        or not isinstance(rest_ratio, int | float)
+        or not math.isfinite(rest_ratio)
+        or rest_ratio < 0
+    ):
+        raise ConfigInvalidError(
+            f"rest_ratio must be a finite number of at least 0; got {rest_ratio!r}",
+            meta={"option": "rest_ratio"},
+        )
     for option, value in (
         ("done_retention_ms", done_retention_ms),
         ("dead_retention_ms", dead_retention_ms),
@@ -126,4 +157,6 @@ def jobs_purge_target(
                 f"{option} must be a positive whole number; got {value!r}",
                 meta={"option": option},
             )
-    return JobsPurgeTarget(executor, done_retention_ms, dead_retention_ms, batch_size, max_batches)
+    return JobsPurgeTarget(
+        executor, done_retention_ms, dead_retention_ms, batch_size, max_batches, float(rest_ratio)
+    )

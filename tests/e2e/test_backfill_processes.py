@@ -74,7 +74,9 @@ async def test_a_pass_sigkilled_mid_page_resumes_on_that_page(
             "select status, rows_processed, last_cursor::text as cursor from x_backfills"
         )
         assert row is not None
-        assert (row["status"], row["rows_processed"], row["cursor"]) == ("running", 20, "20")
+        # The row is a report, written at most once a second: page 1's count at least.
+        assert row["status"] == "running"
+        assert (row["rows_processed"], row["cursor"]) in ((10, "10"), (20, "20"))
         first.send_signal(signal.SIGKILL)
         assert await asyncio.wait_for(first.wait(), WAIT_S) == -signal.SIGKILL
 

@@ -5,6 +5,7 @@ backfill pass names stay (SEED § Retention sweeps are jobs too)."""
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
@@ -216,3 +217,30 @@ async def test_the_event_bus_is_a_target_deleting_in_batches(pool: Pool) -> None
     assert await sweep.run_once() == {"x_job_events": 3}
     assert await bus.count_expired() == 0
     assert await pool.fetchval("select count(*) from x_job_events") == 1
+
+
+async def test_a_sweep_rests_between_batches_as_long_as_rest_ratio_says(
+    pool: Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for n in range(4):
+        await job_row(pool, f"j{n}", "done", T0 - 30 * DAY, steps=0)
+    target = jobs_purge_target(executor=pool, batch_size=1, rest_ratio=0)
+    assert await target.purge_expired(T0) == 4
+    for bad in (-1, math.nan, math.inf, True):
+        with pytest.raises(ConfigInvalidError) as refused:
+            jobs_purge_target(executor=pool, rest_ratio=bad)
+        assert refused.value.meta == {"option": "rest_ratio"}
+    slept: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr("shared.retention.jobs_target.asyncio.sleep", sleep)
+    for n in range(3):
+        await job_row(pool, f"k{n}", "done", T0 - 30 * DAY, steps=0)
+    resting = jobs_purge_target(executor=pool, batch_size=1, rest_ratio=2)
+    assert await resting.purge_expired(T0) == 3
+    assert len(slept) == 3  # after each full batch; none after the empty one, none per state
+    assert all(s > 0 for s in slept)

@@ -155,21 +155,33 @@ def test_the_default_rate_is_five_batches_a_second_and_fractions_are_rates() -> 
 
 
 async def test_the_throttle_spaces_batch_starts_and_a_slow_batch_pays_no_wait() -> None:
+    """Starts ``1 / rate`` apart; a late batch starts at once, keeping a schedule at most one
+    interval behind (an occasional slow batch does not lower the average; a long stall buys one
+    catch-up batch, never a burst)."""
     now = [100.0]
     slept: list[float] = []
     throttle = Throttle(4, monotonic=lambda: now[0])  # one batch every 250 ms
     signal = Signal()
     await throttle.wait(signal)  # the first batch of an attempt starts at once
     assert throttle.waits == 0
-    now[0] += 0.3  # a batch slower than the interval: the next starts at once
+    now[0] += 0.3  # a batch slower than the interval: the next starts at once ...
     await throttle.wait(signal)
     assert throttle.waits == 0
     began = time.monotonic()
-    now[0] += 0.05  # a fast batch: the next waits out the rest of the 250 ms
+    now[0] += 0.05  # ... on the schedule (due at 100.25, so the next at 100.5), not shifted
     await throttle.wait(signal)
     slept.append(time.monotonic() - began)
     assert throttle.waits == 1
-    assert slept[0] >= 0.19
+    assert slept[0] >= 0.14
+    now[0] = 102.5  # far behind: it catches up at most one interval, then paces again
+    await throttle.wait(signal)
+    now[0] += 0.01
+    await throttle.wait(signal)
+    assert throttle.waits == 1
+    began = time.monotonic()
+    await throttle.wait(signal)
+    assert throttle.waits == 2
+    assert time.monotonic() - began >= 0.2
 
 
 async def test_the_throttle_wait_unwinds_on_the_runs_abort_with_x_aborted() -> None:
