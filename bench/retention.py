@@ -6,11 +6,13 @@
 * ``purge_rows_per_s``: ``x_jobs`` rows the built-in jobs target deletes a second (each with its
   step, deleted in the same statement), over ``BENCH_PURGE_N`` (1,000,000) finished runs 100-120
   days old, swept by back-to-back passes of the default shape (batches of 1,000, skip locked).
-  The first part of the sweep overlaps the second drain below, on purpose.
+  Two stretches of the sweep overlap drains below, on purpose; its seconds count only while it
+  sweeps.
 * ``drain_per_s_alone`` and ``drain_per_s_during_purge``: one worker (16 slots, claim-ahead as
   ``ujobs worker``) draining ``BENCH_DRAIN_N`` (20,000) no-op jobs — the drain of
-  ``bench/worker_drain_micro.py`` — over that history, first alone, then with the sweep running
-  beside it; ``ratios.drain_during_purge_vs_alone`` is the second over the first.
+  ``bench/worker_drain_micro.py`` — over that history, in four halves taking turns: alone,
+  beside the sweep, alone, beside the sweep (the sweep pauses between its turns; the machine's
+  load drifts). ``ratios.drain_during_purge_vs_alone`` is the second figure over the first.
 * ``backfill_rows_per_s``: a backfill at the default rate (5 batches a second, 1,000 rows a
   batch) over ``BENCH_BACKFILL_ROWS`` (50,000) rows of a table, one UPDATE a page.
 * ``backfill_rate_error``: |measured - asked| / asked for ``rate=200`` (pages of
@@ -99,7 +101,7 @@ def worker_for(driver: PostgresDriver, *handles: JobHandle[Any]) -> Any:
 
 
 async def drain(driver: PostgresDriver, first: int, n: int) -> float:
-    """Enqueue ``n`` no-op jobs, then drain them with one worker; answers jobs a second."""
+    """Enqueue ``n`` no-op jobs, then drain them with one worker; answers the seconds."""
     for start in range(first, first + n, 1_000):
         await driver.enqueue_many(
             [noop.request({"n": i}) for i in range(start, min(first + n, start + 1_000))]
@@ -111,22 +113,32 @@ async def drain(driver: PostgresDriver, first: int, n: int) -> float:
         await asyncio.sleep(0.002)
     seconds = time.perf_counter() - began
     await worker.stop()
-    return n / seconds
+    return seconds
 
 
-async def sweep(pool: Any, driver: PostgresDriver, history: int) -> tuple[float, int]:
-    """Back-to-back passes until the history is gone; answers (seconds, x_jobs rows)."""
-    rest = float(os.environ.get("BENCH_PURGE_REST", "1"))
-    batch = int(os.environ.get("BENCH_PURGE_BATCH", "1000"))
-    target = jobs_purge_target(executor=pool, rest_ratio=rest, batch_size=batch)
-    began = time.perf_counter()
-    jobs = 0
-    while jobs < history:
-        await target.purge_expired(driver.clock.now_ms())
-        jobs += target.last.jobs
-        if target.last.jobs == 0:
-            break
-    return time.perf_counter() - began, jobs
+class Sweep:
+    """Back-to-back passes of the default jobs target while ``on`` is set, until the history
+    is gone; ``seconds`` counts only the time it was sweeping."""
+
+    def __init__(self, pool: Any, driver: PostgresDriver, history: int) -> None:
+        rest = float(os.environ.get("BENCH_PURGE_REST", "1"))
+        batch = int(os.environ.get("BENCH_PURGE_BATCH", "1000"))
+        self.target = jobs_purge_target(executor=pool, rest_ratio=rest, batch_size=batch)
+        self.driver = driver
+        self.history = history
+        self.on = asyncio.Event()
+        self.seconds = 0.0
+        self.jobs = 0
+
+    async def run(self) -> None:
+        while self.jobs < self.history:
+            await self.on.wait()
+            began = time.perf_counter()
+            await self.target.purge_expired(self.driver.clock.now_ms())
+            self.seconds += time.perf_counter() - began
+            self.jobs += self.target.last.jobs
+            if self.target.last.jobs == 0:
+                break
 
 
 def sweeper(
@@ -189,10 +201,26 @@ async def main() -> None:
         driver = postgres_driver(pool)
         set_job_driver(driver)
 
-        alone = await drain(driver, 0, drain_n)
-        sweeping = asyncio.ensure_future(sweep(pool, driver, history))
-        during = await drain(driver, drain_n, drain_n)
-        purge_s, purged = await sweeping
+        # Alone, beside the sweep, alone, beside the sweep: the machine's load drifts, so the
+        # two conditions take turns and the ratio is of their sums.
+        sweep = Sweep(pool, driver, history)
+        sweeping = asyncio.ensure_future(sweep.run())
+        half = drain_n // 2
+        alone_s = during_s = 0.0
+        for turn in range(4):
+            beside = turn % 2 == 1
+            if beside:
+                sweep.on.set()
+            seconds = await drain(driver, turn * half, half)
+            sweep.on.clear()
+            if beside:
+                during_s += seconds
+            else:
+                alone_s += seconds
+        alone, during = 2 * half / alone_s, 2 * half / during_s
+        sweep.on.set()
+        await sweeping
+        purge_s, purged = sweep.seconds, sweep.jobs
 
         default_rate = sweeper(pool, "bench-default", 1_000, 5, [], posts)
         bf_s, bf_rows, _ = await run_backfill(driver, default_rate)

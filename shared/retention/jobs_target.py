@@ -8,15 +8,17 @@ finished states are read), nor one an unpublished ``x_outbox`` row or a ``runnin
 ``x_backfills`` pass still names.
 
 A pass runs at most ``max_batches`` batches of ``batch_size`` rows, ``skip locked``, walking
-``x_jobs_finished_idx`` from the oldest row of each state: a batch is one short statement, so a
-sweep never holds a long lock and never waits on a row a worker holds. Between two batches it
-rests ``rest_ratio`` (1) times as long as the last batch took, so a sweep of a long backlog
-takes at most half of what the database (and a small machine's cores) can give. A batch whose
-run still had a row it could not see deleted is followed, after its commit, by
-``jobs_purge_steps``, so two sweeps that split a run settle its steps after both commit. After
-the batches one statement removes up to ``batch_size`` step records whose run has no row left
-(what a sweep that died before its follow-up stranded), and one more the fleet-lease rows whose
-TTL lapsed."""
+``x_jobs_finished_idx`` from the oldest row of each state (each batch from where the last one
+reached, so it does not re-read the entries its predecessors left dead until VACUUM): a batch is
+one short statement, so a sweep never holds a long lock and never waits on a row a worker holds.
+Between two batches it rests ``rest_ratio`` (1) times as long as the last batch took, so a sweep
+of a long backlog takes at most half of what the database (and a small machine's cores) can
+give. A batch whose run still had a row it could not see deleted is followed, after its commit,
+by ``jobs_purge_steps``, so two sweeps that split a run settle its steps after both commit.
+After the batches one statement removes up to ``batch_size`` step records whose run has no row
+left (what a sweep that died before its follow-up stranded), and one more the fleet-lease rows
+whose TTL lapsed.
+"""
 
 from __future__ import annotations
 
@@ -83,13 +85,17 @@ class JobsPurgeTarget:
         budget = self.max_batches
         self._spent = 0.0
         for state, cutoff in self.cutoffs(now_ms):
+            reached: int | None = None
             while budget > 0:
                 if self._spent:  # the last batch was full: rest before the next one
                     await self._rest()
                 budget -= 1
                 began = time.monotonic()
-                rows = await self.executor.fetch(_PURGE, state, cutoff, self.batch_size)
+                rows = await self.executor.fetch(_PURGE, state, cutoff, self.batch_size, reached)
                 deleted = int(rows[0]["deleted"])
+                if rows[0]["reached"] is not None:
+                    # x_ms rounds to the millisecond: step back one so no row is passed over.
+                    reached = int(rows[0]["reached"]) - 1
                 counted.jobs += deleted
                 counted.steps += int(rows[0]["steps"])
                 shared = list(rows[0]["shared"])
