@@ -83,18 +83,19 @@ def backfill_command(
     if status is not None and status not in ("running", "completed", "failed"):
         _usage("--status is running, completed or failed", as_json)
     with reported(as_json=as_json):
-        env_name = read_common(environment(), "db backfill", app=app_spec).environment
+        common = read_common(environment(), "db backfill", app=app_spec)
         if not list_:
-            load_api(_app(app_spec))  # importing the app declares its backfills
+            load_api(common.app)  # importing the app declares its backfills
+    env_name = common.environment
     if list_:
         _list(only, cast("BackfillStatus | None", status), limit, database_url, as_json)
     elif pending:
-        _pending(app_spec, env_name, database_url, as_json)
+        _pending(env_name, database_url, as_json)
     elif all_:
-        _all(app_spec, env_name, force, database_url, as_json)
+        _all(env_name, force, database_url, as_json)
     else:
         assert name is not None
-        _one(name, app_spec, env_name, write, force, follow, database_url, as_json)
+        _one(name, env_name, write, force, follow, database_url, as_json)
 
 
 def _usage(message: str, as_json: bool) -> None:
@@ -146,9 +147,7 @@ def _iso(ms: int | None) -> str | None:
     return iso(ms)
 
 
-def _pending(
-    app: str | None, env_name: str | None, database_url: str | None, as_json: bool
-) -> None:
+def _pending(env_name: str | None, database_url: str | None, as_json: bool) -> None:
     async def work(backend: Backend, _progress: Progress) -> dict[str, Any]:
         ledger = require_backfills(backend.driver)
         runs = await inspect_backfills(ledger, limit=10_000)
@@ -177,10 +176,6 @@ def _pending(
             note(f"unswept: {', '.join(answer['pending'])}")
     if answer["pending"]:
         raise typer.Exit(code=EXIT_PENDING)
-
-
-def _app(app: str | None) -> str | None:
-    return app if app is not None else environment().get("UJOBS_APP") or None
 
 
 # --- one name: dry run or --write ---------------------------------------------------------------
@@ -237,7 +232,6 @@ async def _enqueue(
 
 def _one(
     name: str,
-    app: str | None,
     env_name: str | None,
     write: bool,
     force: bool,
@@ -303,9 +297,7 @@ def _named(name: str, as_json: bool) -> tuple[JobHandle[Any], BackfillDefinition
 # --- --all --write ------------------------------------------------------------------------------
 
 
-def _all(
-    app: str | None, env_name: str | None, force: bool, database_url: str | None, as_json: bool
-) -> None:
+def _all(env_name: str | None, force: bool, database_url: str | None, as_json: bool) -> None:
     async def work(backend: Backend, progress: Progress) -> list[dict[str, Any]]:
         ledger = require_backfills(backend.driver)
         runs = await inspect_backfills(ledger, limit=10_000)
