@@ -210,8 +210,8 @@ async def test_the_pause_is_spent_inside_the_step_so_replayed_checkpoints_pay_no
     done = await attempt(driver, rewrite)
     assert done.outcome == "completed"
     # Three checkpoints replayed and the fourth page ran first in its attempt: no pause at all
-    # (three replayed pauses would be 1.5 s).
-    assert time.monotonic() - began < 0.45
+    # (three replayed pauses would be 1.5 s; the bound leaves a loaded machine room).
+    assert time.monotonic() - began < 1.0
 
 
 def test_rate_is_not_part_of_the_checksum_but_batch_is() -> None:
