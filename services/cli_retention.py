@@ -15,12 +15,12 @@ import typer
 
 from services.backends import Backend
 from services.cli_common import DatabaseUrlOption, JsonOption, operate
-from services.cli_output import Progress, emit_json, print_table
-from services.config import CommonConfig
+from services.cli_output import Progress, emit_json, print_table, reported
+from services.config import CommonConfig, environment, read_common
 from shared.backfill.settings import configure_backfills
 from shared.clock import SYSTEM_CLOCK
 from shared.jobs.registry import Registry
-from shared.retention.builtin import builtin_targets, register_builtin_purge
+from shared.retention.builtin import RetentionWindows, builtin_targets, register_builtin_purge
 from shared.retention.jobs_target import JobsPurgeTarget
 
 if TYPE_CHECKING:
@@ -42,7 +42,12 @@ def register_purge(
     configure_backfills(environment=common.environment)
     if common.purge_cron is None or (pool is None and not task):
         return  # off, or a worker with no Postgres to sweep (one with a pool takes the job)
-    register_builtin_purge(registry, pool=pool, cron=common.purge_cron if task else None)
+    register_builtin_purge(
+        registry,
+        pool=pool,
+        cron=common.purge_cron if task else None,
+        windows=common.retention,
+    )
 
 
 def purge_command(
@@ -53,9 +58,12 @@ def purge_command(
     """Run one retention pass now (x_jobs with their steps and lapsed leases, x_outbox,
     x_job_events) and say what it removed; --dry-run counts instead."""
 
+    with reported(as_json=as_json):
+        windows = read_common(environment(), "db purge", database_url=database_url).retention
+
     async def work(backend: Backend, progress: Progress) -> dict[str, Any]:
         pool = backend.require_pool("ujobs db purge")
-        return await purge_pass(pool, dry_run=dry_run, progress=progress)
+        return await purge_pass(pool, dry_run=dry_run, progress=progress, windows=windows)
 
     answer = operate(
         work,
@@ -82,13 +90,17 @@ def _rows(answer: dict[str, Any]) -> dict[str, tuple[int, str | None]]:
 
 
 async def purge_pass(
-    pool: Pool, *, dry_run: bool, progress: Progress | None = None
+    pool: Pool,
+    *,
+    dry_run: bool,
+    progress: Progress | None = None,
+    windows: RetentionWindows | None = None,
 ) -> dict[str, Any]:
     """One pass of ``x.purge``'s targets at one clock reading; the command's JSON answer."""
     now_ms = SYSTEM_CLOCK.now_ms()
     removed: dict[str, int] = {}
     detail: dict[str, dict[str, int]] = {}
-    for target in builtin_targets(pool):
+    for target in builtin_targets(pool, windows or RetentionWindows()):
         if progress is not None:
             progress.update(f"{'counting' if dry_run else 'purging'} {target.name}")
         if dry_run:

@@ -52,6 +52,7 @@ from shared.drivers.base import DEFAULT_QUEUE, DEFAULT_VISIBILITY_MS
 from shared.errors import DriverUnavailableError
 from shared.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
 from shared.outbox.relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
+from shared.retention.builtin import RetentionWindows
 from shared.retention.purge import DEFAULT_PURGE_CRON
 
 T = TypeVar("T")
@@ -217,6 +218,8 @@ class CommonConfig:
     """When the scheduler enqueues the built-in ``x.purge``; None: ``UJOBS_PURGE=off``."""
     environment: str | None = None
     """``UJOBS_ENVIRONMENT``: what a backfill's ``environments=`` is checked against."""
+    retention: RetentionWindows = field(default_factory=RetentionWindows)
+    """``UJOBS_PURGE_*_RETENTION_MS``: how old a row must be for ``x.purge`` to delete it."""
 
     @property
     def log_level_number(self) -> int:
@@ -262,6 +265,17 @@ def read_common(
             else None
         ),
         environment=src.read("UJOBS_ENVIRONMENT", _environment_name, None),
+        retention=RetentionWindows(
+            done_ms=src.read(
+                "UJOBS_PURGE_DONE_RETENTION_MS", _whole_from(1), RetentionWindows().done_ms
+            ),
+            dead_ms=src.read(
+                "UJOBS_PURGE_DEAD_RETENTION_MS", _whole_from(1), RetentionWindows().dead_ms
+            ),
+            outbox_ms=src.read(
+                "UJOBS_PURGE_OUTBOX_RETENTION_MS", _whole_from(1), RetentionWindows().outbox_ms
+            ),
+        ),
     )
 
 

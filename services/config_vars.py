@@ -160,6 +160,24 @@ VARIABLES: dict[str, Variable] = {
             (*_WORKERS, "scheduler"),
         ),
         Variable(
+            "UJOBS_PURGE_DONE_RETENTION_MS",
+            "x.purge deletes done jobs (and their steps) finished longer ago than this",
+            "1209600000 (14 days)",
+            (*_WORKERS, "db purge"),
+        ),
+        Variable(
+            "UJOBS_PURGE_DEAD_RETENTION_MS",
+            "x.purge deletes dead, failed and cancelled jobs finished longer ago than this",
+            "7776000000 (90 days)",
+            (*_WORKERS, "db purge"),
+        ),
+        Variable(
+            "UJOBS_PURGE_OUTBOX_RETENTION_MS",
+            "x.purge deletes outbox rows published longer ago than this",
+            "604800000 (7 days)",
+            (*_WORKERS, "db purge"),
+        ),
+        Variable(
             "UJOBS_PURGE_CRON",
             "when the scheduler enqueues x.purge (a cron line, UTC)",
             "0 * * * * (hourly)",

@@ -9,6 +9,7 @@ scheduler has no background work at all, and this is one more thing it does not 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from shared.errors import DriverUnavailableError
@@ -17,8 +18,12 @@ from shared.events.bus_postgres import PostgresEventBus
 from shared.jobs.job import JobHandle
 from shared.jobs.registry import Registry
 from shared.jobs.task import TaskHandle
-from shared.outbox.purge_target import outbox_purge_target
-from shared.retention.jobs_target import jobs_purge_target
+from shared.outbox.purge_target import DEFAULT_PUBLISHED_RETENTION_MS, outbox_purge_target
+from shared.retention.jobs_target import (
+    DEFAULT_DEAD_RETENTION_MS,
+    DEFAULT_DONE_RETENTION_MS,
+    jobs_purge_target,
+)
 from shared.retention.purge import Purge, PurgeTarget, purge, purge_task
 
 if TYPE_CHECKING:
@@ -28,15 +33,29 @@ if TYPE_CHECKING:
 
 BUILTIN_PURGE = "x.purge"
 
+
+@dataclass(frozen=True, slots=True)
+class RetentionWindows:
+    """How long finished rows stay before ``x.purge`` deletes them (ms)."""
+
+    done_ms: int = DEFAULT_DONE_RETENTION_MS
+    dead_ms: int = DEFAULT_DEAD_RETENTION_MS
+    outbox_ms: int = DEFAULT_PUBLISHED_RETENTION_MS
+
+
 _pool: Pool | None = None
+_windows = RetentionWindows()
 _job: JobHandle[Any] | None = None
 _tasks: dict[str, TaskHandle] = {}
 
 
-def builtin_targets(pool: Pool | None = None) -> list[PurgeTarget]:
-    """The targets of ``x.purge`` over ``pool``, else the pool the process registered (read
-    per attempt)."""
+def builtin_targets(
+    pool: Pool | None = None, windows: RetentionWindows | None = None
+) -> list[PurgeTarget]:
+    """The targets of ``x.purge`` over ``pool`` and ``windows``, else the ones the process
+    registered (read per attempt)."""
     pool = pool if pool is not None else _pool
+    windows = windows if windows is not None else _windows
     if pool is None:
         raise DriverUnavailableError(
             f"{BUILTIN_PURGE} has no Postgres pool in this process; it runs on a worker with "
@@ -44,8 +63,10 @@ def builtin_targets(pool: Pool | None = None) -> list[PurgeTarget]:
             meta={"job": BUILTIN_PURGE},
         )
     return [
-        jobs_purge_target(executor=pool),
-        outbox_purge_target(executor=pool),
+        jobs_purge_target(
+            executor=pool, done_retention_ms=windows.done_ms, dead_retention_ms=windows.dead_ms
+        ),
+        outbox_purge_target(executor=pool, published_retention_ms=windows.outbox_ms),
         events_purge_target(PostgresEventBus(pool)),
     ]
 
@@ -67,12 +88,21 @@ def _registered_targets() -> list[PurgeTarget]:
     return builtin_targets()
 
 
-def register_builtin_purge(registry: Registry, *, pool: Pool | None, cron: str | None) -> Purge:
+def register_builtin_purge(
+    registry: Registry,
+    *,
+    pool: Pool | None,
+    cron: str | None,
+    windows: RetentionWindows | None = None,
+) -> Purge:
     """Put ``x.purge`` in ``registry``: its job, and its task when ``cron`` is given; ``pool``
-    (when given) is what the job sweeps in this process."""
-    global _pool
+    and ``windows`` (when given) are what the job sweeps in this process, and how old a row
+    must be to go."""
+    global _pool, _windows
     if pool is not None:
         _pool = pool
+    if windows is not None:
+        _windows = windows
     family = builtin_purge(cron)
     registry.register_job(family.job)
     if family.task is not None:

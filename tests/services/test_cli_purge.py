@@ -77,6 +77,21 @@ def test_a_dry_run_counts_and_deletes_nothing_then_a_pass_says_what_it_removed(
     assert lines[1].split()[:2] == ["x_jobs", "0"]
 
 
+def test_the_windows_come_from_the_environment(pg_dsn: str) -> None:
+    seed(pg_dsn)
+    hour = {"UJOBS_PURGE_DONE_RETENTION_MS": "3600000"}
+    dry = json_of(ujobs("db", "purge", "--dry-run", "--json", dsn=pg_dsn, env=hour))
+    assert dry["targets"]["x_jobs"] == 3  # the row finished a day ago is past an hour too
+    month = {"UJOBS_PURGE_DONE_RETENTION_MS": str(30 * DAY)}
+    assert json_of(ujobs("db", "purge", "--json", dsn=pg_dsn, env=month))["targets"]["x_jobs"] == 0
+    bad = ujobs("db", "purge", "--json", dsn=pg_dsn, env={"UJOBS_PURGE_DEAD_RETENTION_MS": "0"})
+    assert bad.exit_code == 1
+    assert json_of(bad)["error"]["meta"]["variable"] == "UJOBS_PURGE_DEAD_RETENTION_MS"
+    common = read_common({"UJOBS_PURGE_OUTBOX_RETENTION_MS": "60000"}, "worker")
+    assert common.retention.outbox_ms == 60_000
+    assert common.retention.done_ms == 14 * DAY
+
+
 def test_purge_needs_a_database(pg_dsn: str) -> None:
     result = ujobs("db", "purge", "--json", dsn="")
     assert result.exit_code == 1
