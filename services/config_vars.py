@@ -176,6 +176,43 @@ VARIABLES: dict[str, Variable] = {
             ("scheduler", "dev"),
         ),
         Variable(
+            "UJOBS_ENVIRONMENT",
+            "this deployment's name (staging, production, …), checked against a backfill's "
+            "environments=",
+            "none: a backfill that names environments refuses to run",
+            (*_WORKERS, "db backfill"),
+        ),
+        Variable(
+            "UJOBS_PURGE",
+            "on or off: the built-in x.purge retention sweep (x_jobs, steps, x_outbox, events)",
+            "on",
+            (*_WORKERS, "scheduler"),
+        ),
+        Variable(
+            "UJOBS_PURGE_DONE_RETENTION_MS",
+            "x.purge deletes done jobs (and their steps) finished longer ago than this",
+            "1209600000 (14 days)",
+            (*_WORKERS, "db purge"),
+        ),
+        Variable(
+            "UJOBS_PURGE_DEAD_RETENTION_MS",
+            "x.purge deletes dead, failed and cancelled jobs finished longer ago than this",
+            "7776000000 (90 days)",
+            (*_WORKERS, "db purge"),
+        ),
+        Variable(
+            "UJOBS_PURGE_OUTBOX_RETENTION_MS",
+            "x.purge deletes outbox rows published longer ago than this",
+            "604800000 (7 days)",
+            (*_WORKERS, "db purge"),
+        ),
+        Variable(
+            "UJOBS_PURGE_CRON",
+            "when the scheduler enqueues x.purge (a cron line, UTC)",
+            "0 * * * * (hourly)",
+            ("scheduler", "dev"),
+        ),
+        Variable(
             "UJOBS_SCHEDULER_LEASE_TTL_MS",
             "the scheduler leader lease's TTL; renewed every third of it",
             str(DEFAULT_SCHEDULER_LEASE_TTL_MS),
