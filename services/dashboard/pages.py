@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,8 +26,16 @@ from services.cli_tasks import fires_and_pauses, task_rows
 from services.dashboard.render import page
 from services.dashboard.session import PREFIX, viewer
 from services.dashboard.views import flash, guarded
-from shared.drivers.base import ALL_STATES, JobFilter, JobPage, JobRow, JobState, job_cursor
-from shared.errors import InputInvalidError, JobNotFoundError
+from shared.drivers.base import (
+    ALL_STATES,
+    MAX_JOB_PAGE,
+    JobDriver,
+    JobFilter,
+    JobRow,
+    JobState,
+    job_cursor,
+)
+from shared.errors import InputInvalidError, JobNotFoundError, JobPageInvalidError
 from shared.introspect import (
     get_job,
     inspect_queues,
@@ -49,24 +58,32 @@ LIVE_STATES = ("ready", "delayed", "running", "suspended")
 # --- queues ---------------------------------------------------------------------------------
 
 
-async def throughput(request: web.Request, now_ms: int) -> dict[str, list[int]]:
-    """Per queue, jobs finished (done, failed or dead) in each of the last ``SPARK_MINUTES``
-    minutes, oldest first, from the 1-minute counter buckets of the app's jobs."""
-    driver = request.app[EDGE].driver
-    introspect = introspection_of(driver)
-    jobs = request.app[REGISTRY].jobs
+async def throughput(request: web.Request, now_ms: int) -> list[dict[str, Any]]:
+    """Per job name (the counters' key: a job may run on any queue), the settles of each of
+    the last ``SPARK_MINUTES`` minutes from the 1-minute counter buckets, oldest first, and
+    the window's totals."""
+    introspect = introspection_of(request.app[EDGE].driver)
     start = (now_ms // 60_000 - SPARK_MINUTES + 1) * 60_000
-    series: dict[str, list[int]] = {}
-    for totals in await introspect.counter_totals(start):
-        handle = jobs.get(totals.job)
-        if handle is None:
-            continue
-        slots = series.setdefault(handle.queue, [0] * SPARK_MINUTES)
+    rows = []
+    for totals in sorted(await introspect.counter_totals(start), key=lambda t: t.job):
+        slots = [0] * SPARK_MINUTES
         for bucket in await introspect.counters(totals.job, start):
             index = (bucket.bucket_start_ms - start) // 60_000
             if 0 <= index < SPARK_MINUTES:
                 slots[index] += bucket.done + bucket.failed + bucket.dead
-    return series
+        rows.append(
+            {
+                "job": totals.job,
+                "spark": sparkline(slots),
+                "finished": totals.done + totals.failed + totals.dead,
+                "done": totals.done,
+                "retried": totals.retried,
+                "failed": totals.failed,
+                "dead": totals.dead,
+                "meanMs": totals.duration_ms // totals.done if totals.done else None,
+            }
+        )
+    return rows
 
 
 def sparkline(values: list[int]) -> str:
@@ -87,17 +104,13 @@ async def queues(request: web.Request) -> web.Response:
     driver = request.app[EDGE].driver
     now_ms = driver.clock.now_ms()
     rows = await inspect_queues(driver, now_ms)
-    series = await throughput(request, now_ms)
-    for row in rows:
-        values = series.get(row["queue"], [0] * SPARK_MINUTES)
-        row["spark"] = sparkline(values)
-        row["finishedLastHour"] = sum(values)
     return page(
         request,
         "queues.html",
         principal=principal,
         secret=secret,
         queues=rows,
+        throughput=await throughput(request, now_ms),
         now_ms=now_ms,
         spark=(SPARK_WIDTH, SPARK_HEIGHT, SPARK_MINUTES),
         flash=flash(request),
@@ -123,13 +136,19 @@ def _filter(query: Mapping[str, str], principal: Principal, state: JobState | No
     """The page's query as the CLI's ``JobFilter``; a tenant token's tenant is its own."""
     tenant = (query.get("tenant") or None) if principal.operator else principal.tenant_id
     search = (query.get("q") or "").strip().lower()
+    raw_limit = query.get("limit") or str(PAGE_SIZE)
+    if not (raw_limit.isascii() and raw_limit.isdigit()) or not 0 < int(raw_limit) < MAX_JOB_PAGE:
+        raise JobPageInvalidError(
+            f"limit must be a whole number from 1 to {MAX_JOB_PAGE - 1}",
+            meta={"limit": raw_limit, "max": MAX_JOB_PAGE - 1},
+        )
     return JobFilter(
         queue=query.get("queue") or None,
         name=query.get("name") or None,
         state=state,
         tenant_id=tenant,
         id_prefix=search or None,
-        limit=PAGE_SIZE,
+        limit=int(raw_limit),
         after=query.get("after") or None,
         before=query.get("before") or None,
     )
@@ -140,25 +159,32 @@ def _row_view(row: JobRow) -> dict[str, Any]:
     return {**job, "error": first_line(row.last_error), "progressText": progress_text(row.progress)}
 
 
+async def one_page(driver: JobDriver, flt: JobFilter) -> tuple[list[JobRow], bool, bool]:
+    """``flt``'s rows, newest first, and whether newer and older rows exist: one row more than
+    the page is read, so the last page in either direction offers no link past it."""
+    wider = dataclasses.replace(flt, limit=flt.limit + 1)
+    rows = (await introspection_of(driver).list(wider)).rows
+    more = len(rows) > flt.limit
+    if flt.before is not None:
+        # Paging back: the extra row is the newest one, at the top.
+        return rows[-flt.limit :] if more else rows, more, True
+    return rows[: flt.limit], flt.after is not None, more
+
+
 def pager(
-    request: web.Request, keep: dict[str, str], flt: JobFilter, result: JobPage
+    request: web.Request, keep: dict[str, str], rows: list[JobRow], newer: bool, older: bool
 ) -> tuple[str | None, str | None]:
     """The newer and older pages' links: keyset cursors at this page's first and last rows."""
 
     def link(**cursor: str) -> str:
         return str(request.rel_url.with_query({**keep, **cursor}))
 
-    rows = result.rows
-    newer = older = None
-    if rows:
-        going_back = flt.before is not None
-        if flt.after is not None or (going_back and not result.is_last):
-            newer = link(before=job_cursor(rows[0]))
-        if going_back or not result.is_last:
-            older = link(after=job_cursor(rows[-1]))
-    elif flt.after is not None or flt.before is not None:
-        newer = link()
-    return newer, older
+    if not rows:
+        return (link() if newer else None), None
+    return (
+        link(before=job_cursor(rows[0])) if newer else None,
+        link(after=job_cursor(rows[-1])) if older else None,
+    )
 
 
 async def _job_list(request: web.Request, template: str, state: JobState | None) -> web.Response:
@@ -175,15 +201,15 @@ async def _job_list(request: web.Request, template: str, state: JobState | None)
         if found is not None and principal.sees(found.tenant_id):
             raise web.HTTPSeeOther(f"{PREFIX}/jobs/{found.id}")
     flt = _filter(query, principal, state)
-    result = await introspection_of(driver).list(flt)
+    rows, has_newer, has_older = await one_page(driver, flt)
     keep = {k: v for k, v in query.items() if k not in ("after", "before", "done") and v}
-    newer, older = pager(request, keep, flt, result)
+    newer, older = pager(request, keep, rows, has_newer, has_older)
     return page(
         request,
         template,
         principal=principal,
         secret=secret,
-        jobs=[_row_view(r) for r in result.rows],
+        jobs=[_row_view(r) for r in rows],
         query=keep,
         states=ALL_STATES,
         newer=newer,
