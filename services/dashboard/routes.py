@@ -62,7 +62,9 @@ async def login(request: web.Request) -> web.StreamResponse:
     try:
         check_origin(request)
         if not secret:
-            raise UnauthorizedError("paste a token (`ujobs tokens create --operator`)")
+            raise UnauthorizedError(
+                "paste a token (`ujobs tokens create --operator --scopes read,operate`)"
+            )
         principal = await principal_for(request, secret)
         principal.require("read")
     except UltimateError as exc:

@@ -4,6 +4,7 @@ real rows in Postgres, a logged-in page per token, and the CLI to check what act
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -17,6 +18,10 @@ from shared.drivers.base import ClaimOptions, NackOptions, WorkerInfo
 from shared.drivers.postgres import postgres_driver
 from tests.services.api_support import ORG_A, ORG_B, Api, mail
 from tests.services.cli_support import json_of, ujobs
+
+README_SHOTS = ("queues", "job")
+"""The screenshots the README shows; ``DASHBOARD_README_SHOTS=<dir>`` copies them there too (the
+README names the command)."""
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 """Debian's chromium (``.ci/run`` installs it); Playwright drives it by ``executable_path``."""
@@ -70,6 +75,9 @@ class Dash:
     async def shot(self, page: Page, name: str) -> Path:
         path = self.shots / f"{name}.png"
         await page.screenshot(path=str(path), full_page=True)
+        readme = os.environ.get("DASHBOARD_README_SHOTS")
+        if readme and name in README_SHOTS:
+            shutil.copyfile(path, Path(readme) / path.name)
         return path
 
 

@@ -3,6 +3,8 @@ origin checks on every action, the confirmation step, safe redirects and tenancy
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -13,6 +15,9 @@ from shared.drivers.postgres import postgres_driver
 from shared.introspect import get_job
 from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
 from tests.services.cli_support import run_to
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 @pytest.fixture
@@ -114,3 +119,23 @@ async def test_a_read_only_token_cannot_act_and_a_tenant_cannot_see_queues_or_ot
 )
 def test_after_login_only_a_dashboard_path_is_followed(raw: str | None, kept: str) -> None:
     assert safe_next(raw) == kept
+
+
+async def test_a_revoked_token_is_logged_out_at_its_next_request(api: Api) -> None:
+    issued = await api.issue("read")
+    await login(api, issued.secret)
+    assert (await api.client.get("/_x/jobs")).status == 200
+    await api.tokens.revoke(issued.record.id)
+    response = await api.client.get("/_x/jobs", allow_redirects=False)
+    assert response.status == 303
+    assert response.headers["Location"] == "/_x/login?next=/_x/jobs"
+    assert f'{COOKIE}=""' in response.headers["Set-Cookie"]
+
+
+def test_the_readme_shows_the_two_dashboard_screenshots() -> None:
+    section = README.split("## The dashboard", 1)[1].split("\n## ", 1)[0]
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", section)
+    assert images == ["docs/dashboard/queues.png", "docs/dashboard/job.png"]
+    for image in images:
+        assert (ROOT / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "DASHBOARD_README_SHOTS=docs/dashboard" in section
