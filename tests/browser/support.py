@@ -36,7 +36,9 @@ class Seeded:
     delayed: str
     ready_a: list[str]
     ready_b: list[str]
+    running: str
     worker: str
+    draining: str
     steps: tuple[str, ...] = ("fetch", "render", "send")
 
 
@@ -121,7 +123,8 @@ async def settle(
 
 async def seed(api: Api) -> Seeded:
     """Real jobs in real states: one done with three steps, one dead letter, one delayed, three
-    ready for tenant A in ``mail`` and two for tenant B in ``billing``, and one worker."""
+    ready for tenant A in ``mail``, two for tenant B in ``billing``, one running in ``reports``
+    at 3/10 of its progress; one worker, and a draining one holding the running job."""
     done = await enqueue(api, ORG_A, "done@x.io", queue="mail")
     await settle(api, done, "mail", ("fetch", "render", "send"))
     dead = await enqueue(api, ORG_A, "dead@x.io", queue="mail")
@@ -131,6 +134,12 @@ async def seed(api: Api) -> Seeded:
     delayed = await enqueue(api, ORG_A, "later@x.io", queue="mail", delay="1h")
     ready_a = [await enqueue(api, ORG_A, f"a{n}@x.io", queue="mail") for n in range(3)]
     ready_b = [await enqueue(api, ORG_B, f"b{n}@x.io", queue="billing") for n in range(2)]
+    running = await enqueue(api, ORG_A, "big@x.io", queue="reports")
+    driver = postgres_driver(api.pool)
+    [claimed] = await driver.claim(ClaimOptions(queues=["reports"], limit=1, worker_id="w-2"))
+    assert driver.introspect is not None
+    progress = {"done": 3, "total": 10, "note": "pages"}
+    assert await driver.introspect.record_progress(running, claimed.ref, progress, force=True)
     info = WorkerInfo(
         id="w-host-1-4242",
         host="host-1",
@@ -139,14 +148,25 @@ async def seed(api: Api) -> Seeded:
         queues=("mail", "billing"),
         slots=8,
     )
-    await postgres_driver(api.pool).workers.beat(info, ready_a[:1], 60_000)
+    await driver.workers.beat(info, ready_a[:1], 60_000)
+    draining = WorkerInfo(
+        id="w-host-2-7",
+        host="host-2",
+        pid=7,
+        started_at_ms=info.started_at_ms + 1,
+        queues=("reports",),
+        slots=2,
+    )
+    await driver.workers.beat(draining, [running], 60_000, draining=True)
     return Seeded(
         done=done,
         dead=dead,
         delayed=delayed,
         ready_a=ready_a,
         ready_b=ready_b,
+        running=running,
         worker=info.id,
+        draining=draining.id,
     )
 
 

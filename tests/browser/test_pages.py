@@ -65,7 +65,7 @@ async def test_the_jobs_list_filters_searches_and_pages_both_ways(dash: Dash) ->
     seeded = await seed(dash.api)
     page = await operator_page(dash)
     newest_first = [j["id"] for j in (await cli(dash.dsn, "jobs", "list"))["jobs"]]
-    assert len(newest_first) == 8
+    assert len(newest_first) == 9
     await page.goto(dash.url("/_x/jobs?limit=3"))
     seen = [await ids_on(page)]
     await expect(page.locator("#page-newer")).to_have_count(0)
@@ -73,7 +73,7 @@ async def test_the_jobs_list_filters_searches_and_pages_both_ways(dash: Dash) ->
         await page.click("#page-older")
         seen.append(await ids_on(page))
     assert [i for chunk in seen for i in chunk] == newest_first
-    assert [len(chunk) for chunk in seen] == [3, 3, 2]
+    assert [len(chunk) for chunk in seen] == [3, 3, 3]
     await page.click("#page-newer")
     assert await ids_on(page) == seen[1]
     await page.click("#page-newer")
@@ -101,7 +101,7 @@ async def test_the_jobs_list_filters_searches_and_pages_both_ways(dash: Dash) ->
     tenants = await page.goto(dash.url(f"/_x/jobs?tenant={ORG_A}"))
     assert tenants is not None
     assert tenants.status == 200
-    assert len(await ids_on(page)) == 6
+    assert len(await ids_on(page)) == 7
 
 
 async def test_one_jobs_page_shows_steps_attempts_error_and_redacted_input(dash: Dash) -> None:
@@ -140,6 +140,11 @@ async def test_one_jobs_page_shows_steps_attempts_error_and_redacted_input(dash:
     await expect(page.get_by_role("button", name="Retry", exact=True)).to_be_visible()
     await expect(page.locator("#from-step")).to_be_visible()
     await dash.shot(page, "job")
+    await page.goto(dash.url(f"/_x/jobs/{seeded.running}"))
+    await expect(page.locator("#progress")).to_have_text("3/10 pages")
+    await expect(page.locator("h1 .state-running")).to_be_visible()
+    await expect(page.locator('button[data-action="cancel"]')).to_be_visible()
+    await expect(page.locator('button[data-action="retry"]')).to_have_count(0)
     await page.goto(dash.url("/_x/jobs"))
     await expect(page.locator("#refresh-toggle")).to_be_visible()
     await page.click("#refresh-toggle")
@@ -155,11 +160,17 @@ async def test_the_dead_letters_workers_and_tasks_pages(dash: Dash) -> None:
     await dash.shot(page, "dead")
 
     await page.goto(dash.url("/_x/workers"))
-    [worker] = (await cli(dash.dsn, "workers"))["workers"]
+    workers = {w["id"]: w for w in (await cli(dash.dsn, "workers"))["workers"]}
+    worker = workers[seeded.worker]
+    assert workers[seeded.draining]["drainingAtMs"] is not None
     row = page.locator(f'tr[data-worker="{seeded.worker}"]')
     await expect(row).to_be_visible()
     await expect(row).to_contain_text(f"{len(worker['inFlight'])} / {worker['slots']}")
     await expect(row).to_contain_text("mail, billing")
+    await expect(row).to_contain_text("no")
+    draining = page.locator(f'tr[data-worker="{seeded.draining}"]')
+    await expect(draining.locator(".paused")).to_have_text("draining")
+    await expect(draining).to_contain_text("1 / 2")
     await dash.shot(page, "workers")
 
     await page.goto(dash.url("/_x/tasks"))
