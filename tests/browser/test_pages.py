@@ -8,7 +8,7 @@ import pytest
 from playwright.async_api import Page, expect
 
 from shared.introspect import MASK
-from tests.browser.support import ORG_A, Dash, cli, seed
+from tests.browser.support import ORG_A, Dash, cli, enqueue, seed
 
 
 async def operator_page(dash: Dash, **kw: object) -> Page:
@@ -213,3 +213,24 @@ async def test_a_page_without_the_cookie_goes_to_the_login_form(dash: Dash, path
         await expect(page.locator("#login-error")).to_be_visible()
     finally:
         await context.close()
+
+
+async def test_the_jobs_list_refreshes_itself_unless_paused(dash: Dash) -> None:
+    seeded = await seed(dash.api)
+    page = await operator_page(dash)
+    # The page's timers run on Playwright's clock, moved by hand: no real waiting.
+    await page.clock.install()
+    await page.goto(dash.url("/_x/jobs?queue=mail"))
+    assert seeded.ready_a[0] in await ids_on(page)
+    await page.click("#refresh-toggle")
+    await expect(page.locator("#refresh-toggle")).to_have_text("Resume refresh")
+    later = await enqueue(dash.api, ORG_A, "later-one@x.io", queue="mail")
+    await page.evaluate("window.notReloaded = true")
+    await page.clock.run_for(12_000)
+    assert await page.evaluate("window.notReloaded === true")
+    assert later not in await ids_on(page)
+    await page.click("#refresh-toggle")
+    await page.locator("#refresh-toggle").blur()
+    async with page.expect_navigation():
+        await page.clock.run_for(6_000)
+    await expect(page.locator(f'tr[data-job="{later}"]')).to_be_visible()
