@@ -7,6 +7,7 @@ functions the CLI and the HTTP edge call (``shared.introspect``, ``services.cli_
 | ``session`` | the login cookie (HttpOnly, SameSite=Strict), who is viewing, CSRF tokens |
 | ``render`` | the Jinja2 environment, its filters (times, durations) and HTML error pages |
 | ``pages`` | the read-only pages: queues, jobs, one job, dead letters, workers, tasks |
+| ``views`` | ``guarded``: an ``X_…`` error as a page; the message an action's redirect shows |
 | ``actions`` | the confirmed, audit-logged moves: retry, cancel, promote, pause, resume |
 | ``routes`` | ``setup_dashboard(app)``: what ``services.api.create_app`` registers |
 

@@ -139,3 +139,21 @@ def test_the_readme_shows_the_two_dashboard_screenshots() -> None:
     for image in images:
         assert (ROOT / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "DASHBOARD_README_SHOTS=docs/dashboard" in section
+
+
+@pytest.mark.parametrize(
+    ("query", "code"),
+    [
+        ("limit=0", "X_JOB_PAGE_INVALID"),
+        ("limit=%C2%B2", "X_JOB_PAGE_INVALID"),
+        ("limit=200", "X_JOB_PAGE_INVALID"),
+        ("after=not-a-cursor", "X_JOB_PAGE_INVALID"),
+        ("state=sleeping", "X_INPUT_INVALID"),
+    ],
+)
+async def test_a_bad_filter_is_a_page_naming_its_code(api: Api, query: str, code: str) -> None:
+    await login(api, await api.token("read"))
+    response = await api.client.get(f"/_x/jobs?{query}")
+    assert response.status == 400
+    assert response.content_type == "text/html"
+    assert code in await response.text()
