@@ -214,7 +214,7 @@ async def _job_list(request: web.Request, template: str, state: JobState | None)
         states=ALL_STATES,
         newer=newer,
         older=older,
-        first=str(request.rel_url.with_query(keep)) if newer else None,
+        first=str(request.rel_url.with_query(keep)) if flt.after or flt.before else None,
         flash=flash(request),
     )
 
