@@ -1,0 +1,203 @@
+"""One page in, one part out: the work of one export step.
+
+``write_page`` reads a page from the source after the stored cursor, passes each row through
+``row()`` (refusing a key ``columns`` does not carry), encodes them in small runs and streams
+the bytes to the sink as ``part-NNNNN``. It answers the step's whole record: the cursor after
+the page and two counters (rows and bytes so far) — never the rows — plus whether another page
+may follow. Part 0 starts with the header; no other part has one, and every line ends in a
+newline, so ``cat part-*`` is one file.
+
+A part past ``max_part_bytes`` is ``X_EXPORT_PART_TOO_LARGE`` naming the ``batch`` to lower:
+the rows of a page are what the exporter holds while it encodes them, so the bound on a part
+is the bound on that memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from exports.encoders import Encoder
+from exports.manifest import part_key
+from exports.sinks import ExportSink
+from exports.sources import ExportSource
+from shared.errors import ExportPartTooLargeError, ExportRowInvalidError
+
+__all__ = ["ENCODE_ROWS", "PageState", "PartSpec", "write_page"]
+
+# Rows encoded together: big enough that the encoder's per-call cost vanishes, small enough
+# that a run's text is a few hundred kilobytes.
+ENCODE_ROWS = 2_000
+
+
+@dataclass(frozen=True, slots=True)
+class PartSpec:
+    """What every page of one export shares."""
+
+    job: str
+    prefix: str
+    columns: tuple[str, ...]
+    encoder: Encoder
+    row: Callable[[Any], Any] | None
+    batch: int
+    max_part_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class PageState:
+    """A step's record: where the next page starts, and what was written so far."""
+
+    cursor: Any
+    rows: int
+    bytes: int
+    parts: int
+    more: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cursor": self.cursor,
+            "rows": self.rows,
+            "bytes": self.bytes,
+            "parts": self.parts,
+            "more": self.more,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PageState:
+        return cls(
+            cursor=data["cursor"],
+            rows=int(data["rows"]),
+            bytes=int(data["bytes"]),
+            parts=int(data["parts"]),
+            more=bool(data["more"]),
+        )
+
+
+START = PageState(cursor=None, rows=0, bytes=0, parts=0, more=True)
+
+
+async def write_page(
+    spec: PartSpec, source: ExportSource[Any], sink: ExportSink, index: int, before: PageState
+) -> PageState:
+    """Write part ``index`` from the page after ``before.cursor``; answers the next state."""
+    rows = aiter(source.rows(before.cursor, spec.batch))
+    try:
+        first = await anext(rows, _END)
+        if first is _END and index > 0:
+            # The previous page was exactly full and nothing follows: no empty part.
+            return PageState(before.cursor, before.rows, before.bytes, before.parts, more=False)
+        tally = _Tally()
+        chunks = _encode(spec, source, first, rows, index, tally)
+        written = await sink.write(
+            part_key(spec.prefix, index, spec.encoder.extension),
+            chunks,
+            content_type=spec.encoder.content_type,
+        )
+    finally:
+        closer = getattr(rows, "aclose", None)
+        if closer is not None:
+            await closer()
+    return PageState(
+        cursor=tally.cursor if tally.rows else before.cursor,
+        rows=before.rows + tally.rows,
+        bytes=before.bytes + written,
+        parts=index + 1,
+        more=tally.rows == spec.batch,
+    )
+
+
+class _End:
+    pass
+
+
+_END: Any = _End()
+
+
+class _Tally:
+    rows = 0
+    bytes = 0
+    cursor: Any = None
+
+
+async def _encode(
+    spec: PartSpec,
+    source: ExportSource[Any],
+    first: Any,
+    rest: AsyncIterator[Any],
+    index: int,
+    tally: _Tally,
+) -> AsyncIterator[bytes]:
+    header = spec.encoder.header() if index == 0 else b""
+    if header:
+        tally.bytes += len(header)
+        yield header
+    if first is _END:
+        return
+    shape = _RowShape(spec)
+    held: list[Any] = [shape.check(first)]
+    last = first
+    taken = 1
+    while taken < spec.batch:
+        raw = await anext(rest, _END)
+        if raw is _END:
+            break
+        taken += 1
+        held.append(shape.check(raw))
+        last = raw
+        if len(held) >= ENCODE_ROWS:
+            yield _emit(spec, index, tally, held)
+            held = []
+    if held:
+        yield _emit(spec, index, tally, held)
+    tally.cursor = source.cursor(last)
+
+
+def _emit(spec: PartSpec, index: int, tally: _Tally, held: list[Any]) -> bytes:
+    data = spec.encoder.encode(held)
+    tally.rows += len(held)
+    tally.bytes += len(data)
+    if tally.bytes > spec.max_part_bytes:
+        raise ExportPartTooLargeError(
+            f"export {spec.job!r}: part {index} passed max_part_bytes ({spec.max_part_bytes}) "
+            f"after {tally.rows} rows; lower batch (now {spec.batch}) so a page fits",
+            meta={
+                "job": spec.job,
+                "part": index,
+                "batch": spec.batch,
+                "max_part_bytes": spec.max_part_bytes,
+            },
+        )
+    return data
+
+
+class _RowShape:
+    """``row()`` applied and its keys checked against ``columns``."""
+
+    def __init__(self, spec: PartSpec) -> None:
+        self._row = spec.row
+        self._columns = frozenset(spec.columns)
+        self._job = spec.job
+
+    def check(self, raw: Any) -> Any:
+        value = raw if self._row is None else self._row(raw)
+        if type(value) is dict:
+            if value.keys() <= self._columns:
+                return value
+            extra = value.keys() - self._columns
+        else:
+            keys = getattr(value, "keys", None)
+            if keys is None or not hasattr(value, "get"):
+                raise ExportRowInvalidError(
+                    f"export {self._job!r}: row() answered a {type(value).__name__}; it must "
+                    "answer a mapping of column to value",
+                    meta={"job": self._job, "type": type(value).__name__},
+                )
+            extra = set(keys()) - self._columns
+            if not extra:
+                return value
+        raise ExportRowInvalidError(
+            f"export {self._job!r}: row() answered {sorted(extra)!r}, which columns does not "
+            "carry; both encoders would drop it in silence — add it to columns or leave it out",
+            meta={"job": self._job, "extra": sorted(extra), "columns": sorted(self._columns)},
+        )
