@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from exports.encoders import CsvEncoder, JsonlEncoder, neutralise
 from exports.family import EXPORTS_QUEUE, ExportSpec, export_of, export_rows
+from exports.keyset import KeysetSource, keyset
 from exports.manifest import Manifest, manifest_key, part_key
 from exports.sinks import (
     ExportNotFoundError,
@@ -33,6 +34,7 @@ __all__ = [
     "ExportSource",
     "ExportSpec",
     "JsonlEncoder",
+    "KeysetSource",
     "Manifest",
     "ObjectStoreSink",
     "default_sink",
@@ -40,6 +42,7 @@ __all__ = [
     "export_rows",
     "filesystem_sink",
     "iterate",
+    "keyset",
     "manifest_key",
     "neutralise",
     "part_key",

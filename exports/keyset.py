@@ -1,0 +1,182 @@
+"""``keyset(...)``: a table or a query read page by page by its key, over asyncpg.
+
+Each page is ``WHERE (key) > (cursor) ORDER BY key LIMIT n`` — never ``OFFSET``, whose cost
+grows with every page and whose pages shift when rows are inserted meanwhile. The key must be
+unique (a primary key, or several columns that are unique together) and should be indexed; the
+cursor is the last row's key, stored as JSON (UUIDs, dates, timestamps and decimals are tagged
+so they come back as the same type).
+
+``prefetch=N`` streams each page through a server-side cursor, ``N`` rows at a time inside a
+read-only transaction, instead of one ``fetch`` of the whole page: the page is never a list in
+memory, which matters for wide rows and big batches.
+
+The statement is composed here, from identifiers that are checked and double-quoted and a
+``where`` fragment the caller wrote; every value travels as a parameter. ``where`` and ``args``
+number their parameters from ``$1``; the cursor's and the limit's come after them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Sequence
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any, Protocol
+from uuid import UUID
+
+from shared.errors import InvariantError
+
+__all__ = ["KeysetSource", "decode_cursor", "encode_cursor", "keyset"]
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
+
+
+class Executor(Protocol):
+    """An asyncpg pool (or anything with its ``acquire()``)."""
+
+    def acquire(self) -> Any: ...
+
+
+def _quote(name: str, *, qualified: bool = False) -> str:
+    parts = name.split(".") if qualified else [name]
+    if not all(_IDENT.fullmatch(p) for p in parts) or len(parts) > 2:
+        raise InvariantError(
+            f"{name!r} is not a plain identifier (letters, digits, _ and $"
+            + (", optionally schema-qualified" if qualified else "")
+            + "); quote nothing yourself — keyset() quotes what it is given",
+            meta={"identifier": name},
+        )
+    return ".".join(f'"{p}"' for p in parts)
+
+
+class KeysetSource:
+    """The ``ExportSource`` ``keyset()`` answers."""
+
+    def __init__(
+        self,
+        *,
+        relation: str,
+        key: tuple[str, ...],
+        columns: tuple[str, ...] | None,
+        where: str | None,
+        args: tuple[Any, ...],
+        pool: Executor,
+        prefetch: int | None,
+    ) -> None:
+        self.key = key
+        self.columns = columns
+        self._pool = pool
+        self._args = args
+        self._prefetch = prefetch
+        select = "*" if columns is None else ", ".join(_quote(c) for c in columns)
+        keys = ", ".join(f"_keyset.{_quote(k)}" for k in key)
+        n = len(args)
+        filter_ = f"({where})" if where else "true"
+        after = ", ".join(f"${n + 1 + i}" for i in range(len(key)))
+        base = f"SELECT {select} FROM {relation} AS _keyset WHERE {filter_}"
+        self.first_sql = f"{base} ORDER BY {keys} LIMIT ${n + 1}"
+        self.next_sql = f"{base} AND ({keys}) > ({after}) ORDER BY {keys} LIMIT ${n + len(key) + 1}"
+
+    async def rows(self, after: Any, limit: int) -> AsyncIterator[Any]:
+        if after is None:
+            sql, args = self.first_sql, (*self._args, limit)
+        else:
+            sql, args = self.next_sql, (*self._args, *decode_cursor(after), limit)
+        async with self._pool.acquire() as conn:
+            if self._prefetch is None:
+                for record in await conn.fetch(sql, *args):
+                    yield record
+                return
+            async with conn.transaction(readonly=True):
+                async for record in conn.cursor(sql, *args, prefetch=self._prefetch):
+                    yield record
+
+    def cursor(self, row: Any) -> Any:
+        return encode_cursor([row[k] for k in self.key])
+
+
+def keyset(
+    table_or_query: str,
+    *,
+    key: str | Sequence[str],
+    pool: Executor,
+    columns: Sequence[str] | None = None,
+    where: str | None = None,
+    args: Sequence[Any] = (),
+    prefetch: int | None = None,
+) -> KeysetSource:
+    """Read ``table_or_query`` (a table name, optionally schema-qualified, or a SELECT) in
+    pages ordered by ``key``; ``columns`` picks the columns (every one when None, which
+    ``export_rows`` then checks row by row against its own ``columns``)."""
+    keys = (key,) if isinstance(key, str) else tuple(key)
+    if not keys:
+        raise InvariantError("keyset() needs a key: a unique column, or columns unique together")
+    for k in keys:
+        _quote(k)
+    cols = None if columns is None else tuple(columns)
+    if cols is not None:
+        for c in cols:
+            _quote(c)
+        missing = [k for k in keys if k not in cols]
+        if missing:
+            raise InvariantError(
+                f"keyset(): columns must include the key {missing!r}; the cursor is read from it",
+                meta={"missing": missing},
+            )
+    text = table_or_query.strip()
+    relation = f"({text})" if any(ch.isspace() for ch in text) else _quote(text, qualified=True)
+    if prefetch is not None and (isinstance(prefetch, bool) or prefetch < 1):
+        raise InvariantError(f"prefetch must be a positive number of rows, got {prefetch!r}")
+    return KeysetSource(
+        relation=relation,
+        key=keys,
+        columns=cols,
+        where=where,
+        args=tuple(args),
+        pool=pool,
+        prefetch=prefetch,
+    )
+
+
+def encode_cursor(values: Sequence[Any]) -> list[Any]:
+    """A key's values as JSON that ``decode_cursor`` turns back into the same types."""
+    return [_encode(v) for v in values]
+
+
+def decode_cursor(stored: Sequence[Any]) -> list[Any]:
+    return [_decode(v) for v in stored]
+
+
+def _encode(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, UUID):
+        return {"$uuid": str(value)}
+    if isinstance(value, datetime):
+        return {"$ts": value.isoformat()}
+    if isinstance(value, date):
+        return {"$date": value.isoformat()}
+    if isinstance(value, Decimal):
+        return {"$dec": str(value)}
+    raise InvariantError(
+        f"a keyset key of type {type(value).__name__} cannot be stored as a cursor; key on "
+        "an integer, text, UUID, date, timestamp or numeric column",
+        meta={"type": type(value).__name__},
+    )
+
+
+_DECODERS: dict[str, Any] = {
+    "$uuid": UUID,
+    "$ts": datetime.fromisoformat,
+    "$date": date.fromisoformat,
+    "$dec": Decimal,
+}
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict) and len(value) == 1:
+        ((tag, text),) = value.items()
+        decoder = _DECODERS.get(tag)
+        if decoder is not None:
+            return decoder(text)
+    return value
