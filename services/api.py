@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from services.api_exports import add_export_routes
 from services.api_openapi import openapi_document
 from services.app_loader import load_api
 from services.backends import Backend, open_backend
@@ -192,6 +193,7 @@ def create_app(config: ApiConfig, *, metrics: JobMetrics | None = None) -> web.A
     app[STATE] = ApiState(metrics=metrics or job_metrics())
     app.cleanup_ctx.append(_backend_ctx)
     app.add_routes(routes)
+    add_export_routes(app)
     return app
 
 

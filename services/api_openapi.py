@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.api_exports import export_paths
+
 _ERROR = {
     "type": "object",
     "required": ["error"],
@@ -90,6 +92,7 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {"200": _json("OpenAPI 3.1", {"type": "object"})},
                 }
             },
+            **export_paths(_json, _error),
         },
         "components": {"schemas": {"Error": _ERROR}},
     }

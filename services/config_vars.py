@@ -152,5 +152,20 @@ VARIABLES: dict[str, Variable] = {
             str(DEFAULT_SCHEDULER_LEASE_TTL_MS),
             ("scheduler", "dev"),
         ),
+        Variable(
+            "UJOBS_EXPORT_URL",
+            "where exports declared without sink= are written: a path, file://, s3://bucket/"
+            "prefix, gs://, az:// (credentials and endpoint from the store's own AWS_* / "
+            "GOOGLE_* / AZURE_* variables)",
+            ".ujobs/exports",
+            ("exporter", "worker", "dev", "api", "exports"),
+        ),
+        Variable(
+            "UJOBS_SECRET_KEY",
+            "signs the api's expiring download links for exports on the filesystem "
+            "(at least 32 bytes)",
+            "none: parts on the filesystem get no link",
+            ("api", "dev"),
+        ),
     )
 }

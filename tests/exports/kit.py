@@ -9,7 +9,7 @@ from typing import Any
 from exports.sources import IteratorSource, iterate
 from shared.clock import FrozenClock
 from shared.definitions import JobHandle
-from shared.drivers.base import ClaimOptions
+from shared.drivers.base import ClaimOptions, JobDriver
 from shared.drivers.memory import MemoryDriver, memory_driver
 from shared.execute import execute_job
 from shared.outcome import JobExecution
@@ -21,11 +21,11 @@ def frozen_driver() -> MemoryDriver:
     return memory_driver(clock=FrozenClock(T0))
 
 
-async def enqueue(driver: MemoryDriver, handle: JobHandle[Any], input: Any = None) -> str:
+async def enqueue(driver: JobDriver, handle: JobHandle[Any], input: Any = None) -> str:
     return (await driver.enqueue(handle.request(input, clock=driver.clock))).id
 
 
-async def attempt(driver: MemoryDriver, handle: JobHandle[Any], *, ctx: Any = None) -> JobExecution:
+async def attempt(driver: JobDriver, handle: JobHandle[Any], *, ctx: Any = None) -> JobExecution:
     """Claim the one due export and run one attempt of it."""
     claimed = await driver.claim(
         ClaimOptions(queues=[handle.queue], limit=1, worker_id="w1", visibility_ms=60_000)
