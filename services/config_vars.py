@@ -158,14 +158,14 @@ VARIABLES: dict[str, Variable] = {
             "prefix, gs://, az:// (credentials and endpoint from the store's own AWS_* / "
             "GOOGLE_* / AZURE_* variables)",
             ".ujobs/exports",
-            ("exporter", "worker", "dev", "api", "exports"),
+            ("exporter", "api", "exports"),
         ),
         Variable(
             "UJOBS_SECRET_KEY",
             "signs the api's expiring download links for exports on the filesystem "
             "(at least 32 bytes)",
             "none: parts on the filesystem get no link",
-            ("api", "dev"),
+            ("api",),
         ),
     )
 }
