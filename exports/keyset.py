@@ -62,13 +62,26 @@ class KeysetSource:
         args: tuple[Any, ...],
         pool: Executor,
         prefetch: int | None,
+        text: bool = False,
     ) -> None:
         self.key = key
+        self._key_names = key
         self.columns = columns
         self._pool = pool
         self._args = args
         self._prefetch = prefetch
-        select = "*" if columns is None else ", ".join(_quote(c) for c in columns)
+        if columns is None:
+            select = "*"
+        elif text:
+            # Every column as Postgres writes it; the key also typed, under its own name, so
+            # the cursor keeps the key's type.
+            self._key_names = tuple(f"_keyset_key_{i}" for i in range(len(key)))
+            select = ", ".join(
+                [f"_keyset.{_quote(c)}::text AS {_quote(c)}" for c in columns]
+                + [f"_keyset.{_quote(k)} AS {n}" for k, n in zip(key, self._key_names, strict=True)]
+            )
+        else:
+            select = ", ".join(_quote(c) for c in columns)
         keys = ", ".join(f"_keyset.{_quote(k)}" for k in key)
         n = len(args)
         filter_ = f"({where})" if where else "true"
@@ -78,21 +91,29 @@ class KeysetSource:
         self.next_sql = f"{base} AND ({keys}) > ({after}) ORDER BY {keys} LIMIT ${n + len(key) + 1}"
 
     async def rows(self, after: Any, limit: int) -> AsyncIterator[Any]:
+        async for chunk in self.chunks(after, limit):
+            for record in chunk:
+                yield record
+
+    async def chunks(self, after: Any, limit: int) -> AsyncIterator[list[Any]]:
+        """The page as one fetch, or (``prefetch``) as the cursor's fetches of that size."""
         if after is None:
             sql, args = self.first_sql, (*self._args, limit)
         else:
             sql, args = self.next_sql, (*self._args, *decode_cursor(after), limit)
         async with self._pool.acquire() as conn:
             if self._prefetch is None:
-                for record in await conn.fetch(sql, *args):
-                    yield record
+                yield await conn.fetch(sql, *args)
                 return
             async with conn.transaction(readonly=True):
-                async for record in conn.cursor(sql, *args, prefetch=self._prefetch):
-                    yield record
+                cursor = await conn.cursor(sql, *args)
+                while chunk := await cursor.fetch(self._prefetch):
+                    yield chunk
 
     def cursor(self, row: Any) -> Any:
-        return encode_cursor([row[k] for k in self.key])
+        return encode_cursor([row[k] for k in self._key_names])
+
+    _key_names: tuple[str, ...] = ()
 
 
 def keyset(
@@ -104,6 +125,7 @@ def keyset(
     where: str | None = None,
     args: Sequence[Any] = (),
     prefetch: int | None = None,
+    text: bool = False,
 ) -> KeysetSource:
     """Read ``table_or_query`` (a table name, optionally schema-qualified, or a SELECT) in
     pages ordered by ``key``; ``columns`` picks the columns (every one when None, which
@@ -123,8 +145,12 @@ def keyset(
                 f"keyset(): columns must include the key {missing!r}; the cursor is read from it",
                 meta={"missing": missing},
             )
-    text = table_or_query.strip()
-    relation = f"({text})" if any(ch.isspace() for ch in text) else _quote(text, qualified=True)
+    written = table_or_query.strip()
+    relation = (
+        f"({written})" if any(ch.isspace() for ch in written) else _quote(written, qualified=True)
+    )
+    if text and cols is None:
+        raise InvariantError("keyset(text=True) needs columns: it casts each one it names")
     if prefetch is not None and (isinstance(prefetch, bool) or prefetch < 1):
         raise InvariantError(f"prefetch must be a positive number of rows, got {prefetch!r}")
     return KeysetSource(
@@ -135,6 +161,7 @@ def keyset(
         args=tuple(args),
         pool=pool,
         prefetch=prefetch,
+        text=text,
     )
 
 

@@ -14,7 +14,7 @@ is the bound on that memory.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,21 +81,21 @@ async def write_page(
     spec: PartSpec, source: ExportSource[Any], sink: ExportSink, index: int, before: PageState
 ) -> PageState:
     """Write part ``index`` from the page after ``before.cursor``; answers the next state."""
-    rows = aiter(source.rows(before.cursor, spec.batch))
+    chunks = aiter(_chunks(source, before.cursor, spec.batch))
     try:
-        first = await anext(rows, _END)
-        if first is _END and index > 0:
+        first = await _next_chunk(chunks)
+        if first is None and index > 0:
             # The previous page was exactly full and nothing follows: no empty part.
             return PageState(before.cursor, before.rows, before.bytes, before.parts, more=False)
         tally = _Tally()
-        chunks = _encode(spec, source, first, rows, index, tally)
+        encoded = _encode(spec, source, first, chunks, index, tally)
         written = await sink.write(
             part_key(spec.prefix, index, spec.encoder.extension),
-            chunks,
+            encoded,
             content_type=spec.encoder.content_type,
         )
     finally:
-        closer = getattr(rows, "aclose", None)
+        closer = getattr(chunks, "aclose", None)
         if closer is not None:
             await closer()
     return PageState(
@@ -107,11 +107,38 @@ async def write_page(
     )
 
 
-class _End:
-    pass
+def _chunks(source: ExportSource[Any], after: Any, limit: int) -> AsyncIterator[Sequence[Any]]:
+    """The page as runs of rows: the source's own (``chunks()``, one per fetch) when it has
+    them, else its rows grouped here — a row at a time through an async generator costs more
+    than encoding it."""
+    bulk = getattr(source, "chunks", None)
+    if bulk is not None:
+        chunks: AsyncIterator[Sequence[Any]] = bulk(after, limit)
+        return chunks
+    return _grouped(source.rows(after, limit))
 
 
-_END: Any = _End()
+async def _grouped(rows: AsyncIterator[Any]) -> AsyncIterator[Sequence[Any]]:
+    held: list[Any] = []
+    try:
+        async for row in rows:
+            held.append(row)
+            if len(held) >= ENCODE_ROWS:
+                yield held
+                held = []
+        if held:
+            yield held
+    finally:
+        closer = getattr(rows, "aclose", None)
+        if closer is not None:
+            await closer()
+
+
+async def _next_chunk(chunks: AsyncIterator[Sequence[Any]]) -> Sequence[Any] | None:
+    async for chunk in chunks:
+        if chunk:
+            return chunk
+    return None
 
 
 class _Tally:
@@ -123,8 +150,8 @@ class _Tally:
 async def _encode(
     spec: PartSpec,
     source: ExportSource[Any],
-    first: Any,
-    rest: AsyncIterator[Any],
+    first: Sequence[Any] | None,
+    rest: AsyncIterator[Sequence[Any]],
     index: int,
     tally: _Tally,
 ) -> AsyncIterator[bytes]:
@@ -132,28 +159,25 @@ async def _encode(
     if header:
         tally.bytes += len(header)
         yield header
-    if first is _END:
+    if first is None:
         return
     shape = _RowShape(spec, source)
-    held: list[Any] = [shape.check(first)]
-    last = first
-    taken = 1
-    while taken < spec.batch:
-        raw = await anext(rest, _END)
-        if raw is _END:
-            break
-        taken += 1
-        held.append(shape.check(raw))
-        last = raw
-        if len(held) >= ENCODE_ROWS:
-            yield _emit(spec, index, tally, held)
-            held = []
-    if held:
-        yield _emit(spec, index, tally, held)
+    chunk: Sequence[Any] | None = first
+    taken = 0
+    last: Any = None
+    while chunk is not None and taken < spec.batch:
+        chunk = chunk[: spec.batch - taken]
+        taken += len(chunk)
+        if chunk:
+            last = chunk[-1]
+        for at in range(0, len(chunk), ENCODE_ROWS):
+            piece = chunk[at : at + ENCODE_ROWS]
+            yield _emit(spec, index, tally, shape.checked(piece))
+        chunk = await anext(rest, None) if taken < spec.batch else None
     tally.cursor = source.cursor(last)
 
 
-def _emit(spec: PartSpec, index: int, tally: _Tally, held: list[Any]) -> bytes:
+def _emit(spec: PartSpec, index: int, tally: _Tally, held: Sequence[Any]) -> bytes:
     data = spec.encoder.encode(held)
     tally.rows += len(held)
     tally.bytes += len(data)
@@ -183,9 +207,10 @@ class _RowShape:
         shape = getattr(source, "columns", None)
         self._trusted = self._row is None and shape is not None and set(shape) <= self._columns
 
+    def checked(self, rows: Sequence[Any]) -> Sequence[Any]:
+        return rows if self._trusted else [self.check(raw) for raw in rows]
+
     def check(self, raw: Any) -> Any:
-        if self._trusted:
-            return raw
         value = raw if self._row is None else self._row(raw)
         if type(value) is dict:
             if value.keys() <= self._columns:

@@ -174,7 +174,7 @@ async def test_export_rows_over_keyset_writes_one_csv_of_the_tenants_rows(
     rows = list(csv.reader(io.StringIO(whole, newline="")))
     assert rows[0] == ["id", "placed_at", "total", "note"]
     assert len(rows) == 58
-    assert rows[1] == ["10", "2024-01-01T00:01:00+00:00", "0.25", "note 1"]
+    assert rows[1] == ["10", "2024-01-01 00:01:00+00:00", "0.25", "note 1"]
     assert rows[3][3] == "'=cmd"
 
 
@@ -195,3 +195,21 @@ async def test_select_star_rows_with_a_column_the_export_does_not_carry_are_refu
     done = await attempt(driver, handle, ctx=pg_pool)
     assert done.code == "X_EXPORT_ROW_INVALID"
     assert "org_id" in getattr(done.error, "meta", {})["extra"]
+
+
+async def test_text_mode_reads_columns_as_postgres_writes_them_and_keeps_a_typed_cursor(
+    pg_pool: asyncpg.Pool[Any], orders: str
+) -> None:
+    cols = ["id", "placed_at", "total", "ref"]
+    typed = keyset(orders, key="placed_at", columns=cols, pool=pg_pool)
+    text = keyset(orders, key="placed_at", columns=cols, pool=pg_pool, text=True)
+    as_typed, _ = await read_all(typed, 9)
+    as_text, pages = await read_all(text, 9)
+    assert pages == 7
+    assert [r["id"] for r in as_text] == [str(r["id"]) for r in as_typed]
+    assert as_text[0]["placed_at"] == "2024-01-01 00:01:00+00"
+    assert as_text[0]["total"] == "0.25"
+    assert as_text[0]["ref"] == str(uuid.UUID(int=1))
+    assert text.cursor(as_text[0]) == [{"$ts": "2024-01-01T00:01:00+00:00"}]
+    with pytest.raises(InvariantError):
+        keyset(orders, key="id", pool=pg_pool, text=True)
