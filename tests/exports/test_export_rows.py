@@ -12,6 +12,7 @@ import pytest
 
 from exports.family import export_of, export_rows
 from exports.manifest import Manifest, part_key
+from exports.rate import RowRate
 from exports.sinks import filesystem_sink
 from exports.sources import iterate
 from shared.context import cross_tenant_reason, require_tenant
@@ -302,3 +303,25 @@ async def test_a_prefix_that_escapes_its_store_is_refused(tmp_path: Path) -> Non
     with pytest.raises(Exception) as caught:
         await enqueue(driver, handle, ORG)
     assert getattr(caught.value, "code", None) == "X_INPUT_INVALID"
+
+
+async def test_a_declared_rate_paces_the_read_after_every_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paced: list[tuple[float, int]] = []
+
+    class Recorded(RowRate):
+        async def read(self, rows: int) -> float:
+            paced.append((self.rows_per_s, rows))
+            return 0.0
+
+    monkeypatch.setattr("exports.family.RowRate", Recorded)
+    driver = frozen_driver()
+    handle = declare(tmp_path, numbered(25), rate=200)
+    await enqueue(driver, handle, ORG)
+    assert (await attempt(driver, handle)).outcome == "completed"
+    assert paced == [(200.0, 10), (200.0, 10), (200.0, 5)]
+    plain = declare(tmp_path, numbered(5), name="orders.unpaced", prefix=lambda i: "other")
+    await enqueue(driver, plain, ORG)
+    assert (await attempt(driver, plain)).outcome == "completed"
+    assert len(paced) == 3
