@@ -113,8 +113,22 @@ async def _found(request: web.Request) -> FoundExport:
     return found
 
 
+_STATUS = {
+    "X_EXPORT_NOT_FOUND": 404,
+    "X_EXPORT_LINK_INVALID": 403,
+    "X_UNAUTHORIZED": 401,
+    "X_FORBIDDEN": 403,
+    # Another tenant's export does not exist, as far as this caller can tell.
+    "X_TENANCY_ACTOR_MISMATCH": 404,
+}
+
+
 def _status(error: UltimateError) -> int:
-    return {"X_EXPORT_NOT_FOUND": 404, "X_EXPORT_LINK_INVALID": 403}.get(error.code, 500)
+    if error.code in _STATUS:
+        return _STATUS[error.code]
+    from services.api import status_for
+
+    return status_for(error.code)
 
 
 def _error(error: UltimateError) -> web.Response:
@@ -125,7 +139,7 @@ def _error(error: UltimateError) -> web.Response:
 async def get_export(request: web.Request) -> web.Response:
     try:
         found = await _found(request)
-    except (ExportNotFoundError, ExportLinkInvalidError) as exc:
+    except UltimateError as exc:
         return _error(exc)
     manifest = await read_manifest(found)
     key = request.app[SETTINGS].secret_key
@@ -167,7 +181,7 @@ async def get_part(request: web.Request) -> web.StreamResponse:
         )
         manifest = await read_manifest(found)
         index = _index(request.match_info["index"], manifest)
-    except (ExportNotFoundError, ExportLinkInvalidError) as exc:
+    except UltimateError as exc:
         return _error(exc)
     assert manifest is not None
     keys = manifest.part_keys()

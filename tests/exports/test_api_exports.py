@@ -14,9 +14,10 @@ from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
 from services.api import create_app
-from services.api_exports import part_path, sign_path, verify_path
+from services.api_exports import AUTHORIZE, part_path, sign_path, verify_path
 from services.config import ApiConfig
 from shared.drivers.postgres import PostgresDriver, postgres_driver
+from shared.errors import TenancyActorMismatchError
 from shared.metrics import JobMetrics
 from tests.exports.conftest import LocalS3
 from tests.exports.export_app.jobs import expected_csv, orders_export, plain_job
@@ -193,3 +194,31 @@ async def test_on_s3_each_part_links_to_a_presigned_url(
                 assert got.status == 200
                 whole += await got.read()
     assert whole == expected_csv(25)
+
+
+async def test_the_authorize_seam_hides_another_tenants_export(
+    aiohttp_client: MakeClient,
+    pg_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    driver: PostgresDriver,
+) -> None:
+    monkeypatch.setenv("UJOBS_EXPORT_URL", str(tmp_path))
+    seen: list[str | None] = []
+
+    async def only_org_2(request: web.Request, tenant: str | None) -> None:
+        seen.append(tenant)
+        if tenant != "org-2":
+            raise TenancyActorMismatchError("the export belongs to another org")
+
+    app = create_app(
+        ApiConfig.load({"DATABASE_URL": pg_dsn, "UJOBS_APP": "tests.exports.export_app:api"}),
+        metrics=JobMetrics(CollectorRegistry()),
+    )
+    app[AUTHORIZE] = only_org_2  # what the token edge installs
+    client = await aiohttp_client(app)
+    job_id = await exported(driver)
+    answer = await client.get(f"/v1/exports/{job_id}")
+    assert answer.status == 404
+    assert (await answer.json())["error"]["code"] == "X_TENANCY_ACTOR_MISMATCH"
+    assert seen == ["org-1"]
