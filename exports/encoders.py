@@ -136,22 +136,38 @@ class CsvEncoder:
 
     def encode(self, rows: Iterable[Mapping[str, Any]]) -> bytes:
         """Column by column: a column whose values csv writes right as they are (ints,
-        dates, UUIDs, None) and a text column with no cell that needs a look (one scan of the
-        column joined) go to the C writer untouched; any other column is converted cell by
-        cell. The answer is the same as converting every cell, only cheaper."""
+        dates, UUIDs, None) and a text column with no cell that needs a look go to the C
+        writer untouched; any other column is converted cell by cell. The answer is the same
+        as converting every cell, only cheaper."""
         columns = self.columns
-        values = _values(rows, columns)
-        if not values:
+        held = rows if isinstance(rows, list) else list(rows)
+        if not held:
             return b""
+        n = len(columns)
+        # Rows that are sequences whose first columns are ours, in order (asyncpg records of
+        # keyset's SELECT), are read by position; anything else by name.
+        positional = type(held[0]) is not dict and _leading_keys(held[0], n) == columns
+        values: Sequence[Any] = held if positional else _values(held, columns)
         by_column = list(zip(*values, strict=True))
+        exact = len(by_column) == n
         fixed = False
-        for j, column in enumerate(by_column):
-            if _untouched(column):
+        for j in range(n):
+            column = by_column[j]
+            kind = _untouched(column)
+            if kind == "plain":
                 continue
-            name = columns[j]
-            by_column[j] = tuple([_cell(v, name) for v in column])
+            if kind == "text":
+                look = _NEEDS_A_LOOK
+                by_column[j] = tuple(
+                    [v if v is None or v[:1] not in look else neutralise(v) for v in column]
+                )
+            else:
+                name = columns[j]
+                by_column[j] = tuple([_cell(v, name) for v in column])
             fixed = True
-        return self._lines(list(zip(*by_column, strict=True)) if fixed else values).encode()
+        if fixed or not exact:
+            values = list(zip(*by_column[:n], strict=True))
+        return self._lines(values).encode()
 
     def _lines(self, cells: Sequence[Sequence[Any]]) -> str:
         buffer = self._buffer
@@ -187,16 +203,25 @@ def _plain(kind: type) -> bool:
     return known
 
 
-_LOOK = re.compile("(?:\\A|\x00)[" + re.escape("".join(sorted(_NEEDS_A_LOOK))) + "]")
+_FIRST = itemgetter(slice(0, 1))
 
 
-def _untouched(column: tuple[Any, ...]) -> bool:
+def _untouched(column: tuple[Any, ...]) -> str:
+    """``"plain"`` when csv may write the column as it is, ``"text"`` for text (and None)
+    with a cell to neutralise, ``"cells"`` for anything to convert cell by cell."""
     kinds = set(map(type, column))
     if all(_plain(k) for k in kinds):
-        return True
+        return "plain"
     if kinds <= {str, type(None)}:
-        return _LOOK.search("\x00".join(filter(None, column))) is None
-    return False
+        return "plain" if _NEEDS_A_LOOK.isdisjoint(map(_FIRST, filter(None, column))) else "text"
+    return "cells"
+
+
+def _leading_keys(row: Any, n: int) -> tuple[str, ...] | None:
+    keys = getattr(row, "keys", None)
+    if keys is None or not hasattr(row, "__len__") or isinstance(row, Mapping):
+        return None
+    return tuple(keys())[:n]
 
 
 def _cell(value: Any, column: str) -> str:

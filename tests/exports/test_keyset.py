@@ -213,3 +213,33 @@ async def test_text_mode_reads_columns_as_postgres_writes_them_and_keeps_a_typed
     assert text.cursor(as_text[0]) == [{"$ts": "2024-01-01T00:01:00+00:00"}]
     with pytest.raises(InvariantError):
         keyset(orders, key="id", pool=pg_pool, text=True)
+
+
+async def test_export_rows_over_a_text_keyset_writes_postgres_text_neutralised(
+    pg_pool: asyncpg.Pool[Any], orders: str, tmp_path: Path
+) -> None:
+    cols = ["id", "placed_at", "total", "note"]
+    handle = export_rows(
+        name="orders.text",
+        input=t.object(org_id=t.string),
+        tenant=lambda i: i.org_id,
+        prefix=lambda i: f"exports/{i.org_id}",
+        source=lambda run: keyset(
+            orders, key="id", columns=cols, where="org_id = $1", args=[run.input.org_id],
+            pool=run.ctx, text=True,
+        ),
+        columns=cols,
+        sink=lambda: filesystem_sink(tmp_path),
+        batch=25,
+    )  # fmt: skip
+    driver = frozen_driver()
+    await enqueue(driver, handle, {"org_id": "org-1"})
+    done = await attempt(driver, handle, ctx=pg_pool)
+    assert done.outcome == "completed", done.error
+    found = files(tmp_path)
+    whole = b"".join(found[f"exports/org-1/part-0000{i}.csv"] for i in range(3)).decode()
+    rows = list(csv.reader(io.StringIO(whole, newline="")))
+    assert rows[0] == cols
+    assert len(rows) == 58
+    assert rows[1] == ["10", "2024-01-01 00:01:00+00", "0.25", "note 1"]
+    assert rows[3][3] == "'=cmd"
