@@ -6,6 +6,11 @@ unique (a primary key, or several columns that are unique together) and should b
 cursor is the last row's key, stored as JSON (UUIDs, dates, timestamps and decimals are tagged
 so they come back as the same type).
 
+``copy=True`` (CSV exports without ``row()``) lets Postgres write each page: the page's last
+key and size are read first, then ``COPY (SELECT … WHERE key in that range) TO STDOUT (FORMAT
+csv)`` in the same snapshot; the CSV is then neutralised in place (``exports.copy_csv``). What
+Postgres writes is what you get: its text forms, LF line ends.
+
 ``prefetch=N`` streams each page through a server-side cursor, ``N`` rows at a time inside a
 read-only transaction, instead of one ``fetch`` of the whole page: the page is never a list in
 memory, which matters for wide rows and big batches.
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Protocol
@@ -26,7 +32,7 @@ from uuid import UUID
 
 from shared.errors import InvariantError
 
-__all__ = ["KeysetSource", "decode_cursor", "encode_cursor", "keyset"]
+__all__ = ["CsvPage", "KeysetSource", "decode_cursor", "encode_cursor", "keyset"]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 
@@ -49,6 +55,15 @@ def _quote(name: str, *, qualified: bool = False) -> str:
     return ".".join(f'"{p}"' for p in parts)
 
 
+@dataclass(frozen=True, slots=True)
+class CsvPage:
+    """A page as CSV records Postgres wrote."""
+
+    data: bytes
+    rows: int
+    cursor: Any
+
+
 class KeysetSource:
     """The ``ExportSource`` ``keyset()`` answers."""
 
@@ -63,8 +78,10 @@ class KeysetSource:
         pool: Executor,
         prefetch: int | None,
         text: bool = False,
+        copy: bool = False,
     ) -> None:
         self.key = key
+        self.copy = copy
         self._key_names = key
         self.columns = columns
         self._pool = pool
@@ -89,6 +106,64 @@ class KeysetSource:
         base = f"SELECT {select} FROM {relation} AS _keyset WHERE {filter_}"
         self.first_sql = f"{base} ORDER BY {keys} LIMIT ${n + 1}"
         self.next_sql = f"{base} AND ({keys}) > ({after}) ORDER BY {keys} LIMIT ${n + len(key) + 1}"
+        if copy and columns is not None:
+            self._copy_sql(relation, key, columns, filter_, n)
+
+    def _copy_sql(
+        self, relation: str, key: tuple[str, ...], columns: tuple[str, ...], filter_: str, n: int
+    ) -> None:
+        """``copy=True``: the page's last key and size first, then COPY of exactly that range."""
+        k = len(key)
+        keys = ", ".join(f"_keyset.{_quote(c)}" for c in key)
+        inner = f"SELECT {keys} FROM {relation} AS _keyset WHERE {filter_}"
+        last = ", ".join(f"_page.{_quote(c)} AS _keyset_key_{i}" for i, c in enumerate(key))
+        backwards = ", ".join(f"_page.{_quote(c)} DESC" for c in key)
+
+        def bound(page: str) -> str:
+            return (
+                f"SELECT {last}, count(*) OVER () AS _keyset_rows FROM ({page}) AS _page "
+                f"ORDER BY {backwards} LIMIT 1"
+            )
+
+        after = ", ".join(f"${n + 1 + i}" for i in range(k))
+        self.bound_first_sql = bound(f"{inner} ORDER BY {keys} LIMIT ${n + 1}")
+        self.bound_next_sql = bound(
+            f"{inner} AND ({keys}) > ({after}) ORDER BY {keys} LIMIT ${n + k + 1}"
+        )
+        select = ", ".join(f"_keyset.{_quote(c)}" for c in columns)
+        rows = f"SELECT {select} FROM {relation} AS _keyset WHERE {filter_}"
+        upper_first = ", ".join(f"${n + 1 + i}" for i in range(k))
+        upper_next = ", ".join(f"${n + k + 1 + i}" for i in range(k))
+        self.copy_first_sql = f"{rows} AND ({keys}) <= ({upper_first}) ORDER BY {keys}"
+        self.copy_next_sql = (
+            f"{rows} AND ({keys}) > ({after}) AND ({keys}) <= ({upper_next}) ORDER BY {keys}"
+        )
+
+    async def csv_page(self, after: Any, limit: int) -> CsvPage:
+        """The page as Postgres writes CSV (``COPY … (FORMAT csv)``), its row count and the
+        cursor after it; both statements read one snapshot."""
+        lower = () if after is None else tuple(decode_cursor(after))
+        async with (
+            self._pool.acquire() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            bound = self.bound_first_sql if after is None else self.bound_next_sql
+            last = await conn.fetchrow(bound, *self._args, *lower, limit)
+            if last is None:
+                return CsvPage(data=b"", rows=0, cursor=after)
+            upper = tuple(last[f"_keyset_key_{i}"] for i in range(len(self.key)))
+            held: list[bytes] = []
+
+            async def collect(chunk: bytes) -> None:
+                held.append(chunk)
+
+            copy = self.copy_first_sql if after is None else self.copy_next_sql
+            await conn.copy_from_query(
+                copy, *self._args, *lower, *upper, output=collect, format="csv"
+            )
+        return CsvPage(
+            data=b"".join(held), rows=int(last["_keyset_rows"]), cursor=encode_cursor(upper)
+        )
 
     async def rows(self, after: Any, limit: int) -> AsyncIterator[Any]:
         async for chunk in self.chunks(after, limit):
@@ -126,6 +201,7 @@ def keyset(
     args: Sequence[Any] = (),
     prefetch: int | None = None,
     text: bool = False,
+    copy: bool = False,
 ) -> KeysetSource:
     """Read ``table_or_query`` (a table name, optionally schema-qualified, or a SELECT) in
     pages ordered by ``key``; ``columns`` picks the columns (every one when None, which
@@ -149,8 +225,8 @@ def keyset(
     relation = (
         f"({written})" if any(ch.isspace() for ch in written) else _quote(written, qualified=True)
     )
-    if text and cols is None:
-        raise InvariantError("keyset(text=True) needs columns: it casts each one it names")
+    if (text or copy) and cols is None:
+        raise InvariantError("keyset(text=True / copy=True) needs columns: it names each one")
     if prefetch is not None and (isinstance(prefetch, bool) or prefetch < 1):
         raise InvariantError(f"prefetch must be a positive number of rows, got {prefetch!r}")
     return KeysetSource(
@@ -162,6 +238,7 @@ def keyset(
         pool=pool,
         prefetch=prefetch,
         text=text,
+        copy=copy,
     )
 
 

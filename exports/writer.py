@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from exports.copy_csv import neutralise_csv
 from exports.encoders import Encoder
 from exports.manifest import part_key
 from exports.sinks import ExportSink
@@ -81,6 +82,8 @@ async def write_page(
     spec: PartSpec, source: ExportSource[Any], sink: ExportSink, index: int, before: PageState
 ) -> PageState:
     """Write part ``index`` from the page after ``before.cursor``; answers the next state."""
+    if getattr(source, "copy", False) and spec.row is None and spec.encoder.extension == "csv":
+        return await _write_copied_page(spec, source, sink, index, before)
     chunks = aiter(_chunks(source, before.cursor, spec.batch))
     try:
         first = await _next_chunk(chunks)
@@ -104,6 +107,41 @@ async def write_page(
         bytes=before.bytes + written,
         parts=index + 1,
         more=tally.rows == spec.batch,
+    )
+
+
+async def _write_copied_page(
+    spec: PartSpec, source: Any, sink: ExportSink, index: int, before: PageState
+) -> PageState:
+    """A page Postgres wrote as CSV (``keyset(copy=True)``), neutralised, as the part."""
+    if tuple(source.columns) != spec.columns:
+        raise ExportRowInvalidError(
+            f"export {spec.job!r}: keyset(copy=True) writes its columns as they are, so they "
+            f"must be the export's columns in order: {list(spec.columns)!r}",
+            meta={"job": spec.job, "columns": list(spec.columns)},
+        )
+    page = await source.csv_page(before.cursor, spec.batch)
+    if page.rows == 0 and index > 0:
+        return PageState(before.cursor, before.rows, before.bytes, before.parts, more=False)
+    data = neutralise_csv(page.data)
+    if len(data) > spec.max_part_bytes:
+        raise _too_large(spec, index, page.rows)
+    # Postgres ends its lines in LF; the header follows suit so the file has one convention.
+    header = spec.encoder.header().replace(b"\r\n", b"\n") if index == 0 else b""
+
+    async def body() -> AsyncIterator[bytes]:
+        if header:
+            yield header
+        yield data
+
+    key = part_key(spec.prefix, index, spec.encoder.extension)
+    written = await sink.write(key, body(), content_type=spec.encoder.content_type)
+    return PageState(
+        cursor=page.cursor if page.rows else before.cursor,
+        rows=before.rows + page.rows,
+        bytes=before.bytes + written,
+        parts=index + 1,
+        more=page.rows == spec.batch,
     )
 
 
@@ -182,17 +220,21 @@ def _emit(spec: PartSpec, index: int, tally: _Tally, held: Sequence[Any]) -> byt
     tally.rows += len(held)
     tally.bytes += len(data)
     if tally.bytes > spec.max_part_bytes:
-        raise ExportPartTooLargeError(
-            f"export {spec.job!r}: part {index} passed max_part_bytes ({spec.max_part_bytes}) "
-            f"after {tally.rows} rows; lower batch (now {spec.batch}) so a page fits",
-            meta={
-                "job": spec.job,
-                "part": index,
-                "batch": spec.batch,
-                "max_part_bytes": spec.max_part_bytes,
-            },
-        )
+        raise _too_large(spec, index, tally.rows)
     return data
+
+
+def _too_large(spec: PartSpec, index: int, rows: int) -> ExportPartTooLargeError:
+    return ExportPartTooLargeError(
+        f"export {spec.job!r}: part {index} passed max_part_bytes ({spec.max_part_bytes}) "
+        f"after {rows} rows; lower batch (now {spec.batch}) so a page fits",
+        meta={
+            "job": spec.job,
+            "part": index,
+            "batch": spec.batch,
+            "max_part_bytes": spec.max_part_bytes,
+        },
+    )
 
 
 class _RowShape:
