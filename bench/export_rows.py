@@ -17,10 +17,13 @@ into a fresh directory:
   ``peak_rss_mb`` is the highest peak resident set (``ru_maxrss``) of those processes.
 * ``export_text_rows_per_s`` — the same with ``keyset(text=True)``: Postgres formats each
   value as text (as COPY does) and the encoder only neutralises and quotes.
+* ``export_copy_rows_per_s`` — the same with ``keyset(copy=True)``: Postgres writes each page
+  as CSV (``COPY`` of the page's key range) and ``exports.copy_csv`` neutralises it in place.
 * ``s3_rows_per_s`` — the same export to S3: a local moto server (``ThreadedMotoServer``, in
   this parent process), parts uploaded by obstore (multipart over 5 MiB).
 
-``ratios.export_vs_copy`` (and ``export_text_vs_copy``) is export over copy, each the best of
+``ratios.export_vs_copy`` (and ``export_text_vs_copy``, ``export_copy_vs_copy``) is export
+over copy, each the best of
 ``BENCH_EXPORT_ROUNDS`` (default 2) interleaved rounds; the issue's targets are ≥ 0.5 and a peak RSS
 under 150 MB. ``BENCH_EXPORT_BATCH`` sets the page (default 10,000) and ``BENCH_EXPORT_PREFETCH``
 streams each page through a server-side cursor of that many rows (default: none, one fetch a
@@ -54,7 +57,7 @@ DB_NAME = os.environ.get("BENCH_EXPORTS_DB", "bench_exports")
 ROWS = int(os.environ.get("BENCH_EXPORT_ROWS", "1000000"))
 BATCH = int(os.environ.get("BENCH_EXPORT_BATCH", "10000"))
 PREFETCH = int(os.environ.get("BENCH_EXPORT_PREFETCH", "0")) or None
-TEXT = os.environ.get("BENCH_EXPORT_TEXT", "") == "1"  # set per child by main()
+MODE = os.environ.get("BENCH_EXPORT_MODE", "typed")  # set per child by main()
 ROUNDS = int(os.environ.get("BENCH_EXPORT_ROUNDS", "2"))
 COLUMNS = [
     "id",
@@ -177,7 +180,13 @@ async def child(target: str, root: str) -> dict[str, Any]:
         tenant="none",
         prefix=lambda i: f"exports/{i.export_id}",
         source=lambda run: keyset(
-            "bench_orders", key="id", columns=COLUMNS, pool=pool, prefetch=PREFETCH, text=TEXT
+            "bench_orders",
+            key="id",
+            columns=COLUMNS,
+            pool=pool,
+            prefetch=PREFETCH,
+            text=MODE == "text",
+            copy=MODE == "copy",
         ),
         columns=COLUMNS,
         sink=sink,
@@ -214,21 +223,23 @@ def s3_server() -> tuple[Any, str]:
     return server, endpoint
 
 
+MODES = ("typed", "text", "copy")
+
+
 def main() -> None:
     asyncio.run(prepare())
     scratch = Path(tempfile.mkdtemp(prefix="ujobs-bench-exports-"))
     copies: list[float] = []
-    typed: list[dict[str, Any]] = []
-    text: list[dict[str, Any]] = []
+    runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
     try:
-        # Rounds interleave the three so a busy minute on a shared machine slows all alike;
-        # each figure is its best round.
+        # Rounds interleave COPY and the three modes so a busy minute on a shared machine
+        # slows all alike; each figure is its best round.
         for n in range(ROUNDS):
             copies.append(asyncio.run(copy_ceiling(scratch / "copy.csv")))
-            typed.append(run_child("fs", str(scratch / f"typed{n}"), {"BENCH_EXPORT_TEXT": "0"}))
-            text.append(run_child("fs", str(scratch / f"text{n}"), {"BENCH_EXPORT_TEXT": "1"}))
-            shutil.rmtree(scratch / f"typed{n}", ignore_errors=True)
-            shutil.rmtree(scratch / f"text{n}", ignore_errors=True)
+            for mode in MODES:
+                root = scratch / f"{mode}{n}"
+                runs[mode].append(run_child("fs", str(root), {"BENCH_EXPORT_MODE": mode}))
+                shutil.rmtree(root, ignore_errors=True)
         copy_bytes = (scratch / "copy.csv").stat().st_size
         server, endpoint = s3_server()
         try:
@@ -236,14 +247,15 @@ def main() -> None:
             urllib.request.urlopen(
                 urllib.request.Request(f"{endpoint}/{bucket}", method="PUT"), timeout=30
             ).close()
-            s3 = run_child("s3", bucket, {"BENCH_S3_ENDPOINT": endpoint, "BENCH_EXPORT_TEXT": "0"})
+            s3 = run_child(
+                "s3", bucket, {"BENCH_S3_ENDPOINT": endpoint, "BENCH_EXPORT_MODE": "typed"}
+            )
         finally:
             server.stop()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     copy_rate = ROWS / min(copies)
-    typed_rate = max(r["rows"] / r["seconds"] for r in typed)
-    text_rate = max(r["rows"] / r["seconds"] for r in text)
+    rate = {mode: max(r["rows"] / r["seconds"] for r in runs[mode]) for mode in MODES}
     line = {
         "bench": "exports",
         "rows": ROWS,
@@ -251,17 +263,19 @@ def main() -> None:
         "batch": BATCH,
         "prefetch": PREFETCH,
         "rounds": ROUNDS,
-        "export_rows_per_s": round(typed_rate),
-        "export_text_rows_per_s": round(text_rate),
+        "export_rows_per_s": round(rate["typed"]),
+        "export_text_rows_per_s": round(rate["text"]),
+        "export_copy_rows_per_s": round(rate["copy"]),
         "copy_rows_per_s": round(copy_rate),
         "s3_rows_per_s": round(s3["rows"] / s3["seconds"]),
-        "peak_rss_mb": round(max(r["peak_rss_mb"] for r in typed + text), 1),
+        "peak_rss_mb": round(max(r["peak_rss_mb"] for rs in runs.values() for r in rs), 1),
         "s3_peak_rss_mb": round(s3["peak_rss_mb"], 1),
-        "export_bytes": typed[0]["bytes"],
+        "export_bytes": runs["typed"][0]["bytes"],
         "copy_bytes": copy_bytes,
         "ratios": {
-            "export_vs_copy": round(typed_rate / copy_rate, 3),
-            "export_text_vs_copy": round(text_rate / copy_rate, 3),
+            "export_vs_copy": round(rate["typed"] / copy_rate, 3),
+            "export_text_vs_copy": round(rate["text"] / copy_rate, 3),
+            "export_copy_vs_copy": round(rate["copy"] / copy_rate, 3),
         },
     }
     print(json.dumps(line))

@@ -19,10 +19,13 @@ import re
 
 __all__ = ["neutralise_csv"]
 
-# A cell start (page start, or after a comma or LF), then either a quoted cell's opening quote
-# with spaces, ' or doubled quotes before a formula lead, or an unquoted cell's spaces and '
-# before one (CR and LF only ever sit inside quotes: a bare one is a record's end).
-_CANDIDATE = re.compile(rb"""(?:\A|(?<=[,\n]))(?:"(?:""|[ '])*[=+\-@\t\r\n]|[ ']*[=+\-@\t])""")
+# A separator (comma or LF), then either a quoted cell's opening quote with spaces, ' or
+# doubled quotes before a formula lead, or an unquoted cell's spaces and ' before one (CR and
+# LF only ever sit inside quotes: a bare one is a record's end). Starting with the separator
+# lets the engine skip to the next comma or LF; the page's first cell is matched on its own.
+_LEAD = rb"""(?:"(?:""|[ '])*[=+\-@\t\r\n]|[ ']*[=+\-@\t])"""
+_CANDIDATE = re.compile(rb"[,\n]" + _LEAD)
+_FIRST = re.compile(_LEAD)
 _PLAIN_NEGATIVE = re.compile(rb"-(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
@@ -31,8 +34,10 @@ def neutralise_csv(page: bytes) -> bytes:
     inserts: list[int] = []
     quotes = 0
     counted_to = 0
-    for match in _CANDIDATE.finditer(page):
-        start = match.start()
+    starts = [m.start() + 1 for m in _CANDIDATE.finditer(page)]
+    if _FIRST.match(page):
+        starts.insert(0, 0)
+    for start in starts:
         quotes += page.count(b'"', counted_to, start)
         counted_to = start
         if quotes % 2:
