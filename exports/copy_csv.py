@@ -26,6 +26,16 @@ __all__ = ["neutralise_csv"]
 _LEAD = rb"""(?:"(?:""|[ '])*[=+\-@\t\r\n]|[ ']*[=+\-@\t])"""
 _CANDIDATE = re.compile(rb"[,\n]" + _LEAD)
 _FIRST = re.compile(_LEAD)
+
+# A coarse pass first, on the page mapped to four classes (1 separator, 2 formula lead, 3 space
+# or quote, 0 anything else): a separator, then spaces or quotes, then a lead — or a separator
+# (LF may lead a quoted cell). It runs ~4x faster than _CANDIDATE and finds a superset of its
+# places, each then confirmed by _CANDIDATE itself.
+_CLASSES = bytes(
+    1 if ch in b",\n" else 2 if ch in b"=+-@\t\r" else 3 if ch in b" '\"" else 0
+    for ch in range(256)
+)
+_COARSE = re.compile(rb"\x01\x03*\x02|\x01\x03+(?=\x01)")
 _PLAIN_NEGATIVE = re.compile(rb"-(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
@@ -34,7 +44,8 @@ def neutralise_csv(page: bytes) -> bytes:
     inserts: list[int] = []
     quotes = 0
     counted_to = 0
-    starts = [m.start() + 1 for m in _CANDIDATE.finditer(page)]
+    coarse = _COARSE.finditer(page.translate(_CLASSES))
+    starts = [m.start() + 1 for m in coarse if _CANDIDATE.match(page, m.start())]
     if _FIRST.match(page):
         starts.insert(0, 0)
     for start in starts:

@@ -38,6 +38,8 @@ def test_dangerous_cells_quoted_or_not_get_a_quote_in_front() -> None:
         ["=1+1", "ok", '"=quoted', "  @me"],
         ["-12", "-cmd", "multi\n=line", "\t=tab"],
         ["x", "=a,b", "' =x", "+1"],
+        ["", "\n=lf", "", "=after empty"],
+        ["", "", '""=q', "\r@cr"],
     ]
     assert read(neutralise_csv(write(rows))) == [[neutralise(c) for c in r] for r in rows]
 
