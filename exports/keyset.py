@@ -22,6 +22,7 @@ number their parameters from ``$1``; the cursor's and the limit's come after the
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -82,6 +83,7 @@ class KeysetSource:
     ) -> None:
         self.key = key
         self.copy = copy
+        self._ahead: tuple[Any, int, asyncio.Future[CsvPage]] | None = None
         self._key_names = key
         self.columns = columns
         self._pool = pool
@@ -141,7 +143,26 @@ class KeysetSource:
 
     async def csv_page(self, after: Any, limit: int) -> CsvPage:
         """The page as Postgres writes CSV (``COPY … (FORMAT csv)``), its row count and the
-        cursor after it; both statements read one snapshot."""
+        cursor after it; both statements read one snapshot.
+
+        A full page starts reading the next one on another connection before it answers, so
+        Postgres writes page N+1 while the exporter neutralises and stores page N. Only a read
+        runs ahead: a crash loses nothing but that read."""
+        ahead = self._ahead
+        self._ahead = None
+        if ahead is not None and ahead[0] == after and ahead[1] == limit:
+            page = await ahead[2]
+        else:
+            if ahead is not None:
+                ahead[2].cancel()
+            page = await self._read_csv_page(after, limit)
+        if page.rows == limit:
+            task = asyncio.ensure_future(self._read_csv_page(page.cursor, limit))
+            task.add_done_callback(_retrieved)
+            self._ahead = (page.cursor, limit, task)
+        return page
+
+    async def _read_csv_page(self, after: Any, limit: int) -> CsvPage:
         lower = () if after is None else tuple(decode_cursor(after))
         async with (
             self._pool.acquire() as conn,
@@ -189,6 +210,12 @@ class KeysetSource:
         return encode_cursor([row[k] for k in self._key_names])
 
     _key_names: tuple[str, ...] = ()
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    # A read ahead nobody awaits (the export failed meanwhile) must not log "never retrieved".
+    if not task.cancelled():
+        task.exception()
 
 
 def keyset(

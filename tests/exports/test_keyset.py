@@ -321,3 +321,22 @@ async def test_copy_mode_with_columns_other_than_the_exports_is_refused(
     await enqueue(driver, handle, {"org_id": "org-1"})
     done = await attempt(driver, handle, ctx=pg_pool)
     assert done.code == "X_EXPORT_ROW_INVALID"
+
+
+async def test_copy_mode_reads_the_next_page_ahead_and_drops_it_when_asked_elsewhere(
+    pg_pool: asyncpg.Pool[Any], orders: str
+) -> None:
+    source = keyset(orders, key="id", columns=["id"], pool=pg_pool, copy=True)
+    first = await source.csv_page(None, 10)
+    assert first.data.splitlines()[0] == b"10"
+    ahead = source._ahead
+    assert ahead is not None
+    assert ahead[0] == first.cursor == [100]
+    again = await source.csv_page(None, 10)  # a retry from the start: the read-ahead is dropped
+    assert again == first
+    assert ahead[2].cancelled() or ahead[2].done()
+    second = await source.csv_page(again.cursor, 10)
+    assert second.data.splitlines()[0] == b"110"
+    last = await source.csv_page([600], 10)
+    assert last.rows == 2
+    assert source._ahead is None
