@@ -10,6 +10,9 @@ newline, so ``cat part-*`` is one file.
 A part past ``max_part_bytes`` is ``X_EXPORT_PART_TOO_LARGE`` naming the ``batch`` to lower:
 the rows of a page are what the exporter holds while it encodes them, so the bound on a part
 is the bound on that memory.
+
+A CSV export without ``row()`` over ``keyset(copy=True)`` takes the other road: Postgres writes
+the page as CSV, ``exports.copy_csv`` neutralises it in place, and that is the part.
 """
 
 from __future__ import annotations
