@@ -15,15 +15,15 @@ Postgres writes is what you get: its text forms, LF line ends.
 read-only transaction, instead of one ``fetch`` of the whole page: the page is never a list in
 memory, which matters for wide rows and big batches.
 
-The statement is composed here, from identifiers that are checked and double-quoted and a
-``where`` fragment the caller wrote; every value travels as a parameter. ``where`` and ``args``
-number their parameters from ``$1``; the cursor's and the limit's come after them.
+The statements are composed by ``exports.keyset_sql`` from named templates, identifiers that
+are checked and double-quoted, and a ``where`` fragment the caller wrote; every value travels as
+a parameter. ``where`` and ``args`` number their parameters from ``$1``; the cursor's and the
+limit's come after them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -31,29 +31,16 @@ from decimal import Decimal
 from typing import Any, Protocol
 from uuid import UUID
 
+from exports.keyset_sql import key_name, keyset_statements, quote_ident
 from shared.errors import InvariantError
 
 __all__ = ["CsvPage", "KeysetSource", "decode_cursor", "encode_cursor", "keyset"]
-
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 
 
 class Executor(Protocol):
     """An asyncpg pool (or anything with its ``acquire()``)."""
 
     def acquire(self) -> Any: ...
-
-
-def _quote(name: str, *, qualified: bool = False) -> str:
-    parts = name.split(".") if qualified else [name]
-    if not all(_IDENT.fullmatch(p) for p in parts) or len(parts) > 2:
-        raise InvariantError(
-            f"{name!r} is not a plain identifier (letters, digits, _ and $"
-            + (", optionally schema-qualified" if qualified else "")
-            + "); quote nothing yourself — keyset() quotes what it is given",
-            meta={"identifier": name},
-        )
-    return ".".join(f'"{p}"' for p in parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,61 +71,21 @@ class KeysetSource:
         self.key = key
         self.copy = copy
         self._ahead: tuple[Any, int, asyncio.Future[CsvPage]] | None = None
-        self._key_names = key
+        self._key_names = (
+            tuple(key_name(i) for i in range(len(key))) if text and columns is not None else key
+        )
         self.columns = columns
         self._pool = pool
         self._args = args
         self._prefetch = prefetch
-        if columns is None:
-            select = "*"
-        elif text:
-            # Every column as Postgres writes it; the key also typed, under its own name, so
-            # the cursor keeps the key's type.
-            self._key_names = tuple(f"_keyset_key_{i}" for i in range(len(key)))
-            select = ", ".join(
-                [f"_keyset.{_quote(c)}::text AS {_quote(c)}" for c in columns]
-                + [f"_keyset.{_quote(k)} AS {n}" for k, n in zip(key, self._key_names, strict=True)]
-            )
-        else:
-            select = ", ".join(_quote(c) for c in columns)
-        keys = ", ".join(f"_keyset.{_quote(k)}" for k in key)
-        n = len(args)
-        filter_ = f"({where})" if where else "true"
-        after = ", ".join(f"${n + 1 + i}" for i in range(len(key)))
-        base = f"SELECT {select} FROM {relation} AS _keyset WHERE {filter_}"
-        self.first_sql = f"{base} ORDER BY {keys} LIMIT ${n + 1}"
-        self.next_sql = f"{base} AND ({keys}) > ({after}) ORDER BY {keys} LIMIT ${n + len(key) + 1}"
-        if copy and columns is not None:
-            self._copy_sql(relation, key, columns, filter_, n)
-
-    def _copy_sql(
-        self, relation: str, key: tuple[str, ...], columns: tuple[str, ...], filter_: str, n: int
-    ) -> None:
-        """``copy=True``: the page's last key and size first, then COPY of exactly that range."""
-        k = len(key)
-        keys = ", ".join(f"_keyset.{_quote(c)}" for c in key)
-        inner = f"SELECT {keys} FROM {relation} AS _keyset WHERE {filter_}"
-        last = ", ".join(f"_page.{_quote(c)} AS _keyset_key_{i}" for i, c in enumerate(key))
-        backwards = ", ".join(f"_page.{_quote(c)} DESC" for c in key)
-
-        def bound(page: str) -> str:
-            return (
-                f"SELECT {last}, count(*) OVER () AS _keyset_rows FROM ({page}) AS _page "
-                f"ORDER BY {backwards} LIMIT 1"
-            )
-
-        after = ", ".join(f"${n + 1 + i}" for i in range(k))
-        self.bound_first_sql = bound(f"{inner} ORDER BY {keys} LIMIT ${n + 1}")
-        self.bound_next_sql = bound(
-            f"{inner} AND ({keys}) > ({after}) ORDER BY {keys} LIMIT ${n + k + 1}"
-        )
-        select = ", ".join(f"_keyset.{_quote(c)}" for c in columns)
-        rows = f"SELECT {select} FROM {relation} AS _keyset WHERE {filter_}"
-        upper_first = ", ".join(f"${n + 1 + i}" for i in range(k))
-        upper_next = ", ".join(f"${n + k + 1 + i}" for i in range(k))
-        self.copy_first_sql = f"{rows} AND ({keys}) <= ({upper_first}) ORDER BY {keys}"
-        self.copy_next_sql = (
-            f"{rows} AND ({keys}) > ({after}) AND ({keys}) <= ({upper_next}) ORDER BY {keys}"
+        self.statements = keyset_statements(
+            relation=relation,
+            key=key,
+            columns=columns,
+            where=where,
+            n_args=len(args),
+            text=text,
+            copy=copy,
         )
 
     async def csv_page(self, after: Any, limit: int) -> CsvPage:
@@ -168,17 +115,18 @@ class KeysetSource:
             self._pool.acquire() as conn,
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
-            bound = self.bound_first_sql if after is None else self.bound_next_sql
+            sql = self.statements
+            bound = sql.bound_first if after is None else sql.bound_after
             last = await conn.fetchrow(bound, *self._args, *lower, limit)
             if last is None:
                 return CsvPage(data=b"", rows=0, cursor=after)
-            upper = tuple(last[f"_keyset_key_{i}"] for i in range(len(self.key)))
+            upper = tuple(last[key_name(i)] for i in range(len(self.key)))
             held: list[bytes] = []
 
             async def collect(chunk: bytes) -> None:
                 held.append(chunk)
 
-            copy = self.copy_first_sql if after is None else self.copy_next_sql
+            copy = sql.range_first if after is None else sql.range_after
             await conn.copy_from_query(
                 copy, *self._args, *lower, *upper, output=collect, format="csv"
             )
@@ -194,9 +142,9 @@ class KeysetSource:
     async def chunks(self, after: Any, limit: int) -> AsyncIterator[list[Any]]:
         """The page as one fetch, or (``prefetch``) as the cursor's fetches of that size."""
         if after is None:
-            sql, args = self.first_sql, (*self._args, limit)
+            sql, args = self.statements.first, (*self._args, limit)
         else:
-            sql, args = self.next_sql, (*self._args, *decode_cursor(after), limit)
+            sql, args = self.statements.after, (*self._args, *decode_cursor(after), limit)
         async with self._pool.acquire() as conn:
             if self._prefetch is None:
                 yield await conn.fetch(sql, *args)
@@ -208,8 +156,6 @@ class KeysetSource:
 
     def cursor(self, row: Any) -> Any:
         return encode_cursor([row[k] for k in self._key_names])
-
-    _key_names: tuple[str, ...] = ()
 
 
 def _retrieved(task: asyncio.Future[Any]) -> None:
@@ -237,11 +183,11 @@ def keyset(
     if not keys:
         raise InvariantError("keyset() needs a key: a unique column, or columns unique together")
     for k in keys:
-        _quote(k)
+        quote_ident(k)
     cols = None if columns is None else tuple(columns)
     if cols is not None:
         for c in cols:
-            _quote(c)
+            quote_ident(c)
         missing = [k for k in keys if k not in cols]
         if missing:
             raise InvariantError(
@@ -250,7 +196,9 @@ def keyset(
             )
     written = table_or_query.strip()
     relation = (
-        f"({written})" if any(ch.isspace() for ch in written) else _quote(written, qualified=True)
+        f"({written})"
+        if any(ch.isspace() for ch in written)
+        else quote_ident(written, qualified=True)
     )
     if (text or copy) and cols is None:
         raise InvariantError("keyset(text=True / copy=True) needs columns: it names each one")

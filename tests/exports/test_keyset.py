@@ -77,8 +77,8 @@ async def test_pages_follow_the_key_with_a_filter_and_never_use_offset(
     source = keyset(
         orders, key="id", columns=["id", "note"], where="org_id = $1", args=["org-1"], pool=pg_pool
     )
-    assert "OFFSET" not in source.first_sql.upper()
-    assert "OFFSET" not in source.next_sql.upper()
+    assert "OFFSET" not in source.statements.first.upper()
+    assert "OFFSET" not in source.statements.after.upper()
     rows, pages = await read_all(source, 10)
     assert [r["id"] for r in rows] == [i * 10 for i in range(1, 58)]
     assert pages == 6
