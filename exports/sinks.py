@@ -116,15 +116,19 @@ class ObjectStoreSink:
             )
             return len(body)
         counted = _Counted(head, stream)
-        await obstore.put_async(
-            self.store,
-            key,
-            counted,
-            attributes=self._attributes(content_type),
-            use_multipart=True,
-            chunk_size=self.chunk_size,
-            max_concurrency=self.max_concurrency,
-        )
+        try:
+            await obstore.put_async(
+                self.store,
+                key,
+                counted,
+                attributes=self._attributes(content_type),
+                use_multipart=True,
+                chunk_size=self.chunk_size,
+                max_concurrency=self.max_concurrency,
+            )
+        except Exception:
+            counted.raise_if_failed()  # our own error first, whatever the store made of it
+            raise
         counted.raise_if_failed()
         return counted.size
 
