@@ -122,3 +122,24 @@ def test_get_as_a_process_prints_plain_progress_lines_off_a_terminal(
     assert [line for line in done.stderr.splitlines() if "downloaded" in line] == [
         f"ujobs: part {i} of 3 downloaded" for i in (1, 2, 3)
     ]
+
+
+def test_get_on_a_terminal_shows_a_progress_bar_instead_of_lines(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    job_id = exported(pg_dsn, store, "e1", rows=25)
+    target = tmp_path / "orders.csv"
+    done = ujobs_process(
+        "exports",
+        "get",
+        job_id,
+        "-o",
+        str(target),
+        env={"DATABASE_URL": pg_dsn, "TTY_COMPATIBLE": "1", **env(store)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert target.read_bytes() == expected_csv(25)
+    assert "downloading" in done.stderr
+    assert "\x1b[" in done.stderr  # drawn with terminal control codes
+    assert "downloaded" not in done.stderr
