@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -161,3 +162,16 @@ def test_sink_from_url_reads_file_paths_and_store_urls(tmp_path: Path, local_s3:
         sink_from_url("nope://bucket")
     with pytest.raises(ConfigInvalidError):
         ObjectStoreSink(s3.store, chunk_size=MULTIPART_MIN_BYTES - 1)
+
+
+async def test_a_big_part_streams_and_is_never_held_whole(tmp_path: Path) -> None:
+    sink = filesystem_sink(tmp_path)
+    tracemalloc.start()
+    try:
+        size = await sink.write("big.csv", chunks(48), content_type="text/csv")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert size == 48 * MIB
+    # The sink holds at most one multipart piece (5 MiB) of the 48 before handing it on.
+    assert peak < 16 * MIB
