@@ -51,6 +51,7 @@ from services.api_common import (
     status_for,
 )
 from services.api_enqueue_batcher import EnqueueBatcher
+from services.api_exports import add_export_routes, token_reader
 from services.api_openapi import openapi_document
 from services.api_ratelimit import TokenBuckets, retry_after_header
 from services.app_loader import load_api
@@ -211,6 +212,7 @@ def create_app(
     app.add_routes(api_jobs.routes)
     app.add_routes(api_queues.routes)
     setup_dashboard(app)
+    add_export_routes(app, authorize=token_reader)
     return app
 
 

@@ -219,11 +219,21 @@ VARIABLES: dict[str, Variable] = {
             ("scheduler", "dev"),
         ),
         Variable(
+            "UJOBS_EXPORT_URL",
+            "where exports declared without sink= are written: a path, file://, s3://bucket/"
+            "prefix, gs://, az:// (credentials and endpoint from the store's own AWS_* / "
+            "GOOGLE_* / AZURE_* variables)",
+            ".ujobs/exports",
+            ("exporter", "api", "exports"),
+        ),
+        Variable(
             "UJOBS_SECRET_KEY",
-            "base64 32-byte key sealing webhook endpoint secrets at rest (AES-GCM); id:key,id:key "
-            "while rotating (the first seals, every one opens)",
-            "none: the webhook deliverer and commands refuse to start",
-            ("webhook-deliverer", "webhooks commands"),
+            "base64 32-byte key sealing webhook endpoint secrets at rest (AES-GCM; id:key,id:key "
+            "while rotating: the first seals, every one opens) and signing the api's expiring "
+            "download links for exports on the filesystem",
+            "none: the webhook deliverer and commands refuse to start; export parts on the "
+            "filesystem get no link",
+            ("webhook-deliverer", "webhooks commands", "api"),
         ),
         Variable(
             "UJOBS_WEBHOOK_ALLOW_PRIVATE",
