@@ -17,6 +17,7 @@ Tests drive it with ``aiohttp_client(create_app(config))``.
 | ``GET /v1/manifest`` | every job and task descriptor of the app (``UJOBS_APP``) |
 | ``GET /v1/openapi.json`` | the OpenAPI 3.1 document of every route, a typed input per job |
 | ``/v1/jobs…``, ``/v1/events…``, ``/v1/queues…``, ``/v1/tasks…`` | see the route modules |
+| ``/_x…`` | the operator dashboard (HTML, a login cookie): ``services.dashboard`` |
 
 Errors are ``{"error": {"code", "message", "meta"}}`` with the status ``status_for(code)``
 names. On SIGTERM readiness turns 503 at once (the load balancer stops sending), requests in
@@ -50,12 +51,14 @@ from services.api_common import (
     status_for,
 )
 from services.api_enqueue_batcher import EnqueueBatcher
+from services.api_exports import add_export_routes, token_reader
 from services.api_openapi import openapi_document
 from services.api_ratelimit import TokenBuckets, retry_after_header
 from services.app_loader import load_api
 from services.auth import NO_TOKENS, TokenLookup
 from services.backends import open_backend
 from services.config import ApiConfig
+from services.dashboard.routes import setup_dashboard
 from services.runtime import ServiceRun
 from services.schema_check import schema_problem
 from services.tokens import BatchedLookup, TokenStore
@@ -208,6 +211,8 @@ def create_app(
     app.add_routes(api_enqueue.routes)
     app.add_routes(api_jobs.routes)
     app.add_routes(api_queues.routes)
+    setup_dashboard(app)
+    add_export_routes(app, authorize=token_reader)
     return app
 
 

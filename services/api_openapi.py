@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from services.api_exports import export_paths
 from shared.drivers.base import ALL_STATES, MAX_JOB_PAGE
 from shared.jobs.registry import Registry
 
@@ -525,7 +526,11 @@ def enqueue_paths_of(registry: Registry) -> dict[str, str]:
 
 def openapi_document(registry: Registry) -> dict[str, Any]:
     schemas = dict(_SCHEMAS)
-    paths: dict[str, Any] = {**_service_paths(), **_operator_paths(sorted(registry.tasks))}
+    paths: dict[str, Any] = {
+        **_service_paths(),
+        **_operator_paths(sorted(registry.tasks)),
+        **export_paths(_json, lambda description: _json(description, _ref("Error"))),
+    }
     for name in enqueue_paths_of(registry).values():
         component = component_name(name)
         schemas[component] = _hoist(registry.jobs[name].describe()["input"], component, schemas)

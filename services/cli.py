@@ -20,6 +20,7 @@ import typer
 from services.app_loader import load_api
 from services.cli_common import AppOption, JsonOption
 from services.cli_db import db_app
+from services.cli_exports import exports_app
 from services.cli_jobs import jobs_app
 from services.cli_output import emit_json, reported, set_debug
 from services.cli_queues import queues_app, workers_command
@@ -88,6 +89,7 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(tokens_app, name="tokens")
 app.command("workers")(workers_command)
 app.add_typer(db_app, name="db")
+app.add_typer(exports_app, name="exports")
 app.add_typer(webhooks_app, name="webhooks")
 app.command("api", epilog=reads("api"))(api_command)
 app.command("scheduler", epilog=reads("scheduler"))(scheduler_command)

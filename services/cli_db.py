@@ -12,8 +12,10 @@ import asyncio
 import asyncpg
 import typer
 
+from services.cli_backfill import backfill_command
 from services.cli_common import DatabaseUrlOption, JsonOption
 from services.cli_output import Progress, emit_json, reported
+from services.cli_retention import purge_command
 from services.config import environment, read_common
 
 db_app = typer.Typer(help="The database schema.", no_args_is_help=True)
@@ -44,3 +46,7 @@ async def migrate_url(database_url: str) -> list[str]:
         return await migrate(conn)
     finally:
         await conn.close()
+
+
+db_app.command("purge")(purge_command)
+db_app.command("backfill")(backfill_command)

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from services.backends import Backend
+from services.cli_backfill import backfill_of_run, backfills_in_flight, note_in_flight
 from services.cli_common import DatabaseUrlOption, DriverOption, JsonOption, operate
 from services.cli_jobs_common import (
     NameOption,
@@ -82,7 +83,11 @@ def jobs_list(
             after=after,
             before=before,
         )
-        return {**await list_jobs(backend.driver, flt), "nowMs": backend.driver.clock.now_ms()}
+        return {
+            **await list_jobs(backend.driver, flt),
+            "backfills": await backfills_in_flight(backend.driver),
+            "nowMs": backend.driver.clock.now_ms(),
+        }
 
     page = operate(
         work, as_json=as_json, label="listing jobs", database_url=database_url, driver=driver
@@ -113,6 +118,7 @@ def jobs_list(
         note("no jobs match")
     elif page["next"] is not None:
         note(f"more: ujobs jobs list --after {page['next']} (same filters)")
+    note_in_flight(page["backfills"])
 
 
 # --- show ---------------------------------------------------------------------------------------
@@ -138,6 +144,7 @@ def jobs_show(
         doc = await inspect_job(
             backend.driver, full_id, show_input=show_input, show_output=show_output
         )
+        doc["backfill"] = await backfill_of_run(backend.driver, doc["name"], doc["runId"])
         return {**doc, "nowMs": backend.driver.clock.now_ms()}
 
     doc = operate(
@@ -174,6 +181,7 @@ def _print_job(doc: dict[str, Any], now: int, *, show_input: bool, show_output: 
             ("progress", progress_text(doc["progress"])),
             ("enqueued by", doc["enqueuedBy"]),
             ("input", orjson.dumps(doc["input"]).decode()),
+            ("backfill", _backfill_text(doc.get("backfill"))),
         ]
     )
     if not show_input:
@@ -193,6 +201,12 @@ def _print_job(doc: dict[str, Any], now: int, *, show_input: bool, show_output: 
                 row.append(orjson.dumps(s["output"]).decode())
             rows.append(row)
         print_table(headers, rows)
+
+
+def _backfill_text(row: dict[str, Any] | None) -> str | None:
+    if row is None:
+        return None
+    return f"{row['status']}, {row['rowsProcessed']} rows, cursor {row['lastCursor']}"
 
 
 jobs_app.command("retry")(jobs_retry)

@@ -54,6 +54,8 @@ from shared.drivers.base import DEFAULT_QUEUE, DEFAULT_VISIBILITY_MS
 from shared.errors import DriverUnavailableError
 from shared.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
 from shared.outbox.relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
+from shared.retention.builtin import RetentionWindows
+from shared.retention.purge import DEFAULT_PURGE_CRON
 
 T = TypeVar("T")
 _DEFAULT_QUEUES: tuple[str, ...] = (DEFAULT_QUEUE,)
@@ -127,6 +129,27 @@ def _port(name: str, raw: str) -> int:
     return port
 
 
+def _purge_on(name: str, raw: str) -> bool:
+    return choice(name, raw, ("on", "off")) == "on"
+
+
+def _cron(name: str, raw: str) -> str:
+    from shared.errors import TaskDeclarationInvalidError
+    from shared.jobs.task import validate_cron
+
+    try:
+        return validate_cron("x.purge.cron", raw)
+    except TaskDeclarationInvalidError as exc:
+        raise invalid(name, exc.message.removeprefix("task 'x.purge.cron': ")) from None
+
+
+def _environment_name(name: str, raw: str) -> str:
+    value = raw.strip()
+    if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", value):
+        raise invalid(name, f"{value!r} is not an environment name (letters, digits, _ . -)")
+    return value
+
+
 def _host(name: str, raw: str) -> str:
     host = raw.strip()
     if not re.fullmatch(r"[A-Za-z0-9_.:\-\[\]]+", host):
@@ -193,6 +216,12 @@ class CommonConfig:
     app: str | None = None
     log_level: str = "info"
     drain_deadline_ms: int = DEFAULT_DRAIN_DEADLINE_MS
+    purge_cron: str | None = DEFAULT_PURGE_CRON
+    """When the scheduler enqueues the built-in ``x.purge``; None: ``UJOBS_PURGE=off``."""
+    environment: str | None = None
+    """``UJOBS_ENVIRONMENT``: what a backfill's ``environments=`` is checked against."""
+    retention: RetentionWindows = field(default_factory=RetentionWindows)
+    """``UJOBS_PURGE_*_RETENTION_MS``: how old a row must be for ``x.purge`` to delete it."""
 
     @property
     def log_level_number(self) -> int:
@@ -231,6 +260,23 @@ def read_common(
         log_level=src.read("UJOBS_LOG_LEVEL", lambda n, r: choice(n, r, LOG_LEVELS), "info"),
         drain_deadline_ms=src.read(
             "UJOBS_DRAIN_DEADLINE_MS", _whole_from(0), DEFAULT_DRAIN_DEADLINE_MS
+        ),
+        purge_cron=(
+            src.read("UJOBS_PURGE_CRON", _cron, DEFAULT_PURGE_CRON)
+            if src.read("UJOBS_PURGE", _purge_on, True)
+            else None
+        ),
+        environment=src.read("UJOBS_ENVIRONMENT", _environment_name, None),
+        retention=RetentionWindows(
+            done_ms=src.read(
+                "UJOBS_PURGE_DONE_RETENTION_MS", _whole_from(1), RetentionWindows().done_ms
+            ),
+            dead_ms=src.read(
+                "UJOBS_PURGE_DEAD_RETENTION_MS", _whole_from(1), RetentionWindows().dead_ms
+            ),
+            outbox_ms=src.read(
+                "UJOBS_PURGE_OUTBOX_RETENTION_MS", _whole_from(1), RetentionWindows().outbox_ms
+            ),
         ),
     )
 

@@ -176,17 +176,64 @@ VARIABLES: dict[str, Variable] = {
             ("scheduler", "dev"),
         ),
         Variable(
+            "UJOBS_ENVIRONMENT",
+            "this deployment's name (staging, production, …), checked against a backfill's "
+            "environments=",
+            "none: a backfill that names environments refuses to run",
+            (*_WORKERS, "db backfill"),
+        ),
+        Variable(
+            "UJOBS_PURGE",
+            "on or off: the built-in x.purge retention sweep (x_jobs, steps, x_outbox, events)",
+            "on",
+            (*_WORKERS, "scheduler"),
+        ),
+        Variable(
+            "UJOBS_PURGE_DONE_RETENTION_MS",
+            "x.purge deletes done jobs (and their steps) finished longer ago than this",
+            "1209600000 (14 days)",
+            (*_WORKERS, "db purge"),
+        ),
+        Variable(
+            "UJOBS_PURGE_DEAD_RETENTION_MS",
+            "x.purge deletes dead, failed and cancelled jobs finished longer ago than this",
+            "7776000000 (90 days)",
+            (*_WORKERS, "db purge"),
+        ),
+        Variable(
+            "UJOBS_PURGE_OUTBOX_RETENTION_MS",
+            "x.purge deletes outbox rows published longer ago than this",
+            "604800000 (7 days)",
+            (*_WORKERS, "db purge"),
+        ),
+        Variable(
+            "UJOBS_PURGE_CRON",
+            "when the scheduler enqueues x.purge (a cron line, UTC)",
+            "0 * * * * (hourly)",
+            ("scheduler", "dev"),
+        ),
+        Variable(
             "UJOBS_SCHEDULER_LEASE_TTL_MS",
             "the scheduler leader lease's TTL; renewed every third of it",
             str(DEFAULT_SCHEDULER_LEASE_TTL_MS),
             ("scheduler", "dev"),
         ),
         Variable(
+            "UJOBS_EXPORT_URL",
+            "where exports declared without sink= are written: a path, file://, s3://bucket/"
+            "prefix, gs://, az:// (credentials and endpoint from the store's own AWS_* / "
+            "GOOGLE_* / AZURE_* variables)",
+            ".ujobs/exports",
+            ("exporter", "api", "exports"),
+        ),
+        Variable(
             "UJOBS_SECRET_KEY",
-            "base64 32-byte key sealing webhook endpoint secrets at rest (AES-GCM); id:key,id:key "
-            "while rotating (the first seals, every one opens)",
-            "none: the webhook deliverer and commands refuse to start",
-            ("webhook-deliverer", "webhooks commands"),
+            "base64 32-byte key sealing webhook endpoint secrets at rest (AES-GCM; id:key,id:key "
+            "while rotating: the first seals, every one opens) and signing the api's expiring "
+            "download links for exports on the filesystem",
+            "none: the webhook deliverer and commands refuse to start; export parts on the "
+            "filesystem get no link",
+            ("webhook-deliverer", "webhooks commands", "api"),
         ),
         Variable(
             "UJOBS_WEBHOOK_ALLOW_PRIVATE",

@@ -23,6 +23,7 @@ lapses on its own). Standalone it serves /metrics (``scheduler_task_fires_total{
 from __future__ import annotations
 
 from services.app_loader import load_api
+from services.cli_retention import register_purge
 from services.config import SchedulerConfig
 from services.metrics_server import serve_metrics
 from services.runtime import ServiceRun
@@ -44,7 +45,9 @@ async def start_scheduler(
 ) -> JobScheduler:
     """Build and start the scheduler (on ``wired`` when given: ``ujobs dev`` shares one); its
     drain hooks are the process lifecycle's."""
-    tasks = list(load_api(config.common.app).tasks.values())
+    registry = load_api(config.common.app)
+    register_purge(registry, config.common, pool=None, task=True)
+    tasks = list(registry.tasks.values())
     config.common.connections.require_database("the scheduler")
     standalone = wired is None
     if wired is None:

@@ -13,6 +13,7 @@ one queue. Standalone it serves /metrics, /healthz and /readyz on ``UJOBS_METRIC
 from __future__ import annotations
 
 from services.app_loader import load_api
+from services.cli_retention import register_purge
 from services.config import WorkerConfig
 from services.metrics_server import serve_metrics
 from services.runtime import ServiceRun
@@ -37,6 +38,7 @@ async def start_worker(
         has_database = config.common.connections.database_url is not None
         wired = await wire(run, config.common.connections, listen=True, need_database=has_database)
         await serve_metrics(run, config.metrics, wired.backend)
+    register_purge(reg, config.common, pool=wired.backend.pool, task=False)
     worker = job_worker(
         driver=wired.driver,
         context=None,

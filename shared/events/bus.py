@@ -223,6 +223,11 @@ class EventsPurgeTarget:
     async def purge_expired(self, now_ms: int | None = None) -> int:
         return await self.bus.purge_expired()
 
+    async def count_expired(self, now_ms: int | None = None) -> int | None:
+        """What a purge would remove now, when the bus can count it (None when it cannot)."""
+        count = getattr(self.bus, "count_expired", None)
+        return None if count is None else int(await count())
+
 
 def events_purge_target(bus: EventBus) -> EventsPurgeTarget:
     """``targets: lambda: [events_purge_target(event_bus())]`` in a ``purge()`` declaration."""

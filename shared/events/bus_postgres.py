@@ -31,11 +31,14 @@ if TYPE_CHECKING:
     Pool = asyncpg.Pool[Any]
 
 FIND_PAGE = 200
+PURGE_BATCH_SIZE = 1_000
+PURGE_MAX_BATCHES = 50
 
 _PUBLISH = query("event_publish")
 _FIND = query("event_find")
 _NOW = query("event_now")
 _PURGE = query("events_purge")
+_COUNT = query("events_purge_count")
 
 
 class PostgresEventBus:
@@ -91,7 +94,19 @@ class PostgresEventBus:
         return int(await self._pool.fetchval(_NOW))
 
     async def purge_expired(self) -> int:
-        return int(await self._pool.fetchval(_PURGE))
+        """At most ``PURGE_MAX_BATCHES`` deletes of ``PURGE_BATCH_SIZE`` rows, skip locked, so
+        a sweep never holds a long lock; the next pass takes what is left."""
+        removed = 0
+        for _ in range(PURGE_MAX_BATCHES):
+            deleted = int(await self._pool.fetchval(_PURGE, PURGE_BATCH_SIZE))
+            removed += deleted
+            if deleted < PURGE_BATCH_SIZE:
+                break
+        return removed
+
+    async def count_expired(self) -> int:
+        """The expired events a purge would remove now (``ujobs db purge --dry-run``)."""
+        return int(await self._pool.fetchval(_COUNT))
 
 
 def _check_ttl(ttl_ms: object) -> None:

@@ -17,6 +17,7 @@ from shared.errors import ConfigInvalidError
 from shared.outbox.store_postgres import PgFetch
 
 _PURGE = query("outbox_purge")
+_COUNT = query("outbox_purge_count")
 
 OUTBOX_PURGE_TARGET = "x_outbox"
 DEFAULT_PUBLISHED_RETENTION_MS = 7 * 86_400_000
@@ -44,6 +45,11 @@ class OutboxPurgeTarget:
             if deleted < self.batch_size:
                 break
         return removed
+
+    async def count_expired(self, now_ms: int) -> int:
+        """The rows a pass at ``now_ms`` would remove (``ujobs db purge --dry-run``)."""
+        rows = await self.executor.fetch(_COUNT, now_ms - self.published_retention_ms)
+        return int(rows[0]["expired"])
 
 
 def outbox_purge_target(

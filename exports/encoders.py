@@ -1,0 +1,287 @@
+"""Encoders: rows (mappings keyed by the export's columns) to the bytes of a part.
+
+Two formats, one shape: ``header()`` is what part 0 starts with, ``encode(rows)`` turns a run
+of rows into bytes, and every line ends in a newline, so ``cat part-*`` is one valid file.
+
+* **CSV** is RFC 4180 (comma, ``"``-quoting only where a cell needs it, doubled quotes inside,
+  CRLF line ends), UTF-8, with an optional byte-order mark for spreadsheet users. It is safe to
+  open: a string cell that a spreadsheet would EVALUATE — one leading with ``=``, ``+``, ``-``,
+  ``@``, TAB, CR or LF, also after leading spaces or quotes — gets a ``'`` in front (OWASP's
+  CSV-injection rule). Numbers are never touched, and a string that is a plain negative number
+  (``-12.50``) stays one: a spreadsheet reads it as the number it is.
+* **JSONL** is one ``orjson`` object a line, keys in the columns' order.
+
+A value a format cannot carry (a dict in a CSV cell, bytes, an object orjson does not know) is
+``X_EXPORT_ROW_INVALID`` naming the column, never a ``repr`` in somebody's download.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import date, datetime, time
+from decimal import Decimal
+from operator import itemgetter
+from typing import Any, Literal, Protocol
+from uuid import UUID
+
+import orjson
+
+from shared.errors import ExportRowInvalidError, InvariantError
+
+__all__ = [
+    "BOM",
+    "CsvEncoder",
+    "Encoder",
+    "ExportFormat",
+    "JsonlEncoder",
+    "csv_cell",
+    "encoder_for",
+    "neutralise",
+]
+
+ExportFormat = Literal["csv", "jsonl"]
+BOM = "\ufeff"
+
+# What a spreadsheet treats as the start of a formula (or, for TAB/CR/LF, as a way to smuggle
+# one past a naive check), and what may stand in front of it and still be skipped by the parser.
+_FORMULA_LEAD = frozenset("=+-@\t\r\n")
+_SKIPPABLE_LEAD = " \"'"
+_NEEDS_A_LOOK = _FORMULA_LEAD | frozenset(_SKIPPABLE_LEAD)
+_PLAIN_NEGATIVE = re.compile(r"-(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def neutralise(text: str) -> str:
+    """``text`` as a cell no spreadsheet evaluates: ``'`` in front of a formula lead."""
+    if not text or text[0] not in _NEEDS_A_LOOK:
+        return text
+    if text[0] == "-" and _PLAIN_NEGATIVE.fullmatch(text):
+        return text
+    stripped = text.lstrip(_SKIPPABLE_LEAD)
+    if text[0] in _FORMULA_LEAD or (stripped and stripped[0] in _FORMULA_LEAD):
+        return "'" + text
+    return text
+
+
+def csv_cell(value: Any, column: str) -> str:
+    """One value as the text of a CSV cell (before RFC 4180 quoting)."""
+    if isinstance(value, str):
+        return neutralise(value)
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _invalid(column, value, "a non-finite float has no CSV form")
+        return repr(value)
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, datetime | date | time):
+        return str(value)  # ISO 8601; a datetime with a space, as Postgres and spreadsheets
+    if isinstance(value, UUID):
+        return str(value)
+    raise _invalid(
+        column,
+        value,
+        "a CSV cell is a string, number, bool, date/time, UUID or None; "
+        "format it in row() (json.dumps for a nested value)",
+    )
+
+
+def _invalid(column: str, value: Any, why: str) -> ExportRowInvalidError:
+    return ExportRowInvalidError(
+        f"column {column!r}: {type(value).__name__} value refused — {why}",
+        meta={"column": column, "type": type(value).__name__},
+    )
+
+
+class Encoder(Protocol):
+    """What the export pass needs from a format."""
+
+    extension: str
+    content_type: str
+
+    def header(self) -> bytes:
+        """The bytes part 0 starts with (empty for a format without a header)."""
+        ...
+
+    def encode(self, rows: Iterable[Mapping[str, Any]]) -> bytes:
+        """The lines of ``rows``, each ending in a newline."""
+        ...
+
+
+class CsvEncoder:
+    """RFC 4180 CSV with OWASP neutralisation; ``bom=True`` starts the header with a BOM."""
+
+    extension = "csv"
+    content_type = "text/csv; charset=utf-8"
+
+    def __init__(self, columns: Sequence[str], *, bom: bool = False) -> None:
+        self.columns = tuple(columns)
+        self.bom = bom
+        self._buffer = io.StringIO()
+        self._writer = csv.writer(
+            self._buffer, dialect="excel", lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL
+        )
+
+    def header(self) -> bytes:
+        line = self._lines([[neutralise(c) for c in self.columns]])
+        return ((BOM if self.bom else "") + line).encode()
+
+    def encode(self, rows: Iterable[Mapping[str, Any]]) -> bytes:
+        """Column by column: a column whose values csv writes right as they are (ints,
+        dates, UUIDs, None) and a text column with no cell that needs a look go to the C
+        writer untouched; any other column is converted cell by cell. The answer is the same
+        as converting every cell, only cheaper."""
+        columns = self.columns
+        held = rows if isinstance(rows, list) else list(rows)
+        if not held:
+            return b""
+        n = len(columns)
+        # Rows that are sequences whose first columns are ours, in order (asyncpg records of
+        # keyset's SELECT), are read by position; anything else by name.
+        positional = type(held[0]) is not dict and _leading_keys(held[0], n) == columns
+        values: Sequence[Any] = held if positional else _values(held, columns)
+        by_column = list(zip(*values, strict=True))
+        exact = len(by_column) == n
+        fixed = False
+        for j in range(n):
+            column = by_column[j]
+            kind = _untouched(column)
+            if kind == "plain":
+                continue
+            if kind == "text":
+                look = _NEEDS_A_LOOK
+                by_column[j] = tuple(
+                    [v if v is None or v[:1] not in look else neutralise(v) for v in column]
+                )
+            else:
+                name = columns[j]
+                by_column[j] = tuple([_cell(v, name) for v in column])
+            fixed = True
+        if fixed or not exact:
+            values = list(zip(*by_column[:n], strict=True))
+        return self._lines(values).encode()
+
+    def _lines(self, cells: Sequence[Sequence[Any]]) -> str:
+        buffer = self._buffer
+        buffer.seek(0)
+        buffer.truncate()
+        self._writer.writerows(cells)
+        return buffer.getvalue()
+
+
+def _values(rows: Iterable[Mapping[str, Any]], columns: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    """Each row's values in the columns' order (None where a row lacks one)."""
+    rows = rows if isinstance(rows, list) else list(rows)
+    if len(columns) == 1:
+        (only,) = columns
+        return [(row.get(only),) for row in rows]
+    getter = itemgetter(*columns)
+    try:
+        return list(map(getter, rows))
+    except KeyError:
+        return [tuple([row.get(c) for c in columns]) for row in rows]
+
+
+_plain_types: dict[type, bool] = {}
+
+
+def _plain(kind: type) -> bool:
+    """csv's own ``str()`` of a value of this type is its cell (bool, float and anything
+    unknown are not: they are converted, or refused, cell by cell)."""
+    known = _plain_types.get(kind)
+    if known is None:
+        known = kind is int or kind is type(None) or issubclass(kind, UUID | date | time | Decimal)
+        _plain_types[kind] = known
+    return known
+
+
+_FIRST = itemgetter(slice(0, 1))
+
+
+def _untouched(column: tuple[Any, ...]) -> str:
+    """``"plain"`` when csv may write the column as it is, ``"text"`` for text (and None)
+    with a cell to neutralise, ``"cells"`` for anything to convert cell by cell."""
+    kinds = set(map(type, column))
+    if all(_plain(k) for k in kinds):
+        return "plain"
+    if kinds <= {str, type(None)}:
+        return "plain" if _NEEDS_A_LOOK.isdisjoint(map(_FIRST, filter(None, column))) else "text"
+    return "cells"
+
+
+def _leading_keys(row: Any, n: int) -> tuple[str, ...] | None:
+    keys = getattr(row, "keys", None)
+    if keys is None or not hasattr(row, "__len__") or isinstance(row, Mapping):
+        return None
+    return tuple(keys())[:n]
+
+
+def _cell(value: Any, column: str) -> str:
+    # The common cases inline: the slow path calls this once per cell of its column.
+    if type(value) is str:
+        return value if not value or value[0] not in _NEEDS_A_LOOK else neutralise(value)
+    if type(value) is int:
+        return str(value)
+    if type(value) is float and math.isfinite(value):
+        return repr(value)
+    return csv_cell(value, column)
+
+
+class JsonlEncoder:
+    """One JSON object a line through orjson, keys in the columns' order."""
+
+    extension = "jsonl"
+    content_type = "application/x-ndjson"
+
+    def __init__(self, columns: Sequence[str]) -> None:
+        self.columns = tuple(columns)
+
+    def header(self) -> bytes:
+        return b""
+
+    def encode(self, rows: Iterable[Mapping[str, Any]]) -> bytes:
+        columns = self.columns
+        out: list[bytes] = []
+        for row in rows:
+            ordered = {c: row.get(c) for c in columns}
+            try:
+                out.append(
+                    orjson.dumps(ordered, default=_json_default, option=orjson.OPT_APPEND_NEWLINE)
+                )
+            except orjson.JSONEncodeError as exc:
+                raise _jsonl_invalid(ordered, exc) from None
+        return b"".join(out)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, Decimal) and value.is_finite():
+        return format(value, "f")
+    raise TypeError
+
+
+def _jsonl_invalid(row: Mapping[str, Any], exc: Exception) -> ExportRowInvalidError:
+    for column, value in row.items():
+        try:
+            orjson.dumps(value, default=_json_default)
+        except orjson.JSONEncodeError:
+            return _invalid(column, value, "orjson cannot encode it; convert it in row()")
+    return ExportRowInvalidError(f"the row cannot be encoded as JSON: {exc}")
+
+
+def encoder_for(format: str, columns: Sequence[str], *, bom: bool = False) -> Encoder:
+    """The encoder of ``format`` (``'csv'`` or ``'jsonl'``)."""
+    if format == "csv":
+        return CsvEncoder(columns, bom=bom)
+    if format == "jsonl":
+        if bom:
+            raise InvariantError("bom=True is a CSV option; JSONL is never written with a BOM")
+        return JsonlEncoder(columns)
+    raise InvariantError(f"format must be 'csv' or 'jsonl', got {format!r}")

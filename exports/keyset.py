@@ -1,0 +1,261 @@
+"""``keyset(...)``: a table or a query read page by page by its key, over asyncpg.
+
+Each page is ``WHERE (key) > (cursor) ORDER BY key LIMIT n`` — never ``OFFSET``, whose cost
+grows with every page and whose pages shift when rows are inserted meanwhile. The key must be
+unique (a primary key, or several columns that are unique together) and should be indexed; the
+cursor is the last row's key, stored as JSON (UUIDs, dates, timestamps and decimals are tagged
+so they come back as the same type).
+
+``copy=True`` (CSV exports without ``row()``) lets Postgres write each page: the page's last
+key and size are read first, then ``COPY (SELECT … WHERE key in that range) TO STDOUT (FORMAT
+csv)`` in the same snapshot; the CSV is then neutralised in place (``exports.copy_csv``). What
+Postgres writes is what you get: its text forms, LF line ends.
+
+``prefetch=N`` streams each page through a server-side cursor, ``N`` rows at a time inside a
+read-only transaction, instead of one ``fetch`` of the whole page: the page is never a list in
+memory, which matters for wide rows and big batches.
+
+The statements are composed by ``exports.keyset_sql`` from named templates, identifiers that
+are checked and double-quoted, and a ``where`` fragment the caller wrote; every value travels as
+a parameter. ``where`` and ``args`` number their parameters from ``$1``; the cursor's and the
+limit's come after them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any, Protocol
+from uuid import UUID
+
+from exports.keyset_sql import key_name, keyset_statements, quote_ident
+from shared.errors import InvariantError
+
+__all__ = ["CsvPage", "KeysetSource", "decode_cursor", "encode_cursor", "keyset"]
+
+
+class Executor(Protocol):
+    """An asyncpg pool (or anything with its ``acquire()``)."""
+
+    def acquire(self) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CsvPage:
+    """A page as CSV records Postgres wrote."""
+
+    data: bytes
+    rows: int
+    cursor: Any
+
+
+class KeysetSource:
+    """The ``ExportSource`` ``keyset()`` answers."""
+
+    def __init__(
+        self,
+        *,
+        relation: str,
+        key: tuple[str, ...],
+        columns: tuple[str, ...] | None,
+        where: str | None,
+        args: tuple[Any, ...],
+        pool: Executor,
+        prefetch: int | None,
+        text: bool = False,
+        copy: bool = False,
+    ) -> None:
+        self.key = key
+        self.copy = copy
+        self._ahead: tuple[Any, int, asyncio.Future[CsvPage]] | None = None
+        self._key_names = (
+            tuple(key_name(i) for i in range(len(key))) if text and columns is not None else key
+        )
+        self.columns = columns
+        self._pool = pool
+        self._args = args
+        self._prefetch = prefetch
+        self.statements = keyset_statements(
+            relation=relation,
+            key=key,
+            columns=columns,
+            where=where,
+            n_args=len(args),
+            text=text,
+            copy=copy,
+        )
+
+    async def csv_page(self, after: Any, limit: int) -> CsvPage:
+        """The page as Postgres writes CSV (``COPY … (FORMAT csv)``), its row count and the
+        cursor after it; both statements read one snapshot.
+
+        A full page starts reading the next one on another connection before it answers, so
+        Postgres writes page N+1 while the exporter neutralises and stores page N. Only a read
+        runs ahead: a crash loses nothing but that read."""
+        ahead = self._ahead
+        self._ahead = None
+        if ahead is not None and ahead[0] == after and ahead[1] == limit:
+            page = await ahead[2]
+        else:
+            if ahead is not None:
+                ahead[2].cancel()
+            page = await self._read_csv_page(after, limit)
+        if page.rows == limit:
+            task = asyncio.ensure_future(self._read_csv_page(page.cursor, limit))
+            task.add_done_callback(_retrieved)
+            self._ahead = (page.cursor, limit, task)
+        return page
+
+    async def _read_csv_page(self, after: Any, limit: int) -> CsvPage:
+        lower = () if after is None else tuple(decode_cursor(after))
+        async with (
+            self._pool.acquire() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            sql = self.statements
+            bound = sql.bound_first if after is None else sql.bound_after
+            last = await conn.fetchrow(bound, *self._args, *lower, limit)
+            if last is None:
+                return CsvPage(data=b"", rows=0, cursor=after)
+            upper = tuple(last[key_name(i)] for i in range(len(self.key)))
+            held: list[bytes] = []
+
+            async def collect(chunk: bytes) -> None:
+                held.append(chunk)
+
+            copy = sql.range_first if after is None else sql.range_after
+            await conn.copy_from_query(
+                copy, *self._args, *lower, *upper, output=collect, format="csv"
+            )
+        return CsvPage(
+            data=b"".join(held), rows=int(last["_keyset_rows"]), cursor=encode_cursor(upper)
+        )
+
+    async def rows(self, after: Any, limit: int) -> AsyncIterator[Any]:
+        async for chunk in self.chunks(after, limit):
+            for record in chunk:
+                yield record
+
+    async def chunks(self, after: Any, limit: int) -> AsyncIterator[list[Any]]:
+        """The page as one fetch, or (``prefetch``) as the cursor's fetches of that size."""
+        if after is None:
+            sql, args = self.statements.first, (*self._args, limit)
+        else:
+            sql, args = self.statements.after, (*self._args, *decode_cursor(after), limit)
+        async with self._pool.acquire() as conn:
+            if self._prefetch is None:
+                yield await conn.fetch(sql, *args)
+                return
+            async with conn.transaction(readonly=True):
+                cursor = await conn.cursor(sql, *args)
+                while chunk := await cursor.fetch(self._prefetch):
+                    yield chunk
+
+    def cursor(self, row: Any) -> Any:
+        return encode_cursor([row[k] for k in self._key_names])
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    # A read ahead nobody awaits (the export failed meanwhile) must not log "never retrieved".
+    if not task.cancelled():
+        task.exception()
+
+
+def keyset(
+    table_or_query: str,
+    *,
+    key: str | Sequence[str],
+    pool: Executor,
+    columns: Sequence[str] | None = None,
+    where: str | None = None,
+    args: Sequence[Any] = (),
+    prefetch: int | None = None,
+    text: bool = False,
+    copy: bool = False,
+) -> KeysetSource:
+    """Read ``table_or_query`` (a table name, optionally schema-qualified, or a SELECT) in
+    pages ordered by ``key``; ``columns`` picks the columns (every one when None, which
+    ``export_rows`` then checks row by row against its own ``columns``)."""
+    keys = (key,) if isinstance(key, str) else tuple(key)
+    if not keys:
+        raise InvariantError("keyset() needs a key: a unique column, or columns unique together")
+    for k in keys:
+        quote_ident(k)
+    cols = None if columns is None else tuple(columns)
+    if cols is not None:
+        for c in cols:
+            quote_ident(c)
+        missing = [k for k in keys if k not in cols]
+        if missing:
+            raise InvariantError(
+                f"keyset(): columns must include the key {missing!r}; the cursor is read from it",
+                meta={"missing": missing},
+            )
+    written = table_or_query.strip()
+    relation = (
+        f"({written})"
+        if any(ch.isspace() for ch in written)
+        else quote_ident(written, qualified=True)
+    )
+    if (text or copy) and cols is None:
+        raise InvariantError("keyset(text=True / copy=True) needs columns: it names each one")
+    if prefetch is not None and (isinstance(prefetch, bool) or prefetch < 1):
+        raise InvariantError(f"prefetch must be a positive number of rows, got {prefetch!r}")
+    return KeysetSource(
+        relation=relation,
+        key=keys,
+        columns=cols,
+        where=where,
+        args=tuple(args),
+        pool=pool,
+        prefetch=prefetch,
+        text=text,
+        copy=copy,
+    )
+
+
+def encode_cursor(values: Sequence[Any]) -> list[Any]:
+    """A key's values as JSON that ``decode_cursor`` turns back into the same types."""
+    return [_encode(v) for v in values]
+
+
+def decode_cursor(stored: Sequence[Any]) -> list[Any]:
+    return [_decode(v) for v in stored]
+
+
+def _encode(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, UUID):
+        return {"$uuid": str(value)}
+    if isinstance(value, datetime):
+        return {"$ts": value.isoformat()}
+    if isinstance(value, date):
+        return {"$date": value.isoformat()}
+    if isinstance(value, Decimal):
+        return {"$dec": str(value)}
+    raise InvariantError(
+        f"a keyset key of type {type(value).__name__} cannot be stored as a cursor; key on "
+        "an integer, text, UUID, date, timestamp or numeric column",
+        meta={"type": type(value).__name__},
+    )
+
+
+_DECODERS: dict[str, Any] = {
+    "$uuid": UUID,
+    "$ts": datetime.fromisoformat,
+    "$date": date.fromisoformat,
+    "$dec": Decimal,
+}
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict) and len(value) == 1:
+        ((tag, text),) = value.items()
+        decoder = _DECODERS.get(tag)
+        if decoder is not None:
+            return decoder(text)
+    return value

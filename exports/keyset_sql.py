@@ -1,0 +1,126 @@
+"""The statements ``keyset()`` sends, composed from named templates.
+
+A keyset read runs over the caller's table or query, so its statements cannot live in
+``sql/queries`` beside ours; they are composed here, once per source, from the templates below,
+identifiers that are checked and double-quoted, and the ``where`` fragment the caller wrote.
+Every value travels as a parameter: the ``where`` arguments first (``$1``…), then the cursor's,
+then the page's upper bound or limit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from shared.errors import InvariantError
+
+__all__ = ["KeysetStatements", "keyset_statements", "quote_ident"]
+
+# One page after the cursor (or the first page), in key order.
+PAGE = "SELECT {select} FROM {relation} AS _keyset WHERE {filter} ORDER BY {keys} LIMIT {limit}"
+PAGE_AFTER = (
+    "SELECT {select} FROM {relation} AS _keyset WHERE {filter} AND ({keys}) > ({after}) "
+    "ORDER BY {keys} LIMIT {limit}"
+)
+# copy=True: the last key and the size of the page a PAGE(_AFTER) of keys would answer ...
+BOUND = (
+    "SELECT {last}, count(*) OVER () AS _keyset_rows FROM ({page}) AS _page "
+    "ORDER BY {backwards} LIMIT 1"
+)
+# ... then exactly that key range, for COPY.
+RANGE = (
+    "SELECT {select} FROM {relation} AS _keyset WHERE {filter} AND ({keys}) <= ({upper}) "
+    "ORDER BY {keys}"
+)
+RANGE_AFTER = (
+    "SELECT {select} FROM {relation} AS _keyset WHERE {filter} AND ({keys}) > ({after}) "
+    "AND ({keys}) <= ({upper}) ORDER BY {keys}"
+)
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
+
+
+def quote_ident(name: str, *, qualified: bool = False) -> str:
+    """``name`` double-quoted, refused unless it is a plain (optionally schema-qualified)
+    identifier."""
+    parts = name.split(".") if qualified else [name]
+    if not all(_IDENT.fullmatch(p) for p in parts) or len(parts) > 2:
+        raise InvariantError(
+            f"{name!r} is not a plain identifier (letters, digits, _ and $"
+            + (", optionally schema-qualified" if qualified else "")
+            + "); quote nothing yourself — keyset() quotes what it is given",
+            meta={"identifier": name},
+        )
+    return ".".join('"' + p + '"' for p in parts)
+
+
+def _params(first: int, count: int) -> str:
+    return ", ".join("$" + str(first + i) for i in range(count))
+
+
+def key_name(i: int) -> str:
+    """The name a typed key column travels under when the columns are read as text."""
+    return "_keyset_key_" + str(i)
+
+
+@dataclass(frozen=True, slots=True)
+class KeysetStatements:
+    first: str
+    after: str
+    bound_first: str = ""
+    bound_after: str = ""
+    range_first: str = ""
+    range_after: str = ""
+
+
+def keyset_statements(
+    *,
+    relation: str,
+    key: tuple[str, ...],
+    columns: tuple[str, ...] | None,
+    where: str | None,
+    n_args: int,
+    text: bool,
+    copy: bool,
+) -> KeysetStatements:
+    """The statements of one keyset source (``relation`` already quoted or parenthesised)."""
+    k = len(key)
+    keys = ", ".join("_keyset." + quote_ident(c) for c in key)
+    if columns is None:
+        select = "*"
+    elif text:
+        # Every column as Postgres writes it; the key also typed, under its own name, so the
+        # cursor keeps the key's type.
+        select = ", ".join(
+            ["_keyset." + quote_ident(c) + "::text AS " + quote_ident(c) for c in columns]
+            + ["_keyset." + quote_ident(c) + " AS " + key_name(i) for i, c in enumerate(key)]
+        )
+    else:
+        select = ", ".join(quote_ident(c) for c in columns)
+    parts = {
+        "relation": relation,
+        "filter": "(" + where + ")" if where else "true",
+        "keys": keys,
+        "after": _params(n_args + 1, k),
+    }
+    statements = KeysetStatements(
+        first=PAGE.format(select=select, limit=_params(n_args + 1, 1), **parts),
+        after=PAGE_AFTER.format(select=select, limit=_params(n_args + k + 1, 1), **parts),
+    )
+    if not copy or columns is None:
+        return statements
+    last = ", ".join("_page." + quote_ident(c) + " AS " + key_name(i) for i, c in enumerate(key))
+    backwards = ", ".join("_page." + quote_ident(c) + " DESC" for c in key)
+    key_pages = (
+        PAGE.format(select=keys, limit=_params(n_args + 1, 1), **parts),
+        PAGE_AFTER.format(select=keys, limit=_params(n_args + k + 1, 1), **parts),
+    )
+    listed = ", ".join("_keyset." + quote_ident(c) for c in columns)
+    return KeysetStatements(
+        first=statements.first,
+        after=statements.after,
+        bound_first=BOUND.format(last=last, page=key_pages[0], backwards=backwards),
+        bound_after=BOUND.format(last=last, page=key_pages[1], backwards=backwards),
+        range_first=RANGE.format(select=listed, upper=_params(n_args + 1, k), **parts),
+        range_after=RANGE_AFTER.format(select=listed, upper=_params(n_args + k + 1, k), **parts),
+    )

@@ -1,0 +1,297 @@
+"""The api's export routes: an export's manifest with a link per part, and the parts the
+filesystem holds, behind expiring signed links.
+
+| Route | Answers |
+|---|---|
+| ``GET /v1/exports/{id}`` | the export (its job's state, its manifest once written) and each part's link |
+| ``GET /v1/exports/{id}/parts/{index}?expires=&sig=`` | one part's bytes, streamed, while the link is valid |
+
+A part on an object store (S3, GCS, Azure) links to a presigned URL: the download never passes
+through the api. A part on the filesystem links back here: ``sig`` is HMAC-SHA256, keyed by
+``UJOBS_SECRET_KEY``, over the path and the expiry, so the link is the credential — it opens
+that one part until ``expires`` (epoch seconds) and nothing else. Without a key, such parts get
+no link (``ujobs exports get`` still reads them from the store).
+
+Access: the HTTP edge's tokens are not in yet, so these are operator routes, like every other
+route of the api today. ``AUTHORIZE`` is the seam the token edge fills: it is called with the
+request and the export's tenant, and refuses what the caller may not see.
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+from aiohttp import web
+
+from exports.downloads import FoundExport, describe_export, find_export, read_manifest
+from exports.manifest import Manifest
+from exports.sinks import ExportNotFoundError
+from services.exporter import ExportSettings
+from shared.drivers.base import JobDriver
+from shared.errors import UltimateError
+from shared.jobs.registry import Registry
+
+__all__ = [
+    "AUTHORIZE",
+    "LINK_TTL",
+    "SETTINGS",
+    "add_export_routes",
+    "export_paths",
+    "part_path",
+    "sign_path",
+    "verify_path",
+]
+
+LINK_TTL = timedelta(minutes=15)
+
+Authorize = Callable[[web.Request, str | None], Awaitable[None]]
+
+
+async def operator_only(request: web.Request, tenant: str | None) -> None:
+    """No check: for an app that serves these routes behind its own authentication."""
+
+
+async def token_reader(request: web.Request, tenant: str | None) -> None:
+    """The api's rule, the HTTP edge's: a bearer token with the ``read`` scope (401/403), and
+    another tenant's export does not exist for a tenant token (404, never 403)."""
+    from services.api_common import caller
+
+    principal = await caller(request, "read")
+    if not principal.sees(tenant):
+        raise ExportNotFoundError("no such export for this token's tenant")
+
+
+SETTINGS = web.AppKey("export_settings", ExportSettings)
+AUTHORIZE: web.AppKey[Authorize] = web.AppKey("export_authorize")
+
+
+class ExportLinkInvalidError(UltimateError):
+    """A download link that is forged, altered or expired."""
+
+    code = "X_EXPORT_LINK_INVALID"
+
+
+routes = web.RouteTableDef()
+
+
+def part_path(export_id: str, index: int) -> str:
+    return f"/v1/exports/{export_id}/parts/{index}"
+
+
+def sign_path(key: bytes, path: str, expires_s: int) -> str:
+    """The link's signature: HMAC-SHA256 over the path and the expiry."""
+    message = f"{path}\n{expires_s}".encode()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def verify_path(key: bytes, path: str, expires: str, sig: str, now_s: int) -> int:
+    """The expiry of a valid link; ``X_EXPORT_LINK_INVALID`` otherwise."""
+    if not expires.isdigit() or not hmac.compare_digest(sign_path(key, path, int(expires)), sig):
+        raise ExportLinkInvalidError(
+            "this download link is not valid; ask for a fresh one (GET /v1/exports/{id})"
+        )
+    if int(expires) < now_s:
+        raise ExportLinkInvalidError(
+            "this download link has expired; ask for a fresh one (GET /v1/exports/{id})",
+            meta={"expires": int(expires)},
+        )
+    return int(expires)
+
+
+def _driver(request: web.Request) -> JobDriver:
+    from services.api import BACKEND
+
+    return request.app[BACKEND].driver
+
+
+def _registry(request: web.Request) -> Registry:
+    from services.api import REGISTRY
+
+    return request.app[REGISTRY]
+
+
+async def _found(request: web.Request) -> FoundExport:
+    driver = _driver(request)
+    if driver.introspect is None:
+        raise ExportNotFoundError("this driver cannot look jobs up by id")
+    found = await find_export(driver.introspect, _registry(request).jobs, request.match_info["id"])
+    await request.app[AUTHORIZE](request, found.row.tenant_id)
+    return found
+
+
+_STATUS = {
+    "X_EXPORT_NOT_FOUND": 404,
+    "X_EXPORT_LINK_INVALID": 403,
+    "X_UNAUTHORIZED": 401,
+    "X_FORBIDDEN": 403,
+    # Another tenant's export does not exist, as far as this caller can tell.
+    "X_TENANCY_ACTOR_MISMATCH": 404,
+}
+
+
+def _status(error: UltimateError) -> int:
+    if error.code in _STATUS:
+        return _STATUS[error.code]
+    from services.api import status_for
+
+    return status_for(error.code)
+
+
+def _error(error: UltimateError) -> web.Response:
+    return web.json_response({"error": error.to_dict()}, status=_status(error))
+
+
+@routes.get("/v1/exports/{id}")
+async def get_export(request: web.Request) -> web.Response:
+    try:
+        found = await _found(request)
+    except UltimateError as exc:
+        return _error(exc)
+    manifest = await read_manifest(found)
+    key = request.app[SETTINGS].secret_key
+    now_s = _driver(request).clock.now_ms() // 1000
+    expires_s = now_s + int(LINK_TTL.total_seconds())
+    origin = request.url.origin()
+
+    def local_link(index: int) -> str | None:
+        if key is None:
+            return None
+        path = part_path(found.row.id, index)
+        query = f"expires={expires_s}&sig={sign_path(key, path, expires_s)}"
+        return f"{origin}{path}?{query}"
+
+    body = await describe_export(found, manifest, expires_in=LINK_TTL, local_link=local_link)
+    return web.json_response(body)
+
+
+@routes.get("/v1/exports/{id}/parts/{index}")
+async def get_part(request: web.Request) -> web.StreamResponse:
+    key = request.app[SETTINGS].secret_key
+    try:
+        if key is None:
+            raise ExportLinkInvalidError(
+                "this api signs no download links (UJOBS_SECRET_KEY is unset)"
+            )
+        verify_path(
+            key,
+            request.path,
+            request.query.get("expires", ""),
+            request.query.get("sig", ""),
+            _driver(request).clock.now_ms() // 1000,
+        )
+        driver = _driver(request)
+        if driver.introspect is None:
+            raise ExportNotFoundError("this driver cannot look jobs up by id")
+        found = await find_export(
+            driver.introspect, _registry(request).jobs, request.match_info["id"]
+        )
+        manifest = await read_manifest(found)
+        index = _index(request.match_info["index"], manifest)
+    except UltimateError as exc:
+        return _error(exc)
+    assert manifest is not None
+    keys = manifest.part_keys()
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": manifest.content_type,
+            "Content-Disposition": (
+                f'attachment; filename="{found.row.id}-part-{index:05d}.{manifest.extension}"'
+            ),
+        }
+    )
+    await response.prepare(request)
+    async for chunk in found.sink.read(keys[index]):
+        await response.write(chunk)
+    await response.write_eof()
+    return response
+
+
+def _index(raw: str, manifest: Manifest | None) -> int:
+    if manifest is None:
+        raise ExportNotFoundError("this export has not finished; its parts are not served yet")
+    if not raw.isdigit() or int(raw) >= manifest.parts:
+        raise ExportNotFoundError(
+            f"no part {raw!r}; this export has {manifest.parts}", meta={"parts": manifest.parts}
+        )
+    return int(raw)
+
+
+def export_paths(
+    json_body: Callable[[str, dict[str, Any]], dict[str, Any]],
+    error: Callable[[str], dict[str, Any]],
+) -> dict[str, Any]:
+    """These routes' entries of the api's OpenAPI document."""
+    export_id = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
+    return {
+        "/v1/exports/{id}": {
+            "get": {
+                "summary": "An export: its job's state, its manifest, a link per part",
+                "parameters": [export_id],
+                "responses": {
+                    "200": json_body(
+                        "the export; ready is false until the manifest is written",
+                        {
+                            "type": "object",
+                            "required": ["id", "state", "ready", "manifest", "parts"],
+                            "properties": {
+                                "id": {"type": "string"},
+                                "state": {"type": "string"},
+                                "ready": {"type": "boolean"},
+                                "manifest": {"type": ["object", "null"]},
+                                "parts": {"type": "array", "items": {"type": "object"}},
+                            },
+                        },
+                    ),
+                    "404": error("no such export (X_EXPORT_NOT_FOUND)"),
+                },
+            }
+        },
+        "/v1/exports/{id}/parts/{index}": {
+            "get": {
+                "summary": "One part's bytes, through a signed expiring link",
+                "parameters": [
+                    export_id,
+                    {
+                        "name": "index",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "integer"},
+                    },
+                    {
+                        "name": "expires",
+                        "in": "query",
+                        "required": True,
+                        "schema": {"type": "integer"},
+                    },
+                    {"name": "sig", "in": "query", "required": True, "schema": {"type": "string"}},
+                ],
+                "responses": {
+                    "200": {"description": "the part (text/csv or application/x-ndjson)"},
+                    "403": error("a forged, altered or expired link (X_EXPORT_LINK_INVALID)"),
+                    "404": error("no such export or part, or not finished (X_EXPORT_NOT_FOUND)"),
+                },
+            }
+        },
+    }
+
+
+def add_export_routes(
+    app: web.Application,
+    settings: ExportSettings | None = None,
+    *,
+    authorize: Authorize = operator_only,
+) -> None:
+    """Serve the export routes on ``app`` (the api's); ``settings`` default to the
+    environment's, whose ``UJOBS_EXPORT_URL`` becomes this process's default sink."""
+    if settings is None:
+        from services.config import environment
+
+        settings = ExportSettings.load(environment())
+    settings.install()
+    app[SETTINGS] = settings
+    app[AUTHORIZE] = authorize
+    app.add_routes(routes)

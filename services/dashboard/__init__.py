@@ -1,0 +1,16 @@
+"""The operator dashboard at ``/_x`` on ``ujobs api``: server-rendered pages (Jinja2 templates
+and a little plain JavaScript, every asset shipped in this package) over the same operator
+functions the CLI and the HTTP edge call (``shared.introspect``, ``services.cli_tasks``).
+
+| Module | Holds |
+|---|---|
+| ``session`` | the login cookie (HttpOnly, SameSite=Strict), who is viewing, CSRF tokens |
+| ``render`` | the Jinja2 environment, its filters (times, durations) and HTML error pages |
+| ``pages`` | the read-only pages: queues, jobs, one job, dead letters, workers, tasks |
+| ``views`` | ``guarded``: an ``X_…`` error as a page; the message an action's redirect shows |
+| ``actions`` | the confirmed, audit-logged moves: retry, cancel, promote, pause, resume |
+| ``routes`` | ``setup_dashboard(app)``: what ``services.api.create_app`` registers |
+
+A tenant token sees only its own tenant's jobs; queues, workers and tasks span every tenant and
+need an operator token, exactly as on ``/v1``.
+"""

@@ -1,0 +1,133 @@
+"""The dashboard's moves: one ``POST /_x/act`` form, confirmed on a page of its own, then run
+through the operator function the CLI and ``/v1`` call, and written to the log as an audit line
+(``ujobs.dashboard.action``: the action, its target, the token and its tenant).
+
+| ``action`` | Calls | Needs |
+|---|---|---|
+| ``retry`` · ``retry-from-step`` (``step``) | ``retry_job`` | ``operate``; a job this token sees |
+| ``cancel`` | ``cancel_job`` | ``operate``; a job this token sees |
+| ``promote`` | ``promote_job`` | ``operate``; a job this token sees |
+| ``queue-pause`` · ``queue-resume`` | ``pause_queues`` | ``operate``, an operator token |
+| ``task-pause`` · ``task-resume`` | ``pause_tasks`` | ``operate``, an operator token |
+
+A form without ``confirm=yes`` answers the confirmation page; every form carries the CSRF
+token (``services.dashboard.session``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+from yarl import URL
+
+from services.api_common import EDGE, REGISTRY
+from services.api_queues import TaskUnknownError
+from services.auth import Principal
+from services.dashboard.pages import visible_job
+from services.dashboard.render import page
+from services.dashboard.session import PREFIX, check_csrf, safe_next, viewer
+from services.dashboard.views import guarded
+from shared.errors import InputInvalidError
+from shared.introspect import cancel_job, pause_queues, pause_tasks, promote_job, retry_job
+from shared.jobs.declaration_rules import NAME_PATTERN
+
+log = logging.getLogger("ujobs.dashboard")
+
+routes = web.RouteTableDef()
+
+QUESTIONS = {
+    "retry": ("Re-queue job {target} with a fresh attempt budget?", "Retry"),
+    "retry-from-step": (
+        "Re-queue job {target}, dropping step {step!r} and every step saved after it?",
+        "Retry from step",
+    ),
+    "cancel": (
+        "Cancel job {target}? A running job's worker stops at its next heartbeat.",
+        "Cancel job",
+    ),
+    "promote": ("Run job {target} now instead of at its scheduled time?", "Run now"),
+    "queue-pause": ("Pause queue {target!r}? Workers stop claiming from it.", "Pause queue"),
+    "queue-resume": ("Resume queue {target!r}?", "Resume queue"),
+    "task-pause": (
+        "Pause task {target!r}? Its occurrences are not fired while paused.",
+        "Pause task",
+    ),
+    "task-resume": ("Resume task {target!r}?", "Resume task"),
+}
+
+
+def _invalid(field: str, message: str) -> InputInvalidError:
+    return InputInvalidError(message, meta={"issues": [{"path": field, "message": message}]})
+
+
+async def perform(
+    request: web.Request, principal: Principal, action: str, target: str, step: str
+) -> None:
+    driver = request.app[EDGE].driver
+    if action.startswith("queue-"):
+        principal.require_operator("pausing a queue")
+        if not NAME_PATTERN.fullmatch(target):
+            raise _invalid("target", f"queue name {target!r} is not a queue name")
+        await pause_queues(driver, [target], pause=action == "queue-pause")
+    elif action.startswith("task-"):
+        principal.require_operator("pausing a task")
+        if target not in request.app[REGISTRY].tasks:
+            raise TaskUnknownError(
+                f"no task is named {target!r} in this app; the tasks page lists them",
+                meta={"task": target},
+            )
+        await pause_tasks(driver, [target], pause=action == "task-pause")
+    else:
+        row = await visible_job(request, principal, target)
+        if action == "retry":
+            await retry_job(driver, row.id)
+        elif action == "retry-from-step":
+            await retry_job(driver, row.id, from_step=step)
+        elif action == "cancel":
+            await cancel_job(driver, row.id, f"from the dashboard by token {principal.token_id}")
+        else:
+            await promote_job(driver, row.id)
+
+
+@routes.post(PREFIX + "/act")
+@guarded
+async def act(request: web.Request) -> web.StreamResponse:
+    principal, secret = await viewer(request)
+    form = {k: str(v) for k, v in (await request.post()).items()}
+    check_csrf(request, form, secret)
+    principal.require("operate")
+    action, target, step = form.get("action", ""), form.get("target", ""), form.get("step", "")
+    if action not in QUESTIONS:
+        raise _invalid("action", f"unknown action {action!r}; one of {', '.join(QUESTIONS)}")
+    if not target:
+        raise _invalid("target", "the form names no target")
+    if action == "retry-from-step" and not step:
+        raise _invalid("step", "retry from step needs the step's name")
+    back = safe_next(form.get("back"))
+    if form.get("confirm") != "yes":
+        question, label = QUESTIONS[action]
+        return page(
+            request,
+            "confirm.html",
+            principal=principal,
+            secret=secret,
+            question=question.format(target=target, step=step),
+            label=label,
+            form={"action": action, "target": target, "step": step, "back": back},
+        )
+    await perform(request, principal, action, target, step)
+    log.info(
+        "ujobs.dashboard.action",
+        extra={
+            "action": action,
+            "target": target,
+            "step": step or None,
+            "token": principal.token_id,
+            "tenant": principal.tenant_id,
+        },
+    )
+    raise web.HTTPSeeOther(str(URL(back).update_query(done=action)))
+
+
+__all__ = ["QUESTIONS", "perform", "routes"]

@@ -1,0 +1,102 @@
+"""``setup_dashboard(app)``: the login form, the static assets and every page and action of
+``/_x`` on the api's application (``services.api.create_app`` calls it).
+
+| Route | Does |
+|---|---|
+| ``GET /_x/`` | queues for an operator, jobs for a tenant token |
+| ``GET, POST /_x/login`` | the token form; a token with ``read`` sets the cookie |
+| ``POST /_x/logout`` | drops the cookie (CSRF-checked) |
+| ``GET /_x/static/…`` | the stylesheet and the script shipped in this package |
+| the pages and actions | ``services.dashboard.pages``, ``services.dashboard.actions`` |
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from aiohttp import web
+
+from services.auth import UnauthorizedError
+from services.dashboard import actions, pages
+from services.dashboard.render import ENV, environment, page
+from services.dashboard.session import (
+    COOKIE,
+    PREFIX,
+    check_csrf,
+    check_origin,
+    cookie_secret,
+    principal_for,
+    safe_next,
+    set_login_cookie,
+    viewer,
+)
+from services.dashboard.views import guarded
+from shared.errors import UltimateError
+
+log = logging.getLogger("ujobs.dashboard")
+
+STATIC = Path(__file__).parent / "static"
+
+routes = web.RouteTableDef()
+
+
+@routes.get(PREFIX)
+@routes.get(PREFIX + "/")
+@guarded
+async def index(request: web.Request) -> web.StreamResponse:
+    principal, _ = await viewer(request)
+    raise web.HTTPSeeOther(PREFIX + ("/queues" if principal.operator else "/jobs"))
+
+
+@routes.get(PREFIX + "/login")
+async def login_form(request: web.Request) -> web.Response:
+    return page(request, "login.html", next=safe_next(request.query.get("next")), message=None)
+
+
+@routes.post(PREFIX + "/login")
+async def login(request: web.Request) -> web.StreamResponse:
+    form = await request.post()
+    target = safe_next(str(form.get("next", "")))
+    secret = str(form.get("token", "")).strip()
+    try:
+        check_origin(request)
+        if not secret:
+            raise UnauthorizedError(
+                "paste a token (`ujobs tokens create --operator --scopes read,operate`)"
+            )
+        principal = await principal_for(request, secret)
+        principal.require("read")
+    except UltimateError as exc:
+        log.info("ujobs.dashboard.login-refused", extra={"code": exc.code})
+        return page(request, "login.html", next=target, message=exc.message, status=401)
+    log.info(
+        "ujobs.dashboard.login",
+        extra={"token": principal.token_id, "tenant": principal.tenant_id},
+    )
+    response = web.Response(status=303, headers={"Location": target})
+    set_login_cookie(response, request, secret)
+    return response
+
+
+@routes.post(PREFIX + "/logout")
+@guarded
+async def logout(request: web.Request) -> web.StreamResponse:
+    secret = cookie_secret(request)
+    if secret is not None:
+        check_csrf(request, {k: str(v) for k, v in (await request.post()).items()}, secret)
+    response = web.Response(status=303, headers={"Location": PREFIX + "/login"})
+    response.del_cookie(COOKIE, path=PREFIX)
+    return response
+
+
+def setup_dashboard(app: web.Application) -> None:
+    """Register ``/_x`` on the api's application."""
+    app[ENV] = environment()
+    app.add_routes(routes)
+    app.add_routes(pages.routes)
+    app.add_routes(actions.routes)
+    app.router.add_static(PREFIX + "/static", STATIC, append_version=False)
+
+
+__all__ = ["routes", "setup_dashboard"]

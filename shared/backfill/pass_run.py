@@ -1,0 +1,216 @@
+"""One backfill PASS: the body of the job ``backfill()`` declares.
+
+In order:
+
+1. ``environments`` is the rail: a pass in an environment the declaration excludes fails with
+   ``X_BACKFILL_ENVIRONMENT`` (terminal) before it reads a row — ``.enqueue()`` from app code
+   reaches no command, so the pass itself must refuse.
+2. The ledger (``driver.backfills``; a driver without one runs the pass anyway, no bookkeeping):
+   a COMPLETED row of another run makes this run a no-op answering ``{skipped: True,
+   previousRunId}`` unless the input says ``force`` (a moved checksum warns
+   ``jobs.backfill.checksum-moved``, never refuses). Otherwise ``begin`` adopts this run's row
+   (a retry keeps ``started_at``) or writes a new one (``force`` is a new run, so a new row).
+3. Pages: step ``batch:N`` per page, the throttle's pause inside it, then ``handle(rows,
+   signal)`` (no step of its own — a step minted inside it would collide on batch 2); the
+   step's output is the cursor and the running count, never the rows. Completed steps replay
+   from storage without a statement or a pause, so a killed pass resumes on the page it
+   stopped at. The ledger row gets the count and cursor after a page that ran (a report,
+   never the resume source), at most once a second and after the last page.
+4. ``count`` (when declared), once after the last batch: a safe non-negative integer or
+   ``X_INVARIANT``; above zero is ``X_BACKFILL_STALLED`` (terminal) — the source ran out while
+   the predicate still matches.
+5. The row is marked ``completed`` (or ``failed`` with the error when the attempt failed; a
+   drain's hand-back leaves it ``running``). ``tenant='none'`` runs steps 3-4 inside
+   ``cross_tenant()``: the source is lazy, so the author has nothing to wrap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from shared.backfill.settings import backfill_settings
+from shared.backfill.source import BatchSource, Throttle, maybe_await
+from shared.context import cross_tenant
+from shared.drivers.base import BackfillLedger
+from shared.errors import (
+    BackfillEnvironmentError,
+    BackfillStalledError,
+    InvariantError,
+    JobDrainedError,
+    register_error_retry,
+)
+from shared.execution.run import Run
+from shared.jobs.enqueue_target import has_job_driver, job_driver
+
+if TYPE_CHECKING:
+    from shared.backfill.declare import BackfillDefinition
+
+log = logging.getLogger("ujobs.jobs")
+
+MAX_SAFE_INTEGER = 2**53 - 1
+BATCH_STEP_PREFIX = "batch:"
+PROGRESS_EVERY_S = 1.0
+"""The ledger row is a report: it gets the count and cursor at most once a second (and after
+the last page), so a fast pass does not pay a second round trip per page for it."""
+
+register_error_retry(
+    {
+        "X_BACKFILL_ENVIRONMENT": "terminal",
+        "X_BACKFILL_STALLED": "terminal",
+        "X_BACKFILL_MIGRATION_PENDING": "terminal",
+    }
+)
+
+
+def check_environment(definition: BackfillDefinition, environment: str | None) -> None:
+    """``X_BACKFILL_ENVIRONMENT`` when the declaration excludes ``environment``."""
+    allowed = definition.environments
+    if allowed is None or environment in allowed:
+        return
+    raise BackfillEnvironmentError(
+        f"backfill {definition.name!r} runs in {', '.join(allowed)}; this is "
+        f"{environment or 'an unnamed environment'} (set UJOBS_ENVIRONMENT on the services)",
+        meta={"backfill": definition.name, "environment": environment, "allowed": list(allowed)},
+    )
+
+
+def parse_count(definition: BackfillDefinition, answer: Any) -> int:
+    """``count()``'s answer, parsed: a non-negative safe integer, else ``X_INVARIANT``."""
+    if (
+        isinstance(answer, bool)
+        or not isinstance(answer, int)
+        or not 0 <= answer <= MAX_SAFE_INTEGER
+    ):
+        raise InvariantError(
+            f"backfill {definition.name!r}: count() answered {answer!r}; it must answer a "
+            "whole number of rows the source still matches (0 or more)",
+            meta={"backfill": definition.name},
+        )
+    return answer
+
+
+def ledger_of_installed_driver() -> BackfillLedger | None:
+    return job_driver().backfills if has_job_driver() else None
+
+
+def pass_body(definition: BackfillDefinition) -> Callable[[Run[Any]], Awaitable[Any]]:
+    async def body(run: Run[Any]) -> dict[str, Any]:
+        return await run_pass(definition, run, ledger=ledger_of_installed_driver())
+
+    body.__name__ = body.__qualname__ = "backfill_pass"
+    return body
+
+
+async def run_pass(
+    definition: BackfillDefinition, run: Run[Any], *, ledger: BackfillLedger | None
+) -> dict[str, Any]:
+    settings = backfill_settings()
+    check_environment(definition, settings.environment)
+    force = bool(getattr(run.input, "force", False))
+    name = definition.name
+    if ledger is not None and not force:
+        previous = await ledger.latest_completed(name)
+        if previous is not None and previous.run_id != run.run_id:
+            if previous.checksum != definition.checksum:
+                log.warning(
+                    "jobs.backfill.checksum-moved",
+                    extra={"backfill": name, "previous_run_id": previous.run_id},
+                )
+            return {
+                "name": name,
+                "batches": 0,
+                "rows": 0,
+                "skipped": True,
+                "previousRunId": previous.run_id,
+            }
+    if ledger is not None:
+        await ledger.begin(name, run.run_id, definition.checksum, settings.app_version)
+    try:
+        with _scope(definition):
+            batches, rows = await _sweep(definition, run, ledger)
+            if definition.count is not None:
+                left = parse_count(definition, await maybe_await(definition.count(run.ctx)))
+                if left > 0:
+                    raise BackfillStalledError(
+                        f"backfill {name!r}: the source ran out after {rows} rows while count() "
+                        f"still matches {left}; source and count select different rows",
+                        meta={"backfill": name, "rows": rows, "left": left},
+                    )
+    except JobDrainedError:
+        raise  # handed back uncounted: the row stays running, the next attempt adopts it
+    except Exception as exc:
+        if ledger is not None:
+            with contextlib.suppress(Exception):
+                await ledger.finish(name, run.run_id, "failed", str(exc))
+        raise
+    if ledger is not None:
+        await ledger.finish(name, run.run_id, "completed")
+    return {"name": name, "batches": batches, "rows": rows, "skipped": False, "runId": run.run_id}
+
+
+@contextlib.contextmanager
+def _scope(definition: BackfillDefinition) -> Iterator[None]:
+    if definition.tenant == "none":
+        with cross_tenant(f"backfill {definition.name} sweeps every tenant"):
+            yield
+    else:
+        yield
+
+
+async def _sweep(
+    definition: BackfillDefinition, run: Run[Any], ledger: BackfillLedger | None
+) -> tuple[int, int]:
+    source = definition.source(run.ctx)
+    if not isinstance(source, BatchSource):
+        raise InvariantError(
+            f"backfill {definition.name!r}: source() must answer a BatchSource (page(after, "
+            f"limit) and cursor(row)), e.g. keyset(fetch, key='id'); got {source!r}",
+            meta={"backfill": definition.name},
+        )
+    throttle = Throttle(definition.rate)
+    index, cursor, rows = 0, None, 0
+    reported = -PROGRESS_EVERY_S
+    while True:
+        ran: list[bool] = []
+        page = _page(definition, source, throttle, cursor, rows, ran)
+        out = await run.step.run(f"{BATCH_STEP_PREFIX}{index}", page)
+        cursor, rows = out["cursor"], int(out["rows"])
+        index += 1
+        if out["done"]:
+            break
+        if ran and ledger is not None and time.monotonic() - reported >= PROGRESS_EVERY_S:
+            reported = time.monotonic()
+            await ledger.progress(definition.name, run.run_id, rows, cursor)
+    if ledger is not None:
+        await ledger.progress(definition.name, run.run_id, rows, cursor)
+    return index, rows
+
+
+def _page(
+    definition: BackfillDefinition,
+    source: BatchSource,
+    throttle: Throttle,
+    cursor: Any,
+    rows_before: int,
+    ran: list[bool],
+) -> Callable[[Any], Awaitable[dict[str, Any]]]:
+    async def page(signal: Any) -> dict[str, Any]:
+        ran.append(True)
+        await throttle.wait(signal)
+        found = list(await source.page(cursor, definition.batch))
+        after = cursor
+        if found:
+            await maybe_await(definition.handle(found, signal))
+            after = source.cursor(found[-1])
+        return {
+            "cursor": after,
+            "rows": rows_before + len(found),
+            "n": len(found),
+            "done": len(found) < definition.batch,
+        }
+
+    return page

@@ -1,0 +1,168 @@
+"""``jobs_purge_target()``: retention for ``x_jobs`` and what hangs off a finished run.
+
+``done`` rows go after ``done_retention_ms`` (14 days, ``jobs.doneRetentionMs``); ``dead``,
+``failed`` and ``cancelled`` rows after ``dead_retention_ms`` (90 days, ``jobs.deadRetentionMs``),
+measured against ``finished_at`` on the clock the sweep passes in. Each row takes its run's
+``x_job_steps`` with it once no row of the run still stands. A live row is never touched (only
+finished states are read), nor one an unpublished ``x_outbox`` row or a ``running``
+``x_backfills`` pass still names.
+
+A pass runs at most ``max_batches`` batches of ``batch_size`` rows, ``skip locked``, walking
+``x_jobs_finished_idx`` from the oldest row of each state (each batch from where the last one
+reached, so it does not re-read the entries its predecessors left dead until VACUUM): a batch is
+one short statement, so a sweep never holds a long lock and never waits on a row a worker holds.
+Between two batches it rests ``rest_ratio`` (1) times as long as the last batch took, so a sweep
+of a long backlog takes at most half of what the database (and a small machine's cores) can
+give. A batch whose run still had a row it could not see deleted is followed, after its commit,
+by ``jobs_purge_steps``, so two sweeps that split a run settle its steps after both commit.
+After the batches one statement removes up to ``batch_size`` step records whose run has no row
+left (what a sweep that died before its follow-up stranded), and one more the fleet-lease rows
+whose TTL lapsed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import dataclass, field
+
+from shared.drivers.postgres.sql import query
+from shared.errors import ConfigInvalidError
+from shared.outbox.store_postgres import PgFetch
+
+_PURGE = query("jobs_purge")
+_FOLLOW_UP = query("jobs_purge_steps")
+_ORPHANS = query("jobs_purge_orphan_steps")
+_LEASES = query("jobs_purge_leases")
+_COUNT = query("jobs_purge_count")
+
+JOBS_PURGE_TARGET = "x_jobs"
+DAY_MS = 86_400_000
+DEFAULT_DONE_RETENTION_MS = 14 * DAY_MS
+DEFAULT_DEAD_RETENTION_MS = 90 * DAY_MS
+DEFAULT_PURGE_BATCH_SIZE = 1_000
+DEFAULT_PURGE_MAX_BATCHES = 50
+DEFAULT_REST_RATIO = 1.0
+DEAD_STATES: tuple[str, ...] = ("dead", "failed", "cancelled")
+
+
+@dataclass(slots=True)
+class JobsPurgeCount:
+    """What one pass removed, by table (``purge_expired`` answers their sum)."""
+
+    jobs: int = 0
+    steps: int = 0
+    leases: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.jobs + self.steps + self.leases
+
+
+@dataclass(slots=True)
+class JobsPurgeTarget:
+    """A ``PurgeTarget``: ``name`` and ``purge_expired(now_ms) -> rows removed``."""
+
+    executor: PgFetch
+    done_retention_ms: int = DEFAULT_DONE_RETENTION_MS
+    dead_retention_ms: int = DEFAULT_DEAD_RETENTION_MS
+    batch_size: int = DEFAULT_PURGE_BATCH_SIZE
+    max_batches: int = DEFAULT_PURGE_MAX_BATCHES
+    rest_ratio: float = DEFAULT_REST_RATIO
+    name: str = JOBS_PURGE_TARGET
+    last: JobsPurgeCount = field(default_factory=JobsPurgeCount, compare=False)
+    _spent: float = field(default=0.0, compare=False)
+
+    def cutoffs(self, now_ms: int) -> list[tuple[str, int]]:
+        """Each finished state and the ``finished_at`` it must be older than to go."""
+        return [("done", now_ms - self.done_retention_ms)] + [
+            (state, now_ms - self.dead_retention_ms) for state in DEAD_STATES
+        ]
+
+    async def purge_expired(self, now_ms: int) -> int:
+        counted = JobsPurgeCount()
+        budget = self.max_batches
+        self._spent = 0.0
+        for state, cutoff in self.cutoffs(now_ms):
+            reached: int | None = None
+            while budget > 0:
+                if self._spent:  # the last batch was full: rest before the next one
+                    await self._rest()
+                budget -= 1
+                began = time.monotonic()
+                rows = await self.executor.fetch(_PURGE, state, cutoff, self.batch_size, reached)
+                deleted = int(rows[0]["deleted"])
+                if rows[0]["reached"] is not None:
+                    # x_ms rounds to the millisecond: step back one so no row is passed over.
+                    reached = int(rows[0]["reached"]) - 1
+                counted.jobs += deleted
+                counted.steps += int(rows[0]["steps"])
+                shared = list(rows[0]["shared"])
+                if shared:
+                    follow = await self.executor.fetch(_FOLLOW_UP, shared)
+                    counted.steps += int(follow[0]["deleted"])
+                self._spent = time.monotonic() - began if deleted == self.batch_size else 0.0
+                if deleted < self.batch_size:
+                    break
+        orphans = await self.executor.fetch(_ORPHANS, self.batch_size)
+        counted.steps += int(orphans[0]["deleted"])
+        leases = await self.executor.fetch(_LEASES, now_ms, self.batch_size)
+        counted.leases += int(leases[0]["deleted"])
+        self.last.jobs, self.last.steps, self.last.leases = (
+            counted.jobs,
+            counted.steps,
+            counted.leases,
+        )
+        return counted.total
+
+    async def _rest(self) -> None:
+        """Between two batches, ``rest_ratio`` times as long as the last one took: the sweep
+        leaves the database (and a small machine's cores) to the claim most of the time."""
+        if self.rest_ratio > 0:
+            await asyncio.sleep(self._spent * self.rest_ratio)
+
+    async def count_expired(self, now_ms: int) -> int:
+        """The ``x_jobs`` rows a pass at ``now_ms`` would remove (``ujobs db purge --dry-run``),
+        not bounded by ``max_batches``."""
+        done_cutoff = now_ms - self.done_retention_ms
+        dead_cutoff = now_ms - self.dead_retention_ms
+        rows = await self.executor.fetch(_COUNT, done_cutoff, dead_cutoff)
+        return int(rows[0]["expired"])
+
+
+def jobs_purge_target(
+    *,
+    executor: PgFetch,
+    done_retention_ms: int = DEFAULT_DONE_RETENTION_MS,
+    dead_retention_ms: int = DEFAULT_DEAD_RETENTION_MS,
+    batch_size: int = DEFAULT_PURGE_BATCH_SIZE,
+    max_batches: int = DEFAULT_PURGE_MAX_BATCHES,
+    rest_ratio: float = DEFAULT_REST_RATIO,
+) -> JobsPurgeTarget:
+    """The ``x_jobs`` retention target; every option but ``rest_ratio`` (a finite number >= 0,
+    0: batches back to back) is a positive whole number."""
+    if (
+        isinstance(rest_ratio, bool)
+        or not isinstance(rest_ratio, int | float)
+        or not math.isfinite(rest_ratio)
+        or rest_ratio < 0
+    ):
+        raise ConfigInvalidError(
+            f"rest_ratio must be a finite number of at least 0; got {rest_ratio!r}",
+            meta={"option": "rest_ratio"},
+        )
+    for option, value in (
+        ("done_retention_ms", done_retention_ms),
+        ("dead_retention_ms", dead_retention_ms),
+        ("batch_size", batch_size),
+        ("max_batches", max_batches),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigInvalidError(
+                f"{option} must be a positive whole number; got {value!r}",
+                meta={"option": option},
+            )
+    return JobsPurgeTarget(
+        executor, done_retention_ms, dead_retention_ms, batch_size, max_batches, float(rest_ratio)
+    )

@@ -1,0 +1,50 @@
+-- jobs_purge: delete up to $3 finished rows of state $1 whose finished_at is older than $2 (now
+-- minus that state's retention, on the caller's clock), oldest first along
+-- x_jobs_finished_idx from $4 (the finished_at the pass's previous batch reached, so a batch
+-- does not walk the index entries its predecessors left dead; null: from the oldest), skip
+-- locked (two sweeps split the work; a row a worker holds is never waited on). A row an
+-- unpublished x_outbox row or a RUNNING x_backfills pass still names is kept. The steps of
+-- every run left with no row go in the same statement (a run is orphaned when every row it
+-- had is in this batch: counted through x_jobs_run_id_idx, not by comparing the batch with
+-- itself); `shared` answers the runs whose steps stayed because a row this statement did not
+-- delete still shares them (jobs_purge_steps settles those after the commit); `reached` is the
+-- newest finished_at deleted.
+-- The literal state list is the partial index's own predicate: without it a GENERIC plan (what
+-- the worker's pool forces) cannot prove `state = $1` is inside the index and sorts a seq scan
+-- of the whole table instead (8.7 s a batch over a million rows). The delete finds its rows by
+-- the primary key (`= any(array)`), never by a join a plan could turn into a table scan.
+-- $1 state  $2 cutoff ms  $3 batch size  $4 from ms (or null)
+with doomed as (
+  select j.id, j.run_id, j.finished_at
+    from x_jobs j
+   where j.state = $1::text
+     and j.state in ('done', 'failed', 'dead', 'cancelled')
+     and j.finished_at < x_ts($2::bigint)
+     and j.finished_at >= coalesce(x_ts($4::bigint), '-infinity'::timestamptz)
+     and not exists (select 1 from x_outbox o where o.id = j.id and o.published_at is null)
+     and not exists (select 1 from x_backfills b
+                      where b.run_id = j.run_id and b.status = 'running')
+   order by j.finished_at
+   limit $3::int
+     for update of j skip locked
+),
+gone as (
+  delete from x_jobs j where j.id = any(array(select d.id from doomed d))
+  returning j.id, j.run_id, j.finished_at
+),
+gone_runs as (
+  select g.run_id, count(*) as n from gone g group by g.run_id
+),
+orphaned as (
+  select r.run_id
+    from gone_runs r
+   where (select count(*) from x_jobs k where k.run_id = r.run_id) <= r.n
+),
+steps as (
+  delete from x_job_steps s using orphaned o where s.run_id = o.run_id returning 1
+)
+select (select count(*) from gone) as deleted,
+       (select count(*) from steps) as steps,
+       array(select r.run_id from gone_runs r
+              where not exists (select 1 from orphaned o where o.run_id = r.run_id)) as shared,
+       (select x_ms(max(g.finished_at)) from gone g) as reached

@@ -1,0 +1,230 @@
+"""``GET /v1/exports/{id}`` and the signed part links, through aiohttp's test client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+from prometheus_client import CollectorRegistry
+
+from services.api import create_app
+from services.api_exports import AUTHORIZE, part_path, sign_path, verify_path
+from services.config import ApiConfig
+from services.tokens import TokenStore
+from shared.drivers.postgres import PostgresDriver, postgres_driver
+from shared.errors import TenancyActorMismatchError
+from shared.metrics import JobMetrics
+from tests.exports.conftest import LocalS3
+from tests.exports.export_app.jobs import expected_csv, orders_export, plain_job
+from tests.exports.kit import attempt, enqueue
+
+Client = TestClient[web.Request, web.Application]
+MakeClient = Callable[..., Awaitable[Client]]
+KEY = "k" * 40
+ORDER = {"org_id": "org-1", "export_id": "e1", "rows": 25, "slow_ms": 0}
+
+
+@pytest.fixture
+async def driver(pg_pool: asyncpg.Pool[Any]) -> AsyncIterator[PostgresDriver]:
+    found = postgres_driver(pg_pool)
+    try:
+        yield found
+    finally:
+        await found.close()
+
+
+async def api(
+    aiohttp_client: MakeClient, pg_dsn: str, monkeypatch: pytest.MonkeyPatch, **env: str
+) -> Client:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    app = create_app(
+        ApiConfig.load({"DATABASE_URL": pg_dsn, "UJOBS_APP": "tests.exports.export_app:api"}),
+        metrics=JobMetrics(CollectorRegistry()),
+    )
+    pool = await asyncpg.create_pool(pg_dsn, min_size=0, max_size=1)
+    try:
+        reader = await TokenStore(pool).create(tenant=None, scopes=("read",))
+    finally:
+        await pool.close()
+    return await aiohttp_client(app, headers={"Authorization": f"Bearer {reader.secret}"})
+
+
+async def exported(driver: PostgresDriver, input: dict[str, Any] = ORDER) -> str:
+    job_id = await enqueue(driver, orders_export, input)
+    done = await attempt(driver, orders_export)
+    assert done.outcome == "completed", done.error
+    return job_id
+
+
+async def test_an_export_answers_its_manifest_and_signed_links_that_download_it(
+    aiohttp_client: MakeClient,
+    pg_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    driver: PostgresDriver,
+) -> None:
+    client = await api(
+        aiohttp_client, pg_dsn, monkeypatch, UJOBS_EXPORT_URL=str(tmp_path), UJOBS_SECRET_KEY=KEY
+    )
+    job_id = await exported(driver)
+    answer = await client.get(f"/v1/exports/{job_id}")
+    assert answer.status == 200
+    body = await answer.json()
+    assert body["ready"] is True
+    assert body["tenant"] == "org-1"
+    assert body["manifest"]["parts"] == 3
+    assert body["manifest"]["rows"] == 25
+    assert [p["key"] for p in body["parts"]] == [
+        f"exports/org-1/e1/part-0000{i}.csv" for i in range(3)
+    ]
+    whole = b""
+    for part in body["parts"]:
+        url = part["url"]
+        assert "sig=" in url
+        got = await client.get(url.removeprefix(str(client.make_url(""))))
+        assert got.status == 200
+        assert got.headers["Content-Type"].startswith("text/csv")
+        whole += await got.read()
+    assert whole == expected_csv(25)
+
+
+async def test_a_forged_or_expired_link_is_refused(
+    aiohttp_client: MakeClient,
+    pg_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    driver: PostgresDriver,
+) -> None:
+    client = await api(
+        aiohttp_client, pg_dsn, monkeypatch, UJOBS_EXPORT_URL=str(tmp_path), UJOBS_SECRET_KEY=KEY
+    )
+    job_id = await exported(driver)
+    path = part_path(job_id, 0)
+    future = 4_102_444_800  # 2100
+    good = sign_path(KEY.encode(), path, future)
+    assert (await client.get(f"{path}?expires={future}&sig={good}")).status == 200
+    for query in (
+        f"expires={future + 1}&sig={good}",  # the expiry moved
+        f"expires={future}&sig={'0' * 64}",  # forged
+        f"expires={future}&sig={sign_path(b'x' * 40, path, future)}",  # another key
+        "expires=1&sig=" + sign_path(KEY.encode(), path, 1),  # expired in 1970
+        "",
+    ):
+        got = await client.get(f"{path}?{query}")
+        assert got.status == 403, query
+        assert (await got.json())["error"]["code"] == "X_EXPORT_LINK_INVALID"
+    other = part_path(job_id, 1)
+    assert (await client.get(f"{other}?expires={future}&sig={good}")).status == 403
+
+
+def test_verify_path_answers_the_expiry_of_a_valid_link() -> None:
+    sig = sign_path(b"key", "/p", 100)
+    assert verify_path(b"key", "/p", "100", sig, now_s=100) == 100
+
+
+async def test_unknown_ids_non_exports_and_unfinished_exports(
+    aiohttp_client: MakeClient,
+    pg_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    driver: PostgresDriver,
+) -> None:
+    client = await api(
+        aiohttp_client, pg_dsn, monkeypatch, UJOBS_EXPORT_URL=str(tmp_path), UJOBS_SECRET_KEY=KEY
+    )
+    missing = await client.get("/v1/exports/01a2437c-0000-7000-8000-000000000000")
+    assert missing.status == 404
+    assert (await missing.json())["error"]["code"] == "X_EXPORT_NOT_FOUND"
+    plain = await enqueue(driver, plain_job, {})
+    assert (await client.get(f"/v1/exports/{plain}")).status == 404
+    waiting = await enqueue(driver, orders_export, {**ORDER, "export_id": "e2"})
+    body = await (await client.get(f"/v1/exports/{waiting}")).json()
+    assert body["state"] == "ready"
+    assert body["ready"] is False
+    assert body["manifest"] is None
+    assert body["parts"] == []
+    path = part_path(waiting, 0)
+    sig = sign_path(KEY.encode(), path, 4_102_444_800)
+    assert (await client.get(f"{path}?expires=4102444800&sig={sig}")).status == 404
+
+
+async def test_without_a_secret_key_filesystem_parts_get_no_link(
+    aiohttp_client: MakeClient,
+    pg_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    driver: PostgresDriver,
+) -> None:
+    monkeypatch.delenv("UJOBS_SECRET_KEY", raising=False)
+    client = await api(aiohttp_client, pg_dsn, monkeypatch, UJOBS_EXPORT_URL=str(tmp_path))
+    job_id = await exported(driver)
+    body = await (await client.get(f"/v1/exports/{job_id}")).json()
+    assert [p["url"] for p in body["parts"]] == [None, None, None]
+    assert (await client.get(f"{part_path(job_id, 0)}?expires=1&sig=x")).status == 403
+
+
+async def test_on_s3_each_part_links_to_a_presigned_url(
+    aiohttp_client: MakeClient,
+    pg_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+    local_s3: LocalS3,
+    driver: PostgresDriver,
+) -> None:
+    bucket = local_s3.bucket()
+    client = await api(
+        aiohttp_client,
+        pg_dsn,
+        monkeypatch,
+        UJOBS_EXPORT_URL=f"s3://{bucket}",
+        AWS_ENDPOINT_URL=local_s3.endpoint,
+        AWS_ALLOW_HTTP="true",
+        AWS_REGION="us-east-1",
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+    )
+    job_id = await exported(driver)
+    body = await (await client.get(f"/v1/exports/{job_id}")).json()
+    whole = b""
+    async with aiohttp.ClientSession() as http:
+        for part in body["parts"]:
+            assert part["url"].startswith(f"{local_s3.endpoint}/{bucket}/exports/org-1/e1/")
+            assert "X-Amz-Signature=" in part["url"]
+            async with http.get(part["url"]) as got:
+                assert got.status == 200
+                whole += await got.read()
+    assert whole == expected_csv(25)
+
+
+async def test_the_authorize_seam_hides_another_tenants_export(
+    aiohttp_client: MakeClient,
+    pg_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    driver: PostgresDriver,
+) -> None:
+    monkeypatch.setenv("UJOBS_EXPORT_URL", str(tmp_path))
+    seen: list[str | None] = []
+
+    async def only_org_2(request: web.Request, tenant: str | None) -> None:
+        seen.append(tenant)
+        if tenant != "org-2":
+            raise TenancyActorMismatchError("the export belongs to another org")
+
+    app = create_app(
+        ApiConfig.load({"DATABASE_URL": pg_dsn, "UJOBS_APP": "tests.exports.export_app:api"}),
+        metrics=JobMetrics(CollectorRegistry()),
+    )
+    app[AUTHORIZE] = only_org_2  # what the token edge installs
+    client = await aiohttp_client(app)
+    job_id = await exported(driver)
+    answer = await client.get(f"/v1/exports/{job_id}")
+    assert answer.status == 404
+    assert (await answer.json())["error"]["code"] == "X_TENANCY_ACTOR_MISMATCH"
+    assert seen == ["org-1"]

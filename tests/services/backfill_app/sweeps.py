@@ -1,0 +1,48 @@
+"""Three backfills: one plain, one gated on a migration and two environments, one that fails
+its gate wherever UJOBS_ENVIRONMENT is unset."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from shared.backfill import KeysetSource, backfill, keyset
+
+LEFT = {"rows": 42}
+
+
+def _source(_ctx: Any) -> KeysetSource:
+    async def fetch(after: Any, limit: int) -> list[dict[str, Any]]:
+        return []
+
+    return keyset(fetch)
+
+
+async def _handle(rows: Sequence[Any], signal: Any) -> None:
+    return None
+
+
+rewrite_slugs = backfill(
+    name="rewrite-slugs",
+    tenant="none",
+    source=_source,
+    handle=_handle,
+    count=lambda _ctx: LEFT["rows"],
+)
+
+drop_legacy = backfill(
+    name="drop-legacy",
+    tenant="none",
+    requires="20260814120000_add_publish_at",
+    environments=["staging", "production"],
+    source=_source,
+    handle=_handle,
+)
+
+prod_only = backfill(
+    name="prod-only",
+    tenant="none",
+    environments=["production"],
+    source=_source,
+    handle=_handle,
+)

@@ -1,0 +1,159 @@
+"""The dashboard's HTTP rules without a browser: the login cookie's attributes, CSRF and
+origin checks on every action, the confirmation step, safe redirects and tenancy."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from services.dashboard.session import COOKIE, csrf_token, safe_next
+from shared.drivers.postgres import postgres_driver
+from shared.introspect import get_job
+from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
+from tests.support.cli import run_to
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.fixture
+async def api(aiohttp_client: MakeClient, pg_dsn: str, pg_pool: asyncpg.Pool[Any]) -> Api:
+    return await make_api(aiohttp_client, pg_dsn, pg_pool)
+
+
+async def enqueue(api: Api, org: str, to: str) -> str:
+    token = await api.token("enqueue:*")
+    status, body = await api.call("POST", "/v1/jobs/send_mail", token, {"input": mail(org, to=to)})
+    assert status == 202, body
+    return str(body["id"])
+
+
+async def login(api: Api, secret: str) -> None:
+    response = await api.client.post(
+        "/_x/login", data={"token": secret, "next": "/_x/jobs"}, allow_redirects=False
+    )
+    assert response.status == 303, await response.text()
+    assert response.headers["Location"] == "/_x/jobs"
+    cookie = response.headers["Set-Cookie"]
+    assert cookie.startswith(f"{COOKIE}={secret};")
+    assert "HttpOnly" in cookie
+    assert "SameSite=Strict" in cookie
+    assert "Path=/_x" in cookie
+
+
+async def test_the_login_sets_a_strict_httponly_cookie_and_refuses_a_bad_token(api: Api) -> None:
+    response = await api.client.get("/_x/queues", allow_redirects=False)
+    assert response.status == 303
+    assert response.headers["Location"] == "/_x/login?next=/_x/queues"
+    bad = await api.client.post("/_x/login", data={"token": "nope"}, allow_redirects=False)
+    assert bad.status == 401
+    assert "unknown token" in await bad.text()
+    assert COOKIE not in bad.cookies
+    await login(api, await api.token("read", "operate"))
+    page = await api.client.get("/_x/queues")
+    assert page.status == 200
+    assert "<h1>Queues</h1>" in await page.text()
+
+
+async def test_an_action_needs_the_csrf_token_a_same_origin_and_a_confirmation(
+    api: Api, pg_pool: Any
+) -> None:
+    job_id = await enqueue(api, ORG_A, "a@x.io")
+    await run_to(postgres_driver(pg_pool), job_id, dead="boom")
+    secret = await api.token("read", "operate")
+    await login(api, secret)
+    form = {"action": "retry", "target": job_id, "back": "/_x/dead", "confirm": "yes"}
+    missing = await api.client.post("/_x/act", data=form, allow_redirects=False)
+    assert missing.status == 403
+    assert "CSRF" in await missing.text()
+    signed = {**form, "csrf": csrf_token(secret)}
+    foreign = await api.client.post(
+        "/_x/act", data=signed, headers={"Origin": "https://evil.example"}, allow_redirects=False
+    )
+    assert foreign.status == 403
+    unconfirmed = await api.client.post(
+        "/_x/act", data={**signed, "confirm": ""}, allow_redirects=False
+    )
+    assert unconfirmed.status == 200
+    assert "Re-queue job" in await unconfirmed.text()
+    assert (await get_job(postgres_driver(pg_pool), job_id)).state == "dead"
+    done = await api.client.post("/_x/act", data=signed, allow_redirects=False)
+    assert done.status == 303
+    assert done.headers["Location"] == "/_x/dead?done=retry"
+    assert (await get_job(postgres_driver(pg_pool), job_id)).state == "ready"
+
+
+async def test_a_read_only_token_cannot_act_and_a_tenant_cannot_see_queues_or_others(
+    api: Api, pg_pool: Any
+) -> None:
+    theirs = await enqueue(api, ORG_B, "b@x.io")
+    reader = await api.token("read")
+    await login(api, reader)
+    form = {"action": "cancel", "target": theirs, "confirm": "yes", "csrf": csrf_token(reader)}
+    refused = await api.client.post("/_x/act", data=form, allow_redirects=False)
+    assert refused.status == 403
+    assert "X_FORBIDDEN" in await refused.text()
+    tenant = await api.token("read", "operate", tenant=ORG_A)
+    await login(api, tenant)
+    assert (await api.client.get("/_x/queues")).status == 403
+    assert (await api.client.get(f"/_x/jobs/{theirs}")).status == 404
+    form["csrf"] = csrf_token(tenant)
+    hidden = await api.client.post("/_x/act", data=form, allow_redirects=False)
+    assert hidden.status == 404
+    assert (await get_job(postgres_driver(pg_pool), theirs)).state == "ready"
+
+
+@pytest.mark.parametrize(
+    ("raw", "kept"),
+    [
+        ("/_x/jobs?state=dead", "/_x/jobs?state=dead"),
+        ("https://evil.example/_x/", "/_x/"),
+        ("//evil.example/_x/", "/_x/"),
+        ("/v1/jobs", "/_x/"),
+        (None, "/_x/"),
+    ],
+)
+def test_after_login_only_a_dashboard_path_is_followed(raw: str | None, kept: str) -> None:
+    assert safe_next(raw) == kept
+
+
+async def test_a_revoked_token_is_logged_out_at_its_next_request(api: Api) -> None:
+    issued = await api.issue("read")
+    await login(api, issued.secret)
+    assert (await api.client.get("/_x/jobs")).status == 200
+    await api.tokens.revoke(issued.record.id)
+    response = await api.client.get("/_x/jobs", allow_redirects=False)
+    assert response.status == 303
+    assert response.headers["Location"] == "/_x/login?next=/_x/jobs"
+    assert f'{COOKIE}=""' in response.headers["Set-Cookie"]
+
+
+def test_the_readme_shows_the_two_dashboard_screenshots() -> None:
+    section = README.split("## The dashboard", 1)[1].split("\n## ", 1)[0]
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", section)
+    assert images == ["docs/dashboard/queues.png", "docs/dashboard/job.png"]
+    for image in images:
+        assert (ROOT / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "DASHBOARD_README_SHOTS=docs/dashboard" in section
+
+
+@pytest.mark.parametrize(
+    ("query", "code"),
+    [
+        ("limit=0", "X_JOB_PAGE_INVALID"),
+        ("limit=%C2%B2", "X_JOB_PAGE_INVALID"),
+        ("limit=200", "X_JOB_PAGE_INVALID"),
+        ("after=not-a-cursor", "X_JOB_PAGE_INVALID"),
+        ("state=sleeping", "X_INPUT_INVALID"),
+    ],
+)
+async def test_a_bad_filter_is_a_page_naming_its_code(api: Api, query: str, code: str) -> None:
+    await login(api, await api.token("read"))
+    response = await api.client.get(f"/_x/jobs?{query}")
+    assert response.status == 400
+    assert response.content_type == "text/html"
+    assert code in await response.text()

@@ -1,0 +1,411 @@
+"""``backfill()``: a pass over every row a source matches, as a job (SEED § Backfills are jobs,
+§ The throttle, § The x_backfills ledger)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from shared.backfill import DEFAULT_BACKFILL_RATE, Throttle, backfill, configure_backfills
+from shared.backfill.settings import reset_backfill_settings
+from shared.drivers.memory.driver import MemoryDriver
+from shared.errors import JobDeclarationInvalidError, JobTenantRequiredError
+from shared.jobs.enqueue_target import set_job_driver
+from shared.jobs.job import JobHandle
+from shared.signal import Signal
+from tests.unit.backfill_kit import Table, Writer
+from tests.support.execute import T0, attempt, enqueue, frozen_driver, records
+
+
+@pytest.fixture(autouse=True)
+def _settings() -> Iterator[None]:
+    reset_backfill_settings()
+    yield
+    reset_backfill_settings()
+
+
+def declare(table: Table, writer: Writer, **options: Any) -> JobHandle[Any]:
+    options.setdefault("batch", 3)
+    options.setdefault("rate", 1_000)
+    options.setdefault("tenant", "none")
+    return backfill(name="rewrite-slugs", source=table.source, handle=writer, **options)
+
+
+def installed() -> tuple[MemoryDriver, Any]:
+    driver, clock = frozen_driver()
+    set_job_driver(driver)
+    return driver, clock
+
+
+async def ledger_rows(driver: MemoryDriver) -> list[Any]:
+    ledger = driver.backfills
+    assert ledger is not None
+    return await ledger.list()
+
+
+# --- Backfills are jobs ------------------------------------------------------------------------
+
+
+async def test_one_step_per_page_checkpointing_a_cursor_and_a_count_never_the_rows() -> None:
+    driver, _ = installed()
+    table, writer = Table(7), Writer(Table(0))
+    writer.table = table
+    rewrite = declare(table, writer)
+    await enqueue(driver, rewrite)
+    done = await attempt(driver, rewrite)
+    assert done.outcome == "completed"
+    assert done.result == {
+        "name": "rewrite-slugs",
+        "batches": 3,
+        "rows": 7,
+        "skipped": False,
+        "runId": done.run_id,
+    }
+    steps = await driver.load_steps(done.run_id)
+    assert [s.name for s in steps] == ["batch:0", "batch:1", "batch:2"]
+    assert [s.output for s in steps] == [
+        {"cursor": 3, "rows": 3, "n": 3, "done": False},
+        {"cursor": 6, "rows": 6, "n": 3, "done": False},
+        {"cursor": 7, "rows": 7, "n": 1, "done": True},
+    ]
+    assert table.pages == [None, 3, 6]  # keyset: each page after the last cursor
+    assert table.unslugged() == 0
+
+
+async def test_handle_is_given_the_rows_and_a_signal_and_no_step() -> None:
+    driver, _ = installed()
+    table = Table(2)
+    writer = Writer(table)
+    rewrite = declare(table, writer)
+    await enqueue(driver, rewrite)
+    assert (await attempt(driver, rewrite)).outcome == "completed"
+    assert writer.calls == [[1, 2]]
+    assert all(isinstance(s, Signal) for s in writer.signals)
+
+
+async def test_a_killed_pass_resumes_on_its_page_and_handle_runs_at_least_once_per_page() -> None:
+    driver, clock = installed()
+    table = Table(7)
+    writer = Writer(table, fail_on_call=2)  # page 2 fails after batch:0 was checkpointed
+    rewrite = declare(table, writer)
+    await enqueue(driver, rewrite)
+    assert (await attempt(driver, rewrite)).outcome == "retried"
+    clock.advance(3_600_000)
+    done = await attempt(driver, rewrite)
+    assert done.outcome == "completed"
+    # batch:0 replayed from storage (no statement); the failed page ran again from its cursor.
+    assert table.pages == [None, 3, 3, 6]
+    assert writer.calls == [[1, 2, 3], [4, 5, 6], [4, 5, 6], [7]]
+    assert done.result["rows"] == 7
+
+
+async def test_the_idempotency_key_is_the_name_so_a_live_pass_is_not_doubled() -> None:
+    driver, _ = installed()
+    table = Table(1)
+    rewrite = declare(table, Writer(table))
+    first = await driver.enqueue(rewrite.request({}))
+    again = await driver.enqueue(rewrite.request({}))
+    assert again.deduped
+    assert again.id == first.id
+    assert rewrite.request({}).idempotency_key == "rewrite-slugs"
+
+
+async def test_tenant_is_required_and_none_opens_the_cross_tenant_scope_for_the_pass() -> None:
+    table = Table(4)
+    with pytest.raises(TypeError):
+        backfill(name="x", source=table.source, handle=Writer(table))  # type: ignore[call-arg]
+    with pytest.raises(JobTenantRequiredError):
+        backfill(name="x", source=table.source, handle=Writer(table), tenant=None)  # type: ignore[arg-type]
+    driver, _ = installed()
+    rewrite = declare(table, Writer(table))
+    await enqueue(driver, rewrite)
+    assert (await attempt(driver, rewrite)).outcome == "completed"
+    assert table.scopes == ["backfill rewrite-slugs sweeps every tenant"] * 2
+
+
+@pytest.mark.parametrize("batch", [0, -1, 1.5, math.nan, True, "10"])
+def test_a_bad_batch_is_refused_at_declaration(batch: Any) -> None:
+    table = Table(0)
+    with pytest.raises(JobDeclarationInvalidError) as refused:
+        declare(table, Writer(table), batch=batch)
+    assert refused.value.meta["field"] == "batch"
+
+
+@pytest.mark.parametrize("rate", [0, -5, math.nan, math.inf, None, True, "5"])
+def test_a_rate_that_is_not_finite_and_positive_is_refused_where_written(rate: Any) -> None:
+    table = Table(0)
+    with pytest.raises(JobDeclarationInvalidError) as refused:
+        declare(table, Writer(table), rate=rate)
+    assert refused.value.meta["field"] == "rate"
+
+
+def test_the_default_rate_is_five_batches_a_second_and_fractions_are_rates() -> None:
+    assert DEFAULT_BACKFILL_RATE == 5
+    table = Table(0)
+    default = backfill(name="d", source=table.source, handle=Writer(table), tenant="none")
+    assert "5/s" in (default.definition.description or "")
+    assert Throttle(0.5).interval == 2.0
+    declare(table, Writer(table), rate=0.5)
+
+
+async def test_the_throttle_spaces_batch_starts_and_a_slow_batch_pays_no_wait() -> None:
+    """Starts ``1 / rate`` apart; a late batch starts at once, keeping a schedule at most one
+    interval behind (an occasional slow batch does not lower the average; a long stall buys one
+    catch-up batch, never a burst)."""
+    now = [100.0]
+    slept: list[float] = []
+    throttle = Throttle(4, monotonic=lambda: now[0])  # one batch every 250 ms
+    signal = Signal()
+    await throttle.wait(signal)  # the first batch of an attempt starts at once
+    assert throttle.waits == 0
+    now[0] += 0.3  # a batch slower than the interval: the next starts at once ...
+    await throttle.wait(signal)
+    assert throttle.waits == 0
+    began = time.monotonic()
+    now[0] += 0.05  # ... on the schedule (due at 100.25, so the next at 100.5), not shifted
+    await throttle.wait(signal)
+    slept.append(time.monotonic() - began)
+    assert throttle.waits == 1
+    assert slept[0] >= 0.14
+    now[0] = 102.5  # far behind: it catches up at most one interval, then paces again
+    await throttle.wait(signal)
+    now[0] += 0.01
+    await throttle.wait(signal)
+    assert throttle.waits == 1
+    began = time.monotonic()
+    await throttle.wait(signal)
+    assert throttle.waits == 2
+    assert time.monotonic() - began >= 0.2
+
+
+async def test_the_throttle_wait_unwinds_on_the_runs_abort_with_x_aborted() -> None:
+    throttle = Throttle(0.01)  # one batch every 100 s
+    signal = Signal()
+    await throttle.wait(signal)
+    asyncio.get_running_loop().call_later(0.05, signal.abort)
+    began = time.monotonic()
+    with pytest.raises(Exception) as aborted:
+        await throttle.wait(signal)
+    assert getattr(aborted.value, "code", None) == "X_ABORTED"
+    assert time.monotonic() - began < 5
+
+
+async def test_the_pause_is_spent_inside_the_step_so_replayed_checkpoints_pay_none() -> None:
+    driver, clock = installed()
+    table = Table(7)
+    writer = Writer(table, fail_on_call=4)  # the fourth page, the last (short) one, fails once
+    rewrite = declare(table, writer, batch=2, rate=2)  # 500 ms between batch starts
+    await enqueue(driver, rewrite)
+    began = time.monotonic()
+    assert (await attempt(driver, rewrite)).outcome == "retried"
+    assert time.monotonic() - began >= 1.4  # three paid pauses before the fourth batch
+    clock.advance(3_600_000)
+    began = time.monotonic()
+    done = await attempt(driver, rewrite)
+    assert done.outcome == "completed"
+    # Three checkpoints replayed and the fourth page ran first in its attempt: no pause at all
+    # (three replayed pauses would be 1.5 s; the bound leaves a loaded machine room).
+    assert time.monotonic() - began < 1.0
+
+
+def test_rate_is_not_part_of_the_checksum_but_batch_is() -> None:
+    table = Table(0)
+    writer = Writer(table)
+    slow = backfill(name="a", source=table.source, handle=writer, tenant="none", rate=1)
+    fast = backfill(name="b", source=table.source, handle=writer, tenant="none", rate=200)
+    from shared.backfill.declare import definition_of
+
+    a, b = definition_of(slow), definition_of(fast)
+    assert a is not None
+    assert b is not None
+    assert a.checksum != b.checksum  # the names differ
+    from shared.backfill import definition_checksum
+
+    same: dict[str, Any] = {"name": "n", "source": table.source, "handle": writer, "count": None}
+    base = definition_checksum(batch=10, requires=None, environments=None, **same)
+    assert definition_checksum(batch=11, requires=None, environments=None, **same) != base
+    assert (
+        definition_checksum(batch=10, requires="m", environments=None, **same) != base
+    )  # requires is part of it
+
+
+# --- The x_backfills ledger ----------------------------------------------------------------------
+
+
+async def test_the_pass_is_the_no_op_never_the_enqueue_and_force_writes_a_new_row(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    driver, clock = installed()
+    table = Table(2)
+    rewrite = declare(table, Writer(table))
+    await enqueue(driver, rewrite)
+    first = await attempt(driver, rewrite)
+    assert first.outcome == "completed"
+
+    clock.advance(1_000)
+    again = await driver.enqueue(rewrite.request({}))
+    assert not again.deduped  # a completed job holds no live key: a real row
+    table.pages.clear()
+    skipped = await attempt(driver, rewrite)
+    assert skipped.result == {
+        "name": "rewrite-slugs",
+        "batches": 0,
+        "rows": 0,
+        "skipped": True,
+        "previousRunId": first.run_id,
+    }
+    assert table.pages == []
+    assert records(caplog, "jobs.backfill.checksum-moved") == []
+
+    await driver.enqueue(rewrite.request({"force": True}))
+    forced = await attempt(driver, rewrite)
+    assert forced.result["skipped"] is False
+    assert forced.result["rows"] == 2
+    rows = await ledger_rows(driver)
+    assert [(r.run_id, r.status) for r in rows] == [
+        (forced.run_id, "completed"),
+        (first.run_id, "completed"),
+    ]
+
+
+async def test_a_moved_checksum_warns_and_never_refuses(caplog: pytest.LogCaptureFixture) -> None:
+    driver, _ = installed()
+    table = Table(2)
+    rewrite = declare(table, Writer(table))
+    await enqueue(driver, rewrite)
+    assert (await attempt(driver, rewrite)).outcome == "completed"
+    from shared.jobs.job import reset_declared_names
+
+    reset_declared_names()
+    moved = declare(table, Writer(table), batch=5)  # a new definition under the same name
+    await enqueue(driver, moved)
+    with caplog.at_level(logging.WARNING, logger="ujobs.jobs"):
+        skipped = await attempt(driver, moved)
+    assert skipped.result["skipped"] is True
+    assert len(records(caplog, "jobs.backfill.checksum-moved")) == 1
+
+
+async def test_only_a_completed_row_blocks_and_a_retry_adopts_its_own_row() -> None:
+    driver, clock = installed()
+    table = Table(5)
+    rewrite = declare(table, Writer(table, fail_on_call=2))
+    await enqueue(driver, rewrite)
+    failed = await attempt(driver, rewrite)
+    assert failed.outcome == "retried"
+    [row] = await ledger_rows(driver)
+    assert (row.status, row.rows_processed, row.last_cursor) == ("failed", 3, 3)
+    assert row.error is not None
+    assert "went away" in row.error
+    assert row.started_at_ms == T0
+
+    clock.advance(3_600_000)
+    done = await attempt(driver, rewrite)
+    assert done.outcome == "completed"
+    [row] = await ledger_rows(driver)  # adopted, not a second row
+    assert (row.run_id, row.status, row.rows_processed) == (failed.run_id, "completed", 5)
+    assert row.started_at_ms == T0  # when the pass began, not this attempt
+    assert row.completed_at_ms == T0 + 3_600_000
+
+
+async def test_a_running_row_is_this_pass_resuming() -> None:
+    driver, _ = installed()
+    table = Table(2)
+    rewrite = declare(table, Writer(table))
+    enqueued = await driver.enqueue(rewrite.request({}))
+    ledger = driver.backfills
+    assert ledger is not None
+    # What a SIGKILLed attempt leaves: the row running, begun by this run.
+    await ledger.begin("rewrite-slugs", enqueued.run_id, "old", None)
+    done = await attempt(driver, rewrite)
+    assert done.result["skipped"] is False
+    assert [r.status for r in await ledger_rows(driver)] == ["completed"]
+
+
+async def test_a_driver_without_a_ledger_runs_the_pass_anyway() -> None:
+    driver, _ = frozen_driver()
+
+    class NoLedger:
+        backfills = None
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(driver, name)
+
+    set_job_driver(NoLedger())
+    table = Table(2)
+    rewrite = declare(table, Writer(table))
+    await enqueue(driver, rewrite)
+    done = await attempt(driver, rewrite)
+    assert done.result["rows"] == 2
+    assert await ledger_rows(driver) == []
+    assert table.unslugged() == 0
+
+
+# --- Three optional declarations -----------------------------------------------------------------
+
+
+async def test_environments_is_the_rail_of_the_pass() -> None:
+    driver, _ = installed()
+    table = Table(2)
+    cleanup = declare(table, Writer(table), environments=["staging", "production"])
+    configure_backfills(environment="development")
+    await enqueue(driver, cleanup)
+    refused = await attempt(driver, cleanup)
+    assert refused.outcome == "dead-lettered"  # terminal: a retry cannot change the deploy
+    assert refused.code == "X_BACKFILL_ENVIRONMENT"
+    assert table.pages == []
+
+    configure_backfills(environment="staging")
+    await enqueue(driver, cleanup)
+    assert (await attempt(driver, cleanup)).outcome == "completed"
+
+
+async def test_count_above_zero_after_the_last_batch_is_stalled() -> None:
+    driver, _ = installed()
+    table = Table(4)
+
+    def lying_source(ctx: Any) -> Any:
+        table.rows = table.rows[:2] + [dict(r, id=-r["id"]) for r in table.rows[2:]]
+        return table.source(ctx)
+
+    stalled = backfill(
+        name="stalls",
+        source=lying_source,
+        handle=Writer(table),
+        tenant="none",
+        count=table.unslugged,
+        rate=1_000,
+    )
+    await enqueue(driver, stalled)
+    result = await attempt(driver, stalled)
+    assert result.outcome == "dead-lettered"
+    assert result.code == "X_BACKFILL_STALLED"
+    [row] = await ledger_rows(driver)
+    assert row.status == "failed"
+
+
+@pytest.mark.parametrize("answer", [math.nan, -1, 1.5, True, "0", None, 2**53])
+async def test_count_is_parsed_not_trusted(answer: Any) -> None:
+    driver, _ = installed()
+    table = Table(1)
+    parsed = declare(table, Writer(table), count=lambda _ctx: answer)
+    await enqueue(driver, parsed)
+    result = await attempt(driver, parsed)
+    assert result.code == "X_INVARIANT"
+
+
+async def test_a_count_of_zero_completes_and_count_may_be_async() -> None:
+    driver, _ = installed()
+    table = Table(3)
+
+    async def count(ctx: Any) -> int:
+        return table.unslugged(ctx)
+
+    converged = declare(table, Writer(table), count=count)
+    await enqueue(driver, converged)
+    assert (await attempt(driver, converged)).outcome == "completed"
