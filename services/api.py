@@ -56,6 +56,8 @@ from services.app_loader import load_api
 from services.auth import NO_TOKENS, TokenLookup
 from services.backends import open_backend
 from services.config import ApiConfig
+from services.nats.edge import NatsEdge
+from services.nats.names import NatsNames
 from services.runtime import ServiceRun
 from services.tokens import BatchedLookup, TokenStore
 from shared.clock import SYSTEM_CLOCK, Clock
@@ -242,6 +244,14 @@ async def _edge(app: web.Application, clock: Clock) -> AsyncIterator[None]:
             buckets=TokenBuckets(config.rate_per_token, clock),
             batcher=batcher,
         )
+        nats_url = config.common.connections.nats_url
+        if nats_url is not None:
+            from services.nats.service import nats_edge
+
+            nats = NatsEdge(registry=app[REGISTRY], driver=driver, tokens=tokens, batcher=batcher)
+            await stack.enter_async_context(
+                nats_edge(nats_url, nats, NatsNames(config.nats_prefix))
+            )
         yield
 
 

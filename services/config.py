@@ -126,6 +126,13 @@ def _port(name: str, raw: str) -> int:
     return port
 
 
+def _nats_prefix(name: str, raw: str) -> str:
+    prefix = raw.strip()
+    if not re.fullmatch(r"[A-Za-z0-9_\-]{1,32}", prefix):
+        raise invalid(name, f"{prefix!r} is not a subject prefix (1-32 letters, digits, _ or -)")
+    return prefix
+
+
 def _host(name: str, raw: str) -> str:
     host = raw.strip()
     if not re.fullmatch(r"[A-Za-z0-9_.:\-\[\]]+", host):
@@ -320,6 +327,8 @@ class ApiConfig:
     max_body_bytes: int = DEFAULT_API_MAX_BODY_BYTES
     rate_per_token: int | None = None
     """Requests per second per token (a bucket of one second's worth); None: no limit."""
+    nats_prefix: str = "ujobs"
+    """The NATS edge's subject and stream prefix (``services.nats.names``)."""
 
     @classmethod
     def load(
@@ -345,6 +354,7 @@ class ApiConfig:
                 "UJOBS_API_MAX_BODY_BYTES", _whole_from(1_024), DEFAULT_API_MAX_BODY_BYTES
             ),
             rate_per_token=src.read("UJOBS_API_RATE_PER_TOKEN", _optional(_whole_from(1)), None),
+            nats_prefix=src.read("UJOBS_NATS_PREFIX", _nats_prefix, "ujobs"),
         )
         if require_backend:
             common.connections.require_backend(service)

@@ -67,6 +67,13 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable("NATS_URL", "NATS of the event-bus edge: nats://host:4222", "none", ("api",)),
         Variable(
+            "UJOBS_NATS_PREFIX",
+            "first token of every NATS subject and stream name of the edge (ujobs.enqueue.<job>, "
+            "UJOBS_ENQUEUE, ...): two deployments sharing one NATS pick two prefixes",
+            "ujobs",
+            ("api", "dev"),
+        ),
+        Variable(
             "UJOBS_APP",
             "module:attribute of the value define_api() returned",
             "none (only the built-in families)",

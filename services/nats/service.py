@@ -1,0 +1,69 @@
+"""The NATS edge of ``ujobs api``: connect, then run what the api owns on NATS.
+
+``nats_edge(url, edge, names)`` is an async context manager the api enters when ``NATS_URL``
+is set: it connects (reconnecting for ever once connected: NATS down only delays the edge),
+starts the request/reply responder, and on the way out stops it and drains the connection,
+so every request in hand is answered before the process exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+import nats
+from nats.aio.client import Client
+
+from services.nats.edge import NatsEdge
+from services.nats.names import NatsNames
+from services.nats.requests import RequestResponder
+from services.redact import redact_url
+from shared.errors import DriverUnavailableError
+
+log = logging.getLogger("ujobs.nats")
+
+CONNECT_TIMEOUT_S = 5.0
+RECONNECT_WAIT_S = 0.5
+
+
+async def connect(url: str, *, name: str) -> Client:
+    """A client that keeps reconnecting once connected; the first connect failing is
+    ``X_DRIVER_UNAVAILABLE`` naming NATS_URL."""
+
+    async def on_error(exc: Exception) -> None:
+        log.warning("ujobs.nats.error", extra={"error": exc})
+
+    try:
+        return await nats.connect(
+            url,
+            name=name,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            reconnect_time_wait=RECONNECT_WAIT_S,
+            max_reconnect_attempts=-1,
+            allow_reconnect=True,
+            error_cb=on_error,
+        )
+    except Exception as exc:
+        raise DriverUnavailableError(
+            f"NATS_URL: cannot connect to {redact_url(url)} ({type(exc).__name__}: {exc}); "
+            "start NATS (with JetStream: nats-server -js) or unset NATS_URL",
+            meta={"variable": "NATS_URL"},
+        ) from None
+
+
+@contextlib.asynccontextmanager
+async def nats_edge(url: str, edge: NatsEdge, names: NatsNames) -> AsyncIterator[Client]:
+    nc = await connect(url, name=f"{names.prefix}-api")
+    responder = RequestResponder(nc, edge, names)
+    try:
+        await responder.start()
+        log.info("ujobs.nats.listening", extra={"prefix": names.prefix})
+        yield nc
+    finally:
+        await responder.stop()
+        with contextlib.suppress(Exception):
+            await nc.drain()
+
+
+__all__ = ["connect", "nats_edge"]
