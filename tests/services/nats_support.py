@@ -44,11 +44,10 @@ class NatsApi:
 
 
 async def start_nats_api(
-    aiohttp_client: MakeClient, dsn: str, pool: asyncpg.Pool[Any], nats_url: str, **env: str
+    aiohttp_client: MakeClient, dsn: str, pool: asyncpg.Pool[Any], nats_url: str
 ) -> AsyncIterator[NatsApi]:
     prefix = unique_prefix()
-    settings = {"NATS_URL": nats_url, "UJOBS_NATS_PREFIX": prefix, **env}
-    api = await make_api(aiohttp_client, dsn, pool, **settings)
+    api = await make_api(aiohttp_client, dsn, pool, NATS_URL=nats_url, UJOBS_NATS_PREFIX=prefix)
     nc = await nats.connect(nats_url)
     try:
         yield NatsApi(api=api, nc=nc, names=NatsNames(prefix))
