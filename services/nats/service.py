@@ -2,8 +2,10 @@
 
 ``nats_edge(url, edge, names)`` is an async context manager the api enters when ``NATS_URL``
 is set: it connects (reconnecting for ever once connected: NATS down only delays the edge),
-starts the request/reply responder, and on the way out stops it and drains the connection,
-so every request in hand is answered before the process exits.
+creates or updates the streams and the api's consumer (``streams``), starts the request/reply
+responder and the enqueue stream's consumer, and on the way out stops both and drains the
+connection, so every request and message in hand is answered (or acked) before the process
+exits.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from collections.abc import AsyncIterator
 import nats
 from nats.aio.client import Client
 
+from services.nats.consumer import StreamConsumer
 from services.nats.edge import NatsEdge
 from services.nats.names import NatsNames
 from services.nats.requests import RequestResponder
+from services.nats.streams import ensure_streams
 from services.redact import redact_url
 from shared.errors import DriverUnavailableError
 
@@ -55,12 +59,17 @@ async def connect(url: str, *, name: str) -> Client:
 @contextlib.asynccontextmanager
 async def nats_edge(url: str, edge: NatsEdge, names: NatsNames) -> AsyncIterator[Client]:
     nc = await connect(url, name=f"{names.prefix}-api")
+    js = nc.jetstream()
     responder = RequestResponder(nc, edge, names)
+    consumer = StreamConsumer(nc, js, edge, names)
     try:
+        streams = await ensure_streams(js, names)
         await responder.start()
-        log.info("ujobs.nats.listening", extra={"prefix": names.prefix})
+        await consumer.start()
+        log.info("ujobs.nats.listening", extra={"prefix": names.prefix, "streams": streams})
         yield nc
     finally:
+        await consumer.stop()
         await responder.stop()
         with contextlib.suppress(Exception):
             await nc.drain()
