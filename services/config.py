@@ -126,6 +126,10 @@ def _port(name: str, raw: str) -> int:
     return port
 
 
+def _on_off(name: str, raw: str) -> bool:
+    return choice(name, raw.strip().lower(), ("on", "off")) == "on"
+
+
 def _nats_prefix(name: str, raw: str) -> str:
     prefix = raw.strip()
     if not re.fullmatch(r"[A-Za-z0-9_\-]{1,32}", prefix):
@@ -150,6 +154,8 @@ class Connections:
     driver: DriverName = "postgres"
     pg_pool_size: int = DEFAULT_PG_POOL_SIZE
     redis_prefix: str = DEFAULT_REDIS_PREFIX
+    settlements: bool = False
+    """``UJOBS_NATS_SETTLEMENTS``: the Postgres driver writes the settlements outbox."""
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{k}={v!r}" for k, v in self.public().items())
@@ -229,6 +235,7 @@ def read_common(
         driver=src.read("UJOBS_DRIVER", _driver, "postgres", flag="--driver", given=driver),
         pg_pool_size=src.read("UJOBS_PG_POOL_SIZE", _whole_from(1), DEFAULT_PG_POOL_SIZE),
         redis_prefix=src.read("UJOBS_REDIS_PREFIX", _prefix, DEFAULT_REDIS_PREFIX),
+        settlements=src.read("UJOBS_NATS_SETTLEMENTS", _on_off, False),
     )
     return CommonConfig(
         service=service,

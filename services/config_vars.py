@@ -67,6 +67,14 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable("NATS_URL", "NATS of the event-bus edge: nats://host:4222", "none", ("api",)),
         Variable(
+            "UJOBS_NATS_SETTLEMENTS",
+            "on: every settle on the Postgres driver also writes its row of the settlements "
+            "outbox (x_settlements) in the same statement, for the api to publish to "
+            "UJOBS_SETTLED; off: the settle statements stay the plain ones",
+            "off",
+            _WORKERS,
+        ),
+        Variable(
             "UJOBS_NATS_PREFIX",
             "first token of every NATS subject and stream name of the edge (ujobs.enqueue.<job>, "
             "UJOBS_ENQUEUE, ...): two deployments sharing one NATS pick two prefixes",

@@ -1,11 +1,11 @@
 """The NATS edge of ``ujobs api``: connect, then run what the api owns on NATS.
 
-``nats_edge(url, edge, names)`` is an async context manager the api enters when ``NATS_URL``
-is set: it connects (reconnecting for ever once connected: NATS down only delays the edge),
-creates or updates the streams and the api's consumer (``streams``), starts the request/reply
-responder and the enqueue stream's consumer, and on the way out stops both and drains the
-connection, so every request and message in hand is answered (or acked) before the process
-exits.
+``nats_edge(url, edge, names, pool=...)`` is an async context manager the api enters when
+``NATS_URL`` is set: it connects (reconnecting for ever once connected: NATS down only delays
+the edge), creates or updates the streams and the api's consumer (``streams``), starts the
+request/reply responder, the enqueue stream's consumer and (with Postgres) the settlements
+relay, and on the way out stops them and drains the connection, so every request and message
+in hand is answered (or acked) before the process exits.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 import nats
 from nats.aio.client import Client
@@ -21,9 +22,15 @@ from services.nats.consumer import StreamConsumer
 from services.nats.edge import NatsEdge
 from services.nats.names import NatsNames
 from services.nats.requests import RequestResponder
+from services.nats.settlements import SettlementsRelay
 from services.nats.streams import ensure_streams
 from services.redact import redact_url
 from shared.errors import DriverUnavailableError
+
+if TYPE_CHECKING:
+    import asyncpg
+
+    Pool = asyncpg.Pool[Any]
 
 log = logging.getLogger("ujobs.nats")
 
@@ -57,18 +64,25 @@ async def connect(url: str, *, name: str) -> Client:
 
 
 @contextlib.asynccontextmanager
-async def nats_edge(url: str, edge: NatsEdge, names: NatsNames) -> AsyncIterator[Client]:
+async def nats_edge(
+    url: str, edge: NatsEdge, names: NatsNames, *, pool: Pool | None
+) -> AsyncIterator[Client]:
     nc = await connect(url, name=f"{names.prefix}-api")
     js = nc.jetstream()
     responder = RequestResponder(nc, edge, names)
     consumer = StreamConsumer(nc, js, edge, names)
+    relay = None if pool is None else SettlementsRelay(pool, js, names, clock=edge.driver.clock)
     try:
         streams = await ensure_streams(js, names)
         await responder.start()
         await consumer.start()
+        if relay is not None:
+            await relay.start()
         log.info("ujobs.nats.listening", extra={"prefix": names.prefix, "streams": streams})
         yield nc
     finally:
+        if relay is not None:
+            await relay.stop()
         await consumer.stop()
         await responder.stop()
         with contextlib.suppress(Exception):
