@@ -46,6 +46,9 @@ that exists. Settings, by environment:
   5,553-6,670 jobs/s with 0, 6,624-8,498 with 16; eight harness pairs of 16 against 48 on a
   slower VM: 5,047 / 6,022, 4,762 / 5,159, 5,783 / 4,313, 3,875 / 5,836, 5,079 / 5,403,
   5,078 / 6,089, 4,682 / 5,619, 5,246 / 5,432.
+- ``BENCH_UJOBS_SETTLEMENTS=1`` (Postgres only): the worker's driver writes the NATS edge's
+  settlements outbox in every settle (``postgres_driver(settlements=True)``, what
+  ``UJOBS_NATS_SETTLEMENTS=on`` does), for the drain with it against the drain without.
 - ``BENCH_CLAIMS_OUT``: a file the worker appends one line per claim statement to (its
   ``time.time()``), which is how ``bench/latency.py`` counts an idle worker's claims.
 
@@ -146,6 +149,7 @@ SLOTS = 16
 CLAIM_AHEAD = int(os.environ.get("BENCH_UJOBS_CLAIM_AHEAD", str(CLAIM_AHEAD_PER_SLOT * SLOTS)))
 DSN = f"{common.PG_BASE}/{DB_NAME}"
 HISTORY = int(os.environ.get("BENCH_UJOBS_HISTORY", "0"))
+SETTLEMENTS = os.environ.get("BENCH_UJOBS_SETTLEMENTS", "") == "1"
 if HISTORY and DRIVER != "postgres":
     raise SystemExit("BENCH_UJOBS_HISTORY fills x_jobs: it needs BENCH_UJOBS_DRIVER=postgres")
 # Every job this process's runs finish ends after this instant; the history ends an hour before
@@ -456,7 +460,7 @@ async def worker_main() -> None:
         driver = bench_redis_driver()
     else:
         assert pool is not None
-        driver = postgres_driver(pool)
+        driver = postgres_driver(pool, settlements=SETTLEMENTS)
     claims_out = os.environ.get("BENCH_CLAIMS_OUT")
     if claims_out:
         count_claims(driver, claims_out)
