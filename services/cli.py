@@ -34,6 +34,7 @@ from services.cli_services import (
 from services.cli_tasks import tasks_app
 from services.cli_tokens import tokens_app
 from services.config import environment
+from services.nats.cli import nats_app
 
 app = typer.Typer(
     name="ujobs",
@@ -73,6 +74,7 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(tokens_app, name="tokens")
 app.command("workers")(workers_command)
 app.add_typer(db_app, name="db")
+app.add_typer(nats_app, name="nats")
 app.command("api")(api_command)
 app.command("scheduler")(scheduler_command)
 app.command("dev")(dev_command)

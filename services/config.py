@@ -434,6 +434,27 @@ class RelayConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class NatsStatusConfig:
+    """``ujobs nats status``: NATS (required), the prefix, Postgres when set (the outbox)."""
+
+    common: CommonConfig
+    nats_url: str
+    prefix: str = "ujobs"
+
+    @classmethod
+    def load(cls, env: Env, *, prefix: str | None = None) -> NatsStatusConfig:
+        common = read_common(env, "cli")
+        nats_url = common.connections.nats_url
+        if nats_url is None:
+            raise DriverUnavailableError(
+                "NATS_URL: ujobs nats status needs NATS_URL=nats://…", meta={"variable": "NATS_URL"}
+            )
+        src = _Source(env)
+        chosen = src.read("UJOBS_NATS_PREFIX", _nats_prefix, "ujobs", flag="--prefix", given=prefix)
+        return cls(common=common, nats_url=nats_url, prefix=chosen)
+
+
+@dataclass(frozen=True, slots=True)
 class OperatorConfig:
     """The operator commands (``ujobs jobs …``, ``queues``, ``workers``): one backend."""
 

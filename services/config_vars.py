@@ -65,7 +65,12 @@ VARIABLES: dict[str, Variable] = {
             "none: the wake uses Postgres LISTEN/NOTIFY",
             _ALL,
         ),
-        Variable("NATS_URL", "NATS of the event-bus edge: nats://host:4222", "none", ("api",)),
+        Variable(
+            "NATS_URL",
+            "NATS of the event-bus edge: nats://host:4222",
+            "none",
+            ("api", "nats status"),
+        ),
         Variable(
             "UJOBS_NATS_SETTLEMENTS",
             "on: every settle on the Postgres driver also writes its row of the settlements "
@@ -79,7 +84,7 @@ VARIABLES: dict[str, Variable] = {
             "first token of every NATS subject and stream name of the edge (ujobs.enqueue.<job>, "
             "UJOBS_ENQUEUE, ...): two deployments sharing one NATS pick two prefixes",
             "ujobs",
-            ("api", "dev"),
+            ("api", "dev", "nats status"),
         ),
         Variable(
             "UJOBS_APP",

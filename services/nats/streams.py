@@ -126,6 +126,13 @@ async def ensure_streams(js: JetStreamContext, names: NatsNames) -> dict[str, st
     return done
 
 
+def _text(value: Any) -> str | None:
+    """An enum field as its wire text (nats-py hands back a str or the enum)."""
+    if value is None:
+        return None
+    return str(getattr(value, "value", value))
+
+
 async def stream_status(js: JetStreamContext, names: NatsNames) -> dict[str, Any]:
     """Each stream's limits and state, and the consumer's backlog (None where missing)."""
     streams: dict[str, Any] = {}
@@ -138,11 +145,11 @@ async def stream_status(js: JetStreamContext, names: NatsNames) -> dict[str, Any
         c, s = info.config, info.state
         streams[name] = {
             "subjects": list(c.subjects or []),
-            "retention": str(c.retention.value if c.retention else None),
+            "retention": _text(c.retention),
             "maxAgeS": c.max_age,
             "maxBytes": c.max_bytes,
             "duplicateWindowS": c.duplicate_window,
-            "discard": str(c.discard.value if c.discard else None),
+            "discard": _text(c.discard),
             "messages": s.messages,
             "bytes": s.bytes,
             "firstSeq": s.first_seq,
