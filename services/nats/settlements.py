@@ -100,6 +100,7 @@ class SettlementsRelay:
         clock: Clock = SYSTEM_CLOCK,
         batch: int = DEFAULT_BATCH,
         retry_s: float = RETRY_S,
+        publish_timeout_s: float = PUBLISH_TIMEOUT_S,
     ) -> None:
         self.pool = pool
         self.js = js
@@ -107,6 +108,7 @@ class SettlementsRelay:
         self.clock = clock
         self.batch = batch
         self.retry_s = retry_s
+        self.publish_timeout_s = publish_timeout_s
         self.published = 0
         self.failures = 0
         self._task: asyncio.Task[None] | None = None
@@ -154,7 +156,7 @@ class SettlementsRelay:
         await self.js.publish(
             self.names.settled_subject(row["name"]),
             body,
-            timeout=PUBLISH_TIMEOUT_S,
+            timeout=self.publish_timeout_s,
             headers={"Nats-Msg-Id": msg_id},
         )
 
