@@ -250,7 +250,13 @@ async def _edge(app: web.Application, clock: Clock) -> AsyncIterator[None]:
 
             nats = NatsEdge(registry=app[REGISTRY], driver=driver, tokens=tokens, batcher=batcher)
             await stack.enter_async_context(
-                nats_edge(nats_url, nats, NatsNames(config.nats_prefix), pool=backend.pool)
+                nats_edge(
+                    nats_url,
+                    nats,
+                    NatsNames(config.nats_prefix),
+                    pool=backend.pool,
+                    ack_wait_s=config.nats_ack_wait_ms / 1000,
+                )
             )
         yield
 

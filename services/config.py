@@ -336,6 +336,8 @@ class ApiConfig:
     """Requests per second per token (a bucket of one second's worth); None: no limit."""
     nats_prefix: str = "ujobs"
     """The NATS edge's subject and stream prefix (``services.nats.names``)."""
+    nats_ack_wait_ms: int = 30_000
+    """How long the enqueue stream's consumer waits for an ack before redelivering."""
 
     @classmethod
     def load(
@@ -362,6 +364,7 @@ class ApiConfig:
             ),
             rate_per_token=src.read("UJOBS_API_RATE_PER_TOKEN", _optional(_whole_from(1)), None),
             nats_prefix=src.read("UJOBS_NATS_PREFIX", _nats_prefix, "ujobs"),
+            nats_ack_wait_ms=src.read("UJOBS_NATS_ACK_WAIT_MS", _whole_from(1_000), 30_000),
         )
         if require_backend:
             common.connections.require_backend(service)

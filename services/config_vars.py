@@ -80,6 +80,13 @@ VARIABLES: dict[str, Variable] = {
             _WORKERS,
         ),
         Variable(
+            "UJOBS_NATS_ACK_WAIT_MS",
+            "how long the api's consumer of UJOBS_ENQUEUE waits for a message's ack before it "
+            "is delivered again (a message a crashed api held comes back after it)",
+            "30000",
+            ("api", "dev"),
+        ),
+        Variable(
             "UJOBS_NATS_PREFIX",
             "first token of every NATS subject and stream name of the edge (ujobs.enqueue.<job>, "
             "UJOBS_ENQUEUE, ...): two deployments sharing one NATS pick two prefixes",

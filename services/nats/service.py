@@ -23,7 +23,7 @@ from services.nats.edge import NatsEdge
 from services.nats.names import NatsNames
 from services.nats.requests import RequestResponder
 from services.nats.settlements import SettlementsRelay
-from services.nats.streams import ensure_streams
+from services.nats.streams import ACK_WAIT_S, ensure_streams
 from services.redact import redact_url
 from shared.errors import DriverUnavailableError
 
@@ -65,7 +65,12 @@ async def connect(url: str, *, name: str) -> Client:
 
 @contextlib.asynccontextmanager
 async def nats_edge(
-    url: str, edge: NatsEdge, names: NatsNames, *, pool: Pool | None
+    url: str,
+    edge: NatsEdge,
+    names: NatsNames,
+    *,
+    pool: Pool | None,
+    ack_wait_s: float = ACK_WAIT_S,
 ) -> AsyncIterator[Client]:
     nc = await connect(url, name=f"{names.prefix}-api")
     js = nc.jetstream()
@@ -73,7 +78,7 @@ async def nats_edge(
     consumer = StreamConsumer(nc, js, edge, names)
     relay = None if pool is None else SettlementsRelay(pool, js, names, clock=edge.driver.clock)
     try:
-        streams = await ensure_streams(js, names)
+        streams = await ensure_streams(js, names, ack_wait_s=ack_wait_s)
         await responder.start()
         await consumer.start()
         if relay is not None:

@@ -7,7 +7,7 @@ at start by the api (their owner), with these limits:
 | ``UJOBS_SETTLED`` | ``ujobs.settled.>`` | limits | 7 days | 1 GiB | 10 minutes | drop the oldest |
 
 The consumer ``ujobs-api`` on ``UJOBS_ENQUEUE``: durable, pull, explicit acks, ``ack_wait``
-30 s (a message a crashed api held comes back after it), redelivered until acked or terminated
+30 s (``UJOBS_NATS_ACK_WAIT_MS``: a message a crashed api held comes back after it), redelivered until acked or terminated
 (``max_deliver`` unlimited: a refusal is terminated, so only a transient failure — the
 database down — comes back), at most 2,048 unacked.
 
@@ -78,12 +78,12 @@ def settled_stream_config(names: NatsNames, limits: StreamLimits = SETTLED_LIMIT
     )
 
 
-def consumer_config(names: NatsNames) -> ConsumerConfig:
+def consumer_config(names: NatsNames, *, ack_wait_s: float = ACK_WAIT_S) -> ConsumerConfig:
     return ConsumerConfig(
         durable_name=names.durable,
         ack_policy=AckPolicy.EXPLICIT,
         deliver_policy=DeliverPolicy.ALL,
-        ack_wait=ACK_WAIT_S,
+        ack_wait=ack_wait_s,
         max_deliver=-1,
         max_ack_pending=MAX_ACK_PENDING,
     )
@@ -116,13 +116,16 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-async def ensure_streams(js: JetStreamContext, names: NatsNames) -> dict[str, str]:
-    """Both streams and the api's consumer; answers what happened to each stream."""
+async def ensure_streams(
+    js: JetStreamContext, names: NatsNames, *, ack_wait_s: float = ACK_WAIT_S
+) -> dict[str, str]:
+    """Both streams and the api's consumer (``ack_wait_s``: ``UJOBS_NATS_ACK_WAIT_MS``);
+    answers what happened to each stream."""
     done = {
         names.enqueue_stream: await ensure_stream(js, enqueue_stream_config(names)),
         names.settled_stream: await ensure_stream(js, settled_stream_config(names)),
     }
-    await js.add_consumer(names.enqueue_stream, consumer_config(names))
+    await js.add_consumer(names.enqueue_stream, consumer_config(names, ack_wait_s=ack_wait_s))
     return done
 
 
