@@ -24,7 +24,7 @@ from services.api_enqueue import SINGLE_FIELDS, build_request, enqueued_json, si
 from services.api_enqueue_batcher import EnqueueBatcher
 from services.auth import Principal, TokenLookup, authenticate
 from services.redact import redact_text
-from shared.drivers.base import JobDriver
+from shared.drivers.base import EnqueueRequest, JobDriver
 from shared.errors import InputInvalidError, JobUnknownError, UltimateError
 from shared.events.bus import MAX_EVENT_NAME_LENGTH, publish_event
 from shared.jobs.registry import Registry
@@ -96,12 +96,13 @@ class NatsEdge:
         principal.require(scope)
         return principal
 
-    async def enqueue(
-        self, job: str, data: bytes, authorization: str | None, *, job_id: str | None = None
-    ) -> dict[str, Any]:
-        """Queue one run of ``job``; ``job_id`` (the stream form's derived id) makes a second
-        delivery of one message meet the row the first one made."""
-        principal = await authenticate(self.tokens, authorization, self.driver.clock.now_ms())
+    async def authenticate(self, authorization: str | None) -> Principal:
+        return await authenticate(self.tokens, authorization, self.driver.clock.now_ms())
+
+    def request(
+        self, principal: Principal, job: str, data: bytes, *, job_id: str | None = None
+    ) -> EnqueueRequest:
+        """The validated request a message asks for, as ``principal`` (refusals raise)."""
         body = parse_object(data, SINGLE_FIELDS, self.max_message_bytes)
         handle = self.registry.job(job)
         if handle is None:
@@ -111,9 +112,17 @@ class NatsEdge:
             )
         principal.require(f"enqueue:{handle.name}")
         options = single_options(body)
-        req = build_request(
+        return build_request(
             handle, principal, body.get("input"), self.driver.clock, job_id=job_id, **options
         )
+
+    async def enqueue(
+        self, job: str, data: bytes, authorization: str | None, *, job_id: str | None = None
+    ) -> dict[str, Any]:
+        """Queue one run of ``job``; ``job_id`` (the stream form's derived id) makes a second
+        delivery of one message meet the row the first one made."""
+        principal = await self.authenticate(authorization)
+        req = self.request(principal, job, data, job_id=job_id)
         return enqueued_json(await self.batcher.enqueue(req))
 
     async def publish(self, name: str, data: bytes, authorization: str | None) -> dict[str, Any]:
