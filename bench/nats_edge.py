@@ -4,9 +4,11 @@
 
 One real ``ujobs api`` process (``--port 0``, ``http_edge_app``: one no-op job keyed by its
 ``seq``) with ``NATS_URL`` (``BENCH_NATS_URL``, default the local 4222) under a prefix of its
-own, on the database ``BENCH_NATS_DB`` (``bench_nats``, created anew on ``BENCH_PG``, dropped at
-the end), an operator token, and the load from this process. ``BENCH_NATS_N`` (5,000) jobs a
-phase, ``BENCH_NATS_CLIENTS`` (64) concurrent callers:
+own (``BENCH_NATS_PREFIX``, default a random one), on the database ``BENCH_NATS_DB``
+(``bench_nats``, created anew on ``BENCH_PG``, dropped at the end), an operator token, and
+the load from this process. ``BENCH_NATS_N`` (5,000) jobs a phase, ``BENCH_NATS_CLIENTS`` (64)
+concurrent callers; the HTTP figure is ``bench/http_edge.py``'s ``http_enqueue_per_s``,
+measured here again against the same api in the same minutes:
 
 * ``http_enqueue_per_s`` and ``nats_request_enqueue_per_s``: single enqueues over
   ``POST /v1/jobs/bench.noop`` and over request/reply on ``<prefix>.enqueue.bench.noop``, sent
@@ -54,7 +56,7 @@ CLIENTS = int(os.environ.get("BENCH_NATS_CLIENTS", "64"))
 N = int(os.environ.get("BENCH_NATS_N", "5000"))
 CHUNKS = 5
 JOB = "bench.noop"
-PREFIX = f"bnats{uuid.uuid4().hex[:8]}"
+PREFIX = os.environ.get("BENCH_NATS_PREFIX") or f"bnats{uuid.uuid4().hex[:8]}"
 
 
 async def _admin(statement: str) -> None:
