@@ -19,8 +19,10 @@ the rest stays pending, so no settlement of a job goes out before an earlier one
 job. NATS down: every publish fails, nothing is marked, the rows wait in Postgres and the
 relay tries again every ``retry_s`` until NATS answers.
 
-Published rows are kept ``KEEP_PUBLISHED_MS`` (a day: the stream holds them from then on) and
-purged by the relay itself, ``PURGE_LIMIT`` rows at a time; pending rows are never purged.
+With nothing pending the relay looks again every ``IDLE_S`` (50 ms: one probe of a partial
+index), so a settlement leaves at most that long after its commit. Published rows are kept
+``KEEP_PUBLISHED_MS`` (a day: the stream holds them from then on) and purged by the relay
+itself, ``PURGE_LIMIT`` rows at a time; pending rows are never purged.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ _MARK = query("settlements_mark_published")
 _PURGE = query("settlements_purge")
 
 DEFAULT_BATCH = 500
-IDLE_S = 0.2
+IDLE_S = 0.05
 RETRY_S = 1.0
 PUBLISH_TIMEOUT_S = 5.0
 KEEP_PUBLISHED_MS = 86_400_000
