@@ -36,6 +36,7 @@ log = logging.getLogger("ujobs.nats")
 
 CONNECT_TIMEOUT_S = 5.0
 RECONNECT_WAIT_S = 0.5
+FIRST_CONNECT_ATTEMPTS = 3
 
 
 async def connect(url: str, *, name: str) -> Client:
@@ -46,15 +47,18 @@ async def connect(url: str, *, name: str) -> Client:
         log.warning("ujobs.nats.error", extra={"error": exc})
 
     try:
-        return await nats.connect(
+        # A bounded first connect (nats-py's connect loops for ever with -1), then for ever.
+        nc = await nats.connect(
             url,
             name=name,
             connect_timeout=CONNECT_TIMEOUT_S,
             reconnect_time_wait=RECONNECT_WAIT_S,
-            max_reconnect_attempts=-1,
+            max_reconnect_attempts=FIRST_CONNECT_ATTEMPTS,
             allow_reconnect=True,
             error_cb=on_error,
         )
+        nc.options["max_reconnect_attempts"] = -1
+        return nc
     except Exception as exc:
         raise DriverUnavailableError(
             f"NATS_URL: cannot connect to {redact_url(url)} ({type(exc).__name__}: {exc}); "

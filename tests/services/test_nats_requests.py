@@ -10,7 +10,9 @@ import asyncpg
 import orjson
 import pytest
 
-from tests.services.api_support import ORG_A, ORG_B, MakeClient, mail
+from shared.errors import DriverUnavailableError
+from tests.fixtures.servers import free_port
+from tests.services.api_support import ORG_A, ORG_B, MakeClient, mail, make_api
 from tests.services.nats_support import NatsApi, start_nats_api
 
 
@@ -123,3 +125,12 @@ async def test_event_request_refusals(edge: NatsApi) -> None:
     assert long_name["error"]["code"] == "X_INPUT_INVALID"
     count = await edge.api.pool.fetchval("select count(*) from x_job_events")
     assert count == 0
+
+
+async def test_an_unreachable_nats_stops_the_api_at_start_naming_nats_url(
+    aiohttp_client: MakeClient, pg_dsn: str, pg_pool: asyncpg.Pool[Any]
+) -> None:
+    nowhere = f"nats://127.0.0.1:{free_port()}"
+    with pytest.raises(DriverUnavailableError) as caught:
+        await make_api(aiohttp_client, pg_dsn, pg_pool, NATS_URL=nowhere)
+    assert caught.value.meta == {"variable": "NATS_URL"}
