@@ -43,6 +43,9 @@ that exists. Settings, by environment:
   claimed beyond its free slots, ``shared.worker.claim_ahead``) — what ``ujobs worker`` on one
   queue uses when ``UJOBS_CLAIM_AHEAD`` is unset (``WorkerConfig.claim_ahead_rows()``); 0 is
   the library's own default (the runs that chose it: bench/RESULTS.md).
+- ``BENCH_UJOBS_SETTLEMENTS=1`` (Postgres only): the worker's driver writes the NATS edge's
+  settlements outbox in every settle (``postgres_driver(settlements=True)``, what
+  ``UJOBS_NATS_SETTLEMENTS=on`` does), for the drain with it against the drain without.
 - ``BENCH_CLAIMS_OUT``: a file the worker appends one line per claim statement to (its
   ``time.time()``), which is how ``bench/latency.py`` counts an idle worker's claims.
 
@@ -143,6 +146,7 @@ SLOTS = 16
 CLAIM_AHEAD = int(os.environ.get("BENCH_UJOBS_CLAIM_AHEAD", str(CLAIM_AHEAD_PER_SLOT * SLOTS)))
 DSN = f"{common.PG_BASE}/{DB_NAME}"
 HISTORY = int(os.environ.get("BENCH_UJOBS_HISTORY", "0"))
+SETTLEMENTS = os.environ.get("BENCH_UJOBS_SETTLEMENTS", "") == "1"
 if HISTORY and DRIVER != "postgres":
     raise SystemExit("BENCH_UJOBS_HISTORY fills x_jobs: it needs BENCH_UJOBS_DRIVER=postgres")
 # Every job this process's runs finish ends after this instant; the history ends an hour before
@@ -453,7 +457,7 @@ async def worker_main() -> None:
         driver = bench_redis_driver()
     else:
         assert pool is not None
-        driver = postgres_driver(pool)
+        driver = postgres_driver(pool, settlements=SETTLEMENTS)
     claims_out = os.environ.get("BENCH_CLAIMS_OUT")
     if claims_out:
         count_claims(driver, claims_out)

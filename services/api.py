@@ -59,6 +59,8 @@ from services.auth import NO_TOKENS, TokenLookup
 from services.backends import open_backend
 from services.config import ApiConfig
 from services.dashboard.routes import setup_dashboard
+from services.nats.edge import NatsEdge
+from services.nats.names import NatsNames
 from services.runtime import ServiceRun
 from services.schema_check import schema_problem
 from services.tokens import BatchedLookup, TokenStore
@@ -251,6 +253,20 @@ async def _edge(app: web.Application, clock: Clock) -> AsyncIterator[None]:
             buckets=TokenBuckets(config.rate_per_token, clock),
             batcher=batcher,
         )
+        nats_url = config.common.connections.nats_url
+        if nats_url is not None:
+            from services.nats.service import nats_edge
+
+            nats = NatsEdge(registry=app[REGISTRY], driver=driver, tokens=tokens, batcher=batcher)
+            await stack.enter_async_context(
+                nats_edge(
+                    nats_url,
+                    nats,
+                    NatsNames(config.nats_prefix),
+                    pool=backend.pool,
+                    ack_wait_s=config.nats_ack_wait_ms / 1000,
+                )
+            )
         yield
 
 

@@ -48,7 +48,7 @@ database's timestamps hold long before it left any plan worth queueing."""
 
 routes = web.RouteTableDef()
 
-_SINGLE_FIELDS = frozenset({"input", "runId", "delay", "queue"})
+SINGLE_FIELDS = frozenset({"input", "runId", "delay", "queue"})
 _BATCH_FIELDS = frozenset({"inputs", "delay", "queue"})
 _EVENT_FIELDS = frozenset({"payload"})
 
@@ -93,6 +93,18 @@ def _options(body: dict[str, Any]) -> dict[str, Any]:
     return {"delay": delay, "queue": queue}
 
 
+def single_options(body: dict[str, Any]) -> dict[str, Any]:
+    """``runId``, ``delay`` and ``queue`` of a single enqueue's body, checked (400 naming the
+    field): the HTTP route's and the NATS edge's one reading."""
+    run_id = _field(body, "runId", (str,), "a string")
+    if run_id is not None and not 0 < len(run_id) <= MAX_RUN_ID_LENGTH:
+        raise InputInvalidError(
+            f"runId must be 1-{MAX_RUN_ID_LENGTH} characters",
+            meta={"issues": [{"path": "runId", "message": "length"}]},
+        )
+    return {"run_id": run_id, **_options(body)}
+
+
 def build_request(
     handle: JobHandle[Any], principal: Principal, value: Any, clock: Clock, **options: Any
 ) -> EnqueueRequest:
@@ -116,19 +128,11 @@ def enqueued_json(answer: Enqueued) -> dict[str, Any]:
 @routes.post("/v1/jobs/{job}")
 async def enqueue(request: web.Request) -> web.Response:
     principal = await caller(request)
-    body = await read_object(request, _SINGLE_FIELDS)
+    body = await read_object(request, SINGLE_FIELDS)
     handle = _handle(request)
     principal.require(f"enqueue:{handle.name}")
-    run_id = _field(body, "runId", (str,), "a string")
-    if run_id is not None and not 0 < len(run_id) <= MAX_RUN_ID_LENGTH:
-        raise InputInvalidError(
-            f"runId must be 1-{MAX_RUN_ID_LENGTH} characters",
-            meta={"issues": [{"path": "runId", "message": "length"}]},
-        )
     clock = request.app[EDGE].driver.clock
-    req = build_request(
-        handle, principal, body.get("input"), clock, run_id=run_id, **_options(body)
-    )
+    req = build_request(handle, principal, body.get("input"), clock, **single_options(body))
     answer = await request.app[EDGE].batcher.enqueue(req)
     return accepted(enqueued_json(answer))
 
@@ -210,4 +214,11 @@ async def publish(request: web.Request) -> web.Response:
     )
 
 
-__all__ = ["MAX_BATCH_INPUTS", "build_request", "enqueued_json", "routes"]
+__all__ = [
+    "MAX_BATCH_INPUTS",
+    "SINGLE_FIELDS",
+    "build_request",
+    "enqueued_json",
+    "routes",
+    "single_options",
+]

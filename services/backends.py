@@ -139,4 +139,4 @@ def _driver(
         )
     from shared.drivers.postgres.driver import postgres_driver
 
-    return postgres_driver(pool, clock=clock)
+    return postgres_driver(pool, clock=clock, settlements=connections.settlements)

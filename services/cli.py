@@ -38,6 +38,7 @@ from services.cli_tasks import tasks_app
 from services.cli_tokens import tokens_app
 from services.cli_webhooks import webhooks_app
 from services.config import environment
+from services.nats.cli import nats_app
 
 app = typer.Typer(
     name="ujobs",
@@ -89,6 +90,7 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(tokens_app, name="tokens")
 app.command("workers")(workers_command)
 app.add_typer(db_app, name="db")
+app.add_typer(nats_app, name="nats")
 app.add_typer(exports_app, name="exports")
 app.add_typer(webhooks_app, name="webhooks")
 app.command("api", epilog=reads("api"))(api_command)

@@ -150,6 +150,17 @@ def _environment_name(name: str, raw: str) -> str:
     return value
 
 
+def _on_off(name: str, raw: str) -> bool:
+    return choice(name, raw.strip().lower(), ("on", "off")) == "on"
+
+
+def _nats_prefix(name: str, raw: str) -> str:
+    prefix = raw.strip()
+    if not re.fullmatch(r"[A-Za-z0-9_\-]{1,32}", prefix):
+        raise invalid(name, f"{prefix!r} is not a subject prefix (1-32 letters, digits, _ or -)")
+    return prefix
+
+
 def _host(name: str, raw: str) -> str:
     host = raw.strip()
     if not re.fullmatch(r"[A-Za-z0-9_.:\-\[\]]+", host):
@@ -167,6 +178,8 @@ class Connections:
     driver: DriverName = "postgres"
     pg_pool_size: int = DEFAULT_PG_POOL_SIZE
     redis_prefix: str = DEFAULT_REDIS_PREFIX
+    settlements: bool = False
+    """``UJOBS_NATS_SETTLEMENTS``: the Postgres driver writes the settlements outbox."""
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{k}={v!r}" for k, v in self.public().items())
@@ -252,6 +265,7 @@ def read_common(
         driver=src.read("UJOBS_DRIVER", _driver, "postgres", flag="--driver", given=driver),
         pg_pool_size=src.read("UJOBS_PG_POOL_SIZE", _whole_from(1), DEFAULT_PG_POOL_SIZE),
         redis_prefix=src.read("UJOBS_REDIS_PREFIX", _prefix, DEFAULT_REDIS_PREFIX),
+        settlements=src.read("UJOBS_NATS_SETTLEMENTS", _on_off, False),
     )
     return CommonConfig(
         service=service,
@@ -391,6 +405,10 @@ class ApiConfig:
     max_body_bytes: int = DEFAULT_API_MAX_BODY_BYTES
     rate_per_token: int | None = None
     """Requests per second per token (a bucket of one second's worth); None: no limit."""
+    nats_prefix: str = "ujobs"
+    """The NATS edge's subject and stream prefix (``services.nats.names``)."""
+    nats_ack_wait_ms: int = 30_000
+    """How long the enqueue stream's consumer waits for an ack before redelivering."""
 
     @classmethod
     def load(
@@ -416,6 +434,8 @@ class ApiConfig:
                 "UJOBS_API_MAX_BODY_BYTES", _whole_from(1_024), DEFAULT_API_MAX_BODY_BYTES
             ),
             rate_per_token=src.read("UJOBS_API_RATE_PER_TOKEN", _optional(_whole_from(1)), None),
+            nats_prefix=src.read("UJOBS_NATS_PREFIX", _nats_prefix, "ujobs"),
+            nats_ack_wait_ms=src.read("UJOBS_NATS_ACK_WAIT_MS", _whole_from(1_000), 30_000),
         )
         if require_backend:
             common.connections.require_backend(service)
@@ -489,6 +509,27 @@ class RelayConfig:
             common.connections.require_database(service)
             common.connections.require_backend(service)
         return config
+
+
+@dataclass(frozen=True, slots=True)
+class NatsStatusConfig:
+    """``ujobs nats status``: NATS (required), the prefix, Postgres when set (the outbox)."""
+
+    common: CommonConfig
+    nats_url: str
+    prefix: str = "ujobs"
+
+    @classmethod
+    def load(cls, env: Env, *, prefix: str | None = None) -> NatsStatusConfig:
+        common = read_common(env, "cli")
+        nats_url = common.connections.nats_url
+        if nats_url is None:
+            raise DriverUnavailableError(
+                "NATS_URL: ujobs nats status needs NATS_URL=nats://…", meta={"variable": "NATS_URL"}
+            )
+        src = _Source(env)
+        chosen = src.read("UJOBS_NATS_PREFIX", _nats_prefix, "ujobs", flag="--prefix", given=prefix)
+        return cls(common=common, nats_url=nats_url, prefix=chosen)
 
 
 @dataclass(frozen=True, slots=True)

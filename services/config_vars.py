@@ -69,7 +69,34 @@ VARIABLES: dict[str, Variable] = {
             "none: the wake uses Postgres LISTEN/NOTIFY",
             _ALL,
         ),
-        Variable("NATS_URL", "NATS of the event-bus edge: nats://host:4222", "none", ("api",)),
+        Variable(
+            "NATS_URL",
+            "NATS of the event-bus edge: nats://host:4222",
+            "none",
+            ("api", "nats status"),
+        ),
+        Variable(
+            "UJOBS_NATS_SETTLEMENTS",
+            "on: every settle on the Postgres driver also writes its row of the settlements "
+            "outbox (x_settlements) in the same statement, for the api to publish to "
+            "UJOBS_SETTLED; off: the settle statements stay the plain ones",
+            "off",
+            _WORKERS,
+        ),
+        Variable(
+            "UJOBS_NATS_ACK_WAIT_MS",
+            "how long the api's consumer of UJOBS_ENQUEUE waits for a message's ack before it "
+            "is delivered again (a message a crashed api held comes back after it)",
+            "30000",
+            ("api", "dev"),
+        ),
+        Variable(
+            "UJOBS_NATS_PREFIX",
+            "first token of every NATS subject and stream name of the edge (ujobs.enqueue.<job>, "
+            "UJOBS_ENQUEUE, ...): two deployments sharing one NATS pick two prefixes",
+            "ujobs",
+            ("api", "dev", "nats status"),
+        ),
         Variable(
             "UJOBS_APP",
             "module:attribute of the value define_api() returned",

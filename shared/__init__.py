@@ -16,6 +16,8 @@ The map (each package's ``__init__`` is its own):
 - ``wake``: the wake: the Redis channel, Postgres LISTEN/NOTIFY, the announcing driver.
 - ``events``: the event bus ``step.wait_for_event`` listens on, ``publish_event()``.
 - ``drivers``: the driver contract, then ``memory``, ``postgres`` and ``redis``, one package each.
+- ``retention``: ``purge()`` and its targets (the built-in ``x.purge`` sweep).
+- ``backfill``: ``backfill()``, its throttle and the ``x_backfills`` ledger.
 - ``role``: the one start/stop/drain shape of the worker, the scheduler and the relay;
   ``lifecycle`` the process's two-phase shutdown they register with.
 - ``loop_probes``: awaitable signals a loop emits, so tests wait on events, not sleeps.

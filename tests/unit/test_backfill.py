@@ -19,8 +19,8 @@ from shared.errors import JobDeclarationInvalidError, JobTenantRequiredError
 from shared.jobs.enqueue_target import set_job_driver
 from shared.jobs.job import JobHandle
 from shared.signal import Signal
-from tests.unit.backfill_kit import Table, Writer
 from tests.support.execute import T0, attempt, enqueue, frozen_driver, records
+from tests.unit.backfill_kit import Table, Writer
 
 
 @pytest.fixture(autouse=True)

@@ -73,6 +73,8 @@ _CLAIM = query("claim")
 _ACK = query("ack")
 _NACK = query("nack")
 _START_AHEAD = query("start_ahead")
+_SETTLEMENTS_ACK = query("settlements_ack")
+_SETTLEMENTS_NACK = query("settlements_nack")
 _HEARTBEAT = query("heartbeat")
 _SAVE_STEP = query("save_step")
 _LOAD_STEPS = query("load_steps")
@@ -85,8 +87,8 @@ OPERATION_QUERIES: dict[str, tuple[str, ...]] = {
     "enqueue": ("enqueue",),
     "enqueue_many": ("enqueue_many_copy", "enqueue_wake", "enqueue_many"),
     "claim": ("claim",),
-    "ack": ("ack",),
-    "nack": ("nack",),
+    "ack": ("ack", "settlements_ack"),
+    "nack": ("nack", "settlements_nack"),
     "heartbeat": ("heartbeat",),
     "start_ahead": ("start_ahead",),
     "load_steps": ("load_steps",),
@@ -120,13 +122,23 @@ class _Start:
 
 
 class PostgresDriver:
-    """``JobDriver`` over an asyncpg pool. Build it with ``postgres_driver(pool)``."""
+    """``JobDriver`` over an asyncpg pool. Build it with ``postgres_driver(pool)``.
+
+    ``settlements=True`` (the NATS edge's settlements outbox, migration 0013): every ack, and
+    every nack that ends an attempt, also inserts its ``x_settlements`` row in the same
+    statement (``settlements_ack`` / ``settlements_nack``); off, ack and nack run the statements
+    they always ran."""
 
     name = "postgres"
 
-    def __init__(self, pool: Pool, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self, pool: Pool, *, clock: Clock = SYSTEM_CLOCK, settlements: bool = False
+    ) -> None:
         self.pool = pool
         self.clock = clock
+        self.settlements = settlements
+        self._ack_sql = _SETTLEMENTS_ACK if settlements else _ACK
+        self._nack_sql = _SETTLEMENTS_NACK if settlements else _NACK
         self.progress = ProgressThrottle(clock)
         self._acks: SettleBatcher[_Ack] = SettleBatcher(self._flush_acks)
         self._starts: SettleBatcher[_Start] = SettleBatcher(self._flush_starts)
@@ -218,7 +230,7 @@ class PostgresDriver:
             fences = batch.setdefault(i.id, {}).setdefault(str(i.claim), {})
             fences[i.worker_id] = [i.duration_ms, i.progress]
         rows = await retry_deadlock(
-            self._fetch, _ACK, list(batch), dumps(batch), now, width, start, "running"
+            self._fetch, self._ack_sql, list(batch), dumps(batch), now, width, start, "running"
         )
         # Keyed by the whole fence: of two acks of one id in a batch, only the claim that
         # matched the row landed.
@@ -243,7 +255,7 @@ class PostgresDriver:
         width, start = counter_bucket(now)
         settled = await retry_deadlock(
             self._fetchval,
-            _NACK,
+            self._nack_sql,
             job_id,
             ref.worker_id,
             ref.claim,
@@ -349,9 +361,12 @@ class PostgresDriver:
         return await self._conns.run(lambda conn: conn.fetchrow(sql, *args))
 
 
-def postgres_driver(pool: Pool, *, clock: Clock = SYSTEM_CLOCK) -> PostgresDriver:
-    """The Postgres driver over ``pool`` (asyncpg). Run ``ujobs db migrate`` first."""
-    return PostgresDriver(pool, clock=clock)
+def postgres_driver(
+    pool: Pool, *, clock: Clock = SYSTEM_CLOCK, settlements: bool = False
+) -> PostgresDriver:
+    """The Postgres driver over ``pool`` (asyncpg). Run ``ujobs db migrate`` first.
+    ``settlements``: write the settlements outbox in each settle (``PostgresDriver``)."""
+    return PostgresDriver(pool, clock=clock, settlements=settlements)
 
 
 __all__ = [

@@ -1,0 +1,257 @@
+"""The NATS edge against the HTTP edge and against JetStream itself: prints ONE JSON line.
+
+    .venv/bin/python bench/nats_edge.py
+
+One real ``ujobs api`` process (``--port 0``, ``http_edge_app``: one no-op job keyed by its
+``seq``) with ``NATS_URL`` (``BENCH_NATS_URL``, default the local 4222) under a prefix of its
+own (``BENCH_NATS_PREFIX``, default a random one), on the database ``BENCH_NATS_DB``
+(``bench_nats``, created anew on ``BENCH_PG``, dropped at the end), an operator token, and
+the load from this process. ``BENCH_NATS_N`` (5,000) jobs a phase, ``BENCH_NATS_CLIENTS`` (64)
+concurrent callers; the HTTP figure is ``bench/http_edge.py``'s ``http_enqueue_per_s``,
+measured here again against the same api in the same minutes:
+
+* ``http_enqueue_per_s`` and ``nats_request_enqueue_per_s``: single enqueues over
+  ``POST /v1/jobs/bench.noop`` and over request/reply on ``<prefix>.enqueue.bench.noop``, sent
+  in ``CHUNKS`` alternating chunks (HTTP, NATS, HTTP, ...) so both see the same minutes;
+* ``jetstream_publish_ceiling_per_s``: the same callers publishing with acks to a stream
+  nothing consumes (what producers can send at all here);
+* ``jetstream_enqueue_per_s``: the same publishes to ``<prefix>.js.enqueue.bench.noop``, timed
+  from the first publish until the api has committed every row;
+* ``drain_per_s`` and ``settled_published_per_s``: those rows claimed and acked by a
+  Postgres driver with the settlements outbox on (claims of 100, acks in flight together),
+  and the api's relay publishing every settlement to the settled stream, timed from the drain's
+  start to the last row acked and to the last settlement published.
+
+``ratios``: ``nats_request_vs_http`` (issue 24 asks >= 1.0), ``jetstream_vs_publish_ceiling``
+(>= 0.7), ``settled_vs_drain`` (>= 1.0: settlements keep up); ``targets`` judges each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+import nats
+import orjson
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+PG_BASE = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
+NATS_URL = os.environ.get("BENCH_NATS_URL", "nats://127.0.0.1:4222")
+DB_NAME = os.environ.get("BENCH_NATS_DB", "bench_nats")
+CLIENTS = int(os.environ.get("BENCH_NATS_CLIENTS", "64"))
+N = int(os.environ.get("BENCH_NATS_N", "5000"))
+CHUNKS = 5
+JOB = "bench.noop"
+PREFIX = os.environ.get("BENCH_NATS_PREFIX") or f"bnats{uuid.uuid4().hex[:8]}"
+
+
+async def _admin(statement: str) -> None:
+    conn = await asyncpg.connect(f"{PG_BASE}/postgres")
+    try:
+        await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+async def prepare() -> str:
+    from shared.drivers.postgres.migrate import migrate
+
+    await _admin(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+    await _admin(f'CREATE DATABASE "{DB_NAME}"')
+    dsn = f"{PG_BASE}/{DB_NAME}"
+    conn = await asyncpg.connect(dsn)
+    try:
+        await migrate(conn)
+    finally:
+        await conn.close()
+    return dsn
+
+
+def _drain_log(stream: Any) -> None:
+    for _ in stream:
+        pass
+
+
+def start_api(dsn: str) -> tuple[subprocess.Popen[str], str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UJOBS_")}
+    env.pop("REDIS_URL", None)
+    env.update(
+        DATABASE_URL=dsn,
+        NATS_URL=NATS_URL,
+        UJOBS_NATS_PREFIX=PREFIX,
+        UJOBS_APP="http_edge_app:api",
+        PYTHONPATH=f"{HERE}:{ROOT}",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "api", "--port", "0"],
+        cwd=ROOT, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if record.get("event") == "ujobs.api.listening":
+            threading.Thread(target=_drain_log, args=(proc.stderr,), daemon=True).start()
+            return proc, f"http://{record['addresses'][0]}"
+    raise SystemExit(f"ujobs api did not start (exit {proc.wait()})")
+
+
+async def clients(n: int, start: int, call: Any) -> float:
+    """``n`` calls of ``call(seq)`` from ``CLIENTS`` concurrent callers; answers seconds."""
+    counter = iter(range(start, start + n))
+
+    async def caller() -> None:
+        for seq in counter:
+            await call(seq)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(CLIENTS)))
+    return time.perf_counter() - t0
+
+
+async def wait_for(pool: asyncpg.Pool[Any], statement: str, target: int) -> float:
+    while int(await pool.fetchval(statement)) < target:
+        await asyncio.sleep(0.01)
+    return time.perf_counter()
+
+
+async def main() -> dict[str, Any]:
+    from services.nats.names import NatsNames
+    from services.tokens import TokenStore
+    from shared.drivers.base import ClaimOptions
+    from shared.drivers.postgres import postgres_driver
+
+    names = NatsNames(PREFIX)
+    dsn = await prepare()
+    pool = await asyncpg.create_pool(dsn, min_size=2, max_size=8)
+    assert pool is not None
+    token = (await TokenStore(pool).create(tenant=None, scopes=["enqueue:*"])).secret
+    auth = {"Authorization": f"Bearer {token}"}
+    proc, url = start_api(dsn)
+    nc = await nats.connect(NATS_URL)
+    js = nc.jetstream()
+    ceiling_stream = f"{PREFIX.upper()}_CEILING"
+    try:
+        await js.add_stream(name=ceiling_stream, subjects=[f"{PREFIX}.ceiling.>"])
+        seq = 0
+        http_s = nats_s = 0.0
+        size = N // CHUNKS
+        headers = {**auth, "Content-Type": "application/json"}
+        connector = aiohttp.TCPConnector(limit=CLIENTS)
+        async with aiohttp.ClientSession(connector=connector, headers=headers) as http:
+
+            async def http_call(s: int) -> None:
+                body = orjson.dumps({"input": {"seq": s}})
+                async with http.post(f"{url}/v1/jobs/{JOB}", data=body) as r:
+                    await r.read()
+                    assert r.status == 202, r.status
+
+            async def nats_call(s: int) -> None:
+                body = orjson.dumps({"input": {"seq": s}})
+                reply = await nc.request(names.enqueue_subject(JOB), body, 10, headers=auth)
+                assert b'"error"' not in reply.data, reply.data
+
+            await clients(200, 10_000_000, http_call)  # warm both paths
+            await clients(200, 10_100_000, nats_call)
+            for _ in range(CHUNKS):
+                http_s += await clients(size, seq, http_call)
+                seq += size
+                nats_s += await clients(size, seq, nats_call)
+                seq += size
+
+        async def ceiling_call(s: int) -> None:
+            await js.publish(f"{PREFIX}.ceiling.x", orjson.dumps({"input": {"seq": s}}))
+
+        ceiling_s = await clients(N, 0, ceiling_call)
+        await pool.execute("truncate x_jobs")
+
+        async def js_call(s: int) -> None:
+            body = orjson.dumps({"input": {"seq": s}})
+            await js.publish(names.js_enqueue_subject(JOB), body, headers=auth)
+
+        t0 = time.perf_counter()
+        await clients(N, 20_000_000, js_call)
+        t_rows = await wait_for(pool, "select count(*) from x_jobs", N)
+        js_s = t_rows - t0
+
+        driver = postgres_driver(pool, settlements=True)
+        t0 = time.perf_counter()
+        acked = 0
+        while acked < N:
+            jobs = await driver.claim(
+                ClaimOptions(
+                    queues=("default",), limit=100, worker_id="bench", visibility_ms=60_000
+                )
+            )
+            await asyncio.gather(*(driver.ack(j.id, j.ref) for j in jobs))
+            acked += len(jobs)
+        t_drain = time.perf_counter()
+        t_pub = await wait_for(
+            pool, "select count(*) from x_settlements where published_at is not null", N
+        )
+        await driver.close()
+    finally:
+        await js.delete_stream(ceiling_stream)
+        proc.terminate()
+        proc.wait(60)
+        for stream in (names.enqueue_stream, names.settled_stream):
+            try:
+                await js.delete_stream(stream)
+            except Exception as exc:
+                print(f"nats_edge: could not delete {stream}: {exc}", file=sys.stderr)
+        await nc.drain()
+        await pool.close()
+        await _admin(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+    done = size * CHUNKS
+    figures = {
+        "http_enqueue_per_s": done / http_s,
+        "nats_request_enqueue_per_s": done / nats_s,
+        "jetstream_publish_ceiling_per_s": N / ceiling_s,
+        "jetstream_enqueue_per_s": N / js_s,
+        "drain_per_s": N / (t_drain - t0),
+        "settled_published_per_s": N / (t_pub - t0),
+    }
+    ratios = {
+        "nats_request_vs_http": figures["nats_request_enqueue_per_s"]
+        / figures["http_enqueue_per_s"],
+        "jetstream_vs_publish_ceiling": figures["jetstream_enqueue_per_s"]
+        / figures["jetstream_publish_ceiling_per_s"],
+        "settled_vs_drain": figures["settled_published_per_s"] / figures["drain_per_s"],
+    }
+    wanted = {
+        "nats_request_vs_http": 1.0,
+        "jetstream_vs_publish_ceiling": 0.7,
+        "settled_vs_drain": 1.0,
+    }
+    return {
+        "bench": "nats_edge",
+        "n": N,
+        "clients": CLIENTS,
+        **{k: round(v, 1) for k, v in figures.items()},
+        "ratios": {k: round(v, 3) for k, v in ratios.items()},
+        "targets": {
+            k: {"want": f">= {w}", "ratio": round(ratios[k], 3), "met": ratios[k] >= w}
+            for k, w in wanted.items()
+        },
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(asyncio.run(main())))

@@ -1,0 +1,241 @@
+"""The api's durable pull consumer on ``UJOBS_ENQUEUE``: fire-and-forget enqueues and events.
+
+A producer publishes ``{"input", "runId"?, "delay"?, "queue"?}`` to ``ujobs.js.enqueue.<job>``
+(or ``{"payload"}`` to ``ujobs.js.events.<name>``) with the ``Authorization`` header, through
+JetStream, and holds the stream's publish ack. The api fetches, runs the message through
+``NatsEdge`` (the HTTP edge's rules) and acks it only after its row is committed:
+
+| What happened | The message |
+|---|---|
+| the row committed (or an earlier delivery's row was met: ``deduped``) | acked |
+| refused (bad input, bad or missing token, scope, tenancy, unknown job: a 4xx code) | its error published to ``ujobs.rejected.<job>`` (events: ``ujobs.rejected.events.<name>``), then terminated: never redelivered |
+| the database failed (a 5xx code) | nak with a delay: delivered again |
+| the api died with it in hand | delivered again after the consumer's ``ack_wait`` |
+
+A second delivery enqueues nothing new: the job's id is derived from the message
+(``stream_job_id``: from its ``Nats-Msg-Id`` header when given, else from the stream's
+sequence and timestamp), and an enqueue under an id that names a row inserts nothing. An event
+is at-least-once: one delivered again after its row committed but before its ack is published
+again (an event has no id a producer names).
+
+The rejected message is ``{"error": {...}, "subject", "streamSeq", "msgId"}``.
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from typing import Any
+
+import orjson
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
+
+from services.api_common import status_for
+from services.nats.edge import NatsEdge, error_body
+from services.nats.names import NatsNames
+from services.nats.streams import MAX_ACK_PENDING
+from shared.drivers.base import EnqueueRequest
+from shared.errors import InputInvalidError
+from shared.ids import derived_id
+
+log = logging.getLogger("ujobs.nats")
+
+FETCH_BATCH = 256
+FETCH_TIMEOUT_S = 1.0
+RETRY_DELAY_S = 1.0
+MSG_ID = "Nats-Msg-Id"
+
+
+def stream_job_id(job: str, msg: Msg) -> str:
+    """The id a stream message's job gets, the same on every delivery of that message."""
+    msg_id = (msg.headers or {}).get(MSG_ID)
+    md = msg.metadata
+    if msg_id:
+        return derived_id(0, "nats-msg-id", md.stream, job, msg_id)
+    stamp = int(md.timestamp.timestamp() * 1000)
+    return derived_id(stamp, "nats-seq", md.stream, str(md.sequence.stream))
+
+
+class StreamConsumer:
+    """``start()`` / ``stop()`` (both safe twice) run the fetch loop; ``run_once()`` fetches
+    one batch and handles it (tests). ``acked`` / ``refused`` / ``retried`` count messages."""
+
+    def __init__(
+        self,
+        nc: Client,
+        js: JetStreamContext,
+        edge: NatsEdge,
+        names: NatsNames,
+        *,
+        max_in_flight: int = MAX_ACK_PENDING,
+    ) -> None:
+        self.nc = nc
+        self.js = js
+        self.edge = edge
+        self.names = names
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._handlers: set[asyncio.Task[None]] = set()
+        self._sub: JetStreamContext.PullSubscription | None = None
+        self._loop: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.acked = 0
+        self.refused = 0
+        self.retried = 0
+
+    async def _subscription(self) -> JetStreamContext.PullSubscription:
+        if self._sub is None:
+            self._sub = await self.js.pull_subscribe_bind(
+                durable=self.names.durable, stream=self.names.enqueue_stream
+            )
+        return self._sub
+
+    async def start(self) -> None:
+        if self._loop is not None:
+            return
+        self._stopping = False
+        await self._subscription()
+        self._loop = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        """Stop fetching (within one fetch timeout), then finish every message in hand."""
+        self._stopping = True
+        loop, self._loop = self._loop, None
+        if loop is not None:
+            await asyncio.gather(loop, return_exceptions=True)
+        while self._handlers:
+            await asyncio.gather(*list(self._handlers), return_exceptions=True)
+        sub, self._sub = self._sub, None
+        if sub is not None:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    async def run_once(self, *, batch: int = FETCH_BATCH, timeout_s: float = 2.0) -> int:
+        """Fetch up to ``batch`` messages and handle them all; answers how many came."""
+        sub = await self._subscription()
+        try:
+            msgs = await sub.fetch(batch=batch, timeout=timeout_s)
+        except (NatsTimeoutError, TimeoutError):
+            return 0
+        await self.handle_batch(msgs)
+        return len(msgs)
+
+    async def _run(self) -> None:
+        sub = await self._subscription()
+        while not self._stopping:
+            await self._slots.acquire()
+            free = 1
+            while free < FETCH_BATCH and not self._slots.locked():
+                await self._slots.acquire()
+                free += 1
+            try:
+                msgs = await sub.fetch(batch=free, timeout=FETCH_TIMEOUT_S)
+            except (NatsTimeoutError, TimeoutError):
+                msgs = []
+            except Exception as exc:
+                # NATS away (reconnecting) or the consumer briefly missing: try again.
+                log.warning("ujobs.nats.fetch-failed", extra={"error": exc})
+                msgs = []
+                await asyncio.sleep(FETCH_TIMEOUT_S)
+            for _ in range(free - len(msgs)):
+                self._slots.release()
+            if msgs:
+                task = asyncio.get_running_loop().create_task(self.handle_batch(msgs))
+                self._handlers.add(task)
+                task.add_done_callback(functools.partial(self._handled, count=len(msgs)))
+
+    def _handled(self, task: asyncio.Task[None], count: int) -> None:
+        self._handlers.discard(task)
+        for _ in range(count):
+            self._slots.release()
+
+    async def handle_batch(self, msgs: list[Msg]) -> None:
+        """A fetched batch's enqueues in one statement (``enqueue_many``: one commit), each
+        distinct token authenticated once; events, refusals, and every message of a batch
+        whose statement failed go through ``handle`` one by one."""
+        principals: dict[str | None, Any] = {}
+        ready: list[tuple[Msg, EnqueueRequest]] = []
+        alone: list[Msg] = []
+        for msg in msgs:
+            job = self.names.tail(msg.subject, self.names.js_enqueue_wildcard)
+            if job is None:
+                alone.append(msg)
+                continue
+            auth = (msg.headers or {}).get("Authorization")
+            if auth not in principals:
+                try:
+                    principals[auth] = await self.edge.authenticate(auth)
+                except Exception as exc:
+                    principals[auth] = exc
+            principal = principals[auth]
+            if isinstance(principal, Exception):
+                alone.append(msg)
+                continue
+            try:
+                req = self.edge.request(principal, job, msg.data, job_id=stream_job_id(job, msg))
+            except Exception:
+                alone.append(msg)
+                continue
+            ready.append((msg, req))
+        if ready:
+            try:
+                await self.edge.driver.enqueue_many([req for _, req in ready])
+            except Exception:
+                alone.extend(msg for msg, _ in ready)
+            else:
+                await asyncio.gather(*(msg.ack() for msg, _ in ready))
+                self.acked += len(ready)
+        if alone:
+            await asyncio.gather(*(self.handle(msg) for msg in alone))
+
+    async def handle(self, msg: Msg) -> None:
+        """Enqueue (or publish) one message; ack, terminate or nak it as the table says."""
+        auth = (msg.headers or {}).get("Authorization")
+        job = self.names.tail(msg.subject, self.names.js_enqueue_wildcard)
+        event = self.names.tail(msg.subject, self.names.js_events_wildcard)
+        try:
+            if job is not None:
+                await self.edge.enqueue(job, msg.data, auth, job_id=stream_job_id(job, msg))
+            elif event is not None:
+                await self.edge.publish(event, msg.data, auth)
+            else:
+                raise InputInvalidError(
+                    f"{msg.subject!r} is neither an enqueue nor an event subject",
+                    meta={"subject": msg.subject},
+                )
+        except Exception as exc:
+            body = error_body(exc)
+            if status_for(body["error"]["code"]) < 500:
+                await self._refuse(msg, body, job if job is not None else f"events.{event}")
+                return
+            log.warning(
+                "ujobs.nats.enqueue-retried",
+                extra={"subject": msg.subject, "code": body["error"]["code"], "error": exc},
+            )
+            self.retried += 1
+            with contextlib.suppress(Exception):
+                await msg.nak(delay=RETRY_DELAY_S)
+            return
+        await msg.ack()
+        self.acked += 1
+
+    async def _refuse(self, msg: Msg, body: dict[str, Any], what: str) -> None:
+        """Tell the producer (``rejected``), then terminate: published before the term, so a
+        crash between the two re-sends the error rather than losing it."""
+        md = msg.metadata
+        rejected = {
+            **body,
+            "subject": msg.subject,
+            "streamSeq": md.sequence.stream,
+            "msgId": (msg.headers or {}).get(MSG_ID),
+        }
+        await self.nc.publish(self.names.rejected_subject(what), orjson.dumps(rejected))
+        await msg.term()
+        self.refused += 1
+
+
+__all__ = ["StreamConsumer", "stream_job_id"]

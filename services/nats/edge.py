@@ -1,0 +1,145 @@
+"""What a NATS message asks for, done the HTTP edge's way: one implementation of enqueue and
+``publish_event`` behind tokens, scopes and tenancy, for the request/reply subjects and the
+enqueue stream's consumer alike.
+
+``NatsEdge.enqueue(job, data, authorization)`` reads ``{"input", "runId"?, "delay"?,
+"queue"?}``, authenticates the ``Authorization: Bearer …`` header (``services.auth``), needs
+the scope ``enqueue:<job>``, validates the input through the job's own ``JobHandle.request``
+(``services.api_enqueue.build_request``: schema, idempotency key, ``tenant(input)``, the
+tenant token's rule) and answers ``{"id", "runId", "deduped"}`` once the row is committed.
+``publish(name, data, authorization)`` reads ``{"payload"}`` and needs ``events:publish``.
+A refusal raises the ``UltimateError`` the HTTP edge raises for the same body;
+``error_body`` is its wire shape, ``{"error": {"code", "message", "meta"}}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import orjson
+
+from services.api_enqueue import SINGLE_FIELDS, build_request, enqueued_json, single_options
+from services.api_enqueue_batcher import EnqueueBatcher
+from services.auth import Principal, TokenLookup, authenticate
+from services.redact import redact_text
+from shared.drivers.base import EnqueueRequest, JobDriver
+from shared.errors import InputInvalidError, JobUnknownError, UltimateError
+from shared.events.bus import MAX_EVENT_NAME_LENGTH, publish_event
+from shared.jobs.registry import Registry
+
+DEFAULT_MAX_MESSAGE_BYTES = 1_048_576
+"""The largest message body the edge reads (NATS's own default ``max_payload``)."""
+
+_EVENT_FIELDS = frozenset({"payload"})
+
+
+class MessageTooLargeError(UltimateError):
+    code = "X_BODY_TOO_LARGE"
+
+
+def parse_object(data: bytes, allowed: frozenset[str], max_bytes: int) -> dict[str, Any]:
+    """The message body as a JSON object whose keys are all in ``allowed``."""
+    if len(data) > max_bytes:
+        raise MessageTooLargeError(
+            f"the message is over {max_bytes} bytes", meta={"max": max_bytes, "length": len(data)}
+        )
+    try:
+        body = orjson.loads(data) if data else {}
+    except orjson.JSONDecodeError as exc:
+        raise InputInvalidError(
+            f"the message is not JSON ({exc.msg} at character {exc.pos}); send a JSON object",
+            meta={"issues": [{"path": "", "message": "not JSON"}]},
+        ) from None
+    if not isinstance(body, dict):
+        raise InputInvalidError(
+            "the message must be a JSON object",
+            meta={"issues": [{"path": "", "message": "object"}]},
+        )
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise InputInvalidError(
+            f"unknown field(s) {', '.join(unknown)}; "
+            f"this subject reads {', '.join(sorted(allowed))}",
+            meta={"issues": [{"path": k, "message": "unknown field"} for k in unknown]},
+        )
+    return body
+
+
+def error_body(exc: BaseException) -> dict[str, Any]:
+    """The reply (or the ``rejected`` message) for a failure: codes as on HTTP, secrets masked."""
+    if isinstance(
+        exc, (asyncpg.UntranslatableCharacterError, asyncpg.CharacterNotInRepertoireError)
+    ):
+        exc = InputInvalidError(
+            "the message carries a NUL character (\\u0000), which cannot be stored; remove it",
+            meta={"issues": [{"path": "", "message": "NUL character"}]},
+        )
+    if not isinstance(exc, UltimateError):
+        exc = UltimateError(f"unexpected {type(exc).__name__}; the api logged the detail")
+    return {"error": {**exc.to_dict(), "message": redact_text(exc.message)}}
+
+
+@dataclass(frozen=True, slots=True)
+class NatsEdge:
+    """The operations both NATS forms run, over the api's driver, tokens and batcher."""
+
+    registry: Registry
+    driver: JobDriver
+    tokens: TokenLookup
+    batcher: EnqueueBatcher
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+
+    async def principal(self, authorization: str | None, scope: str) -> Principal:
+        principal = await authenticate(self.tokens, authorization, self.driver.clock.now_ms())
+        principal.require(scope)
+        return principal
+
+    async def authenticate(self, authorization: str | None) -> Principal:
+        return await authenticate(self.tokens, authorization, self.driver.clock.now_ms())
+
+    def request(
+        self, principal: Principal, job: str, data: bytes, *, job_id: str | None = None
+    ) -> EnqueueRequest:
+        """The validated request a message asks for, as ``principal`` (refusals raise)."""
+        body = parse_object(data, SINGLE_FIELDS, self.max_message_bytes)
+        handle = self.registry.job(job)
+        if handle is None:
+            raise JobUnknownError(
+                f"no job is named {job!r} in this app; GET /v1/manifest lists them",
+                meta={"job": job},
+            )
+        principal.require(f"enqueue:{handle.name}")
+        options = single_options(body)
+        return build_request(
+            handle, principal, body.get("input"), self.driver.clock, job_id=job_id, **options
+        )
+
+    async def enqueue(
+        self, job: str, data: bytes, authorization: str | None, *, job_id: str | None = None
+    ) -> dict[str, Any]:
+        """Queue one run of ``job``; ``job_id`` (the stream form's derived id) makes a second
+        delivery of one message meet the row the first one made."""
+        principal = await self.authenticate(authorization)
+        req = self.request(principal, job, data, job_id=job_id)
+        return enqueued_json(await self.batcher.enqueue(req))
+
+    async def publish(self, name: str, data: bytes, authorization: str | None) -> dict[str, Any]:
+        await self.principal(authorization, "events:publish")
+        body = parse_object(data, _EVENT_FIELDS, self.max_message_bytes)
+        if len(name) > MAX_EVENT_NAME_LENGTH:
+            raise InputInvalidError(
+                f"an event name is at most {MAX_EVENT_NAME_LENGTH} characters",
+                meta={"issues": [{"path": "name", "message": "length"}]},
+            )
+        record = await publish_event(name, body.get("payload"))
+        return {
+            "id": record.id,
+            "name": record.name,
+            "publishedAtMs": record.published_at_ms,
+            "expiresAtMs": record.expires_at_ms,
+        }
+
+
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "NatsEdge", "error_body", "parse_object"]

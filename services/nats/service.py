@@ -1,0 +1,101 @@
+"""The NATS edge of ``ujobs api``: connect, then run what the api owns on NATS.
+
+``nats_edge(url, edge, names, pool=...)`` is an async context manager the api enters when
+``NATS_URL`` is set: it connects (reconnecting for ever once connected: NATS down only delays
+the edge), creates or updates the streams and the api's consumer (``streams``), starts the
+request/reply responder, the enqueue stream's consumer and (with Postgres) the settlements
+relay, and on the way out stops them and drains the connection, so every request and message
+in hand is answered (or acked) before the process exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import nats
+from nats.aio.client import Client
+
+from services.nats.consumer import StreamConsumer
+from services.nats.edge import NatsEdge
+from services.nats.names import NatsNames
+from services.nats.requests import RequestResponder
+from services.nats.settlements import SettlementsRelay
+from services.nats.streams import ACK_WAIT_S, ensure_streams
+from services.redact import redact_url
+from shared.errors import DriverUnavailableError
+
+if TYPE_CHECKING:
+    import asyncpg
+
+    Pool = asyncpg.Pool[Any]
+
+log = logging.getLogger("ujobs.nats")
+
+CONNECT_TIMEOUT_S = 5.0
+RECONNECT_WAIT_S = 0.5
+FIRST_CONNECT_ATTEMPTS = 3
+
+
+async def connect(url: str, *, name: str) -> Client:
+    """A client that keeps reconnecting once connected; the first connect failing is
+    ``X_DRIVER_UNAVAILABLE`` naming NATS_URL."""
+
+    async def on_error(exc: Exception) -> None:
+        log.warning("ujobs.nats.error", extra={"error": exc})
+
+    try:
+        # A bounded first connect (nats-py's connect loops for ever with -1), then for ever.
+        nc = await nats.connect(
+            url,
+            name=name,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            reconnect_time_wait=RECONNECT_WAIT_S,
+            max_reconnect_attempts=FIRST_CONNECT_ATTEMPTS,
+            allow_reconnect=True,
+            error_cb=on_error,
+        )
+        nc.options["max_reconnect_attempts"] = -1
+        return nc
+    except Exception as exc:
+        raise DriverUnavailableError(
+            f"NATS_URL: cannot connect to {redact_url(url)} ({type(exc).__name__}: {exc}); "
+            "start NATS (with JetStream: nats-server -js) or unset NATS_URL",
+            meta={"variable": "NATS_URL"},
+        ) from None
+
+
+@contextlib.asynccontextmanager
+async def nats_edge(
+    url: str,
+    edge: NatsEdge,
+    names: NatsNames,
+    *,
+    pool: Pool | None,
+    ack_wait_s: float = ACK_WAIT_S,
+) -> AsyncIterator[Client]:
+    nc = await connect(url, name=f"{names.prefix}-api")
+    js = nc.jetstream()
+    responder = RequestResponder(nc, edge, names)
+    consumer = StreamConsumer(nc, js, edge, names)
+    relay = None if pool is None else SettlementsRelay(pool, js, names, clock=edge.driver.clock)
+    try:
+        streams = await ensure_streams(js, names, ack_wait_s=ack_wait_s)
+        await responder.start()
+        await consumer.start()
+        if relay is not None:
+            await relay.start()
+        log.info("ujobs.nats.listening", extra={"prefix": names.prefix, "streams": streams})
+        yield nc
+    finally:
+        if relay is not None:
+            await relay.stop()
+        await consumer.stop()
+        await responder.stop()
+        with contextlib.suppress(Exception):
+            await nc.drain()
+
+
+__all__ = ["connect", "nats_edge"]

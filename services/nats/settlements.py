@@ -1,0 +1,189 @@
+"""The settlements relay: ``x_settlements`` rows (written in each settle's own statement by
+the Postgres driver with ``UJOBS_NATS_SETTLEMENTS=on``) out to ``UJOBS_SETTLED``.
+
+One message per settlement on ``ujobs.settled.<job>``::
+
+    {"id", "runId", "name", "tenant", "outcome", "code", "attempt", "settledAt"}
+
+``outcome`` is ``completed``, ``retried``, ``failed`` or ``dead``; ``code`` the error's ``X_…``
+code (None on a completion or an error that is not ours); ``settledAt`` epoch milliseconds.
+The header ``Nats-Msg-Id`` is ``<job id>:<attempt>:<outcome>``, so a re-publish (a relay that
+died between the publish ack and marking the row) is dropped by the stream's duplicate
+window (10 minutes).
+
+At least once, never lost, in order per job: a batch is the oldest pending rows in ``seq``
+order, locked for this relay's transaction (``for update skip locked``); it is published in
+waves in which no job appears twice (each wave's publishes in flight together, every ack
+awaited), and the first failed publish stops the batch: what was acked is marked published,
+the rest stays pending, so no settlement of a job goes out before an earlier one of the same
+job. NATS down: every publish fails, nothing is marked, the rows wait in Postgres and the
+relay tries again every ``retry_s`` until NATS answers.
+
+With nothing pending the relay looks again every ``IDLE_S`` (50 ms: one probe of a partial
+index), so a settlement leaves at most that long after its commit. Published rows are kept
+``KEEP_PUBLISHED_MS`` (a day: the stream holds them from then on) and purged by the relay
+itself, ``PURGE_LIMIT`` rows at a time; pending rows are never purged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from nats.js import JetStreamContext
+
+from services.nats.names import NatsNames
+from shared.clock import SYSTEM_CLOCK, Clock
+from shared.drivers.postgres.sql import query
+
+if TYPE_CHECKING:
+    import asyncpg
+
+    Pool = asyncpg.Pool[Any]
+
+log = logging.getLogger("ujobs.nats")
+
+_CLAIM = query("settlements_claim")
+_MARK = query("settlements_mark_published")
+_PURGE = query("settlements_purge")
+
+DEFAULT_BATCH = 500
+IDLE_S = 0.05
+RETRY_S = 1.0
+PUBLISH_TIMEOUT_S = 5.0
+KEEP_PUBLISHED_MS = 86_400_000
+PURGE_EVERY_S = 60.0
+PURGE_LIMIT = 10_000
+
+
+def settlement_message(row: Any) -> tuple[bytes, str]:
+    """The body and the ``Nats-Msg-Id`` of one ``x_settlements`` row."""
+    body = {
+        "id": row["job_id"],
+        "runId": row["run_id"],
+        "name": row["name"],
+        "tenant": row["tenant_id"],
+        "outcome": row["outcome"],
+        "code": row["code"],
+        "attempt": row["attempt"],
+        "settledAt": row["settled_at_ms"],
+    }
+    return orjson.dumps(body), f"{row['job_id']}:{row['attempt']}:{row['outcome']}"
+
+
+def waves(rows: list[Any]) -> list[list[Any]]:
+    """``rows`` (in seq order) cut where a job appears again: a job's settlements land in
+    successive waves, so its order on the stream is its order here."""
+    out: list[list[Any]] = []
+    seen: set[str] = set()
+    for row in rows:
+        if not out or row["job_id"] in seen:
+            out.append([])
+            seen = set()
+        out[-1].append(row)
+        seen.add(row["job_id"])
+    return out
+
+
+class SettlementsRelay:
+    """``start()`` / ``stop()`` (both safe twice) run the loop; ``run_once()`` relays one
+    batch and answers how many rows it published (tests, the bench)."""
+
+    def __init__(
+        self,
+        pool: Pool,
+        js: JetStreamContext,
+        names: NatsNames,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        batch: int = DEFAULT_BATCH,
+        retry_s: float = RETRY_S,
+        publish_timeout_s: float = PUBLISH_TIMEOUT_S,
+    ) -> None:
+        self.pool = pool
+        self.js = js
+        self.names = names
+        self.clock = clock
+        self.batch = batch
+        self.retry_s = retry_s
+        self.publish_timeout_s = publish_timeout_s
+        self.published = 0
+        self.failures = 0
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+        self._purged_at = 0.0
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._stopping.clear()
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        task, self._task = self._task, None
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def run_once(self) -> int:
+        async with self.pool.acquire() as conn, conn.transaction():
+            rows = list(await conn.fetch(_CLAIM, self.batch))
+            if not rows:
+                return 0
+            done, failure = await self._publish(rows)
+            if done:
+                await conn.execute(_MARK, done, self.clock.now_ms())
+        self.published += len(done)
+        if failure is not None:
+            raise failure
+        return len(done)
+
+    async def _publish(self, rows: list[Any]) -> tuple[list[int], BaseException | None]:
+        done: list[int] = []
+        for wave in waves(rows):
+            results = await asyncio.gather(
+                *(self._one(row) for row in wave), return_exceptions=True
+            )
+            done.extend(row["seq"] for row, r in zip(wave, results, strict=True) if r is None)
+            failed = [r for r in results if isinstance(r, BaseException)]
+            if failed:
+                return done, failed[0]
+        return done, None
+
+    async def _one(self, row: Any) -> None:
+        body, msg_id = settlement_message(row)
+        await self.js.publish(
+            self.names.settled_subject(row["name"]),
+            body,
+            timeout=self.publish_timeout_s,
+            headers={"Nats-Msg-Id": msg_id},
+        )
+
+    async def purge(self) -> int:
+        cutoff = self.clock.now_ms() - KEEP_PUBLISHED_MS
+        status = await self.pool.execute(_PURGE, cutoff, PURGE_LIMIT)
+        return int(status.split()[-1])
+
+    async def _run(self) -> None:
+        while not self._stopping.is_set():
+            pause = 0.0
+            try:
+                if await self.run_once() == 0:
+                    pause = IDLE_S
+                if time.monotonic() - self._purged_at > PURGE_EVERY_S:
+                    self._purged_at = time.monotonic()
+                    await self.purge()
+            except Exception as exc:
+                # NATS or Postgres away: the rows stay pending; try again shortly.
+                self.failures += 1
+                log.warning("ujobs.nats.settlements-retry", extra={"error": exc})
+                pause = self.retry_s
+            if pause:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), pause)
+
+
+__all__ = ["KEEP_PUBLISHED_MS", "SettlementsRelay", "settlement_message", "waves"]

@@ -1,0 +1,48 @@
+-- settlements_nack: nack.sql, plus one x_settlements row per attempt it ends (the counter
+-- kind $9: retried, failed or dead; a hand-back or a park ends nothing and writes none), in
+-- the same statement. The code is the X_… code last_error's headline starts with (null for
+-- an error that is not ours). The Postgres driver runs it instead of nack when its
+-- settlements are on. Everything else is nack.sql's: read it there.
+-- $1 id  $2 worker id  $3 claim  $4 target state  $5 counted  $6 error  $7 run_at ms (null:
+-- now)  $8 now ms  $9 counter kind  $10 bucket width ms  $11 bucket start ms  $12 progress
+-- $13 unreachable cap (null: not an outage hand-back)
+with settled as (
+  update x_jobs j
+     set state = $4::text,
+         attempt = case when $5::bool then j.attempt else greatest(j.attempt - 1, 0) end,
+         last_error = coalesce($6::text, j.last_error),
+         run_at = case when $4::text in ('dead', 'failed') then j.run_at
+                       else x_ts(coalesce($7::bigint, $8::bigint)) end,
+         finished_at = case when $4::text in ('dead', 'failed') then x_ts($8::bigint) end,
+         lease_expires_at = null,
+         updated_at = x_ts($8::bigint),
+         progress = coalesce($12::text::jsonb, j.progress),
+         unreachable_returns = j.unreachable_returns + (case when $13::int is null then 0 else 1 end)
+   where j.id = $1::text
+     and j.claimed_by = $2::text
+     and j.claim = $3::int
+     and j.state = 'running'
+     and ($13::int is null or j.unreachable_returns < $13::int)
+  returning j.id, j.run_id, j.name, j.tenant_id, j.attempt
+),
+counted as (
+  insert into x_job_counters as c (job, width_ms, bucket_start_ms, retried, failed, dead)
+  select s.name, $10::int, $11::bigint,
+         (case when $9::text = 'retried' then 1 else 0 end),
+         (case when $9::text = 'failed' then 1 else 0 end),
+         (case when $9::text = 'dead' then 1 else 0 end)
+    from settled s
+   where $9::text is not null
+  on conflict (job, width_ms, bucket_start_ms) do update
+     set retried = c.retried + excluded.retried,
+         failed = c.failed + excluded.failed,
+         dead = c.dead + excluded.dead
+),
+outbox as (
+  insert into x_settlements (job_id, run_id, name, tenant_id, outcome, code, attempt, settled_at)
+  select s.id, s.run_id, s.name, s.tenant_id, $9::text,
+         substring($6::text from '^(X_[A-Z0-9_]+)'), s.attempt, x_ts($8::bigint)
+    from settled s
+   where $9::text is not null
+)
+select count(*) as settled from settled

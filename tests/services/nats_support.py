@@ -1,0 +1,126 @@
+"""The api with its NATS edge on (a prefix of the test's own), a NATS client, and tokens."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import nats
+import orjson
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from services.api_enqueue_batcher import EnqueueBatcher
+from services.app_loader import load_api
+from services.nats.consumer import StreamConsumer
+from services.nats.edge import NatsEdge
+from services.nats.names import NatsNames
+from services.nats.streams import ensure_streams
+from services.tokens import TokenStore
+from shared.drivers.postgres.driver import postgres_driver
+from shared.events.bus import set_event_bus
+from shared.events.bus_postgres import postgres_event_bus
+from tests.services.api_support import Api, MakeClient, make_api
+
+SAMPLE_APP = "tests.unit.sample_app:api"
+
+
+def unique_prefix() -> str:
+    return f"t{uuid.uuid4().hex[:12]}"
+
+
+@dataclass
+class NatsApi:
+    """A live api whose NATS edge listens under ``names``, and a client of the same NATS."""
+
+    api: Api
+    nc: Client
+    names: NatsNames
+
+    async def token(self, *scopes: str, tenant: str | None = None) -> str:
+        return await self.api.token(*scopes, tenant=tenant)
+
+    async def request(
+        self, subject: str, body: Any, token: str | None, *, raw: bytes | None = None
+    ) -> Any:
+        headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+        data = raw if raw is not None else orjson.dumps(body)
+        reply = await self.nc.request(subject, data, timeout=10, headers=headers)
+        return orjson.loads(reply.data)
+
+    async def jobs(self) -> list[asyncpg.Record]:
+        return await self.api.jobs()
+
+
+async def start_nats_api(
+    aiohttp_client: MakeClient, dsn: str, pool: asyncpg.Pool[Any], nats_url: str
+) -> AsyncIterator[NatsApi]:
+    prefix = unique_prefix()
+    api = await make_api(aiohttp_client, dsn, pool, NATS_URL=nats_url, UJOBS_NATS_PREFIX=prefix)
+    nc = await nats.connect(nats_url)
+    try:
+        yield NatsApi(api=api, nc=nc, names=NatsNames(prefix))
+    finally:
+        await drop_streams(nc, NatsNames(prefix))
+        await nc.drain()
+
+
+async def drop_streams(nc: Client, names: NatsNames) -> None:
+    """Remove the test's streams from the shared NATS (each test has a prefix of its own)."""
+    js = nc.jetstream()
+    for stream in (names.enqueue_stream, names.settled_stream):
+        with contextlib.suppress(NotFoundError):
+            await js.delete_stream(stream)
+
+
+@dataclass
+class InProcess:
+    """The consumer side of the edge built by hand over a pool: what the api builds at start."""
+
+    nc: Client
+    js: JetStreamContext
+    names: NatsNames
+    edge: NatsEdge
+    consumer: StreamConsumer
+    tokens: TokenStore
+
+    async def publish(
+        self, subject: str, body: Any, token: str | None, *, msg_id: str | None = None
+    ) -> int:
+        headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+        if msg_id is not None:
+            headers["Nats-Msg-Id"] = msg_id
+        ack = await self.js.publish(subject, orjson.dumps(body), headers=headers or None)
+        return ack.seq
+
+
+@contextlib.asynccontextmanager
+async def in_process(
+    pool: asyncpg.Pool[Any], nats_url: str, *, pool_for_edge: asyncpg.Pool[Any] | None = None
+) -> AsyncIterator[InProcess]:
+    names = NatsNames(unique_prefix())
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    edge_pool = pool_for_edge or pool
+    driver = postgres_driver(edge_pool)
+    batcher = EnqueueBatcher(driver)
+    tokens = TokenStore(pool)
+    edge = NatsEdge(
+        registry=load_api(SAMPLE_APP), driver=driver, tokens=TokenStore(edge_pool), batcher=batcher
+    )
+    set_event_bus(postgres_event_bus(edge_pool))  # as the api installs it
+    try:
+        await ensure_streams(js, names)
+        consumer = StreamConsumer(nc, js, edge, names)
+        yield InProcess(nc, js, names, edge, consumer, tokens)
+        await consumer.stop()
+    finally:
+        await batcher.close()
+        await driver.close()
+        await drop_streams(nc, names)
+        await nc.drain()

@@ -1,0 +1,136 @@
+"""Request/reply on ``<prefix>.enqueue.<job>`` and ``<prefix>.events.<name>`` against a real
+nats-server: the HTTP edge's validation, dedupe, attribution, scopes, tenancy and codes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import orjson
+import pytest
+
+from shared.errors import DriverUnavailableError
+from tests.services.api_support import ORG_A, ORG_B, MakeClient, mail, make_api
+from tests.services.nats_support import NatsApi, start_nats_api
+from tests.support.servers import free_port
+
+
+@pytest.fixture
+async def edge(
+    aiohttp_client: MakeClient, pg_dsn: str, pg_pool: asyncpg.Pool[Any], nats_url: str
+) -> AsyncIterator[NatsApi]:
+    async for started in start_nats_api(aiohttp_client, pg_dsn, pg_pool, nats_url):
+        yield started
+
+
+async def test_request_enqueues_after_commit_and_dedupes(edge: NatsApi) -> None:
+    issued = await edge.api.issue("enqueue:send_mail", tenant=ORG_A)
+    subject = edge.names.enqueue_subject("send_mail")
+    body = await edge.request(subject, {"input": mail()}, issued.secret)
+    assert set(body) == {"id", "runId", "deduped"}
+    assert body["deduped"] is False
+    [row] = await edge.jobs()  # committed before the reply was sent
+    assert row["id"] == body["id"]
+    assert row["tenant_id"] == ORG_A
+    assert row["enqueued_by"] == issued.record.id
+    assert orjson.loads(row["input"]) == mail()
+    again = await edge.request(subject, {"input": mail()}, issued.secret)
+    assert again == {**body, "deduped": True}
+    assert len(await edge.jobs()) == 1
+
+
+async def test_request_takes_run_id_delay_and_queue(edge: NatsApi) -> None:
+    token = await edge.token("enqueue:*")
+    body = await edge.request(
+        edge.names.enqueue_subject("notify"),
+        {"input": {"user_id": ORG_B, "items": []}, "runId": "r-9", "delay": "1h", "queue": "slow"},
+        token,
+    )
+    assert body["runId"] == "r-9"
+    [row] = await edge.jobs()
+    assert (row["state"], row["queue"], row["run_id"]) == ("delayed", "slow", "r-9")
+
+
+@pytest.mark.parametrize(
+    ("subject_job", "payload", "raw", "code"),
+    [
+        ("send_mail", {"input": {"to": "x"}}, None, "X_INPUT_INVALID"),
+        ("send_mail", None, b"{not json", "X_INPUT_INVALID"),
+        ("send_mail", None, b"[1]", "X_INPUT_INVALID"),
+        ("send_mail", {"input": mail(), "extra": 1}, None, "X_INPUT_INVALID"),
+        ("send_mail", {"input": mail(), "delay": "soon"}, None, "X_INPUT_INVALID"),
+        ("no_such_job", {"input": {}}, None, "X_JOB_UNKNOWN"),
+    ],
+)
+async def test_bad_requests_answer_the_http_edges_codes(
+    edge: NatsApi, subject_job: str, payload: Any, raw: bytes | None, code: str
+) -> None:
+    token = await edge.token("enqueue:*", tenant=ORG_A)
+    body = await edge.request(edge.names.enqueue_subject(subject_job), payload, token, raw=raw)
+    assert body["error"]["code"] == code
+    assert set(body["error"]) == {"code", "message", "meta"}
+    assert await edge.jobs() == []
+
+
+async def test_credentials_scopes_and_tenancy(edge: NatsApi) -> None:
+    subject = edge.names.enqueue_subject("send_mail")
+    missing = await edge.request(subject, {"input": mail()}, None)
+    assert missing["error"]["code"] == "X_UNAUTHORIZED"
+    unknown = await edge.request(subject, {"input": mail()}, "ujobs_nope")
+    assert unknown["error"]["code"] == "X_UNAUTHORIZED"
+    other_job = await edge.token("enqueue:notify", tenant=ORG_A)
+    forbidden = await edge.request(subject, {"input": mail()}, other_job)
+    assert forbidden["error"]["code"] == "X_FORBIDDEN"
+    tenant_b = await edge.token("enqueue:send_mail", tenant=ORG_B)
+    crossed = await edge.request(subject, {"input": mail(ORG_A)}, tenant_b)
+    assert crossed["error"]["code"] == "X_TENANCY_ACTOR_MISMATCH"
+    assert crossed["error"]["meta"]["actor_org"] == ORG_B
+    revoked = await edge.api.issue("enqueue:send_mail", tenant=ORG_A)
+    await edge.api.tokens.revoke(revoked.record.id)
+    gone = await edge.request(subject, {"input": mail()}, revoked.secret)
+    assert gone["error"]["code"] == "X_UNAUTHORIZED"
+    assert await edge.jobs() == []
+    operator = await edge.token("enqueue:send_mail")
+    assert "id" in await edge.request(subject, {"input": mail(ORG_B)}, operator)
+
+
+async def test_event_request_publishes(edge: NatsApi) -> None:
+    token = await edge.token("events:publish", tenant=ORG_A)
+    body = await edge.request(
+        edge.names.event_subject("invoice.paid"), {"payload": {"n": 1}}, token
+    )
+    assert body["name"] == "invoice.paid"
+    row = await edge.api.pool.fetchrow("select id, name, payload from x_job_events")
+    assert row is not None
+    assert (row["id"], row["name"], orjson.loads(row["payload"])) == (
+        body["id"],
+        "invoice.paid",
+        {"n": 1},
+    )
+
+
+async def test_event_request_refusals(edge: NatsApi) -> None:
+    subject = edge.names.event_subject("paid")
+    no_scope = await edge.token("enqueue:*")
+    assert (await edge.request(subject, {"payload": {}}, no_scope))["error"][
+        "code"
+    ] == "X_FORBIDDEN"
+    token = await edge.token("events:publish")
+    extra = await edge.request(subject, {"payload": 1, "x": 2}, token)
+    assert extra["error"]["code"] == "X_INPUT_INVALID"
+    nul = await edge.request(subject, {"payload": {"note": "a\u0000b"}}, token)
+    assert nul["error"]["code"] == "X_INPUT_INVALID"
+    long_name = await edge.request(edge.names.event_subject("e" * 201), {"payload": 1}, token)
+    assert long_name["error"]["code"] == "X_INPUT_INVALID"
+    count = await edge.api.pool.fetchval("select count(*) from x_job_events")
+    assert count == 0
+
+
+async def test_an_unreachable_nats_stops_the_api_at_start_naming_nats_url(
+    aiohttp_client: MakeClient, pg_dsn: str, pg_pool: asyncpg.Pool[Any]
+) -> None:
+    nowhere = f"nats://127.0.0.1:{free_port()}"
+    with pytest.raises(DriverUnavailableError) as caught:
+        await make_api(aiohttp_client, pg_dsn, pg_pool, NATS_URL=nowhere)
+    assert caught.value.meta == {"variable": "NATS_URL"}
