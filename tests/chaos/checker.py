@@ -1,0 +1,108 @@
+"""The core checks after a storm, from ``x_jobs`` and the ledger (``tests.chaos.storm_app``).
+
+* ``lost``: an acknowledged enqueue with no row; ``stuck``: a row not settled after the drain;
+  ``dead``: a row that exhausted its attempts; ``done_without_end``: done, but its body never
+  recorded its end.
+* ``completed_twice``: a body that ran to its end more than once.
+* ``steps_rerun``: a step's effect recorded more than once; ``steps_rerun_unexplained``: of
+  those, the ones whose first effect was NOT by a process the storm killed or froze and not
+  across a Postgres restart (the only interruptions that may re-run a step).
+* ``p99_pickup_ms_during_storm``: from the enqueue (the input's ``at_ms``) to step ``a``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+SETTLED = ("done", "failed", "dead", "cancelled")
+SAMPLE = 10
+
+
+@dataclass
+class Disruptions:
+    """What the storm did, for telling an allowed re-run from a finding."""
+
+    killed_pids: set[int] = field(default_factory=set)
+    stopped_pids: set[int] = field(default_factory=set)
+    restarts_ms: list[tuple[int, int]] = field(default_factory=list)
+    kills: int = 0
+    stops: int = 0
+
+    def explains(self, first_pid: int, first_ms: int, second_ms: int) -> bool:
+        if first_pid in self.killed_pids or first_pid in self.stopped_pids:
+            return True
+        return any(start <= second_ms and end >= first_ms for start, end in self.restarts_ms)
+
+
+def percentile(values: list[int], q: float) -> int | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def check_core(
+    jobs: list[Any], ledger: list[Any], acked: dict[str, list[str]], disruptions: Disruptions
+) -> dict[str, Any]:
+    """``jobs``: rows (id, name, state, input) of the storm's jobs; ``ledger``: rows (job_id,
+    step, attempt, pid, at_ms) in time order; ``acked``: job ids answered, by source."""
+    by_id = {r["id"]: r for r in jobs}
+    lost = [job_id for ids in acked.values() for job_id in ids if job_id not in by_id]
+    stuck = [r["id"] for r in jobs if r["state"] not in SETTLED]
+    dead = [r["id"] for r in jobs if r["state"] in ("failed", "dead")]
+    effects: dict[tuple[str, str], list[Any]] = defaultdict(list)
+    for row in ledger:
+        effects[(row["job_id"], row["step"])].append(row)
+    ends = {job_id: rows for (job_id, step), rows in effects.items() if step == "end"}
+    twice = sorted(job_id for job_id, rows in ends.items() if len(rows) > 1)
+    without_end = [
+        r["id"]
+        for r in jobs
+        if r["name"] == "storm.work" and r["state"] == "done" and r["id"] not in ends
+    ]
+    rerun = unexplained = 0
+    unexplained_ids: list[str] = []
+    for (job_id, step), rows in effects.items():
+        if step == "end":
+            continue
+        for first, again in itertools.pairwise(rows):
+            rerun += 1
+            if not disruptions.explains(first["pid"], first["at_ms"], again["at_ms"]):
+                unexplained += 1
+                unexplained_ids.append(f"{job_id}/{step}")
+    pickups = []
+    for (job_id, step), rows in effects.items():
+        job = by_id.get(job_id)
+        if step == "a" and job is not None:
+            data = job["input"]
+            data = json.loads(data) if isinstance(data, str) else data
+            pickups.append(rows[0]["at_ms"] - int(data["at_ms"]))
+    return {
+        "jobs": len(jobs),
+        "lost": len(lost),
+        "lost_ids": lost[:SAMPLE],
+        "stuck": len(stuck),
+        "stuck_ids": stuck[:SAMPLE],
+        "dead": len(dead),
+        "done_without_end": len(without_end),
+        "completed_twice": len(twice),
+        "completed_twice_ids": [
+            {
+                "id": job_id,
+                "ends": [(r["attempt"], r["pid"]) for r in ends[job_id]],
+                "explained": disruptions.explains(
+                    ends[job_id][0]["pid"], ends[job_id][0]["at_ms"], ends[job_id][1]["at_ms"]
+                ),
+            }
+            for job_id in twice[:SAMPLE]
+        ],
+        "steps_rerun": rerun,
+        "steps_rerun_unexplained": unexplained,
+        "steps_rerun_unexplained_ids": unexplained_ids[:SAMPLE],
+        "p99_pickup_ms_during_storm": percentile(pickups, 0.99),
+        "p50_pickup_ms_during_storm": percentile(pickups, 0.50),
+    }
