@@ -36,6 +36,7 @@ for _path in (str(ROOT), str(HERE)):
         sys.path.insert(0, _path)
 
 from tests.chaos.harness import StormConfig, run_storm  # noqa: E402
+from tests.chaos.participant import Participant  # noqa: E402
 from tests.chaos.participants.cron import CronTask  # noqa: E402
 from tests.chaos.participants.direct import DirectEnqueue  # noqa: E402
 from tests.chaos.participants.outbox import OutboxEnqueue  # noqa: E402
@@ -69,7 +70,7 @@ async def main() -> None:
     figures: dict[str, Any] = {}
     with PrivatePostgres() as pg:
         logs = logs_dir(pg)
-        participants = [DirectEnqueue(), OutboxEnqueue(), CronTask()]
+        participants: list[Participant] = [DirectEnqueue(), OutboxEnqueue(), CronTask()]
         figures |= await run_storm(pg, participants, config, logs)
         for aof in (True, False):
             figures |= await redis_storm(pg, logs, aof=aof, restarts=redis_restarts, budget_s=30)
