@@ -1,6 +1,7 @@
 """The core checks after a storm, from ``x_jobs`` and the ledger (``tests.chaos.storm_app``).
 
-* ``lost``: an acknowledged enqueue with no row; ``stuck``: a row not settled after the drain;
+* ``lost``: an acknowledged enqueue with no row; ``stuck``: a row not settled after the drain
+  (but one due in the last seconds: the scheduler fires on);
   ``dead``: a row that exhausted its attempts; ``done_without_end``: done, but its body never
   recorded its end.
 * ``completed_twice``: a body that ran to its end more than once.
@@ -48,11 +49,11 @@ def percentile(values: list[int], q: float) -> int | None:
 def check_core(
     jobs: list[Any], ledger: list[Any], acked: dict[str, list[str]], disruptions: Disruptions
 ) -> dict[str, Any]:
-    """``jobs``: rows (id, name, state, input) of the storm's jobs; ``ledger``: rows (job_id,
+    """``jobs``: rows (id, name, state, input, fresh) of the storm's jobs; ``ledger``: rows (job_id,
     step, attempt, pid, at_ms) in time order; ``acked``: job ids answered, by source."""
     by_id = {r["id"]: r for r in jobs}
     lost = [job_id for ids in acked.values() for job_id in ids if job_id not in by_id]
-    stuck = [r["id"] for r in jobs if r["state"] not in SETTLED]
+    stuck = [r["id"] for r in jobs if r["state"] not in SETTLED and not r["fresh"]]
     dead = [r["id"] for r in jobs if r["state"] in ("failed", "dead")]
     effects: dict[tuple[str, str], list[Any]] = defaultdict(list)
     for row in ledger:

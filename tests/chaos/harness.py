@@ -29,7 +29,11 @@ from tests.chaos.participant import Participant, StormContext
 from tests.chaos.storm_app import LEDGER_DDL
 from tests.fixtures.restartable import PrivatePostgres
 
-JOB_ROWS = "select id, name, state, input from x_jobs where name like 'storm.%'"
+JOB_ROWS = (
+    "select id, name, state, input, run_at > now() - interval '5 seconds' as fresh"
+    " from x_jobs where name like 'storm.%'"
+)
+"""``fresh``: due in the last seconds (the scheduler fires on through the checks): not stuck."""
 LEDGER_ROWS = "select job_id, step, attempt, pid, at_ms from storm_ledger order by at_ms, ctid"
 UNSETTLED = (
     "select (select count(*) from x_jobs where name like 'storm.%' and state <> all($1::text[]))"
