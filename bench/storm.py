@@ -4,14 +4,15 @@ Every server here is PRIVATE (``tests/fixtures/restartable.py``): a Postgres ``i
 a temporary directory and redis-servers, each on a free port; the shared servers are never
 touched. The services are real ``ujobs`` processes running ``tests/chaos/storm_app.py``.
 
-1. The Postgres storm (``tests.chaos.harness``): ``STORM_WORKERS`` workers, two relays and two
-   schedulers; Python-driver enqueues and outbox stagings (a business row and its job in one
-   transaction) at ``STORM_RATE`` a second each, a cron task every second; for
-   ``STORM_BUDGET_S`` seconds, ``STORM_KILLS`` SIGKILLs (workers, relays, the scheduler leader
-   in turn), ``STORM_RESTARTS`` Postgres restarts and ``STORM_STOPS`` workers frozen past
-   their lease. Then a drain and the checks: ``lost``, ``stuck``, ``completed_twice``,
-   ``steps_rerun`` (and how many no kill, freeze or restart explains),
-   ``occurrences_missed``/``doubled``, ``outbox_lost``/``doubled``, ``p99_pickup_ms_during_storm``.
+1. The Postgres storm (``tests.chaos.harness``): ``STORM_WORKERS`` workers, two relays, two
+   schedulers and two ``ujobs api``; Python-driver enqueues, HTTP enqueues and outbox
+   stagings (a business row and its job in one transaction) at ``STORM_RATE`` a second each,
+   a cron task every second; for ``STORM_BUDGET_S`` seconds, ``STORM_KILLS`` SIGKILLs
+   (workers, relays, the scheduler leader, the apis in turn), ``STORM_RESTARTS`` Postgres
+   restarts and ``STORM_STOPS`` workers frozen past their lease. Then a drain and the checks:
+   ``lost``, ``stuck``, ``completed_twice``, ``steps_rerun`` (and how many no kill, freeze or
+   restart explains), ``occurrences_missed``/``doubled``, ``outbox_lost``/``doubled``,
+   ``p99_pickup_ms_during_storm``.
 2. The Redis driver storm (``tests.chaos.redis_storm``), with AOF (``everysec``) and without
    persistence: ``redis_aof_lost`` and ``redis_noaof_lost``, redis-server SIGKILLed
    ``STORM_REDIS_RESTARTS`` times each.
@@ -39,6 +40,7 @@ from tests.chaos.harness import StormConfig, run_storm  # noqa: E402
 from tests.chaos.participant import Participant  # noqa: E402
 from tests.chaos.participants.cron import CronTask  # noqa: E402
 from tests.chaos.participants.direct import DirectEnqueue  # noqa: E402
+from tests.chaos.participants.http import HttpEnqueue  # noqa: E402
 from tests.chaos.participants.outbox import OutboxEnqueue  # noqa: E402
 from tests.chaos.redis_storm import redis_storm  # noqa: E402
 from tests.fixtures.restartable import PrivatePostgres  # noqa: E402
@@ -70,7 +72,12 @@ async def main() -> None:
     figures: dict[str, Any] = {}
     with PrivatePostgres() as pg:
         logs = logs_dir(pg)
-        participants: list[Participant] = [DirectEnqueue(), OutboxEnqueue(), CronTask()]
+        participants: list[Participant] = [
+            DirectEnqueue(),
+            OutboxEnqueue(),
+            CronTask(),
+            HttpEnqueue(),
+        ]
         figures |= await run_storm(pg, participants, config, logs)
         for aof in (True, False):
             figures |= await redis_storm(pg, logs, aof=aof, restarts=redis_restarts, budget_s=30)

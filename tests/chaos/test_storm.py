@@ -13,6 +13,7 @@ from tests.chaos.harness import StormConfig, run_storm
 from tests.chaos.participant import Participant
 from tests.chaos.participants.cron import CronTask
 from tests.chaos.participants.direct import DirectEnqueue
+from tests.chaos.participants.http import HttpEnqueue
 from tests.chaos.participants.outbox import OutboxEnqueue
 from tests.chaos.redis_storm import redis_storm
 from tests.fixtures.restartable import PrivatePostgres
@@ -30,15 +31,21 @@ async def test_a_bounded_storm_loses_nothing_and_runs_nothing_twice(
 ) -> None:
     logs = private_pg.workdir / "logs"
     logs.mkdir()
-    participants: list[Participant] = [DirectEnqueue(), OutboxEnqueue(), CronTask()]
+    participants: list[Participant] = [
+        DirectEnqueue(),
+        OutboxEnqueue(),
+        CronTask(),
+        HttpEnqueue(),
+    ]
     async with asyncio.timeout(120):
         figures = await run_storm(private_pg, participants, BOUNDED, logs)
     # The storm did what it says: every kill landed (a worker, a relay, the scheduler
-    # leader in turn), Postgres came back once, one worker thawed past its lease.
+    # leader, an api in turn), Postgres came back once, one worker thawed past its lease.
     assert (figures["kills"], figures["restarts"], figures["stops"]) == (6, 1, 1)
     assert figures["exits"] == []
     assert figures["acked"]["direct"] > 0
     assert figures["acked"]["outbox"] > 0
+    assert figures["acked"]["http"] > 0
     assert figures["drained_s"] is not None
     summary = {
         key: figures[key]
