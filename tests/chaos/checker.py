@@ -4,7 +4,11 @@
   (but one due in the last seconds: the scheduler fires on);
   ``dead``: a row that exhausted its attempts; ``done_without_end``: done, but its body never
   recorded its end.
-* ``completed_twice``: a body that ran to its end more than once.
+* ``completed_twice``: settlements to ``done`` beyond one a job (the ``done`` counter the ack
+  bumps in its own statement, against the rows that are done).
+* ``bodies_ended_twice``: a body that ran to its END more than once — its tail outside any step
+  re-ran (at-least-once: a kill, freeze or restart between the end and the ack); the steps'
+  effects are what is promised once. ``..._unexplained``: with no such disruption.
 * ``steps_rerun``: a step's effect recorded more than once; ``steps_rerun_unexplained``: of
   those, the ones whose first effect was NOT by a process the storm killed or froze and not
   across a Postgres restart (the only interruptions that may re-run a step).
@@ -29,6 +33,8 @@ class Disruptions:
 
     killed_pids: set[int] = field(default_factory=set)
     stopped_pids: set[int] = field(default_factory=set)
+    """Ever frozen (for explaining a re-run); ``frozen``: frozen now (not a kill's victim)."""
+    frozen: set[int] = field(default_factory=set)
     restarts_ms: list[tuple[int, int]] = field(default_factory=list)
     kills: int = 0
     stops: int = 0
@@ -47,10 +53,15 @@ def percentile(values: list[int], q: float) -> int | None:
 
 
 def check_core(
-    jobs: list[Any], ledger: list[Any], acked: dict[str, list[str]], disruptions: Disruptions
+    jobs: list[Any],
+    ledger: list[Any],
+    acked: dict[str, list[str]],
+    disruptions: Disruptions,
+    done_counted: dict[str, int],
 ) -> dict[str, Any]:
     """``jobs``: rows (id, name, state, input, fresh) of the storm's jobs; ``ledger``: rows (job_id,
-    step, attempt, pid, at_ms) in time order; ``acked``: job ids answered, by source."""
+    step, attempt, pid, at_ms) in time order; ``acked``: job ids answered, by source;
+    ``done_counted``: the ``done`` counter's total by job name."""
     by_id = {r["id"]: r for r in jobs}
     lost = [job_id for ids in acked.values() for job_id in ids if job_id not in by_id]
     stuck = [r["id"] for r in jobs if r["state"] not in SETTLED and not r["fresh"]]
@@ -65,6 +76,15 @@ def check_core(
         for r in jobs
         if r["name"] == "storm.work" and r["state"] == "done" and r["id"] not in ends
     ]
+    done_rows: dict[str, int] = defaultdict(int)
+    for r in jobs:
+        if r["state"] == "done":
+            done_rows[r["name"]] += 1
+    settled_twice = {
+        name: counted - done_rows[name]
+        for name, counted in done_counted.items()
+        if counted != done_rows[name]
+    }
     rerun = unexplained = 0
     unexplained_ids: list[str] = []
     for (job_id, step), rows in effects.items():
@@ -90,8 +110,17 @@ def check_core(
         "stuck_ids": stuck[:SAMPLE],
         "dead": len(dead),
         "done_without_end": len(without_end),
-        "completed_twice": len(twice),
-        "completed_twice_ids": [
+        "completed_twice": sum(max(0, n) for n in settled_twice.values()),
+        "done_counter_minus_rows": settled_twice,
+        "bodies_ended_twice": len(twice),
+        "bodies_ended_twice_unexplained": sum(
+            1
+            for job_id in twice
+            if not disruptions.explains(
+                ends[job_id][0]["pid"], ends[job_id][0]["at_ms"], ends[job_id][1]["at_ms"]
+            )
+        ),
+        "bodies_ended_twice_ids": [
             {
                 "id": job_id,
                 "ends": [(r["attempt"], r["pid"]) for r in ends[job_id]],

@@ -34,6 +34,10 @@ JOB_ROWS = (
     " from x_jobs where name like 'storm.%'"
 )
 """``fresh``: due in the last seconds (the scheduler fires on through the checks): not stuck."""
+DONE_COUNTED = (
+    "select job, sum(done)::bigint as done from x_job_counters where job like 'storm.%'"
+    " group by job"
+)
 LEDGER_ROWS = "select job_id, step, attempt, pid, at_ms from storm_ledger order by at_ms, ctid"
 UNSETTLED = (
     "select (select count(*) from x_jobs where name like 'storm.%' and state <> all($1::text[]))"
@@ -124,7 +128,7 @@ class Storm:
                 victims = []
         if not victims:
             victims = self.ctx.fleet.alive("worker")
-        victims = [v for v in victims if v.proc.pid not in self.disruptions.stopped_pids]
+        victims = [v for v in victims if v.proc.pid not in self.disruptions.frozen]
         if not victims:
             self.log("kill-skipped", name, None)
             return
@@ -144,21 +148,21 @@ class Storm:
 
     async def stop_worker(self) -> None:
         alive = [
-            m
-            for m in self.ctx.fleet.alive("worker")
-            if m.proc.pid not in self.disruptions.stopped_pids
+            m for m in self.ctx.fleet.alive("worker") if m.proc.pid not in self.disruptions.frozen
         ]
         if not alive:
             return
         member = self.random.choice(alive)
         member.proc.send_signal(signal.SIGSTOP)
         self.disruptions.stopped_pids.add(member.proc.pid)
+        self.disruptions.frozen.add(member.proc.pid)
         self.disruptions.stops += 1
         self.log("stop", member.role.name, member.proc.pid)
 
         async def thaw() -> None:
             await asyncio.sleep(self.config.lease_ms / 1000 + 1.5)
             member.proc.send_signal(signal.SIGCONT)
+            self.disruptions.frozen.discard(member.proc.pid)
 
         self._thaws.append(asyncio.create_task(thaw()))
 
@@ -224,8 +228,9 @@ async def run_storm(
         await asyncio.sleep(2)  # the scheduler fires the last seconds' occurrences
         jobs = await pool.fetch(JOB_ROWS)
         ledger = await pool.fetch(LEDGER_ROWS)
+        counted = {r["job"]: int(r["done"]) for r in await pool.fetch(DONE_COUNTED)}
         figures: dict[str, Any] = {
-            **check_core(list(jobs), list(ledger), ctx.acked, storm.disruptions),
+            **check_core(list(jobs), list(ledger), ctx.acked, storm.disruptions, counted),
             "acked": {source: len(ids) for source, ids in ctx.acked.items()},
             "enqueue_errors": dict(ctx.errors),
             "kills": storm.disruptions.kills,

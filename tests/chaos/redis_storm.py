@@ -104,8 +104,8 @@ async def redis_storm(
     return {
         f"redis_{name}_acked": len(acked),
         f"redis_{name}_lost": len(lost),
-        f"redis_{name}_completed_twice": len(twice),
-        f"redis_{name}_completed_twice_ids": twice[:10],
+        f"redis_{name}_bodies_ended_twice": len(twice),
+        f"redis_{name}_bodies_ended_twice_ids": twice[:10],
         f"redis_{name}_lost_ids": lost[:10],
         f"redis_{name}_restarts": restarts,
         f"redis_{name}_enqueue_errors": errors,

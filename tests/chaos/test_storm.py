@@ -54,6 +54,8 @@ async def test_a_bounded_storm_loses_nothing_and_runs_nothing_twice(
             "stuck",
             "dead",
             "done_without_end",
+            "completed_twice",
+            "bodies_ended_twice_unexplained",
             "steps_rerun_unexplained",
             "outbox_lost",
             "outbox_doubled",
@@ -62,9 +64,6 @@ async def test_a_bounded_storm_loses_nothing_and_runs_nothing_twice(
         )
     }
     assert summary == dict.fromkeys(summary, 0), figures
-    # A body that ended twice is allowed only where a kill or freeze hit between its end
-    # and its settlement (at-least-once); any other is a finding.
-    assert all(entry["explained"] for entry in figures["completed_twice_ids"]), figures
     assert figures["occurrences"] >= 15
 
 
