@@ -124,7 +124,7 @@ class Storm:
         if participant is not None:
             try:
                 victims = await participant.victims(self.ctx)
-            except (OSError, asyncpg.PostgresError):
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
                 victims = []
         if not victims:
             victims = self.ctx.fleet.alive("worker")
@@ -189,7 +189,7 @@ class Storm:
             try:
                 if await self.ctx.pool.fetchval(UNSETTLED, list(SETTLED)) == 0:
                     return round(time.monotonic() - began, 1)
-            except (OSError, asyncpg.PostgresError):
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
                 pass
             await asyncio.sleep(0.5)
         return None
