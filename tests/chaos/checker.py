@@ -52,6 +52,16 @@ def percentile(values: list[int], q: float) -> int | None:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def _ended_twice_explained(ends: list[Any], disruptions: Disruptions) -> bool:
+    """Either runner may be the disrupted one: killed between its end and its ack (it ended
+    first), or frozen past its lease and ending its body after the other did (it ended
+    second)."""
+    first, again = ends[0], ends[1]
+    return disruptions.explains(first["pid"], first["at_ms"], again["at_ms"]) or (
+        again["pid"] in disruptions.stopped_pids
+    )
+
+
 def check_core(
     jobs: list[Any],
     ledger: list[Any],
@@ -114,19 +124,13 @@ def check_core(
         "done_counter_minus_rows": settled_twice,
         "bodies_ended_twice": len(twice),
         "bodies_ended_twice_unexplained": sum(
-            1
-            for job_id in twice
-            if not disruptions.explains(
-                ends[job_id][0]["pid"], ends[job_id][0]["at_ms"], ends[job_id][1]["at_ms"]
-            )
+            1 for job_id in twice if not _ended_twice_explained(ends[job_id], disruptions)
         ),
         "bodies_ended_twice_ids": [
             {
                 "id": job_id,
                 "ends": [(r["attempt"], r["pid"]) for r in ends[job_id]],
-                "explained": disruptions.explains(
-                    ends[job_id][0]["pid"], ends[job_id][0]["at_ms"], ends[job_id][1]["at_ms"]
-                ),
+                "explained": _ended_twice_explained(ends[job_id], disruptions),
             }
             for job_id in twice[:SAMPLE]
         ],

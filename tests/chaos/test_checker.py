@@ -77,3 +77,13 @@ def test_a_rerun_is_explained_only_by_a_disruption_of_its_first_runner() -> None
     )
     assert across_restart["steps_rerun_unexplained"] == 0
     assert across_restart["done_without_end"] == 1
+
+
+def test_a_body_ended_twice_is_explained_by_a_freeze_of_the_runner_that_ended_second() -> None:
+    ledger = [*whole("j1", 20, 5_000), effect("j1", "end", 21, 6_000)]
+    jobs, counted = [job("j1")], {"storm.work": 1}
+    quiet = check_core(jobs, ledger, {}, Disruptions(), counted)
+    frozen = check_core(jobs, ledger, {}, Disruptions(stopped_pids={21}), counted)
+    assert (quiet["bodies_ended_twice"], quiet["bodies_ended_twice_unexplained"]) == (1, 1)
+    assert (frozen["bodies_ended_twice"], frozen["bodies_ended_twice_unexplained"]) == (1, 0)
+    assert frozen["completed_twice"] == 0  # settled done once
