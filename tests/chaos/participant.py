@@ -11,8 +11,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from tests.chaos.fleet import Fleet, Member, Role
 
-    Pool = Any  # asyncpg.Pool[Any]
-
 
 @dataclass
 class StormContext:
@@ -21,6 +19,7 @@ class StormContext:
 
     url: str
     pool: Any
+    """An ``asyncpg.Pool`` in this process, on the storm's database."""
     fleet: Fleet
     rate_per_s: float
     stopping: asyncio.Event = field(default_factory=asyncio.Event)

@@ -51,6 +51,8 @@ async def redis_storm(
     fleet = Fleet(logs)
     acked: list[str] = []
     errors = 0
+    exits: list[str] = []
+    """Workers that exited without a kill (started again): a finding when not empty."""
     stopping = asyncio.Event()
     with PrivateRedis(aof=aof) as server:
         env = service_env(
@@ -81,7 +83,10 @@ async def redis_storm(
             loader = asyncio.create_task(load())
             for i in range(restarts):
                 await asyncio.sleep(budget_s / (restarts + 1))
-                fleet.kill_and_replace(fleet.alive("worker")[i % 2])
+                for role, code in fleet.reap():
+                    exits.append(f"{role}:{code}")
+                alive = fleet.alive("worker")
+                fleet.kill_and_replace(alive[i % len(alive)])
                 await asyncio.sleep(0.5)
                 await asyncio.to_thread(server.restart, kill=True)
             await asyncio.sleep(budget_s / (restarts + 1))
@@ -109,4 +114,5 @@ async def redis_storm(
         f"redis_{name}_lost_ids": lost[:10],
         f"redis_{name}_restarts": restarts,
         f"redis_{name}_enqueue_errors": errors,
+        f"redis_{name}_exits": exits,
     }
