@@ -1,0 +1,91 @@
+"""The reliability storm in full (issue 29): ONE JSON line of figures.
+
+Every server here is PRIVATE (``tests/support/restartable.py``): a Postgres ``initdb``-ed into
+a temporary directory and redis-servers, each on a free port; the shared servers are never
+touched. The services are real ``ujobs`` processes running ``tests/chaos/storm_app.py``.
+
+1. The Postgres storm (``tests.chaos.harness``): ``STORM_WORKERS`` workers, two relays, two
+   schedulers and two ``ujobs api``; Python-driver enqueues, HTTP enqueues and outbox
+   stagings (a business row and its job in one transaction) at ``STORM_RATE`` a second each,
+   a cron task every second; for ``STORM_BUDGET_S`` seconds, ``STORM_KILLS`` SIGKILLs
+   (workers, relays, the scheduler leader, the apis in turn), ``STORM_RESTARTS`` Postgres
+   restarts and ``STORM_STOPS`` workers frozen past their lease. Then a drain and the checks:
+   ``lost``, ``stuck``, ``completed_twice``, ``steps_rerun`` (and how many no kill, freeze or
+   restart explains), ``occurrences_missed``/``doubled``, ``outbox_lost``/``doubled``,
+   ``p99_pickup_ms_during_storm``.
+2. The Redis driver storm (``tests.chaos.redis_storm``), with AOF (``everysec``) and without
+   persistence: ``redis_aof_lost`` and ``redis_noaof_lost``, redis-server SIGKILLed
+   ``STORM_REDIS_RESTARTS`` times each.
+
+Run: ``.venv/bin/python bench/storm.py``; the line goes to the README's Reliability section and
+``bench/RESULTS.md`` by hand. The bounded form is ``tests/chaos/test_storm.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+for _path in (str(ROOT), str(HERE)):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+from tests.chaos.harness import StormConfig, run_storm  # noqa: E402
+from tests.chaos.participant import Participant  # noqa: E402
+from tests.chaos.participants.cron import CronTask  # noqa: E402
+from tests.chaos.participants.direct import DirectEnqueue  # noqa: E402
+from tests.chaos.participants.http import HttpEnqueue  # noqa: E402
+from tests.chaos.participants.outbox import OutboxEnqueue  # noqa: E402
+from tests.chaos.redis_storm import redis_storm  # noqa: E402
+from tests.support.restartable import PrivatePostgres  # noqa: E402
+
+
+def config_from_env() -> StormConfig:
+    env = os.environ
+    return StormConfig(
+        budget_s=float(env.get("STORM_BUDGET_S", "300")),
+        kills=int(env.get("STORM_KILLS", "100")),
+        pg_restarts=int(env.get("STORM_RESTARTS", "4")),
+        stops=int(env.get("STORM_STOPS", "4")),
+        workers=int(env.get("STORM_WORKERS", "3")),
+        rate_per_s=float(env.get("STORM_RATE", "20")),
+        drain_timeout_s=float(env.get("STORM_DRAIN_S", "180")),
+    )
+
+
+def logs_dir(pg: PrivatePostgres) -> Path:
+    """``STORM_LOGS`` (kept after the run), else inside the private cluster's directory."""
+    logs = Path(os.environ.get("STORM_LOGS", str(pg.workdir / "logs")))
+    logs.mkdir(parents=True, exist_ok=True)
+    return logs
+
+
+async def main() -> None:
+    config = config_from_env()
+    redis_restarts = int(os.environ.get("STORM_REDIS_RESTARTS", "3"))
+    figures: dict[str, Any] = {}
+    with PrivatePostgres() as pg:
+        logs = logs_dir(pg)
+        participants: list[Participant] = [
+            DirectEnqueue(),
+            OutboxEnqueue(),
+            CronTask(),
+            HttpEnqueue(),
+        ]
+        figures |= await run_storm(pg, participants, config, logs)
+        for aof in (True, False):
+            figures |= await redis_storm(pg, logs, aof=aof, restarts=redis_restarts, budget_s=30)
+    print(json.dumps({**figures, "budget_s": config.budget_s, "workers": config.workers}))
+
+
+if __name__ == "__main__":
+    from harness_run import bench_lock
+
+    with bench_lock():
+        asyncio.run(main())

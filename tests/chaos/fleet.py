@@ -1,0 +1,103 @@
+"""The storm's OS processes: ``ujobs`` services of one role each, started from one command line
+and environment, SIGKILLed and started again, SIGSTOPped and resumed; each logs to a file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+UJOBS = Path(sys.executable).parent / "ujobs"
+APP = "tests.chaos.storm_app:api"
+
+
+def service_env(database_url: str, **settings: str) -> dict[str, str]:
+    """The environment of one storm service: ours only (no inherited ``UJOBS_*`` or URLs)."""
+    keep = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("UJOBS_", "STORM_"))
+        and k not in ("DATABASE_URL", "REDIS_URL", "NATS_URL")
+    }
+    return {
+        **keep,
+        "PYTHONPATH": str(ROOT),
+        "DATABASE_URL": database_url,
+        "STORM_LEDGER_URL": database_url,
+        "UJOBS_APP": APP,
+        "UJOBS_LOG_LEVEL": "warning",
+        "UJOBS_DRAIN_DEADLINE_MS": "2000",
+        **settings,
+    }
+
+
+@dataclass(frozen=True)
+class Role:
+    """One kind of process: ``worker``, ``relay``, ``scheduler`` (a participant may add its
+    own); ``command`` is what follows ``ujobs``."""
+
+    name: str
+    command: tuple[str, ...]
+    env: dict[str, str]
+
+
+@dataclass
+class Member:
+    role: Role
+    proc: subprocess.Popen[bytes]
+
+
+@dataclass
+class Fleet:
+    logs: Path
+    members: list[Member] = field(default_factory=list)
+    started: int = 0
+
+    def start(self, role: Role) -> Member:
+        self.started += 1
+        log = (self.logs / f"{role.name}-{self.started}.log").open("wb")
+        proc = subprocess.Popen(
+            [str(UJOBS), *role.command], env=role.env, stdout=log, stderr=subprocess.STDOUT
+        )
+        log.close()
+        member = Member(role, proc)
+        self.members.append(member)
+        return member
+
+    def alive(self, role_name: str | None = None) -> list[Member]:
+        return [
+            m
+            for m in self.members
+            if m.proc.poll() is None and (role_name is None or m.role.name == role_name)
+        ]
+
+    def kill_and_replace(self, member: Member) -> Member:
+        """SIGKILL ``member`` (what a crash does), wait for it, start its role again."""
+        member.proc.kill()
+        member.proc.wait()
+        self.members.remove(member)
+        return self.start(member.role)
+
+    def reap(self) -> list[tuple[str, int]]:
+        """Members that exited on their own (no kill): started again; answers (role, code)."""
+        gone = [m for m in self.members if m.proc.poll() is not None]
+        for member in gone:
+            self.members.remove(member)
+            self.start(member.role)
+        return [(m.role.name, int(m.proc.returncode)) for m in gone]
+
+    def stop_all(self) -> None:
+        for m in self.members:
+            if m.proc.poll() is None:
+                m.proc.send_signal(signal.SIGCONT)
+                m.proc.terminate()
+        for m in self.members:
+            try:
+                m.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                m.proc.kill()
+                m.proc.wait()

@@ -1,0 +1,1 @@
+"""One module per family of the storm; each exports a ``Participant``."""

@@ -1,0 +1,80 @@
+"""The storm in a bounded form (``bench/storm.py`` runs it in full): real ``ujobs`` workers,
+relays and schedulers on a private Postgres under SIGKILLs, a Postgres restart and a worker
+frozen past its lease, then every target checked from the ledger; and the Redis driver with an
+append-only file under redis-server SIGKILLs."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.chaos.harness import StormConfig, run_storm
+from tests.chaos.participant import Participant
+from tests.chaos.participants.cron import CronTask
+from tests.chaos.participants.direct import DirectEnqueue
+from tests.chaos.participants.http import HttpEnqueue
+from tests.chaos.participants.outbox import OutboxEnqueue
+from tests.chaos.redis_storm import redis_storm
+from tests.support.restartable import PrivatePostgres
+
+pytestmark = [pytest.mark.chaos, pytest.mark.slow]
+
+BOUNDED = StormConfig(
+    budget_s=20, kills=6, pg_restarts=1, stops=1, workers=2, rate_per_s=10, drain_timeout_s=40
+)
+
+
+@pytest.mark.timeout(150)
+async def test_a_bounded_storm_loses_nothing_and_runs_nothing_twice(
+    private_pg: PrivatePostgres,
+) -> None:
+    logs = private_pg.workdir / "logs"
+    logs.mkdir()
+    participants: list[Participant] = [
+        DirectEnqueue(),
+        OutboxEnqueue(),
+        CronTask(),
+        HttpEnqueue(),
+    ]
+    async with asyncio.timeout(120):
+        figures = await run_storm(private_pg, participants, BOUNDED, logs)
+    # The storm did what it says: every kill landed (a worker, a relay, the scheduler
+    # leader, an api in turn), Postgres came back once, one worker thawed past its lease.
+    assert (figures["kills"], figures["restarts"], figures["stops"]) == (6, 1, 1)
+    assert figures["exits"] == []
+    assert figures["acked"]["direct"] > 0
+    assert figures["acked"]["outbox"] > 0
+    assert figures["acked"]["http"] > 0
+    assert figures["drained_s"] is not None
+    summary = {
+        key: figures[key]
+        for key in (
+            "lost",
+            "stuck",
+            "dead",
+            "done_without_end",
+            "completed_twice",
+            "bodies_ended_twice_unexplained",
+            "steps_rerun_unexplained",
+            "outbox_lost",
+            "outbox_doubled",
+            "occurrences_missed",
+            "occurrences_doubled",
+        )
+    }
+    assert summary == dict.fromkeys(summary, 0), figures
+    assert figures["occurrences"] >= 15
+
+
+@pytest.mark.timeout(120)
+async def test_the_redis_driver_with_an_append_only_file_loses_nothing_across_kills(
+    private_pg: PrivatePostgres,
+) -> None:
+    logs = private_pg.workdir / "logs"
+    async with asyncio.timeout(100):
+        figures = await redis_storm(
+            private_pg, logs, aof=True, budget_s=10, restarts=1, rate_per_s=10
+        )
+    assert figures["redis_aof_acked"] > 0
+    assert figures["redis_aof_lost"] == 0, figures
