@@ -146,8 +146,8 @@ def _record(row: Any) -> TokenRecord:
 
 class TokenStore:
     """Tokens in Postgres; ``clock`` stamps creation, expiry and revocation. Postgres being
-    away (restarting, refusing) is ``X_DRIVER_UNREACHABLE``, and a connection it ended is
-    never reused (``shared.drivers.postgres.pooled``)."""
+    away (refusing, restarting, a session it ended) is ``X_DRIVER_UNREACHABLE``
+    (``shared.drivers.postgres.pooled``), which the api answers 503."""
 
     def __init__(self, pool: Pool, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self._pool = pool

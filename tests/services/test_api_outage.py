@@ -14,12 +14,15 @@ from typing import Any
 
 import asyncpg
 import pytest
+from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from services.api import create_app
+from services.api import EDGE, create_app
+from services.api_common import json_ok
 from services.config import ApiConfig
 from services.tokens import TokenStore
 from shared.drivers.postgres.migrate import migrate
+from shared.introspect import inspect_queues
 from shared.metrics import JobMetrics
 from tests.fixtures.restartable import PrivatePostgres, postgres_bin_dir
 from tests.services.api_support import ORG_A, Client, MakeClient, mail
@@ -55,9 +58,13 @@ async def mint(url: str, *scopes: str, tenant: str | None = None) -> str:
     return issued.secret
 
 
-async def live_api(aiohttp_client: MakeClient, url: str) -> Client:
+def api_app(url: str) -> web.Application:
     config = ApiConfig.load({"DATABASE_URL": url, "UJOBS_APP": "tests.unit.sample_app:api"})
-    return await aiohttp_client(create_app(config, metrics=JobMetrics(CollectorRegistry())))
+    return create_app(config, metrics=JobMetrics(CollectorRegistry()))
+
+
+async def live_api(aiohttp_client: MakeClient, url: str) -> Client:
+    return await aiohttp_client(api_app(url))
 
 
 @dataclass
@@ -134,3 +141,30 @@ async def test_enqueues_answer_202_or_503_while_postgres_restarts(
     finally:
         await conn.close()
     assert accepted <= stored  # every 202 names a committed row
+
+
+async def queues_past_the_token(request: web.Request) -> web.Response:
+    """``GET /v1/queues``'s own database call, without its token lookup before it."""
+    driver = request.app[EDGE].driver
+    return json_ok({"queues": await inspect_queues(driver, driver.clock.now_ms())})
+
+
+async def test_every_database_call_of_a_route_answers_503_while_postgres_is_down(
+    aiohttp_client: MakeClient, private_pg: PrivatePostgres
+) -> None:
+    token = await mint(private_pg.url, "admin")
+    app = api_app(private_pg.url)
+    app.router.add_get("/test/queues", queues_past_the_token)
+    client = await aiohttp_client(app)
+    auth = {"Authorization": f"Bearer {token}"}
+    for path in ("/test/queues", "/v1/queues", "/readyz"):
+        assert (await client.get(path, headers=auth)).status == 200
+    await asyncio.to_thread(private_pg.stop)
+    for path in ("/test/queues", "/v1/queues", "/readyz"):
+        response = await client.get(path, headers=auth)
+        body = await response.json()
+        assert (response.status, body["error"]["code"]) in {(503, code) for code in OUTAGE_CODES}, (
+            path,
+            body,
+        )
+        assert response.headers.get("Retry-After") == "1", path
