@@ -20,7 +20,8 @@ Tests drive it with ``aiohttp_client(create_app(config))``.
 | ``/_x…`` | the operator dashboard (HTML, a login cookie): ``services.dashboard`` |
 
 Errors are ``{"error": {"code", "message", "meta"}}`` with the status ``status_for(code)``
-names. On SIGTERM readiness turns 503 at once (the load balancer stops sending), requests in
+names; Postgres away (refusing, restarting, a session ended) is 503 ``X_DRIVER_UNREACHABLE``
+with ``Retry-After``, whichever call met it. On SIGTERM readiness turns 503 at once (the load balancer stops sending), requests in
 flight finish within the drain budget, then the process exits 0.
 """  # noqa: E501
 
@@ -65,6 +66,7 @@ from services.runtime import ServiceRun
 from services.schema_check import schema_problem
 from services.tokens import BatchedLookup, TokenStore
 from shared.clock import SYSTEM_CLOCK, Clock
+from shared.drivers.postgres.unreachable import store_unreachable, unreachable
 from shared.errors import (
     ConfigInvalidError,
     DriverUnavailableError,
@@ -186,6 +188,10 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
             )
         )
     except Exception as exc:
+        if store_unreachable(exc):
+            # Postgres refused, restarting or gone mid-statement, in a call that did not
+            # translate it itself: the client should try again, not report a bug.
+            return error_response(unreachable(exc))
         log.exception("ujobs.api.unhandled", extra={"path": request.path})
         return error_response(
             UltimateError(f"unexpected {type(exc).__name__}; the api logged the detail"), 500

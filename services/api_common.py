@@ -65,11 +65,20 @@ def status_for(code: str) -> int:
     return _STATUS_BY_CODE.get(code, 500)
 
 
+UNAVAILABLE_RETRY_AFTER_S = 1
+"""``Retry-After`` of a 503: a Postgres restart takes about a second (bench/RESULTS.md)."""
+
+
 def error_response(
     error: UltimateError, status: int | None = None, headers: dict[str, str] | None = None
 ) -> web.Response:
+    """The envelope; a 503 (the database away, a drain, an outdated schema) says when to try
+    again with ``Retry-After`` unless ``headers`` name one."""
     body = {"error": {**error.to_dict(), "message": redact_text(error.message)}}
-    return json_ok(body, status=status or status_for(error.code), headers=headers)
+    status = status or status_for(error.code)
+    if status == 503:
+        headers = {"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S), **(headers or {})}
+    return json_ok(body, status=status, headers=headers)
 
 
 class BodyTooLargeError(UltimateError):
@@ -177,6 +186,7 @@ __all__ = [
     "EDGE",
     "REGISTRY",
     "STATE",
+    "UNAVAILABLE_RETRY_AFTER_S",
     "ApiState",
     "BodyTooLargeError",
     "Edge",

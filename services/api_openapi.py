@@ -171,7 +171,8 @@ _ERROR_TEXT = {
     "409": "the job is not in a state this move applies to",
     "413": "the body is over UJOBS_API_MAX_BODY_BYTES (X_BODY_TOO_LARGE)",
     "429": "over UJOBS_API_RATE_PER_TOKEN (X_RATE_LIMITED); see Retry-After",
-    "503": "the database is unavailable (X_DRIVER_UNAVAILABLE) or the process drains",
+    "503": "the database is unavailable (X_DRIVER_UNREACHABLE, X_DRIVER_UNAVAILABLE) or the "
+    "process drains (X_DRAINING); see Retry-After",
 }
 
 
@@ -185,7 +186,7 @@ def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
 
 def _error(status: str) -> dict[str, Any]:
     response = _json(_ERROR_TEXT.get(status, "error"), _ref("Error"))
-    if status == "429":
+    if status in ("429", "503"):
         response["headers"] = {
             "Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}
         }

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from shared.clock import SYSTEM_CLOCK, Clock
+from shared.drivers.postgres.pooled import pooled
 from shared.drivers.postgres.sql import query
 from shared.errors import ConfigInvalidError, UltimateError
 from shared.jobs.declaration_rules import NAME_PATTERN
@@ -144,7 +145,9 @@ def _record(row: Any) -> TokenRecord:
 
 
 class TokenStore:
-    """Tokens in Postgres; ``clock`` stamps creation, expiry and revocation."""
+    """Tokens in Postgres; ``clock`` stamps creation, expiry and revocation. Postgres being
+    away (refusing, restarting, a session it ended) is ``X_DRIVER_UNREACHABLE``
+    (``shared.drivers.postgres.pooled``), which the api answers 503."""
 
     def __init__(self, pool: Pool, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self._pool = pool
@@ -166,9 +169,10 @@ class TokenStore:
         expires = None if expires_in_ms is None else now + expires_in_ms
         token_id = "tok_" + secrets.token_hex(8)
         secret = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
-        await self._pool.execute(
-            _CREATE, token_id, name, tenant, list(chosen), hash_token(secret), now, expires
-        )
+        async with pooled(self._pool) as conn:
+            await conn.execute(
+                _CREATE, token_id, name, tenant, list(chosen), hash_token(secret), now, expires
+            )
         record = TokenRecord(
             id=token_id,
             name=name,
@@ -181,22 +185,27 @@ class TokenStore:
 
     async def find(self, secret: str) -> TokenRecord | None:
         """The token ``secret`` is, revoked and expired ones included; None: no such token."""
-        row = await self._pool.fetchrow(_FIND, hash_token(secret))
+        async with pooled(self._pool) as conn:
+            row = await conn.fetchrow(_FIND, hash_token(secret))
         return None if row is None else _record(row)
 
     async def find_many(self, secrets: Iterable[str]) -> dict[str, TokenRecord]:
         """``find`` for several secrets in one statement: secret -> record (absent: unknown)."""
         by_hash = {hash_token(secret): secret for secret in secrets}
-        rows = await self._pool.fetch(_FIND_MANY, list(by_hash))
+        async with pooled(self._pool) as conn:
+            rows = await conn.fetch(_FIND_MANY, list(by_hash))
         return {by_hash[bytes(row["hash"])]: _record(row) for row in rows}
 
     async def list(self) -> list[TokenRecord]:
-        return [_record(r) for r in await self._pool.fetch(_LIST)]
+        async with pooled(self._pool) as conn:
+            return [_record(r) for r in await conn.fetch(_LIST)]
 
     async def revoke(self, token_id: str) -> None:
         """Revoke ``token_id``; the next request that shows it is 401. Unknown id:
         ``X_TOKEN_NOT_FOUND``."""
-        if await self._pool.fetchval(_REVOKE, token_id, self.clock.now_ms()) is None:
+        async with pooled(self._pool) as conn:
+            revoked = await conn.fetchval(_REVOKE, token_id, self.clock.now_ms())
+        if revoked is None:
             raise TokenNotFoundError(
                 f"no token has the id {token_id!r}; `ujobs tokens list` shows them",
                 meta={"id": token_id},

@@ -20,8 +20,10 @@ from services.tokens import (
     parse_scopes,
 )
 from shared.clock import FrozenClock
-from shared.errors import ConfigInvalidError, TenancyActorMismatchError
+from shared.drivers.postgres.pool import postgres_pool
+from shared.errors import ConfigInvalidError, DriverUnreachableError, TenancyActorMismatchError
 from tests.support.cli import json_of, ujobs
+from tests.support.pg_relay import PgRelay
 
 
 async def test_only_the_hash_is_stored(pg_pool: asyncpg.Pool[Any]) -> None:
@@ -200,3 +202,35 @@ async def test_concurrent_lookups_share_a_statement_and_cache_nothing(
     again = await lookup.find(a.secret)
     assert again is not None
     assert again.revoked_at_ms is not None
+
+
+async def test_a_lookup_on_a_session_postgres_ended_is_unreachable_and_its_connection_dropped(
+    pg_dsn: str, pg_pool: asyncpg.Pool[Any]
+) -> None:
+    # Issue 29's "cannot switch to state 12; another operation (2) is in progress": not two
+    # statements on one connection, but an idle pooled connection that READ the FATAL of a
+    # restart and had not read the close yet (state 2 is asyncpg consuming that error). The
+    # relay holds the close back, so the gap lasts; the pool has one connection, so the
+    # lookups after it show the ended session is never used again.
+    issued = await TokenStore(pg_pool).create(tenant="org-a", scopes=["read"])
+    relay = await PgRelay(pg_dsn).start()
+    relay.hold_close = True
+    pool = await postgres_pool(relay.dsn, min_size=1, max_size=1)
+    lookup = BatchedLookup(TokenStore(pool))
+    admin = await asyncpg.connect(pg_dsn)
+    try:
+        assert await lookup.find(issued.secret) is not None
+        victim = await pool.fetchval("select pg_backend_pid()")
+        await admin.execute("select pg_terminate_backend($1)", victim)
+        await relay.until_withheld(1)
+        await asyncio.sleep(0)  # the client reads what the relay forwarded
+        with pytest.raises(DriverUnreachableError) as info:
+            await lookup.find(issued.secret)
+        assert info.value.meta["cause"] == "InternalClientError"
+        found = await asyncio.gather(*(lookup.find(issued.secret) for _ in range(5)))
+        assert [None if r is None else r.id for r in found] == [issued.record.id] * 5
+        assert await pool.fetchval("select pg_backend_pid()") != victim
+    finally:
+        await admin.close()
+        await relay.close()
+        pool.terminate()

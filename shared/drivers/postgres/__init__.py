@@ -20,6 +20,8 @@ The map:
 - ``migrate``: ``ujobs db migrate``: apply ``sql/migrations/*.sql`` in order, each once,
   recorded.
 - ``pool``: ``postgres_pool()``: an asyncpg pool built the way the driver runs fastest.
+- ``pooled``: one pooled connection for one call, the database being away leaving as
+  ``X_DRIVER_UNREACHABLE`` (the token store's lookups).
 - ``progress``: ``run.progress()`` writes, throttled to one per ``PROGRESS_INTERVAL_MS`` per
   run.
 - ``rows``: Records from the Postgres statements, turned into the contract's dataclasses.
