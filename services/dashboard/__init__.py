@@ -7,10 +7,15 @@ functions the CLI and the HTTP edge call (``shared.introspect``, ``services.cli_
 | ``session`` | the login cookie (HttpOnly, SameSite=Strict), who is viewing, CSRF tokens |
 | ``render`` | the Jinja2 environment, its filters (times, durations) and HTML error pages |
 | ``pages`` | the read-only pages: queues, jobs, one job, dead letters, workers, tasks |
+| ``pages_backfills`` | the ``x_backfills`` ledger beside what the app declares |
+| ``pages_webhooks`` | webhook endpoints and their delivery attempts (never a secret) |
+| ``pages_exports`` | exports, one export's manifest and its signed download links |
+| ``not_found`` | an unknown path under ``/_x`` as an HTML 404 (``/v1`` keeps JSON) |
 | ``views`` | ``guarded``: an ``X_…`` error as a page; the message an action's redirect shows |
-| ``actions`` | the confirmed, audit-logged moves: retry, cancel, promote, pause, resume |
+| ``actions`` | the confirmed, audit-logged moves: retry, cancel, promote, pause, resume, and
+disable or enable a webhook endpoint |
 | ``routes`` | ``setup_dashboard(app)``: what ``services.api.create_app`` registers |
 
-A tenant token sees only its own tenant's jobs; queues, workers and tasks span every tenant and
-need an operator token, exactly as on ``/v1``.
+A tenant token sees only its own tenant's jobs, endpoints and exports; queues, workers, tasks
+and the backfill ledger span every tenant and need an operator token, exactly as on ``/v1``.
 """

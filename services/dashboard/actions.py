@@ -9,10 +9,11 @@ through the operator function the CLI and ``/v1`` call, and written to the log a
 | ``promote`` | ``promote_job`` | ``operate``; a job this token sees |
 | ``queue-pause`` · ``queue-resume`` | ``pause_queues`` | ``operate``, an operator token |
 | ``task-pause`` · ``task-resume`` | ``pause_tasks`` | ``operate``, an operator token |
+| ``endpoint-disable`` · ``-enable`` | the webhook store's ``disable`` · ``enable`` | ``operate``; an endpoint it sees |
 
 A form without ``confirm=yes`` answers the confirmation page; every form carries the CSRF
 token (``services.dashboard.session``).
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from services.api_common import EDGE, REGISTRY
 from services.api_queues import TaskUnknownError
 from services.auth import Principal
 from services.dashboard.pages import visible_job
+from services.dashboard.pages_webhooks import set_endpoint_state
 from services.dashboard.render import page
 from services.dashboard.session import PREFIX, check_csrf, safe_next, viewer
 from services.dashboard.views import guarded
@@ -54,6 +56,16 @@ QUESTIONS = {
         "Pause task",
     ),
     "task-resume": ("Resume task {target!r}?", "Resume task"),
+    "endpoint-disable": (
+        "Disable webhook endpoint {target}? Nothing is delivered to it until it is enabled; "
+        "its events are kept.",
+        "Disable endpoint",
+    ),
+    "endpoint-enable": (
+        "Enable webhook endpoint {target}? New deliveries go to it again; "
+        "`ujobs webhooks redeliver` sends what it missed.",
+        "Enable endpoint",
+    ),
 }
 
 
@@ -78,6 +90,8 @@ async def perform(
                 meta={"task": target},
             )
         await pause_tasks(driver, [target], pause=action == "task-pause")
+    elif action.startswith("endpoint-"):
+        await set_endpoint_state(request, principal, target, enabled=action == "endpoint-enable")
     else:
         row = await visible_job(request, principal, target)
         if action == "retry":

@@ -154,7 +154,7 @@ def _filter(query: Mapping[str, str], principal: Principal, state: JobState | No
     )
 
 
-def _row_view(row: JobRow) -> dict[str, Any]:
+def row_view(row: JobRow) -> dict[str, Any]:
     job = job_json(row)
     return {**job, "error": first_line(row.last_error), "progressText": progress_text(row.progress)}
 
@@ -209,7 +209,7 @@ async def _job_list(request: web.Request, template: str, state: JobState | None)
         template,
         principal=principal,
         secret=secret,
-        jobs=[_row_view(r) for r in rows],
+        jobs=[row_view(r) for r in rows],
         query=keep,
         states=ALL_STATES,
         newer=newer,
@@ -323,4 +323,14 @@ async def tasks(request: web.Request) -> web.Response:
     )
 
 
-__all__ = ["routes", "sparkline", "throughput", "timeline", "visible_job"]
+__all__ = [
+    "PAGE_SIZE",
+    "one_page",
+    "pager",
+    "routes",
+    "row_view",
+    "sparkline",
+    "throughput",
+    "timeline",
+    "visible_job",
+]

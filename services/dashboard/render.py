@@ -17,8 +17,17 @@ from services.cli_output import duration
 from services.dashboard.session import PREFIX, csrf_token
 from services.redact import redact_text
 from shared.errors import UltimateError
+from shared.introspect import short_id
 
 ENV = web.AppKey("dashboard_env", jinja2.Environment)
+
+FAMILY_STATUS = {
+    "X_EXPORT_NOT_FOUND": 404,
+    "X_WEBHOOK_ENDPOINT_UNKNOWN": 404,
+    "X_WEBHOOK_ENDPOINT_INVALID": 400,
+}
+"""The statuses of the families' codes the dashboard shows (the api's own table lacks them:
+their routes answer them themselves)."""
 
 
 def utc_text(ms: int) -> str:
@@ -51,6 +60,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters["instant"] = instant
     env.filters["span"] = span
+    env.filters["short"] = short_id
     env.globals["prefix"] = PREFIX
     return env
 
@@ -100,7 +110,7 @@ def error_page(
         "error.html",
         principal=principal,
         secret=secret,
-        status=status_for(error.code),
+        status=FAMILY_STATUS.get(error.code) or status_for(error.code),
         code=error.code,
         message=redact_text(error.message),
     )

@@ -7,7 +7,8 @@
 | ``GET, POST /_x/login`` | the token form; a token with ``read`` sets the cookie |
 | ``POST /_x/logout`` | drops the cookie (CSRF-checked) |
 | ``GET /_x/static/…`` | the stylesheet and the script shipped in this package |
-| the pages and actions | ``services.dashboard.pages``, ``services.dashboard.actions`` |
+| the pages and actions | ``pages``, ``pages_backfills``, ``_webhooks``, ``_exports``, ``actions`` |
+| any other path under ``/_x`` | an HTML 404 in the dashboard's layout (``not_found``) |
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from pathlib import Path
 from aiohttp import web
 
 from services.auth import UnauthorizedError
-from services.dashboard import actions, pages
+from services.dashboard import actions, pages, pages_backfills, pages_exports, pages_webhooks
+from services.dashboard.not_found import html_not_found
 from services.dashboard.render import ENV, environment, page
 from services.dashboard.session import (
     COOKIE,
@@ -95,7 +97,11 @@ def setup_dashboard(app: web.Application) -> None:
     app[ENV] = environment()
     app.add_routes(routes)
     app.add_routes(pages.routes)
+    app.add_routes(pages_backfills.routes)
+    pages_webhooks.install(app)
+    app.add_routes(pages_exports.routes)
     app.add_routes(actions.routes)
+    app.middlewares.append(html_not_found)
     app.router.add_static(PREFIX + "/static", STATIC, append_version=False)
 
 

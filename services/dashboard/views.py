@@ -21,6 +21,8 @@ FLASHES = {
     "queue-resume": "Queue resumed.",
     "task-pause": "Task paused.",
     "task-resume": "Task resumed.",
+    "endpoint-disable": "Endpoint disabled: nothing is delivered to it until it is enabled.",
+    "endpoint-enable": "Endpoint enabled: new deliveries go to it again.",
 }
 """What an action's redirect (``?done=<action>``) says on the next page; nothing else shows."""
 
