@@ -39,6 +39,9 @@ from shared.errors import UltimateError
 log = logging.getLogger("ujobs.dashboard")
 
 STATIC = Path(__file__).parent / "static"
+ASSETS = {p.name: p for p in STATIC.iterdir() if p.is_file()}
+"""The files shipped in ``static/``, by name: only these are served (no path is joined from
+the URL), and any other name is the dashboard's HTML 404."""
 
 routes = web.RouteTableDef()
 
@@ -92,6 +95,13 @@ async def logout(request: web.Request) -> web.StreamResponse:
     return response
 
 
+async def asset(request: web.Request) -> web.StreamResponse:
+    found = ASSETS.get(request.match_info["name"])
+    if found is None:
+        raise web.HTTPNotFound()
+    return web.FileResponse(found)
+
+
 def setup_dashboard(app: web.Application) -> None:
     """Register ``/_x`` on the api's application."""
     app[ENV] = environment()
@@ -102,7 +112,7 @@ def setup_dashboard(app: web.Application) -> None:
     app.add_routes(pages_exports.routes)
     app.add_routes(actions.routes)
     app.middlewares.append(html_not_found)
-    app.router.add_static(PREFIX + "/static", STATIC, append_version=False)
+    app.router.add_get(PREFIX + "/static/{name}", asset)
 
 
 __all__ = ["routes", "setup_dashboard"]
