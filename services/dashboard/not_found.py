@@ -32,13 +32,16 @@ def under_dashboard(path: str) -> bool:
 
 
 async def _page(request: web.Request, error: UltimateError, status: int) -> web.Response:
-    """The page, with the navigation of whoever the cookie names (none for a dead cookie)."""
+    """The page, with the navigation of whoever the cookie names (none for a dead cookie or
+    a token that may not read)."""
     principal = secret = None
     found = cookie_secret(request)
     if found is not None:
         try:
             principal, secret = await principal_for(request, found), found
         except UnauthorizedError:
+            principal = secret = None
+        if principal is not None and not principal.allows("read"):
             principal = secret = None
     return page(
         request,

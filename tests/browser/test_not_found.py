@@ -36,6 +36,14 @@ async def test_logged_out_the_404_has_no_navigation_and_v1_stays_json(dash: Dash
         assert response.status == 404
         await expect(page.locator("h1")).to_have_text("Page not found")
         await expect(page.get_by_role("navigation", name="Sections")).to_have_count(0)
+        # A cookie whose token may not read shows no navigation either.
+        writer = await dash.api.token("enqueue:*")
+        await context.add_cookies([{"name": "ujobs_x", "value": writer, "url": dash.base}])
+        response = await page.goto(dash.url("/_x/nope"))
+        assert response is not None
+        assert response.status == 404
+        await expect(page.locator("h1")).to_have_text("Page not found")
+        await expect(page.get_by_role("navigation", name="Sections")).to_have_count(0)
     finally:
         await context.close()
     answer = await dash.api.client.get("/v1/no-such-route")
