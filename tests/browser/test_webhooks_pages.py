@@ -132,3 +132,17 @@ async def test_a_tenant_token_sees_and_moves_only_its_own_endpoints(family_dash:
     doc = await cli(dash.dsn, "webhooks", "endpoints", "list")
     assert endpoint_of(doc, hooks.b)["disabledAtMs"] is None
     await dash.shot(page, "webhooks-tenant-refused")
+
+
+async def test_the_family_pages_read_at_a_phone_width_in_dark_mode(family_dash: Dash) -> None:
+    dash = family_dash
+    hooks = await seed_webhooks(dash.api)
+    page = await dash.page_as(await dash.api.token("read"), width=390, height=800, dark=True)
+    for path in ("/_x/webhooks", f"/_x/webhooks/{hooks.a}", "/_x/backfills", "/_x/exports"):
+        await page.goto(dash.url(path))
+        await expect(page.locator("h1")).to_be_visible()
+        await expect(page.locator("table").first).to_be_visible()
+        # The page itself never scrolls sideways; a wide table scrolls inside its frame.
+        wide = await page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert wide <= 0, (path, wide)
+    await dash.shot(page, "endpoint-phone-dark")
