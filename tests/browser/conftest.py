@@ -11,6 +11,7 @@ import asyncpg
 import pytest
 from playwright.async_api import Browser, async_playwright
 
+from exports.sinks import reset_default_sink
 from tests.browser.families import FAMILIES_APP, SECRET_KEY
 from tests.browser.support import CHROMIUM, Dash
 from tests.services.api_support import MakeClient, make_api
@@ -84,3 +85,4 @@ async def family_dash(
     finally:
         for page in board.pages:
             await page.context.close()
+        reset_default_sink()  # the api made UJOBS_EXPORT_URL this process's default sink
