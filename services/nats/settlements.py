@@ -5,8 +5,9 @@ One message per settlement on ``ujobs.settled.<job>``::
 
     {"id", "runId", "name", "tenant", "outcome", "code", "attempt", "settledAt"}
 
-``outcome`` is ``completed``, ``retried``, ``failed`` or ``dead``; ``code`` the error's ``X_…``
-code (None on a completion or an error that is not ours); ``settledAt`` epoch milliseconds.
+``outcome`` is ``completed``, ``retried``, ``failed``, ``dead`` or ``cancelled``; ``code`` the
+error's ``X_…`` code (None on a completion, a cancel or an error that is not ours;
+``LEASE_LAPSED_FINAL_ATTEMPT`` on a claim's burial); ``settledAt`` epoch milliseconds.
 The header ``Nats-Msg-Id`` is ``<job id>:<attempt>:<outcome>``, so a re-publish (a relay that
 died between the publish ack and marking the row) is dropped by the stream's duplicate
 window (10 minutes).
