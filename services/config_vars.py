@@ -151,8 +151,9 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable(
             "UJOBS_API_RATE_PER_TOKEN",
-            "requests per second one token may make to one api process (a token bucket holding "
-            "one second's worth); over it is 429 X_RATE_LIMITED with Retry-After",
+            "requests per second one token may make to one api process, over HTTP and NATS "
+            "request/reply together (a token bucket holding one second's worth); over it is 429 "
+            "X_RATE_LIMITED with Retry-After (on NATS: the error reply, meta.retryAfterMs)",
             "unset: no limit",
             ("api", "dev"),
         ),
