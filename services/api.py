@@ -260,6 +260,13 @@ async def _edge(app: web.Application, clock: Clock) -> AsyncIterator[None]:
         if nats_url is not None:
             from services.nats.service import nats_edge
 
+            connections = config.common.connections
+            redis_outbox = None
+            if connections.driver == "redis" and backend.redis is not None:
+                from shared.drivers.redis.settlements import RedisSettlementsOutbox
+
+                redis_outbox = RedisSettlementsOutbox(backend.redis, connections.redis_prefix)
+
             nats = NatsEdge(
                 registry=app[REGISTRY],
                 driver=driver,
@@ -273,6 +280,7 @@ async def _edge(app: web.Application, clock: Clock) -> AsyncIterator[None]:
                     nats,
                     NatsNames(config.nats_prefix),
                     pool=backend.pool,
+                    redis_outbox=redis_outbox,
                     ack_wait_s=config.nats_ack_wait_ms / 1000,
                 )
             )

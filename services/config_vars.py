@@ -77,11 +77,11 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable(
             "UJOBS_NATS_SETTLEMENTS",
-            "on: every ending of a run on the Postgres driver (a worker's settle, a claim "
-            "burying a lapsed final attempt, an operator's cancel) also writes its row of the "
-            "settlements outbox (x_settlements) in the same statement, for the api to publish "
-            "to UJOBS_SETTLED; set it on every process that settles or cancels; off: the "
-            "statements stay the plain ones",
+            "on: every ending of a run (a worker's settle, a claim burying a lapsed final "
+            "attempt, an operator's cancel) also writes its settlements-outbox entry in the "
+            "same statement or script (Postgres: x_settlements; Redis driver: the stream "
+            "{prefix}:settled), for the api to publish to UJOBS_SETTLED; set it on every "
+            "process that settles or cancels; off: the statements stay the plain ones",
             "off",
             (*_WORKERS, "api", "operator commands"),
         ),
