@@ -1,7 +1,8 @@
 """The settlements relay of a Redis-only deployment: the stream ``{prefix}:settled`` (written
 by the Redis driver's ending scripts with ``UJOBS_NATS_SETTLEMENTS=on``) out to
 ``UJOBS_SETTLED``, message for message what the Postgres relay (``settlements``) publishes:
-the same body, subject and ``Nats-Msg-Id`` (``<job id>:<attempt>:<outcome>``).
+the same body, subject and ``Nats-Msg-Id`` (``<job id>:<attempt>:<outcome>:<seq>``, ``seq``
+the entry's stream id).
 
 A pass reads the oldest ``batch`` entries in stream order and publishes them in waves in
 which no job appears twice (``waves``); the first failed publish stops the pass, and only

@@ -20,7 +20,7 @@ from services.nats.settlements import SettlementsRelay
 from services.nats.streams import ensure_streams
 from shared.clock import FrozenClock
 from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
-from shared.introspect import cancel_job
+from shared.introspect import cancel_job, retry_job
 from tests.services.api_support import ORG_A, MakeClient, mail, make_api
 from tests.services.nats_support import drop_streams, unique_prefix
 from tests.support.cli import json_of, ujobs
@@ -133,6 +133,38 @@ async def test_an_operator_cancel_is_a_settlement_and_the_late_ack_is_not(
         (names.settled_subject("a"), ready.id, "cancelled"),
         (names.settled_subject("b"), running.id, "cancelled"),
     ]
+
+
+async def test_a_retried_job_ending_the_same_way_again_is_a_second_message(
+    driver: PostgresDriver,
+    pg_pool: asyncpg.Pool[Any],
+    stream: tuple[JetStreamContext, NatsNames],
+) -> None:
+    """``ujobs jobs retry`` resets the attempts: the re-run's ending repeats the first one's
+    job id, attempt and outcome, minutes apart, inside the duplicate window. It is a second
+    settlement all the same and must not be dropped as a re-publish of the first."""
+    queued = await driver.enqueue(req("a"))
+    for _ in range(2):
+        job = await claim_one(driver)
+        assert await driver.ack(job.id, job.ref)
+        await retry_job(driver, queued.id)
+    await cancel_job(driver, queued.id)
+    await retry_job(driver, queued.id)
+    await cancel_job(driver, queued.id)
+    js, names = stream
+    relay = SettlementsRelay(pg_pool, js, names)
+    assert await relay.run_once() == 4
+    got = await _settled(js, names, 4)
+    assert [(b["outcome"], b["attempt"]) for _, b in got] == [
+        ("completed", 1),
+        ("completed", 1),
+        ("cancelled", 0),
+        ("cancelled", 0),
+    ]
+    # A relay that died before marking still publishes each one only once.
+    await pg_pool.execute("update x_settlements set published_at = null")
+    assert await relay.run_once() == 4
+    assert (await js.stream_info(names.settled_stream)).state.messages == 4
 
 
 async def test_settlements_off_the_burial_and_the_cancel_write_nothing(
