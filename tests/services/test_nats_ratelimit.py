@@ -4,6 +4,7 @@ HTTP 429's error body and nothing enqueued."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -93,3 +94,23 @@ async def test_http_and_nats_requests_share_one_bucket(
     assert http.status == 429
     body = await http.json()
     assert body["error"]["code"] == "X_RATE_LIMITED"
+
+
+async def test_the_stream_form_is_never_throttled(
+    throttled: tuple[Api, Client, NatsNames],
+) -> None:
+    """A refused stream message is terminated: throttling it would drop promised work."""
+    api, nc, names = throttled
+    token = await api.token("enqueue:*")
+    js = nc.jetstream()
+    over = 3 * RATE
+    for n in range(over):
+        await js.publish(
+            names.js_enqueue_subject("send_mail"),
+            orjson.dumps({"input": mail(to=f"{n}@x.io")}),
+            headers={"Authorization": f"Bearer {token}"},
+        )
+    deadline = asyncio.get_running_loop().time() + 20
+    while len(await api.jobs()) < over and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.05)
+    assert len(await api.jobs()) == over
