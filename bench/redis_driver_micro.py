@@ -1,6 +1,7 @@
 """Driver-level micro-benchmark of the Redis driver; prints one JSON line.
 
     python bench/redis_driver_micro.py [--n 5000] [--backlog 50000] [--claimers 16] [--reps 1]
+                                       [--settlements]
 
 Figures (jobs per second, wall clock, one process, one event loop):
   enqueue_single_per_s    N sequential ``enqueue`` calls (one script call each)
@@ -13,7 +14,9 @@ Figures (jobs per second, wall clock, one process, one event loop):
 It measures the driver and Redis only: no job bodies, no worker, no wake. The worker-level
 comparison against the Redis-backed peers is bench/throughput.py's job. Runs on a key prefix of
 its own and deletes exactly that prefix afterwards. With ``--reps R`` each figure is the median
-of R runs (a shared 2-core machine is noisy).
+of R runs (a shared 2-core machine is noisy). ``--settlements`` runs the driver with its
+settlements outbox on (every ack also adds its entry to ``{prefix}:settled``), to weigh what
+``UJOBS_NATS_SETTLEMENTS=on`` costs the drain; the entries are never relayed here.
 """
 
 from __future__ import annotations
@@ -80,11 +83,11 @@ async def drop(client: Redis, prefix: str) -> None:
         await client.delete(*keys[i : i + 1000])
 
 
-async def main(n: int, backlog: int, claimers: int) -> dict[str, object]:
+async def main(n: int, backlog: int, claimers: int, settlements: bool) -> dict[str, object]:
     url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
     client = Redis.from_url(url)
     prefix = f"ujbench{uuid.uuid4().hex[:8]}"
-    driver = redis_driver(client, prefix=prefix, clock=SYSTEM_CLOCK)
+    driver = redis_driver(client, prefix=prefix, clock=SYSTEM_CLOCK, settlements=settlements)
     try:
         await driver.enqueue(request(-1, "warm"))  # load the scripts, open the connection
 
@@ -112,6 +115,7 @@ async def main(n: int, backlog: int, claimers: int) -> dict[str, object]:
             "n": n,
             "claimers": claimers,
             "backlog": backlog,
+            "settlements": settlements,
             "enqueue_single_per_s": round(single),
             "enqueue_many_per_s": round(many),
             "claim_ack_per_s": round(claim_ack),
@@ -140,6 +144,10 @@ if __name__ == "__main__":
     parser.add_argument("--backlog", type=int, default=50_000)
     parser.add_argument("--claimers", type=int, default=16)
     parser.add_argument("--reps", type=int, default=1)
+    parser.add_argument("--settlements", action="store_true")
     args = parser.parse_args()
-    runs = [asyncio.run(main(args.n, args.backlog, args.claimers)) for _ in range(args.reps)]
+    runs = [
+        asyncio.run(main(args.n, args.backlog, args.claimers, args.settlements))
+        for _ in range(args.reps)
+    ]
     sys.stdout.write(orjson.dumps(median_of(runs)).decode() + "\n")

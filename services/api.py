@@ -253,23 +253,34 @@ async def _edge(app: web.Application, clock: Clock) -> AsyncIterator[None]:
             stack.callback(set_event_bus, None)
         batcher = EnqueueBatcher(driver)
         stack.push_async_callback(batcher.close)
-        app[EDGE] = Edge(
-            driver=driver,
-            tokens=tokens,
-            buckets=TokenBuckets(config.rate_per_token, clock),
-            batcher=batcher,
-        )
+        # One bucket per token for both edges: a token's rate counts HTTP and NATS together.
+        buckets = TokenBuckets(config.rate_per_token, clock)
+        app[EDGE] = Edge(driver=driver, tokens=tokens, buckets=buckets, batcher=batcher)
         nats_url = config.common.connections.nats_url
         if nats_url is not None:
             from services.nats.service import nats_edge
 
-            nats = NatsEdge(registry=app[REGISTRY], driver=driver, tokens=tokens, batcher=batcher)
+            connections = config.common.connections
+            redis_outbox = None
+            if connections.driver == "redis" and backend.redis is not None:
+                from shared.drivers.redis.settlements import RedisSettlementsOutbox
+
+                redis_outbox = RedisSettlementsOutbox(backend.redis, connections.redis_prefix)
+
+            nats = NatsEdge(
+                registry=app[REGISTRY],
+                driver=driver,
+                tokens=tokens,
+                batcher=batcher,
+                buckets=buckets,
+            )
             await stack.enter_async_context(
                 nats_edge(
                     nats_url,
                     nats,
                     NatsNames(config.nats_prefix),
                     pool=backend.pool,
+                    redis_outbox=redis_outbox,
                     ack_wait_s=config.nats_ack_wait_ms / 1000,
                 )
             )

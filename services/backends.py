@@ -129,7 +129,11 @@ def _driver(
         # The enqueue script announces on the wake channel itself (one round trip, no second
         # publish from Python), so wiring installs no announcer for this driver.
         driver: JobDriver = drivers.redis_driver(
-            redis, prefix=connections.redis_prefix, clock=clock, wake_channel=REDIS_WAKE_CHANNEL
+            redis,
+            prefix=connections.redis_prefix,
+            clock=clock,
+            wake_channel=REDIS_WAKE_CHANNEL,
+            settlements=connections.settlements,
         )
         return driver
     if pool is None:

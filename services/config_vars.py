@@ -77,11 +77,13 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable(
             "UJOBS_NATS_SETTLEMENTS",
-            "on: every settle on the Postgres driver also writes its row of the settlements "
-            "outbox (x_settlements) in the same statement, for the api to publish to "
-            "UJOBS_SETTLED; off: the settle statements stay the plain ones",
+            "on: every ending of a run (a worker's settle, a claim burying a lapsed final "
+            "attempt, an operator's cancel) also writes its settlements-outbox entry in the "
+            "same statement or script (Postgres: x_settlements; Redis driver: the stream "
+            "{prefix}:settled), for the api to publish to UJOBS_SETTLED; set it on every "
+            "process that settles or cancels; off: the statements stay the plain ones",
             "off",
-            _WORKERS,
+            (*_WORKERS, "api", "operator commands"),
         ),
         Variable(
             "UJOBS_NATS_ACK_WAIT_MS",
@@ -149,8 +151,9 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable(
             "UJOBS_API_RATE_PER_TOKEN",
-            "requests per second one token may make to one api process (a token bucket holding "
-            "one second's worth); over it is 429 X_RATE_LIMITED with Retry-After",
+            "requests per second one token may make to one api process, over HTTP and NATS "
+            "request/reply together (a token bucket holding one second's worth); over it is 429 "
+            "X_RATE_LIMITED with Retry-After (on NATS: the error reply, meta.retryAfterMs)",
             "unset: no limit",
             ("api", "dev"),
         ),

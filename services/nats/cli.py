@@ -2,7 +2,8 @@
 backlog) and the settlements outbox (rows waiting for the relay), as a table or ``--json``.
 
 Reads ``NATS_URL`` and ``UJOBS_NATS_PREFIX`` (``--prefix``); with ``DATABASE_URL`` set it also
-counts the pending settlements. A stream not created yet prints as missing (the api creates
+counts the pending settlements, or with ``UJOBS_DRIVER=redis`` and ``REDIS_URL`` the entries of
+the Redis driver's settlements stream. A stream not created yet prints as missing (the api creates
 both at start).
 """
 
@@ -13,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from services.backends import open_pool
+from services.backends import open_pool, open_redis
 from services.cli_common import JsonOption
 from services.cli_output import Progress, emit_json, note, print_table, reported
 from services.config import NatsStatusConfig, environment
@@ -35,8 +36,19 @@ async def _status(config: NatsStatusConfig) -> dict[str, Any]:
     finally:
         await nc.close()
     doc["settlements"] = None
-    database_url = config.common.connections.database_url
-    if database_url is not None:
+    connections = config.common.connections
+    database_url = connections.database_url
+    if connections.driver == "redis" and connections.redis_url is not None:
+        from shared.drivers.redis.settlements import RedisSettlementsOutbox
+
+        redis = open_redis(connections.redis_url)
+        try:
+            outbox = RedisSettlementsOutbox(redis, connections.redis_prefix)
+            pending, oldest = await outbox.pending()
+        finally:
+            await redis.aclose()
+        doc["settlements"] = {"pending": pending, "oldestPendingAtMs": oldest}
+    elif database_url is not None:
         pool = await open_pool(database_url, max_size=1, generic_plans=False)
         try:
             row = await pool.fetchrow(_PENDING)
@@ -94,7 +106,10 @@ def status_command(
         )
     st = doc["settlements"]
     if st is None:
-        note("settlements: set DATABASE_URL to count the outbox")
+        note(
+            "settlements: set DATABASE_URL (or UJOBS_DRIVER=redis and REDIS_URL) to count "
+            "the outbox"
+        )
     else:
         typer.echo(f"settlements waiting for the relay: {st['pending']}")
 

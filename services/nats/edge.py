@@ -8,6 +8,12 @@ the scope ``enqueue:<job>``, validates the input through the job's own ``JobHand
 (``services.api_enqueue.build_request``: schema, idempotency key, ``tenant(input)``, the
 tenant token's rule) and answers ``{"id", "runId", "deduped"}`` once the row is committed.
 ``publish(name, data, authorization)`` reads ``{"payload"}`` and needs ``events:publish``.
+``limited=True`` (the request/reply form) spends one request of the token's bucket first:
+the HTTP edge's ``TokenBuckets`` (``UJOBS_API_RATE_PER_TOKEN``), the same instance in the
+api, so a token's rate counts its HTTP and NATS requests together; over it is
+``X_RATE_LIMITED`` with ``meta.retryAfterMs``, as HTTP's 429 body. The stream form is never
+throttled: a refused stream message is terminated, so throttling it would drop work the
+producer was promised; the stream is its buffer and the consumer's pace its limit.
 A refusal raises the ``UltimateError`` the HTTP edge raises for the same body;
 ``error_body`` is its wire shape, ``{"error": {"code", "message", "meta"}}``.
 """
@@ -22,6 +28,7 @@ import orjson
 
 from services.api_enqueue import SINGLE_FIELDS, build_request, enqueued_json, single_options
 from services.api_enqueue_batcher import EnqueueBatcher
+from services.api_ratelimit import TokenBuckets
 from services.auth import Principal, TokenLookup, authenticate
 from services.redact import redact_text
 from shared.drivers.base import EnqueueRequest, JobDriver
@@ -90,14 +97,23 @@ class NatsEdge:
     tokens: TokenLookup
     batcher: EnqueueBatcher
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    buckets: TokenBuckets | None = None
+    """The per-token rate limit of the request/reply form (None: no limit)."""
 
-    async def principal(self, authorization: str | None, scope: str) -> Principal:
-        principal = await authenticate(self.tokens, authorization, self.driver.clock.now_ms())
+    async def principal(
+        self, authorization: str | None, scope: str, *, limited: bool = False
+    ) -> Principal:
+        principal = await self.authenticate(authorization, limited=limited)
         principal.require(scope)
         return principal
 
-    async def authenticate(self, authorization: str | None) -> Principal:
-        return await authenticate(self.tokens, authorization, self.driver.clock.now_ms())
+    async def authenticate(self, authorization: str | None, *, limited: bool = False) -> Principal:
+        """The token behind ``authorization`` (401); with ``limited``, within its rate (429),
+        checked in the HTTP edge's order: who, then how often, then what."""
+        principal = await authenticate(self.tokens, authorization, self.driver.clock.now_ms())
+        if limited and self.buckets is not None:
+            self.buckets.take(principal.token_id)
+        return principal
 
     def request(
         self, principal: Principal, job: str, data: bytes, *, job_id: str | None = None
@@ -117,16 +133,24 @@ class NatsEdge:
         )
 
     async def enqueue(
-        self, job: str, data: bytes, authorization: str | None, *, job_id: str | None = None
+        self,
+        job: str,
+        data: bytes,
+        authorization: str | None,
+        *,
+        job_id: str | None = None,
+        limited: bool = False,
     ) -> dict[str, Any]:
         """Queue one run of ``job``; ``job_id`` (the stream form's derived id) makes a second
         delivery of one message meet the row the first one made."""
-        principal = await self.authenticate(authorization)
+        principal = await self.authenticate(authorization, limited=limited)
         req = self.request(principal, job, data, job_id=job_id)
         return enqueued_json(await self.batcher.enqueue(req))
 
-    async def publish(self, name: str, data: bytes, authorization: str | None) -> dict[str, Any]:
-        await self.principal(authorization, "events:publish")
+    async def publish(
+        self, name: str, data: bytes, authorization: str | None, *, limited: bool = False
+    ) -> dict[str, Any]:
+        await self.principal(authorization, "events:publish", limited=limited)
         body = parse_object(data, _EVENT_FIELDS, self.max_message_bytes)
         if len(name) > MAX_EVENT_NAME_LENGTH:
             raise InputInvalidError(

@@ -9,7 +9,8 @@ subscription's buffer (NATS's own flow control), never dropped.
 
 The reply is sent after the row is committed: ``{"id", "runId", "deduped"}`` (an event:
 ``{"id", "name", "publishedAtMs", "expiresAtMs"}``) or ``{"error": {"code", "message",
-"meta"}}`` with the HTTP edge's codes. A message without a reply subject is answered nowhere,
+"meta"}}`` with the HTTP edge's codes, the per-token rate limit's ``X_RATE_LIMITED`` (with
+``meta.retryAfterMs``) included. A message without a reply subject is answered nowhere,
 so it is not acted on either (fire-and-forget goes through the enqueue stream).
 """
 
@@ -73,11 +74,15 @@ class RequestResponder:
 
     async def _on_enqueue(self, msg: Msg) -> None:
         job = self.names.tail(msg.subject, self.names.enqueue_wildcard)
-        await self._spawn(msg, lambda: self.edge.enqueue(job or "", msg.data, _auth(msg)))
+        await self._spawn(
+            msg, lambda: self.edge.enqueue(job or "", msg.data, _auth(msg), limited=True)
+        )
 
     async def _on_event(self, msg: Msg) -> None:
         name = self.names.tail(msg.subject, self.names.events_wildcard)
-        await self._spawn(msg, lambda: self.edge.publish(name or "", msg.data, _auth(msg)))
+        await self._spawn(
+            msg, lambda: self.edge.publish(name or "", msg.data, _auth(msg), limited=True)
+        )
 
     async def _spawn(self, msg: Msg, work: Callable[[], Awaitable[dict[str, Any]]]) -> None:
         if not msg.reply:

@@ -3,8 +3,9 @@
 ``nats_edge(url, edge, names, pool=...)`` is an async context manager the api enters when
 ``NATS_URL`` is set: it connects (reconnecting for ever once connected: NATS down only delays
 the edge), creates or updates the streams and the api's consumer (``streams``), starts the
-request/reply responder, the enqueue stream's consumer and (with Postgres) the settlements
-relay, and on the way out stops them and drains the connection, so every request and message
+request/reply responder, the enqueue stream's consumer and the settlements relay (over
+``x_settlements`` with Postgres, over the Redis driver's ``redis_outbox`` stream on a Redis
+deployment), and on the way out stops them and drains the connection, so every request and message
 in hand is answered (or acked) before the process exits.
 """
 
@@ -23,12 +24,15 @@ from services.nats.edge import NatsEdge
 from services.nats.names import NatsNames
 from services.nats.requests import RequestResponder
 from services.nats.settlements import SettlementsRelay
+from services.nats.settlements_redis import RedisSettlementsRelay
 from services.nats.streams import ACK_WAIT_S, ensure_streams
 from services.redact import redact_url
 from shared.errors import DriverUnavailableError
 
 if TYPE_CHECKING:
     import asyncpg
+
+    from shared.drivers.redis.settlements import RedisSettlementsOutbox
 
     Pool = asyncpg.Pool[Any]
 
@@ -74,13 +78,18 @@ async def nats_edge(
     names: NatsNames,
     *,
     pool: Pool | None,
+    redis_outbox: RedisSettlementsOutbox | None = None,
     ack_wait_s: float = ACK_WAIT_S,
 ) -> AsyncIterator[Client]:
     nc = await connect(url, name=f"{names.prefix}-api")
     js = nc.jetstream()
     responder = RequestResponder(nc, edge, names)
     consumer = StreamConsumer(nc, js, edge, names)
-    relay = None if pool is None else SettlementsRelay(pool, js, names, clock=edge.driver.clock)
+    relay: SettlementsRelay | RedisSettlementsRelay | None = None
+    if redis_outbox is not None:
+        relay = RedisSettlementsRelay(redis_outbox, js, names)
+    elif pool is not None:
+        relay = SettlementsRelay(pool, js, names, clock=edge.driver.clock)
     try:
         streams = await ensure_streams(js, names, ack_wait_s=ack_wait_s)
         await responder.start()

@@ -5,11 +5,14 @@ One message per settlement on ``ujobs.settled.<job>``::
 
     {"id", "runId", "name", "tenant", "outcome", "code", "attempt", "settledAt"}
 
-``outcome`` is ``completed``, ``retried``, ``failed`` or ``dead``; ``code`` the error's ``X_…``
-code (None on a completion or an error that is not ours); ``settledAt`` epoch milliseconds.
-The header ``Nats-Msg-Id`` is ``<job id>:<attempt>:<outcome>``, so a re-publish (a relay that
-died between the publish ack and marking the row) is dropped by the stream's duplicate
-window (10 minutes).
+``outcome`` is ``completed``, ``retried``, ``failed``, ``dead`` or ``cancelled``; ``code`` the
+error's ``X_…`` code (None on a completion, a cancel or an error that is not ours;
+``LEASE_LAPSED_FINAL_ATTEMPT`` on a claim's burial); ``settledAt`` epoch milliseconds.
+The header ``Nats-Msg-Id`` is ``<job id>:<attempt>:<outcome>:<seq>``, so a re-publish (a relay
+that died between the publish ack and marking the row) is dropped by the stream's duplicate
+window (10 minutes). ``seq`` is the outbox row's own: ``ujobs jobs retry`` resets a job's
+attempts, so its re-run can end with the same id, attempt and outcome inside the window, and
+without it that second settlement would be dropped as a copy of the first.
 
 At least once, never lost, in order per job: a batch is the oldest pending rows in ``seq``
 order, locked for this relay's transaction (``for update skip locked``); it is published in
@@ -72,7 +75,8 @@ def settlement_message(row: Any) -> tuple[bytes, str]:
         "attempt": row["attempt"],
         "settledAt": row["settled_at_ms"],
     }
-    return orjson.dumps(body), f"{row['job_id']}:{row['attempt']}:{row['outcome']}"
+    msg_id = f"{row['job_id']}:{row['attempt']}:{row['outcome']}:{row['seq']}"
+    return orjson.dumps(body), msg_id
 
 
 def waves(rows: list[Any]) -> list[list[Any]]:

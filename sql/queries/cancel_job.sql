@@ -3,18 +3,31 @@
 -- A finished row is left exactly as it ended: no row comes back.
 -- last_error says why it ended, in every driver's words: 'cancelled: <reason>', or 'cancelled'
 -- with no (or an empty) reason, over any error an earlier attempt left.
--- $1 id  $2 reason  $3 now ms
-update x_jobs j
-   set state = 'cancelled',
-       finished_at = x_ts($3::bigint),
-       updated_at = x_ts($3::bigint),
-       lease_expires_at = null,
-       last_error = coalesce('cancelled: ' || nullif($2::text, ''), 'cancelled')
- where j.id = $1::text
-   and j.state in ('ready', 'delayed', 'running', 'suspended')
-returning j.id, j.run_id, j.name, j.queue, j.state, j.input::text as input, j.tenant_id,
+-- With $4 (the driver's settlements on) the cancel also writes its x_settlements row
+-- (outcome 'cancelled', code null, the row's attempt) in this same statement, so the NATS edge
+-- is told of a run an operator ended as it is of every other ending.
+-- $1 id  $2 reason  $3 now ms  $4 write the settlements outbox (bool)
+with cancelled as (
+  update x_jobs j
+     set state = 'cancelled',
+         finished_at = x_ts($3::bigint),
+         updated_at = x_ts($3::bigint),
+         lease_expires_at = null,
+         last_error = coalesce('cancelled: ' || nullif($2::text, ''), 'cancelled')
+   where j.id = $1::text
+     and j.state in ('ready', 'delayed', 'running', 'suspended')
+  returning j.*
+),
+outbox as (
+  insert into x_settlements (job_id, run_id, name, tenant_id, outcome, code, attempt, settled_at)
+  select c.id, c.run_id, c.name, c.tenant_id, 'cancelled', null, c.attempt, x_ts($3::bigint)
+    from cancelled c
+   where $4::bool
+)
+select j.id, j.run_id, j.name, j.queue, j.state, j.input::text as input, j.tenant_id,
        j.idempotency_key, j.attempt, j.max_attempts, x_ms(j.run_at) as run_at_ms,
        x_ms(j.created_at) as created_at_ms, x_ms(j.updated_at) as updated_at_ms,
        x_ms(j.finished_at) as finished_at_ms, j.claimed_by, j.claim,
        x_ms(j.lease_expires_at) as lease_expires_at_ms, j.last_error,
        j.progress::text as progress, j.traceparent, j.enqueued_by
+  from cancelled j

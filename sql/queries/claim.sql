@@ -7,7 +7,11 @@
 -- now, so it reads only rows whose lease lapsed, however many run on live leases (0005).
 -- A lapsed row already at attempt >= max_attempts is never handed out: the
 -- second arm buries it (dead, or failed when its name is in $6) with
--- LEASE_LAPSED_FINAL_ATTEMPT and counts it, in this same statement. A lapsed row still
+-- LEASE_LAPSED_FINAL_ATTEMPT and counts it, in this same statement; with $11 (the driver's
+-- settlements on) each burial also writes its x_settlements row here (outcome dead or failed,
+-- code LEASE_LAPSED_FINAL_ATTEMPT), so the NATS edge is told of a job no worker settled. A
+-- flag and not a twin file as for ack/nack: burials are rare, so the idle insert costs the
+-- claim nothing and the long statement stays one file. A lapsed row still
 -- marked `ahead` (claimed ahead, never started: 0006) and handed back that way fewer than $10
 -- times is neither buried nor counted again: it is handed out with the attempt its last claim
 -- counted, and its `ahead_returns` grows by one. The rows past the first $9 in hand-out order
@@ -15,7 +19,7 @@
 -- rows through the primary key (`id = any(array(...))`), so no cached plan joins the table.
 -- $1 queues  $2 limit  $3 worker id  $4 now ms  $5 visibility ms  $6 drop_exhausted names
 -- $7 counter bucket width ms  $8 counter bucket start ms  $9 rows started at once (null: all)
--- $10 the cap on a row's uncounted ahead hand-backs
+-- $10 the cap on a row's uncounted ahead hand-backs  $11 write the settlements outbox (bool)
 with queues as (
   select q.name
     from unnest($1::text[]) as q(name)
@@ -89,6 +93,14 @@ counted as (
    order by b.name
   on conflict (job, width_ms, bucket_start_ms) do update
      set dead = c.dead + excluded.dead, failed = c.failed + excluded.failed
+),
+outbox as (
+  insert into x_settlements (job_id, run_id, name, tenant_id, outcome, code, attempt, settled_at)
+  select b.id, b.run_id, b.name, b.tenant_id, b.state, 'LEASE_LAPSED_FINAL_ATTEMPT', b.attempt,
+         x_ts($4::bigint)
+    from buried b
+   where $11::bool
+   order by b.id
 )
 select x.kind, x.id, x.run_id, x.name, x.queue, x.input::text as input, x.tenant_id,
        x.idempotency_key, x.attempt, x.max_attempts, x.claimed_by, x.claim, x.state,

@@ -156,7 +156,7 @@ async def test_a_call_cancelled_before_the_flush_is_never_sent(driver: RedisDriv
     jobs = {j.id: j for j in await driver.claim(ClaimOptions(["default"], 10, "w"))}
     assert sorted(jobs) == ["a", "kept"]  # "gone" was never enqueued
     # One merged ack call: the cancelled row is left out, the other lands.
-    head = [driver.done_ttl_ms]
+    head = [driver.done_ttl_ms, 0]
     gone = batcher.call_rows(SCRIPTS["ack"], head, ["a", "w", jobs["a"].claim, now, ""])
     gone.cancel()
     landed = batcher.call_rows(SCRIPTS["ack"], head, ["kept", "w", jobs["kept"].claim, now, ""])

@@ -163,7 +163,8 @@ async def test_the_relay_publishes_each_settlement_once_in_order(
     }
     assert (first["id"], first["runId"], first["tenant"]) == (queued.id, queued.run_id, "org-9")
     assert msgs[2].headers is not None
-    assert msgs[2].headers["Nats-Msg-Id"] == f"{queued.id}:3:completed"
+    seq = await pg_pool.fetchval("select max(seq) from x_settlements")
+    assert msgs[2].headers["Nats-Msg-Id"] == f"{queued.id}:3:completed:{seq}"
 
 
 async def test_settlements_wait_while_nats_is_away(

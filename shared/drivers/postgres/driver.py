@@ -127,7 +127,8 @@ class PostgresDriver:
     ``settlements=True`` (the NATS edge's settlements outbox, migration 0013): every ack, and
     every nack that ends an attempt, also inserts its ``x_settlements`` row in the same
     statement (``settlements_ack`` / ``settlements_nack``); off, ack and nack run the statements
-    they always ran."""
+    they always ran. The other endings write theirs in their own statement too: a claim that
+    buries a lapsed final attempt (``claim``) and an operator's cancel (``introspect``)."""
 
     name = "postgres"
 
@@ -144,7 +145,9 @@ class PostgresDriver:
         self._starts: SettleBatcher[_Start] = SettleBatcher(self._flush_starts)
         self._conns = HeldConnections(pool)
         self._enqueuer = PostgresEnqueuer(self._conns, clock)
-        self._introspect = PostgresIntrospection(pool, clock, self.progress)
+        self._introspect = PostgresIntrospection(
+            pool, clock, self.progress, settlements=settlements
+        )
         self._leases = PostgresLeaseStore(pool, clock)
         self._workers = PostgresWorkerRegistry(pool, clock)
         self._backfills = PostgresBackfillLedger(pool, clock)
@@ -207,6 +210,7 @@ class PostgresDriver:
             start,
             options.ahead_after,
             AHEAD_RETURNS_MAX,
+            self.settlements,
         )
         claimed = [claimed_job(r) for r in rows if r["kind"] == "claimed"]
         buried = [exhausted_job(r) for r in rows if r["kind"] == "buried"]

@@ -104,10 +104,13 @@ def _not_found(job_id: str) -> JobNotFoundError:
 class PostgresIntrospection:
     """``JobIntrospection`` for the Postgres driver (``driver.introspect``)."""
 
-    def __init__(self, pool: Pool, clock: Clock, progress: ProgressThrottle) -> None:
+    def __init__(
+        self, pool: Pool, clock: Clock, progress: ProgressThrottle, *, settlements: bool = False
+    ) -> None:
         self._pool = pool
         self._clock = clock
         self._progress = progress
+        self._settlements = settlements
 
     # -- reading -------------------------------------------------------------------------
     async def list(self, flt: JobFilter) -> JobPage:
@@ -163,7 +166,11 @@ class PostgresIntrospection:
         return job_row(row)
 
     async def cancel(self, job_id: str, reason: str | None = None) -> JobRow | None:
-        row = await self._pool.fetchrow(_CANCEL, job_id, reason, self._clock.now_ms())
+        # With the driver's settlements on, the cancel writes its x_settlements row
+        # ('cancelled') in its own statement: the NATS edge is told of every ending.
+        row = await self._pool.fetchrow(
+            _CANCEL, job_id, reason, self._clock.now_ms(), self._settlements
+        )
         return None if row is None else job_row(row)
 
     async def promote(self, job_id: str) -> JobRow:

@@ -9,6 +9,8 @@ The map:
 - ``mark``: The Redis driver's keyspace mark (``shared.drivers.keyspace.StoreWatch``).
 - ``scripts``: The Redis driver's Lua scripts: read once from ``shared/drivers/redis/lua/``,
   called by SHA.
+- ``settlements``: The Redis driver's settlements outbox, read from outside the driver (the
+  api's relay).
 
 What this package exports is the public import path of DESIGN.md; code inside
 ``shared`` imports the leaf modules instead, so no import cycle can form.

@@ -31,6 +31,12 @@ Keyspace loss: every claim reads the deployment's mark (``{prefix}:store``, see
 ``redis_mark.py``) and stamps its rows with it, so a Redis that came back empty (restarted
 without persistence) is told from a lost lease: ``store_watch`` (``shared.drivers.keyspace``).
 
+Settlements (``settlements=True``, the NATS edge's outbox, as the Postgres driver's): the
+script that ends a run — an ack, a nack that ends an attempt, a claim burying a lapsed final
+attempt — also adds one entry to the stream ``{prefix}:settled`` in the same script, so an
+ending and its settlement are one atomic step. ``settlements`` (``RedisSettlementsOutbox``)
+reads and forgets them for the api's relay.
+
 Retention: a ``done`` row and its steps expire ``done_ttl_ms`` after the ack (Redis drops them,
 no sweep; ``0`` keeps them); ``dead`` and ``failed`` rows are kept. Its ids stop deduping an
 enqueue once expired.
@@ -111,6 +117,7 @@ class RedisDriver:
         owns_client: bool = False,
         wake_channel: str | None = None,
         wake_slot_ms: int = DEFAULT_WAKE_SLOT_MS,
+        settlements: bool = False,
     ) -> None:
         if not prefix or "{" in prefix or "}" in prefix:
             raise ConfigInvalidError(
@@ -143,6 +150,8 @@ class RedisDriver:
         )
         self.prefix = prefix
         self.done_ttl_ms = done_ttl_ms
+        self.settlements = settlements
+        self._settle_flag = 1 if settlements else 0
         self.hash_tag = f"{{{prefix}}}"
         self._keys = [self.hash_tag]
         self._owns_client = owns_client
@@ -224,6 +233,7 @@ class RedisDriver:
             self._mark.candidate(),
             -1 if options.ahead_after is None else options.ahead_after,
             AHEAD_RETURNS_MAX,
+            self._settle_flag,
             len(drop),
             *drop,
             *queues,
@@ -238,7 +248,7 @@ class RedisDriver:
     async def ack(self, job_id: str, ref: ClaimRef, *, duration_ms: int | None = None) -> bool:
         duration = None if duration_ms is None else max(0, int(duration_ms))
         row = [job_id, ref.worker_id, ref.claim, self.clock.now_ms(), codec.opt_arg(duration)]
-        return bool(await self._row("ack", [self.done_ttl_ms], row))
+        return bool(await self._row("ack", [self.done_ttl_ms, self._settle_flag], row))
 
     async def nack(self, job_id: str, ref: ClaimRef, options: NackOptions) -> bool:
         duration = None if options.duration_ms is None else max(0, int(options.duration_ms))
@@ -254,6 +264,7 @@ class RedisDriver:
             codec.opt_arg(nack_counter(options)),
             codec.opt_arg(duration),
             codec.opt_arg(options.unreachable_cap),
+            self._settle_flag,
         ]
         return bool(await self._run("nack", args))
 
@@ -340,10 +351,12 @@ def redis_driver(
     done_ttl_ms: int = DEFAULT_DONE_TTL_MS,
     wake_channel: str | None = None,
     wake_slot_ms: int = DEFAULT_WAKE_SLOT_MS,
+    settlements: bool = False,
 ) -> RedisDriver:
     """A Redis driver; with no ``client``, one to ``REDIS_URL`` (default the local Redis).
     ``wake_channel`` (e.g. ``shared.wake.listener.REDIS_WAKE_CHANNEL``) makes every enqueue announce
-    its queue from inside the script (see the module docstring)."""
+    its queue from inside the script; ``settlements`` writes the settlements outbox in every
+    ending's script (see the module docstring)."""
     owns = client is None
     if client is None:
         client = Redis.from_url(os.environ.get("REDIS_URL", DEFAULT_REDIS_URL))
@@ -355,6 +368,7 @@ def redis_driver(
         owns_client=owns,
         wake_channel=wake_channel,
         wake_slot_ms=wake_slot_ms,
+        settlements=settlements,
     )
 
 

@@ -1,6 +1,7 @@
 -- ack.lua: settle running rows `done`, each fenced on its claim; the counters move here too.
 --
--- ARGV: done_ttl_ms, then 5 per row: id, worker_id, claim, now, duration_ms (opt)
+-- ARGV: done_ttl_ms, settlements (1: each landed ack adds its settlements-outbox entry,
+--       'completed'), then 5 per row: id, worker_id, claim, now, duration_ms (opt)
 -- Returns one answer per row, in order: 1 when it landed, 0 when the row is not running
 -- under {worker_id, claim}. One ack is one row; the driver merges the acks issued in one turn
 -- of its event loop into one call (redis_batch.py), each row settled as a call of its own.
@@ -10,6 +11,7 @@
 -- driver's clock, so stats() counts the done rows still kept.
 
 local ttl = tonumber(ARGV[1])
+local settlements = ARGV[2] == '1'
 local live = base .. ':live'
 -- Per row: one read and the row's own writes. The running / done index moves, the tallies
 -- and the counters are added up and written once per queue (per bucket) at the end.
@@ -55,11 +57,15 @@ local function ack(id, worker, claim, now, duration)
   end
   tally_add(tallies, queue, 'running', -1)
   bump_add(counters, row[5], 'done', now, duration)
+  if settlements then
+    local more = redis.call('HMGET', jk, 'tenant_id', 'attempt')
+    settled_out(id, row[7], row[5], more[1], 'completed', nil, more[2], now)
+  end
   return 1
 end
 
 local out = {}
-for i = 2, #ARGV, 5 do
+for i = 3, #ARGV, 5 do
   out[#out + 1] = ack(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]),
     tonumber(opt(ARGV[i + 4])))
 end

@@ -1,7 +1,8 @@
 -- claim.lua: lease up to `limit` due rows of the queues, oldest due first; bury final attempts.
 --
 -- ARGV: now, limit, worker_id, visibility_ms, mark_candidate, ahead_after (-1: none),
---       ahead_returns_max, n_drop, <n_drop job names>, <queues...>
+--       ahead_returns_max, settlements (1: each burial adds its settlements-outbox entry,
+--       code LEASE_LAPSED_FINAL_ATTEMPT), n_drop, <n_drop job names>, <queues...>
 -- Returns { claimed, buried, mark }:
 --   claimed: one list per row: id, run_id, name, queue, input, tenant_id, idempotency_key,
 --            attempt, max_attempts, worker_id, claim, run_at, created_at, lease, traceparent,
@@ -34,14 +35,15 @@ local visibility = tonumber(ARGV[4])
 local mark = store_mark(ARGV[5])
 local ahead_after = tonumber(ARGV[6])
 local ahead_returns_max = tonumber(ARGV[7])
-local n_drop = tonumber(ARGV[8])
+local settlements = ARGV[8] == '1'
+local n_drop = tonumber(ARGV[9])
 local drop = {}
-for i = 9, 8 + n_drop do
+for i = 10, 9 + n_drop do
   drop[ARGV[i]] = true
 end
 
 local candidates = {}
-for i = 9 + n_drop, #ARGV do
+for i = 10 + n_drop, #ARGV do
   local queue = ARGV[i]
   local lapsed = redis.call('ZRANGEBYSCORE', running_key(queue), '-inf', now,
     'LIMIT', 0, LAPSED_SCAN)
@@ -151,6 +153,9 @@ for _, c in ipairs(candidates) do
     finish(c.id, c.queue, row[2], target, now)
     redis.call('HSET', jk, 'last_error', 'LEASE_LAPSED_FINAL_ATTEMPT')
     bump(row[1], target, now, nil)
+    if settlements then
+      settled_out(c.id, row[3], row[1], row[5], target, 'LEASE_LAPSED_FINAL_ATTEMPT', row[6], now)
+    end
     buried[#buried + 1] = {
       c.id, row[3], row[1], c.queue, row[4], row[5], tonumber(row[6]), tonumber(row[7]), target,
     }

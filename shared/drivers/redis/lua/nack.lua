@@ -2,7 +2,8 @@
 --
 -- ARGV: id, worker_id, claim, now, target (dead|failed|suspended|ready), count (0|1),
 --       error (opt), run_at (opt), counter kind (opt), duration_ms (opt),
---       unreachable cap (opt)
+--       unreachable cap (opt), settlements (1: an ending nack, one with a counter kind,
+--       adds its settlements-outbox entry: outcome the counter kind, code the error's X_ code)
 -- Returns 1 when it landed, 0 when the row is not running under {worker_id, claim}, or when
 -- an outage hand-back (unreachable cap given) finds the row already handed back that many
 -- times (its field unreachable_returns; the nack then changes nothing).
@@ -22,6 +23,7 @@ local run_at = tonumber(opt(ARGV[8])) or now
 local counter = opt(ARGV[9])
 local duration = tonumber(opt(ARGV[10]))
 local cap = tonumber(opt(ARGV[11]))
+local settlements = ARGV[12] == '1'
 
 local jk = job_key(id)
 local row = redis.call('HMGET', jk, 'state', 'claimed_by', 'claim', 'queue', 'name', 'lk',
@@ -37,11 +39,10 @@ if cap ~= nil then
   redis.call('HSET', jk, 'unreachable_returns', returns + 1)
 end
 local queue = row[4]
-if not count then
-  local attempt = tonumber(row[7])
-  if attempt > 0 then
-    redis.call('HSET', jk, 'attempt', attempt - 1)
-  end
+local attempt = tonumber(row[7])
+if not count and attempt > 0 then
+  attempt = attempt - 1
+  redis.call('HSET', jk, 'attempt', attempt)
 end
 if err ~= nil then
   redis.call('HSET', jk, 'last_error', err)
@@ -57,5 +58,13 @@ else
 end
 if counter ~= nil then
   bump(row[5], counter, now, duration)
+  if settlements then
+    local more = redis.call('HMGET', jk, 'run_id', 'tenant_id')
+    local code = nil
+    if err ~= nil then
+      code = string.match(err, '^(X_[A-Z0-9_]+)')
+    end
+    settled_out(id, more[1], row[5], more[2], counter, code, attempt, now)
+  end
 end
 return 1

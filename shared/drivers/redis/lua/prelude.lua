@@ -17,6 +17,10 @@
 --   {p}:store             string  the keyspace mark: a random token written by the first claim
 --                                 (or mark.lua) that found none; a process that saw another
 --                                 token, or none, knows the keyspace was wiped under it
+--   {p}:settled           stream  the settlements outbox (the driver's settlements on): one
+--                                 entry per ending of a run, added by the script that ended it
+--                                 (settled_out); the api's relay publishes it to JetStream
+--                                 and XDELs what the stream acked
 --
 -- Time is never Redis TIME: every script is handed the driver clock's `now` as an argument.
 -- Inputs and step outputs are JSON strings stored verbatim; no script decodes them (cjson
@@ -147,6 +151,23 @@ local function call_chunked(command, key, items)
   for i = 1, #items, CHUNK do
     redis.call(command, key, unpack(items, i, math.min(i + CHUNK - 1, #items)))
   end
+end
+
+-- The settlements outbox (see the layout above): one entry per ending, in the ending's own
+-- script, so it exists exactly when the row moved. Fields id, run_id, name, outcome, attempt,
+-- settled_at; tenant and code only when the row has one.
+local function settled_out(id, run_id, name, tenant, outcome, code, attempt, now)
+  local fields = { 'id', id, 'run_id', run_id, 'name', name, 'outcome', outcome,
+    'attempt', attempt, 'settled_at', now }
+  if tenant then
+    fields[#fields + 1] = 'tenant'
+    fields[#fields + 1] = tenant
+  end
+  if code then
+    fields[#fields + 1] = 'code'
+    fields[#fields + 1] = code
+  end
+  redis.call('XADD', base .. ':settled', '*', unpack(fields))
 end
 
 -- A running row is ours when the fence {worker_id, claim} matches and it is still running.
