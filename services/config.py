@@ -291,6 +291,14 @@ def read_common(
             outbox_ms=src.read(
                 "UJOBS_PURGE_OUTBOX_RETENTION_MS", _whole_from(1), RetentionWindows().outbox_ms
             ),
+            webhooks_ms=src.read(
+                "UJOBS_PURGE_WEBHOOKS_RETENTION_MS", _whole_from(1), RetentionWindows().webhooks_ms
+            ),
+            settlements_ms=src.read(
+                "UJOBS_PURGE_SETTLEMENTS_RETENTION_MS",
+                _whole_from(1),
+                RetentionWindows().settlements_ms,
+            ),
         ),
     )
 

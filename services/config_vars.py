@@ -211,7 +211,8 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable(
             "UJOBS_PURGE",
-            "on or off: the built-in x.purge retention sweep (x_jobs, steps, x_outbox, events)",
+            "on or off: the built-in x.purge retention sweep (x_jobs, steps, x_outbox, events, "
+            "webhook deliveries and events, settlements)",
             "on",
             (*_WORKERS, "scheduler"),
         ),
@@ -231,6 +232,20 @@ VARIABLES: dict[str, Variable] = {
             "UJOBS_PURGE_OUTBOX_RETENTION_MS",
             "x.purge deletes outbox rows published longer ago than this",
             "604800000 (7 days)",
+            (*_WORKERS, "db purge"),
+        ),
+        Variable(
+            "UJOBS_PURGE_WEBHOOKS_RETENTION_MS",
+            "x.purge deletes webhook ledger rows recorded longer ago than this (never those of "
+            "a delivery still queued), then events no ledger row or queued delivery names",
+            "2592000000 (30 days)",
+            (*_WORKERS, "db purge"),
+        ),
+        Variable(
+            "UJOBS_PURGE_SETTLEMENTS_RETENTION_MS",
+            "x.purge deletes x_settlements rows published to UJOBS_SETTLED longer ago than this "
+            "(never a pending one)",
+            "86400000 (1 day)",
             (*_WORKERS, "db purge"),
         ),
         Variable(
