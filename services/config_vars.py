@@ -139,6 +139,14 @@ VARIABLES: dict[str, Variable] = {
             _ALL,
         ),
         Variable("UJOBS_LOG_LEVEL", "debug, info, warning or error", "info", _ALL),
+        Variable(
+            "UJOBS_CLOCK_OFFSET_MS",
+            "TESTS ONLY: the service's clock reads this far ahead of the wall clock (an "
+            "end-to-end test moves the services past a retention window); never set it in a "
+            "deployment",
+            "0",
+            _ALL,
+        ),
         Variable("UJOBS_API_HOST", "the api's listen address", "127.0.0.1", ("api", "dev")),
         Variable("UJOBS_API_PORT", "the api's port", str(DEFAULT_API_PORT), ("api", "dev")),
         Variable(
