@@ -338,6 +338,45 @@ async def test_only_a_completed_row_blocks_and_a_retry_adopts_its_own_row() -> N
     assert row.completed_at_ms == T0 + 3_600_000
 
 
+async def test_the_ledger_records_the_tenant_and_a_completed_pass_blocks_its_own_scope() -> None:
+    """A pass scoped to one org writes that org on its row; another org's pass is not made a
+    no-op by it, and a ``tenant='none'`` pass records no tenant."""
+    driver, _ = installed()
+    table = Table(4)
+    org = ["org_a"]
+    scoped = declare(table, Writer(table), tenant=lambda _input: org[0])
+    await enqueue(driver, scoped)
+    first = await attempt(driver, scoped)
+    assert first.result["skipped"] is False
+
+    org[0] = "org_b"
+    await enqueue(driver, scoped)
+    second = await attempt(driver, scoped)
+    assert second.result["skipped"] is False  # org_a's completed pass is not org_b's
+    rows = {r.run_id: r.tenant for r in await ledger_rows(driver)}
+    assert rows == {first.run_id: "org_a", second.run_id: "org_b"}
+
+    org[0] = "org_a"
+    await enqueue(driver, scoped)
+    again = await attempt(driver, scoped)
+    assert again.result == {
+        "name": "rewrite-slugs",
+        "batches": 0,
+        "rows": 0,
+        "skipped": True,
+        "previousRunId": first.run_id,
+    }
+
+
+async def test_an_unscoped_pass_records_no_tenant() -> None:
+    driver, _ = installed()
+    table = Table(2)
+    rewrite = declare(table, Writer(table))
+    await enqueue(driver, rewrite)
+    assert (await attempt(driver, rewrite)).outcome == "completed"
+    assert [r.tenant for r in await ledger_rows(driver)] == [None]
+
+
 async def test_a_running_row_is_this_pass_resuming() -> None:
     driver, _ = installed()
     table = Table(2)
