@@ -125,10 +125,11 @@ def _list(
     if not rows:
         note("the backfill ledger is empty")
     print_table(
-        ["NAME", "STATUS", "ROWS", "CURSOR", "RUN", "STARTED", "COMPLETED"],
+        ["NAME", "TENANT", "STATUS", "ROWS", "CURSOR", "RUN", "STARTED", "COMPLETED"],
         [
             (
                 r["name"],
+                r["tenant"] or "*",
                 r["status"],
                 r["rowsProcessed"],
                 r["lastCursor"],
@@ -409,4 +410,8 @@ async def backfill_of_run(driver: JobDriver, name: str, run_id: str) -> dict[str
 
 def note_in_flight(passes: list[dict[str, Any]]) -> None:
     for p in passes:
-        note(f"backfill {p['name']} in flight: {p['rowsProcessed']} rows, cursor {p['lastCursor']}")
+        scope = f" (tenant {p['tenant']})" if p["tenant"] is not None else ""
+        note(
+            f"backfill {p['name']}{scope} in flight: {p['rowsProcessed']} rows, "
+            f"cursor {p['lastCursor']}"
+        )

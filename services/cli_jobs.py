@@ -206,7 +206,8 @@ def _print_job(doc: dict[str, Any], now: int, *, show_input: bool, show_output: 
 def _backfill_text(row: dict[str, Any] | None) -> str | None:
     if row is None:
         return None
-    return f"{row['status']}, {row['rowsProcessed']} rows, cursor {row['lastCursor']}"
+    scope = f"tenant {row['tenant']}, " if row["tenant"] is not None else ""
+    return f"{row['status']}, {scope}{row['rowsProcessed']} rows, cursor {row['lastCursor']}"
 
 
 jobs_app.command("retry")(jobs_retry)

@@ -56,7 +56,8 @@ def purge_command(
     as_json: JsonOption = False,
 ) -> None:
     """Run one retention pass now (x_jobs with their steps and lapsed leases, x_outbox,
-    x_job_events) and say what it removed; --dry-run counts instead."""
+    x_job_events, webhook deliveries and events, x_settlements) and say what it removed;
+    --dry-run counts instead."""
 
     with reported(as_json=as_json):
         windows = read_common(environment(), "db purge", database_url=database_url).retention

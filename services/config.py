@@ -235,6 +235,9 @@ class CommonConfig:
     """``UJOBS_ENVIRONMENT``: what a backfill's ``environments=`` is checked against."""
     retention: RetentionWindows = field(default_factory=RetentionWindows)
     """``UJOBS_PURGE_*_RETENTION_MS``: how old a row must be for ``x.purge`` to delete it."""
+    clock_offset_ms: int = 0
+    """``UJOBS_CLOCK_OFFSET_MS``: test-only, how far ahead of the wall clock this service's
+    clock reads (``shared.clock.shift_system_clock``)."""
 
     @property
     def log_level_number(self) -> int:
@@ -281,6 +284,7 @@ def read_common(
             else None
         ),
         environment=src.read("UJOBS_ENVIRONMENT", _environment_name, None),
+        clock_offset_ms=src.read("UJOBS_CLOCK_OFFSET_MS", _whole_from(0), 0),
         retention=RetentionWindows(
             done_ms=src.read(
                 "UJOBS_PURGE_DONE_RETENTION_MS", _whole_from(1), RetentionWindows().done_ms
@@ -290,6 +294,14 @@ def read_common(
             ),
             outbox_ms=src.read(
                 "UJOBS_PURGE_OUTBOX_RETENTION_MS", _whole_from(1), RetentionWindows().outbox_ms
+            ),
+            webhooks_ms=src.read(
+                "UJOBS_PURGE_WEBHOOKS_RETENTION_MS", _whole_from(1), RetentionWindows().webhooks_ms
+            ),
+            settlements_ms=src.read(
+                "UJOBS_PURGE_SETTLEMENTS_RETENTION_MS",
+                _whole_from(1),
+                RetentionWindows().settlements_ms,
             ),
         ),
     )

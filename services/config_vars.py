@@ -141,6 +141,14 @@ VARIABLES: dict[str, Variable] = {
             _ALL,
         ),
         Variable("UJOBS_LOG_LEVEL", "debug, info, warning or error", "info", _ALL),
+        Variable(
+            "UJOBS_CLOCK_OFFSET_MS",
+            "TESTS ONLY: the service's clock reads this far ahead of the wall clock (an "
+            "end-to-end test moves the services past a retention window); never set it in a "
+            "deployment",
+            "0",
+            _ALL,
+        ),
         Variable("UJOBS_API_HOST", "the api's listen address", "127.0.0.1", ("api", "dev")),
         Variable("UJOBS_API_PORT", "the api's port", str(DEFAULT_API_PORT), ("api", "dev")),
         Variable(
@@ -214,7 +222,8 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable(
             "UJOBS_PURGE",
-            "on or off: the built-in x.purge retention sweep (x_jobs, steps, x_outbox, events)",
+            "on or off: the built-in x.purge retention sweep (x_jobs, steps, x_outbox, events, "
+            "webhook deliveries and events, settlements)",
             "on",
             (*_WORKERS, "scheduler"),
         ),
@@ -234,6 +243,20 @@ VARIABLES: dict[str, Variable] = {
             "UJOBS_PURGE_OUTBOX_RETENTION_MS",
             "x.purge deletes outbox rows published longer ago than this",
             "604800000 (7 days)",
+            (*_WORKERS, "db purge"),
+        ),
+        Variable(
+            "UJOBS_PURGE_WEBHOOKS_RETENTION_MS",
+            "x.purge deletes webhook ledger rows recorded longer ago than this (never those of "
+            "a delivery still queued), then events no ledger row or queued delivery names",
+            "2592000000 (30 days)",
+            (*_WORKERS, "db purge"),
+        ),
+        Variable(
+            "UJOBS_PURGE_SETTLEMENTS_RETENTION_MS",
+            "x.purge deletes x_settlements rows published to UJOBS_SETTLED longer ago than this "
+            "(never a pending one)",
+            "86400000 (1 day)",
             (*_WORKERS, "db purge"),
         ),
         Variable(

@@ -23,6 +23,7 @@ import typer
 from services.cli_output import reported
 from services.config import CommonConfig
 from services.logging import configure_logging
+from shared.clock import shift_system_clock
 from shared.lifecycle import configure_lifecycle, process_lifecycle
 
 log = logging.getLogger("ujobs.service")
@@ -49,6 +50,12 @@ def run_service(common: CommonConfig, start: Start, *, as_json: bool = False) ->
     configure_logging(common.service, common.log_level_number)
     with reported(as_json=as_json):
         configure_lifecycle(deadline_ms=common.drain_deadline_ms)
+        if common.clock_offset_ms:
+            shift_system_clock(common.clock_offset_ms)
+            log.warning(
+                "ujobs.service.clock-shifted",
+                extra={"clock_offset_ms": common.clock_offset_ms},
+            )
         code = asyncio.run(_serve(common, start))
     raise typer.Exit(code=code)
 

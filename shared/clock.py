@@ -18,11 +18,15 @@ class Clock(Protocol):
     def now_ms(self) -> int: ...
 
 
+_shift_ms = 0
+"""How far ``SystemClock`` reads ahead of the wall clock: 0 but in an end-to-end test."""
+
+
 class SystemClock:
-    """The wall clock."""
+    """The wall clock (plus the test-only shift ``shift_system_clock`` set, 0 by default)."""
 
     def now_ms(self) -> int:
-        return time.time_ns() // 1_000_000
+        return time.time_ns() // 1_000_000 + _shift_ms
 
     def __repr__(self) -> str:
         return "SystemClock()"
@@ -52,6 +56,18 @@ class FrozenClock:
 
 
 SYSTEM_CLOCK: Clock = SystemClock()
+
+
+def shift_system_clock(ms: int) -> None:
+    """TEST-ONLY: make every ``SystemClock`` of this process read ``ms`` ahead of the wall
+    clock (0 puts it back). A ``FrozenClock`` cannot cross a process boundary, so an end-to-end
+    test moves the clock of the services it starts this way (``UJOBS_CLOCK_OFFSET_MS``, which
+    only the services read): their time still passes, from an instant past the windows under
+    test. Statements that read the database's own clock (the event bus) are not moved."""
+    global _shift_ms
+    if isinstance(ms, bool) or not isinstance(ms, int) or ms < 0:
+        raise ValueError("the system clock only moves forward: a whole number of ms, 0 or more")
+    _shift_ms = ms
 
 
 def to_epoch_ms(at: datetime) -> int:

@@ -23,9 +23,10 @@ job. NATS down: every publish fails, nothing is marked, the rows wait in Postgre
 relay tries again every ``retry_s`` until NATS answers.
 
 With nothing pending the relay looks again every ``IDLE_S`` (50 ms: one probe of a partial
-index), so a settlement leaves at most that long after its commit. Published rows are kept
-``KEEP_PUBLISHED_MS`` (a day: the stream holds them from then on) and purged by the relay
-itself, ``PURGE_LIMIT`` rows at a time; pending rows are never purged.
+index), so a settlement leaves at most that long after its commit. Published rows are the
+built-in ``x.purge`` sweep's (``settlements_purge_target``: published over
+``UJOBS_PURGE_SETTLEMENTS_RETENTION_MS``, a day by default, ago; pending rows never), not the
+relay's.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -52,15 +52,11 @@ log = logging.getLogger("ujobs.nats")
 
 _CLAIM = query("settlements_claim")
 _MARK = query("settlements_mark_published")
-_PURGE = query("settlements_purge")
 
 DEFAULT_BATCH = 500
 IDLE_S = 0.05
 RETRY_S = 1.0
 PUBLISH_TIMEOUT_S = 5.0
-KEEP_PUBLISHED_MS = 86_400_000
-PURGE_EVERY_S = 60.0
-PURGE_LIMIT = 10_000
 
 
 def settlement_message(row: Any) -> tuple[bytes, str]:
@@ -119,7 +115,6 @@ class SettlementsRelay:
         self.failures = 0
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
-        self._purged_at = 0.0
 
     async def start(self) -> None:
         if self._task is None:
@@ -166,20 +161,12 @@ class SettlementsRelay:
             headers={"Nats-Msg-Id": msg_id},
         )
 
-    async def purge(self) -> int:
-        cutoff = self.clock.now_ms() - KEEP_PUBLISHED_MS
-        status = await self.pool.execute(_PURGE, cutoff, PURGE_LIMIT)
-        return int(status.split()[-1])
-
     async def _run(self) -> None:
         while not self._stopping.is_set():
             pause = 0.0
             try:
                 if await self.run_once() == 0:
                     pause = IDLE_S
-                if time.monotonic() - self._purged_at > PURGE_EVERY_S:
-                    self._purged_at = time.monotonic()
-                    await self.purge()
             except Exception as exc:
                 # NATS or Postgres away: the rows stay pending; try again shortly.
                 self.failures += 1
@@ -190,4 +177,4 @@ class SettlementsRelay:
                     await asyncio.wait_for(self._stopping.wait(), pause)
 
 
-__all__ = ["KEEP_PUBLISHED_MS", "SettlementsRelay", "settlement_message", "waves"]
+__all__ = ["SettlementsRelay", "settlement_message", "waves"]

@@ -73,6 +73,7 @@ def row_dict(row: BackfillRow) -> dict[str, Any]:
         "startedAtMs": raw["started_at_ms"],
         "completedAtMs": raw["completed_at_ms"],
         "error": raw["error"],
+        "tenant": raw["tenant"],
     }
 
 

@@ -6,10 +6,12 @@ In order:
    ``X_BACKFILL_ENVIRONMENT`` (terminal) before it reads a row — ``.enqueue()`` from app code
    reaches no command, so the pass itself must refuse.
 2. The ledger (``driver.backfills``; a driver without one runs the pass anyway, no bookkeeping):
-   a COMPLETED row of another run makes this run a no-op answering ``{skipped: True,
-   previousRunId}`` unless the input says ``force`` (a moved checksum warns
+   a COMPLETED row of another run in this pass's scope (its tenant; every tenant for
+   ``tenant='none'``) makes this run a no-op answering ``{skipped: True, previousRunId}``
+   unless the input says ``force`` (a moved checksum warns
    ``jobs.backfill.checksum-moved``, never refuses). Otherwise ``begin`` adopts this run's row
-   (a retry keeps ``started_at``) or writes a new one (``force`` is a new run, so a new row).
+   (a retry keeps ``started_at``) or writes a new one (``force`` is a new run, so a new row),
+   recording the tenant the pass is scoped to.
 3. Pages: step ``batch:N`` per page, the throttle's pause inside it, then ``handle(rows,
    signal)`` (no step of its own — a step minted inside it would collide on batch 2); the
    step's output is the cursor and the running count, never the rows. Completed steps replay
@@ -112,8 +114,9 @@ async def run_pass(
     check_environment(definition, settings.environment)
     force = bool(getattr(run.input, "force", False))
     name = definition.name
+    tenant = None if definition.tenant == "none" else run.tenant_id
     if ledger is not None and not force:
-        previous = await ledger.latest_completed(name)
+        previous = await ledger.latest_completed(name, tenant)
         if previous is not None and previous.run_id != run.run_id:
             if previous.checksum != definition.checksum:
                 log.warning(
@@ -128,7 +131,7 @@ async def run_pass(
                 "previousRunId": previous.run_id,
             }
     if ledger is not None:
-        await ledger.begin(name, run.run_id, definition.checksum, settings.app_version)
+        await ledger.begin(name, run.run_id, definition.checksum, settings.app_version, tenant)
     try:
         with _scope(definition):
             batches, rows = await _sweep(definition, run, ledger)

@@ -9,9 +9,12 @@ it back in its stored form.
 ``rate`` is batches per second: the throttle spaces the START of each batch ``1 / rate``
 seconds after the previous one's, spending the pause inside the step, so a resumed attempt that
 replays 500 checkpoints re-pays none of their pauses. A batch that ran longer than the interval
-starts the next at once (a rate above what the batches achieve produces no wait), and the
-schedule it fell behind is kept for up to one interval, so an occasional slow batch does not
-lower the average. The wait unwinds on the run's abort with ``X_ABORTED``.
+starts the next at once (a rate above what the batches achieve produces no wait): each pause is
+what is left of the interval after the batch itself, never negative. The schedule a slow batch
+or a stalled machine fell behind is kept for up to ``CATCH_UP_S`` (or one interval, whichever is
+longer), so the batches after a stall run back to back until the average is met again; a
+longer stall is written off, so a pass never bursts more than that much of its schedule. The
+wait unwinds on the run's abort with ``X_ABORTED``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ JSONValue = Any
 DEFAULT_BACKFILL_RATE = 5
 """Batches per second: 5,000 rows/s at the default batch, one statement every 200 ms."""
 DEFAULT_BACKFILL_BATCH = 1_000
+CATCH_UP_S = 0.25
+"""How far behind its schedule the throttle catches up: at ``rate=200`` the 50 pages a 250 ms
+stall of the machine cost; at the default rate one batch (the interval is longer)."""
 
 
 @runtime_checkable
@@ -74,7 +80,8 @@ def _field(row: Any, key: str) -> JSONValue:
 
 
 class Throttle:
-    """Spaces batch starts ``1 / rate`` seconds apart within one attempt."""
+    """Spaces batch starts ``1 / rate`` seconds apart within one attempt, catching up at most
+    ``CATCH_UP_S`` (or one interval) of a schedule it fell behind."""
 
     def __init__(
         self,
@@ -83,6 +90,7 @@ class Throttle:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.interval = 1.0 / rate
+        self.catch_up_s = CATCH_UP_S
         self._monotonic = monotonic
         self._due: float | None = None
         self.waits = 0
@@ -97,10 +105,10 @@ class Throttle:
             await _pause(self._due - now, signal)
             start = self._due
         else:
-            # Late (the batch took longer than the interval, or the machine was busy): start
-            # now, and keep the schedule if it is less than one interval behind, so a slow batch
-            # now and then does not lower the average rate; never a burst of more than one.
-            start = max(self._due, now - self.interval)
+            # Late (the batch took longer than the interval, or the machine stalled): start now,
+            # and keep the schedule if it is at most ``catch_up_s`` behind, so the batches
+            # after a stall run back to back until the average is met again.
+            start = max(self._due, now - max(self.interval, self.catch_up_s))
         self._due = start + self.interval
 
 

@@ -71,6 +71,8 @@ class BackfillRow:
     started_at_ms: int
     completed_at_ms: int | None = None
     error: str | None = None
+    tenant: str | None = None
+    """The org the pass was scoped to; None: a pass over every tenant (``tenant="none"``)."""
 
 
 @runtime_checkable
@@ -78,9 +80,15 @@ class BackfillLedger(Protocol):
     """One row per backfill pass: what has been swept (the twin of the migrations table)."""
 
     async def begin(
-        self, name: str, run_id: str, checksum: str, app_version: str | None
+        self,
+        name: str,
+        run_id: str,
+        checksum: str,
+        app_version: str | None,
+        tenant: str | None = None,
     ) -> BackfillRow:
-        """Adopt this run's row, or start one; a retry keeps its ``started_at``."""
+        """Adopt this run's row, or start one for ``tenant`` (None: every tenant); a retry
+        keeps its ``started_at`` and its tenant."""
         ...
 
     async def progress(self, name: str, run_id: str, rows: int, cursor: JSONValue) -> None: ...
@@ -93,4 +101,7 @@ class BackfillLedger(Protocol):
         self, *, name: str | None = None, status: BackfillStatus | None = None, limit: int = 100
     ) -> builtins.list[BackfillRow]: ...
 
-    async def latest_completed(self, name: str) -> BackfillRow | None: ...
+    async def latest_completed(self, name: str, tenant: str | None = None) -> BackfillRow | None:
+        """The newest completed pass of ``name`` in ``tenant``'s scope (None: the pass over
+        every tenant): a completed pass blocks only a pass of its own scope."""
+        ...

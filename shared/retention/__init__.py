@@ -6,6 +6,8 @@ The map:
 - ``purge``: ``purge()``: a retention sweep declared as a job, with its cron task.
 - ``jobs_target``: ``jobs_purge_target()``: retention for ``x_jobs`` and what hangs off a
   finished run.
+- ``ledger_targets``: the other families' ledgers: webhook deliveries and events, the NATS
+  edge's settlements outbox.
 - ``builtin``: ``x.purge``: the sweep the services register with no app code.
 
 The other targets live beside their stores: ``outbox_purge_target`` (``shared.outbox``) and
@@ -27,6 +29,15 @@ from shared.retention.jobs_target import (
     JobsPurgeTarget,
     jobs_purge_target,
 )
+from shared.retention.ledger_targets import (
+    SETTLEMENTS_PURGE_TARGET,
+    WEBHOOK_DELIVERIES_PURGE_TARGET,
+    WEBHOOK_EVENTS_PURGE_TARGET,
+    LedgerPurgeTarget,
+    settlements_purge_target,
+    webhook_deliveries_purge_target,
+    webhook_events_purge_target,
+)
 from shared.retention.purge import DEFAULT_PURGE_CRON, Purge, PurgeTarget, purge, purge_task
 
 __all__ = [
@@ -36,8 +47,12 @@ __all__ = [
     "EVENTS_PURGE_TARGET",
     "JOBS_PURGE_TARGET",
     "OUTBOX_PURGE_TARGET",
+    "SETTLEMENTS_PURGE_TARGET",
+    "WEBHOOK_DELIVERIES_PURGE_TARGET",
+    "WEBHOOK_EVENTS_PURGE_TARGET",
     "EventsPurgeTarget",
     "JobsPurgeTarget",
+    "LedgerPurgeTarget",
     "OutboxPurgeTarget",
     "Purge",
     "PurgeTarget",
@@ -46,4 +61,7 @@ __all__ = [
     "outbox_purge_target",
     "purge",
     "purge_task",
+    "settlements_purge_target",
+    "webhook_deliveries_purge_target",
+    "webhook_events_purge_target",
 ]

@@ -1,7 +1,9 @@
 """``x.purge``: the sweep the services register with no app code.
 
 It sweeps the tables the framework owns over one Postgres pool: ``x_jobs`` (with its steps and
-lapsed leases), ``x_outbox`` and ``x_job_events``, at the default windows. The worker registers
+lapsed leases), ``x_outbox``, ``x_job_events``, the webhooks' ledger and events
+(``x_webhook_deliveries``, then ``x_webhook_events``: the ledger rows it removes free events)
+and the NATS edge's ``x_settlements``, each at its own window. The worker registers
 the job and hands it the pool; the scheduler registers the task (hourly by default,
 ``UJOBS_PURGE_CRON``); ``UJOBS_PURGE=off`` registers neither. A deployment with no worker or no
 scheduler has no background work at all, and this is one more thing it does not do.
@@ -24,6 +26,13 @@ from shared.retention.jobs_target import (
     DEFAULT_DONE_RETENTION_MS,
     jobs_purge_target,
 )
+from shared.retention.ledger_targets import (
+    DEFAULT_SETTLEMENTS_RETENTION_MS,
+    DEFAULT_WEBHOOKS_RETENTION_MS,
+    settlements_purge_target,
+    webhook_deliveries_purge_target,
+    webhook_events_purge_target,
+)
 from shared.retention.purge import Purge, PurgeTarget, purge, purge_task
 
 if TYPE_CHECKING:
@@ -41,6 +50,8 @@ class RetentionWindows:
     done_ms: int = DEFAULT_DONE_RETENTION_MS
     dead_ms: int = DEFAULT_DEAD_RETENTION_MS
     outbox_ms: int = DEFAULT_PUBLISHED_RETENTION_MS
+    webhooks_ms: int = DEFAULT_WEBHOOKS_RETENTION_MS
+    settlements_ms: int = DEFAULT_SETTLEMENTS_RETENTION_MS
 
 
 _pool: Pool | None = None
@@ -68,6 +79,9 @@ def builtin_targets(
         ),
         outbox_purge_target(executor=pool, published_retention_ms=windows.outbox_ms),
         events_purge_target(PostgresEventBus(pool)),
+        webhook_deliveries_purge_target(executor=pool, retention_ms=windows.webhooks_ms),
+        webhook_events_purge_target(executor=pool, retention_ms=windows.webhooks_ms),
+        settlements_purge_target(executor=pool, retention_ms=windows.settlements_ms),
     ]
 
 

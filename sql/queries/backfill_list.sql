@@ -2,7 +2,7 @@
 -- $1 name  $2 status  $3 limit
 select b.name, b.run_id, b.checksum, b.status, b.app_version, b.rows_processed,
        b.last_cursor::text as last_cursor, x_ms(b.started_at) as started_at_ms,
-       x_ms(b.completed_at) as completed_at_ms, b.error
+       x_ms(b.completed_at) as completed_at_ms, b.error, b.tenant_id
   from x_backfills b
  where ($1::text is null or b.name = $1::text)
    and ($2::text is null or b.status = $2::text)

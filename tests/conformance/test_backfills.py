@@ -91,3 +91,26 @@ async def test_a_pass_never_begun_has_no_row_to_move(backfills: BackfillLedger) 
     await backfills.finish("nope", new_id(), "completed")
     assert await backfills.list(name="nope") == []
     assert await backfills.latest_completed("nope") is None
+
+
+async def test_a_row_records_its_tenant_and_a_completed_row_blocks_only_its_scope(
+    backfills: BackfillLedger,
+) -> None:
+    org_a, org_b, everyone = new_id(), new_id(), new_id()
+    row = await backfills.begin("per-org", org_a, "sha", None, "org_a")
+    assert row.tenant == "org_a"
+    assert (await backfills.begin("per-org", org_a, "sha", None, "org_a")).tenant == "org_a"
+    await backfills.begin("per-org", org_b, "sha", None, "org_b")
+    await backfills.begin("per-org", everyone, "sha", None)
+    await backfills.finish("per-org", org_a, "completed")
+    done = await backfills.latest_completed("per-org", "org_a")
+    assert done is not None
+    assert (done.run_id, done.tenant) == (org_a, "org_a")
+    assert await backfills.latest_completed("per-org", "org_b") is None
+    assert await backfills.latest_completed("per-org") is None
+    await backfills.finish("per-org", everyone, "completed")
+    unscoped = await backfills.latest_completed("per-org")
+    assert unscoped is not None
+    assert (unscoped.run_id, unscoped.tenant) == (everyone, None)
+    listed = {r.run_id: r.tenant for r in await backfills.list(name="per-org")}
+    assert listed == {org_a: "org_a", org_b: "org_b", everyone: None}

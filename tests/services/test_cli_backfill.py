@@ -75,6 +75,27 @@ def test_the_list_is_the_ledger_newest_first(dsn: str) -> None:
     assert json_of(backfill(dsn, "--list", "--status", "failed", "--json")) == {"backfills": []}
 
 
+def test_the_list_and_jobs_show_say_which_tenant_a_pass_swept(dsn: str) -> None:
+    queued = json_of(backfill(dsn, "rewrite-slugs", "--write", "--json"))["enqueued"]
+    sql(
+        dsn,
+        "insert into x_backfills (name, run_id, checksum, status, rows_processed, started_at,"
+        " tenant_id) values ('rewrite-slugs', $1, 'c', 'running', 5, now(), 'org_1')",
+        queued["runId"],
+    )
+    ledger_row(dsn, "rewrite-slugs", "run-old", "completed")  # a pass over every tenant
+    listed = json_of(backfill(dsn, "--list", "--json"))["backfills"]
+    assert {r["runId"]: r["tenant"] for r in listed} == {queued["runId"]: "org_1", "run-old": None}
+    table = backfill(dsn, "--list").stdout.splitlines()
+    assert table[0].split()[:3] == ["NAME", "TENANT", "STATUS"]
+    assert sorted(line.split()[1] for line in table[1:]) == ["*", "org_1"]
+    shown = json_of(ujobs("jobs", "show", queued["id"], "--json", dsn=dsn))
+    assert shown["backfill"]["tenant"] == "org_1"
+    assert "backfill rewrite-slugs (tenant org_1) in flight: 5 rows" in (
+        ujobs("jobs", "list", dsn=dsn).stderr
+    )
+
+
 def test_pending_exits_non_zero_while_anything_is_unswept(dsn: str) -> None:
     staging = {"UJOBS_ENVIRONMENT": "staging"}
     result = backfill(dsn, "--pending", "--json", env=staging)

@@ -21,6 +21,7 @@ from tests.support.cli import json_of, ujobs
 
 DAY = 86_400_000
 NOW = 1_700_000_000_000
+NO_LEDGER_ROWS = {"x_webhook_deliveries": 0, "x_webhook_events": 0, "x_settlements": 0}
 
 
 def seed(dsn: str) -> None:
@@ -60,13 +61,13 @@ def test_a_dry_run_counts_and_deletes_nothing_then_a_pass_says_what_it_removed(
     seed(pg_dsn)
     dry = json_of(ujobs("db", "purge", "--dry-run", "--json", dsn=pg_dsn))
     assert dry["dryRun"] is True
-    assert dry["targets"] == {"x_jobs": 2, "x_outbox": 0, "x_job_events": 1}
+    assert dry["targets"] == {"x_jobs": 2, "x_outbox": 0, "x_job_events": 1, **NO_LEDGER_ROWS}
     again = json_of(ujobs("db", "purge", "--dry-run", "--json", dsn=pg_dsn))
     assert again["targets"] == dry["targets"]  # nothing was deleted
 
     done = json_of(ujobs("db", "purge", "--json", dsn=pg_dsn))
     assert done["dryRun"] is False
-    assert done["targets"] == {"x_jobs": 4, "x_outbox": 0, "x_job_events": 1}
+    assert done["targets"] == {"x_jobs": 4, "x_outbox": 0, "x_job_events": 1, **NO_LEDGER_ROWS}
     assert done["detail"] == {"x_jobs": {"jobs": 2, "steps": 2, "leases": 0}}
     assert done["total"] == 5
 
@@ -90,6 +91,15 @@ def test_the_windows_come_from_the_environment(pg_dsn: str) -> None:
     common = read_common({"UJOBS_PURGE_OUTBOX_RETENTION_MS": "60000"}, "worker")
     assert common.retention.outbox_ms == 60_000
     assert common.retention.done_ms == 14 * DAY
+    ledgers = read_common(
+        {
+            "UJOBS_PURGE_WEBHOOKS_RETENTION_MS": str(7 * DAY),
+            "UJOBS_PURGE_SETTLEMENTS_RETENTION_MS": "3600000",
+        },
+        "worker",
+    ).retention
+    assert (ledgers.webhooks_ms, ledgers.settlements_ms) == (7 * DAY, 3_600_000)
+    assert (common.retention.webhooks_ms, common.retention.settlements_ms) == (30 * DAY, DAY)
 
 
 def test_purge_needs_a_database(pg_dsn: str) -> None:

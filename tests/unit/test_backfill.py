@@ -14,6 +14,7 @@ import pytest
 
 from shared.backfill import DEFAULT_BACKFILL_RATE, Throttle, backfill, configure_backfills
 from shared.backfill.settings import reset_backfill_settings
+from shared.backfill.source import CATCH_UP_S
 from shared.drivers.memory.driver import MemoryDriver
 from shared.errors import JobDeclarationInvalidError, JobTenantRequiredError
 from shared.jobs.enqueue_target import set_job_driver
@@ -155,9 +156,9 @@ def test_the_default_rate_is_five_batches_a_second_and_fractions_are_rates() -> 
 
 
 async def test_the_throttle_spaces_batch_starts_and_a_slow_batch_pays_no_wait() -> None:
-    """Starts ``1 / rate`` apart; a late batch starts at once, keeping a schedule at most one
-    interval behind (an occasional slow batch does not lower the average; a long stall buys one
-    catch-up batch, never a burst)."""
+    """Starts ``1 / rate`` apart; a late batch starts at once, keeping a schedule at most
+    ``CATCH_UP_S`` or one interval (here: one interval) behind, so an occasional slow batch does
+    not lower the average and at the default rate a long stall buys one catch-up batch."""
     now = [100.0]
     slept: list[float] = []
     throttle = Throttle(4, monotonic=lambda: now[0])  # one batch every 250 ms
@@ -182,6 +183,30 @@ async def test_the_throttle_spaces_batch_starts_and_a_slow_batch_pays_no_wait() 
     await throttle.wait(signal)
     assert throttle.waits == 2
     assert time.monotonic() - began >= 0.2
+
+
+async def test_after_a_stall_the_throttle_catches_up_its_schedule_up_to_its_bound() -> None:
+    """At a fast rate a stall of the machine shorter than ``CATCH_UP_S`` costs the average
+    nothing (the batches after it start at once until the schedule is met); of a longer one
+    only ``CATCH_UP_S`` is caught up, then it paces again."""
+    now = [100.0]
+    throttle = Throttle(128, monotonic=lambda: now[0])  # every 1/128 s (exact in binary)
+    signal = Signal()
+
+    async def unpaced_batches() -> int:
+        """Batches that start at once (the clock does not move) until one has to wait."""
+        count, waits = 0, throttle.waits
+        while throttle.waits == waits:
+            await throttle.wait(signal)
+            count += 1
+        return count - 1
+
+    await throttle.wait(signal)
+    now[0] += 20 / 128  # a 156 ms stall: 20 batches behind, all caught up
+    assert await unpaced_batches() == 20
+    assert CATCH_UP_S == 0.25
+    now[0] += 2.0  # a 2 s stall: only its last 250 ms (32 intervals) is caught up
+    assert await unpaced_batches() == 32 + 1  # those, and the batch due now
 
 
 async def test_the_throttle_wait_unwinds_on_the_runs_abort_with_x_aborted() -> None:
@@ -311,6 +336,45 @@ async def test_only_a_completed_row_blocks_and_a_retry_adopts_its_own_row() -> N
     assert (row.run_id, row.status, row.rows_processed) == (failed.run_id, "completed", 5)
     assert row.started_at_ms == T0  # when the pass began, not this attempt
     assert row.completed_at_ms == T0 + 3_600_000
+
+
+async def test_the_ledger_records_the_tenant_and_a_completed_pass_blocks_its_own_scope() -> None:
+    """A pass scoped to one org writes that org on its row; another org's pass is not made a
+    no-op by it, and a ``tenant='none'`` pass records no tenant."""
+    driver, _ = installed()
+    table = Table(4)
+    org = ["org_a"]
+    scoped = declare(table, Writer(table), tenant=lambda _input: org[0])
+    await enqueue(driver, scoped)
+    first = await attempt(driver, scoped)
+    assert first.result["skipped"] is False
+
+    org[0] = "org_b"
+    await enqueue(driver, scoped)
+    second = await attempt(driver, scoped)
+    assert second.result["skipped"] is False  # org_a's completed pass is not org_b's
+    rows = {r.run_id: r.tenant for r in await ledger_rows(driver)}
+    assert rows == {first.run_id: "org_a", second.run_id: "org_b"}
+
+    org[0] = "org_a"
+    await enqueue(driver, scoped)
+    again = await attempt(driver, scoped)
+    assert again.result == {
+        "name": "rewrite-slugs",
+        "batches": 0,
+        "rows": 0,
+        "skipped": True,
+        "previousRunId": first.run_id,
+    }
+
+
+async def test_an_unscoped_pass_records_no_tenant() -> None:
+    driver, _ = installed()
+    table = Table(2)
+    rewrite = declare(table, Writer(table))
+    await enqueue(driver, rewrite)
+    assert (await attempt(driver, rewrite)).outcome == "completed"
+    assert [r.tenant for r in await ledger_rows(driver)] == [None]
 
 
 async def test_a_running_row_is_this_pass_resuming() -> None:

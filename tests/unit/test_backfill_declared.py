@@ -142,6 +142,7 @@ async def test_pending_reads_the_process_declarations_and_the_one_projection() -
             "startedAtMs": 1_000,
             "completedAtMs": 1_000,
             "error": None,
+            "tenant": None,
         }
     ]
     assert await inspect_backfills(None) == []

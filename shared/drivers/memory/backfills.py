@@ -29,7 +29,12 @@ class MemoryBackfillLedger:
         self._order: dict[tuple[str, str], int] = {}
 
     async def begin(
-        self, name: str, run_id: str, checksum: str, app_version: str | None
+        self,
+        name: str,
+        run_id: str,
+        checksum: str,
+        app_version: str | None,
+        tenant: str | None = None,
     ) -> BackfillRow:
         if not name or not run_id:
             raise InvariantError("a backfill ledger row needs a name and a run id")
@@ -55,6 +60,7 @@ class MemoryBackfillLedger:
             rows_processed=0,
             last_cursor=None,
             started_at_ms=self._clock.now_ms(),
+            tenant=tenant,
         )
         self._rows[key] = row
         self._order[key] = len(self._order)
@@ -102,9 +108,14 @@ class MemoryBackfillLedger:
         rows.sort(key=lambda r: (r.started_at_ms, self._order[(r.name, r.run_id)]), reverse=True)
         return rows[:limit]
 
-    async def latest_completed(self, name: str) -> BackfillRow | None:
-        """The pass of ``name`` that completed last — what makes a plain re-enqueue a no-op."""
-        done = [r for r in self._rows.values() if r.name == name and r.status == "completed"]
+    async def latest_completed(self, name: str, tenant: str | None = None) -> BackfillRow | None:
+        """The pass of ``name`` in ``tenant``'s scope that completed last — what makes a plain
+        re-enqueue a no-op."""
+        done = [
+            r
+            for r in self._rows.values()
+            if r.name == name and r.status == "completed" and r.tenant == tenant
+        ]
         return max(
             done,
             key=lambda r: (r.completed_at_ms or 0, self._order[(r.name, r.run_id)]),

@@ -39,10 +39,15 @@ class PostgresBackfillLedger:
         self._clock = clock
 
     async def begin(
-        self, name: str, run_id: str, checksum: str, app_version: str | None
+        self,
+        name: str,
+        run_id: str,
+        checksum: str,
+        app_version: str | None,
+        tenant: str | None = None,
     ) -> BackfillRow:
         row = await self._pool.fetchrow(
-            _BEGIN, name, run_id, checksum, app_version, self._clock.now_ms()
+            _BEGIN, name, run_id, checksum, app_version, self._clock.now_ms(), tenant
         )
         assert row is not None
         return backfill_row(row)
@@ -60,6 +65,6 @@ class PostgresBackfillLedger:
     ) -> builtins.list[BackfillRow]:
         return [backfill_row(r) for r in await self._pool.fetch(_LIST, name, status, limit)]
 
-    async def latest_completed(self, name: str) -> BackfillRow | None:
-        row = await self._pool.fetchrow(_LATEST, name)
+    async def latest_completed(self, name: str, tenant: str | None = None) -> BackfillRow | None:
+        row = await self._pool.fetchrow(_LATEST, name, tenant)
         return None if row is None else backfill_row(row)

@@ -153,4 +153,5 @@ def backfill_row(r: Record) -> BackfillRow:
         started_at_ms=r["started_at_ms"],
         completed_at_ms=r["completed_at_ms"],
         error=r["error"],
+        tenant=r["tenant_id"],
     )
