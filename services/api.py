@@ -106,7 +106,8 @@ async def readyz(request: web.Request) -> web.Response:
             DriverUnavailableError(
                 f"the database did not answer: {type(exc).__name__}: {exc}",
                 meta={"cause": type(exc).__name__},
-            )
+            ),
+            transient=True,  # no answer now; a restart or a failover answers in a second
         )
     outdated = await schema_problem(request.app[BACKEND], request.app[CONFIG].common.service)
     if outdated is not None:

@@ -67,16 +67,28 @@ def status_for(code: str) -> int:
 
 UNAVAILABLE_RETRY_AFTER_S = 1
 """``Retry-After`` of a 503: a Postgres restart takes about a second (bench/RESULTS.md)."""
+TRANSIENT_CODES = frozenset({"X_DRAINING", "X_DRIVER_UNREACHABLE", "X_OVERLOADED"})
+"""The 503s that pass by themselves: another replica takes the traffic, Postgres comes back,
+the load falls. The others (``X_SCHEMA_OUTDATED``, ``X_DRIVER_UNAVAILABLE`` naming an unset
+``DATABASE_URL``) wait for an operator, so a ``Retry-After`` on them would only set every
+client's retry loop spinning against a refusal that cannot change."""
 
 
 def error_response(
-    error: UltimateError, status: int | None = None, headers: dict[str, str] | None = None
+    error: UltimateError,
+    status: int | None = None,
+    headers: dict[str, str] | None = None,
+    *,
+    transient: bool | None = None,
 ) -> web.Response:
-    """The envelope; a 503 (the database away, a drain, an outdated schema) says when to try
-    again with ``Retry-After`` unless ``headers`` name one."""
+    """The envelope; a transient 503 (``TRANSIENT_CODES``, or ``transient=True`` from a caller
+    that knows better than the code, like ``/readyz`` whose ping went unanswered) says when to
+    try again with ``Retry-After`` unless ``headers`` name one."""
     body = {"error": {**error.to_dict(), "message": redact_text(error.message)}}
     status = status or status_for(error.code)
-    if status == 503:
+    if transient is None:
+        transient = error.code in TRANSIENT_CODES
+    if status == 503 and transient:
         headers = {"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S), **(headers or {})}
     return json_ok(body, status=status, headers=headers)
 
@@ -186,6 +198,7 @@ __all__ = [
     "EDGE",
     "REGISTRY",
     "STATE",
+    "TRANSIENT_CODES",
     "UNAVAILABLE_RETRY_AFTER_S",
     "ApiState",
     "BodyTooLargeError",

@@ -30,8 +30,9 @@ _ERROR_TEXT = {
     "409": "the job is not in a state this move applies to",
     "413": "the body is over UJOBS_API_MAX_BODY_BYTES (X_BODY_TOO_LARGE)",
     "429": "over UJOBS_API_RATE_PER_TOKEN (X_RATE_LIMITED); see Retry-After",
-    "503": "the database is unavailable (X_DRIVER_UNREACHABLE, X_DRIVER_UNAVAILABLE) or the "
-    "process drains (X_DRAINING); see Retry-After",
+    "503": "the database is unreachable (X_DRIVER_UNREACHABLE) or the process drains "
+    "(X_DRAINING): see Retry-After; or unavailable until an operator acts (X_DRIVER_UNAVAILABLE, "
+    "X_SCHEMA_OUTDATED): no Retry-After",
 }
 
 
