@@ -8,7 +8,7 @@ work (``X_TENANCY_ACTOR_MISMATCH``, 403).
 
 | Route | Scope | Answers |
 |---|---|---|
-| ``POST /v1/jobs/{name}`` ``{"input", "runId"?, "delay"?, "queue"?}`` | ``enqueue:<name>`` | 202 ``{"id", "runId", "deduped"}`` |
+| ``POST /v1/jobs/{name}`` ``{"input", "runId"?, "delay"?, "queue"?, "onConflict"?}`` | ``enqueue:<name>`` | 202 ``{"id", "runId", "deduped"}``; with ``"onConflict": "error"`` a live run holding the key is 409 ``X_JOB_DUPLICATE`` (``meta.id`` names it) |
 | ``POST /v1/jobs/{name}/batch`` ``{"inputs": [...], "delay"?, "queue"?}`` | ``enqueue:<name>`` | 202 ``{"jobs": [{"id", "runId", "deduped"}, ...]}`` in input order; at most ``MAX_BATCH_INPUTS`` |
 | ``POST /v1/events/{name}`` ``{"payload"}`` | ``events:publish`` | 202 ``{"id", "name", "publishedAtMs", "expiresAtMs"}`` |
 
@@ -20,7 +20,7 @@ A batch is all or nothing, through the driver's ``enqueue_many`` (the path of
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
@@ -37,7 +37,7 @@ from shared.errors import (
     UltimateError,
 )
 from shared.events.bus import MAX_EVENT_NAME_LENGTH, publish_event
-from shared.jobs.job import JobHandle
+from shared.jobs.job import JobHandle, OnConflict, conflict_checked
 
 MAX_BATCH_INPUTS = 1_000
 """The most inputs one ``/batch`` request carries (``MAX_BULK_ROWS`` of the operator surface)."""
@@ -49,6 +49,9 @@ database's timestamps hold long before it left any plan worth queueing."""
 routes = web.RouteTableDef()
 
 SINGLE_FIELDS = frozenset({"input", "runId", "delay", "queue"})
+"""A single enqueue's body on every edge (HTTP and NATS)."""
+_HTTP_SINGLE_FIELDS = SINGLE_FIELDS | {"onConflict"}
+ON_CONFLICT_MODES = ("dedupe", "error")
 _BATCH_FIELDS = frozenset({"inputs", "delay", "queue"})
 _EVENT_FIELDS = frozenset({"payload"})
 
@@ -105,6 +108,18 @@ def single_options(body: dict[str, Any]) -> dict[str, Any]:
     return {"run_id": run_id, **_options(body)}
 
 
+def on_conflict_of(body: dict[str, Any]) -> OnConflict:
+    """``onConflict``: ``dedupe`` (the default: a live run holding the key is the answer,
+    ``deduped: true``) or ``error`` (that run is 409 ``X_JOB_DUPLICATE``); else 400."""
+    mode = body.get("onConflict", "dedupe")
+    if mode == "dedupe" or mode == "error":
+        return cast("OnConflict", mode)
+    raise InputInvalidError(
+        f"onConflict must be one of {', '.join(ON_CONFLICT_MODES)}",
+        meta={"issues": [{"path": "onConflict", "message": "dedupe or error"}]},
+    )
+
+
 def build_request(
     handle: JobHandle[Any], principal: Principal, value: Any, clock: Clock, **options: Any
 ) -> EnqueueRequest:
@@ -128,13 +143,15 @@ def enqueued_json(answer: Enqueued) -> dict[str, Any]:
 @routes.post("/v1/jobs/{job}")
 async def enqueue(request: web.Request) -> web.Response:
     principal = await caller(request)
-    body = await read_object(request, SINGLE_FIELDS)
+    body = await read_object(request, _HTTP_SINGLE_FIELDS)
     handle = _handle(request)
     principal.require(f"enqueue:{handle.name}")
+    on_conflict = on_conflict_of(body)
     clock = request.app[EDGE].driver.clock
     req = build_request(handle, principal, body.get("input"), clock, **single_options(body))
     answer = await request.app[EDGE].batcher.enqueue(req)
-    return accepted(enqueued_json(answer))
+    # A dedupe inserted nothing, so refusing it now leaves nothing queued by this request.
+    return accepted(enqueued_json(conflict_checked(req, answer, on_conflict)))
 
 
 @routes.post("/v1/jobs/{job}/batch")

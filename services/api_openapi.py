@@ -27,7 +27,8 @@ _ERROR_TEXT = {
     "401": "no, unknown, revoked or expired token (X_UNAUTHORIZED)",
     "403": "a scope missing (X_FORBIDDEN) or another tenant's work (X_TENANCY_ACTOR_MISMATCH)",
     "404": "unknown (X_JOB_UNKNOWN, X_JOB_NOT_FOUND, X_TASK_UNKNOWN)",
-    "409": "the job is not in a state this move applies to",
+    "409": "a live run holds the key under onConflict: error (X_JOB_DUPLICATE, meta.id names "
+    "it), or the job is not in a state this move applies to",
     "413": "the body is over UJOBS_API_MAX_BODY_BYTES (X_BODY_TOO_LARGE)",
     "429": "over UJOBS_API_RATE_PER_TOKEN (X_RATE_LIMITED); see Retry-After",
     "503": "the database is unreachable (X_DRIVER_UNREACHABLE) or the process drains "
@@ -138,6 +139,7 @@ def _enqueue_paths(job: str, input_schema: dict[str, Any]) -> dict[str, Any]:
         },
     }
     errors = ("400", "403", "404", "413")
+    single_errors = (*errors, "409")
     slug = re.sub(r"[^A-Za-z0-9_]", "_", job)
     return {
         f"/v1/jobs/{job}": {
@@ -145,7 +147,7 @@ def _enqueue_paths(job: str, input_schema: dict[str, Any]) -> dict[str, Any]:
                 f"enqueue_{slug}",
                 f"Enqueue {job} (scope enqueue:{job})",
                 ("202", "queued, or deduped onto the live run of its key", _ref("Enqueued")),
-                errors,
+                single_errors,
                 body=single,
             )
         },
@@ -221,7 +223,7 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
                 "enqueue",
                 "Enqueue the job named {job} (scope enqueue:{job})",
                 ("202", "queued, or deduped onto the live run of its key", _ref("Enqueued")),
-                ("400", "403", "404", "413"),
+                ("400", "403", "404", "409", "413"),
                 body=any_input,
             ),
             "delete": _op(

@@ -77,6 +77,12 @@ SCHEMAS: dict[str, Any] = {
                 "type": ["string", "integer"],
             },
             "queue": {"type": "string"},
+            "onConflict": {
+                "description": "dedupe (default): a live run holding the idempotency key is the "
+                "answer (deduped: true); error: that run is 409 X_JOB_DUPLICATE, meta.id naming it",
+                "type": "string",
+                "enum": ["dedupe", "error"],
+            },
         },
     },
     "Job": _JOB,

@@ -42,6 +42,31 @@ async def test_enqueue_is_202_and_dedupes_on_the_jobs_own_key(api: Api) -> None:
     assert len(await api.jobs()) == 1
 
 
+async def test_on_conflict_error_is_409_naming_the_live_run(api: Api) -> None:
+    token = await api.token("enqueue:send_mail", tenant=ORG_A)
+    first = await api.call("POST", "/v1/jobs/send_mail", token, {"input": mail()})
+    assert first[0] == 202
+    strict = {"input": mail(), "onConflict": "error"}
+    status, body = await api.call("POST", "/v1/jobs/send_mail", token, strict)
+    assert status == 409
+    assert body["error"]["code"] == "X_JOB_DUPLICATE"
+    assert body["error"]["meta"]["id"] == first[1]["id"]
+    assert len(await api.jobs()) == 1  # the refusal queued nothing
+    # The default (and "dedupe" said out loud) still answers the live run.
+    for mode in ({}, {"onConflict": "dedupe"}):
+        again = await api.call("POST", "/v1/jobs/send_mail", token, {"input": mail(), **mode})
+        assert again == (202, {**first[1], "deduped": True})
+    fresh = await api.call(
+        "POST", "/v1/jobs/send_mail", token, {"input": mail(to="b@x.io"), "onConflict": "error"}
+    )
+    assert fresh[0] == 202
+    assert fresh[1]["deduped"] is False
+    status, body = await api.call(
+        "POST", "/v1/jobs/send_mail", token, {"input": mail(), "onConflict": "ignore"}
+    )
+    assert (status, body["error"]["meta"]["issues"][0]["path"]) == (400, "onConflict")
+
+
 async def test_delay_queue_and_run_id(
     aiohttp_client: MakeClient, pg_dsn: str, pg_pool: Any
 ) -> None:
