@@ -55,6 +55,7 @@ from services.api_enqueue_batcher import EnqueueBatcher
 from services.api_exports import add_export_routes, token_reader
 from services.api_openapi import openapi_document
 from services.api_ratelimit import TokenBuckets, retry_after_header
+from services.api_token_guard import token_guard
 from services.app_loader import load_api
 from services.auth import NO_TOKENS, TokenLookup
 from services.backends import open_backend
@@ -64,6 +65,7 @@ from services.nats.edge import NatsEdge
 from services.nats.names import NatsNames
 from services.runtime import ServiceRun
 from services.schema_check import schema_problem
+from services.token_facts import KnownTokens
 from services.tokens import BatchedLookup, TokenStore
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.drivers.postgres.unreachable import store_unreachable, unreachable
@@ -248,17 +250,21 @@ async def _edge(app: web.Application, clock: Clock) -> AsyncIterator[None]:
             stack.push_async_callback(announcer.close)
         driver = announcing(backend.driver, announcer)
         tokens: TokenLookup = NO_TOKENS
+        store = None
         if backend.pool is not None:
-            tokens = BatchedLookup(TokenStore(backend.pool, clock=clock))
+            store = TokenStore(backend.pool, clock=clock)
+            tokens = BatchedLookup(store)
             set_event_bus(postgres_event_bus(backend.pool))
             stack.callback(set_event_bus, None)
-        batcher = EnqueueBatcher(driver)
+        guard = token_guard(backend.driver, driver, store)
+        batcher = EnqueueBatcher(driver, guard=guard)
         stack.push_async_callback(batcher.close)
         app[EDGE] = Edge(
             driver=driver,
             tokens=tokens,
             buckets=TokenBuckets(config.rate_per_token, clock),
             batcher=batcher,
+            known=None if guard is None else KnownTokens(),
         )
         nats_url = config.common.connections.nats_url
         if nats_url is not None:

@@ -24,8 +24,16 @@ from typing import Any, cast
 
 from aiohttp import web
 
-from services.api_common import EDGE, REGISTRY, accepted, caller, read_object
-from services.auth import Principal
+from services.api_common import (
+    EDGE,
+    REGISTRY,
+    accepted,
+    caller,
+    check_live,
+    enqueue_caller,
+    read_object,
+)
+from services.auth import Principal, UnauthorizedError, bearer_secret
 from shared.clock import Clock
 from shared.drivers.base import Enqueued, EnqueueRequest
 from shared.durations import duration_ms
@@ -142,14 +150,26 @@ def enqueued_json(answer: Enqueued) -> dict[str, Any]:
 # one path template, as OpenAPI requires of routes that differ only in their method.
 @routes.post("/v1/jobs/{job}")
 async def enqueue(request: web.Request) -> web.Response:
-    principal = await caller(request)
-    body = await read_object(request, _HTTP_SINGLE_FIELDS)
-    handle = _handle(request)
-    principal.require(f"enqueue:{handle.name}")
-    on_conflict = on_conflict_of(body)
-    clock = request.app[EDGE].driver.clock
-    req = build_request(handle, principal, body.get("input"), clock, **single_options(body))
-    answer = await request.app[EDGE].batcher.enqueue(req)
+    principal, unchecked = await enqueue_caller(request)
+    edge = request.app[EDGE]
+    try:
+        body = await read_object(request, _HTTP_SINGLE_FIELDS)
+        handle = _handle(request)
+        principal.require(f"enqueue:{handle.name}")
+        on_conflict = on_conflict_of(body)
+        options = single_options(body)
+        req = build_request(handle, principal, body.get("input"), edge.driver.clock, **options)
+    except UltimateError:
+        if unchecked is not None:
+            await check_live(request)  # a revoked token is 401 before any other refusal
+        raise
+    # ``unchecked``: the token's facts came from the cache; its insert checks it is live.
+    try:
+        answer = await edge.batcher.enqueue(req, token_id=unchecked)
+    except UnauthorizedError:
+        if edge.known is not None:  # revoked: its next request reads the table again
+            edge.known.forget(bearer_secret(request.headers.get("Authorization")))
+        raise
     # A dedupe inserted nothing, so refusing it now leaves nothing queued by this request.
     return accepted(enqueued_json(conflict_checked(req, answer, on_conflict)))
 

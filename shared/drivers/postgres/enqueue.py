@@ -9,7 +9,8 @@ COPY (``enqueue_many_copy``, then ``enqueue_wake`` for the queues to announce) a
 ``enqueue_many`` only when that met a taken id or live key (a unique violation: COPY is all
 or nothing, so nothing was inserted) or failed otherwise. A statement that found
 neither a new row nor a holder met a concurrent enqueue of the same id or key that committed
-after its snapshot; it is simply sent again.
+after its snapshot; it is simply sent again. ``enqueue_while_live`` is the api's single enqueue:
+the plain insert guarded, in the same statement, by the calling token being live.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ inserts the one before it."""
 
 _ENQUEUE = query("enqueue")
 _ENQUEUE_INSERT = query("enqueue_insert")
+_ENQUEUE_INSERT_LIVE = query("enqueue_insert_live")
 _ENQUEUE_MANY = query("enqueue_many")
 _ENQUEUE_WAKE = query("enqueue_wake")
 _COPY_TABLE = copy_target(query("enqueue_many_copy"))
@@ -83,38 +85,41 @@ class PostgresEnqueuer:
         under load: one announcement per queue per 250 ms slot), else — and whenever that
         inserted nothing — ``enqueue``, which also answers the holder and announces."""
         check_enqueue_request(request)
-        job_id, run_id = request.id, request.run_id
-        if not job_id or not run_id:
-            minted = new_ids(2)
-            job_id = job_id or minted[0]
-            run_id = run_id or minted[1]
-        input_text = dumps(request.input, error=InputInvalidError)
-
-        def stamped(now: int) -> tuple[Any, ...]:
-            """The statement's $1..$12, with $9 run_at and $10 now taken at ``now``."""
-            run_at = request.run_at_ms if request.run_at_ms is not None else now
-            return (
-                job_id,
-                run_id,
-                request.name,
-                request.queue,
-                input_text,
-                request.tenant_id,
-                request.idempotency_key,
-                request.max_attempts,
-                run_at,
-                now,
-                request.traceparent,
-                request.enqueued_by,
-            )
-
-        args = stamped(self.clock.now_ms())
+        stamped = _Stamped(request)
+        args = stamped.at(self.clock.now_ms())
         if self._slot_to_announce(request.queue, wake_slot(args[8], args[9])) is None:
             rows = await self._fetch(_ENQUEUE_INSERT, *args)
             if rows:
                 return Enqueued(rows[0]["id"], rows[0]["run_id"], False)
+        return await self._enqueue_or_answer(request, stamped)
+
+    async def enqueue_while_live(self, request: EnqueueRequest, token_id: str) -> Enqueued | None:
+        """``enqueue``, its insert guarded in the same statement by the api token ``token_id``
+        being live (``enqueue_insert_live``): None, and nothing inserted, when the token is
+        revoked, expired or gone. One round trip where a lookup and then an insert took two.
+
+        A live token whose row was not inserted met a live key or a taken id: ``enqueue.sql``
+        then answers the holder, exactly as ``enqueue`` does. A row due now whose queue's 250 ms
+        slot this process has not announced is announced by ``enqueue_wake`` after the insert
+        committed (once per queue per slot: the statement stays a plain insert)."""
+        check_enqueue_request(request)
+        stamped = _Stamped(request)
+        args = stamped.at(self.clock.now_ms())
+        [row] = await self._fetch(_ENQUEUE_INSERT_LIVE, *args, token_id)
+        if not row["live"]:
+            return None
+        if row["id"] is None:
+            return await self._enqueue_or_answer(request, stamped)
+        slot = self._slot_to_announce(request.queue, wake_slot(args[8], args[9]))
+        if slot is not None:
+            await self._fetch(_ENQUEUE_WAKE, [request.queue], slot)
+            self._seen_slot(request.queue, slot)  # announced now, or already by another process
+        return Enqueued(row["id"], row["run_id"], False)
+
+    async def _enqueue_or_answer(self, request: EnqueueRequest, stamped: _Stamped) -> Enqueued:
+        """``enqueue.sql``: insert and announce, or answer the live holder (deduped)."""
         for _ in range(ENQUEUE_RETRIES):
-            args = stamped(self.clock.now_ms())
+            args = stamped.at(self.clock.now_ms())
             slot = wake_slot(args[8], args[9])
             rows = await self._fetch(_ENQUEUE, *args, self._slot_to_announce(request.queue, slot))
             if rows:
@@ -125,7 +130,7 @@ class PostgresEnqueuer:
         raise InvariantError(
             "enqueue kept meeting a concurrent enqueue of the same id or key that neither "
             "committed nor rolled back; retry the enqueue",
-            meta={"name": request.name, "id": job_id},
+            meta={"name": request.name, "id": stamped.job_id},
         )
 
     async def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[Enqueued]:
@@ -217,6 +222,40 @@ class PostgresEnqueuer:
             else:
                 answers[item[0]] = Enqueued(holder["id"], holder["run_id"], True)
         return again
+
+
+class _Stamped:
+    """A single enqueue's statement arguments: its ids (minted once, so a retry sends the
+    same row) and its input text, stamped with ``now`` per attempt."""
+
+    def __init__(self, request: EnqueueRequest) -> None:
+        self.request = request
+        job_id, run_id = request.id, request.run_id
+        if not job_id or not run_id:
+            minted = new_ids(2)
+            job_id = job_id or minted[0]
+            run_id = run_id or minted[1]
+        self.job_id, self.run_id = job_id, run_id
+        self.input_text = dumps(request.input, error=InputInvalidError)
+
+    def at(self, now: int) -> tuple[Any, ...]:
+        """The statement's $1..$12, with $9 run_at and $10 now taken at ``now``."""
+        request = self.request
+        run_at = request.run_at_ms if request.run_at_ms is not None else now
+        return (
+            self.job_id,
+            self.run_id,
+            request.name,
+            request.queue,
+            self.input_text,
+            request.tenant_id,
+            request.idempotency_key,
+            request.max_attempts,
+            run_at,
+            now,
+            request.traceparent,
+            request.enqueued_by,
+        )
 
 
 async def _stream(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
