@@ -35,7 +35,10 @@ _JOB = {
         "queue": {"type": "string"},
         "state": {"type": "string", "enum": list(ALL_STATES)},
         "tenantId": _NULLABLE_STRING,
-        "idempotencyKey": {"type": "string"},
+        "idempotencyKey": {
+            "description": "masked ([redacted]) like the input's values: it is computed from them",
+            "type": "string",
+        },
         "attempt": {"type": "integer"},
         "maxAttempts": {"type": "integer"},
         "runAtMs": {"type": "integer"},
