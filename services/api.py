@@ -55,6 +55,7 @@ from services.api_enqueue_batcher import EnqueueBatcher
 from services.api_exports import add_export_routes, token_reader
 from services.api_openapi import openapi_document
 from services.api_ratelimit import TokenBuckets, retry_after_header
+from services.api_strict_batch import strict_batch
 from services.api_token_guard import token_guard
 from services.app_loader import load_api
 from services.auth import NO_TOKENS, TokenLookup
@@ -264,6 +265,7 @@ async def _edge(app: web.Application, clock: Clock) -> AsyncIterator[None]:
             tokens=tokens,
             buckets=TokenBuckets(config.rate_per_token, clock),
             batcher=batcher,
+            strict=strict_batch(backend.driver, driver),
             known=None if guard is None else KnownTokens(),
         )
         nats_url = config.common.connections.nats_url

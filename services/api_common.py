@@ -17,6 +17,7 @@ from aiohttp import web
 
 from services.api_enqueue_batcher import EnqueueBatcher
 from services.api_ratelimit import TokenBuckets
+from services.api_strict_batch import StrictBatch
 from services.auth import Principal, TokenLookup, authenticate, authenticate_known
 from services.backends import Backend
 from services.config import ApiConfig
@@ -117,6 +118,8 @@ class Edge:
     tokens: TokenLookup
     buckets: TokenBuckets
     batcher: EnqueueBatcher
+    strict: StrictBatch | None = None
+    """All-or-none batches (``/batch`` under ``onConflict: error``); None off Postgres."""
     known: KnownTokens | None = None
     """Tokens' fixed facts, kept when the batcher can check revocation inside the enqueue
     (``batcher.guard``); None: every request reads its token."""

@@ -9,7 +9,7 @@ work (``X_TENANCY_ACTOR_MISMATCH``, 403).
 | Route | Scope | Answers |
 |---|---|---|
 | ``POST /v1/jobs/{name}`` ``{"input", "runId"?, "delay"?, "queue"?, "onConflict"?}`` | ``enqueue:<name>`` | 202 ``{"id", "runId", "deduped"}``; with ``"onConflict": "error"`` a live run holding the key is 409 ``X_JOB_DUPLICATE`` (``meta.id`` names it) |
-| ``POST /v1/jobs/{name}/batch`` ``{"inputs": [...], "delay"?, "queue"?}`` | ``enqueue:<name>`` | 202 ``{"jobs": [{"id", "runId", "deduped"}, ...]}`` in input order; at most ``MAX_BATCH_INPUTS`` |
+| ``POST /v1/jobs/{name}/batch`` ``{"inputs": [...], "delay"?, "queue"?, "onConflict"?}`` | ``enqueue:<name>`` | 202 ``{"jobs": [{"id", "runId", "deduped"}, ...]}`` in input order; at most ``MAX_BATCH_INPUTS``; under ``"onConflict": "error"`` all new or 409 and none |
 | ``POST /v1/events/{name}`` ``{"payload"}`` | ``events:publish`` | 202 ``{"id", "name", "publishedAtMs", "expiresAtMs"}`` |
 
 A batch is all or nothing, through the driver's ``enqueue_many`` (the path of
@@ -40,7 +40,9 @@ from shared.durations import duration_ms
 from shared.errors import (
     InputInvalidError,
     InvariantError,
+    JobDuplicateError,
     JobUnknownError,
+    NotImplementedByDriverError,
     TenancyActorMismatchError,
     UltimateError,
 )
@@ -60,7 +62,7 @@ SINGLE_FIELDS = frozenset({"input", "runId", "delay", "queue"})
 """A single enqueue's body on every edge (HTTP and NATS)."""
 _HTTP_SINGLE_FIELDS = SINGLE_FIELDS | {"onConflict"}
 ON_CONFLICT_MODES = ("dedupe", "error")
-_BATCH_FIELDS = frozenset({"inputs", "delay", "queue"})
+_BATCH_FIELDS = frozenset({"inputs", "delay", "queue", "onConflict"})
 _EVENT_FIELDS = frozenset({"payload"})
 
 
@@ -187,6 +189,8 @@ async def enqueue_batch(request: web.Request) -> web.Response:
             meta={"issues": [{"path": "inputs", "message": "list"}], "max": MAX_BATCH_INPUTS},
         )
     options = _options(body)
+    if on_conflict_of(body) == "error":
+        return await _enqueue_all_new(request, handle, principal, inputs, options)
     driver = request.app[EDGE].driver
     failures: list[dict[str, Any]] = []
 
@@ -216,6 +220,59 @@ async def enqueue_batch(request: web.Request) -> web.Response:
     return accepted({"jobs": [enqueued_json(a) for a in answers]})
 
 
+async def _enqueue_all_new(
+    request: web.Request,
+    handle: JobHandle[Any],
+    principal: Principal,
+    inputs: list[Any],
+    options: dict[str, Any],
+) -> web.Response:
+    """``/batch`` under ``onConflict: error``: every input a new job, or 409 naming each input
+    a live run (or an earlier input of the batch) holds, and nothing queued."""
+    edge = request.app[EDGE]
+    if edge.strict is None:
+        raise NotImplementedByDriverError(
+            'onConflict "error" on /batch needs the Postgres driver (UJOBS_DRIVER=postgres); '
+            "send the inputs one by one, or leave onConflict out to dedupe",
+            meta={"driver": edge.driver.name},
+        )
+    failures: list[dict[str, Any]] = []
+    built: list[EnqueueRequest] = []
+    for index, value in enumerate(inputs):
+        try:
+            built.append(build_request(handle, principal, value, edge.driver.clock, **options))
+        except UltimateError as exc:
+            failures.append({"index": index, **exc.to_dict()})
+    if failures:
+        raise _batch_refused(handle.name, failures, len(inputs))
+    try:
+        answers = await edge.strict.enqueue(built)
+    except JobDuplicateError as exc:
+        conflicts = exc.meta.get("conflicts")
+        if not isinstance(conflicts, list):
+            raise
+        raise _batch_conflicts(handle.name, conflicts, len(inputs)) from None
+    return accepted({"jobs": [enqueued_json(a) for a in answers]})
+
+
+def _batch_conflicts(job: str, conflicts: list[dict[str, Any]], total: int) -> UltimateError:
+    """The driver's conflicts in the shape of every refused batch: ``meta.failures``, one per
+    input, each with its own code and what holds its key."""
+    failures = []
+    for conflict in conflicts:
+        index = conflict["index"]
+        if conflict.get("id") is not None:
+            message = f"input {index}: a live run ({conflict['id']}) holds its idempotency key"
+            meta: dict[str, Any] = {"id": conflict["id"]}
+        else:
+            message = f"input {index} has the idempotency key of input {conflict['sameAs']}"
+            meta = {"sameAs": conflict["sameAs"]}
+        failures.append(
+            {"index": index, "code": JobDuplicateError.code, "message": message, "meta": meta}
+        )
+    return _batch_refused(job, failures, total)
+
+
 def _batch_refused(job: str, failures: list[dict[str, Any]], total: int) -> UltimateError:
     """A tenancy refusal anywhere makes the batch 403; otherwise the inputs' own 400."""
     meta = {"job": job, "failures": failures, "inputs": total}
@@ -227,6 +284,8 @@ def _batch_refused(job: str, failures: list[dict[str, Any]], total: int) -> Ulti
     )
     if any(f["code"] == TenancyActorMismatchError.code for f in failures):
         return TenancyActorMismatchError(message, meta=meta)
+    if all(f["code"] == JobDuplicateError.code for f in failures):
+        return JobDuplicateError(message, meta=meta)
     return InputInvalidError(message, meta=meta)
 
 

@@ -31,9 +31,19 @@ _ERROR_TEXT = {
     "it), or the job is not in a state this move applies to",
     "413": "the body is over UJOBS_API_MAX_BODY_BYTES (X_BODY_TOO_LARGE)",
     "429": "over UJOBS_API_RATE_PER_TOKEN (X_RATE_LIMITED); see Retry-After",
+    "501": "not on this driver (X_NOT_IMPLEMENTED): onConflict error on /batch needs Postgres",
     "503": "the database is unreachable (X_DRIVER_UNREACHABLE) or the process drains "
     "(X_DRAINING): see Retry-After; or unavailable until an operator acts (X_DRIVER_UNAVAILABLE, "
     "X_SCHEMA_OUTDATED): no Retry-After",
+}
+
+
+_BATCH_ON_CONFLICT = {
+    "description": "dedupe (default): an input whose key a live run holds answers that run; "
+    "error: every input a new job, or 409 X_JOB_DUPLICATE naming each held input "
+    "(meta.failures) and nothing queued (501 off the Postgres driver)",
+    "type": "string",
+    "enum": ["dedupe", "error"],
 }
 
 
@@ -136,6 +146,7 @@ def _enqueue_paths(job: str, input_schema: dict[str, Any]) -> dict[str, Any]:
             },
             "delay": {"type": ["string", "integer"]},
             "queue": {"type": "string"},
+            "onConflict": _BATCH_ON_CONFLICT,
         },
     }
     errors = ("400", "403", "404", "413")
@@ -156,7 +167,7 @@ def _enqueue_paths(job: str, input_schema: dict[str, Any]) -> dict[str, Any]:
                 f"enqueue_many_{slug}",
                 f"Enqueue up to {MAX_BATCH_DOC} {job} runs at once; all or none",
                 ("202", "one answer per input, in order", _ref("EnqueuedBatch")),
-                errors,
+                (*single_errors, "501"),
                 body=batch,
             )
         },
@@ -199,6 +210,7 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
             "inputs": {"type": "array", "minItems": 1, "maxItems": MAX_BATCH_DOC, "items": {}},
             "delay": {"type": ["string", "integer"]},
             "queue": {"type": "string"},
+            "onConflict": _BATCH_ON_CONFLICT,
         },
     }
     return {
@@ -239,7 +251,7 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
                 "enqueue_many",
                 f"Enqueue up to {MAX_BATCH_DOC} runs of the job named {{job}}; all or none",
                 ("202", "one answer per input, in order", _ref("EnqueuedBatch")),
-                ("400", "403", "404", "413"),
+                ("400", "403", "404", "409", "413", "501"),
                 body=batch,
             ),
         },

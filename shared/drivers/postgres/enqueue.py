@@ -28,7 +28,7 @@ from shared.drivers.postgres.copy import copy_chunks, copy_target
 from shared.drivers.postgres.held_connections import HeldConnections
 from shared.drivers.postgres.rows import dumps
 from shared.drivers.postgres.sql import query
-from shared.errors import InputInvalidError, InvariantError
+from shared.errors import InputInvalidError, InvariantError, JobDuplicateError
 from shared.ids import new_ids
 
 WAKE_CHANNEL = "x_jobs_wake"
@@ -50,6 +50,7 @@ _ENQUEUE = query("enqueue")
 _ENQUEUE_INSERT = query("enqueue_insert")
 _ENQUEUE_INSERT_LIVE = query("enqueue_insert_live")
 _ENQUEUE_MANY = query("enqueue_many")
+_ENQUEUE_MANY_NEW = query("enqueue_many_new")
 _ENQUEUE_WAKE = query("enqueue_wake")
 _COPY_TABLE = copy_target(query("enqueue_many_copy"))
 
@@ -162,6 +163,41 @@ class PostgresEnqueuer:
                 meta={"pending": len(todo)},
             )
         return batch.answers(answers)
+
+    async def enqueue_many_new(self, requests: Iterable[EnqueueRequest]) -> list[Enqueued]:
+        """Every request as a new row, in one statement, or none (``enqueue_many_new.sql``):
+        a request repeating an earlier one's id or key, or whose id names a row or whose key
+        a live row holds, is ``X_JOB_DUPLICATE`` and nothing is inserted. ``meta.conflicts``
+        names each such request's index with its holder's id (``sameAs``: the earlier index
+        of a repeat). The api's ``/batch`` under ``onConflict: error``."""
+        batch = _Batch(requests)
+        batch.resolve_all()
+        conflicts = [{"index": i, "sameAs": first} for i, first in batch.repeats()]
+        if conflicts:
+            raise _duplicates(conflicts, batch.count)
+        rows = [row for _, row in batch.todo]
+        for _ in range(ENQUEUE_RETRIES):
+            now = self.clock.now_ms()
+            for row in rows:
+                row["run_at_ms"] = row["at"] if row["at"] is not None else now
+            try:
+                result = await self._fetch(
+                    _ENQUEUE_MANY_NEW,
+                    dumps(rows, error=InputInvalidError),
+                    now,
+                    now // WAKE_SLOT_MS,
+                    now + WAKE_DUE_WITHIN_MS,
+                )
+            except asyncpg.UniqueViolationError:
+                continue  # taken after this statement's snapshot: the next one sees the holder
+            held = [{"index": r["ord"] - 1, "id": r["id"]} for r in result if r["ord"] != 0]
+            if held:
+                raise _duplicates(sorted(held, key=lambda c: c["index"]), batch.count)
+            return [Enqueued(row["id"], row["run_id"], False) for row in rows]
+        raise InvariantError(
+            "enqueue_many_new kept meeting concurrent enqueues of the same ids or keys; retry",
+            meta={"pending": len(rows)},
+        )
 
     async def _copy_batch(
         self, batch: _Batch, chunks: Iterator[list[dict[str, Any]] | None]
@@ -340,6 +376,10 @@ class _Batch:
             answers[index] = inserted
         return self.answers(answers)
 
+    def repeats(self) -> list[tuple[int, int]]:
+        """(index, the earlier index it repeats) for each request that is no row of its own."""
+        return [(i, first) for i, first in enumerate(self._first_of) if first != i]
+
     def answers(self, answers: list[Enqueued | None]) -> list[Enqueued]:
         """Every request's answer from its first occurrence's (``answers`` by index)."""
         out: list[Enqueued] = []
@@ -348,6 +388,16 @@ class _Batch:
             assert answer is not None
             out.append(answer if first == index else Enqueued(answer.id, answer.run_id, True))
         return out
+
+
+def _duplicates(conflicts: list[dict[str, Any]], total: int) -> JobDuplicateError:
+    indexes = ", ".join(str(c["index"]) for c in conflicts[:20])
+    more = f" and {len(conflicts) - 20} more" if len(conflicts) > 20 else ""
+    return JobDuplicateError(
+        f"{len(conflicts)} of {total} jobs conflict with a live run or an earlier job of the "
+        f"batch (index {indexes}{more}); nothing was queued",
+        meta={"conflicts": conflicts, "jobs": total},
+    )
 
 
 def _batch_row(request: EnqueueRequest, job_id: str, run_id: str) -> dict[str, Any]:
