@@ -25,11 +25,11 @@ from shared.clock import Clock
 from shared.drivers.base import Enqueued, EnqueueRequest, check_enqueue_request
 from shared.drivers.postgres.copy import COLUMNS as COPY_COLUMNS
 from shared.drivers.postgres.copy import copy_chunks, copy_target
+from shared.drivers.postgres.enqueue_rows import COPY_CHUNK_ROWS, BatchRows, StampedJob
 from shared.drivers.postgres.held_connections import HeldConnections
 from shared.drivers.postgres.rows import dumps
 from shared.drivers.postgres.sql import query
 from shared.errors import InputInvalidError, InvariantError, JobDuplicateError
-from shared.ids import new_ids
 
 WAKE_CHANNEL = "x_jobs_wake"
 WAKE_SLOT_MS = 250
@@ -42,9 +42,6 @@ COPY_PAUSE_BATCHES = 16
 deduping statement: a caller re-sending work it already queued would otherwise pay a failed
 statement (and leave its dead rows) on every batch."""
 MAX_ANNOUNCED_QUEUES = 1_000
-COPY_CHUNK_ROWS = 64
-"""A batch's COPY is sent this many requests at a time, each piece encoded while the server
-inserts the one before it."""
 
 _ENQUEUE = query("enqueue")
 _ENQUEUE_INSERT = query("enqueue_insert")
@@ -86,7 +83,7 @@ class PostgresEnqueuer:
         under load: one announcement per queue per 250 ms slot), else — and whenever that
         inserted nothing — ``enqueue``, which also answers the holder and announces."""
         check_enqueue_request(request)
-        stamped = _Stamped(request)
+        stamped = StampedJob(request)
         args = stamped.at(self.clock.now_ms())
         if self._slot_to_announce(request.queue, wake_slot(args[8], args[9])) is None:
             rows = await self._fetch(_ENQUEUE_INSERT, *args)
@@ -104,7 +101,7 @@ class PostgresEnqueuer:
         slot this process has not announced is announced by ``enqueue_wake`` after the insert
         committed (once per queue per slot: the statement stays a plain insert)."""
         check_enqueue_request(request)
-        stamped = _Stamped(request)
+        stamped = StampedJob(request)
         args = stamped.at(self.clock.now_ms())
         [row] = await self._fetch(_ENQUEUE_INSERT_LIVE, *args, token_id)
         if not row["live"]:
@@ -117,7 +114,7 @@ class PostgresEnqueuer:
             self._seen_slot(request.queue, slot)  # announced now, or already by another process
         return Enqueued(row["id"], row["run_id"], False)
 
-    async def _enqueue_or_answer(self, request: EnqueueRequest, stamped: _Stamped) -> Enqueued:
+    async def _enqueue_or_answer(self, request: EnqueueRequest, stamped: StampedJob) -> Enqueued:
         """``enqueue.sql``: insert and announce, or answer the live holder (deduped)."""
         for _ in range(ENQUEUE_RETRIES):
             args = stamped.at(self.clock.now_ms())
@@ -141,7 +138,7 @@ class PostgresEnqueuer:
         ``requests`` is read as the COPY goes out, so a generator's requests are built while
         the server inserts the ones before. A bad request (or the iterable raising) anywhere
         in it inserts nothing: the COPY is aborted and the error raised."""
-        batch = _Batch(requests)
+        batch = BatchRows(requests)
         chunks = batch.resolve(COPY_CHUNK_ROWS)
         first = next(chunks, None)  # never raises: a refusal is kept in batch.error
         if batch.error is not None:
@@ -170,7 +167,7 @@ class PostgresEnqueuer:
         a live row holds, is ``X_JOB_DUPLICATE`` and nothing is inserted. ``meta.conflicts``
         names each such request's index with its holder's id (``sameAs``: the earlier index
         of a repeat). The api's ``/batch`` under ``onConflict: error``."""
-        batch = _Batch(requests)
+        batch = BatchRows(requests)
         batch.resolve_all()
         conflicts = [{"index": i, "sameAs": first} for i, first in batch.repeats()]
         if conflicts:
@@ -200,7 +197,7 @@ class PostgresEnqueuer:
         )
 
     async def _copy_batch(
-        self, batch: _Batch, chunks: Iterator[list[dict[str, Any]] | None]
+        self, batch: BatchRows, chunks: Iterator[list[dict[str, Any]] | None]
     ) -> bool:
         """Every row of ``batch`` by COPY, then the wake; False when it was not tried (a recent
         batch met a taken id or key) or failed (COPY is all or nothing: then nothing was
@@ -260,134 +257,10 @@ class PostgresEnqueuer:
         return again
 
 
-class _Stamped:
-    """A single enqueue's statement arguments: its ids (minted once, so a retry sends the
-    same row) and its input text, stamped with ``now`` per attempt."""
-
-    def __init__(self, request: EnqueueRequest) -> None:
-        self.request = request
-        job_id, run_id = request.id, request.run_id
-        if not job_id or not run_id:
-            minted = new_ids(2)
-            job_id = job_id or minted[0]
-            run_id = run_id or minted[1]
-        self.job_id, self.run_id = job_id, run_id
-        self.input_text = dumps(request.input, error=InputInvalidError)
-
-    def at(self, now: int) -> tuple[Any, ...]:
-        """The statement's $1..$12, with $9 run_at and $10 now taken at ``now``."""
-        request = self.request
-        run_at = request.run_at_ms if request.run_at_ms is not None else now
-        return (
-            self.job_id,
-            self.run_id,
-            request.name,
-            request.queue,
-            self.input_text,
-            request.tenant_id,
-            request.idempotency_key,
-            request.max_attempts,
-            run_at,
-            now,
-            request.traceparent,
-            request.enqueued_by,
-        )
-
-
 async def _stream(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
     """``chunks`` as the source of a COPY: asyncpg sends each as it comes."""
     for chunk in chunks:
         yield chunk
-
-
-class _Batch:
-    """The rows a batch enqueue inserts, resolved from its requests in order as they are
-    asked for: a repeat (an id or a live key an earlier request of the batch holds) is no row
-    of its own and answers that earlier one, deduped. A request ``check_enqueue_request``
-    refuses, or the iterable raising, ends the batch: ``error`` keeps it and the chunks end
-    with None, which aborts the COPY."""
-
-    def __init__(self, requests: Iterable[EnqueueRequest]) -> None:
-        self._source = iter(requests)
-        self.todo: list[tuple[int, dict[str, Any]]] = []
-        self.error: Exception | None = None
-        self._first_of: list[int] = []
-        self._by_id: dict[str, int] = {}
-        self._by_key: dict[tuple[str, str, str], int] = {}
-        self._drained = False
-
-    @property
-    def count(self) -> int:
-        """Requests resolved so far."""
-        return len(self._first_of)
-
-    def resolve(self, chunk_rows: int) -> Iterator[list[dict[str, Any]] | None]:
-        """The new rows of the next ``chunk_rows`` requests, chunk by chunk; None (and the
-        end) when a request is refused."""
-        while not self._drained:
-            try:
-                taken = list(itertools.islice(self._source, chunk_rows))
-                for request in taken:
-                    check_enqueue_request(request)
-            except Exception as error:  # the caller's iterable may raise anything
-                self.error = error
-                self._drained = True
-                yield None
-                return
-            self._drained = len(taken) < chunk_rows
-            minted = iter(new_ids(sum((not r.id) + (not r.run_id) for r in taken)))
-            rows: list[dict[str, Any]] = []
-            for request in taken:
-                row = self._resolve(request, minted)
-                if row is not None:
-                    rows.append(row)
-            yield rows
-
-    def resolve_all(self) -> None:
-        """Every request resolved; raises what a request met, if one did."""
-        for _ in self.resolve(COPY_CHUNK_ROWS):
-            pass
-        if self.error is not None:
-            raise self.error
-
-    def _resolve(self, request: EnqueueRequest, minted: Iterator[str]) -> dict[str, Any] | None:
-        index = self.count
-        key = (request.name, request.tenant_id or "", request.idempotency_key)
-        earlier = self._by_id.get(request.id) if request.id is not None else None
-        if earlier is None:
-            earlier = self._by_key.get(key)
-        self._first_of.append(index if earlier is None else earlier)
-        if earlier is not None:
-            return None
-        job_id = request.id or next(minted)
-        self._by_id[job_id] = index
-        self._by_key[key] = index
-        row = _batch_row(request, job_id, request.run_id or next(minted))
-        self.todo.append((index, row))
-        return row
-
-    def answers_when_all_inserted(self) -> list[Enqueued]:
-        """The answers when every row of ``todo`` was inserted."""
-        fresh = [Enqueued(row["id"], row["run_id"], False) for _, row in self.todo]
-        if len(fresh) == self.count:
-            return fresh  # no repeats inside the batch: every job is its own answer
-        answers: list[Enqueued | None] = [None] * self.count
-        for (index, _), inserted in zip(self.todo, fresh, strict=True):
-            answers[index] = inserted
-        return self.answers(answers)
-
-    def repeats(self) -> list[tuple[int, int]]:
-        """(index, the earlier index it repeats) for each request that is no row of its own."""
-        return [(i, first) for i, first in enumerate(self._first_of) if first != i]
-
-    def answers(self, answers: list[Enqueued | None]) -> list[Enqueued]:
-        """Every request's answer from its first occurrence's (``answers`` by index)."""
-        out: list[Enqueued] = []
-        for index, first in enumerate(self._first_of):
-            answer = answers[first]
-            assert answer is not None
-            out.append(answer if first == index else Enqueued(answer.id, answer.run_id, True))
-        return out
 
 
 def _duplicates(conflicts: list[dict[str, Any]], total: int) -> JobDuplicateError:
@@ -398,20 +271,3 @@ def _duplicates(conflicts: list[dict[str, Any]], total: int) -> JobDuplicateErro
         f"batch (index {indexes}{more}); nothing was queued",
         meta={"conflicts": conflicts, "jobs": total},
     )
-
-
-def _batch_row(request: EnqueueRequest, job_id: str, run_id: str) -> dict[str, Any]:
-    """One job of an ``enqueue_many`` batch, as ``jsonb_to_recordset`` reads it."""
-    return {
-        "id": job_id,
-        "run_id": run_id,
-        "name": request.name,
-        "queue": request.queue,
-        "input": request.input,
-        "tenant_id": request.tenant_id,
-        "idempotency_key": request.idempotency_key,
-        "max_attempts": request.max_attempts,
-        "at": request.run_at_ms,
-        "traceparent": request.traceparent,
-        "enqueued_by": request.enqueued_by,
-    }
