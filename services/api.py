@@ -55,6 +55,8 @@ from services.api_enqueue_batcher import EnqueueBatcher
 from services.api_exports import add_export_routes, token_reader
 from services.api_openapi import openapi_document
 from services.api_ratelimit import TokenBuckets, retry_after_header
+from services.api_strict_batch import strict_batch
+from services.api_token_guard import token_guard
 from services.app_loader import load_api
 from services.auth import NO_TOKENS, TokenLookup
 from services.backends import open_backend
@@ -64,6 +66,7 @@ from services.nats.edge import NatsEdge
 from services.nats.names import NatsNames
 from services.runtime import ServiceRun
 from services.schema_check import schema_problem
+from services.token_facts import KnownTokens
 from services.tokens import BatchedLookup, TokenStore
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.drivers.postgres.unreachable import store_unreachable, unreachable
@@ -106,7 +109,8 @@ async def readyz(request: web.Request) -> web.Response:
             DriverUnavailableError(
                 f"the database did not answer: {type(exc).__name__}: {exc}",
                 meta={"cause": type(exc).__name__},
-            )
+            ),
+            transient=True,  # no answer now; a restart or a failover answers in a second
         )
     outdated = await schema_problem(request.app[BACKEND], request.app[CONFIG].common.service)
     if outdated is not None:
@@ -247,15 +251,25 @@ async def _edge(app: web.Application, clock: Clock) -> AsyncIterator[None]:
             stack.push_async_callback(announcer.close)
         driver = announcing(backend.driver, announcer)
         tokens: TokenLookup = NO_TOKENS
+        store = None
         if backend.pool is not None:
-            tokens = BatchedLookup(TokenStore(backend.pool, clock=clock))
+            store = TokenStore(backend.pool, clock=clock)
+            tokens = BatchedLookup(store)
             set_event_bus(postgres_event_bus(backend.pool))
             stack.callback(set_event_bus, None)
-        batcher = EnqueueBatcher(driver)
+        guard = token_guard(backend.driver, driver, store)
+        batcher = EnqueueBatcher(driver, guard=guard)
         stack.push_async_callback(batcher.close)
         # One bucket per token for both edges: a token's rate counts HTTP and NATS together.
         buckets = TokenBuckets(config.rate_per_token, clock)
-        app[EDGE] = Edge(driver=driver, tokens=tokens, buckets=buckets, batcher=batcher)
+        app[EDGE] = Edge(
+            driver=driver,
+            tokens=tokens,
+            buckets=buckets,
+            batcher=batcher,
+            strict=strict_batch(backend.driver, driver),
+            known=None if guard is None else KnownTokens(),
+        )
         nats_url = config.common.connections.nats_url
         if nats_url is not None:
             from services.nats.service import nats_edge

@@ -17,10 +17,12 @@ from aiohttp import web
 
 from services.api_enqueue_batcher import EnqueueBatcher
 from services.api_ratelimit import TokenBuckets
-from services.auth import Principal, TokenLookup, authenticate
+from services.api_strict_batch import StrictBatch
+from services.auth import Principal, TokenLookup, authenticate, authenticate_known
 from services.backends import Backend
 from services.config import ApiConfig
 from services.redact import redact_text
+from services.token_facts import KnownTokens
 from shared.drivers.base import JobDriver
 from shared.errors import InputInvalidError, UltimateError
 from shared.jobs.registry import Registry
@@ -67,16 +69,28 @@ def status_for(code: str) -> int:
 
 UNAVAILABLE_RETRY_AFTER_S = 1
 """``Retry-After`` of a 503: a Postgres restart takes about a second (bench/RESULTS.md)."""
+TRANSIENT_CODES = frozenset({"X_DRAINING", "X_DRIVER_UNREACHABLE", "X_OVERLOADED"})
+"""The 503s that pass by themselves: another replica takes the traffic, Postgres comes back,
+the load falls. The others (``X_SCHEMA_OUTDATED``, ``X_DRIVER_UNAVAILABLE`` naming an unset
+``DATABASE_URL``) wait for an operator, so a ``Retry-After`` on them would only set every
+client's retry loop spinning against a refusal that cannot change."""
 
 
 def error_response(
-    error: UltimateError, status: int | None = None, headers: dict[str, str] | None = None
+    error: UltimateError,
+    status: int | None = None,
+    headers: dict[str, str] | None = None,
+    *,
+    transient: bool | None = None,
 ) -> web.Response:
-    """The envelope; a 503 (the database away, a drain, an outdated schema) says when to try
-    again with ``Retry-After`` unless ``headers`` name one."""
+    """The envelope; a transient 503 (``TRANSIENT_CODES``, or ``transient=True`` from a caller
+    that knows better than the code, like ``/readyz`` whose ping went unanswered) says when to
+    try again with ``Retry-After`` unless ``headers`` name one."""
     body = {"error": {**error.to_dict(), "message": redact_text(error.message)}}
     status = status or status_for(error.code)
-    if status == 503:
+    if transient is None:
+        transient = error.code in TRANSIENT_CODES
+    if status == 503 and transient:
         headers = {"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S), **(headers or {})}
     return json_ok(body, status=status, headers=headers)
 
@@ -104,6 +118,11 @@ class Edge:
     tokens: TokenLookup
     buckets: TokenBuckets
     batcher: EnqueueBatcher
+    strict: StrictBatch | None = None
+    """All-or-none batches (``/batch`` under ``onConflict: error``); None off Postgres."""
+    known: KnownTokens | None = None
+    """Tokens' fixed facts, kept when the batcher can check revocation inside the enqueue
+    (``batcher.guard``); None: every request reads its token."""
 
 
 CONFIG = web.AppKey("config", ApiConfig)
@@ -168,6 +187,32 @@ async def caller(request: web.Request, scope: str | None = None) -> Principal:
     return principal
 
 
+async def enqueue_caller(request: web.Request) -> tuple[Principal, str | None]:
+    """``caller`` for the single enqueue, which checks revocation in its own statement: the
+    token's fixed facts from ``Edge.known`` when this process has them. Answers the principal
+    and the token id the enqueue must check (None: the token was read just now)."""
+    edge = request.app[EDGE]
+    authorization = request.headers.get("Authorization")
+    now_ms = edge.driver.clock.now_ms()
+    if edge.known is None:
+        principal = await authenticate(edge.tokens, authorization, now_ms)
+        unchecked = None
+    else:
+        principal, read = await authenticate_known(edge.known, edge.tokens, authorization, now_ms)
+        unchecked = None if read else principal.token_id
+    edge.buckets.take(principal.token_id)
+    return principal, unchecked
+
+
+async def check_live(request: web.Request) -> None:
+    """Read the caller's token now (401 when it is revoked): a request refused before its
+    enqueue statement answers the token's 401 first, as every other route does."""
+    edge = request.app[EDGE]
+    await authenticate(
+        edge.tokens, request.headers.get("Authorization"), edge.driver.clock.now_ms()
+    )
+
+
 def json_ok(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     """A JSON response encoded by orjson (a 500-row batch's answer is several times faster to
     encode than with the standard library's encoder)."""
@@ -186,11 +231,14 @@ __all__ = [
     "EDGE",
     "REGISTRY",
     "STATE",
+    "TRANSIENT_CODES",
     "UNAVAILABLE_RETRY_AFTER_S",
     "ApiState",
     "BodyTooLargeError",
     "Edge",
     "caller",
+    "check_live",
+    "enqueue_caller",
     "error_response",
     "json_ok",
     "read_json",

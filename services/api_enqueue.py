@@ -8,8 +8,8 @@ work (``X_TENANCY_ACTOR_MISMATCH``, 403).
 
 | Route | Scope | Answers |
 |---|---|---|
-| ``POST /v1/jobs/{name}`` ``{"input", "runId"?, "delay"?, "queue"?}`` | ``enqueue:<name>`` | 202 ``{"id", "runId", "deduped"}`` |
-| ``POST /v1/jobs/{name}/batch`` ``{"inputs": [...], "delay"?, "queue"?}`` | ``enqueue:<name>`` | 202 ``{"jobs": [{"id", "runId", "deduped"}, ...]}`` in input order; at most ``MAX_BATCH_INPUTS`` |
+| ``POST /v1/jobs/{name}`` ``{"input", "runId"?, "delay"?, "queue"?, "onConflict"?}`` | ``enqueue:<name>`` | 202 ``{"id", "runId", "deduped"}``; with ``"onConflict": "error"`` a live run holding the key is 409 ``X_JOB_DUPLICATE`` (``meta.id`` names it) |
+| ``POST /v1/jobs/{name}/batch`` ``{"inputs": [...], "delay"?, "queue"?, "onConflict"?}`` | ``enqueue:<name>`` | 202 ``{"jobs": [{"id", "runId", "deduped"}, ...]}`` in input order; at most ``MAX_BATCH_INPUTS``; under ``"onConflict": "error"`` all new or 409 and none |
 | ``POST /v1/events/{name}`` ``{"payload"}`` | ``events:publish`` | 202 ``{"id", "name", "publishedAtMs", "expiresAtMs"}`` |
 
 A batch is all or nothing, through the driver's ``enqueue_many`` (the path of
@@ -20,24 +20,34 @@ A batch is all or nothing, through the driver's ``enqueue_many`` (the path of
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
-from services.api_common import EDGE, REGISTRY, accepted, caller, read_object
-from services.auth import Principal
+from services.api_common import (
+    EDGE,
+    REGISTRY,
+    accepted,
+    caller,
+    check_live,
+    enqueue_caller,
+    read_object,
+)
+from services.auth import Principal, UnauthorizedError, bearer_secret
 from shared.clock import Clock
 from shared.drivers.base import Enqueued, EnqueueRequest
 from shared.durations import duration_ms
 from shared.errors import (
     InputInvalidError,
     InvariantError,
+    JobDuplicateError,
     JobUnknownError,
+    NotImplementedByDriverError,
     TenancyActorMismatchError,
     UltimateError,
 )
 from shared.events.bus import MAX_EVENT_NAME_LENGTH, publish_event
-from shared.jobs.job import JobHandle
+from shared.jobs.job import JobHandle, OnConflict, conflict_checked
 
 MAX_BATCH_INPUTS = 1_000
 """The most inputs one ``/batch`` request carries (``MAX_BULK_ROWS`` of the operator surface)."""
@@ -49,7 +59,10 @@ database's timestamps hold long before it left any plan worth queueing."""
 routes = web.RouteTableDef()
 
 SINGLE_FIELDS = frozenset({"input", "runId", "delay", "queue"})
-_BATCH_FIELDS = frozenset({"inputs", "delay", "queue"})
+"""A single enqueue's body on every edge (HTTP and NATS)."""
+_HTTP_SINGLE_FIELDS = SINGLE_FIELDS | {"onConflict"}
+ON_CONFLICT_MODES = ("dedupe", "error")
+_BATCH_FIELDS = frozenset({"inputs", "delay", "queue", "onConflict"})
 _EVENT_FIELDS = frozenset({"payload"})
 
 
@@ -105,6 +118,18 @@ def single_options(body: dict[str, Any]) -> dict[str, Any]:
     return {"run_id": run_id, **_options(body)}
 
 
+def on_conflict_of(body: dict[str, Any]) -> OnConflict:
+    """``onConflict``: ``dedupe`` (the default: a live run holding the key is the answer,
+    ``deduped: true``) or ``error`` (that run is 409 ``X_JOB_DUPLICATE``); else 400."""
+    mode = body.get("onConflict", "dedupe")
+    if mode == "dedupe" or mode == "error":
+        return cast("OnConflict", mode)
+    raise InputInvalidError(
+        f"onConflict must be one of {', '.join(ON_CONFLICT_MODES)}",
+        meta={"issues": [{"path": "onConflict", "message": "dedupe or error"}]},
+    )
+
+
 def build_request(
     handle: JobHandle[Any], principal: Principal, value: Any, clock: Clock, **options: Any
 ) -> EnqueueRequest:
@@ -127,14 +152,28 @@ def enqueued_json(answer: Enqueued) -> dict[str, Any]:
 # one path template, as OpenAPI requires of routes that differ only in their method.
 @routes.post("/v1/jobs/{job}")
 async def enqueue(request: web.Request) -> web.Response:
-    principal = await caller(request)
-    body = await read_object(request, SINGLE_FIELDS)
-    handle = _handle(request)
-    principal.require(f"enqueue:{handle.name}")
-    clock = request.app[EDGE].driver.clock
-    req = build_request(handle, principal, body.get("input"), clock, **single_options(body))
-    answer = await request.app[EDGE].batcher.enqueue(req)
-    return accepted(enqueued_json(answer))
+    principal, unchecked = await enqueue_caller(request)
+    edge = request.app[EDGE]
+    try:
+        body = await read_object(request, _HTTP_SINGLE_FIELDS)
+        handle = _handle(request)
+        principal.require(f"enqueue:{handle.name}")
+        on_conflict = on_conflict_of(body)
+        options = single_options(body)
+        req = build_request(handle, principal, body.get("input"), edge.driver.clock, **options)
+    except UltimateError:
+        if unchecked is not None:
+            await check_live(request)  # a revoked token is 401 before any other refusal
+        raise
+    # ``unchecked``: the token's facts came from the cache; its insert checks it is live.
+    try:
+        answer = await edge.batcher.enqueue(req, token_id=unchecked)
+    except UnauthorizedError:
+        if edge.known is not None:  # revoked: its next request reads the table again
+            edge.known.forget(bearer_secret(request.headers.get("Authorization")))
+        raise
+    # A dedupe inserted nothing, so refusing it now leaves nothing queued by this request.
+    return accepted(enqueued_json(conflict_checked(req, answer, on_conflict)))
 
 
 @routes.post("/v1/jobs/{job}/batch")
@@ -150,6 +189,8 @@ async def enqueue_batch(request: web.Request) -> web.Response:
             meta={"issues": [{"path": "inputs", "message": "list"}], "max": MAX_BATCH_INPUTS},
         )
     options = _options(body)
+    if on_conflict_of(body) == "error":
+        return await _enqueue_all_new(request, handle, principal, inputs, options)
     driver = request.app[EDGE].driver
     failures: list[dict[str, Any]] = []
 
@@ -179,6 +220,59 @@ async def enqueue_batch(request: web.Request) -> web.Response:
     return accepted({"jobs": [enqueued_json(a) for a in answers]})
 
 
+async def _enqueue_all_new(
+    request: web.Request,
+    handle: JobHandle[Any],
+    principal: Principal,
+    inputs: list[Any],
+    options: dict[str, Any],
+) -> web.Response:
+    """``/batch`` under ``onConflict: error``: every input a new job, or 409 naming each input
+    a live run (or an earlier input of the batch) holds, and nothing queued."""
+    edge = request.app[EDGE]
+    if edge.strict is None:
+        raise NotImplementedByDriverError(
+            'onConflict "error" on /batch needs the Postgres driver (UJOBS_DRIVER=postgres); '
+            "send the inputs one by one, or leave onConflict out to dedupe",
+            meta={"driver": edge.driver.name},
+        )
+    failures: list[dict[str, Any]] = []
+    built: list[EnqueueRequest] = []
+    for index, value in enumerate(inputs):
+        try:
+            built.append(build_request(handle, principal, value, edge.driver.clock, **options))
+        except UltimateError as exc:
+            failures.append({"index": index, **exc.to_dict()})
+    if failures:
+        raise _batch_refused(handle.name, failures, len(inputs))
+    try:
+        answers = await edge.strict.enqueue(built)
+    except JobDuplicateError as exc:
+        conflicts = exc.meta.get("conflicts")
+        if not isinstance(conflicts, list):
+            raise
+        raise _batch_conflicts(handle.name, conflicts, len(inputs)) from None
+    return accepted({"jobs": [enqueued_json(a) for a in answers]})
+
+
+def _batch_conflicts(job: str, conflicts: list[dict[str, Any]], total: int) -> UltimateError:
+    """The driver's conflicts in the shape of every refused batch: ``meta.failures``, one per
+    input, each with its own code and what holds its key."""
+    failures = []
+    for conflict in conflicts:
+        index = conflict["index"]
+        if conflict.get("id") is not None:
+            message = f"input {index}: a live run ({conflict['id']}) holds its idempotency key"
+            meta: dict[str, Any] = {"id": conflict["id"]}
+        else:
+            message = f"input {index} has the idempotency key of input {conflict['sameAs']}"
+            meta = {"sameAs": conflict["sameAs"]}
+        failures.append(
+            {"index": index, "code": JobDuplicateError.code, "message": message, "meta": meta}
+        )
+    return _batch_refused(job, failures, total)
+
+
 def _batch_refused(job: str, failures: list[dict[str, Any]], total: int) -> UltimateError:
     """A tenancy refusal anywhere makes the batch 403; otherwise the inputs' own 400."""
     meta = {"job": job, "failures": failures, "inputs": total}
@@ -190,6 +284,8 @@ def _batch_refused(job: str, failures: list[dict[str, Any]], total: int) -> Ulti
     )
     if any(f["code"] == TenancyActorMismatchError.code for f in failures):
         return TenancyActorMismatchError(message, meta=meta)
+    if all(f["code"] == JobDuplicateError.code for f in failures):
+        return JobDuplicateError(message, meta=meta)
     return InputInvalidError(message, meta=meta)
 
 

@@ -12,20 +12,40 @@ its row, after that statement committed, so a 202 is never sent for a row that c
 roll back. A statement that fails is re-run one request at a time, so a refused request
 answers its own error and every other request of its group still lands (inputs are validated
 before they get here; what can still fail is the database).
+
+A request may carry the token it came with (``token_id``) when the api took the token's facts
+from its cache: then the batcher checks that the token is still live as part of the enqueue
+(``services.api_token_guard``). A request sent alone goes in the guarded insert's single
+statement; a group first asks which of its tokens are live (one statement), then inserts the
+rows of the live ones. A dead token's request is ``X_UNAUTHORIZED`` and inserts nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Collection
+from typing import Protocol
 
+from services.auth import revoked
 from shared.drivers.base import Enqueued, EnqueueRequest, JobDriver
 from shared.errors import InvariantError
 
 DEFAULT_MAX_BATCH = 256
 DEFAULT_MAX_IN_FLIGHT = 1
 
-_Waiter = tuple[EnqueueRequest, "asyncio.Future[Enqueued]"]
+
+class TokenGuard(Protocol):
+    """Enqueue only while a token is live (``services.api_token_guard``)."""
+
+    async def enqueue_while_live(
+        self, request: EnqueueRequest, token_id: str
+    ) -> Enqueued | None: ...
+
+    async def live(self, token_ids: Collection[str]) -> set[str]: ...
+
+
+_Waiter = tuple[EnqueueRequest, "asyncio.Future[Enqueued]", str | None]
 
 
 class EnqueueBatcher:
@@ -37,6 +57,7 @@ class EnqueueBatcher:
         *,
         max_batch: int = DEFAULT_MAX_BATCH,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        guard: TokenGuard | None = None,
     ) -> None:
         if max_batch < 1 or max_in_flight < 1:
             raise InvariantError(
@@ -44,6 +65,7 @@ class EnqueueBatcher:
                 meta={"max_batch": max_batch, "max_in_flight": max_in_flight},
             )
         self.driver = driver
+        self.guard = guard
         self.max_batch = max_batch
         self.max_in_flight = max_in_flight
         self._waiting: deque[_Waiter] = deque()
@@ -52,19 +74,23 @@ class EnqueueBatcher:
         self.statements = 0
         """Statements sent so far (a test and the bench read how well requests coalesce)."""
 
-    async def enqueue(self, request: EnqueueRequest) -> Enqueued:
+    async def enqueue(self, request: EnqueueRequest, *, token_id: str | None = None) -> Enqueued:
+        """``request``'s answer once its row is committed; with ``token_id`` (needs a
+        ``guard``), only while that token is live, else ``X_UNAUTHORIZED``."""
+        if token_id is not None and self.guard is None:
+            raise InvariantError("a token-checked enqueue needs the batcher's guard")
         if self._in_flight < self.max_in_flight and not self._waiting:
             # A free slot and nobody waiting: send it from this task, no hand-off to another.
             self._in_flight += 1
             self.statements += 1
             try:
-                return await self.driver.enqueue(request)
+                return await self._alone(request, token_id)
             finally:
                 self._in_flight -= 1
                 self._send()
         future: asyncio.Future[Enqueued] = asyncio.get_running_loop().create_future()
         future.add_done_callback(_retrieved)
-        self._waiting.append((request, future))
+        self._waiting.append((request, future, token_id))
         self._send()
         # A client that hangs up cancels its handler, not the statement its row rides in.
         return await asyncio.shield(future)
@@ -78,30 +104,65 @@ class EnqueueBatcher:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
+    async def _alone(self, request: EnqueueRequest, token_id: str | None) -> Enqueued:
+        """One request in one statement: the guarded insert when it carries a token."""
+        if token_id is None or self.guard is None:
+            return await self.driver.enqueue(request)
+        answer = await self.guard.enqueue_while_live(request, token_id)
+        if answer is None:
+            raise revoked(token_id)
+        return answer
+
     async def _flush(self, batch: list[_Waiter]) -> None:
         try:
             if len(batch) == 1:
                 await self._one(batch[0])
                 return
+            batch = await self._live_only(batch)
+            if not batch:
+                return
             self.statements += 1
             try:
-                answers = await self.driver.enqueue_many([request for request, _ in batch])
+                answers = await self.driver.enqueue_many([request for request, _, _ in batch])
             except Exception:
                 # One bad row fails the statement: give each request its own answer.
-                await asyncio.gather(*(self._one(waiter) for waiter in batch))
+                await asyncio.gather(*(self._one((r, f, None)) for r, f, _ in batch))
                 return
-            for (_, future), answer in zip(batch, answers, strict=True):
+            for (_, future, _), answer in zip(batch, answers, strict=True):
                 if not future.done():
                     future.set_result(answer)
         finally:
             self._in_flight -= 1
             self._send()
 
-    async def _one(self, waiter: _Waiter) -> None:
-        request, future = waiter
+    async def _live_only(self, batch: list[_Waiter]) -> list[_Waiter]:
+        """The group's requests whose token (if they carry one) is live now, in one statement;
+        the others are answered ``X_UNAUTHORIZED``."""
+        tokens = {token for _, _, token in batch if token is not None}
+        if not tokens or self.guard is None:
+            return batch
         self.statements += 1
         try:
-            answer = await self.driver.enqueue(request)
+            live = await self.guard.live(tokens)
+        except Exception as exc:
+            for _, future, _ in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return []
+        kept: list[_Waiter] = []
+        for waiter in batch:
+            _, future, token = waiter
+            if token is None or token in live:
+                kept.append(waiter)
+            elif not future.done():
+                future.set_exception(revoked(token))
+        return kept
+
+    async def _one(self, waiter: _Waiter) -> None:
+        request, future, token_id = waiter
+        self.statements += 1
+        try:
+            answer = await self._alone(request, token_id)
         except Exception as exc:
             if not future.done():
                 future.set_exception(exc)
@@ -121,4 +182,4 @@ def _retrieved(future: asyncio.Future[Enqueued]) -> None:
         future.exception()
 
 
-__all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_MAX_IN_FLIGHT", "EnqueueBatcher"]
+__all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_MAX_IN_FLIGHT", "EnqueueBatcher", "TokenGuard"]

@@ -27,11 +27,23 @@ _ERROR_TEXT = {
     "401": "no, unknown, revoked or expired token (X_UNAUTHORIZED)",
     "403": "a scope missing (X_FORBIDDEN) or another tenant's work (X_TENANCY_ACTOR_MISMATCH)",
     "404": "unknown (X_JOB_UNKNOWN, X_JOB_NOT_FOUND, X_TASK_UNKNOWN)",
-    "409": "the job is not in a state this move applies to",
+    "409": "a live run holds the key under onConflict: error (X_JOB_DUPLICATE, meta.id names "
+    "it), or the job is not in a state this move applies to",
     "413": "the body is over UJOBS_API_MAX_BODY_BYTES (X_BODY_TOO_LARGE)",
     "429": "over UJOBS_API_RATE_PER_TOKEN (X_RATE_LIMITED); see Retry-After",
-    "503": "the database is unavailable (X_DRIVER_UNREACHABLE, X_DRIVER_UNAVAILABLE) or the "
-    "process drains (X_DRAINING); see Retry-After",
+    "501": "not on this driver (X_NOT_IMPLEMENTED): onConflict error on /batch needs Postgres",
+    "503": "the database is unreachable (X_DRIVER_UNREACHABLE) or the process drains "
+    "(X_DRAINING): see Retry-After; or unavailable until an operator acts (X_DRIVER_UNAVAILABLE, "
+    "X_SCHEMA_OUTDATED): no Retry-After",
+}
+
+
+_BATCH_ON_CONFLICT = {
+    "description": "dedupe (default): an input whose key a live run holds answers that run; "
+    "error: every input a new job, or 409 X_JOB_DUPLICATE naming each held input "
+    "(meta.failures) and nothing queued (501 off the Postgres driver)",
+    "type": "string",
+    "enum": ["dedupe", "error"],
 }
 
 
@@ -134,9 +146,11 @@ def _enqueue_paths(job: str, input_schema: dict[str, Any]) -> dict[str, Any]:
             },
             "delay": {"type": ["string", "integer"]},
             "queue": {"type": "string"},
+            "onConflict": _BATCH_ON_CONFLICT,
         },
     }
     errors = ("400", "403", "404", "413")
+    single_errors = (*errors, "409")
     slug = re.sub(r"[^A-Za-z0-9_]", "_", job)
     return {
         f"/v1/jobs/{job}": {
@@ -144,7 +158,7 @@ def _enqueue_paths(job: str, input_schema: dict[str, Any]) -> dict[str, Any]:
                 f"enqueue_{slug}",
                 f"Enqueue {job} (scope enqueue:{job})",
                 ("202", "queued, or deduped onto the live run of its key", _ref("Enqueued")),
-                errors,
+                single_errors,
                 body=single,
             )
         },
@@ -153,7 +167,7 @@ def _enqueue_paths(job: str, input_schema: dict[str, Any]) -> dict[str, Any]:
                 f"enqueue_many_{slug}",
                 f"Enqueue up to {MAX_BATCH_DOC} {job} runs at once; all or none",
                 ("202", "one answer per input, in order", _ref("EnqueuedBatch")),
-                errors,
+                (*single_errors, "501"),
                 body=batch,
             )
         },
@@ -196,6 +210,7 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
             "inputs": {"type": "array", "minItems": 1, "maxItems": MAX_BATCH_DOC, "items": {}},
             "delay": {"type": ["string", "integer"]},
             "queue": {"type": "string"},
+            "onConflict": _BATCH_ON_CONFLICT,
         },
     }
     return {
@@ -220,7 +235,7 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
                 "enqueue",
                 "Enqueue the job named {job} (scope enqueue:{job})",
                 ("202", "queued, or deduped onto the live run of its key", _ref("Enqueued")),
-                ("400", "403", "404", "413"),
+                ("400", "403", "404", "409", "413"),
                 body=any_input,
             ),
             "delete": _op(
@@ -236,7 +251,7 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
                 "enqueue_many",
                 f"Enqueue up to {MAX_BATCH_DOC} runs of the job named {{job}}; all or none",
                 ("202", "one answer per input, in order", _ref("EnqueuedBatch")),
-                ("400", "403", "404", "413"),
+                ("400", "403", "404", "409", "413", "501"),
                 body=batch,
             ),
         },

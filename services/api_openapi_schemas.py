@@ -35,7 +35,10 @@ _JOB = {
         "queue": {"type": "string"},
         "state": {"type": "string", "enum": list(ALL_STATES)},
         "tenantId": _NULLABLE_STRING,
-        "idempotencyKey": {"type": "string"},
+        "idempotencyKey": {
+            "description": "masked ([redacted]) like the input's values: it is computed from them",
+            "type": "string",
+        },
         "attempt": {"type": "integer"},
         "maxAttempts": {"type": "integer"},
         "runAtMs": {"type": "integer"},
@@ -77,6 +80,12 @@ SCHEMAS: dict[str, Any] = {
                 "type": ["string", "integer"],
             },
             "queue": {"type": "string"},
+            "onConflict": {
+                "description": "dedupe (default): a live run holding the idempotency key is the "
+                "answer (deduped: true); error: that run is 409 X_JOB_DUPLICATE, meta.id naming it",
+                "type": "string",
+                "enum": ["dedupe", "error"],
+            },
         },
     },
     "Job": _JOB,

@@ -13,6 +13,10 @@ rules:
 | a call over every tenant (queues, tasks) needs an operator token (``require_operator``) | ``X_FORBIDDEN`` (403) |
 
 The enqueue's actor is the token (``actor()``): ``enqueued_by`` names the token's id.
+
+``authenticate`` reads the token on every call. ``authenticate_known`` is the single enqueue's
+reading: a token's fixed facts from ``services.token_facts`` (expiry checked here), its
+revocation left to the enqueue's own statement (``services.api_token_guard``).
 """  # noqa: E501
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from services.token_facts import KnownTokens
 from services.tokens import TokenRecord
 from shared.context import Actor
 from shared.errors import DriverUnavailableError, TenancyActorMismatchError, UltimateError
@@ -122,13 +127,45 @@ async def authenticate(lookup: TokenLookup, authorization: str | None, now_ms: i
     """The principal behind ``authorization`` at ``now_ms``: read from the store on every
     call, so a revoke or an expiry holds from the next request on."""
     secret = bearer_secret(authorization)
+    return _principal(await lookup.find(secret), now_ms)
+
+
+async def authenticate_known(
+    known: KnownTokens, lookup: TokenLookup, authorization: str | None, now_ms: int
+) -> tuple[Principal, bool]:
+    """``authenticate`` for a call whose own statement checks revocation (the single enqueue,
+    ``enqueue_insert_live.sql``): a token this process already found live answers from its
+    fixed facts (``KnownTokens``; expiry checked here), else it is read from the store and
+    remembered. The flag says whether the store was read now; False leaves the token's
+    liveness to the caller's statement (``revoked`` is its refusal)."""
+    secret = bearer_secret(authorization)
+    record = known.get(secret)
+    if record is not None:
+        try:
+            return _principal(record, now_ms), False
+        except UnauthorizedError:
+            known.forget(secret)  # expired: its next call reads the table and says so
+            raise
     record = await lookup.find(secret)
+    principal = _principal(record, now_ms)
+    if record is not None:
+        known.remember(secret, record)
+    return principal, True
+
+
+def revoked(token_id: str) -> UnauthorizedError:
+    """A token whose liveness a statement checked and found dead (its expiry was checked
+    before the statement, so it was revoked)."""
+    return UnauthorizedError(
+        f"token {token_id} was revoked; create another", meta={"token": token_id}
+    )
+
+
+def _principal(record: TokenRecord | None, now_ms: int) -> Principal:
     if record is None:
         raise UnauthorizedError("unknown token; `ujobs tokens list` shows the live ones")
     if record.revoked_at_ms is not None:
-        raise UnauthorizedError(
-            f"token {record.id} was revoked; create another", meta={"token": record.id}
-        )
+        raise revoked(record.id)
     if record.expires_at_ms is not None and now_ms >= record.expires_at_ms:
         raise UnauthorizedError(
             f"token {record.id} expired; create another", meta={"token": record.id}
@@ -145,5 +182,7 @@ __all__ = [
     "TokenLookup",
     "UnauthorizedError",
     "authenticate",
+    "authenticate_known",
     "bearer_secret",
+    "revoked",
 ]

@@ -185,7 +185,7 @@ def _print_job(doc: dict[str, Any], now: int, *, show_input: bool, show_output: 
         ]
     )
     if not show_input:
-        note("input values are redacted: --show-input prints them")
+        note("input values and the idempotency key are redacted: --show-input prints them")
     if doc["lastError"]:
         typer.echo("last error")
         for line in str(doc["lastError"]).splitlines():

@@ -3,8 +3,9 @@
 A token is ``ujobs_`` and 32 random bytes (base64url). Only its SHA-256 is stored
 (``x_api_tokens``, migration 0009): the secret is printed once by ``ujobs tokens create`` and
 never again. A token belongs to one tenant, or to none (an operator token), and carries scopes
-(``parse_scopes``). Nothing is cached: a revoke or an expiry is read by the next request, in
-every api process, with no restart.
+(``parse_scopes``). A revoke or an expiry is read by the next request, in every api process,
+with no restart: the lookup caches nothing, and the single enqueue, which keeps a token's fixed
+facts (``services.token_facts``), checks revocation in its own insert statement.
 
 ``TokenStore`` is the Postgres store; ``services.auth`` turns what it finds into a
 ``Principal`` for both edges (HTTP now, NATS later) and holds the rules of who may do what.
@@ -40,6 +41,7 @@ _CREATE = query("tokens_create")
 _FIND = query("tokens_find")
 _FIND_MANY = query("tokens_find_many")
 _LIST = query("tokens_list")
+_LIVE = query("tokens_live")
 _REVOKE = query("tokens_revoke")
 
 
@@ -153,6 +155,11 @@ class TokenStore:
         self._pool = pool
         self.clock = clock
 
+    @property
+    def pool(self) -> Pool:
+        """The pool the tokens are read through (the api asks whether its jobs share it)."""
+        return self._pool
+
     async def create(
         self,
         *,
@@ -195,6 +202,12 @@ class TokenStore:
         async with pooled(self._pool) as conn:
             rows = await conn.fetch(_FIND_MANY, list(by_hash))
         return {by_hash[bytes(row["hash"])]: _record(row) for row in rows}
+
+    async def live_ids(self, token_ids: Iterable[str]) -> set[str]:
+        """Which of ``token_ids`` are live now (neither revoked nor expired), in one statement."""
+        async with pooled(self._pool) as conn:
+            rows = await conn.fetch(_LIVE, list(token_ids), self.clock.now_ms())
+        return {row["id"] for row in rows}
 
     async def list(self) -> list[TokenRecord]:
         async with pooled(self._pool) as conn:

@@ -11,6 +11,12 @@ and an operator listing dead letters needs its SHAPE far more often than its val
 ``inspect_job`` shows the input's keys with every value masked unless ``show_input=True``, and
 never shows a step's output (what the step returned may be a secret the body fetched) unless
 ``show_output=True``. ``list`` rows carry no input at all.
+
+The idempotency key is masked with the input: it is computed FROM the input
+(``f"mail:{i.to}:{i.subject}"``), so a key shown beside a redacted input would print the very
+values the redaction hides. Only ``show_input=True`` shows it, as it shows the input; a list,
+which carries no input, masks it too. Every face (``ujobs jobs``, the api, the dashboard) reads
+these projections, so they all mask alike.
 """
 
 from __future__ import annotations
@@ -69,8 +75,16 @@ def redact_input(value: Any) -> Any:
     return None if value is None else MASK
 
 
+def redact_key(key: str) -> str:
+    """An idempotency key as a redacted document shows it: masked whole (any part of it may
+    be an input value, a leading constant included)."""
+    return MASK if key else key
+
+
 def job_json(row: JobRow, *, input_: str = "omit") -> dict[str, Any]:
-    """A job row as JSON. ``input_``: ``omit`` (lists), ``redacted`` or ``shown``."""
+    """A job row as JSON. ``input_``: ``omit`` (lists), ``redacted`` or ``shown``; the
+    idempotency key is shown only with the input (``shown``)."""
+    key = row.idempotency_key if input_ == "shown" else redact_key(row.idempotency_key)
     doc: dict[str, Any] = {
         "id": row.id,
         "runId": row.run_id,
@@ -78,7 +92,7 @@ def job_json(row: JobRow, *, input_: str = "omit") -> dict[str, Any]:
         "queue": row.queue,
         "state": row.state,
         "tenantId": row.tenant_id,
-        "idempotencyKey": row.idempotency_key,
+        "idempotencyKey": key,
         "attempt": row.attempt,
         "maxAttempts": row.max_attempts,
         "runAtMs": row.run_at_ms,

@@ -55,10 +55,12 @@ __all__ = [
     "JobHandle",
     "KeySpec",
     "KeyedConcurrency",
+    "OnConflict",
     "RunFn",
     "TenantSpec",
     "WhenBusy",
     "claim_declared_name",
+    "conflict_checked",
     "is_job_handle",
     "job",
     "reset_declared_names",
@@ -77,8 +79,12 @@ def _check_conflict(on_conflict: object) -> None:
         raise InvariantError(f"on_conflict must be 'dedupe' or 'error', got {on_conflict!r}")
 
 
-def _conflict(request: EnqueueRequest, answer: Enqueued, on_conflict: OnConflict) -> Enqueued:
-    """``on_conflict="error"``: a dedupe (a live run holds the key) is ``X_JOB_DUPLICATE``."""
+def conflict_checked(
+    request: EnqueueRequest, answer: Enqueued, on_conflict: OnConflict
+) -> Enqueued:
+    """``answer``, unless ``on_conflict="error"`` and it is a dedupe (a live run holds the
+    key): then ``X_JOB_DUPLICATE`` naming that run. The one rule of every enqueue path
+    (``enqueue``, ``as_``, the HTTP edge's ``onConflict``)."""
     if answer.deduped and on_conflict == "error":
         raise JobDuplicateError(
             f"job {request.name!r}: a live run ({answer.id}) holds the idempotency key "
@@ -238,7 +244,7 @@ class JobHandle(Generic[InputT]):
         ``on_conflict="error"`` it is ``X_JOB_DUPLICATE`` naming it instead."""
         _check_conflict(on_conflict)
         request = self.request(input, run_id=run_id, delay=delay, queue=queue)
-        return _conflict(request, await jobs_facade().enqueue(request), on_conflict)
+        return conflict_checked(request, await jobs_facade().enqueue(request), on_conflict)
 
     async def enqueue_many(
         self,
@@ -286,7 +292,7 @@ class JobHandle(Generic[InputT]):
                 "code that spans orgs calls enqueue() instead)",
                 meta={"job": self.name, "tenant": req.tenant_id, "actor_org": actor.org_id},
             )
-        return _conflict(req, await jobs_facade().enqueue(req), on_conflict)
+        return conflict_checked(req, await jobs_facade().enqueue(req), on_conflict)
 
     # -- describe and run ----------------------------------------------------------------
     def describe(self) -> dict[str, Any]:

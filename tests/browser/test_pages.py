@@ -130,6 +130,8 @@ async def test_one_jobs_page_shows_steps_attempts_error_and_redacted_input(dash:
     assert '"to": "' + MASK + '"' in text
     assert "dead@x.io" not in text
     assert "out-fetch" not in await page.content()
+    # So is the idempotency key, computed from the input ("mail:dead@x.io:…").
+    assert "dead@x.io" not in await page.content()
     # Times in the viewer's zone (Bogota, UTC-5), UTC on hover.
     created = page.locator("time").first
     assert (await created.get_attribute("title") or "").endswith("UTC")

@@ -14,7 +14,7 @@ from shared.clock import FrozenClock
 from shared.drivers.base import EnqueueRequest
 from shared.drivers.postgres.copy import COLUMNS, copy_target, timestamp
 from shared.drivers.postgres.driver import PostgresDriver
-from shared.drivers.postgres.enqueue import COPY_CHUNK_ROWS
+from shared.drivers.postgres.enqueue_rows import COPY_CHUNK_ROWS
 from shared.drivers.postgres.sql import query
 from shared.errors import InputInvalidError
 from shared.jobs.enqueue_target import set_job_driver

@@ -54,6 +54,7 @@ async def test_readyz_is_503_while_draining(client: Client) -> None:
     body = await response.json()
     assert body["error"]["code"] == "X_DRAINING"
     assert set(body["error"]) == {"code", "message", "meta"}
+    assert response.headers.get("Retry-After") == "1"  # transient: another replica answers
     # Liveness is untouched by a drain: the process is still fine.
     assert (await client.get("/healthz")).status == 200
 

@@ -11,6 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from services.api import create_app
+from services.api_common import EDGE
 from services.api_enqueue import MAX_BATCH_INPUTS
 from services.config import ApiConfig
 from shared.clock import FrozenClock
@@ -40,6 +41,67 @@ async def test_enqueue_is_202_and_dedupes_on_the_jobs_own_key(api: Api) -> None:
     again = await api.call("POST", "/v1/jobs/send_mail", token.secret, {"input": mail()})
     assert again == (202, {**body, "deduped": True})
     assert len(await api.jobs()) == 1
+
+
+async def test_on_conflict_error_is_409_naming_the_live_run(api: Api) -> None:
+    token = await api.token("enqueue:send_mail", tenant=ORG_A)
+    first = await api.call("POST", "/v1/jobs/send_mail", token, {"input": mail()})
+    assert first[0] == 202
+    strict = {"input": mail(), "onConflict": "error"}
+    status, body = await api.call("POST", "/v1/jobs/send_mail", token, strict)
+    assert status == 409
+    assert body["error"]["code"] == "X_JOB_DUPLICATE"
+    assert body["error"]["meta"]["id"] == first[1]["id"]
+    assert len(await api.jobs()) == 1  # the refusal queued nothing
+    # The default (and "dedupe" said out loud) still answers the live run.
+    for mode in ({}, {"onConflict": "dedupe"}):
+        again = await api.call("POST", "/v1/jobs/send_mail", token, {"input": mail(), **mode})
+        assert again == (202, {**first[1], "deduped": True})
+    fresh = await api.call(
+        "POST", "/v1/jobs/send_mail", token, {"input": mail(to="b@x.io"), "onConflict": "error"}
+    )
+    assert fresh[0] == 202
+    assert fresh[1]["deduped"] is False
+    status, body = await api.call(
+        "POST", "/v1/jobs/send_mail", token, {"input": mail(), "onConflict": "ignore"}
+    )
+    assert (status, body["error"]["meta"]["issues"][0]["path"]) == (400, "onConflict")
+
+
+async def test_on_conflict_error_refuses_a_batch_naming_each_held_index(api: Api) -> None:
+    token = await api.token("enqueue:send_mail", tenant=ORG_A)
+    held = await api.call("POST", "/v1/jobs/send_mail", token, {"input": mail()})
+    assert held[0] == 202
+    path = "/v1/jobs/send_mail/batch"
+    inputs = [mail(to="x1@example.com"), mail(), mail(to="x2@example.com")]
+    strict = {"inputs": inputs, "onConflict": "error"}
+    status, body = await api.call("POST", path, token, strict)
+    assert (status, body["error"]["code"]) == (409, "X_JOB_DUPLICATE")
+    [failure] = body["error"]["meta"]["failures"]
+    assert (failure["index"], failure["code"]) == (1, "X_JOB_DUPLICATE")
+    assert failure["meta"] == {"id": held[1]["id"]}
+    assert "nothing was queued" in body["error"]["message"]
+    assert len(await api.jobs()) == 1  # the two new inputs were not queued either
+
+    repeated = {"inputs": [mail(to="y@example.com")] * 2, "onConflict": "error"}
+    status, body = await api.call("POST", path, token, repeated)
+    assert status == 409
+    assert [(f["index"], f["meta"]) for f in body["error"]["meta"]["failures"]] == [
+        (1, {"sameAs": 0})
+    ]
+    assert len(await api.jobs()) == 1
+
+    fresh = {"inputs": [inputs[0], inputs[2]], "onConflict": "error"}
+    status, body = await api.call("POST", path, token, fresh)
+    assert status == 202
+    assert [job["deduped"] for job in body["jobs"]] == [False, False]
+    assert {row["id"] for row in await api.jobs()} == {held[1]["id"]} | {
+        job["id"] for job in body["jobs"]
+    }
+    # Without onConflict the batch still dedupes input by input.
+    status, body = await api.call("POST", path, token, {"inputs": inputs})
+    assert status == 202
+    assert [job["deduped"] for job in body["jobs"]] == [True, True, True]
 
 
 async def test_delay_queue_and_run_id(
@@ -264,6 +326,37 @@ async def test_without_postgres_every_authenticated_call_is_503(
     assert body["error"]["code"] == "X_DRIVER_UNAVAILABLE"
     assert body["error"]["meta"] == {"variable": "DATABASE_URL"}
     assert (await client.get("/healthz")).status == 200
+
+
+async def test_on_a_redis_queue_tokens_are_read_per_request_and_a_strict_batch_is_501(
+    aiohttp_client: MakeClient,
+    pg_dsn: str,
+    pg_pool: asyncpg.Pool[Any],
+    redis_url: str,
+    redis_prefix: str,
+) -> None:
+    """Jobs in Redis, tokens in Postgres: no statement holds both, so the single enqueue reads
+    its token every time (a revoke holds) and the all-or-none batch is not offered."""
+    api = await make_api(
+        aiohttp_client,
+        pg_dsn,
+        pg_pool,
+        UJOBS_DRIVER="redis",
+        REDIS_URL=redis_url,
+        UJOBS_REDIS_PREFIX=redis_prefix,
+    )
+    app = api.client.app
+    assert app is not None
+    assert (app[EDGE].known, app[EDGE].strict, app[EDGE].batcher.guard) == (None, None, None)
+    token = await api.issue("enqueue:send_mail", tenant=ORG_A)
+    assert (await api.call("POST", "/v1/jobs/send_mail", token.secret, {"input": mail()}))[0] == 202
+    await api.tokens.revoke(token.record.id)
+    again = await api.call("POST", "/v1/jobs/send_mail", token.secret, {"input": mail(to="b@x.io")})
+    assert again[0] == 401
+    live = await api.token("enqueue:send_mail", tenant=ORG_A)
+    strict = {"inputs": [mail(to="c@x.io")], "onConflict": "error"}
+    status, body = await api.call("POST", "/v1/jobs/send_mail/batch", live, strict)
+    assert (status, body["error"]["code"]) == (501, "X_NOT_IMPLEMENTED")
 
 
 async def test_a_nul_character_is_400_never_500(api: Api) -> None:

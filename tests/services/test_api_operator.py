@@ -48,6 +48,10 @@ async def test_show_redacts_the_input_like_jobs_show(api: Api, pg_pool: Any) -> 
     assert body["inputRedacted"] is True
     assert body["steps"] == []
     assert "a@x.io" not in str(body["input"])
+    assert body["idempotencyKey"] == MASK  # "mail:a@x.io:hi" would print the input's values
+    assert "a@x.io" not in str(body)
+    _, page = await api.call("GET", "/v1/jobs", operator)
+    assert [job["idempotencyKey"] for job in page["jobs"]] == [MASK]
 
 
 async def test_another_tenants_job_is_404_and_never_listed(api: Api) -> None:

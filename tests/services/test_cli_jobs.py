@@ -98,6 +98,7 @@ def test_show_redacts_the_input_and_never_prints_step_outputs(pg_dsn: str) -> No
     out = result.stdout
     assert '"org_id":"[redacted]"' in out
     assert "k-done@example.com" not in out
+    assert "k-done" not in out  # the key, computed from the input, is masked with it
     assert "out-a" not in out
     assert "steps (3)" in out
     assert [line.split()[1] for line in out.split("steps (3)")[1].splitlines()[2:]] == [
@@ -109,6 +110,9 @@ def test_show_redacts_the_input_and_never_prints_step_outputs(pg_dsn: str) -> No
     doc = json_of(ujobs("jobs", "show", ids["done"], "--json", dsn=pg_dsn))
     assert doc["input"] == {"org_id": "[redacted]", "email": "[redacted]"}
     assert doc["inputRedacted"] is True
+    assert doc["idempotencyKey"] == "[redacted]"
+    listed = json_of(ujobs("jobs", "list", "--json", dsn=pg_dsn))["jobs"]
+    assert {job["idempotencyKey"] for job in listed} == {"[redacted]"}
     assert [s["name"] for s in doc["steps"]] == ["a", "b", "c"]
     assert "output" not in doc["steps"][0]
     assert (doc["state"], doc["attempt"], doc["maxAttempts"]) == ("done", 1, 3)
@@ -120,6 +124,7 @@ def test_show_input_and_output_on_request(pg_dsn: str) -> None:
         ujobs("jobs", "show", ids["dead"], "--json", "--show-input", "--show-output", dsn=pg_dsn)
     )
     assert doc["input"] == {"org_id": "k-dead", "email": "k-dead@example.com"}
+    assert doc["idempotencyKey"] == "k-dead"  # shown with the input it was computed from
     assert doc["steps"][0]["output"] == {"secret": "out-a"}
     assert doc["lastError"] == "X_CARD_DECLINED: card declined"
     table = ujobs("jobs", "show", ids["dead"], "--show-output", dsn=pg_dsn)

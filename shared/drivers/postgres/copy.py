@@ -81,7 +81,7 @@ whatever the connection runs next."""
 
 
 def copy_chunks(chunks: Iterable[list[dict[str, Any]] | None], now: int) -> Iterator[bytes]:
-    """Each list of rows (``_batch_row`` dicts) of ``chunks`` as one piece of COPY text, as
+    """Each list of rows (``batch_row`` dicts) of ``chunks`` as one piece of COPY text, as
     the rows come: a batch is written while the server inserts what came before. A None chunk
     (a request was refused: nothing may be inserted) or a row that cannot be written (a field
     that is not text, an input orjson refuses, a time past what a datetime holds) ends the

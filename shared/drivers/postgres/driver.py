@@ -186,6 +186,18 @@ class PostgresDriver:
         """One statement for N jobs, each still deduped by its id and live key."""
         return await self._enqueuer.enqueue_many(requests)
 
+    async def enqueue_many_new(self, requests: Iterable[EnqueueRequest]) -> list[Enqueued]:
+        """Every request as a new row, or none: a live key, a taken id or a repeat anywhere is
+        ``X_JOB_DUPLICATE`` naming each (``meta.conflicts``). Not part of the driver contract:
+        the api's ``/batch`` under ``onConflict: error``."""
+        return await self._enqueuer.enqueue_many_new(requests)
+
+    async def enqueue_while_live(self, request: EnqueueRequest, token_id: str) -> Enqueued | None:
+        """``enqueue`` only while the api token ``token_id`` is live, checked in the insert's
+        own statement; None (nothing inserted) when it is revoked or expired. Not part of the
+        driver contract: the api's tokens live in this database only (``services.tokens``)."""
+        return await self._enqueuer.enqueue_while_live(request, token_id)
+
     # -- claim -------------------------------------------------------------------------------
     async def claim(self, options: ClaimOptions) -> list[ClaimedJob]:
         if not options.queues:

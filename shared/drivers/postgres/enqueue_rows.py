@@ -1,0 +1,163 @@
+"""The rows an enqueue sends, resolved from its requests (``shared.drivers.postgres.enqueue``
+sends them): a single enqueue's statement arguments, and a batch's rows with its repeats
+collapsed onto their first occurrence.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from shared.drivers.base import Enqueued, EnqueueRequest, check_enqueue_request
+from shared.drivers.postgres.rows import dumps
+from shared.errors import InputInvalidError
+from shared.ids import new_ids
+
+COPY_CHUNK_ROWS = 64
+"""A batch's COPY is sent this many requests at a time, each piece encoded while the server
+inserts the one before it."""
+
+
+class StampedJob:
+    """A single enqueue's statement arguments: its ids (minted once, so a retry sends the
+    same row) and its input text, stamped with ``now`` per attempt."""
+
+    def __init__(self, request: EnqueueRequest) -> None:
+        self.request = request
+        job_id, run_id = request.id, request.run_id
+        if not job_id or not run_id:
+            minted = new_ids(2)
+            job_id = job_id or minted[0]
+            run_id = run_id or minted[1]
+        self.job_id, self.run_id = job_id, run_id
+        self.input_text = dumps(request.input, error=InputInvalidError)
+
+    def at(self, now: int) -> tuple[Any, ...]:
+        """The statement's $1..$12, with $9 run_at and $10 now taken at ``now``."""
+        request = self.request
+        run_at = request.run_at_ms if request.run_at_ms is not None else now
+        return (
+            self.job_id,
+            self.run_id,
+            request.name,
+            request.queue,
+            self.input_text,
+            request.tenant_id,
+            request.idempotency_key,
+            request.max_attempts,
+            run_at,
+            now,
+            request.traceparent,
+            request.enqueued_by,
+        )
+
+
+class BatchRows:
+    """The rows a batch enqueue inserts, resolved from its requests in order as they are
+    asked for: a repeat (an id or a live key an earlier request of the batch holds) is no row
+    of its own and answers that earlier one, deduped. A request ``check_enqueue_request``
+    refuses, or the iterable raising, ends the batch: ``error`` keeps it and the chunks end
+    with None, which aborts the COPY."""
+
+    def __init__(self, requests: Iterable[EnqueueRequest]) -> None:
+        self._source = iter(requests)
+        self.todo: list[tuple[int, dict[str, Any]]] = []
+        self.error: Exception | None = None
+        self._first_of: list[int] = []
+        self._by_id: dict[str, int] = {}
+        self._by_key: dict[tuple[str, str, str], int] = {}
+        self._drained = False
+
+    @property
+    def count(self) -> int:
+        """Requests resolved so far."""
+        return len(self._first_of)
+
+    def resolve(self, chunk_rows: int) -> Iterator[list[dict[str, Any]] | None]:
+        """The new rows of the next ``chunk_rows`` requests, chunk by chunk; None (and the
+        end) when a request is refused."""
+        while not self._drained:
+            try:
+                taken = list(itertools.islice(self._source, chunk_rows))
+                for request in taken:
+                    check_enqueue_request(request)
+            except Exception as error:  # the caller's iterable may raise anything
+                self.error = error
+                self._drained = True
+                yield None
+                return
+            self._drained = len(taken) < chunk_rows
+            minted = iter(new_ids(sum((not r.id) + (not r.run_id) for r in taken)))
+            rows: list[dict[str, Any]] = []
+            for request in taken:
+                row = self._resolve(request, minted)
+                if row is not None:
+                    rows.append(row)
+            yield rows
+
+    def resolve_all(self) -> None:
+        """Every request resolved; raises what a request met, if one did."""
+        for _ in self.resolve(COPY_CHUNK_ROWS):
+            pass
+        if self.error is not None:
+            raise self.error
+
+    def _resolve(self, request: EnqueueRequest, minted: Iterator[str]) -> dict[str, Any] | None:
+        index = self.count
+        key = (request.name, request.tenant_id or "", request.idempotency_key)
+        earlier = self._by_id.get(request.id) if request.id is not None else None
+        if earlier is None:
+            earlier = self._by_key.get(key)
+        self._first_of.append(index if earlier is None else earlier)
+        if earlier is not None:
+            return None
+        job_id = request.id or next(minted)
+        self._by_id[job_id] = index
+        self._by_key[key] = index
+        row = batch_row(request, job_id, request.run_id or next(minted))
+        self.todo.append((index, row))
+        return row
+
+    def answers_when_all_inserted(self) -> list[Enqueued]:
+        """The answers when every row of ``todo`` was inserted."""
+        fresh = [Enqueued(row["id"], row["run_id"], False) for _, row in self.todo]
+        if len(fresh) == self.count:
+            return fresh  # no repeats inside the batch: every job is its own answer
+        answers: list[Enqueued | None] = [None] * self.count
+        for (index, _), inserted in zip(self.todo, fresh, strict=True):
+            answers[index] = inserted
+        return self.answers(answers)
+
+    def repeats(self) -> list[tuple[int, int]]:
+        """(index, the earlier index it repeats) for each request that is no row of its own."""
+        return [(i, first) for i, first in enumerate(self._first_of) if first != i]
+
+    def answers(self, answers: list[Enqueued | None]) -> list[Enqueued]:
+        """Every request's answer from its first occurrence's (``answers`` by index)."""
+        out: list[Enqueued] = []
+        for index, first in enumerate(self._first_of):
+            answer = answers[first]
+            assert answer is not None
+            out.append(answer if first == index else Enqueued(answer.id, answer.run_id, True))
+        return out
+
+
+def batch_row(request: EnqueueRequest, job_id: str, run_id: str) -> dict[str, Any]:
+    """One job of an ``enqueue_many`` batch, as ``jsonb_to_recordset`` reads it."""
+    return {
+        "id": job_id,
+        "run_id": run_id,
+        "name": request.name,
+        "queue": request.queue,
+        "input": request.input,
+        "tenant_id": request.tenant_id,
+        "idempotency_key": request.idempotency_key,
+        "max_attempts": request.max_attempts,
+        "at": request.run_at_ms,
+        "traceparent": request.traceparent,
+        "enqueued_by": request.enqueued_by,
+    }
+
+
+__all__ = ["COPY_CHUNK_ROWS", "BatchRows", "StampedJob", "batch_row"]
