@@ -373,3 +373,18 @@ async def test_the_default_page_is_bigger_where_postgres_writes_the_csv(
     assert (done.result["parts"], done.result["rows"]) == (parts, 50001)
     last = files(tmp_path)[f"exports/org-3/part-{parts - 1:05d}.csv"]
     assert last.splitlines() == [b"51001,50001.00"]
+
+
+async def test_copy_mode_a_page_past_max_part_bytes_names_the_batch_and_dead_letters(
+    pg_pool: asyncpg.Pool[Any], orders: str, tmp_path: Path
+) -> None:
+    """The heap bound holds on the road where Postgres writes the page, too: the page is
+    checked before it is stored, and nothing is written."""
+    handle = copy_export(orders, tmp_path, batch=20, max_part_bytes=200)
+    driver = frozen_driver()
+    await enqueue(driver, handle, {"org_id": "org-1"})
+    done = await attempt(driver, handle, ctx=pg_pool)
+    assert (done.outcome, done.code) == ("dead-lettered", "X_EXPORT_PART_TOO_LARGE")
+    assert "lower batch (now 20)" in str(done.error)
+    assert getattr(done.error, "meta", {})["batch"] == 20
+    assert files(tmp_path) == {}
