@@ -25,8 +25,11 @@ COPY exports ./exports
 RUN pip install --no-deps . \
  && rm -rf /app/sql /app/shared /app/services /app/webhooks /app/exports /app/build \
  && useradd --system --uid 10001 --home-dir /app ujobs \
- && mkdir -p /srv/app
+ && mkdir -p /srv/app /srv/exports \
+ && chown ujobs /srv/exports
 
+# /srv/exports is where compose mounts the exports volume: a new named volume takes the owner of
+# the directory it is mounted over, so the exporter (running as ujobs) can write its parts there.
 WORKDIR /srv/app
 
 USER ujobs

@@ -26,9 +26,10 @@ into a fresh directory:
 over copy: each mode runs right after a COPY of its own, and the ratio is the median over
 ``BENCH_EXPORT_ROUNDS`` (default 2) rounds of those back-to-back pairs (rates are the best).
 The issue's targets are ≥ 0.5 and a peak RSS under 150 MB. ``BENCH_EXPORT_BATCH`` sets the
-page (default 10,000) and ``BENCH_EXPORT_PREFETCH`` streams each page through a server-side
-cursor of that many rows (default: none, one fetch a page). It uses the database
-``BENCH_EXPORTS_DB`` (default ``bench_exports``), dropped and made anew.
+page (default: the export's own, 10,000 rows, 50,000 for copy mode) and
+``BENCH_EXPORT_PREFETCH`` streams each page through a server-side cursor of that many rows
+(default: none, one fetch a page). It uses the database ``BENCH_EXPORTS_DB`` (default
+``bench_exports``), dropped and made anew.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 PG_BASE = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
 DB_NAME = os.environ.get("BENCH_EXPORTS_DB", "bench_exports")
 ROWS = int(os.environ.get("BENCH_EXPORT_ROWS", "1000000"))
-BATCH = int(os.environ.get("BENCH_EXPORT_BATCH", "10000"))
+BATCH = int(os.environ.get("BENCH_EXPORT_BATCH", "0")) or None  # None: export_rows' default
 PREFETCH = int(os.environ.get("BENCH_EXPORT_PREFETCH", "0")) or None
 MODE = os.environ.get("BENCH_EXPORT_MODE", "typed")  # set per child by main()
 ROUNDS = int(os.environ.get("BENCH_EXPORT_ROUNDS", "2"))
@@ -266,7 +267,7 @@ def main() -> None:
         "bench": "exports",
         "rows": ROWS,
         "columns": len(COLUMNS),
-        "batch": BATCH,
+        "batch": BATCH or "default",
         "prefetch": PREFETCH,
         "rounds": ROUNDS,
         "export_rows_per_s": round(rate["typed"]),

@@ -28,7 +28,7 @@ from exports.sinks import ExportSink
 from exports.sources import ExportSource
 from shared.errors import ExportPartTooLargeError, ExportRowInvalidError
 
-__all__ = ["ENCODE_ROWS", "PageState", "PartSpec", "write_page"]
+__all__ = ["ENCODE_ROWS", "PageState", "PartSpec", "copies_csv", "write_page"]
 
 # Rows encoded together: big enough that the encoder's per-call cost vanishes, small enough
 # that a run's text is a few hundred kilobytes.
@@ -85,7 +85,7 @@ async def write_page(
     spec: PartSpec, source: ExportSource[Any], sink: ExportSink, index: int, before: PageState
 ) -> PageState:
     """Write part ``index`` from the page after ``before.cursor``; answers the next state."""
-    if getattr(source, "copy", False) and spec.row is None and spec.encoder.extension == "csv":
+    if copies_csv(source, spec.row, spec.encoder):
         return await _write_copied_page(spec, source, sink, index, before)
     chunks = aiter(_chunks(source, before.cursor, spec.batch))
     try:
@@ -111,6 +111,13 @@ async def write_page(
         parts=index + 1,
         more=tally.rows == spec.batch,
     )
+
+
+def copies_csv(
+    source: ExportSource[Any], row: Callable[[Any], Any] | None, encoder: Encoder
+) -> bool:
+    """Whether Postgres writes the pages as CSV (``keyset(copy=True)``, no ``row()``)."""
+    return bool(getattr(source, "copy", False)) and row is None and encoder.extension == "csv"
 
 
 async def _write_copied_page(

@@ -277,7 +277,7 @@ VARIABLES: dict[str, Variable] = {
             "prefix, gs://, az:// (credentials and endpoint from the store's own AWS_* / "
             "GOOGLE_* / AZURE_* variables)",
             ".ujobs/exports",
-            ("exporter", "api", "exports"),
+            ("exporter", "api", "dev", "exports"),
         ),
         Variable(
             "UJOBS_SECRET_KEY",

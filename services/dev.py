@@ -9,6 +9,10 @@ nothing by itself — except with ``--example``, which loads ``services.example_
 enqueues its ``onboard_org`` so the first minute shows a step replay, a sleep resume and a
 task fire. Ctrl-C (or SIGTERM) drains everything, says so, and exits 0.
 
+Exports (``export_rows()`` without ``sink=``) go where ``UJOBS_EXPORT_URL`` says, as in the
+exporter, or to ``./.ujobs/exports`` beside the embedded database; the banner prints which. The
+store is set before the worker takes its first job, so no export lands anywhere else.
+
 The terminal is for the story: unless ``UJOBS_LOG_LEVEL`` is set, the JSON log lines (warnings
 up, tracebacks included) go to ``./.ujobs/dev.log``, and only errors reach stderr — as one JSON
 line without the traceback.
@@ -24,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from exports.sinks import DEFAULT_EXPORT_ROOT, set_default_sink, sink_from_url
 from services.app_loader import load_api
 from services.cli_db import migrate_url
 from services.config import (
@@ -36,6 +41,7 @@ from services.config import (
 )
 from services.dev_watch import DevWatch
 from services.embedded import start_embedded_postgres
+from services.exporter import ExportSettings
 from services.logging import JsonLineFormatter, configure_logging, log_to_file
 from services.redact import redact_url
 from services.runtime import ServiceRun
@@ -68,6 +74,7 @@ class DevConfig:
     queues_given: bool
     quiet: bool = False
     """UJOBS_LOG_LEVEL unset: the JSON log goes to ``LOG_FILE``, the terminal tells the story."""
+    exports: ExportSettings = dataclasses.field(default_factory=ExportSettings)
 
     @property
     def connections(self) -> Connections:
@@ -98,6 +105,7 @@ class DevConfig:
             data_dir=DATA_DIR,
             queues_given=queues is not None or "UJOBS_QUEUES" in env,
             quiet="UJOBS_LOG_LEVEL" not in env,
+            exports=ExportSettings.load(env),
         )
 
     def on(self, connections: Connections) -> DevConfig:
@@ -167,9 +175,11 @@ async def start_dev(run: ServiceRun, config: DevConfig) -> None:
     await start_scheduler(run, config.scheduler, wired=wired)
     await start_relay(run, config.relay, wired=wired, say=False)
     worker = dataclasses.replace(config.worker, queues=queues)
+    exports = install_export_store(config.exports)
     await start_worker(run, worker, registry=registry, wired=wired)
     runner = await start_api(run, config.api)
     _banner(config, registry, queues, url, [f"http://{address(a)}" for a in runner.addresses])
+    say(exports)
     run.stack.callback(
         register_shutdown_hooks(
             accept=lambda: say("stopping: no new work; draining what is running …"),
@@ -182,6 +192,16 @@ async def start_dev(run: ServiceRun, config: DevConfig) -> None:
 
         queued = await onboard_org.enqueue({"org_id": "acme"})
         say(f"--example: enqueued onboard_org {queued.id} — watch it below")
+
+
+def install_export_store(settings: ExportSettings) -> str:
+    """Make ``UJOBS_EXPORT_URL`` (or ``./.ujobs/exports``) where this process's exports go;
+    answers the banner's line saying which."""
+    if settings.url is not None:
+        set_default_sink(sink_from_url(settings.url))
+        return f"exports: {redact_url(settings.url)} (UJOBS_EXPORT_URL)"
+    set_default_sink(sink_from_url(str(DEFAULT_EXPORT_ROOT)))
+    return f"exports: ./{DEFAULT_EXPORT_ROOT} (set UJOBS_EXPORT_URL to store them elsewhere)"
 
 
 def _story_logging(run: ServiceRun) -> None:

@@ -87,9 +87,25 @@ def local_cwd(service: dict[str, Any], given: dict[str, str]) -> Path:
     return ROOT
 
 
-def process_env(service: dict[str, Any], given: dict[str, str], backends: dict[str, str]) -> Any:
+def on_volumes(env: dict[str, str], service: dict[str, Any], volumes: Path) -> dict[str, str]:
+    """A path inside a mounted named volume (the exports' ``/srv/exports``) points at that
+    volume's directory under ``volumes``: one per volume, shared by every service mounting it."""
+    out = dict(env)
+    for volume in service.get("volumes", []):
+        source, target = volume.split(":")[:2]
+        if source not in (COMPOSE.get("volumes") or {}):
+            continue
+        for key, value in env.items():
+            if value == target or value.startswith(target + "/"):
+                out[key] = str(volumes / source) + value.removeprefix(target)
+    return out
+
+
+def process_env(
+    service: dict[str, Any], given: dict[str, str], backends: dict[str, str], volumes: Path
+) -> Any:
     env = {k: interpolate(v, given) for k, v in (service.get("environment") or {}).items()}
-    return service_env(**mapped(env, backends))
+    return service_env(**mapped(on_volumes(env, service, volumes), backends))
 
 
 async def get(url: str) -> int:
@@ -112,12 +128,13 @@ async def test_every_compose_service_runs_the_users_app_end_to_end(
     (app_dir / "myapp" / "jobs.py").write_text(textwrap.dedent(USER_APP))
     given = {"UJOBS_APP": "myapp.jobs:api", "UJOBS_APP_DIR": str(app_dir)}
     backends = {"postgres": pg_fresh_dsn, "redis": redis_url, "nats": nats_url}
+    volumes = tmp_path / "volumes"
     assert {h for s in OURS.values() for h in s.get("depends_on", {})} - set(OURS) <= BACKENDS
 
     migrate = OURS["migrate"]
     done = await ServiceProcess.start(
         *migrate["command"],
-        env=process_env(migrate, given, backends),
+        env=process_env(migrate, given, backends, volumes),
         cwd=local_cwd(migrate, given),
     )
     assert await done.exit_code(60) == 0, done.out + [str(line) for line in done.logs]
@@ -129,7 +146,7 @@ async def test_every_compose_service_runs_the_users_app_end_to_end(
             cwd = local_cwd(service, given)
             assert cwd == app_dir, name  # the mounted app directory is where it runs
             started[name] = await ServiceProcess.start(
-                *service["command"], env=process_env(service, given, backends), cwd=cwd
+                *service["command"], env=process_env(service, given, backends, volumes), cwd=cwd
             )
         for process in started.values():
             await process.log_event("ujobs.service.started")
@@ -139,6 +156,8 @@ async def test_every_compose_service_runs_the_users_app_end_to_end(
             if name != "api":
                 listening = await process.log_event("ujobs.metrics.listening")
                 assert await get(f"http://{listening['addresses'][0]}/readyz") == 200, name
+        # The exporter and the api opened the exports volume, not a /srv/exports of this host.
+        assert (volumes / "exports").is_dir()
 
         pool = await asyncpg.create_pool(pg_fresh_dsn, min_size=1, max_size=2)
         assert pool is not None

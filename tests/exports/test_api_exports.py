@@ -228,3 +228,46 @@ async def test_the_authorize_seam_hides_another_tenants_export(
     assert answer.status == 404
     assert (await answer.json())["error"]["code"] == "X_TENANCY_ACTOR_MISMATCH"
     assert seen == ["org-1"]
+
+
+async def test_a_tenant_token_reads_its_own_export_and_another_tenants_is_404(
+    aiohttp_client: MakeClient,
+    pg_dsn: str,
+    pg_pool: asyncpg.Pool[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    driver: PostgresDriver,
+) -> None:
+    """Real tenant tokens through the api's own rule (``token_reader``): org-1's token gets
+    org-1's export and its parts; org-2's gets the answer an unknown id gets, so it cannot
+    even learn the export exists."""
+    monkeypatch.setenv("UJOBS_EXPORT_URL", str(tmp_path))
+    monkeypatch.setenv("UJOBS_SECRET_KEY", KEY)
+    app = create_app(
+        ApiConfig.load({"DATABASE_URL": pg_dsn, "UJOBS_APP": "tests.exports.export_app:api"}),
+        metrics=JobMetrics(CollectorRegistry()),
+    )
+    client = await aiohttp_client(app)
+    tokens = TokenStore(pg_pool)
+    own = await tokens.create(tenant="org-1", scopes=("read",))
+    other = await tokens.create(tenant="org-2", scopes=("read",))
+    job_id = await exported(driver)
+
+    def bearer(secret: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {secret}"}
+
+    mine = await client.get(f"/v1/exports/{job_id}", headers=bearer(own.secret))
+    assert mine.status == 200
+    whole = b""
+    for part in (await mine.json())["parts"]:
+        got = await client.get(part["url"].removeprefix(str(client.make_url(""))))
+        whole += await got.read()
+    assert whole == expected_csv(25)
+
+    theirs = await client.get(f"/v1/exports/{job_id}", headers=bearer(other.secret))
+    unknown = await client.get(
+        "/v1/exports/00000000-0000-7000-8000-000000000000", headers=bearer(other.secret)
+    )
+    assert (theirs.status, unknown.status) == (404, 404)
+    codes = [(await r.json())["error"]["code"] for r in (theirs, unknown)]
+    assert codes == ["X_EXPORT_NOT_FOUND", "X_EXPORT_NOT_FOUND"]

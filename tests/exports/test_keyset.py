@@ -340,3 +340,51 @@ async def test_copy_mode_reads_the_next_page_ahead_and_drops_it_when_asked_elsew
     last = await source.csv_page([600], 10)
     assert last.rows == 2
     assert source._ahead is None
+
+
+@pytest.mark.parametrize(("copy", "parts"), [(True, 2), (False, 6)], ids=["copy", "rows"])
+async def test_the_default_page_is_bigger_where_postgres_writes_the_csv(
+    pg_pool: asyncpg.Pool[Any], orders: str, tmp_path: Path, copy: bool, parts: int
+) -> None:
+    """No ``batch=``: COPY_BATCH (50,000) rows a page when Postgres writes the CSV, whose
+    pages are bytes and pay two statements each; DEFAULT_BATCH (10,000) for decoded rows."""
+    async with pg_pool.acquire() as conn:
+        await conn.execute(
+            f"INSERT INTO {orders} SELECT 1000 + g, 'org-3', $1, g, 'n', gen_random_uuid() "
+            "FROM generate_series(1, 50001) AS g",
+            T0,
+        )
+    handle = export_rows(
+        name="orders.defaults",
+        input=t.object(org_id=t.string),
+        tenant=lambda i: i.org_id,
+        prefix=lambda i: f"exports/{i.org_id}",
+        source=lambda run: keyset(
+            orders, key="id", columns=["id", "total"],
+            where="org_id = $1", args=[run.input.org_id], pool=run.ctx, copy=copy,
+        ),
+        columns=["id", "total"],
+        sink=lambda: filesystem_sink(tmp_path),
+    )  # fmt: skip
+    driver = frozen_driver()
+    await enqueue(driver, handle, {"org_id": "org-3"})
+    done = await attempt(driver, handle, ctx=pg_pool)
+    assert done.outcome == "completed", done.error
+    assert (done.result["parts"], done.result["rows"]) == (parts, 50001)
+    last = files(tmp_path)[f"exports/org-3/part-{parts - 1:05d}.csv"]
+    assert last.splitlines() == [b"51001,50001.00"]
+
+
+async def test_copy_mode_a_page_past_max_part_bytes_names_the_batch_and_dead_letters(
+    pg_pool: asyncpg.Pool[Any], orders: str, tmp_path: Path
+) -> None:
+    """The heap bound holds on the road where Postgres writes the page, too: the page is
+    checked before it is stored, and nothing is written."""
+    handle = copy_export(orders, tmp_path, batch=20, max_part_bytes=200)
+    driver = frozen_driver()
+    await enqueue(driver, handle, {"org_id": "org-1"})
+    done = await attempt(driver, handle, ctx=pg_pool)
+    assert (done.outcome, done.code) == ("dead-lettered", "X_EXPORT_PART_TOO_LARGE")
+    assert "lower batch (now 20)" in str(done.error)
+    assert getattr(done.error, "meta", {})["batch"] == 20
+    assert files(tmp_path) == {}

@@ -6,6 +6,7 @@ import tracemalloc
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import obstore
@@ -140,6 +141,37 @@ async def test_an_export_with_no_sink_writes_to_the_process_default(tmp_path: Pa
     await enqueue(driver, handle, {"org_id": "org-1"})
     assert (await attempt(driver, handle)).outcome == "completed"
     assert (tmp_path / "exports/org-1/manifest.json").exists()
+
+
+async def test_the_sink_is_read_when_the_job_runs_never_where_it_is_declared(
+    tmp_path: Path,
+) -> None:
+    """A thunk, read when a job runs: storage configured after the declaration (the app's
+    startup, ``UJOBS_EXPORT_URL`` installed by the service) is the storage written to."""
+    calls: list[str] = []
+
+    def sink() -> ObjectStoreSink:
+        calls.append("sink")
+        return filesystem_sink(tmp_path / "declared")
+
+    common: dict[str, Any] = {
+        "input": t.object(org_id=t.string),
+        "tenant": lambda i: i.org_id,
+        "prefix": lambda i: f"exports/{i.org_id}",
+        "source": numbered(3),
+        "columns": ["id", "name"],
+    }
+    given = export_rows(name="orders.given", sink=sink, **common)
+    default = export_rows(name="orders.later", **common)
+    assert calls == []
+    set_default_sink(filesystem_sink(tmp_path / "configured-later"))
+    driver = frozen_driver()
+    for handle in (given, default):
+        await enqueue(driver, handle, {"org_id": "org-1"})
+        assert (await attempt(driver, handle)).outcome == "completed"
+    assert calls == ["sink"]
+    assert (tmp_path / "declared/exports/org-1/manifest.json").exists()
+    assert (tmp_path / "configured-later/exports/org-1/manifest.json").exists()
 
 
 def test_the_default_sink_is_the_filesystem_under_dot_ujobs(

@@ -14,6 +14,7 @@ import pytest
 import typer.main
 import yaml  # type: ignore[import-untyped]  # no stubs installed (types-PyYAML)
 
+from exports.sinks import reset_default_sink, sink_from_url
 from services.cli import app
 from services.config import (
     ApiConfig,
@@ -23,7 +24,7 @@ from services.config import (
     read_common,
 )
 from services.config_vars import VARIABLES
-from services.exporter import exporter_config
+from services.exporter import ExportSettings, exporter_config
 from services.webhook_deliverer import webhook_deliverer_config, webhook_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +73,7 @@ def test_every_command_is_a_real_ujobs_subcommand(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(OURS))
-def test_every_variable_is_one_the_config_reads_and_parses(name: str) -> None:
+def test_every_variable_is_one_the_config_reads_and_parses(name: str, tmp_path: Path) -> None:
     env = _env(OURS[name])
     unknown = set(env) - set(VARIABLES)
     assert not unknown, f"{name} sets variables no service reads: {unknown}"
@@ -83,9 +84,13 @@ def test_every_variable_is_one_the_config_reads_and_parses(name: str) -> None:
         "worker": lambda: WorkerConfig.load(env),
         "scheduler": lambda: SchedulerConfig.load(env),
         "webhook-deliverer": lambda: (webhook_deliverer_config(env), webhook_settings(env)),
-        "exporter": lambda: exporter_config(env),
+        # The exporter opens its store: the container's path, here under tmp_path.
+        "exporter": lambda: exporter_config({**env, "UJOBS_EXPORT_URL": str(tmp_path)}),
     }
-    loaders[name]()
+    try:
+        loaders[name]()
+    finally:
+        reset_default_sink()
 
 
 @pytest.mark.parametrize("name", LONG_RUNNING)
@@ -156,8 +161,58 @@ def test_the_build_context_leaves_out_local_state() -> None:
 @pytest.mark.parametrize("name", LONG_RUNNING)
 def test_every_service_runs_in_the_mounted_app_directory(name: str) -> None:
     service = OURS[name]
-    [volume] = service["volumes"]
+    volume = service["volumes"][0]
     source, target, mode = volume.rsplit(":", 2)
     assert source == "${UJOBS_APP_DIR:-.}"
     assert (target, mode) == (service["working_dir"], "ro")
     assert f"WORKDIR {target}" in (ROOT / "Dockerfile").read_text(encoding="utf-8")
+
+
+def _mounts(service: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """A service's mounts: target path -> (source, mode)."""
+    mounts = {}
+    for volume in service.get("volumes", []):
+        source, target, *mode = _interpolate(volume).split(":")
+        mounts[target] = (source, mode[0] if mode else "rw")
+    return mounts
+
+
+def test_the_api_serves_exports_from_the_volume_the_exporter_writes_to() -> None:
+    """The api answers a part's signed link by reading the file the exporter wrote: both
+    must see one place, or every download of a finished export is a 404."""
+    api, exporter = OURS["api"], OURS["exporter"]
+    urls = {name: ExportSettings.load(_env(OURS[name])).url for name in ("api", "exporter")}
+    assert urls["api"] == urls["exporter"]
+    path = urls["api"]
+    assert path is not None
+    assert path.startswith("/"), path
+    api_source, _ = _mounts(api)[path]
+    exporter_source, exporter_mode = _mounts(exporter)[path]
+    assert api_source == exporter_source
+    assert api_source in COMPOSE["volumes"], "a named volume, not a directory of the host"
+    assert exporter_mode == "rw"
+    # A new named volume takes the owner of the image's directory it is mounted over.
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    user = re.findall(r"^USER (\S+)$", dockerfile, flags=re.M)[-1]
+    assert re.search(rf"mkdir -p [^\n]*{re.escape(path)}", dockerfile)
+    assert re.search(rf"chown {user} {re.escape(path)}", dockerfile)
+
+
+def test_the_api_signs_links_to_export_parts() -> None:
+    """Parts on the filesystem are served through links the api signs with
+    UJOBS_SECRET_KEY; without one a manifest answers no links at all."""
+    settings = ExportSettings.load(_env(OURS["api"]))
+    assert settings.secret_key is not None
+
+
+def test_the_commented_s3_alternative_is_a_working_export_store() -> None:
+    """compose.yaml documents S3 as commented lines; uncommented, they must configure a
+    store (they name no variable the services do not read but the store's own AWS_*)."""
+    text = (ROOT / "compose.yaml").read_text(encoding="utf-8")
+    lines = re.findall(r"^#   ([A-Z_]+: .*)$", text, flags=re.M)
+    env = {k: str(v) for k, v in yaml.safe_load("\n".join(lines)).items()}
+    assert env["UJOBS_EXPORT_URL"].startswith("s3://")
+    assert {k for k in env if not k.startswith("AWS_")} <= set(VARIABLES)
+    options = {"region": env["AWS_REGION"], "endpoint": env["AWS_ENDPOINT_URL"]}
+    sink = sink_from_url(env["UJOBS_EXPORT_URL"], allow_http=True, **options)
+    assert sink.signs_links
