@@ -56,12 +56,17 @@ class Fleet:
     logs: Path
     members: list[Member] = field(default_factory=list)
     started: int = 0
+    env: dict[str, str] = field(default_factory=dict)
+    """Settings every member gets on top of its role's (the participants' ``fleet_env``)."""
 
     def start(self, role: Role) -> Member:
         self.started += 1
         log = (self.logs / f"{role.name}-{self.started}.log").open("wb")
         proc = subprocess.Popen(
-            [str(UJOBS), *role.command], env=role.env, stdout=log, stderr=subprocess.STDOUT
+            [str(UJOBS), *role.command],
+            env={**role.env, **self.env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         log.close()
         member = Member(role, proc)

@@ -43,6 +43,8 @@ UNSETTLED = (
     "select (select count(*) from x_jobs where name like 'storm.%' and state <> all($1::text[]))"
     " + (select count(*) from x_outbox where published_at is null)"
 )
+READY_TIMEOUT_S = 60.0
+"""How long the processes may take to answer before the load and the chaos begin."""
 
 
 @dataclass(frozen=True)
@@ -201,6 +203,8 @@ async def run_storm(
     url = await fresh_database(pg, "storm")
     pool = await asyncpg.create_pool(url, min_size=2, max_size=8)
     fleet = Fleet(logs)
+    for participant in participants:
+        fleet.env |= participant.fleet_env()
     ctx = StormContext(url=url, pool=pool, fleet=fleet, rate_per_s=config.rate_per_s)
     storm = Storm(pg, ctx, participants, config)
     worker = Role(
@@ -219,6 +223,9 @@ async def run_storm(
             for role, count in participant.roles(ctx):
                 for _ in range(count):
                     fleet.start(role)
+        await asyncio.wait_for(
+            asyncio.gather(*(p.ready(ctx) for p in participants)), READY_TIMEOUT_S
+        )
         loads = [asyncio.create_task(p.load(ctx)) for p in participants]
         await storm.chaos()
         ctx.stopping.set()
