@@ -40,7 +40,7 @@ for _path in (str(ROOT), str(HERE)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-from tests.chaos.harness import StormConfig, run_storm  # noqa: E402
+from tests.chaos.harness import PG_SETTINGS, StormConfig, run_storm  # noqa: E402
 from tests.chaos.participant import Participant  # noqa: E402
 from tests.chaos.participants.cron import CronTask  # noqa: E402
 from tests.chaos.participants.direct import DirectEnqueue  # noqa: E402
@@ -78,7 +78,7 @@ async def main() -> None:
     redis_restarts = int(os.environ.get("STORM_REDIS_RESTARTS", "3"))
     nats_restarts = int(os.environ.get("STORM_NATS_RESTARTS", "2"))
     figures: dict[str, Any] = {}
-    with PrivatePostgres() as pg, PrivateNats() as nats_server:
+    with PrivatePostgres(settings=PG_SETTINGS) as pg, PrivateNats() as nats_server:
         logs = logs_dir(pg)
         participants: list[Participant] = [
             DirectEnqueue(),
