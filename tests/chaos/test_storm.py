@@ -77,6 +77,7 @@ async def test_a_bounded_storm_loses_nothing_and_runs_nothing_twice(
             "webhook_lost",
             "webhook_deliveries_lost",
             "webhook_ledger_double_counted",
+            "webhook_signatures_invalid",
             "export_parts_corrupt",
         )
     }

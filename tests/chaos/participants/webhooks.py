@@ -10,7 +10,9 @@ what the partner received — a success the ledger records that did not happen, 
 twice. ``webhook_deliveries_lost``: an acknowledged delivery the partner never received;
 ``webhook_ledger_missing``: a delivery done with no ``delivered`` row (the deliverer writes
 successes in batches of a few milliseconds: a kill in between loses the row, never invents
-one); ``webhook_redelivered``: receipts beyond one (bounded by the kills).
+one); ``webhook_redelivered``: receipts beyond one (bounded by the kills);
+``webhook_signatures_invalid``: receipts whose signature does not verify under the endpoint's
+secret (the partner's own check).
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ from tests.chaos.fleet import Role, service_env
 from tests.chaos.participant import StormContext
 from tests.support.webhook_receiver import Receiver
 from webhooks.builtin import GLOBAL_FAMILY, deliver_global
+from webhooks.errors import WebhookSignatureInvalidError
 from webhooks.family import fan_out_inputs
 from webhooks.secrets import SecretBox
-from webhooks.signature import STANDARD_ID_HEADER
+from webhooks.signature import STANDARD_ID_HEADER, verify_standard
 from webhooks.ssrf import GuardPolicy
 from webhooks.store_pg import PgWebhookStore
 
@@ -42,6 +45,8 @@ DELIVERERS = 2
 ENDPOINTS = 2
 TOPIC = "storm.hook"
 SETTLE_S = 120.0
+TOLERANCE_S = 3_600
+"""The checks run minutes after the receipts: the timestamp's freshness is not what is checked."""
 ALLOW_PRIVATE = "127.0.0.1/32"
 DELIVERIES = "select id, state, input from x_jobs where name = $1"
 DELIVERED_ROWS = (
@@ -64,6 +69,8 @@ class WebhookDeliveries:
         self.errors = 0
         self.endpoints: dict[str, str] = {}
         """The partner's path → the endpoint id delivering to it."""
+        self.secrets: dict[str, str] = {}
+        """The partner's path → the endpoint's signing secret."""
 
     def fleet_env(self) -> dict[str, str]:
         return {}
@@ -93,6 +100,7 @@ class WebhookDeliveries:
                 self.partner.url(f"/hook/{i}"), topics=[TOPIC], endpoint_id=f"ep_storm_{i}"
             )
             self.endpoints[f"/hook/{i}"] = created.id
+            self.secrets[f"/hook/{i}"] = created.secret
         driver = postgres_driver(ctx.pool)
         n = 0
         while await ctx.pace():
@@ -138,6 +146,17 @@ class WebhookDeliveries:
                 data = row["input"]
                 data = data if isinstance(data, dict) else orjson.loads(data)
                 done.append((str(data["endpoint_id"]), str(data["event_id"])))
+        invalid = 0
+        for received in self.partner.requests:
+            try:
+                verify_standard(
+                    self.secrets.get(received.path, ""),
+                    received.headers,
+                    received.body,
+                    TOLERANCE_S,
+                )
+            except WebhookSignatureInvalidError:
+                invalid += 1
         return {
             "webhook_acked": len(self.acked),
             "webhook_enqueue_errors": self.errors,
@@ -151,4 +170,5 @@ class WebhookDeliveries:
             ),
             "webhook_ledger_missing": sum(1 for pair in done if pair not in ledger),
             "webhook_redelivered": sum(n - 1 for n in receipts.values() if n > 1),
+            "webhook_signatures_invalid": invalid,
         }
