@@ -5,13 +5,17 @@ a temporary directory and redis-servers, each on a free port; the shared servers
 touched. The services are real ``ujobs`` processes running ``tests/chaos/storm_app.py``.
 
 1. The Postgres storm (``tests.chaos.harness``): ``STORM_WORKERS`` workers, two relays, two
-   schedulers and two ``ujobs api``; Python-driver enqueues, HTTP enqueues and outbox
-   stagings (a business row and its job in one transaction) at ``STORM_RATE`` a second each,
-   a cron task every second; for ``STORM_BUDGET_S`` seconds, ``STORM_KILLS`` SIGKILLs
-   (workers, relays, the scheduler leader, the apis in turn), ``STORM_RESTARTS`` Postgres
-   restarts and ``STORM_STOPS`` workers frozen past their lease. Then a drain and the checks:
-   ``lost``, ``stuck``, ``completed_twice``, ``steps_rerun`` (and how many no kill, freeze or
-   restart explains), ``occurrences_missed``/``doubled``, ``outbox_lost``/``doubled``,
+   schedulers, two ``ujobs api`` on HTTP and two on a private nats-server, two webhook
+   deliverers and two exporters; Python-driver enqueues, HTTP enqueues, NATS request/reply
+   and JetStream enqueues, outbox stagings (a business row and its job in one transaction)
+   and webhook events at ``STORM_RATE`` a second each, an export every two seconds, a cron
+   task every second; for ``STORM_BUDGET_S`` seconds, ``STORM_KILLS`` SIGKILLs (workers,
+   relays, the scheduler leader, the apis, the deliverers, the exporters in turn),
+   ``STORM_RESTARTS`` Postgres restarts, ``STORM_NATS_RESTARTS`` nats-server restarts and
+   ``STORM_STOPS`` workers frozen past their lease. Then a drain and the checks: ``lost``,
+   ``stuck``, ``completed_twice``, ``steps_rerun`` (and how many no kill, freeze or restart
+   explains), ``occurrences_missed``/``doubled``, ``outbox_lost``/``doubled``,
+   ``settlements_lost``, ``webhook_ledger_double_counted``, ``export_parts_corrupt``,
    ``p99_pickup_ms_during_storm``.
 2. The Redis driver storm (``tests.chaos.redis_storm``), with AOF (``everysec``) and without
    persistence: ``redis_aof_lost`` and ``redis_noaof_lost``, redis-server SIGKILLed
@@ -36,14 +40,17 @@ for _path in (str(ROOT), str(HERE)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-from tests.chaos.harness import StormConfig, run_storm  # noqa: E402
+from tests.chaos.harness import PG_SETTINGS, StormConfig, run_storm  # noqa: E402
 from tests.chaos.participant import Participant  # noqa: E402
 from tests.chaos.participants.cron import CronTask  # noqa: E402
 from tests.chaos.participants.direct import DirectEnqueue  # noqa: E402
+from tests.chaos.participants.exports import ExportRuns  # noqa: E402
 from tests.chaos.participants.http import HttpEnqueue  # noqa: E402
+from tests.chaos.participants.nats_edge import NatsEdgeEnqueue  # noqa: E402
 from tests.chaos.participants.outbox import OutboxEnqueue  # noqa: E402
+from tests.chaos.participants.webhooks import WebhookDeliveries  # noqa: E402
 from tests.chaos.redis_storm import redis_storm  # noqa: E402
-from tests.support.restartable import PrivatePostgres  # noqa: E402
+from tests.support.restartable import PrivateNats, PrivatePostgres  # noqa: E402
 
 
 def config_from_env() -> StormConfig:
@@ -69,14 +76,18 @@ def logs_dir(pg: PrivatePostgres) -> Path:
 async def main() -> None:
     config = config_from_env()
     redis_restarts = int(os.environ.get("STORM_REDIS_RESTARTS", "3"))
+    nats_restarts = int(os.environ.get("STORM_NATS_RESTARTS", "2"))
     figures: dict[str, Any] = {}
-    with PrivatePostgres() as pg:
+    with PrivatePostgres(settings=PG_SETTINGS) as pg, PrivateNats() as nats_server:
         logs = logs_dir(pg)
         participants: list[Participant] = [
             DirectEnqueue(),
             OutboxEnqueue(),
             CronTask(),
             HttpEnqueue(),
+            NatsEdgeEnqueue(nats_server, restarts=nats_restarts, over_s=config.budget_s),
+            WebhookDeliveries(),
+            ExportRuns(),
         ]
         figures |= await run_storm(pg, participants, config, logs)
         for aof in (True, False):

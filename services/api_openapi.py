@@ -47,6 +47,30 @@ _BATCH_ON_CONFLICT = {
 }
 
 
+_FOLLOW_THE_ID = (
+    ("ShowJob", "show_job", "read the job this enqueue made"),
+    ("CancelJob", "cancel_job", "stop it while it is live"),
+    ("RetryJob", "retry_job", "re-queue it once finished"),
+    ("PromoteJob", "promote_job", "make it due now while it waits"),
+    ("RemoveJob", "remove_job", "delete it (never while it runs)"),
+)
+
+
+def _enqueued_links() -> dict[str, Any]:
+    """OpenAPI links from an enqueue's answer to the routes on the job it made (its ``id`` is
+    their ``{job}``): a generated client can follow them, and schemathesis's stateful phase
+    chains enqueue -> show -> cancel / retry through them."""
+    return {
+        link: {"operationId": op, "parameters": {"job": "$response.body#/id"}, "description": text}
+        for link, op, text in _FOLLOW_THE_ID
+    }
+
+
+def _with_links(op: dict[str, Any]) -> dict[str, Any]:
+    op["responses"]["202"]["links"] = _enqueued_links()
+    return op
+
+
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
@@ -154,12 +178,14 @@ def _enqueue_paths(job: str, input_schema: dict[str, Any]) -> dict[str, Any]:
     slug = re.sub(r"[^A-Za-z0-9_]", "_", job)
     return {
         f"/v1/jobs/{job}": {
-            "post": _op(
-                f"enqueue_{slug}",
-                f"Enqueue {job} (scope enqueue:{job})",
-                ("202", "queued, or deduped onto the live run of its key", _ref("Enqueued")),
-                single_errors,
-                body=single,
+            "post": _with_links(
+                _op(
+                    f"enqueue_{slug}",
+                    f"Enqueue {job} (scope enqueue:{job})",
+                    ("202", "queued, or deduped onto the live run of its key", _ref("Enqueued")),
+                    single_errors,
+                    body=single,
+                )
             )
         },
         f"/v1/jobs/{job}/batch": {
@@ -231,12 +257,14 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
                 ("200", "the job", _ref("JobDocument")),
                 ("403", "404"),
             ),
-            "post": _op(
-                "enqueue",
-                "Enqueue the job named {job} (scope enqueue:{job})",
-                ("202", "queued, or deduped onto the live run of its key", _ref("Enqueued")),
-                ("400", "403", "404", "409", "413"),
-                body=any_input,
+            "post": _with_links(
+                _op(
+                    "enqueue",
+                    "Enqueue the job named {job} (scope enqueue:{job})",
+                    ("202", "queued, or deduped onto the live run of its key", _ref("Enqueued")),
+                    ("400", "403", "404", "409", "413"),
+                    body=any_input,
+                )
             ),
             "delete": _op(
                 "remove_job",

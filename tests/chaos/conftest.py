@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.chaos.harness import PG_SETTINGS
 from tests.support.restartable import PrivatePostgres, postgres_bin_dir
 
 
@@ -16,5 +17,5 @@ def private_pg() -> Iterator[PrivatePostgres]:
         postgres_bin_dir()
     except RuntimeError as exc:
         pytest.skip(str(exc))
-    with PrivatePostgres(settings={"fsync": "off"}) as pg:
+    with PrivatePostgres(settings={"fsync": "off", **PG_SETTINGS}) as pg:
         yield pg

@@ -49,6 +49,29 @@ class Role:
 class Member:
     role: Role
     proc: subprocess.Popen[bytes]
+    log: Path
+
+
+REFUSED_AT_START = "X_DRIVER_UNAVAILABLE"
+"""What a service prints as its last line when a backend refuses it at start (Postgres
+restarting: 'the database system is shutting down'); it exits 1 and is started again."""
+
+
+@dataclass(frozen=True)
+class Exit:
+    """A member that exited without a kill: its role, exit code and last log line."""
+
+    role: str
+    code: int
+    last_line: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.role}:{self.code}"
+
+    @property
+    def refused_at_start(self) -> bool:
+        return self.last_line.startswith(REFUSED_AT_START)
 
 
 @dataclass
@@ -56,15 +79,21 @@ class Fleet:
     logs: Path
     members: list[Member] = field(default_factory=list)
     started: int = 0
+    env: dict[str, str] = field(default_factory=dict)
+    """Settings every member gets on top of its role's (the participants' ``fleet_env``)."""
 
     def start(self, role: Role) -> Member:
         self.started += 1
-        log = (self.logs / f"{role.name}-{self.started}.log").open("wb")
+        path = self.logs / f"{role.name}-{self.started}.log"
+        log = path.open("wb")
         proc = subprocess.Popen(
-            [str(UJOBS), *role.command], env=role.env, stdout=log, stderr=subprocess.STDOUT
+            [str(UJOBS), *role.command],
+            env={**role.env, **self.env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         log.close()
-        member = Member(role, proc)
+        member = Member(role, proc, path)
         self.members.append(member)
         return member
 
@@ -82,13 +111,13 @@ class Fleet:
         self.members.remove(member)
         return self.start(member.role)
 
-    def reap(self) -> list[tuple[str, int]]:
-        """Members that exited on their own (no kill): started again; answers (role, code)."""
+    def reap(self) -> list[Exit]:
+        """Members that exited on their own (no kill): started again; answers how each ended."""
         gone = [m for m in self.members if m.proc.poll() is not None]
         for member in gone:
             self.members.remove(member)
             self.start(member.role)
-        return [(m.role.name, int(m.proc.returncode)) for m in gone]
+        return [Exit(m.role.name, int(m.proc.returncode), _last_line(m.log)) for m in gone]
 
     def stop_all(self) -> None:
         for m in self.members:
@@ -101,3 +130,8 @@ class Fleet:
             except subprocess.TimeoutExpired:
                 m.proc.kill()
                 m.proc.wait()
+
+
+def _last_line(log: Path) -> str:
+    lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    return lines[-1][:300] if lines else ""

@@ -46,8 +46,18 @@ class StormContext:
 class Participant(Protocol):
     name: str
 
+    def fleet_env(self) -> dict[str, str]:
+        """Settings EVERY process of the storm gets (the workers' included: a settlement is
+        written by whichever process settles), read before the first one starts."""
+        ...
+
     def roles(self, ctx: StormContext) -> list[tuple[Role, int]]:
         """The processes this family runs during the storm, and how many of each."""
+        ...
+
+    async def ready(self, ctx: StormContext) -> None:
+        """Return once this family's processes answer: the load and the chaos start after
+        every family is ready (on a loaded machine an api may take seconds to listen)."""
         ...
 
     async def victims(self, ctx: StormContext) -> list[Member]:

@@ -83,8 +83,7 @@ async def redis_storm(
             loader = asyncio.create_task(load())
             for i in range(restarts):
                 await asyncio.sleep(budget_s / (restarts + 1))
-                for role, code in fleet.reap():
-                    exits.append(f"{role}:{code}")
+                exits += [gone.label for gone in fleet.reap()]
                 alive = fleet.alive("worker")
                 fleet.kill_and_replace(alive[i % len(alive)])
                 await asyncio.sleep(0.5)

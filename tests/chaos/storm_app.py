@@ -8,6 +8,9 @@ in a LEDGER table of the storm's own Postgres (``STORM_LEDGER_URL``), inside ste
   twice. ``src`` names the participant that enqueued it, ``at_ms`` when (the pickup latency).
 * ``storm.tick`` — what the per-second task ``storm.every-second`` enqueues (``run-all``
   catch-up): one ledger row per occurrence, in a step.
+* ``storm.export`` — ``export_rows()`` of the fixed table ``storm_export_rows`` (the exports
+  participant fills it) to ``storm/<export_id>/``, a page of ``EXPORT_BATCH`` rows a part, paced
+  so an export lasts long enough for the storm's SIGKILLs to land inside it.
 
 The ledger's connection is a small pool opened on first use; a ledger write that fails (the
 storm restarts Postgres) fails the attempt, which is retried.
@@ -16,13 +19,16 @@ storm restarts Postgres) fails the attempt, which is retried.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
 
+from exports import export_rows, keyset
 from shared import Retry, Run, define_api, job, t, task
 
 LEDGER_DDL = """
@@ -111,6 +117,36 @@ every_second = task(
     catch_up="run-all",
     max_catch_up=120,
     enqueue=lambda occurrence_ms: [(tick, {"occurrence_ms": occurrence_ms})],
+)
+
+EXPORT_COLUMNS = ("id", "label", "amount")
+EXPORT_BATCH = 250
+EXPORT_RATE = 1_000
+"""Rows a second: an export of the participant's 2,000 rows takes about two seconds."""
+
+
+class _LedgerConnections:
+    """The ledger's pool as ``keyset()`` takes it (``acquire()``), opened on first use."""
+
+    @contextlib.asynccontextmanager
+    async def acquire(self) -> AsyncIterator[Any]:
+        pool = await _ledger()
+        async with pool.acquire() as conn:
+            yield conn
+
+
+export = export_rows(
+    name="storm.export",
+    input=t.object(export_id=t.string),
+    tenant="none",
+    prefix=lambda i: f"storm/{i.export_id}",
+    source=lambda run: keyset(
+        "storm_export_rows", key="id", columns=EXPORT_COLUMNS, pool=_LedgerConnections()
+    ),
+    columns=EXPORT_COLUMNS,
+    batch=EXPORT_BATCH,
+    rate=EXPORT_RATE,
+    retry=RETRY,
 )
 
 api = define_api(jobs=[sys.modules[__name__]], tasks=[sys.modules[__name__]], install=False)

@@ -1,11 +1,13 @@
 """The storm in a bounded form (``bench/storm.py`` runs it in full): real ``ujobs`` workers,
-relays and schedulers on a private Postgres under SIGKILLs, a Postgres restart and a worker
+relays, schedulers, apis (HTTP and NATS, on a private nats-server restarted once), webhook
+deliverers and exporters on a private Postgres under SIGKILLs, a Postgres restart and a worker
 frozen past its lease, then every target checked from the ledger; and the Redis driver with an
 append-only file under redis-server SIGKILLs."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -13,39 +15,49 @@ from tests.chaos.harness import StormConfig, run_storm
 from tests.chaos.participant import Participant
 from tests.chaos.participants.cron import CronTask
 from tests.chaos.participants.direct import DirectEnqueue
+from tests.chaos.participants.exports import ExportRuns
 from tests.chaos.participants.http import HttpEnqueue
+from tests.chaos.participants.nats_edge import NatsEdgeEnqueue
 from tests.chaos.participants.outbox import OutboxEnqueue
+from tests.chaos.participants.webhooks import WebhookDeliveries
 from tests.chaos.redis_storm import redis_storm
-from tests.support.restartable import PrivatePostgres
+from tests.support.restartable import PrivateNats, PrivatePostgres
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
 BOUNDED = StormConfig(
-    budget_s=20, kills=6, pg_restarts=1, stops=1, workers=2, rate_per_s=10, drain_timeout_s=40
+    budget_s=20, kills=8, pg_restarts=1, stops=1, workers=2, rate_per_s=10, drain_timeout_s=40
 )
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(200)
 async def test_a_bounded_storm_loses_nothing_and_runs_nothing_twice(
     private_pg: PrivatePostgres,
 ) -> None:
     logs = private_pg.workdir / "logs"
     logs.mkdir()
-    participants: list[Participant] = [
-        DirectEnqueue(),
-        OutboxEnqueue(),
-        CronTask(),
-        HttpEnqueue(),
-    ]
-    async with asyncio.timeout(120):
-        figures = await run_storm(private_pg, participants, BOUNDED, logs)
+    with PrivateNats() as nats_server:
+        participants: list[Participant] = [
+            DirectEnqueue(),
+            OutboxEnqueue(),
+            CronTask(),
+            HttpEnqueue(),
+            NatsEdgeEnqueue(nats_server, restarts=1, over_s=BOUNDED.budget_s),
+            WebhookDeliveries(),
+            ExportRuns(),
+        ]
+        async with asyncio.timeout(150):
+            figures = await run_storm(private_pg, participants, BOUNDED, logs)
     # The storm did what it says: every kill landed (a worker, a relay, the scheduler
-    # leader, an api in turn), Postgres came back once, one worker thawed past its lease.
-    assert (figures["kills"], figures["restarts"], figures["stops"]) == (6, 1, 1)
-    assert figures["exits"] == []
-    assert figures["acked"]["direct"] > 0
-    assert figures["acked"]["outbox"] > 0
-    assert figures["acked"]["http"] > 0
+    # leader, an api of each edge, a deliverer, an exporter in turn), Postgres came back once,
+    # nats-server once, one worker thawed past its lease.
+    assert (figures["kills"], figures["restarts"], figures["stops"]) == (8, 1, 1)
+    assert figures["nats_restarts"] == 1
+    assert figures["exits"] == []  # a replacement Postgres refused at start is not an exit
+    for source in ("direct", "outbox", "http", "nats-request", "nats-stream", "exports"):
+        assert figures["acked"].get(source, 0) > 0, (source, figures["acked"])
+    assert figures["webhook_acked"] > 0
+    assert figures["exports_done"] > 0
     assert figures["drained_s"] is not None
     summary = {
         key: figures[key]
@@ -61,8 +73,15 @@ async def test_a_bounded_storm_loses_nothing_and_runs_nothing_twice(
             "outbox_doubled",
             "occurrences_missed",
             "occurrences_doubled",
+            "settlements_lost",
+            "webhook_lost",
+            "webhook_deliveries_lost",
+            "webhook_ledger_double_counted",
+            "webhook_signatures_invalid",
+            "export_parts_corrupt",
         )
     }
+    print(f"bounded storm: {json.dumps(figures, default=str)}")
     assert summary == dict.fromkeys(summary, 0), figures
     assert figures["occurrences"] >= 15
 

@@ -21,6 +21,9 @@ LEASE_TTL_MS = 3_000
 class CronTask:
     name = "cron"
 
+    def fleet_env(self) -> dict[str, str]:
+        return {}
+
     def roles(self, ctx: StormContext) -> list[tuple[Role, int]]:
         env = service_env(
             ctx.url,
@@ -28,6 +31,9 @@ class CronTask:
             UJOBS_SCHEDULER_TICK_INTERVAL_MS="200",
         )
         return [(Role("scheduler", ("scheduler",), env), SCHEDULERS)]
+
+    async def ready(self, ctx: StormContext) -> None:
+        return None
 
     async def victims(self, ctx: StormContext) -> list[Member]:
         holder = await ctx.pool.fetchval(

@@ -17,8 +17,14 @@ if TYPE_CHECKING:
 class DirectEnqueue:
     name = "direct"
 
+    def fleet_env(self) -> dict[str, str]:
+        return {}
+
     def roles(self, ctx: StormContext) -> list[tuple[Role, int]]:
         return []
+
+    async def ready(self, ctx: StormContext) -> None:
+        return None
 
     async def victims(self, ctx: StormContext) -> list[Member]:
         return []

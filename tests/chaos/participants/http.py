@@ -4,6 +4,7 @@ Acknowledged means a 202 with the job's id; every other answer is counted by sta
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from typing import TYPE_CHECKING, Any
@@ -28,11 +29,26 @@ class HttpEnqueue:
         self.ports = [free_port() for _ in range(APIS)]
         self.statuses: dict[str, int] = {}
 
+    def fleet_env(self) -> dict[str, str]:
+        return {}
+
     def roles(self, ctx: StormContext) -> list[tuple[Role, int]]:
         return [
             (Role(f"api-{i}", ("api", "--port", str(port)), service_env(ctx.url)), 1)
             for i, port in enumerate(self.ports)
         ]
+
+    async def ready(self, ctx: StormContext) -> None:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
+            for port in self.ports:
+                while True:
+                    try:
+                        async with http.get(f"http://127.0.0.1:{port}/healthz") as reply:
+                            if reply.status == 200:
+                                break
+                    except (TimeoutError, aiohttp.ClientError):
+                        pass
+                    await asyncio.sleep(0.2)
 
     async def victims(self, ctx: StormContext) -> list[Member]:
         return [m for m in ctx.fleet.alive() if m.role.name.startswith("api-")]

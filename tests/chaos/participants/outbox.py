@@ -31,9 +31,15 @@ select o.id, count(j.id) as rows
 class OutboxEnqueue:
     name = "outbox"
 
+    def fleet_env(self) -> dict[str, str]:
+        return {}
+
     def roles(self, ctx: StormContext) -> list[tuple[Role, int]]:
         env = service_env(ctx.url, UJOBS_OUTBOX_CLAIM_LEASE_MS="2000")
         return [(Role("relay", ("relay",), env), RELAYS)]
+
+    async def ready(self, ctx: StormContext) -> None:
+        return None
 
     async def victims(self, ctx: StormContext) -> list[Member]:
         return ctx.fleet.alive("relay")
