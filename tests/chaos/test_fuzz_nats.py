@@ -163,8 +163,17 @@ async def _stream(nc: Client, names: NatsNames, token: str, sweep: Sweep) -> Non
                     sweep.bad_answers.append(f"{label}: rejected with {answer!r:.200}")
     except TimeoutError:
         sweep.bad_answers += [f"{label}: never rejected" for label in published.values()]
-    info = await js.consumer_info(names.enqueue_stream, names.durable)
-    if info.num_pending or info.num_ack_pending or info.num_redelivered:
+    # The api publishes a refusal, then terminates the message: the last term may still be
+    # on its way when the last refusal arrives, so give the consumer a moment to settle.
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + REPLY_TIMEOUT_S
+    while True:
+        info = await js.consumer_info(names.enqueue_stream, names.durable)
+        settled = not (info.num_pending or info.num_ack_pending)
+        if settled or loop.time() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    if not settled or info.num_redelivered:
         sweep.bad_answers.append(f"consumer left work behind: {info}")
 
 
