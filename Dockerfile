@@ -25,10 +25,13 @@ COPY exports ./exports
 RUN pip install --no-deps . \
  && rm -rf /app/sql /app/shared /app/services /app/webhooks /app/exports /app/build \
  && useradd --system --uid 10001 --home-dir /app ujobs \
- && mkdir -p /srv/app
+ && mkdir -p /srv/app \
+ && install -d -o ujobs -m 0700 /run/ujobs-key
 
 WORKDIR /srv/app
 
+# /run/ujobs-key is the key volume's mount point (compose.yaml's keygen): a fresh named volume
+# takes this directory's owner and mode, so the key written there is the ujobs user's alone.
 USER ujobs
 # 8080: the api; 9464: /metrics, /healthz, /readyz of every other service.
 EXPOSE 8080 9464

@@ -21,6 +21,7 @@ from services.backends import Backend, open_backend
 from services.cli_common import DatabaseUrlOption, DriverOption, JsonOption
 from services.cli_output import Progress, emit_json, iso, note, print_table, reported
 from services.config import OperatorConfig, environment
+from services.secret_key import write_key_file
 from services.webhook_deliverer import WebhookSettings, webhook_settings
 from shared.clock import to_epoch_ms
 from shared.errors import InputInvalidError
@@ -98,9 +99,27 @@ def _since_ms(raw: str) -> int:
 
 
 @webhooks_app.command("new-key")
-def new_key(as_json: JsonOption = False) -> None:
-    """Print a fresh UJOBS_SECRET_KEY value (32 random bytes, base64)."""
+def new_key(
+    into: Annotated[
+        Path | None,
+        typer.Option(
+            "--into",
+            help="write the key to this file (owner-only) unless one is there, print nothing "
+            "secret (for UJOBS_SECRET_KEY_FILE)",
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print a fresh UJOBS_SECRET_KEY value (32 random bytes, base64), or write it to a file."""
     key = new_secret_key()
+    if into is not None:
+        with reported(as_json=as_json):
+            wrote = write_key_file(into, key)
+        if as_json:
+            emit_json({"path": str(into), "written": wrote})
+        else:
+            note(f"{into}: {'a new key written' if wrote else 'a key is already there; kept'}")
+        return
     if as_json:
         emit_json({"key": key})
     else:
