@@ -27,7 +27,6 @@ from shared.clock import to_epoch_ms
 from shared.errors import InputInvalidError
 from shared.jobs.enqueue_target import reset_job_driver, set_job_driver
 from webhooks import builtin
-from webhooks.ledger import DeliveryAttempt
 from webhooks.store_pg import PgWebhookStore, new_secret_key
 
 T = TypeVar("T")
@@ -343,21 +342,6 @@ def publish(
         note(f"{answer['eventId']}: {len(answer['deliveries'])} deliveries queued")
 
 
-def _attempt_dict(a: DeliveryAttempt) -> dict[str, Any]:
-    return {
-        "endpointId": a.endpoint_id,
-        "eventId": a.event_id,
-        "jobId": a.job_id,
-        "attempt": a.attempt,
-        "outcome": a.outcome,
-        "status": a.status,
-        "code": a.code,
-        "latencyMs": a.latency_ms,
-        "response": a.response_excerpt,
-        "atMs": a.at_ms,
-    }
-
-
 @webhooks_app.command("deliveries")
 def deliveries(
     endpoint: Annotated[str, typer.Option("--endpoint", help="the endpoint's id")],
@@ -371,7 +355,7 @@ def deliveries(
 
     async def work(store: PgWebhookStore, _: Backend) -> list[dict[str, Any]]:
         found = await store.deliveries(endpoint, failed_only=failed, limit=limit)
-        return [_attempt_dict(a) for a in found]
+        return [a.to_dict() for a in found]
 
     rows = _run(work, as_json=as_json, label="reading", database_url=database_url, driver=driver)
     if as_json:
