@@ -9,11 +9,14 @@ driver's clock.
 from __future__ import annotations
 
 import builtins
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
 from shared.clock import Clock
+from shared.drivers.postgres.deadlock_retry import retry_deadlock
+from shared.drivers.postgres.settle_batch import SettleBatcher
 from shared.drivers.postgres.sql import query
 from shared.errors import InvariantError
 
@@ -46,6 +49,7 @@ class PostgresLeaseStore:
     def __init__(self, pool: Pool, clock: Clock) -> None:
         self._pool = pool
         self._clock = clock
+        self._releases: SettleBatcher[tuple[str, str]] = SettleBatcher(self._release_many)
 
     async def acquire(self, key: str, holder: str, limit: int, ttl_ms: int) -> bool:
         if limit < 1 or ttl_ms < 1:
@@ -70,7 +74,20 @@ class PostgresLeaseStore:
         return slot is not None
 
     async def release(self, key: str, holder: str) -> None:
-        await self._pool.execute(_RELEASE, key, holder)
+        """Answers once the slot is free. Releases that arrive while one is in flight go
+        together in the next statement: a worker finishing 16 runs at once pays one commit
+        for their slots, not 16 (an idle one pays no added wait)."""
+        await self._releases.submit((key, holder))
+
+    async def _release_many(self, pairs: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        await retry_deadlock(
+            self._pool.execute, _RELEASE, [k for k, _ in pairs], [h for _, h in pairs]
+        )
+        return set(pairs)
+
+    async def close(self) -> None:
+        """Wait for the releases already submitted (the driver's ``close`` calls it)."""
+        await self._releases.join()
 
     async def holders(self, key: str) -> builtins.list[str]:
         rows = await self._pool.fetch(_HOLDERS, key, self._clock.now_ms())
