@@ -26,12 +26,15 @@ RUN pip install --no-deps . \
  && rm -rf /app/sql /app/shared /app/services /app/webhooks /app/exports /app/build \
  && useradd --system --uid 10001 --home-dir /app ujobs \
  && mkdir -p /srv/app /srv/exports \
- && chown ujobs /srv/exports
+ && chown ujobs /srv/exports \
+ && install -d -o ujobs -m 0700 /run/ujobs-key
 
 # /srv/exports is where compose mounts the exports volume: a new named volume takes the owner of
 # the directory it is mounted over, so the exporter (running as ujobs) can write its parts there.
 WORKDIR /srv/app
 
+# /run/ujobs-key is the key volume's mount point (compose.yaml's keygen): a fresh named volume
+# takes this directory's owner and mode, so the key written there is the ujobs user's alone.
 USER ujobs
 # 8080: the api; 9464: /metrics, /healthz, /readyz of every other service.
 EXPOSE 8080 9464

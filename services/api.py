@@ -4,7 +4,8 @@ bearer tokens, plus health, readiness, metrics and the manifest.
 Built the standard way (STYLE #13): ``create_app(config)`` answers an ``Application`` whose
 backend is opened and closed by a ``cleanup_ctx``, state lives under typed ``web.AppKey``s
 (``api_common``), and each concern is a ``RouteTableDef`` of its own module: ``api_enqueue``
-(jobs, batches, events), ``api_jobs`` (one job, pages, moves), ``api_queues`` (queues, tasks).
+(jobs, batches, events), ``api_jobs`` (one job, pages, moves), ``api_queues`` (queues, tasks),
+``api_webhooks`` (webhook endpoints and their deliveries).
 Who may call what is ``services.auth`` (shared with the NATS edge); the per-token rate limit is
 ``api_ratelimit``; concurrent single enqueues share a commit through ``api_enqueue_batcher``.
 Tests drive it with ``aiohttp_client(create_app(config))``.
@@ -16,7 +17,7 @@ Tests drive it with ``aiohttp_client(create_app(config))``.
 | ``GET /metrics`` | Prometheus text; queue gauges re-read from ``driver.stats()`` at most every ``UJOBS_METRICS_REFRESH_MS`` |
 | ``GET /v1/manifest`` | every job and task descriptor of the app (``UJOBS_APP``) |
 | ``GET /v1/openapi.json`` | the OpenAPI 3.1 document of every route, a typed input per job |
-| ``/v1/jobs…``, ``/v1/events…``, ``/v1/queues…``, ``/v1/tasks…`` | see the route modules |
+| ``/v1/jobs…``, ``/v1/events…``, ``/v1/queues…``, ``/v1/tasks…``, ``/v1/webhooks…`` | see the route modules |
 | ``/_x…`` | the operator dashboard (HTML, a login cookie): ``services.dashboard`` |
 
 Errors are ``{"error": {"code", "message", "meta"}}`` with the status ``status_for(code)``
@@ -57,6 +58,7 @@ from services.api_openapi import openapi_document
 from services.api_ratelimit import TokenBuckets, retry_after_header
 from services.api_strict_batch import strict_batch
 from services.api_token_guard import token_guard
+from services.api_webhooks import add_webhook_routes
 from services.app_loader import load_api
 from services.auth import NO_TOKENS, TokenLookup
 from services.backends import open_backend
@@ -225,6 +227,7 @@ def create_app(
     app.add_routes(api_queues.routes)
     setup_dashboard(app)
     add_export_routes(app, authorize=token_reader)
+    add_webhook_routes(app)
     return app
 
 

@@ -90,7 +90,11 @@ def sign_path(key: bytes, path: str, expires_s: int) -> str:
 
 def verify_path(key: bytes, path: str, expires: str, sig: str, now_s: int) -> int:
     """The expiry of a valid link; ``X_EXPORT_LINK_INVALID`` otherwise."""
-    if not expires.isdigit() or not hmac.compare_digest(sign_path(key, path, int(expires)), sig):
+    valid = expires.isascii() and expires.isdigit()
+    # Compared as bytes: compare_digest refuses a str with non-ASCII characters (a TypeError).
+    if not valid or not hmac.compare_digest(
+        sign_path(key, path, int(expires)).encode(), sig.encode()
+    ):
         raise ExportLinkInvalidError(
             "this download link is not valid; ask for a fresh one (GET /v1/exports/{id})"
         )

@@ -16,6 +16,7 @@ from typing import Any
 
 from services.api_exports import export_paths
 from services.api_openapi_schemas import SCHEMAS
+from services.api_openapi_webhooks import webhook_paths
 from shared.drivers.base import ALL_STATES, MAX_JOB_PAGE
 from shared.jobs.registry import Registry
 
@@ -26,7 +27,7 @@ _ERROR_TEXT = {
     "400": "invalid input (X_INPUT_INVALID, X_JOB_PAGE_INVALID, …)",
     "401": "no, unknown, revoked or expired token (X_UNAUTHORIZED)",
     "403": "a scope missing (X_FORBIDDEN) or another tenant's work (X_TENANCY_ACTOR_MISMATCH)",
-    "404": "unknown (X_JOB_UNKNOWN, X_JOB_NOT_FOUND, X_TASK_UNKNOWN)",
+    "404": "unknown (X_JOB_UNKNOWN, X_JOB_NOT_FOUND, X_TASK_UNKNOWN, X_WEBHOOK_ENDPOINT_UNKNOWN)",
     "409": "a live run holds the key under onConflict: error (X_JOB_DUPLICATE, meta.id names "
     "it), or the job is not in a state this move applies to",
     "413": "the body is over UJOBS_API_MAX_BODY_BYTES (X_BODY_TOO_LARGE)",
@@ -433,6 +434,7 @@ def openapi_document(registry: Registry) -> dict[str, Any]:
         **_service_paths(),
         **_operator_paths(sorted(registry.tasks)),
         **export_paths(_json, lambda description: _json(description, _ref("Error"))),
+        **webhook_paths(_op, _path_param),
     }
     for name in enqueue_paths_of(registry).values():
         component = component_name(name)

@@ -21,12 +21,12 @@ from services.backends import Backend, open_backend
 from services.cli_common import DatabaseUrlOption, DriverOption, JsonOption
 from services.cli_output import Progress, emit_json, iso, note, print_table, reported
 from services.config import OperatorConfig, environment
+from services.secret_key import write_key_file
 from services.webhook_deliverer import WebhookSettings, webhook_settings
 from shared.clock import to_epoch_ms
 from shared.errors import InputInvalidError
 from shared.jobs.enqueue_target import reset_job_driver, set_job_driver
 from webhooks import builtin
-from webhooks.ledger import DeliveryAttempt
 from webhooks.store_pg import PgWebhookStore, new_secret_key
 
 T = TypeVar("T")
@@ -98,9 +98,27 @@ def _since_ms(raw: str) -> int:
 
 
 @webhooks_app.command("new-key")
-def new_key(as_json: JsonOption = False) -> None:
-    """Print a fresh UJOBS_SECRET_KEY value (32 random bytes, base64)."""
+def new_key(
+    into: Annotated[
+        Path | None,
+        typer.Option(
+            "--into",
+            help="write the key to this file (owner-only) unless one is there, print nothing "
+            "secret (for UJOBS_SECRET_KEY_FILE)",
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print a fresh UJOBS_SECRET_KEY value (32 random bytes, base64), or write it to a file."""
     key = new_secret_key()
+    if into is not None:
+        with reported(as_json=as_json):
+            wrote = write_key_file(into, key)
+        if as_json:
+            emit_json({"path": str(into), "written": wrote})
+        else:
+            note(f"{into}: {'a new key written' if wrote else 'a key is already there; kept'}")
+        return
     if as_json:
         emit_json({"key": key})
     else:
@@ -324,21 +342,6 @@ def publish(
         note(f"{answer['eventId']}: {len(answer['deliveries'])} deliveries queued")
 
 
-def _attempt_dict(a: DeliveryAttempt) -> dict[str, Any]:
-    return {
-        "endpointId": a.endpoint_id,
-        "eventId": a.event_id,
-        "jobId": a.job_id,
-        "attempt": a.attempt,
-        "outcome": a.outcome,
-        "status": a.status,
-        "code": a.code,
-        "latencyMs": a.latency_ms,
-        "response": a.response_excerpt,
-        "atMs": a.at_ms,
-    }
-
-
 @webhooks_app.command("deliveries")
 def deliveries(
     endpoint: Annotated[str, typer.Option("--endpoint", help="the endpoint's id")],
@@ -352,7 +355,7 @@ def deliveries(
 
     async def work(store: PgWebhookStore, _: Backend) -> list[dict[str, Any]]:
         found = await store.deliveries(endpoint, failed_only=failed, limit=limit)
-        return [_attempt_dict(a) for a in found]
+        return [a.to_dict() for a in found]
 
     rows = _run(work, as_json=as_json, label="reading", database_url=database_url, driver=driver)
     if as_json:

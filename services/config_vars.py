@@ -289,6 +289,13 @@ VARIABLES: dict[str, Variable] = {
             ("webhook-deliverer", "webhooks commands", "api"),
         ),
         Variable(
+            "UJOBS_SECRET_KEY_FILE",
+            "a file holding UJOBS_SECRET_KEY's value (compose's keygen service writes one on "
+            "first start: `ujobs webhooks new-key --into PATH`); set one of the two",
+            "none: UJOBS_SECRET_KEY is read",
+            ("webhook-deliverer", "webhooks commands", "api", "exporter"),
+        ),
+        Variable(
             "UJOBS_WEBHOOK_ALLOW_PRIVATE",
             "networks webhooks may reach besides public addresses (10.0.0.0/8,…), or * for all",
             "none: loopback, private, link-local, multicast and metadata addresses refused",

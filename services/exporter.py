@@ -21,6 +21,7 @@ from exports.family import EXPORTS_QUEUE
 from exports.sinks import set_default_sink, sink_from_url
 from services.config import WorkerConfig
 from services.config_parse import invalid
+from services.secret_key import secret_key_text
 
 __all__ = ["EXPORTS_QUEUE", "MIN_SECRET_KEY_LENGTH", "ExportSettings", "exporter_config"]
 
@@ -46,7 +47,7 @@ class ExportSettings:
     @classmethod
     def load(cls, env: Mapping[str, str]) -> ExportSettings:
         url = env.get("UJOBS_EXPORT_URL", "").strip() or None
-        raw_key = env.get("UJOBS_SECRET_KEY", "")
+        raw_key = secret_key_text(env) or ""
         key = raw_key.encode() if raw_key else None
         if key is not None and len(key) < MIN_SECRET_KEY_LENGTH:
             raise invalid(

@@ -5,8 +5,8 @@ Outbound webhooks are jobs (one event, one endpoint, one job), so delivering the
 worker on their queue — on its own pods, sized for slow partners (many slots, little CPU), so
 a partner timing out never takes a slot from the app's own jobs. ``UJOBS_QUEUES`` does not
 apply; everything else a worker reads does, plus the webhook settings: ``UJOBS_SECRET_KEY``
-(endpoint secrets are sealed at rest), ``UJOBS_WEBHOOK_ALLOW_PRIVATE`` and
-``UJOBS_WEBHOOK_ALLOW_HTTP`` (the SSRF guard's exceptions).
+or ``UJOBS_SECRET_KEY_FILE`` (endpoint secrets are sealed at rest),
+``UJOBS_WEBHOOK_ALLOW_PRIVATE`` and ``UJOBS_WEBHOOK_ALLOW_HTTP`` (the SSRF guard's exceptions).
 
 The built-in families (``webhooks.builtin``) are always registered, with or without an app;
 the app's own ``webhook()`` families on the ``webhooks`` queue run here too.
@@ -21,6 +21,7 @@ from services.app_loader import load_api
 from services.config import WorkerConfig
 from services.config_parse import choice, whole
 from services.runtime import ServiceRun
+from services.secret_key import secret_key_text
 from services.wiring import wire
 from shared.jobs.registry import Registry
 from shared.worker import JobWorker
@@ -51,7 +52,7 @@ def webhook_settings(env: Mapping[str, str]) -> WebhookSettings:
     )
     cap = env.get("UJOBS_WEBHOOK_ENDPOINT_CONCURRENCY") or ""
     return WebhookSettings(
-        box=SecretBox.parse(env.get("UJOBS_SECRET_KEY")),
+        box=SecretBox.parse(secret_key_text(env)),
         policy=GuardPolicy.parse(env.get("UJOBS_WEBHOOK_ALLOW_PRIVATE"), allow_http=allow_http),
         endpoint_concurrency=(
             whole("UJOBS_WEBHOOK_ENDPOINT_CONCURRENCY", cap)

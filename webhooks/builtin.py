@@ -106,6 +106,17 @@ class _StoreLedger:
 
 _ledger = _StoreLedger()
 
+
+class _StorePace:
+    """The installed store's pace (``PgPace``): an endpoint's rate holds across every
+    deliverer, not per process."""
+
+    async def reserve(self, endpoint_id: str, rate_per_s: float) -> float:
+        return await current_store().pace.reserve(endpoint_id, rate_per_s)
+
+
+_pace = _StorePace()
+
 deliver = webhook(
     name=ORG_FAMILY,
     tenant=lambda value: value.org_id,
@@ -115,6 +126,7 @@ deliver = webhook(
     disable_after=20,
     timeout="60s",
     per_endpoint_concurrency=ENDPOINT_CONCURRENCY,
+    pace=_pace,
 )
 
 deliver_global = webhook(
@@ -126,6 +138,7 @@ deliver_global = webhook(
     disable_after=20,
     timeout="60s",
     per_endpoint_concurrency=ENDPOINT_CONCURRENCY,
+    pace=_pace,
 )
 
 

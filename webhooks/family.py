@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
@@ -48,6 +47,7 @@ from webhooks.errors import (
     WebhookEventUnknownError,
 )
 from webhooks.ledger import AttemptOutcome, DeliveryAttempt, WebhookLedger, excerpt
+from webhooks.pace import LocalPace, Pace
 from webhooks.signature import FRAMEWORK_HEADERS, Scheme, delivery_headers
 from webhooks.ssrf import GuardPolicy
 
@@ -193,22 +193,6 @@ def merged_headers(endpoint: Mapping[str, str], ours: Mapping[str, str]) -> dict
     return merged
 
 
-class _Pacer:
-    """Spaces one endpoint's POSTs ``1 / rate`` apart in this process: each reservation takes
-    the next free instant. The per-endpoint cap bounds how many wait at once."""
-
-    __slots__ = ("next_at",)
-
-    def __init__(self) -> None:
-        self.next_at = 0.0
-
-    def reserve(self, rate_per_s: float) -> float:
-        now = time.monotonic()
-        at = max(now, self.next_at)
-        self.next_at = at + 1 / rate_per_s
-        return at - now
-
-
 @dataclass(frozen=True, slots=True)
 class _Delivery:
     name: str
@@ -220,7 +204,7 @@ class _Delivery:
     client: ClientSource | None
     clock: Clock
     tenant_none: bool
-    pacers: dict[str, _Pacer] = field(default_factory=dict)
+    pace: Pace
 
     def _client(self) -> WebhookClient:
         if self.client is None:
@@ -275,7 +259,7 @@ class _Delivery:
                 meta={"endpoint_id": endpoint.id, "event_id": event.id},
             )
         if endpoint.rate_per_s is not None:
-            wait_s = self.pacers.setdefault(endpoint.id, _Pacer()).reserve(endpoint.rate_per_s)
+            wait_s = await self.pace.reserve(endpoint.id, endpoint.rate_per_s)
             if wait_s > 0:
                 await asyncio.sleep(wait_s)
                 now_ms = self.clock.now_ms()
@@ -409,6 +393,7 @@ def webhook(
     queue: str = WEBHOOKS_QUEUE,
     client: ClientSource | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    pace: Pace | None = None,
 ) -> JobHandle[WebhookInput]:
     """Declare a webhook family: ``enqueue({"endpoint_id", "event_id", "org_id"?})`` delivers
     one event to one endpoint. The fan-out (one enqueue per subscribed endpoint) is yours.
@@ -416,7 +401,9 @@ def webhook(
     ``timeout`` is the attempt's deadline (set it below the drain budget); ``request_timeout``
     bounds one POST, and a receiver that overruns it is a counted failure.
     ``per_endpoint_concurrency`` caps the deliveries in flight to one endpoint fleet-wide, so a
-    slow partner holds at most that many slots.
+    slow partner holds at most that many slots. ``pace`` is where an endpoint's
+    ``rate_per_s`` reservations live: this process (``LocalPace``, the default) unless given
+    a shared one (the built-in families use ``PgPace``, fleet-wide).
     """
     for seam, label in ((endpoint, "endpoint"), (event, "event")):
         if not callable(seam):
@@ -447,6 +434,7 @@ def webhook(
         client=client,
         clock=clock,
         tenant_none=tenant == "none",
+        pace=pace if pace is not None else LocalPace(),
     )
     concurrency = (
         KeyedConcurrency(key=endpoint_key, limit=per_endpoint_concurrency)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 AttemptOutcome = Literal["delivered", "failed", "skipped"]
 EXCERPT_CHARS = 1024
@@ -34,6 +34,21 @@ class DeliveryAttempt:
     latency_ms: int
     response_excerpt: str
     at_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The attempt as ``ujobs webhooks deliveries --json`` and the api answer it."""
+        return {
+            "endpointId": self.endpoint_id,
+            "eventId": self.event_id,
+            "jobId": self.job_id,
+            "attempt": self.attempt,
+            "outcome": self.outcome,
+            "status": self.status,
+            "code": self.code,
+            "latencyMs": self.latency_ms,
+            "response": self.response_excerpt,
+            "atMs": self.at_ms,
+        }
 
 
 def excerpt(text: str) -> str:

@@ -28,6 +28,7 @@ from webhooks.errors import (
 )
 from webhooks.family import Endpoint, Event, check_rate
 from webhooks.ledger import DeliveryAttempt
+from webhooks.pace_pg import PgPace
 from webhooks.secrets import SecretBox
 from webhooks.signature import SCHEMES, Scheme, generate_secret, hmac_key
 from webhooks.ssrf import GuardPolicy, check_url
@@ -224,6 +225,7 @@ class PgWebhookStore:
         self._clock = clock
         self._policy = policy if policy is not None else GuardPolicy()
         self.ledger = PgWebhookLedger(pool, clock, batch_delivered_ms=batch_delivered_ms)
+        self.pace = PgPace(pool, clock)
 
     # -- endpoints -------------------------------------------------------------------------
     async def add_endpoint(

@@ -81,31 +81,45 @@ def mapped(env: dict[str, str], backends: dict[str, str]) -> dict[str, str]:
 def local_cwd(service: dict[str, Any], given: dict[str, str]) -> Path:
     """The host directory compose mounts at the service's working directory."""
     for volume in service.get("volumes", []):
-        source, target, _ = interpolate(volume, given).rsplit(":", 2)
+        source, target = interpolate(volume, given).split(":")[:2]
         if target == service.get("working_dir"):
             return (ROOT / source).resolve()
     return ROOT
 
 
-def on_volumes(env: dict[str, str], service: dict[str, Any], volumes: Path) -> dict[str, str]:
-    """A path inside a mounted named volume (the exports' ``/srv/exports``) points at that
-    volume's directory under ``volumes``: one per volume, shared by every service mounting it."""
-    out = dict(env)
-    for volume in service.get("volumes", []):
-        source, target = volume.split(":")[:2]
-        if source not in (COMPOSE.get("volumes") or {}):
-            continue
-        for key, value in env.items():
-            if value == target or value.startswith(target + "/"):
-                out[key] = str(volumes / source) + value.removeprefix(target)
+def volume_dirs(tmp: Path) -> dict[str, str]:
+    """Each named volume's mount point (e.g. the key volume's /run/ujobs-key) to a directory of
+    the test's: compose gives every service that mounts the volume the same files."""
+    out: dict[str, str] = {}
+    for service in OURS.values():
+        for volume in service.get("volumes", []):
+            source, target = str(volume).split(":")[:2]
+            if source in (COMPOSE.get("volumes") or {}):
+                out[target] = str(tmp / source)
     return out
 
 
+def on_volumes(value: str, volumes: dict[str, str]) -> str:
+    for target, local in volumes.items():
+        if value == target or value.startswith(target + "/"):
+            return local + value[len(target) :]
+    return value
+
+
 def process_env(
-    service: dict[str, Any], given: dict[str, str], backends: dict[str, str], volumes: Path
+    service: dict[str, Any],
+    given: dict[str, str],
+    backends: dict[str, str],
+    volumes: dict[str, str],
 ) -> Any:
-    env = {k: interpolate(v, given) for k, v in (service.get("environment") or {}).items()}
-    return service_env(**mapped(on_volumes(env, service, volumes), backends))
+    env = {
+        k: on_volumes(interpolate(v, given), volumes)
+        for k, v in (service.get("environment") or {}).items()
+    }
+    return service_env(**mapped(env, backends))
+
+
+ONE_SHOT = ("migrate", "keygen")  # run to exit 0, in this order, before the others start
 
 
 async def get(url: str) -> int:
@@ -128,20 +142,21 @@ async def test_every_compose_service_runs_the_users_app_end_to_end(
     (app_dir / "myapp" / "jobs.py").write_text(textwrap.dedent(USER_APP))
     given = {"UJOBS_APP": "myapp.jobs:api", "UJOBS_APP_DIR": str(app_dir)}
     backends = {"postgres": pg_fresh_dsn, "redis": redis_url, "nats": nats_url}
-    volumes = tmp_path / "volumes"
     assert {h for s in OURS.values() for h in s.get("depends_on", {})} - set(OURS) <= BACKENDS
 
-    migrate = OURS["migrate"]
-    done = await ServiceProcess.start(
-        *migrate["command"],
-        env=process_env(migrate, given, backends, volumes),
-        cwd=local_cwd(migrate, given),
-    )
-    assert await done.exit_code(60) == 0, done.out + [str(line) for line in done.logs]
+    volumes = volume_dirs(tmp_path / "volumes")
+    for name in ONE_SHOT:
+        one_shot = OURS[name]
+        done = await ServiceProcess.start(
+            *(on_volumes(str(arg), volumes) for arg in one_shot["command"]),
+            env=process_env(one_shot, given, backends, volumes),
+            cwd=local_cwd(one_shot, given),
+        )
+        assert await done.exit_code(60) == 0, done.out + [str(line) for line in done.logs]
 
     started: dict[str, ServiceProcess] = {}
     try:
-        for name in sorted(set(OURS) - {"migrate"}):
+        for name in sorted(set(OURS) - set(ONE_SHOT)):
             service = OURS[name]
             cwd = local_cwd(service, given)
             assert cwd == app_dir, name  # the mounted app directory is where it runs
@@ -157,7 +172,7 @@ async def test_every_compose_service_runs_the_users_app_end_to_end(
                 listening = await process.log_event("ujobs.metrics.listening")
                 assert await get(f"http://{listening['addresses'][0]}/readyz") == 200, name
         # The exporter and the api opened the exports volume, not a /srv/exports of this host.
-        assert (volumes / "exports").is_dir()
+        assert (tmp_path / "volumes" / "exports").is_dir()
 
         pool = await asyncpg.create_pool(pg_fresh_dsn, min_size=1, max_size=2)
         assert pool is not None

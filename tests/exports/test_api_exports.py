@@ -14,7 +14,13 @@ from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
 from services.api import create_app
-from services.api_exports import AUTHORIZE, part_path, sign_path, verify_path
+from services.api_exports import (
+    AUTHORIZE,
+    ExportLinkInvalidError,
+    part_path,
+    sign_path,
+    verify_path,
+)
 from services.config import ApiConfig
 from services.tokens import TokenStore
 from shared.drivers.postgres import PostgresDriver, postgres_driver
@@ -127,6 +133,14 @@ async def test_a_forged_or_expired_link_is_refused(
 def test_verify_path_answers_the_expiry_of_a_valid_link() -> None:
     sig = sign_path(b"key", "/p", 100)
     assert verify_path(b"key", "/p", "100", sig, now_s=100) == 100
+
+
+@pytest.mark.parametrize(("expires", "sig"), [("100", "%F3\u00a4\u00d4"), ("\u00b2", "ab")])
+def test_verify_path_refuses_non_ascii_signatures_and_digits(expires: str, sig: str) -> None:
+    """A fuzzer's link: a non-ASCII sig (compare_digest raises TypeError on such a str) or a
+    superscript digit (isdigit, yet int() refuses it) is an invalid link, never a 500."""
+    with pytest.raises(ExportLinkInvalidError):
+        verify_path(b"key", "/p", expires, sig, now_s=0)
 
 
 async def test_unknown_ids_non_exports_and_unfinished_exports(

@@ -25,14 +25,18 @@ from services.config import (
 )
 from services.config_vars import VARIABLES
 from services.exporter import ExportSettings, exporter_config
+from services.secret_key import write_key_file
 from services.webhook_deliverer import webhook_deliverer_config, webhook_settings
+from webhooks.store_pg import new_secret_key
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text(encoding="utf-8"))
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 IMAGE = "ultimate-jobs:local"
 OURS = {name: s for name, s in SERVICES.items() if s.get("image") == IMAGE}
-LONG_RUNNING = sorted(set(OURS) - {"migrate"})
+ONE_SHOT = {"migrate", "keygen"}
+LONG_RUNNING = sorted(set(OURS) - ONE_SHOT)
+KEY_FILE = "/run/ujobs-key/secret-key"
 
 
 def _interpolate(value: Any) -> str:
@@ -53,7 +57,8 @@ def _seconds(duration: str) -> float:
 
 def test_the_image_runs_every_service() -> None:
     assert set(OURS) == {
-        "migrate", "api", "relay", "worker", "scheduler", "webhook-deliverer", "exporter",
+        "migrate", "keygen", "api", "relay", "worker", "scheduler", "webhook-deliverer",
+        "exporter",
     }  # fmt: skip
     dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
     assert 'ENTRYPOINT ["ujobs"]' in dockerfile
@@ -75,10 +80,15 @@ def test_every_command_is_a_real_ujobs_subcommand(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(OURS))
 def test_every_variable_is_one_the_config_reads_and_parses(name: str, tmp_path: Path) -> None:
     env = _env(OURS[name])
+    if env.get("UJOBS_SECRET_KEY_FILE") == KEY_FILE:  # the file keygen writes, here
+        key_file = tmp_path / "secret-key"
+        write_key_file(key_file, new_secret_key())
+        env["UJOBS_SECRET_KEY_FILE"] = str(key_file)
     unknown = set(env) - set(VARIABLES)
     assert not unknown, f"{name} sets variables no service reads: {unknown}"
     loaders: dict[str, Callable[[], object]] = {
         "migrate": lambda: read_common(env, "db migrate"),
+        "keygen": lambda: None,
         "api": lambda: ApiConfig.load(env),
         "relay": lambda: RelayConfig.load(env),
         "worker": lambda: WorkerConfig.load(env),
@@ -122,9 +132,8 @@ def test_the_redis_the_queue_may_live_in_keeps_an_append_only_file_on_a_volume()
     assert options["--maxmemory-policy"] == "noeviction"
     assert any(v.split(":")[1] == "/data" for v in redis["volumes"])
     assert redis["volumes"][0].split(":")[0] in COMPOSE["volumes"]
-    for name in OURS:
-        if name != "migrate":
-            assert _env(OURS[name])["REDIS_URL"] == "redis://redis:6379/0"
+    for name in LONG_RUNNING:
+        assert _env(OURS[name])["REDIS_URL"] == "redis://redis:6379/0"
 
 
 @pytest.mark.parametrize("name", sorted(set(LONG_RUNNING) - {"api"}))
@@ -161,7 +170,7 @@ def test_the_build_context_leaves_out_local_state() -> None:
 @pytest.mark.parametrize("name", LONG_RUNNING)
 def test_every_service_runs_in_the_mounted_app_directory(name: str) -> None:
     service = OURS[name]
-    volume = service["volumes"][0]
+    [volume] = [v for v in service["volumes"] if v.startswith("${UJOBS_APP_DIR")]
     source, target, mode = volume.rsplit(":", 2)
     assert source == "${UJOBS_APP_DIR:-.}"
     assert (target, mode) == (service["working_dir"], "ro")
@@ -198,10 +207,14 @@ def test_the_api_serves_exports_from_the_volume_the_exporter_writes_to() -> None
     assert re.search(rf"chown {user} {re.escape(path)}", dockerfile)
 
 
-def test_the_api_signs_links_to_export_parts() -> None:
-    """Parts on the filesystem are served through links the api signs with
-    UJOBS_SECRET_KEY; without one a manifest answers no links at all."""
-    settings = ExportSettings.load(_env(OURS["api"]))
+def test_the_api_signs_links_to_export_parts(tmp_path: Path) -> None:
+    """Parts on the filesystem are served through links the api signs with the key keygen
+    wrote (UJOBS_SECRET_KEY_FILE); without one a manifest answers no links at all."""
+    env = _env(OURS["api"])
+    assert env["UJOBS_SECRET_KEY_FILE"] == KEY_FILE
+    key_file = tmp_path / "secret-key"  # the key volume, as keygen leaves it
+    write_key_file(key_file, new_secret_key())
+    settings = ExportSettings.load({**env, "UJOBS_SECRET_KEY_FILE": str(key_file)})
     assert settings.secret_key is not None
 
 
@@ -216,3 +229,28 @@ def test_the_commented_s3_alternative_is_a_working_export_store() -> None:
     options = {"region": env["AWS_REGION"], "endpoint": env["AWS_ENDPOINT_URL"]}
     sink = sink_from_url(env["UJOBS_EXPORT_URL"], allow_http=True, **options)
     assert sink.signs_links
+
+
+def test_no_secret_key_is_shipped_and_keygen_makes_the_one_the_services_read() -> None:
+    """compose.yaml carries no key (a key in a public file seals nothing): the one-shot keygen
+    writes one into a named volume, and every service that seals or signs reads that file,
+    mounted read-only, after keygen has finished."""
+    text = (ROOT / "compose.yaml").read_text(encoding="utf-8")
+    assert "UJOBS_SECRET_KEY:" not in text
+    keygen = OURS["keygen"]
+    assert keygen["command"] == ["webhooks", "new-key", "--into", KEY_FILE]
+    assert keygen["restart"] == "no"
+    assert keygen["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    [key_volume] = keygen["volumes"]
+    volume, mount = key_volume.split(":")
+    assert volume in COMPOSE["volumes"]
+    assert KEY_FILE.startswith(mount + "/")
+    readers = {n for n, s in OURS.items() if "UJOBS_SECRET_KEY_FILE" in _env(s)}
+    assert readers == {"api", "webhook-deliverer", "exporter"}
+    for name in readers:
+        service = OURS[name]
+        assert _env(service)["UJOBS_SECRET_KEY_FILE"] == KEY_FILE
+        assert f"{volume}:{mount}:ro" in service["volumes"], name
+        assert service["depends_on"]["keygen"]["condition"] == "service_completed_successfully"
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    assert f"install -d -o ujobs -m 0700 {mount}" in dockerfile  # the volume's owner

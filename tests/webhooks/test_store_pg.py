@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,7 @@ from webhooks.errors import (
 )
 from webhooks.family import install_client
 from webhooks.ledger import DeliveryAttempt
+from webhooks.pace_pg import PgPace
 from webhooks.secrets import SecretBox
 from webhooks.signature import verify_standard
 from webhooks.store_pg import PgWebhookStore
@@ -218,6 +220,22 @@ async def test_the_built_in_family_delivers_and_ledgers_in_postgres(
     verify_standard(created.secret, got.headers, got.body)
     [row] = await env.store.deliveries("ep_1")
     assert (row.outcome, row.status, row.event_id, row.attempt) == ("delivered", 204, "evt_7", 1)
+
+
+async def test_the_built_in_family_paces_by_the_fleet_wide_row(
+    env: Env, receiver: Receiver
+) -> None:
+    """Another deliverer took the endpoint's next two slots: this one's POST waits for the
+    third (0.4 s at 5 a second) instead of sending at once as a per-process pace would."""
+    await env.store.add_endpoint(receiver.url(), tenant="org_a", endpoint_id="ep_1", rate_per_s=5)
+    other = PgPace(env.pool, env.clock)
+    assert [await other.reserve("ep_1", 5) for _ in range(2)] == pytest.approx([0, 0.2])
+    await builtin.publish("orders.paid", b"{}", tenant="org_a", event_id="evt_1")
+    started = time.monotonic()
+    execution = await env.attempt()
+    assert execution.outcome == "completed"
+    assert len(receiver.requests) == 1
+    assert time.monotonic() - started >= 0.35
 
 
 async def test_an_endpoint_of_another_tenant_is_unknown_to_the_delivery(

@@ -364,6 +364,7 @@ class PostgresDriver:
         caller's and stays open."""
         await self._acks.join()
         await self._starts.join()
+        await self._leases.close()
         await self._conns.close()
 
     # -- the hot statements run on held connections (postgres_conns) ---------------------------
