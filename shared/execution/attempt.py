@@ -129,13 +129,9 @@ async def execute_job(
         the run's concurrency key (``key(input)`` threw), which must never fail the claim round.
         ``lease_left`` answers how much of the row's lease the worker still holds (the heartbeat's
         window); a settle the store could not take is sent again within it (default: the claim's
-    <<<<<<< HEAD:shared/execution/attempt.py
-        own lease; ``shared.execution.outage``).
-    =======
         own lease; ``shared.execution.outage``). ``lease_check`` is asked before the body starts,
         before each step starts and before a step's result is saved (the worker's: the lease
         window on its clock, which aborts ``signal`` when lapsed); none outside a worker.
-    >>>>>>> i30-lease:shared/execution/attempt.py
     """
     clock = clock or driver.clock
     started_ms = clock.now_ms()
