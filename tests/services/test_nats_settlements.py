@@ -15,7 +15,7 @@ import pytest
 from nats.js import JetStreamContext
 
 from services.nats.names import NatsNames
-from services.nats.settlements import SettlementsRelay, waves
+from services.nats.settlements import SettlementsRelay, idle_pauses, waves
 from services.nats.streams import ensure_streams
 from shared.drivers.base import NackOptions
 from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
@@ -94,6 +94,11 @@ async def test_settlements_off_writes_nothing(pg_pool: asyncpg.Pool[Any]) -> Non
 def test_waves_never_hold_one_job_twice() -> None:
     rows = [{"job_id": j} for j in ["a", "b", "a", "c", "a", "b"]]
     assert [[r["job_id"] for r in w] for w in waves(rows)] == [["a", "b"], ["a", "c"], ["a", "b"]]
+
+
+def test_an_idle_relay_backs_off_from_a_quick_look_to_the_idle_pause() -> None:
+    pauses = idle_pauses()
+    assert [next(pauses) for _ in range(7)] == [0.005, 0.01, 0.02, 0.04, 0.05, 0.05, 0.05]
 
 
 async def _settled_messages(js: JetStreamContext, names: NatsNames) -> list[Any]:
