@@ -201,7 +201,8 @@ async def main() -> dict[str, Any]:
                 seq += size
 
         async def ceiling_call(s: int) -> None:
-            await js.publish(f"{PREFIX}.ceiling.x", orjson.dumps({"input": {"seq": s}}))
+            body = orjson.dumps({"input": {"seq": s}})
+            await js.publish(f"{PREFIX}.ceiling.x", body, headers=auth)
 
         ceiling_s = await clients(N, 0, ceiling_call)
         await pool.execute("truncate x_jobs")
