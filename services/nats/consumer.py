@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import functools
 import logging
 from typing import Any
@@ -32,6 +33,7 @@ from typing import Any
 import orjson
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.errors import NotJSMessageError
 from nats.js import JetStreamContext
 
 from services.api_common import status_for
@@ -51,16 +53,32 @@ HANDLE_BATCH = 1024
 BATCHES_AT_ONCE = 3
 RETRY_DELAY_S = 1.0
 MSG_ID = "Nats-Msg-Id"
+_V1_TOKENS = 9
+_V2_TOKENS = 11  # 12 with the trailing random token; nats-py accepts 11
 
 
 def stream_job_id(job: str, msg: Msg) -> str:
     """The id a stream message's job gets, the same on every delivery of that message."""
     msg_id = (msg.headers or {}).get(MSG_ID)
-    md = msg.metadata
+    stream, seq, stamp_ns = reply_position(msg.reply)
     if msg_id:
-        return derived_id(0, "nats-msg-id", md.stream, job, msg_id)
-    stamp = int(md.timestamp.timestamp() * 1000)
-    return derived_id(stamp, "nats-seq", md.stream, str(md.sequence.stream))
+        return derived_id(0, "nats-msg-id", stream, job, msg_id)
+    stamp = datetime.datetime.fromtimestamp(int(stamp_ns) / 1_000_000_000.0, datetime.UTC)
+    return derived_id(int(stamp.timestamp() * 1000), "nats-seq", stream, seq)
+
+
+def reply_position(reply: str | None) -> tuple[str, str, str]:
+    """The stream, stream sequence and timestamp (ns) tokens of a JetStream message's reply
+    subject (``$JS.ACK.<stream>.<consumer>.<delivered>.<seq>.<cseq>.<ns>.<pending>``, or the
+    form with a domain and an account hash before the stream): the fields ``msg.metadata``
+    reads, without building its dataclasses and datetime (half the cost of a message's id)."""
+    tokens = (reply or "").split(".")
+    if tokens[:2] == ["$JS", "ACK"]:
+        if len(tokens) == _V1_TOKENS:
+            return tokens[2], tokens[5], tokens[7]
+        if len(tokens) >= _V2_TOKENS:
+            return tokens[4], tokens[7], tokens[9]
+    raise NotJSMessageError
 
 
 class StreamConsumer:
@@ -232,4 +250,4 @@ class StreamConsumer:
         self.refused += 1
 
 
-__all__ = ["StreamConsumer", "stream_job_id"]
+__all__ = ["StreamConsumer", "reply_position", "stream_job_id"]
