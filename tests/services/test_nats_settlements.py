@@ -10,6 +10,7 @@ from typing import Any
 
 import asyncpg
 import nats
+import nats.js.errors
 import orjson
 import pytest
 from nats.js import JetStreamContext
@@ -197,3 +198,22 @@ async def test_settlements_wait_while_nats_is_away(
     back = SettlementsRelay(pg_pool, js, names)
     assert await back.run_once() == 3
     assert len(await _settled_messages(js, names)) == 3
+
+
+async def test_a_publish_the_stream_refuses_leaves_its_settlement_pending(
+    driver: PostgresDriver,
+    pg_pool: asyncpg.Pool[Any],
+    stream: tuple[JetStreamContext, NatsNames],
+) -> None:
+    js, names = stream
+    await driver.enqueue(req())
+    job = await claim_one(driver)
+    assert await driver.ack(job.id, job.ref)
+    await js.delete_stream(names.settled_stream)  # nothing captures the subject: no ack
+    relay = SettlementsRelay(pg_pool, js, names, publish_timeout_s=2.0)
+    with pytest.raises(nats.js.errors.NoStreamResponseError):
+        await relay.run_once()
+    assert all(r["published_at"] is None for r in await _outbox(pg_pool))
+    await ensure_streams(js, names)
+    assert await relay.run_once() == 1
+    assert len(await _settled_messages(js, names)) == 1
