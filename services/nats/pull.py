@@ -9,7 +9,7 @@ messages land in a list, ``take()`` hands out everything that has landed, ``done
 
 | Request | Sent when | Ends |
 |---|---|---|
-| ``{"batch": b, "expires": expires_s}`` (the loop, ``start()``) | the previous one ended and at least ``batch // 4`` of the ``window`` are free (messages asked for or in hand but not ``done``) | ``b`` messages came, or a status (408 expired, 409 conflict; 100, a heartbeat, does not end it), or ``expires_s`` + a second passed without either (NATS reconnected: the request is gone) |
+| ``{"batch": b, "expires": expires_s}`` (the loop, ``start()``) | the previous one ended and at least ``batch // 4`` of the ``window`` are free (messages asked for or in hand but not ``done``); a second after one refused (409: consumer deleted, ...; 503: no consumer) | ``b`` messages came, or a status (408 expired, 409, 503; 100, a heartbeat, does not end it), or ``expires_s`` + a second passed without either (NATS reconnected: the request is gone) |
 | ``{"batch": b, "no_wait": true}`` (``pull_once``, tests) | called | at once: what the stream holds now, then 404; when that was nothing, one ``{"batch": b, "expires": timeout}`` after it, waited for until a message lands |
 
 The window is the api's bound on messages in hand (the consumer's ``max_ack_pending`` is the
@@ -68,6 +68,8 @@ class PullFeed:
         self._loop: asyncio.Task[None] | None = None
         self._stopping = False
         self._finished = False
+        self._refused = False
+        self.requests = 0
 
     @property
     def free(self) -> int:
@@ -92,6 +94,7 @@ class PullFeed:
             # this request gives no more.
             if status not in ("404", "408"):
                 log.warning("ujobs.nats.pull-status", extra={"status": status, "error": msg.data})
+                self._refused = True
             self._asked = 0
             self._request_over.set()
 
@@ -130,6 +133,8 @@ class PullFeed:
         else:
             body["expires"] = int(expires_s * 1_000_000_000)
         self._request_over.clear()
+        self._refused = False
+        self.requests += 1
         self._asked = batch
         await self.nc.publish(self._next_subject, orjson.dumps(body), reply=self._inbox)
 
@@ -146,6 +151,9 @@ class PullFeed:
                     await asyncio.wait_for(
                         self._request_over.wait(), self.expires_s + REQUEST_GRACE_S
                     )
+                if self._refused:
+                    # 409 (consumer deleted, ...) or 503 (no consumer): not again at once.
+                    await asyncio.sleep(RETRY_S)
             except Exception as exc:
                 # NATS away (reconnecting): ask again once it may be back.
                 log.warning("ujobs.nats.pull-failed", extra={"error": exc})

@@ -8,6 +8,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import nats
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from services.nats.names import NatsNames
@@ -17,7 +18,9 @@ from tests.services.nats_support import drop_streams, unique_prefix
 
 
 @contextlib.asynccontextmanager
-async def _stream(nats_url: str, messages: int) -> AsyncIterator[tuple[JetStreamContext, PullFeed]]:
+async def _stream(
+    nats_url: str, messages: int
+) -> AsyncIterator[tuple[JetStreamContext, NatsNames, PullFeed]]:
     names = NatsNames(unique_prefix())
     nc = await nats.connect(nats_url)
     js = nc.jetstream()
@@ -26,7 +29,7 @@ async def _stream(nats_url: str, messages: int) -> AsyncIterator[tuple[JetStream
         await js.publish(names.js_enqueue_subject("notify"), str(i).encode())
     feed = PullFeed(nc, names.enqueue_stream, names.durable, window=10, batch=8, expires_s=0.5)
     try:
-        yield js, feed
+        yield js, names, feed
     finally:
         await feed.close()
         await drop_streams(nc, names)
@@ -46,7 +49,7 @@ async def _settle(feed: PullFeed, held: int) -> list[bytes]:
 
 
 async def test_the_feed_holds_at_most_its_window_until_done(nats_url: str) -> None:
-    async with _stream(nats_url, 25) as (_, feed):
+    async with _stream(nats_url, 25) as (_, _names, feed):
         await feed.start()
         first = await _settle(feed, 10)
         assert first == [str(i).encode() for i in range(10)]  # the window, in stream order
@@ -59,7 +62,7 @@ async def test_the_feed_holds_at_most_its_window_until_done(nats_url: str) -> No
 
 
 async def test_stop_leaves_what_landed_for_take_then_ends(nats_url: str) -> None:
-    async with _stream(nats_url, 3) as (_, feed):
+    async with _stream(nats_url, 3) as (_, _names, feed):
         await feed.start()
         got = await asyncio.wait_for(feed.take(1), 5)
         await feed.stop()
@@ -68,3 +71,26 @@ async def test_stop_leaves_what_landed_for_take_then_ends(nats_url: str) -> None
         assert [m.data for m in got] == [b"0", b"1", b"2"]
         for msg in got:
             await msg.ack()
+
+
+async def test_a_refused_request_is_sent_again_after_a_pause_not_at_once(
+    nats_url: str,
+) -> None:
+    names = NatsNames(unique_prefix())  # no stream: a stand-in answers the pull requests
+    nc = await nats.connect(nats_url)
+
+    async def refuse(msg: Msg) -> None:
+        # What JetStream answers when a consumer has too many requests waiting.
+        await nc.publish(msg.reply, b"", headers={"Status": "409"})
+
+    await nc.subscribe(
+        f"$JS.API.CONSUMER.MSG.NEXT.{names.enqueue_stream}.{names.durable}", cb=refuse
+    )
+    feed = PullFeed(nc, names.enqueue_stream, names.durable, window=10, batch=8, expires_s=0.5)
+    try:
+        await feed.start()
+        await asyncio.sleep(0.5)  # a loop asking again at once would send hundreds
+        assert 1 <= feed.requests <= 2
+    finally:
+        await feed.close()
+        await nc.drain()
