@@ -2,8 +2,11 @@
 
 A producer publishes ``{"input", "runId"?, "delay"?, "queue"?}`` to ``ujobs.js.enqueue.<job>``
 (or ``{"payload"}`` to ``ujobs.js.events.<name>``) with the ``Authorization`` header, through
-JetStream, and holds the stream's publish ack. The api fetches, runs the message through
-``NatsEdge`` (the HTTP edge's rules) and acks it only after its row is committed:
+JetStream, and holds the stream's publish ack. The api takes messages from its ``PullFeed``
+(``services.nats.pull``) in batches, runs each through ``NatsEdge`` (the HTTP edge's rules),
+enqueues a batch's jobs in one statement and one commit (``enqueue_many``; each distinct token
+looked up once a batch, so a revoke holds from the next batch on) and acks a message only
+after its row is committed:
 
 | What happened | The message |
 |---|---|
