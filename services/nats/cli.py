@@ -95,6 +95,7 @@ def status_command(
         ("STREAM", "SUBJECTS", "RETENTION", "MAX AGE", "MAX BYTES", "DUP WINDOW", "MSGS", "BYTES"),
         rows,
     )
+    typer.echo(f"\nrequest/reply on {', '.join(doc['requestSubjects'])}; {doc['subjectsNote']}")
     c = doc["consumer"]
     if c is None:
         note("consumer: missing (ujobs api creates it)")

@@ -20,7 +20,13 @@ Why the stream form has its own subjects (``ujobs.js.…``): JetStream answers e
 published on a stream's subject with a reply subject by a publish ack. A request on a subject
 the stream also captured would get the stream's ``{"stream", "seq"}`` as its reply, racing the
 api's answer, and the stored copy would be enqueued a second time by the consumer. One
-subject cannot be both a request/reply service and a stream input.
+subject cannot be both a request/reply service and a stream input. This departs from DESIGN.md
+§ Streams (``UJOBS_ENQUEUE`` on ``ujobs.enqueue.>``); nothing in JetStream reconciles the two:
+``no_ack`` on the stream silences the publish ack for JetStream producers too (their only
+proof a message is stored) and still stores every request; a stream's subject transform
+renames what it stored, not what it captures; the server cannot tell a request from a
+JetStream publish (both are a publish with a reply subject), and a header is no filter a stream
+can apply. ``ujobs nats status`` and the README's "Enqueue over NATS" say so.
 """  # noqa: E501
 
 from __future__ import annotations

@@ -16,17 +16,19 @@ without it that second settlement would be dropped as a copy of the first.
 
 At least once, never lost, in order per job: a batch is the oldest pending rows in ``seq``
 order, locked for this relay's transaction (``for update skip locked``); it is published in
-waves in which no job appears twice (each wave's publishes in flight together, every ack
-awaited), and the first failed publish stops the batch: what was acked is marked published,
-the rest stays pending, so no settlement of a job goes out before an earlier one of the same
-job. NATS down: every publish fails, nothing is marked, the rows wait in Postgres and the
-relay tries again every ``retry_s`` until NATS answers.
+waves in which no job appears twice (each wave's publishes sent together with
+``publish_async``, then every ack awaited, ``publish_timeout_s`` at most), and the first
+failed publish stops the batch: what was acked is marked published, the rest stays pending,
+so no settlement of a job goes out before an earlier one of the same job. NATS down: every
+publish fails, nothing is marked, the rows wait in Postgres and the relay tries again every
+``retry_s`` until NATS answers.
 
-With nothing pending the relay looks again every ``IDLE_S`` (50 ms: one probe of a partial
-index), so a settlement leaves at most that long after its commit. Published rows are the
-built-in ``x.purge`` sweep's (``settlements_purge_target``: published over
-``UJOBS_PURGE_SETTLEMENTS_RETENTION_MS``, a day by default, ago; pending rows never), not the
-relay's.
+With nothing pending the relay looks again after ``FIRST_LOOK_S`` (5 ms), doubling the pause
+at each empty look up to ``IDLE_S`` (50 ms: one probe of a partial index; ``idle_pauses``):
+while settlements flow (a drain) one leaves within a few milliseconds of its commit, and a
+quiet relay costs 20 probes a second. Published rows are the built-in ``x.purge`` sweep's
+(``settlements_purge_target``: published over ``UJOBS_PURGE_SETTLEMENTS_RETENTION_MS``, a day
+by default, ago; pending rows never), not the relay's.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -53,8 +56,10 @@ log = logging.getLogger("ujobs.nats")
 _CLAIM = query("settlements_claim")
 _MARK = query("settlements_mark_published")
 
+MSG_ID = "Nats-Msg-Id"
 DEFAULT_BATCH = 500
 IDLE_S = 0.05
+FIRST_LOOK_S = 0.005
 RETRY_S = 1.0
 PUBLISH_TIMEOUT_S = 5.0
 
@@ -73,6 +78,14 @@ def settlement_message(row: Any) -> tuple[bytes, str]:
     }
     msg_id = f"{row['job_id']}:{row['attempt']}:{row['outcome']}:{row['seq']}"
     return orjson.dumps(body), msg_id
+
+
+def idle_pauses() -> Iterator[float]:
+    """The pauses after successive empty looks: ``FIRST_LOOK_S``, doubling, then ``IDLE_S``."""
+    pause = FIRST_LOOK_S
+    while True:
+        yield pause
+        pause = min(IDLE_S, pause * 2)
 
 
 def waves(rows: list[Any]) -> list[list[Any]]:
@@ -143,30 +156,52 @@ class SettlementsRelay:
     async def _publish(self, rows: list[Any]) -> tuple[list[int], BaseException | None]:
         done: list[int] = []
         for wave in waves(rows):
-            results = await asyncio.gather(
-                *(self._one(row) for row in wave), return_exceptions=True
-            )
-            done.extend(row["seq"] for row, r in zip(wave, results, strict=True) if r is None)
-            failed = [r for r in results if isinstance(r, BaseException)]
-            if failed:
-                return done, failed[0]
+            acked, failure = await self._wave(wave)
+            done.extend(acked)
+            if failure is not None:
+                return done, failure
         return done, None
 
-    async def _one(self, row: Any) -> None:
-        body, msg_id = settlement_message(row)
-        await self.js.publish(
-            self.names.settled_subject(row["name"]),
-            body,
-            timeout=self.publish_timeout_s,
-            headers={"Nats-Msg-Id": msg_id},
-        )
+    async def _wave(self, wave: list[Any]) -> tuple[list[int], BaseException | None]:
+        """Every row of ``wave`` sent (``publish_async``: buffered, no task or request each),
+        then every ack awaited together; answers the acked rows' seqs and the first failure."""
+        sent: list[tuple[Any, asyncio.Future[Any]]] = []
+        failure: BaseException | None = None
+        for row in wave:
+            body, msg_id = settlement_message(row)
+            try:
+                future = await self.js.publish_async(
+                    self.names.settled_subject(row["name"]), body, headers={MSG_ID: msg_id}
+                )
+            except Exception as exc:  # the connection closed: the rest stays pending
+                failure = exc
+                break
+            sent.append((row, future))
+        if sent:
+            _, late = await asyncio.wait([f for _, f in sent], timeout=self.publish_timeout_s)
+            for future in late:
+                future.cancel()
+        acked: list[int] = []
+        for row, future in sent:
+            if not future.cancelled() and future.exception() is None:
+                acked.append(row["seq"])
+            elif failure is None:
+                failure = (
+                    TimeoutError(f"no publish ack within {self.publish_timeout_s} s")
+                    if future.cancelled()
+                    else future.exception()
+                )
+        return acked, failure
 
     async def _run(self) -> None:
+        idle = idle_pauses()
         while not self._stopping.is_set():
             pause = 0.0
             try:
                 if await self.run_once() == 0:
-                    pause = IDLE_S
+                    pause = next(idle)
+                else:
+                    idle = idle_pauses()
             except Exception as exc:
                 # NATS or Postgres away: the rows stay pending; try again shortly.
                 self.failures += 1
@@ -177,4 +212,4 @@ class SettlementsRelay:
                     await asyncio.wait_for(self._stopping.wait(), pause)
 
 
-__all__ = ["SettlementsRelay", "settlement_message", "waves"]
+__all__ = ["SettlementsRelay", "idle_pauses", "settlement_message", "waves"]

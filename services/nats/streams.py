@@ -13,7 +13,9 @@ database down — comes back), at most 2,048 unacked.
 
 ``ensure_streams`` reads each stream's config and updates it when a limit or the subjects
 differ (an operator's change to a limit is put back at the next start: the table above is the
-contract). ``stream_status`` answers what ``ujobs nats status`` prints.
+contract). ``stream_status`` answers what ``ujobs nats status`` prints, ``subjects_note`` among
+it: the enqueue stream's subjects are not DESIGN.md's ``ujobs.enqueue.>`` (see
+``services.nats.names`` for why no stream option reconciles the two).
 """  # noqa: E501
 
 from __future__ import annotations
@@ -172,7 +174,24 @@ async def stream_status(js: JetStreamContext, names: NatsNames) -> dict[str, Any
         }
     except NotFoundError:
         consumer = None
-    return {"prefix": names.prefix, "streams": streams, "consumer": consumer}
+    return {
+        "prefix": names.prefix,
+        "requestSubjects": [names.enqueue_wildcard, names.events_wildcard],
+        "streams": streams,
+        "consumer": consumer,
+        "subjectsNote": subjects_note(names),
+    }
+
+
+def subjects_note(names: NatsNames) -> str:
+    """Where the stream form's subjects depart from DESIGN.md § Streams, and why."""
+    return (
+        f"{names.enqueue_stream} takes {names.js_enqueue_wildcard} and "
+        f"{names.js_events_wildcard}, not {names.enqueue_wildcard} and "
+        f"{names.events_wildcard} as DESIGN.md says: those are the request/reply subjects, "
+        "and JetStream answers a request on a subject a stream captures with its publish ack "
+        "(and stores it, so the consumer would enqueue it again)"
+    )
 
 
 __all__ = [
@@ -184,4 +203,5 @@ __all__ = [
     "ensure_streams",
     "settled_stream_config",
     "stream_status",
+    "subjects_note",
 ]

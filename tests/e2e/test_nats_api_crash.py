@@ -23,7 +23,7 @@ from tests.services.nats_support import drop_streams, unique_prefix
 
 pytestmark = pytest.mark.slow
 
-MESSAGES = 2_000
+MESSAGES = 10_000
 WAIT_S = 90.0
 
 
@@ -68,7 +68,7 @@ async def test_api_sigkilled_while_consuming_loses_none_and_doubles_none(
     try:
 
         async def some_rows() -> bool:
-            return await rows() >= MESSAGES // 5
+            return await rows() >= MESSAGES // 10
 
         await _until(some_rows, "the first api to commit some rows")
         await first.kill()  # SIGKILL, mid-stream

@@ -10,12 +10,13 @@ from typing import Any
 
 import asyncpg
 import nats
+import nats.js.errors
 import orjson
 import pytest
 from nats.js import JetStreamContext
 
 from services.nats.names import NatsNames
-from services.nats.settlements import SettlementsRelay, waves
+from services.nats.settlements import SettlementsRelay, idle_pauses, waves
 from services.nats.streams import ensure_streams
 from shared.drivers.base import NackOptions
 from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
@@ -94,6 +95,11 @@ async def test_settlements_off_writes_nothing(pg_pool: asyncpg.Pool[Any]) -> Non
 def test_waves_never_hold_one_job_twice() -> None:
     rows = [{"job_id": j} for j in ["a", "b", "a", "c", "a", "b"]]
     assert [[r["job_id"] for r in w] for w in waves(rows)] == [["a", "b"], ["a", "c"], ["a", "b"]]
+
+
+def test_an_idle_relay_backs_off_from_a_quick_look_to_the_idle_pause() -> None:
+    pauses = idle_pauses()
+    assert [next(pauses) for _ in range(7)] == [0.005, 0.01, 0.02, 0.04, 0.05, 0.05, 0.05]
 
 
 async def _settled_messages(js: JetStreamContext, names: NatsNames) -> list[Any]:
@@ -193,3 +199,22 @@ async def test_settlements_wait_while_nats_is_away(
     back = SettlementsRelay(pg_pool, js, names)
     assert await back.run_once() == 3
     assert len(await _settled_messages(js, names)) == 3
+
+
+async def test_a_publish_the_stream_refuses_leaves_its_settlement_pending(
+    driver: PostgresDriver,
+    pg_pool: asyncpg.Pool[Any],
+    stream: tuple[JetStreamContext, NatsNames],
+) -> None:
+    js, names = stream
+    await driver.enqueue(req())
+    job = await claim_one(driver)
+    assert await driver.ack(job.id, job.ref)
+    await js.delete_stream(names.settled_stream)  # nothing captures the subject: no ack
+    relay = SettlementsRelay(pg_pool, js, names, publish_timeout_s=2.0)
+    with pytest.raises(nats.js.errors.NoStreamResponseError):
+        await relay.run_once()
+    assert all(r["published_at"] is None for r in await _outbox(pg_pool))
+    await ensure_streams(js, names)
+    assert await relay.run_once() == 1
+    assert len(await _settled_messages(js, names)) == 1

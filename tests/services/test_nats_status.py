@@ -86,6 +86,9 @@ def test_status_prints_limits_backlog_and_outbox(
         600,
         "limits",
     )
+    assert doc["requestSubjects"] == [names.enqueue_wildcard, names.events_wildcard]
+    assert names.js_enqueue_wildcard in doc["subjectsNote"]
+    assert "DESIGN.md" in doc["subjectsNote"]
     assert doc["consumer"]["name"] == names.durable
     assert doc["consumer"]["pending"] == 1
     assert doc["settlements"] == {
@@ -96,6 +99,7 @@ def test_status_prints_limits_backlog_and_outbox(
     assert table.exit_code == 0, table.output
     assert names.enqueue_stream in table.stdout
     assert "settlements waiting for the relay: 1" in table.stdout
+    assert f"{names.enqueue_stream} takes {names.js_enqueue_wildcard}" in table.stdout
 
 
 def test_status_needs_nats_url(pg_dsn: str) -> None:

@@ -11,8 +11,10 @@ import asyncpg
 import orjson
 import pytest
 from nats.aio.msg import Msg
+from nats.errors import NotJSMessageError
 
-from services.nats.consumer import stream_job_id
+from services.nats.consumer import reply_position, stream_job_id
+from shared.ids import derived_id
 from tests.services.api_support import ORG_A, ORG_B, MakeClient, mail
 from tests.services.nats_support import InProcess, in_process, start_nats_api
 
@@ -55,6 +57,38 @@ async def test_messages_become_rows_with_derived_ids_then_leave_the_stream(
         assert all(r["enqueued_by"] == issued.record.id for r in rows)
         assert all(r["tenant_id"] == ORG_A for r in rows)
         assert await _stream_messages(ip) == 0  # acked: gone from the work queue
+
+
+def _metadata_job_id(job: str, msg: Msg) -> str:
+    """The id as the first release derived it, through nats-py's parsed ``msg.metadata``."""
+    msg_id = (msg.headers or {}).get("Nats-Msg-Id")
+    md = msg.metadata
+    if msg_id:
+        return derived_id(0, "nats-msg-id", md.stream, job, msg_id)
+    stamp = int(md.timestamp.timestamp() * 1000)
+    return derived_id(stamp, "nats-seq", md.stream, str(md.sequence.stream))
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "$JS.ACK.T1_ENQUEUE.t1-api.1.42.40.1733370000123456789.7",
+        "$JS.ACK.T1_ENQUEUE.t1-api.3.42.90.1733370000999999999.0",
+        "$JS.ACK.hub.ACCHASH.T1_ENQUEUE.t1-api.1.42.40.1733370000000499999.7.r4nd",
+        "$JS.ACK.hub.ACCHASH.T1_ENQUEUE.t1-api.1.42.40.1733370000000500000.7",
+    ],
+)
+@pytest.mark.parametrize("msg_id", [None, "order-1"])
+def test_the_derived_id_is_the_one_metadata_gives(reply: str, msg_id: str | None) -> None:
+    # A message delivered before an upgrade and again after it must meet its own row.
+    headers = None if msg_id is None else {"Nats-Msg-Id": msg_id}
+    msg = Msg(_client=None, subject="t1.js.enqueue.notify", reply=reply, headers=headers)  # type: ignore[arg-type]
+    assert stream_job_id("notify", msg) == _metadata_job_id("notify", msg)
+
+
+def test_a_message_that_is_not_from_a_stream_has_no_position() -> None:
+    with pytest.raises(NotJSMessageError):
+        reply_position("_INBOX.abc.def")
 
 
 async def test_a_redelivered_message_enqueues_nothing_new(
