@@ -119,19 +119,19 @@ async def execute_job(
     lease_check: LeaseCheck | None = None,
 ) -> JobExecution:
     """Run one attempt of ``claimed`` and settle it; answers what happened (never raises for
-        the body's errors — only a cancellation of the caller propagates).
+    the body's errors — only a cancellation of the caller propagates).
 
-        ``context`` is the app's ctx (a value, or a zero-arg callable called inside the job's
-        scope); ``clock`` defaults to the driver's; ``events`` to the process's bus; ``signal`` is
-        the worker's (drain, lost lease); ``before_settle`` is awaited right before the ack/nack
-        is sent; ``rng`` seeds the retry jitter (tests). ``failure`` fails the attempt without
-        running the body, on the ordinary retry path — the worker passes what went wrong deciding
-        the run's concurrency key (``key(input)`` threw), which must never fail the claim round.
-        ``lease_left`` answers how much of the row's lease the worker still holds (the heartbeat's
-        window); a settle the store could not take is sent again within it (default: the claim's
-        own lease; ``shared.execution.outage``). ``lease_check`` is asked before the body starts,
-        before each step starts and before a step's result is saved (the worker's: the lease
-        window on its clock, which aborts ``signal`` when lapsed); none outside a worker.
+    ``context`` is the app's ctx (a value, or a zero-arg callable called inside the job's
+    scope); ``clock`` defaults to the driver's; ``events`` to the process's bus; ``signal`` is
+    the worker's (drain, lost lease); ``before_settle`` is awaited right before the ack/nack
+    is sent; ``rng`` seeds the retry jitter (tests). ``failure`` fails the attempt without
+    running the body, on the ordinary retry path — the worker passes what went wrong deciding
+    the run's concurrency key (``key(input)`` threw), which must never fail the claim round.
+    ``lease_left`` answers how much of the row's lease the worker still holds (the heartbeat's
+    window); a settle the store could not take is sent again within it (default: the claim's
+    own lease; ``shared.execution.outage``). ``lease_check`` is asked before the body starts,
+    before each step starts and before a step's result is saved (the worker's: the lease
+    window on its clock, which aborts ``signal`` when lapsed); none outside a worker.
     """
     clock = clock or driver.clock
     started_ms = clock.now_ms()
