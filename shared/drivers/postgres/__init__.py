@@ -10,6 +10,8 @@ The map:
 - ``driver``: The Postgres driver: the queue in ``x_jobs``, every statement a named file in
   ``sql/queries``.
 - ``enqueue``: Enqueue on Postgres: one statement per job, one statement per batch.
+- ``enqueue_rows``: The rows an enqueue sends: a single enqueue's arguments, a batch's rows with
+  its repeats collapsed.
 - ``executor``: ``PgExecutor``: what the Postgres scheduler state and lease leader are handed.
 - ``held_connections``: A few pooled connections the driver keeps checked out for its hot
   statements.
