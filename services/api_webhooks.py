@@ -11,7 +11,9 @@ and ``ujobs webhooks deliveries`` call (one implementation, two faces), behind a
 
 A tenant token sees and changes only its own tenant's endpoints: another tenant's endpoint is
 ``X_WEBHOOK_ENDPOINT_UNKNOWN`` (404, as if it did not exist), a list is its tenant's, and an
-endpoint it adds is its tenant's (naming another tenant is ``X_TENANCY_ACTOR_MISMATCH``). A
+endpoint it adds is its tenant's (naming another tenant is ``X_TENANCY_ACTOR_MISMATCH``) under
+an id the server chooses: ids are one namespace across tenants, so an ``id`` from a tenant token
+is refused (400 ``X_WEBHOOK_ENDPOINT_INVALID``) whether another tenant holds it or not. A
 secret leaves only in the answer of the call that made it; a header's value never leaves.
 Secrets are sealed under ``UJOBS_SECRET_KEY`` (or ``UJOBS_SECRET_KEY_FILE``): an api without
 it, or with a key that cannot seal (32 base64 bytes), answers these routes 503
@@ -34,6 +36,7 @@ from shared.errors import (
     DriverUnavailableError,
     InputInvalidError,
     TenancyActorMismatchError,
+    WebhookEndpointInvalidError,
 )
 from webhooks.errors import WebhookEndpointUnknownError
 from webhooks.store_pg import ROTATION_GRACE_MS, PgWebhookStore
@@ -102,6 +105,20 @@ def _tenant_of_new(body: dict[str, Any], principal: Principal) -> str | None:
     return principal.tenant_id
 
 
+def _id_of_new(body: dict[str, Any], principal: Principal) -> str | None:
+    """The id an operator chose, if any. Endpoint ids are one namespace across tenants, so a
+    tenant token never chooses one: "already exists" would tell it another tenant holds that
+    id. It is refused whatever the id, taken or free, so the answer says nothing of others."""
+    chosen: str | None = _field(body, "id", str, "a string")
+    if chosen is not None and not principal.operator:
+        raise WebhookEndpointInvalidError(
+            "a tenant token does not choose an endpoint's id (ids are shared by every tenant); "
+            "leave id out and keep the id the answer gives",
+            meta=_issue("id", "chosen by the server for a tenant token"),
+        )
+    return chosen
+
+
 async def _visible(store: PgWebhookStore, request: web.Request, principal: Principal) -> str:
     """``{endpoint}`` if this token may see it; otherwise the same 404 as no endpoint."""
     endpoint_id = request.match_info["endpoint"]
@@ -144,7 +161,7 @@ async def add_endpoint(request: web.Request) -> web.Response:
         scheme=_field(body, "scheme", str, "a string") or "standard",
         headers=_string_map(body, "headers"),
         description=_field(body, "description", str, "a string") or "",
-        endpoint_id=_field(body, "id", str, "a string"),
+        endpoint_id=_id_of_new(body, principal),
         rate_per_s=None if rate is None else float(rate),
     )
     return json_ok({"id": created.id, "secret": created.secret}, status=201)

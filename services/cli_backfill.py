@@ -1,7 +1,7 @@
 """``ujobs db backfill``: the ledger, what is unswept, and putting a sweep on the queue.
 
     ujobs db backfill --list [--name N] [--status S] [--limit L]   the ledger, newest pass first
-    ujobs db backfill --pending                  declared minus completed; exit 3 when any is
+    ujobs db backfill --pending [--tenant T]     declared minus completed; exit 3 when any is
     ujobs db backfill NAME                       DRY RUN: the gate, the ledger, what it would touch
     ujobs db backfill NAME --write [--force]     gate, then enqueue; the workers sweep
     ujobs db backfill --all --write              every pending one, isolated per name
@@ -12,6 +12,11 @@ so a deploy's backfill step puts the sweeps on the queue and exits. The declarat
 the app (``--app`` / ``UJOBS_APP``); the gate is the pass's own environment rail
 (``UJOBS_ENVIRONMENT``) and ``requires`` against ``x_migrations``. ``--all`` continues past a
 failure and exits 1 if any name failed.
+
+A completed pass completes its own scope only: the whole of a ``tenant="none"`` backfill, or
+one org of a tenant-scoped one. ``--pending`` lists a row per name and org the ledger names;
+``--tenant ORG`` asks about that org (an org with no row is pending), for ``--pending``,
+``--all`` and the dry run's "completed by".
 """
 
 from __future__ import annotations
@@ -70,6 +75,10 @@ def backfill_command(
     only: Annotated[str | None, typer.Option("--name", help="--list: one name")] = None,
     status: Annotated[str | None, typer.Option("--status", help="--list: one status")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="--list: at most")] = 100,
+    tenant: Annotated[
+        str | None,
+        typer.Option("--tenant", help="one org's scope of a tenant-scoped backfill"),
+    ] = None,
     app_spec: AppOption = None,
     database_url: DatabaseUrlOption = None,
     as_json: JsonOption = False,
@@ -90,12 +99,12 @@ def backfill_command(
     if list_:
         _list(only, cast("BackfillStatus | None", status), limit, database_url, as_json)
     elif pending:
-        _pending(env_name, database_url, as_json)
+        _pending(env_name, tenant, database_url, as_json)
     elif all_:
-        _all(env_name, force, database_url, as_json)
+        _all(env_name, tenant, force, database_url, as_json)
     else:
         assert name is not None
-        _one(name, env_name, write, force, follow, database_url, as_json)
+        _one(name, env_name, tenant, write, force, follow, database_url, as_json)
 
 
 def _usage(message: str, as_json: bool) -> None:
@@ -148,21 +157,24 @@ def _iso(ms: int | None) -> str | None:
     return iso(ms)
 
 
-def _pending(env_name: str | None, database_url: str | None, as_json: bool) -> None:
+def _pending(
+    env_name: str | None, tenant: str | None, database_url: str | None, as_json: bool
+) -> None:
     async def work(backend: Backend, _progress: Progress) -> dict[str, Any]:
         ledger = require_backfills(backend.driver)
         runs = await inspect_backfills(ledger, limit=10_000)
-        return pending_backfills(runs=runs, environment=env_name)
+        return pending_backfills(runs=runs, environment=env_name, tenant=tenant)
 
     answer = operate(work, as_json=as_json, label="reading the ledger", database_url=database_url)
     if as_json:
         emit_json(answer)
     else:
         print_table(
-            ["NAME", "STATE", "ROWS", "RUN", "CHECKSUM"],
+            ["NAME", "TENANT", "STATE", "ROWS", "RUN", "CHECKSUM"],
             [
                 (
                     r["name"],
+                    r["tenant"] or "*",
                     r["state"],
                     r["rowsProcessed"],
                     r["runId"],
@@ -192,10 +204,17 @@ async def _gate(
     return applied
 
 
-async def _completed(backend: Backend, name: str) -> dict[str, Any] | None:
+async def _completed(
+    backend: Backend, definition: BackfillDefinition, tenant: str | None
+) -> dict[str, Any] | None:
+    """The newest completed pass in the scope a pass would ask about: the unscoped one for
+    ``tenant="none"``, ``tenant``'s for a scoped backfill (none when no org is named)."""
+    if definition.tenant != "none" and tenant is None:
+        return None
+    scope = None if definition.tenant == "none" else tenant
     ledger = require_backfills(backend.driver)
-    rows = await inspect_backfills(ledger, name=name, status="completed", limit=1)
-    return rows[0] if rows else None
+    rows = await inspect_backfills(ledger, name=definition.name, status="completed", limit=10_000)
+    return next((r for r in rows if r["tenant"] == scope), None)
 
 
 async def _would_touch(definition: BackfillDefinition) -> int | None:
@@ -215,15 +234,16 @@ async def _enqueue(
     force: bool,
 ) -> dict[str, Any]:
     await _gate(backend, definition, env_name)
+    request = handle.request({"force": True} if force else {})
     if not force:
-        done = await _completed(backend, definition.name)
+        done = await _completed(backend, definition, request.tenant_id)
         if done is not None:
             raise BackfillAppliedError(
                 f"backfill {definition.name!r} was swept by run {done['runId']}; add --force "
                 "to sweep it again (into a new ledger row)",
                 meta={"backfill": definition.name, "runId": done["runId"]},
             )
-    enqueued = await backend.driver.enqueue(handle.request({"force": True} if force else {}))
+    enqueued = await backend.driver.enqueue(request)
     return {
         "name": definition.name,
         "force": force,
@@ -234,6 +254,7 @@ async def _enqueue(
 def _one(
     name: str,
     env_name: str | None,
+    tenant: str | None,
     write: bool,
     force: bool,
     follow: bool,
@@ -248,7 +269,7 @@ def _one(
             await _gate(backend, definition, env_name)
         except UltimateError as exc:
             gate = {"ok": False, "error": exc.to_dict()}
-        done = await _completed(backend, name)
+        done = await _completed(backend, definition, tenant)
         return {
             "name": name,
             "dryRun": True,
@@ -298,11 +319,13 @@ def _named(name: str, as_json: bool) -> tuple[JobHandle[Any], BackfillDefinition
 # --- --all --write ------------------------------------------------------------------------------
 
 
-def _all(env_name: str | None, force: bool, database_url: str | None, as_json: bool) -> None:
+def _all(
+    env_name: str | None, tenant: str | None, force: bool, database_url: str | None, as_json: bool
+) -> None:
     async def work(backend: Backend, progress: Progress) -> list[dict[str, Any]]:
         ledger = require_backfills(backend.driver)
         runs = await inspect_backfills(ledger, limit=10_000)
-        todo = pending_backfills(runs=runs, environment=env_name)["pending"]
+        todo = pending_backfills(runs=runs, environment=env_name, tenant=tenant)["pending"]
         results: list[dict[str, Any]] = []
         for name in todo:
             progress.update(f"enqueueing {name}")

@@ -56,7 +56,8 @@ class BackfillDefinition:
     checksum: str
 
     def describe(self) -> dict[str, Any]:
-        """The ``registered_backfills()`` row."""
+        """The ``registered_backfills()`` row. ``tenant`` is ``none`` (one pass sweeps every
+        tenant) or ``scoped`` (a pass per org): the ledger's scopes are read by it."""
         return {
             "kind": "backfill",
             "name": self.name,
@@ -64,6 +65,7 @@ class BackfillDefinition:
             "requires": self.requires,
             "environments": None if self.environments is None else list(self.environments),
             "counts": self.count is not None,
+            "tenant": "none" if self.tenant == "none" else "scoped",
         }
 
 

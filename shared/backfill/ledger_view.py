@@ -4,8 +4,9 @@ and what has RUN (``driver.backfills``), and the one projection every surface re
 * ``inspect_backfills(ledger, ...)``: the ledger rows as JSON-ready dicts — ``ujobs db backfill
   --list``, the in-flight passes of ``ujobs jobs list`` and the ``backfill`` key of ``ujobs jobs
   show`` all read this, so none of them can report a different number.
-* ``pending_backfills(declarations, runs, environment)``: the diff, per name, in one of five
-  states: ``pending`` (declared, no row), ``failed`` (the newest pass failed), ``running``,
+* ``pending_backfills(declarations, runs, environment, tenant)``: the diff, per name and
+  ledger scope (a completed pass blocks its own tenant's scope only), in one of five states:
+  ``pending`` (declared, no row), ``failed`` (the newest pass failed), ``running``,
   ``completed``, ``excluded`` (``environments`` leaves this one out). Only the first two are
   ``pending``: a check that is red for the whole of every sweep gets muted. A ledger name no
   declaration has is ``orphaned``.
@@ -110,40 +111,65 @@ def _state(
     return "pending"
 
 
+def _scopes(
+    declaration: Mapping[str, Any], passes: Sequence[Mapping[str, Any]], tenant: str | None
+) -> dict[str | None, list[Mapping[str, Any]]]:
+    """The ledger scopes a declaration is judged in, each with its passes (newest first).
+
+    A completed row blocks a pass of its own scope only (the pass asks ``latest_completed(name,
+    tenant)``): ``tenant='none'`` has the one unscoped scope; a scoped declaration has one
+    scope per org the ledger names (``tenant`` narrows it to that org, row or no row), or one
+    ``pending`` scope when it has never run."""
+    if declaration.get("tenant", "none") == "none":
+        return {None: [p for p in passes if p.get("tenant") is None]}
+    if tenant is not None:
+        return {tenant: [p for p in passes if p.get("tenant") == tenant]}
+    scopes: dict[str | None, list[Mapping[str, Any]]] = {}
+    for run in passes:
+        scopes.setdefault(run.get("tenant"), []).append(run)
+    return dict(sorted(scopes.items(), key=lambda s: s[0] or "")) if scopes else {None: []}
+
+
 def pending_backfills(
     *,
     runs: Sequence[Mapping[str, Any]],
     environment: str | None,
     declarations: Iterable[Mapping[str, Any]] | None = None,
+    tenant: str | None = None,
 ) -> dict[str, Any]:
-    """The diff of declared and run: ``{environment, rows, pending, orphaned}``. ``runs`` are
-    ledger rows as ``inspect_backfills`` answers them (newest first); ``declarations`` default
-    to ``registered_backfills()``."""
+    """The diff of declared and run: ``{environment, rows, pending, orphaned}``, a row per
+    declaration and ledger scope (``tenant``: the org, None for the unscoped one). ``runs``
+    are ledger rows as ``inspect_backfills`` answers them (newest first); ``declarations``
+    default to ``registered_backfills()``; ``tenant`` asks about one org's scope of the
+    scoped declarations. A name is pending when any of its scopes is."""
     declared = list(registered_backfills() if declarations is None else declarations)
     by_name: dict[str, list[Mapping[str, Any]]] = {}
     for run in runs:
         by_name.setdefault(str(run["name"]), []).append(run)
     rows = []
     for declaration in declared:
-        passes = by_name.get(declaration["name"], [])
-        newest = passes[0] if passes else None
-        completed = next((p for p in passes if p["status"] == "completed"), None)
-        state = _state(declaration, newest, completed is not None, environment)
-        moved = completed is not None and completed["checksum"] != declaration["checksum"]
-        rows.append(
-            {
-                "name": declaration["name"],
-                "state": state,
-                "runId": None if newest is None else newest["runId"],
-                "rowsProcessed": None if newest is None else newest["rowsProcessed"],
-                "checksumMoved": moved,
-            }
-        )
+        scopes = _scopes(declaration, by_name.get(declaration["name"], []), tenant)
+        for scope, passes in scopes.items():
+            newest = passes[0] if passes else None
+            completed = next((p for p in passes if p["status"] == "completed"), None)
+            state = _state(declaration, newest, completed is not None, environment)
+            moved = completed is not None and completed["checksum"] != declaration["checksum"]
+            rows.append(
+                {
+                    "name": declaration["name"],
+                    "tenant": scope,
+                    "state": state,
+                    "runId": None if newest is None else newest["runId"],
+                    "rowsProcessed": None if newest is None else newest["rowsProcessed"],
+                    "checksumMoved": moved,
+                }
+            )
     names = {d["name"] for d in declared}
+    unswept = [r["name"] for r in rows if r["state"] in ("pending", "failed")]
     return {
         "environment": environment,
         "rows": rows,
-        "pending": [r["name"] for r in rows if r["state"] in ("pending", "failed")],
+        "pending": list(dict.fromkeys(unswept)),
         "orphaned": sorted(set(by_name) - names),
     }
 

@@ -10,9 +10,10 @@ across passes. What is not yet delivered is never deleted:
 - ``x_webhook_deliveries`` (``webhook_deliveries_purge_target``, 30 days): the attempt rows of
   a delivery still live stay with it.
 - ``x_webhook_events`` (``webhook_events_purge_target``, the same window): an event goes once
-  no ledger row names it (``redeliver`` reads failed events from the ledger) and no live
-  delivery of the built-in families carries it. Run it after the deliveries target: the rows
-  that one removes are what frees an event.
+  no ledger row names it (``redeliver`` reads failed events from the ledger) and no job row of
+  the built-in families carries it, whatever its state: dead jobs are kept longer than events,
+  and retrying a dead delivery reads its event. Run it after the deliveries target: the rows
+  that one removes are what frees an event (and the jobs target's, in time).
 - ``x_settlements`` (``settlements_purge_target``, 1 day): published rows only; a pending one is
   a settlement not yet on ``UJOBS_SETTLED``.
 
@@ -110,7 +111,7 @@ def webhook_events_purge_target(
     families: Sequence[str] = BUILTIN_WEBHOOK_FAMILIES,
 ) -> LedgerPurgeTarget:
     """``x_webhook_events`` stored longer ago than ``retention_ms`` that no ledger row and no
-    live delivery of ``families`` still names."""
+    job row of ``families`` (in any state) still names."""
     _check(retention_ms, batch_size, max_batches)
     return LedgerPurgeTarget(
         WEBHOOK_EVENTS_PURGE_TARGET,

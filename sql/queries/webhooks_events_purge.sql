@@ -1,9 +1,10 @@
 -- webhooks_events_purge: delete up to $2 x_webhook_events stored before $1 (now minus the
 -- retention, on the caller's clock), oldest first, that nothing can still send: no ledger row
 -- names the event (a failed attempt is what `ujobs webhooks redeliver` reads it back from) and
--- no live delivery of the built-in families $3 carries it (a delivery not yet made, or waiting
--- out its backoff, reads the event's bytes on its next attempt). The live check is the dedupe
--- index's own prefix (name, tenant) and its literal state list, so a generic plan keeps it.
+-- no job row of the built-in families $3 carries it, whatever its state (a delivery not yet
+-- made reads the event's bytes on its next attempt, and a dead one an operator retries reads
+-- them too; dead jobs outlive events, so the jobs target deleting the row frees the event).
+-- The `?` clause is the partial index x_jobs_webhook_event_idx's predicate (0016).
 -- $1 cutoff ms  $2 batch size  $3 the built-in webhook families' names
 with doomed as (
   select e.id
@@ -13,7 +14,7 @@ with doomed as (
      and not exists (select 1 from x_jobs j
                       where j.name = any($3::text[])
                         and coalesce(j.tenant_id, '') = coalesce(e.tenant_id, '')
-                        and j.state in ('ready', 'delayed', 'running', 'suspended')
+                        and j.input ? 'event_id'
                         and j.input ->> 'event_id' = e.id)
    order by e.created_at
    limit $2::int

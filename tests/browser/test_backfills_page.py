@@ -3,10 +3,14 @@ checksum warning, each pass linked to its job; operator tokens only."""
 
 from __future__ import annotations
 
+import asyncio
+
 from playwright.async_api import expect
 
-from tests.browser.families import seed_backfills
+from shared.drivers.postgres import postgres_driver
+from tests.browser.families import FAMILIES_APP, seed_backfills
 from tests.browser.support import ORG_A, Dash, cli
+from tests.support.cli import json_of, ujobs
 
 
 async def test_the_ledger_pending_passes_and_a_moved_checksum_are_shown(
@@ -46,6 +50,35 @@ async def test_the_ledger_pending_passes_and_a_moved_checksum_are_shown(
     await page.click('button:text("Filter")')
     await expect(page.locator("#ledger tbody tr[data-run]")).to_have_count(1)
     await expect(page.locator(f'#ledger a[href$="/jobs/{passes.failed}"]')).to_be_visible()
+
+
+async def test_a_tenant_scoped_backfill_shows_a_row_per_org_as_the_cli_does(
+    family_dash: Dash,
+) -> None:
+    """One org's completed pass completes that org's scope only: the page and ``ujobs db
+    backfill --pending`` read one projection, a row per name and org."""
+    dash = family_dash
+    ledger = postgres_driver(dash.api.pool).backfills
+    assert ledger is not None
+    await ledger.begin("per-org", "run-a", "c", "1.5.0", "org_a")
+    await ledger.finish("per-org", "run-a", "completed")
+    await ledger.begin("per-org", "run-b", "c", "1.5.0", "org_b")
+    await ledger.finish("per-org", "run-b", "failed", "boom")
+    page = await dash.page_as(await dash.api.token("read"))
+    await page.goto(dash.url("/_x/backfills"))
+    shown = await page.locator("#declared tbody tr[data-backfill]").evaluate_all(
+        "rows => rows.map(r => [r.dataset.backfill, r.dataset.tenant])"
+    )
+    env = {"UJOBS_APP": FAMILIES_APP, "UJOBS_ENVIRONMENT": "production"}
+    pending = await asyncio.to_thread(
+        ujobs, "db", "backfill", "--pending", "--json", dsn=dash.dsn, env=env
+    )
+    listed = [[r["name"], r["tenant"] or ""] for r in json_of(pending)["rows"]]
+    assert sorted(shown) == sorted(listed)
+    assert ["per-org", "org_a"] in shown
+    assert ["per-org", "org_b"] in shown
+    org_a = page.locator('#declared tr[data-backfill="per-org"][data-tenant="org_a"]')
+    await expect(org_a.locator("td").first).to_have_text("org_a")
 
 
 async def test_a_tenant_token_cannot_read_the_ledger(family_dash: Dash) -> None:

@@ -311,6 +311,19 @@ async def test_requeue_refuses_a_key_a_live_job_holds(
     assert (await claim_one(driver)).id == live.id
 
 
+async def test_a_requeue_refused_for_its_key_never_shows_the_key(
+    driver: JobDriver, introspect: JobIntrospection
+) -> None:
+    """The key is computed from the input, which the operator surface redacts: the refusal an
+    operator's retry gets (CLI, HTTP) must not carry it either."""
+    key = "invite:ada@example.com"
+    old = await make_in_state(driver, "dead", req(key=key, tenant_id="t"))
+    await driver.enqueue(req(key=key, tenant_id="t"))
+    with pytest.raises(JobDuplicateError) as caught:
+        await introspect.requeue(old)
+    assert "ada@example.com" not in repr(caught.value.to_dict())
+
+
 async def test_requeue_of_an_unknown_id_is_not_found(introspect: JobIntrospection) -> None:
     with pytest.raises(JobNotFoundError) as caught:
         await introspect.requeue(new_id())

@@ -90,7 +90,7 @@ async def test_deliveries_go_after_the_window_but_never_those_of_a_live_delivery
     assert await column(pg_pool, left) == ["retrying:1"]  # still live: its history stays
 
 
-async def test_an_event_goes_once_no_ledger_row_and_no_live_delivery_names_it(
+async def test_an_event_goes_once_no_ledger_row_and_no_delivery_job_names_it(
     pg_pool: Pool,
 ) -> None:
     for event_id in ("free", "free-2", "in-ledger", "queued", "young"):
@@ -113,7 +113,7 @@ async def test_an_event_goes_once_no_ledger_row_and_no_live_delivery_names_it(
         name=GLOBAL_FAMILY,
         input={"endpoint_id": "ep", "event_id": "queued-g"},
     )
-    # A finished delivery no longer holds its event, nor does a live one of ANOTHER tenant.
+    # A delivery job of ANOTHER tenant does not hold an event.
     await job_row(
         pg_pool,
         "d3",
@@ -136,9 +136,37 @@ async def test_an_event_goes_once_no_ledger_row_and_no_live_delivery_names_it(
     later = T0 + 41 * DAY
     assert await deliveries.purge_expired(later) == 1
     assert await events.purge_expired(later) == 1
+    # A finished delivery still holds its event (an operator may retry it); the jobs target
+    # deleting its row is what frees the event.
     await pg_pool.execute("update x_jobs set state = 'done' where id in ('d1', 'd2')")
+    assert await events.purge_expired(later) == 0
+    await pg_pool.execute("delete from x_jobs where id in ('d1', 'd2')")
     assert await events.purge_expired(later) == 2
     assert await column(pg_pool, ids) == ["young"]
+
+
+async def test_an_event_outlives_its_ledger_rows_while_a_dead_delivery_names_it(
+    pg_pool: Pool,
+) -> None:
+    """Deliveries and events go after 30 days, dead jobs after 90: a retry of the dead delivery
+    reads its event, so the event stays while any job row of the families names it."""
+    await event(pg_pool, "evt_dead", T0)
+    await delivery(pg_pool, "dead-1", "evt_dead", T0)
+    await job_row(
+        pg_pool,
+        "dead-1",
+        "dead",
+        name=ORG_FAMILY,
+        tenant="org_1",
+        input={"endpoint_id": "ep", "event_id": "evt_dead", "org_id": "org_1"},
+    )
+    events = webhook_events_purge_target(executor=pg_pool)
+    deliveries = webhook_deliveries_purge_target(executor=pg_pool)
+    now = T0 + 60 * DAY
+    assert await deliveries.purge_expired(now) == 1
+    assert await events.count_expired(now) == 0
+    assert await events.purge_expired(now) == 0
+    assert await column(pg_pool, "select id from x_webhook_events") == ["evt_dead"]
 
 
 async def test_published_settlements_go_after_the_window_and_pending_ones_never(

@@ -285,6 +285,28 @@ async def test_a_taken_id_is_400_and_a_body_over_the_limit_413(
     assert (status, body["error"]["code"]) == (413, "X_BODY_TOO_LARGE")
 
 
+async def test_a_tenant_token_cannot_learn_that_an_id_exists_in_another_tenant(
+    api: Api,
+) -> None:
+    """Endpoint ids are one namespace across tenants, so a tenant token never chooses one: an
+    id another tenant holds and a free one get the same answer, and nothing is added."""
+    operator = await api.token("operate")
+    await add(api, operator, id="ep_org_b", tenantId=ORG_B)
+    token = await api.token("operate", "read", tenant=ORG_A)
+    answers = []
+    for taken_or_free in ("ep_org_b", "ep_free"):
+        status, body = await api.call("POST", BASE, token, {"url": URL, "id": taken_or_free})
+        error = body["error"]
+        answers.append((status, error["code"], error["message"].replace(taken_or_free, "ID")))
+        assert taken_or_free not in str(error["meta"])
+    assert answers[0] == answers[1]
+    assert answers[0][:2] == (400, "X_WEBHOOK_ENDPOINT_INVALID")
+    assert await listed(api, token) == []
+    own = await add(api, token)  # without an id: the answer's id is the endpoint's
+    assert own["id"].startswith("ep_")
+    assert [e["id"] for e in await listed(api, token)] == [own["id"]]
+
+
 @pytest.mark.parametrize("key", [None, "an-export-signing-key-of-48-characters-not-base64"])
 async def test_an_api_without_a_sealing_key_answers_503_naming_the_variable(
     aiohttp_client: MakeClient,

@@ -51,15 +51,18 @@ def jobs(dsn: str) -> list[tuple[str, str]]:
     return [(r["name"], r["input"]) for r in with_driver(dsn, _jobs)]
 
 
-def ledger_row(dsn: str, name: str, run_id: str, status: str, checksum: str = "c") -> None:
+def ledger_row(
+    dsn: str, name: str, run_id: str, status: str, checksum: str = "c", tenant: str | None = None
+) -> None:
     sql(
         dsn,
-        "insert into x_backfills (name, run_id, checksum, status, rows_processed, started_at)"
-        " values ($1, $2, $3, $4, 7, now())",
+        "insert into x_backfills (name, run_id, checksum, status, rows_processed, started_at,"
+        " tenant_id) values ($1, $2, $3, $4, 7, now(), $5)",
         name,
         run_id,
         checksum,
         status,
+        tenant,
     )
 
 
@@ -103,7 +106,12 @@ def test_pending_exits_non_zero_while_anything_is_unswept(dsn: str) -> None:
     answer = json_of(result)
     assert answer["environment"] == "staging"
     states = {r["name"]: r["state"] for r in answer["rows"]}
-    assert states == {"drop-legacy": "pending", "prod-only": "excluded", "rewrite-slugs": "pending"}
+    assert states == {
+        "drop-legacy": "pending",
+        "per-org": "excluded",
+        "prod-only": "excluded",
+        "rewrite-slugs": "pending",
+    }
     assert answer["pending"] == ["drop-legacy", "rewrite-slugs"]
 
     ledger_row(dsn, "rewrite-slugs", "run-1", "running")
@@ -116,6 +124,36 @@ def test_pending_exits_non_zero_while_anything_is_unswept(dsn: str) -> None:
     done = backfill(dsn, "--pending", "--json", env=staging)
     assert done.exit_code == 0
     assert json_of(done)["orphaned"] == ["gone-from-the-code"]
+
+
+def test_one_orgs_completed_pass_completes_only_that_orgs_scope(dsn: str) -> None:
+    tenancy = {"UJOBS_ENVIRONMENT": "tenancy"}
+    ledger_row(dsn, "per-org", "run-a", "completed", tenant="org_a")
+    ledger_row(dsn, "rewrite-slugs", "run-x", "completed", tenant="org_a")  # not its scope
+
+    answer = json_of(backfill(dsn, "--pending", "--json", env=tenancy))
+    scopes = {(r["name"], r["tenant"]): r["state"] for r in answer["rows"]}
+    assert scopes[("per-org", "org_a")] == "completed"
+    assert scopes[("rewrite-slugs", None)] == "pending"
+    assert "per-org" not in answer["pending"]
+    table = backfill(dsn, "--pending", env=tenancy).stdout.splitlines()
+    assert table[0].split()[:3] == ["NAME", "TENANT", "STATE"]
+
+    org_b = backfill(dsn, "--pending", "--tenant", "org_b", "--json", env=tenancy)
+    assert org_b.exit_code == 3
+    rows = [(r["tenant"], r["state"]) for r in json_of(org_b)["rows"] if r["name"] == "per-org"]
+    assert rows == [("org_b", "pending")]
+    assert "per-org" in json_of(org_b)["pending"]
+
+    dry = json_of(backfill(dsn, "per-org", "--tenant", "org_a", "--json", env=tenancy))
+    assert dry["completedBy"] == "run-a"
+    dry = json_of(backfill(dsn, "per-org", "--tenant", "org_b", "--json", env=tenancy))
+    assert dry["completedBy"] is None
+
+    # The pass this enqueues is org_1's: org_a's completed row does not refuse it.
+    written = backfill(dsn, "per-org", "--write", "--json", env=tenancy)
+    assert written.exit_code == 0, written.stdout
+    assert [name for name, _ in jobs(dsn)] == ["per-org"]
 
 
 def test_a_name_alone_is_a_dry_run_that_queues_nothing(dsn: str) -> None:

@@ -75,13 +75,16 @@ async def _noop(_run: Any) -> None:
     return None
 
 
-def _run(name: str, status: str, run_id: str, checksum: str = "c") -> dict[str, Any]:
+def _run(
+    name: str, status: str, run_id: str, checksum: str = "c", tenant: str | None = None
+) -> dict[str, Any]:
     return {
         "name": name,
         "runId": run_id,
         "checksum": checksum,
         "status": status,
         "rowsProcessed": 10,
+        "tenant": tenant,
     }
 
 
@@ -121,6 +124,52 @@ def test_pending_backfills_says_which_state_each_declaration_is_in() -> None:
     moved = {r["name"]: r["checksumMoved"] for r in answer["rows"]}
     assert moved["moved"] is True
     assert moved["done"] is False
+
+
+def test_one_orgs_completed_pass_completes_only_that_orgs_scope() -> None:
+    """A completed row blocks a pass of its own scope only (SEED § The x_backfills ledger; the
+    ledger records the tenant since 0014), and the diff says so per scope."""
+    declarations: list[dict[str, Any]] = [
+        {"name": "per-org", "checksum": "c", "environments": None, "tenant": "scoped"},
+        {"name": "everyone", "checksum": "c", "environments": None, "tenant": "none"},
+        {"name": "per-org-new", "checksum": "c", "environments": None, "tenant": "scoped"},
+    ]
+    runs = [
+        _run("per-org", "failed", "r1", tenant="org_b"),
+        _run("per-org", "completed", "r2", tenant="org_a"),
+        _run("everyone", "completed", "r3", tenant="org_a"),  # another scope than the sweep's
+    ]
+    answer = pending_backfills(declarations=declarations, runs=runs, environment=None)
+    states = {(r["name"], r["tenant"]): r["state"] for r in answer["rows"]}
+    assert states == {
+        ("per-org", "org_a"): "completed",
+        ("per-org", "org_b"): "failed",
+        ("everyone", None): "pending",
+        ("per-org-new", None): "pending",
+    }
+    assert answer["pending"] == ["per-org", "everyone", "per-org-new"]
+
+    # Asked for one org: org_c has no row, so it is pending although org_a completed.
+    for org, state in (("org_a", "completed"), ("org_b", "failed"), ("org_c", "pending")):
+        one = pending_backfills(
+            declarations=declarations[:1], runs=runs, environment=None, tenant=org
+        )
+        assert [(r["tenant"], r["state"]) for r in one["rows"]] == [(org, state)]
+        assert one["pending"] == ([] if state == "completed" else ["per-org"])
+
+
+def test_a_declaration_says_whether_its_passes_are_scoped_to_a_tenant() -> None:
+    everyone = declared("every-tenant")
+    per_org = backfill(
+        name="per-org-scope",
+        source=Table(0).source,
+        handle=Writer(Table(0)),
+        tenant=lambda value: "org_1",
+    )
+    rows = {r["name"]: r["tenant"] for r in registered_backfills()}
+    assert (rows["every-tenant"], rows["per-org-scope"]) == ("none", "scoped")
+    assert is_backfill(everyone)
+    assert is_backfill(per_org)
 
 
 async def test_pending_reads_the_process_declarations_and_the_one_projection() -> None:

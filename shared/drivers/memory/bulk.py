@@ -30,6 +30,7 @@ from shared.errors import (
     JobNotRemovableError,
     JobNotRequeueableError,
 )
+from shared.introspect import redact_key
 
 
 def requeue_row(state: MemoryState, row: MemoryRow, now: int, from_step: str | None) -> None:
@@ -84,7 +85,7 @@ def requeue_one(state: MemoryState, job_id: str, now: int, from_step: str | None
         raise JobDuplicateError(
             f"job {holder.id} ({holder.state}) holds the idempotency key of {job_id}; "
             "requeueing would run the key twice",
-            meta={"id": job_id, "holder": holder.id, "key": row.idempotency_key},
+            meta={"id": job_id, "holder": holder.id, "key": redact_key(row.idempotency_key)},
         )
     requeue_row(state, row, now, from_step)
     return row

@@ -1,5 +1,6 @@
-"""Three backfills: one plain, one gated on a migration and two environments, one that fails
-its gate wherever UJOBS_ENVIRONMENT is unset."""
+"""Four backfills: one plain, one gated on a migration and two environments, one that fails
+its gate wherever UJOBS_ENVIRONMENT is unset, and one scoped to an org (a pass per tenant),
+declared for the ``tenancy`` environment only so the others' tests see it excluded."""
 
 from __future__ import annotations
 
@@ -43,6 +44,14 @@ prod_only = backfill(
     name="prod-only",
     tenant="none",
     environments=["production"],
+    source=_source,
+    handle=_handle,
+)
+
+per_org = backfill(
+    name="per-org",
+    tenant=lambda _input: "org_1",
+    environments=["tenancy"],
     source=_source,
     handle=_handle,
 )
