@@ -15,13 +15,20 @@ attempts, so its re-run can end with the same id, attempt and outcome inside the
 without it that second settlement would be dropped as a copy of the first.
 
 At least once, never lost, in order per job: a batch is the oldest pending rows in ``seq``
-order, locked for this relay's transaction (``for update skip locked``); it is published in
+order, locked for this relay's transaction; it is published in
 waves in which no job appears twice (each wave's publishes sent together with
 ``publish_async``, then every ack awaited, ``publish_timeout_s`` at most), and the first
 failed publish stops the batch: what was acked is marked published, the rest stays pending,
 so no settlement of a job goes out before an earlier one of the same job. NATS down: every
 publish fails, nothing is marked, the rows wait in Postgres and the relay tries again every
 ``retry_s`` until NATS answers.
+
+One relay publishes at a time, whatever the number of api replicas: the claim takes the
+transaction-scoped advisory lock ``RELAY_LOCK_KEY`` in its own statement and a relay that
+does not get it claims nothing until its next look. Locked rows alone (``skip locked``)
+would let a second relay skip a job's earlier settlement, still in the first relay's hands,
+and publish its later one first. A replica's relay is a standby, not extra throughput: one
+relay's pass is already a few publish round trips for ``batch`` rows.
 
 With nothing pending the relay looks again after ``FIRST_LOOK_S`` (5 ms), doubling the pause
 at each empty look up to ``IDLE_S`` (50 ms: one probe of a partial index; ``idle_pauses``):
@@ -62,6 +69,9 @@ IDLE_S = 0.05
 FIRST_LOOK_S = 0.005
 RETRY_S = 1.0
 PUBLISH_TIMEOUT_S = 5.0
+RELAY_LOCK_KEY = 0x756A6F6273_5354
+"""The advisory lock the relays of one database take in turn ("ujobs" "ST"; the
+migrations' ``MIGRATE_LOCK_KEY`` is another)."""
 
 
 def settlement_message(row: Any) -> tuple[bytes, str]:
@@ -142,7 +152,7 @@ class SettlementsRelay:
 
     async def run_once(self) -> int:
         async with self.pool.acquire() as conn, conn.transaction():
-            rows = list(await conn.fetch(_CLAIM, self.batch))
+            rows = list(await conn.fetch(_CLAIM, self.batch, RELAY_LOCK_KEY))
             if not rows:
                 return 0
             done, failure = await self._publish(rows)
@@ -212,4 +222,4 @@ class SettlementsRelay:
                     await asyncio.wait_for(self._stopping.wait(), pause)
 
 
-__all__ = ["SettlementsRelay", "idle_pauses", "settlement_message", "waves"]
+__all__ = ["RELAY_LOCK_KEY", "SettlementsRelay", "idle_pauses", "settlement_message", "waves"]

@@ -14,7 +14,12 @@ Redis has no ``for update skip locked``: two api replicas relaying one deploymen
 publish the head of the stream. The stream's duplicate window (``Nats-Msg-Id``) drops the
 second copy, and a job's order holds (a replica publishes an entry only after its earlier
 entries were acked, by it or as duplicates of another's), at the cost of the doubled
-publishes. The entries are deleted as they are published, so nothing is purged later.
+publishes. That holds while a pass ends within the duplicate window (10 minutes): a replica
+stalled longer between reading the head and publishing it re-publishes entries the other
+already sent, so a consumer can see an old settlement again after a job's later one (a late
+copy, never a loss or a reordering of first copies; a consumer keeps the highest ``attempt``
+per job). The Postgres relay has no such case: one relay holds the rows and the lock at a
+time. The entries are deleted as they are published, so nothing is purged later.
 """
 
 from __future__ import annotations
