@@ -112,6 +112,55 @@ def waves(rows: list[Any]) -> list[list[Any]]:
     return out
 
 
+async def publish_waves(
+    js: JetStreamContext, names: NatsNames, rows: list[Any], timeout_s: float
+) -> tuple[list[Any], BaseException | None]:
+    """``rows`` (in order) published wave after wave (``waves``), stopping at the first
+    failed publish: answers the acked rows' ``seq``s and that failure. Both relays' publish
+    (Postgres and Redis): what differs between them is only where the rows wait."""
+    done: list[Any] = []
+    for wave in waves(rows):
+        acked, failure = await _wave(js, names, wave, timeout_s)
+        done.extend(acked)
+        if failure is not None:
+            return done, failure
+    return done, None
+
+
+async def _wave(
+    js: JetStreamContext, names: NatsNames, wave: list[Any], timeout_s: float
+) -> tuple[list[Any], BaseException | None]:
+    """Every row of ``wave`` sent (``publish_async``: buffered, no task or request each),
+    then every ack awaited together; answers the acked rows' seqs and the first failure."""
+    sent: list[tuple[Any, asyncio.Future[Any]]] = []
+    failure: BaseException | None = None
+    for row in wave:
+        body, msg_id = settlement_message(row)
+        try:
+            future = await js.publish_async(
+                names.settled_subject(row["name"]), body, headers={MSG_ID: msg_id}
+            )
+        except Exception as exc:  # the connection closed: the rest stays pending
+            failure = exc
+            break
+        sent.append((row, future))
+    if sent:
+        _, late = await asyncio.wait([f for _, f in sent], timeout=timeout_s)
+        for future in late:
+            future.cancel()
+    acked: list[Any] = []
+    for row, future in sent:
+        if not future.cancelled() and future.exception() is None:
+            acked.append(row["seq"])
+        elif failure is None:
+            failure = (
+                TimeoutError(f"no publish ack within {timeout_s} s")
+                if future.cancelled()
+                else future.exception()
+            )
+    return acked, failure
+
+
 class SettlementsRelay:
     """``start()`` / ``stop()`` (both safe twice) run the loop; ``run_once()`` relays one
     batch and answers how many rows it published (tests, the bench)."""
@@ -155,53 +204,13 @@ class SettlementsRelay:
             rows = list(await conn.fetch(_CLAIM, self.batch, RELAY_LOCK_KEY))
             if not rows:
                 return 0
-            done, failure = await self._publish(rows)
+            done, failure = await publish_waves(self.js, self.names, rows, self.publish_timeout_s)
             if done:
                 await conn.execute(_MARK, done, self.clock.now_ms())
         self.published += len(done)
         if failure is not None:
             raise failure
         return len(done)
-
-    async def _publish(self, rows: list[Any]) -> tuple[list[int], BaseException | None]:
-        done: list[int] = []
-        for wave in waves(rows):
-            acked, failure = await self._wave(wave)
-            done.extend(acked)
-            if failure is not None:
-                return done, failure
-        return done, None
-
-    async def _wave(self, wave: list[Any]) -> tuple[list[int], BaseException | None]:
-        """Every row of ``wave`` sent (``publish_async``: buffered, no task or request each),
-        then every ack awaited together; answers the acked rows' seqs and the first failure."""
-        sent: list[tuple[Any, asyncio.Future[Any]]] = []
-        failure: BaseException | None = None
-        for row in wave:
-            body, msg_id = settlement_message(row)
-            try:
-                future = await self.js.publish_async(
-                    self.names.settled_subject(row["name"]), body, headers={MSG_ID: msg_id}
-                )
-            except Exception as exc:  # the connection closed: the rest stays pending
-                failure = exc
-                break
-            sent.append((row, future))
-        if sent:
-            _, late = await asyncio.wait([f for _, f in sent], timeout=self.publish_timeout_s)
-            for future in late:
-                future.cancel()
-        acked: list[int] = []
-        for row, future in sent:
-            if not future.cancelled() and future.exception() is None:
-                acked.append(row["seq"])
-            elif failure is None:
-                failure = (
-                    TimeoutError(f"no publish ack within {self.publish_timeout_s} s")
-                    if future.cancelled()
-                    else future.exception()
-                )
-        return acked, failure
 
     async def _run(self) -> None:
         idle = idle_pauses()
@@ -222,4 +231,11 @@ class SettlementsRelay:
                     await asyncio.wait_for(self._stopping.wait(), pause)
 
 
-__all__ = ["RELAY_LOCK_KEY", "SettlementsRelay", "idle_pauses", "settlement_message", "waves"]
+__all__ = [
+    "RELAY_LOCK_KEY",
+    "SettlementsRelay",
+    "idle_pauses",
+    "publish_waves",
+    "settlement_message",
+    "waves",
+]

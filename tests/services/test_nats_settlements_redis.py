@@ -215,14 +215,14 @@ async def test_two_replicas_relaying_one_stream_keep_a_jobs_order(
     nc = await nats.connect(nats_url)
     held_js = nc.jetstream()
     entered, release = asyncio.Event(), asyncio.Event()
-    publish = held_js.publish
+    publish_async = held_js.publish_async
 
     async def held(*args: Any, **kwargs: Any) -> Any:
         entered.set()
         await release.wait()
-        return await publish(*args, **kwargs)
+        return await publish_async(*args, **kwargs)
 
-    monkeypatch.setattr(held_js, "publish", held)
+    monkeypatch.setattr(held_js, "publish_async", held)
     first = RedisSettlementsRelay(outbox, held_js, names, batch=1)
     second = RedisSettlementsRelay(outbox, js, names)
     try:
