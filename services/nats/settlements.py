@@ -15,10 +15,10 @@ attempts, so its re-run can end with the same id, attempt and outcome inside the
 without it that second settlement would be dropped as a copy of the first.
 
 At least once, never lost, in order per job: a batch is the oldest pending rows in ``seq``
-order, locked for this relay's transaction; it is published in
-waves in which no job appears twice (each wave's publishes sent together with
-``publish_async``, then every ack awaited, ``publish_timeout_s`` at most), and the first
-failed publish stops the batch: what was acked is marked published, the rest stays pending,
+order, locked for this relay's transaction; it is published in waves in which no job
+appears twice (``publish_waves``, the Redis relay's too: each wave's publishes sent together
+with ``publish_async``, then every ack awaited, ``publish_timeout_s`` at most), and the
+first failed publish stops the batch: what was acked is marked published, the rest stays pending,
 so no settlement of a job goes out before an earlier one of the same job. NATS down: every
 publish fails, nothing is marked, the rows wait in Postgres and the relay tries again every
 ``retry_s`` until NATS answers.
@@ -28,7 +28,7 @@ transaction-scoped advisory lock ``RELAY_LOCK_KEY`` in its own statement and a r
 does not get it claims nothing until its next look. Locked rows alone (``skip locked``)
 would let a second relay skip a job's earlier settlement, still in the first relay's hands,
 and publish its later one first. A replica's relay is a standby, not extra throughput: one
-relay's pass is already a few publish round trips for ``batch`` rows.
+relay publishes a backlog faster than a drain settles it (bench/RESULTS.md).
 
 With nothing pending the relay looks again after ``FIRST_LOOK_S`` (5 ms), doubling the pause
 at each empty look up to ``IDLE_S`` (50 ms: one probe of a partial index; ``idle_pauses``):
