@@ -290,6 +290,7 @@ async def _edge(app: web.Application, clock: Clock) -> AsyncIterator[None]:
                 tokens=tokens,
                 batcher=batcher,
                 buckets=buckets,
+                known=app[EDGE].known,
             )
             await stack.enter_async_context(
                 nats_edge(

@@ -18,7 +18,7 @@ from aiohttp import web
 from services.api_enqueue_batcher import EnqueueBatcher
 from services.api_ratelimit import TokenBuckets
 from services.api_strict_batch import StrictBatch
-from services.auth import Principal, TokenLookup, authenticate, authenticate_known
+from services.auth import Principal, TokenLookup, authenticate
 from services.backends import Backend
 from services.config import ApiConfig
 from services.redact import redact_text
@@ -190,32 +190,6 @@ async def caller(request: web.Request, scope: str | None = None) -> Principal:
     return principal
 
 
-async def enqueue_caller(request: web.Request) -> tuple[Principal, str | None]:
-    """``caller`` for the single enqueue, which checks revocation in its own statement: the
-    token's fixed facts from ``Edge.known`` when this process has them. Answers the principal
-    and the token id the enqueue must check (None: the token was read just now)."""
-    edge = request.app[EDGE]
-    authorization = request.headers.get("Authorization")
-    now_ms = edge.driver.clock.now_ms()
-    if edge.known is None:
-        principal = await authenticate(edge.tokens, authorization, now_ms)
-        unchecked = None
-    else:
-        principal, read = await authenticate_known(edge.known, edge.tokens, authorization, now_ms)
-        unchecked = None if read else principal.token_id
-    edge.buckets.take(principal.token_id)
-    return principal, unchecked
-
-
-async def check_live(request: web.Request) -> None:
-    """Read the caller's token now (401 when it is revoked): a request refused before its
-    enqueue statement answers the token's 401 first, as every other route does."""
-    edge = request.app[EDGE]
-    await authenticate(
-        edge.tokens, request.headers.get("Authorization"), edge.driver.clock.now_ms()
-    )
-
-
 def json_ok(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     """A JSON response encoded by orjson (a 500-row batch's answer is several times faster to
     encode than with the standard library's encoder)."""
@@ -240,8 +214,6 @@ __all__ = [
     "BodyTooLargeError",
     "Edge",
     "caller",
-    "check_live",
-    "enqueue_caller",
     "error_response",
     "json_ok",
     "read_json",

@@ -19,23 +19,25 @@ A batch is all or nothing, through the driver's ``enqueue_many`` (the path of
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any, cast
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Protocol, cast
 
 from aiohttp import web
 
-from services.api_common import (
-    EDGE,
-    REGISTRY,
-    accepted,
-    caller,
-    check_live,
-    enqueue_caller,
-    read_object,
+from services.api_common import EDGE, REGISTRY, accepted, caller, read_object
+from services.api_enqueue_batcher import EnqueueBatcher
+from services.api_ratelimit import TokenBuckets
+from services.auth import (
+    Principal,
+    TokenLookup,
+    UnauthorizedError,
+    authenticate,
+    authenticate_known,
+    bearer_secret,
 )
-from services.auth import Principal, UnauthorizedError, bearer_secret
+from services.token_facts import KnownTokens
 from shared.clock import Clock
-from shared.drivers.base import Enqueued, EnqueueRequest
+from shared.drivers.base import Enqueued, EnqueueRequest, JobDriver
 from shared.durations import duration_ms
 from shared.errors import (
     InputInvalidError,
@@ -48,6 +50,7 @@ from shared.errors import (
 )
 from shared.events.bus import MAX_EVENT_NAME_LENGTH, publish_event
 from shared.jobs.job import JobHandle, OnConflict, conflict_checked
+from shared.jobs.registry import Registry
 
 MAX_BATCH_INPUTS = 1_000
 """The most inputs one ``/batch`` request carries (``MAX_BULK_ROWS`` of the operator surface)."""
@@ -58,17 +61,24 @@ database's timestamps hold long before it left any plan worth queueing."""
 
 routes = web.RouteTableDef()
 
-SINGLE_FIELDS = frozenset({"input", "runId", "delay", "queue"})
-"""A single enqueue's body on every edge (HTTP and NATS)."""
-_HTTP_SINGLE_FIELDS = SINGLE_FIELDS | {"onConflict"}
+SINGLE_FIELDS = frozenset({"input", "runId", "delay", "queue", "onConflict"})
+"""A single enqueue's body on HTTP and NATS request/reply."""
+STREAM_FIELDS = SINGLE_FIELDS - {"onConflict"}
+"""A single enqueue's body on the NATS enqueue stream: a redelivered message meets the row
+its first delivery made (its job id is derived from the message), a dedupe that must not
+be refused, and a stream message has nobody to answer a conflict to."""
 ON_CONFLICT_MODES = ("dedupe", "error")
 _BATCH_FIELDS = frozenset({"inputs", "delay", "queue", "onConflict"})
 _EVENT_FIELDS = frozenset({"payload"})
 
 
 def _handle(request: web.Request) -> JobHandle[Any]:
-    name = request.match_info["job"]
-    handle = request.app[REGISTRY].job(name)
+    return job_handle(request.app[REGISTRY], request.match_info["job"])
+
+
+def job_handle(registry: Registry, name: str) -> JobHandle[Any]:
+    """The job ``name`` names in the app (404 ``X_JOB_UNKNOWN`` when none)."""
+    handle = registry.job(name)
     if handle is None:
         raise JobUnknownError(
             f"no job is named {name!r} in this app; GET /v1/manifest lists them",
@@ -148,32 +158,109 @@ def enqueued_json(answer: Enqueued) -> dict[str, Any]:
     return {"id": answer.id, "runId": answer.run_id, "deduped": answer.deduped}
 
 
+class EnqueuePath(Protocol):
+    """What a single enqueue runs on: the api's ``Edge`` (HTTP) and ``NatsEdge`` alike."""
+
+    @property
+    def driver(self) -> JobDriver: ...
+    @property
+    def tokens(self) -> TokenLookup: ...
+    @property
+    def batcher(self) -> EnqueueBatcher: ...
+    @property
+    def buckets(self) -> TokenBuckets | None: ...
+    @property
+    def known(self) -> KnownTokens | None: ...
+
+
+async def enqueue_one(
+    path: EnqueuePath,
+    registry: Registry,
+    job: str,
+    authorization: str | None,
+    read_body: Callable[[], Awaitable[dict[str, Any]]],
+    *,
+    limited: bool = True,
+    job_id: str | None = None,
+) -> dict[str, Any]:
+    """One enqueue of ``job`` as the token behind ``authorization``, answered once its row
+    is committed: ``POST /v1/jobs/{name}``, the NATS request and the NATS stream message are
+    this one function (the rules live once). Refusals in the edges' order: who (401), how
+    often (429, with ``limited``), then what (``read_body``, the job, its scope,
+    ``onConflict``, the options, the input).
+
+    With ``path.known`` (Postgres: the token's fixed facts kept in process), a token seen
+    live before is not read again: its insert checks it is still live (``revoked`` inserts
+    nothing; 401, and it is forgotten, so its next request reads the table). A request refused
+    before that statement reads its token first, so a revoked token is 401 before any other
+    refusal. ``job_id`` (the stream form's derived id) makes a redelivery meet its own row."""
+    principal, unchecked = await _principal(path, authorization, limited)
+    try:
+        body = await read_body()
+        clock = path.driver.clock
+        req, on_conflict = single_request(registry, principal, job, body, clock, job_id=job_id)
+    except UltimateError:
+        if unchecked is not None:
+            await authenticate(path.tokens, authorization, path.driver.clock.now_ms())
+        raise
+    try:
+        answer = await path.batcher.enqueue(req, token_id=unchecked)
+    except UnauthorizedError:
+        if path.known is not None:
+            path.known.forget(bearer_secret(authorization))
+        raise
+    # A dedupe inserted nothing, so refusing it now leaves nothing queued by this request.
+    return enqueued_json(conflict_checked(req, answer, on_conflict))
+
+
+def single_request(
+    registry: Registry,
+    principal: Principal,
+    job: str,
+    body: dict[str, Any],
+    clock: Clock,
+    *,
+    job_id: str | None = None,
+) -> tuple[EnqueueRequest, OnConflict]:
+    """The request a single enqueue's ``body`` asks for, as ``principal``, and its
+    ``onConflict``: the job (404), its scope (403), then the body's fields and input (400)."""
+    handle = job_handle(registry, job)
+    principal.require(f"enqueue:{handle.name}")
+    on_conflict = on_conflict_of(body)
+    options = single_options(body)
+    req = build_request(handle, principal, body.get("input"), clock, job_id=job_id, **options)
+    return req, on_conflict
+
+
+async def _principal(
+    path: EnqueuePath, authorization: str | None, limited: bool
+) -> tuple[Principal, str | None]:
+    """The caller, within its rate when ``limited``, and the token id its insert must check
+    (None: the token was read just now, or this driver cannot check it in the insert)."""
+    now_ms = path.driver.clock.now_ms()
+    if path.known is None:
+        principal = await authenticate(path.tokens, authorization, now_ms)
+        unchecked = None
+    else:
+        principal, read = await authenticate_known(path.known, path.tokens, authorization, now_ms)
+        unchecked = None if read else principal.token_id
+    if limited and path.buckets is not None:
+        path.buckets.take(principal.token_id)
+    return principal, unchecked
+
+
 # ``{job}`` is the job's NAME here and a job's ID on the GET and DELETE of the same path:
 # one path template, as OpenAPI requires of routes that differ only in their method.
 @routes.post("/v1/jobs/{job}")
 async def enqueue(request: web.Request) -> web.Response:
-    principal, unchecked = await enqueue_caller(request)
-    edge = request.app[EDGE]
-    try:
-        body = await read_object(request, _HTTP_SINGLE_FIELDS)
-        handle = _handle(request)
-        principal.require(f"enqueue:{handle.name}")
-        on_conflict = on_conflict_of(body)
-        options = single_options(body)
-        req = build_request(handle, principal, body.get("input"), edge.driver.clock, **options)
-    except UltimateError:
-        if unchecked is not None:
-            await check_live(request)  # a revoked token is 401 before any other refusal
-        raise
-    # ``unchecked``: the token's facts came from the cache; its insert checks it is live.
-    try:
-        answer = await edge.batcher.enqueue(req, token_id=unchecked)
-    except UnauthorizedError:
-        if edge.known is not None:  # revoked: its next request reads the table again
-            edge.known.forget(bearer_secret(request.headers.get("Authorization")))
-        raise
-    # A dedupe inserted nothing, so refusing it now leaves nothing queued by this request.
-    return accepted(enqueued_json(conflict_checked(req, answer, on_conflict)))
+    answer = await enqueue_one(
+        request.app[EDGE],
+        request.app[REGISTRY],
+        request.match_info["job"],
+        request.headers.get("Authorization"),
+        lambda: read_object(request, SINGLE_FIELDS),
+    )
+    return accepted(answer)
 
 
 @routes.post("/v1/jobs/{job}/batch")
@@ -313,8 +400,13 @@ async def publish(request: web.Request) -> web.Response:
 __all__ = [
     "MAX_BATCH_INPUTS",
     "SINGLE_FIELDS",
+    "STREAM_FIELDS",
+    "EnqueuePath",
     "build_request",
+    "enqueue_one",
     "enqueued_json",
+    "job_handle",
     "routes",
     "single_options",
+    "single_request",
 ]

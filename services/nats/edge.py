@@ -2,11 +2,15 @@
 ``publish_event`` behind tokens, scopes and tenancy, for the request/reply subjects and the
 enqueue stream's consumer alike.
 
-``NatsEdge.enqueue(job, data, authorization)`` reads ``{"input", "runId"?, "delay"?,
-"queue"?}``, authenticates the ``Authorization: Bearer …`` header (``services.auth``), needs
-the scope ``enqueue:<job>``, validates the input through the job's own ``JobHandle.request``
-(``services.api_enqueue.build_request``: schema, idempotency key, ``tenant(input)``, the
-tenant token's rule) and answers ``{"id", "runId", "deduped"}`` once the row is committed.
+``NatsEdge.enqueue(job, data, authorization)`` is the HTTP edge's single enqueue
+(``services.api_enqueue.enqueue_one``, one implementation): it reads ``{"input", "runId"?,
+"delay"?, "queue"?, "onConflict"?}`` (the stream form: no ``onConflict``), authenticates the
+``Authorization: Bearer …`` header (a token seen live before answers from the api's
+``KnownTokens`` and its insert checks it was not revoked, as on HTTP), needs the scope
+``enqueue:<job>``, validates the input through the job's own ``JobHandle.request`` (schema,
+idempotency key, ``tenant(input)``, the tenant token's rule) and answers ``{"id", "runId",
+"deduped"}`` once the row is committed; with ``"onConflict": "error"`` a live run holding
+the key is ``X_JOB_DUPLICATE`` (``meta.id`` names it) and nothing is queued.
 ``publish(name, data, authorization)`` reads ``{"payload"}`` and needs ``events:publish``.
 ``limited=True`` (the request/reply form) spends one request of the token's bucket first:
 the HTTP edge's ``TokenBuckets`` (``UJOBS_API_RATE_PER_TOKEN``), the same instance in the
@@ -26,13 +30,14 @@ from typing import Any
 import asyncpg
 import orjson
 
-from services.api_enqueue import SINGLE_FIELDS, build_request, enqueued_json, single_options
+from services.api_enqueue import SINGLE_FIELDS, STREAM_FIELDS, enqueue_one, single_request
 from services.api_enqueue_batcher import EnqueueBatcher
 from services.api_ratelimit import TokenBuckets
 from services.auth import Principal, TokenLookup, authenticate
 from services.redact import redact_text
+from services.token_facts import KnownTokens
 from shared.drivers.base import EnqueueRequest, JobDriver
-from shared.errors import InputInvalidError, JobUnknownError, UltimateError
+from shared.errors import InputInvalidError, UltimateError
 from shared.events.bus import MAX_EVENT_NAME_LENGTH, publish_event
 from shared.jobs.registry import Registry
 
@@ -99,6 +104,9 @@ class NatsEdge:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     buckets: TokenBuckets | None = None
     """The per-token rate limit of the request/reply form (None: no limit)."""
+    known: KnownTokens | None = None
+    """Tokens' fixed facts (the HTTP edge's instance in the api), kept when the batcher checks
+    revocation inside the enqueue; None: every enqueue reads its token."""
 
     async def principal(
         self, authorization: str | None, scope: str, *, limited: bool = False
@@ -118,19 +126,13 @@ class NatsEdge:
     def request(
         self, principal: Principal, job: str, data: bytes, *, job_id: str | None = None
     ) -> EnqueueRequest:
-        """The validated request a message asks for, as ``principal`` (refusals raise)."""
-        body = parse_object(data, SINGLE_FIELDS, self.max_message_bytes)
-        handle = self.registry.job(job)
-        if handle is None:
-            raise JobUnknownError(
-                f"no job is named {job!r} in this app; GET /v1/manifest lists them",
-                meta={"job": job},
-            )
-        principal.require(f"enqueue:{handle.name}")
-        options = single_options(body)
-        return build_request(
-            handle, principal, body.get("input"), self.driver.clock, job_id=job_id, **options
+        """The validated request a stream message asks for, as ``principal`` (refusals raise);
+        the consumer's batched path, ``enqueue``'s rules without its statement."""
+        body = parse_object(data, STREAM_FIELDS, self.max_message_bytes)
+        req, _ = single_request(
+            self.registry, principal, job, body, self.driver.clock, job_id=job_id
         )
+        return req
 
     async def enqueue(
         self,
@@ -141,11 +143,18 @@ class NatsEdge:
         job_id: str | None = None,
         limited: bool = False,
     ) -> dict[str, Any]:
-        """Queue one run of ``job``; ``job_id`` (the stream form's derived id) makes a second
-        delivery of one message meet the row the first one made."""
-        principal = await self.authenticate(authorization, limited=limited)
-        req = self.request(principal, job, data, job_id=job_id)
-        return enqueued_json(await self.batcher.enqueue(req))
+        """Queue one run of ``job``: the HTTP edge's ``enqueue_one``. The request form
+        (``job_id`` None) reads ``onConflict`` as HTTP does; the stream form passes its
+        derived ``job_id``, so a second delivery of one message meets the row the first one
+        made, and takes no ``onConflict`` (that meeting is a dedupe it must not refuse)."""
+        fields = SINGLE_FIELDS if job_id is None else STREAM_FIELDS
+
+        async def body() -> dict[str, Any]:
+            return parse_object(data, fields, self.max_message_bytes)
+
+        return await enqueue_one(
+            self, self.registry, job, authorization, body, limited=limited, job_id=job_id
+        )
 
     async def publish(
         self, name: str, data: bytes, authorization: str | None, *, limited: bool = False

@@ -15,13 +15,20 @@ attempts, so its re-run can end with the same id, attempt and outcome inside the
 without it that second settlement would be dropped as a copy of the first.
 
 At least once, never lost, in order per job: a batch is the oldest pending rows in ``seq``
-order, locked for this relay's transaction (``for update skip locked``); it is published in
-waves in which no job appears twice (each wave's publishes sent together with
-``publish_async``, then every ack awaited, ``publish_timeout_s`` at most), and the first
-failed publish stops the batch: what was acked is marked published, the rest stays pending,
+order, locked for this relay's transaction; it is published in waves in which no job
+appears twice (``publish_waves``, the Redis relay's too: each wave's publishes sent together
+with ``publish_async``, then every ack awaited, ``publish_timeout_s`` at most), and the
+first failed publish stops the batch: what was acked is marked published, the rest stays pending,
 so no settlement of a job goes out before an earlier one of the same job. NATS down: every
 publish fails, nothing is marked, the rows wait in Postgres and the relay tries again every
 ``retry_s`` until NATS answers.
+
+One relay publishes at a time, whatever the number of api replicas: the claim takes the
+transaction-scoped advisory lock ``RELAY_LOCK_KEY`` in its own statement and a relay that
+does not get it claims nothing until its next look. Locked rows alone (``skip locked``)
+would let a second relay skip a job's earlier settlement, still in the first relay's hands,
+and publish its later one first. A replica's relay is a standby, not extra throughput: one
+relay publishes a backlog faster than a drain settles it (bench/RESULTS.md).
 
 With nothing pending the relay looks again after ``FIRST_LOOK_S`` (5 ms), doubling the pause
 at each empty look up to ``IDLE_S`` (50 ms: one probe of a partial index; ``idle_pauses``):
@@ -62,6 +69,9 @@ IDLE_S = 0.05
 FIRST_LOOK_S = 0.005
 RETRY_S = 1.0
 PUBLISH_TIMEOUT_S = 5.0
+RELAY_LOCK_KEY = 0x756A6F6273_5354
+"""The advisory lock the relays of one database take in turn ("ujobs" "ST"; the
+migrations' ``MIGRATE_LOCK_KEY`` is another)."""
 
 
 def settlement_message(row: Any) -> tuple[bytes, str]:
@@ -100,6 +110,55 @@ def waves(rows: list[Any]) -> list[list[Any]]:
         out[-1].append(row)
         seen.add(row["job_id"])
     return out
+
+
+async def publish_waves(
+    js: JetStreamContext, names: NatsNames, rows: list[Any], timeout_s: float
+) -> tuple[list[Any], BaseException | None]:
+    """``rows`` (in order) published wave after wave (``waves``), stopping at the first
+    failed publish: answers the acked rows' ``seq``s and that failure. Both relays' publish
+    (Postgres and Redis): what differs between them is only where the rows wait."""
+    done: list[Any] = []
+    for wave in waves(rows):
+        acked, failure = await _wave(js, names, wave, timeout_s)
+        done.extend(acked)
+        if failure is not None:
+            return done, failure
+    return done, None
+
+
+async def _wave(
+    js: JetStreamContext, names: NatsNames, wave: list[Any], timeout_s: float
+) -> tuple[list[Any], BaseException | None]:
+    """Every row of ``wave`` sent (``publish_async``: buffered, no task or request each),
+    then every ack awaited together; answers the acked rows' seqs and the first failure."""
+    sent: list[tuple[Any, asyncio.Future[Any]]] = []
+    failure: BaseException | None = None
+    for row in wave:
+        body, msg_id = settlement_message(row)
+        try:
+            future = await js.publish_async(
+                names.settled_subject(row["name"]), body, headers={MSG_ID: msg_id}
+            )
+        except Exception as exc:  # the connection closed: the rest stays pending
+            failure = exc
+            break
+        sent.append((row, future))
+    if sent:
+        _, late = await asyncio.wait([f for _, f in sent], timeout=timeout_s)
+        for future in late:
+            future.cancel()
+    acked: list[Any] = []
+    for row, future in sent:
+        if not future.cancelled() and future.exception() is None:
+            acked.append(row["seq"])
+        elif failure is None:
+            failure = (
+                TimeoutError(f"no publish ack within {timeout_s} s")
+                if future.cancelled()
+                else future.exception()
+            )
+    return acked, failure
 
 
 class SettlementsRelay:
@@ -142,56 +201,16 @@ class SettlementsRelay:
 
     async def run_once(self) -> int:
         async with self.pool.acquire() as conn, conn.transaction():
-            rows = list(await conn.fetch(_CLAIM, self.batch))
+            rows = list(await conn.fetch(_CLAIM, self.batch, RELAY_LOCK_KEY))
             if not rows:
                 return 0
-            done, failure = await self._publish(rows)
+            done, failure = await publish_waves(self.js, self.names, rows, self.publish_timeout_s)
             if done:
                 await conn.execute(_MARK, done, self.clock.now_ms())
         self.published += len(done)
         if failure is not None:
             raise failure
         return len(done)
-
-    async def _publish(self, rows: list[Any]) -> tuple[list[int], BaseException | None]:
-        done: list[int] = []
-        for wave in waves(rows):
-            acked, failure = await self._wave(wave)
-            done.extend(acked)
-            if failure is not None:
-                return done, failure
-        return done, None
-
-    async def _wave(self, wave: list[Any]) -> tuple[list[int], BaseException | None]:
-        """Every row of ``wave`` sent (``publish_async``: buffered, no task or request each),
-        then every ack awaited together; answers the acked rows' seqs and the first failure."""
-        sent: list[tuple[Any, asyncio.Future[Any]]] = []
-        failure: BaseException | None = None
-        for row in wave:
-            body, msg_id = settlement_message(row)
-            try:
-                future = await self.js.publish_async(
-                    self.names.settled_subject(row["name"]), body, headers={MSG_ID: msg_id}
-                )
-            except Exception as exc:  # the connection closed: the rest stays pending
-                failure = exc
-                break
-            sent.append((row, future))
-        if sent:
-            _, late = await asyncio.wait([f for _, f in sent], timeout=self.publish_timeout_s)
-            for future in late:
-                future.cancel()
-        acked: list[int] = []
-        for row, future in sent:
-            if not future.cancelled() and future.exception() is None:
-                acked.append(row["seq"])
-            elif failure is None:
-                failure = (
-                    TimeoutError(f"no publish ack within {self.publish_timeout_s} s")
-                    if future.cancelled()
-                    else future.exception()
-                )
-        return acked, failure
 
     async def _run(self) -> None:
         idle = idle_pauses()
@@ -212,4 +231,11 @@ class SettlementsRelay:
                     await asyncio.wait_for(self._stopping.wait(), pause)
 
 
-__all__ = ["SettlementsRelay", "idle_pauses", "settlement_message", "waves"]
+__all__ = [
+    "RELAY_LOCK_KEY",
+    "SettlementsRelay",
+    "idle_pauses",
+    "publish_waves",
+    "settlement_message",
+    "waves",
+]

@@ -4,17 +4,24 @@ by the Redis driver's ending scripts with ``UJOBS_NATS_SETTLEMENTS=on``) out to
 the same body, subject and ``Nats-Msg-Id`` (``<job id>:<attempt>:<outcome>:<seq>``, ``seq``
 the entry's stream id).
 
-A pass reads the oldest ``batch`` entries in stream order and publishes them in waves in
-which no job appears twice (``waves``); the first failed publish stops the pass, and only
-the entries whose publish JetStream acked are deleted (``XDEL``), so the rest, and every
-later settlement of their jobs, go out on the next pass in order. NATS away: nothing is
+A pass reads the oldest ``batch`` entries in stream order and publishes them as the Postgres
+relay does (``publish_waves``: waves in which no job appears twice, each wave's publishes
+sent together with ``publish_async`` and their acks awaited together); the first failed
+publish stops the pass, and only the entries whose publish JetStream acked are deleted
+(``XDEL``), so the rest, and every later settlement of their jobs, go out on the next pass
+in order. NATS away: nothing is
 deleted, the entries wait in Redis (as durable as the Redis: with AOF, through a restart).
 
 Redis has no ``for update skip locked``: two api replicas relaying one deployment both
 publish the head of the stream. The stream's duplicate window (``Nats-Msg-Id``) drops the
 second copy, and a job's order holds (a replica publishes an entry only after its earlier
 entries were acked, by it or as duplicates of another's), at the cost of the doubled
-publishes. The entries are deleted as they are published, so nothing is purged later.
+publishes. That holds while a pass ends within the duplicate window (10 minutes): a replica
+stalled longer between reading the head and publishing it re-publishes entries the other
+already sent, so a consumer can see an old settlement again after a job's later one (a late
+copy, never a loss or a reordering of first copies; a consumer keeps the highest ``attempt``
+per job). The Postgres relay has no such case: one relay holds the rows and the lock at a
+time. The entries are deleted as they are published, so nothing is purged later.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nats.js import JetStreamContext
 
@@ -32,8 +39,7 @@ from services.nats.settlements import (
     IDLE_S,
     PUBLISH_TIMEOUT_S,
     RETRY_S,
-    settlement_message,
-    waves,
+    publish_waves,
 )
 
 if TYPE_CHECKING:  # a Postgres deployment never loads the redis client
@@ -82,31 +88,12 @@ class RedisSettlementsRelay:
         rows = await self.outbox.oldest(self.batch)
         if not rows:
             return 0
-        done: list[str] = []
-        failure: BaseException | None = None
-        for wave in waves(rows):
-            results = await asyncio.gather(
-                *(self._one(row) for row in wave), return_exceptions=True
-            )
-            done.extend(row["seq"] for row, r in zip(wave, results, strict=True) if r is None)
-            failed = [r for r in results if isinstance(r, BaseException)]
-            if failed:
-                failure = failed[0]
-                break
+        done, failure = await publish_waves(self.js, self.names, rows, self.publish_timeout_s)
         await self.outbox.forget(done)
         self.published += len(done)
         if failure is not None:
             raise failure
         return len(done)
-
-    async def _one(self, row: Any) -> None:
-        body, msg_id = settlement_message(row)
-        await self.js.publish(
-            self.names.settled_subject(row["name"]),
-            body,
-            timeout=self.publish_timeout_s,
-            headers={"Nats-Msg-Id": msg_id},
-        )
 
     async def _run(self) -> None:
         while not self._stopping.is_set():

@@ -10,6 +10,8 @@ import asyncpg
 import orjson
 import pytest
 
+from services.api_common import EDGE
+from services.token_facts import KnownTokens
 from shared.errors import DriverUnavailableError
 from tests.services.api_support import ORG_A, ORG_B, MakeClient, mail, make_api
 from tests.services.nats_support import NatsApi, start_nats_api
@@ -93,6 +95,48 @@ async def test_credentials_scopes_and_tenancy(edge: NatsApi) -> None:
     assert await edge.jobs() == []
     operator = await edge.token("enqueue:send_mail")
     assert "id" in await edge.request(subject, {"input": mail(ORG_B)}, operator)
+
+
+async def test_on_conflict_error_refuses_a_live_run_as_http_does(edge: NatsApi) -> None:
+    issued = await edge.api.issue("enqueue:send_mail", tenant=ORG_A)
+    subject = edge.names.enqueue_subject("send_mail")
+    first = await edge.request(subject, {"input": mail(), "onConflict": "error"}, issued.secret)
+    assert first["deduped"] is False
+    again = await edge.request(subject, {"input": mail(), "onConflict": "error"}, issued.secret)
+    assert again["error"]["code"] == "X_JOB_DUPLICATE"
+    assert again["error"]["meta"]["id"] == first["id"]
+    deduped = await edge.request(subject, {"input": mail(), "onConflict": "dedupe"}, issued.secret)
+    assert deduped == {**first, "deduped": True}
+    wrong = await edge.request(subject, {"input": mail(), "onConflict": "skip"}, issued.secret)
+    assert wrong["error"]["code"] == "X_INPUT_INVALID"
+    assert wrong["error"]["meta"]["issues"][0]["path"] == "onConflict"
+    assert [row["id"] for row in await edge.jobs()] == [first["id"]]
+
+
+def _known(edge: NatsApi) -> KnownTokens:
+    app = edge.api.client.app
+    assert app is not None
+    cache = app[EDGE].known
+    assert cache is not None
+    return cache
+
+
+async def test_a_token_seen_live_is_checked_in_the_insert_not_read_again(edge: NatsApi) -> None:
+    """The request form keeps a token's fixed facts as HTTP does (the same cache): a revoke
+    still holds from the next request, which queues nothing, and before any other refusal."""
+    issued = await edge.api.issue("enqueue:send_mail", tenant=ORG_A)
+    subject = edge.names.enqueue_subject("send_mail")
+    first = await edge.request(subject, {"input": mail()}, issued.secret)
+    assert first["deduped"] is False
+    assert _known(edge).get(issued.secret) is not None
+    await edge.api.tokens.revoke(issued.record.id)
+    refused = await edge.request(subject, {"input": {"to": 1}}, issued.secret)
+    assert refused["error"]["code"] == "X_UNAUTHORIZED"  # not the input's 400
+    gone = await edge.request(subject, {"input": mail(to="b@example.com")}, issued.secret)
+    assert gone["error"]["code"] == "X_UNAUTHORIZED"
+    assert "revoked" in gone["error"]["message"]
+    assert _known(edge).get(issued.secret) is None
+    assert [row["id"] for row in await edge.jobs()] == [first["id"]]
 
 
 async def test_event_request_publishes(edge: NatsApi) -> None:

@@ -218,3 +218,46 @@ async def test_a_publish_the_stream_refuses_leaves_its_settlement_pending(
     await ensure_streams(js, names)
     assert await relay.run_once() == 1
     assert len(await _settled_messages(js, names)) == 1
+
+
+async def test_two_relays_on_one_database_keep_a_jobs_order(
+    driver: PostgresDriver,
+    pg_pool: asyncpg.Pool[Any],
+    stream: tuple[JetStreamContext, NatsNames],
+    nats_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two api replicas' relays: while the first holds a job's earlier settlement (its publish
+    not yet sent), the second claims nothing, rather than skip that row and publish the
+    job's later settlement first."""
+    js, names = stream
+    await driver.enqueue(req("billing.charge", max_attempts=2))
+    job = await claim_one(driver)
+    assert await driver.nack(job.id, job.ref, NackOptions(error="X_DOWN: later", run_at_ms=0))
+    job = await claim_one(driver)
+    assert await driver.ack(job.id, job.ref)
+    nc = await nats.connect(nats_url)
+    held_js = nc.jetstream()
+    entered, release = asyncio.Event(), asyncio.Event()
+    publish_async = held_js.publish_async
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        await release.wait()
+        return await publish_async(*args, **kwargs)
+
+    monkeypatch.setattr(held_js, "publish_async", held)
+    first = SettlementsRelay(pg_pool, held_js, names, batch=1)
+    second = SettlementsRelay(pg_pool, js, names, batch=1)
+    try:
+        holding = asyncio.create_task(first.run_once())
+        await asyncio.wait_for(entered.wait(), 5)
+        assert await second.run_once() == 0
+        release.set()
+        assert await holding == 1
+    finally:
+        release.set()
+        await nc.drain()
+    assert await second.run_once() == 1
+    bodies = [orjson.loads(m.data) for m in await _settled_messages(js, names)]
+    assert [(b["outcome"], b["attempt"]) for b in bodies] == [("retried", 1), ("completed", 2)]

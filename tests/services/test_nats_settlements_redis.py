@@ -195,6 +195,52 @@ async def test_the_relay_publishes_each_entry_once_in_order_then_deletes_it(
     assert msgs[2].headers["Nats-Msg-Id"] == f"{queued.id}:3:completed:{kept[2]['seq']}"
 
 
+async def test_two_replicas_relaying_one_stream_keep_a_jobs_order(
+    driver: RedisDriver,
+    outbox: RedisSettlementsOutbox,
+    stream: tuple[JetStreamContext, NatsNames],
+    nats_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two api replicas both read the stream's head: while the first holds a job's earlier
+    entry (its publish not yet sent), the second publishes that entry and then the later
+    one; the first's late copy is a duplicate the stream drops, so each lands once, in
+    order."""
+    js, names = stream
+    await driver.enqueue(req("billing.charge", max_attempts=2))
+    job = await claim_one(driver)
+    assert await driver.nack(job.id, job.ref, NackOptions(error="X_DOWN: later", run_at_ms=0))
+    job = await claim_one(driver)
+    assert await driver.ack(job.id, job.ref)
+    nc = await nats.connect(nats_url)
+    held_js = nc.jetstream()
+    entered, release = asyncio.Event(), asyncio.Event()
+    publish_async = held_js.publish_async
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        await release.wait()
+        return await publish_async(*args, **kwargs)
+
+    monkeypatch.setattr(held_js, "publish_async", held)
+    first = RedisSettlementsRelay(outbox, held_js, names, batch=1)
+    second = RedisSettlementsRelay(outbox, js, names)
+    try:
+        holding = asyncio.create_task(first.run_once())
+        await asyncio.wait_for(entered.wait(), 5)
+        assert await second.run_once() == 2
+        release.set()
+        assert await holding == 1
+    finally:
+        release.set()
+        await nc.drain()
+    assert await outbox.pending() == (0, None)
+    msgs = await _settled(js, names, 2)
+    assert (await js.stream_info(names.settled_stream)).state.messages == 2
+    bodies = [orjson.loads(m.data) for m in msgs]
+    assert [(b["outcome"], b["attempt"]) for b in bodies] == [("retried", 1), ("completed", 2)]
+
+
 async def test_entries_wait_in_redis_while_nats_is_away(
     driver: RedisDriver,
     outbox: RedisSettlementsOutbox,

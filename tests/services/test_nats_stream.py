@@ -154,8 +154,11 @@ async def test_one_msg_id_is_one_job_even_past_the_duplicate_window(
         ("send_mail", {"input": mail()}, ["enqueue:notify"], ORG_A, "X_FORBIDDEN"),
         ("send_mail", {"input": mail(ORG_A)}, ["enqueue:*"], ORG_B, "X_TENANCY_ACTOR_MISMATCH"),
         ("nope", {"input": {}}, ["enqueue:*"], None, "X_JOB_UNKNOWN"),
+        # A redelivery meets its own row as a dedupe: the stream form takes no onConflict.
+        ("send_mail", {"input": mail(ORG_A), "onConflict": "error"}, ["enqueue:*"], None,
+         "X_INPUT_INVALID"),
     ],
-)
+)  # fmt: skip
 async def test_a_refused_message_is_terminated_and_its_error_published(
     pg_pool: asyncpg.Pool[Any],
     nats_url: str,
