@@ -26,7 +26,11 @@ def quoted(cells: list[str]) -> list[str]:
     search = _NEEDS_QUOTES.search
     if search("\x00".join(cells)) is None:
         return cells
-    return ['"' + c.replace('"', '""') + '"' if search(c) else c for c in cells]
+    # Four substring tests stop at the first hit: cheaper per cell than the expression.
+    return [
+        '"' + c.replace('"', '""') + '"' if "," in c or '"' in c or "\n" in c or "\r" in c else c
+        for c in cells
+    ]
 
 
 def csv_lines(columns: Sequence[Sequence[str]]) -> str:
