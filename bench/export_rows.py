@@ -19,10 +19,14 @@ into a fresh directory:
   value as text (as COPY does) and the encoder only neutralises and quotes.
 * ``export_copy_rows_per_s`` — the same with ``keyset(copy=True)``: Postgres writes each page
   as CSV (``COPY`` of the page's key range) and ``exports.copy_csv`` neutralises it in place.
+* ``decode_rows_per_s`` — the default mode's ceiling inside Python: the same ``keyset()`` pages
+  fetched and decoded by asyncpg (reading ahead as the export does) and nothing else — no
+  encoder, sink or steps. ``ratios.decode_vs_copy`` bounds ``export_vs_copy`` from above.
 * ``s3_rows_per_s`` — the same export to S3: a local moto server (``ThreadedMotoServer``, in
   this parent process), parts uploaded by obstore (multipart over 5 MiB).
 
-``ratios.export_vs_copy`` (and ``export_text_vs_copy``, ``export_copy_vs_copy``) is export
+``ratios.export_vs_copy`` (and ``export_text_vs_copy``, ``export_copy_vs_copy``,
+``decode_vs_copy``) is export
 over copy: each mode runs right after a COPY of its own, and the ratio is the median over
 ``BENCH_EXPORT_ROUNDS`` (default 2) rounds of those back-to-back pairs (rates are the best).
 The issue's targets are ≥ 0.5 and a peak RSS under 150 MB. ``BENCH_EXPORT_BATCH`` sets the
@@ -138,6 +142,39 @@ async def copy_ceiling(out: Path) -> float:
         await conn.close()
 
 
+async def decode_only() -> float:
+    """Seconds to fetch every default page of the table as the typed export does, decoded by
+    asyncpg into records and dropped: what the decoded path costs before our code runs."""
+    from exports import keyset
+    from exports.family import DEFAULT_BATCH
+
+    pool = await asyncpg.create_pool(DSN, min_size=1, max_size=2)
+    assert pool is not None
+    try:
+        source = keyset("bench_orders", key="id", columns=COLUMNS, pool=pool, prefetch=PREFETCH)
+        batch = BATCH or DEFAULT_BATCH
+        started = time.perf_counter()
+        after: Any = None
+        seen = 0
+        while True:
+            last: Any = None
+            rows = 0
+            async for chunk in source.chunks(after, batch):
+                rows += len(chunk)
+                if chunk:
+                    last = chunk[-1]
+            seen += rows
+            if rows < batch:
+                break
+            after = source.cursor(last)
+        seconds = time.perf_counter() - started
+        if seen != ROWS:
+            raise SystemExit(f"decode_only read {seen} rows of {ROWS}")
+        return seconds
+    finally:
+        await pool.close()
+
+
 def run_child(target: str, root: str, env: dict[str, str]) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, __file__, "--child", target, root],
@@ -226,6 +263,7 @@ def s3_server() -> tuple[Any, str]:
 
 
 MODES = ("typed", "text", "copy")
+DECODE = "decode"
 
 
 def main() -> None:
@@ -233,7 +271,8 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="ujobs-bench-exports-"))
     copies: list[float] = []
     runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
-    paired: dict[str, list[float]] = {mode: [] for mode in MODES}
+    paired: dict[str, list[float]] = {mode: [] for mode in (*MODES, DECODE)}
+    decodes: list[float] = []
     try:
         # Each mode runs right after a COPY of its own, and its ratio is taken against that
         # one: on a shared machine whose speed drifts minute to minute, a pair run back to back
@@ -247,6 +286,10 @@ def main() -> None:
                 shutil.rmtree(root, ignore_errors=True)
                 runs[mode].append(run)
                 paired[mode].append((run["rows"] / run["seconds"]) / (ROWS / copy_s))
+            copy_s = asyncio.run(copy_ceiling(scratch / "copy.csv"))
+            copies.append(copy_s)
+            decodes.append(asyncio.run(decode_only()))
+            paired[DECODE].append(copy_s / decodes[-1])
         copy_bytes = (scratch / "copy.csv").stat().st_size
         server, endpoint = s3_server()
         try:
@@ -274,6 +317,7 @@ def main() -> None:
         "export_text_rows_per_s": round(rate["text"]),
         "export_copy_rows_per_s": round(rate["copy"]),
         "copy_rows_per_s": round(copy_rate),
+        "decode_rows_per_s": round(ROWS / min(decodes)),
         "s3_rows_per_s": round(s3["rows"] / s3["seconds"]),
         "peak_rss_mb": round(max(r["peak_rss_mb"] for rs in runs.values() for r in rs), 1),
         "s3_peak_rss_mb": round(s3["peak_rss_mb"], 1),
@@ -283,6 +327,7 @@ def main() -> None:
             "export_vs_copy": round(statistics.median(paired["typed"]), 3),
             "export_text_vs_copy": round(statistics.median(paired["text"]), 3),
             "export_copy_vs_copy": round(statistics.median(paired["copy"]), 3),
+            "decode_vs_copy": round(statistics.median(paired[DECODE]), 3),
         },
     }
     print(json.dumps(line))

@@ -17,19 +17,19 @@ A value a format cannot carry (a dict in a CSV cell, bytes, an object orjson doe
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime, time
 from decimal import Decimal
+from itertools import repeat
 from operator import itemgetter
 from typing import Any, Literal, Protocol
 from uuid import UUID
 
 import orjson
 
+from exports.csv_lines import csv_lines, quoted
 from shared.errors import ExportRowInvalidError, InvariantError
 
 __all__ = [
@@ -125,20 +125,16 @@ class CsvEncoder:
     def __init__(self, columns: Sequence[str], *, bom: bool = False) -> None:
         self.columns = tuple(columns)
         self.bom = bom
-        self._buffer = io.StringIO()
-        self._writer = csv.writer(
-            self._buffer, dialect="excel", lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL
-        )
 
     def header(self) -> bytes:
-        line = self._lines([[neutralise(c) for c in self.columns]])
-        return ((BOM if self.bom else "") + line).encode()
+        cells = quoted([neutralise(c) for c in self.columns])
+        return ((BOM if self.bom else "") + csv_lines([[c] for c in cells])).encode()
 
     def encode(self, rows: Iterable[Mapping[str, Any]]) -> bytes:
-        """Column by column: a column whose values csv writes right as they are (ints,
-        dates, UUIDs, None) and a text column with no cell that needs a look go to the C
-        writer untouched; any other column is converted cell by cell. The answer is the same
-        as converting every cell, only cheaper."""
+        """Column by column: each column's cells are rendered by the one conversion its
+        types need (``str`` for ints, decimals, dates, UUIDs; a look at the first character
+        for text), then quoted where needed and joined into lines. The answer is the same as
+        converting every cell on its own, only cheaper."""
         columns = self.columns
         held = rows if isinstance(rows, list) else list(rows)
         if not held:
@@ -149,32 +145,7 @@ class CsvEncoder:
         positional = type(held[0]) is not dict and _leading_keys(held[0], n) == columns
         values: Sequence[Any] = held if positional else _values(held, columns)
         by_column = list(zip(*values, strict=True))
-        exact = len(by_column) == n
-        fixed = False
-        for j in range(n):
-            column = by_column[j]
-            kind = _untouched(column)
-            if kind == "plain":
-                continue
-            if kind == "text":
-                look = _NEEDS_A_LOOK
-                by_column[j] = tuple(
-                    [v if v is None or v[:1] not in look else neutralise(v) for v in column]
-                )
-            else:
-                name = columns[j]
-                by_column[j] = tuple([_cell(v, name) for v in column])
-            fixed = True
-        if fixed or not exact:
-            values = list(zip(*by_column[:n], strict=True))
-        return self._lines(values).encode()
-
-    def _lines(self, cells: Sequence[Sequence[Any]]) -> str:
-        buffer = self._buffer
-        buffer.seek(0)
-        buffer.truncate()
-        self._writer.writerows(cells)
-        return buffer.getvalue()
+        return csv_lines([_column_cells(by_column[j], columns[j]) for j in range(n)]).encode()
 
 
 def _values(rows: Iterable[Mapping[str, Any]], columns: tuple[str, ...]) -> list[tuple[Any, ...]]:
@@ -190,31 +161,32 @@ def _values(rows: Iterable[Mapping[str, Any]], columns: tuple[str, ...]) -> list
         return [tuple([row.get(c) for c in columns]) for row in rows]
 
 
-_plain_types: dict[type, bool] = {}
-
-
-def _plain(kind: type) -> bool:
-    """csv's own ``str()`` of a value of this type is its cell (bool, float and anything
-    unknown are not: they are converted, or refused, cell by cell)."""
-    known = _plain_types.get(kind)
-    if known is None:
-        known = kind is int or kind is type(None) or issubclass(kind, UUID | date | time | Decimal)
-        _plain_types[kind] = known
-    return known
-
-
+# Exact types whose ``str()`` is their cell and never holds a comma, quote or line break
+# (subclasses, bools and floats go cell by cell: their text is not known from the type).
+_STR_IS_CELL = frozenset({int, Decimal, UUID, date, time, datetime})
+_NONE = type(None)
 _FIRST = itemgetter(slice(0, 1))
 
 
-def _untouched(column: tuple[Any, ...]) -> str:
-    """``"plain"`` when csv may write the column as it is, ``"text"`` for text (and None)
-    with a cell to neutralise, ``"cells"`` for anything to convert cell by cell."""
+def _column_cells(column: tuple[Any, ...], name: str) -> list[str]:
+    """The cells of one column as text, neutralised and quoted."""
     kinds = set(map(type, column))
-    if all(_plain(k) for k in kinds):
-        return "plain"
-    if kinds <= {str, type(None)}:
-        return "plain" if _NEEDS_A_LOOK.isdisjoint(map(_FIRST, filter(None, column))) else "text"
-    return "cells"
+    if kinds == {datetime}:
+        return list(map(datetime.isoformat, column, repeat(" ")))  # str(), minus its lookup
+    if kinds <= _STR_IS_CELL:
+        return list(map(str, column))
+    if kinds <= _STR_IS_CELL | {_NONE}:
+        return ["" if v is None else str(v) for v in column]
+    look = _NEEDS_A_LOOK
+    if kinds == {str}:
+        if look.isdisjoint(map(_FIRST, column)):
+            return quoted(list(column))
+        return quoted([v if v[:1] not in look else neutralise(v) for v in column])
+    if kinds == {str, _NONE}:
+        return quoted(
+            ["" if v is None else v if v[:1] not in look else neutralise(v) for v in column]
+        )
+    return quoted([_cell(v, name) for v in column])
 
 
 def _leading_keys(row: Any, n: int) -> tuple[str, ...] | None:

@@ -11,6 +11,9 @@ key and size are read first, then ``COPY (SELECT … WHERE key in that range) TO
 csv)`` in the same snapshot; the CSV is then neutralised in place (``exports.copy_csv``). What
 Postgres writes is what you get: its text forms, LF line ends.
 
+Without ``prefetch`` each page is one ``fetch``, and a full page starts fetching the next on
+another connection before it answers, so Postgres reads page N+1 while page N is encoded.
+
 ``prefetch=N`` streams each page through a server-side cursor, ``N`` rows at a time inside a
 read-only transaction, instead of one ``fetch`` of the whole page: the page is never a list in
 memory, which matters for wide rows and big batches.
@@ -71,6 +74,7 @@ class KeysetSource:
         self.key = key
         self.copy = copy
         self._ahead: tuple[Any, int, asyncio.Future[CsvPage]] | None = None
+        self._fetch_ahead: tuple[Any, int, asyncio.Future[list[Any]]] | None = None
         self._key_names = (
             tuple(key_name(i) for i in range(len(key))) if text and columns is not None else key
         )
@@ -141,18 +145,45 @@ class KeysetSource:
 
     async def chunks(self, after: Any, limit: int) -> AsyncIterator[list[Any]]:
         """The page as one fetch, or (``prefetch``) as the cursor's fetches of that size."""
-        if after is None:
-            sql, args = self.statements.first, (*self._args, limit)
+        if self._prefetch is None:
+            yield await self._fetched_page(after, limit)
+            return
+        sql, args = self._page_statement(after, limit)
+        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
+            cursor = await conn.cursor(sql, *args)
+            while chunk := await cursor.fetch(self._prefetch):
+                yield chunk
+
+    async def _fetched_page(self, after: Any, limit: int) -> list[Any]:
+        """One ``fetch`` of the page. A full page starts fetching the next one on another
+        connection before it answers, so Postgres reads and sends page N+1 while the exporter
+        encodes and stores page N (as ``csv_page`` does). Only a read runs ahead: a crash
+        loses nothing but that read, and a page asked from another cursor drops it."""
+        ahead = self._fetch_ahead
+        self._fetch_ahead = None
+        if ahead is not None and ahead[0] == after and ahead[1] == limit:
+            page = await ahead[2]
         else:
-            sql, args = self.statements.after, (*self._args, *decode_cursor(after), limit)
+            if ahead is not None:
+                ahead[2].cancel()
+            page = await self._fetch(after, limit)
+        if len(page) == limit:
+            following = self.cursor(page[-1])
+            task = asyncio.ensure_future(self._fetch(following, limit))
+            task.add_done_callback(_retrieved)
+            self._fetch_ahead = (following, limit, task)
+        return page
+
+    async def _fetch(self, after: Any, limit: int) -> list[Any]:
+        sql, args = self._page_statement(after, limit)
         async with self._pool.acquire() as conn:
-            if self._prefetch is None:
-                yield await conn.fetch(sql, *args)
-                return
-            async with conn.transaction(readonly=True):
-                cursor = await conn.cursor(sql, *args)
-                while chunk := await cursor.fetch(self._prefetch):
-                    yield chunk
+            page: list[Any] = await conn.fetch(sql, *args)
+        return page
+
+    def _page_statement(self, after: Any, limit: int) -> tuple[str, tuple[Any, ...]]:
+        if after is None:
+            return self.statements.first, (*self._args, limit)
+        return self.statements.after, (*self._args, *decode_cursor(after), limit)
 
     def cursor(self, row: Any) -> Any:
         return encode_cursor([row[k] for k in self._key_names])

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exports.encoders import BOM, CsvEncoder, JsonlEncoder, encoder_for, neutralise
+from exports.encoders import BOM, CsvEncoder, JsonlEncoder, csv_cell, encoder_for, neutralise
 from shared.errors import ExportRowInvalidError, InvariantError
 
 PLAIN_NEGATIVE = re.compile(r"-(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -158,3 +158,32 @@ def test_csv_round_trips_any_text_and_no_cell_reads_as_a_formula(cells: list[str
         if cell == original and cell:
             plain_negative = PLAIN_NEGATIVE.fullmatch(cell) is not None
             assert plain_negative or not stripped or stripped[0] not in "=+-@\t\r\n"
+
+
+CELL_VALUES = st.one_of(
+    st.text(),
+    st.sampled_from(["", "=1", "-2.5", " ,x", '"q"', "a\rb", "a\nb"]),
+    st.none(),
+    st.integers(),
+    st.booleans(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.decimals(allow_nan=False, allow_infinity=False),
+    st.dates(),
+    st.datetimes(timezones=st.sampled_from([None, UTC])),
+    st.uuids(),
+)
+
+
+@given(
+    st.integers(min_value=1, max_value=4).flatmap(
+        lambda width: st.lists(st.lists(CELL_VALUES, min_size=width, max_size=width), min_size=1)
+    )
+)
+def test_csv_lines_are_what_the_csv_module_writes_for_the_same_cells(rows: list[list[Any]]) -> None:
+    """The encoder joins lines itself for speed; the stdlib writer is the reference."""
+    columns = [f"c{i}" for i in range(len(rows[0]))]
+    out = CsvEncoder(columns).encode([dict(zip(columns, r, strict=True)) for r in rows])
+    reference = io.StringIO()
+    writer = csv.writer(reference, dialect="excel", lineterminator="\r\n")
+    writer.writerows([[csv_cell(v, c) for v, c in zip(r, columns, strict=True)] for r in rows])
+    assert out == reference.getvalue().encode()

@@ -342,6 +342,28 @@ async def test_copy_mode_reads_the_next_page_ahead_and_drops_it_when_asked_elsew
     assert source._ahead is None
 
 
+async def test_a_full_fetched_page_reads_the_next_one_ahead_and_drops_it_when_asked_elsewhere(
+    pg_pool: asyncpg.Pool[Any], orders: str
+) -> None:
+    source = keyset(orders, key="id", columns=["id", "note"], pool=pg_pool)
+    first = [r async for c in source.chunks(None, 10) for r in c]
+    assert [r["id"] for r in first][:2] == [10, 20]
+    ahead = source._fetch_ahead
+    assert ahead is not None
+    assert ahead[0] == source.cursor(first[-1]) == [100]
+    again = [r async for c in source.chunks(None, 10) for r in c]  # a retry: ahead dropped
+    assert again == first
+    assert ahead[2].cancelled() or ahead[2].done()
+    following = source._fetch_ahead
+    assert following is not None
+    second = [r async for c in source.chunks([100], 10) for r in c]
+    assert following[2].done()
+    assert [r["id"] for r in second] == list(range(110, 210, 10))
+    last = [r async for c in source.chunks([600], 10) for r in c]
+    assert [r["id"] for r in last] == [610, 620]
+    assert source._fetch_ahead is None
+
+
 @pytest.mark.parametrize(("copy", "parts"), [(True, 2), (False, 6)], ids=["copy", "rows"])
 async def test_the_default_page_is_bigger_where_postgres_writes_the_csv(
     pg_pool: asyncpg.Pool[Any], orders: str, tmp_path: Path, copy: bool, parts: int
