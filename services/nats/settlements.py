@@ -161,25 +161,22 @@ async def _wave(
     return acked, failure
 
 
-class SettlementsRelay:
-    """``start()`` / ``stop()`` (both safe twice) run the loop; ``run_once()`` relays one
-    batch and answers how many rows it published (tests, the bench)."""
+class RelayLoop:
+    """The loop both settlements relays share: ``start()`` / ``stop()`` (both safe twice) run
+    ``run_once()`` until stopped, pausing after an empty pass (``idle()``'s pauses) and
+    ``retry_s`` after a failed one (NATS or the store away: what was not published stays)."""
 
     def __init__(
         self,
-        pool: Pool,
         js: JetStreamContext,
         names: NatsNames,
         *,
-        clock: Clock = SYSTEM_CLOCK,
-        batch: int = DEFAULT_BATCH,
-        retry_s: float = RETRY_S,
-        publish_timeout_s: float = PUBLISH_TIMEOUT_S,
+        batch: int,
+        retry_s: float,
+        publish_timeout_s: float,
     ) -> None:
-        self.pool = pool
         self.js = js
         self.names = names
-        self.clock = clock
         self.batch = batch
         self.retry_s = retry_s
         self.publish_timeout_s = publish_timeout_s
@@ -200,6 +197,52 @@ class SettlementsRelay:
             await asyncio.gather(task, return_exceptions=True)
 
     async def run_once(self) -> int:
+        raise NotImplementedError
+
+    def idle(self) -> Iterator[float]:
+        """The pauses after successive empty passes."""
+        return idle_pauses()
+
+    async def _run(self) -> None:
+        idle = self.idle()
+        while not self._stopping.is_set():
+            pause = 0.0
+            try:
+                if await self.run_once() == 0:
+                    pause = next(idle)
+                else:
+                    idle = self.idle()
+            except Exception as exc:
+                self.failures += 1
+                log.warning("ujobs.nats.settlements-retry", extra={"error": exc})
+                pause = self.retry_s
+            if pause:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), pause)
+
+
+class SettlementsRelay(RelayLoop):
+    """``run_once()`` relays one batch of the Postgres settlements outbox and answers how many
+    rows it published (tests, the bench)."""
+
+    def __init__(
+        self,
+        pool: Pool,
+        js: JetStreamContext,
+        names: NatsNames,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        batch: int = DEFAULT_BATCH,
+        retry_s: float = RETRY_S,
+        publish_timeout_s: float = PUBLISH_TIMEOUT_S,
+    ) -> None:
+        super().__init__(
+            js, names, batch=batch, retry_s=retry_s, publish_timeout_s=publish_timeout_s
+        )
+        self.pool = pool
+        self.clock = clock
+
+    async def run_once(self) -> int:
         async with self.pool.acquire() as conn, conn.transaction():
             rows = list(await conn.fetch(_CLAIM, self.batch, RELAY_LOCK_KEY))
             if not rows:
@@ -212,27 +255,10 @@ class SettlementsRelay:
             raise failure
         return len(done)
 
-    async def _run(self) -> None:
-        idle = idle_pauses()
-        while not self._stopping.is_set():
-            pause = 0.0
-            try:
-                if await self.run_once() == 0:
-                    pause = next(idle)
-                else:
-                    idle = idle_pauses()
-            except Exception as exc:
-                # NATS or Postgres away: the rows stay pending; try again shortly.
-                self.failures += 1
-                log.warning("ujobs.nats.settlements-retry", extra={"error": exc})
-                pause = self.retry_s
-            if pause:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), pause)
-
 
 __all__ = [
     "RELAY_LOCK_KEY",
+    "RelayLoop",
     "SettlementsRelay",
     "idle_pauses",
     "publish_waves",

@@ -26,9 +26,8 @@ time. The entries are deleted as they are published, so nothing is purged later.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
+import itertools
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from nats.js import JetStreamContext
@@ -39,18 +38,17 @@ from services.nats.settlements import (
     IDLE_S,
     PUBLISH_TIMEOUT_S,
     RETRY_S,
+    RelayLoop,
     publish_waves,
 )
 
 if TYPE_CHECKING:  # a Postgres deployment never loads the redis client
     from shared.drivers.redis.settlements import RedisSettlementsOutbox
 
-log = logging.getLogger("ujobs.nats")
 
-
-class RedisSettlementsRelay:
-    """``start()`` / ``stop()`` (both safe twice) run the loop; ``run_once()`` relays one
-    batch and answers how many entries it published (tests)."""
+class RedisSettlementsRelay(RelayLoop):
+    """``run_once()`` relays one batch of the Redis stream and answers how many entries it
+    published (tests); an empty pass waits ``IDLE_S``."""
 
     def __init__(
         self,
@@ -62,27 +60,13 @@ class RedisSettlementsRelay:
         retry_s: float = RETRY_S,
         publish_timeout_s: float = PUBLISH_TIMEOUT_S,
     ) -> None:
+        super().__init__(
+            js, names, batch=batch, retry_s=retry_s, publish_timeout_s=publish_timeout_s
+        )
         self.outbox = outbox
-        self.js = js
-        self.names = names
-        self.batch = batch
-        self.retry_s = retry_s
-        self.publish_timeout_s = publish_timeout_s
-        self.published = 0
-        self.failures = 0
-        self._task: asyncio.Task[None] | None = None
-        self._stopping = asyncio.Event()
 
-    async def start(self) -> None:
-        if self._task is None:
-            self._stopping.clear()
-            self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def stop(self) -> None:
-        self._stopping.set()
-        task, self._task = self._task, None
-        if task is not None:
-            await asyncio.gather(task, return_exceptions=True)
+    def idle(self) -> Iterator[float]:
+        return itertools.repeat(IDLE_S)
 
     async def run_once(self) -> int:
         rows = await self.outbox.oldest(self.batch)
@@ -94,21 +78,6 @@ class RedisSettlementsRelay:
         if failure is not None:
             raise failure
         return len(done)
-
-    async def _run(self) -> None:
-        while not self._stopping.is_set():
-            pause = 0.0
-            try:
-                if await self.run_once() == 0:
-                    pause = IDLE_S
-            except Exception as exc:
-                # NATS or Redis away: the entries stay in the stream; try again shortly.
-                self.failures += 1
-                log.warning("ujobs.nats.settlements-retry", extra={"error": exc})
-                pause = self.retry_s
-            if pause:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), pause)
 
 
 __all__ = ["RedisSettlementsRelay"]
