@@ -61,6 +61,14 @@ def describe(row: JobRow, before: JobRow | None) -> str | None:
         )
     if row.state in ("ready", "delayed") and before is not None and before.state == "running":
         return f"{head}: {_retry_line(row, before.attempt)}"
+    if (
+        row.state in ("ready", "delayed")
+        and before is not None
+        and before.state in ("ready", "delayed")
+        and row.attempt > before.attempt
+    ):
+        # The whole attempt (claim, run, failure) fell between two polls.
+        return f"{head}: {_retry_line(row, row.attempt)}"
     if row.state in ("ready", "delayed") and before is not None and before.state in FINISHED:
         return f"{head}: re-queued on {row.queue!r}"
     if row.state == "done":

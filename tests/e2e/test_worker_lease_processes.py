@@ -74,8 +74,12 @@ async def test_a_worker_frozen_past_its_lease_starts_no_new_step_when_resumed(
     pg_pool: Any, pg_dsn: str
 ) -> None:
     driver = postgres_driver(pg_pool)
-    # The frozen worker's heartbeat is due 2.5 s after its claim, its body's pause ends after
-    # 1 s: resumed, the body's timer fires first, so only the step's own guard can stop `b`.
+    # The frozen worker's renewal is due 2.5 s after its claim, its body's pause ends after
+    # 1 s: resumed, the body's timer usually fires first, so only the step's own guard can stop
+    # `b`. The registry beat shares the heartbeat timer on its own phase (from the worker's
+    # start): on a slow start it can fall due before the pause ends, and then the timer's window
+    # check halts the body first (a cancel). Either way `b` never starts; the guard alone is
+    # pinned by tests/unit/test_worker_lease_guard.py.
     frozen = await WorkerProcess.spawn(
         pg_dsn, "--worker-id", "frozen", "--visibility-ms", WINDOW_MS, "--heartbeat-ms", "2500"
     )
@@ -91,7 +95,8 @@ async def test_a_worker_frozen_past_its_lease_starts_no_new_step_when_resumed(
         frozen.kill(signal.SIGCONT)
         halted = await frozen.until(_is("halted", job_id, attempt=1))
         assert not any(_is("effect", job_id, step="b")(line) for line in frozen.lines)
-        assert halted["error"] == "JobAbortedError"  # refused at the step, not at the save
+        # Refused at the step (the guard) or halted by the timer's window check, never at the save.
+        assert halted["error"] in ("JobAbortedError", "CancelledError")
     finally:
         frozen.kill(signal.SIGCONT)
         frozen.kill(signal.SIGTERM)

@@ -4,11 +4,12 @@ that ignores the signal — the crash-safety promises of § Roles, § Leases and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import asyncpg
 import orjson
@@ -26,11 +27,29 @@ WAIT_S = 30.0
 
 
 class WorkerProcess:
-    """One ``tests.e2e.worker_main`` process and the JSON lines it prints."""
+    """One ``tests.e2e.worker_main`` process and the JSON lines it prints. Every one started is
+    in ``live`` until ``reap_all`` (tests/e2e/conftest.py, after each test) has killed and
+    waited for it, so a test that fails midway leaves no process nor a transport behind for
+    the garbage collector to close on a later test's loop."""
+
+    live: ClassVar[list[WorkerProcess]] = []
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
         self.lines: list[dict[str, Any]] = []
+        WorkerProcess.live.append(self)
+
+    @classmethod
+    async def reap_all(cls) -> None:
+        """Kill (SIGCONT first: a frozen one cannot die) and wait for every process still up."""
+        live, cls.live = cls.live, []
+        for worker in live:
+            if worker.proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    worker.proc.send_signal(signal.SIGCONT)
+                    worker.proc.kill()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(worker.proc.communicate(), WAIT_S)
 
     @classmethod
     async def spawn(cls, dsn: str, *args: str) -> WorkerProcess:

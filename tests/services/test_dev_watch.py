@@ -88,3 +88,29 @@ async def test_a_job_first_seen_after_a_failed_attempt_is_a_scheduled_retry() ->
         f"onboard_org {short_id(job.id)}: attempt 1 of 3 failed, retry scheduled for 22:13:21 "
         "— RuntimeError: mail down"
     ]
+
+
+async def test_an_attempt_that_failed_between_two_polls_is_a_scheduled_retry() -> None:
+    """Seen ready, then ready again one attempt later (claimed, run and failed between two
+    polls): a scheduled retry, never a bare state name."""
+    clock = FrozenClock(1_700_000_000_000)
+    driver = memory_driver(clock=clock)
+    introspect = driver.introspect
+    assert introspect is not None
+    lines: list[str] = []
+    watch = DevWatch(introspect, say=lines.append)
+    await watch.prime()
+    job = await driver.enqueue(request("fails-between-polls"))
+    head = f"onboard_org {short_id(job.id)}"
+    await watch.run_once()
+    assert lines == [f"{head}: enqueued on 'default'"]
+    first = await claim(driver)
+    await driver.nack(
+        job.id,
+        first.ref,
+        NackOptions(error="RuntimeError: mail down", run_at_ms=clock.now_ms() + 1_000),
+    )
+    await watch.run_once()
+    assert lines[-1] == (
+        f"{head}: attempt 1 of 3 failed, retry scheduled for 22:13:21 — RuntimeError: mail down"
+    )
