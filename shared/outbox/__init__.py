@@ -45,7 +45,7 @@ from shared.outbox.contract import (
 )
 from shared.outbox.install import InstalledOutbox, install_outbox
 from shared.outbox.options import RelayOptions
-from shared.outbox.purge_target import OutboxPurgeTarget, outbox_purge_target
+from shared.outbox.purge_target import outbox_purge_target
 from shared.outbox.relay import OutboxRelay, RelayPass, outbox_relay
 from shared.outbox.staging_facade import OutboxJobsFacade, OutboxMode, outbox_jobs_facade
 from shared.outbox.store_memory import MemoryOutboxStore, memory_outbox_store
@@ -57,7 +57,6 @@ __all__ = [
     "MemoryOutboxStore",
     "OutboxJobsFacade",
     "OutboxMode",
-    "OutboxPurgeTarget",
     "OutboxRecord",
     "OutboxRelay",
     "OutboxStore",

@@ -16,10 +16,10 @@ The other targets live beside their stores: ``outbox_purge_target`` (``shared.ou
 
 from __future__ import annotations
 
+from shared.drivers.postgres.ledger_purge import LedgerPurgeTarget
 from shared.events.bus import EVENTS_PURGE_TARGET, EventsPurgeTarget, events_purge_target
 from shared.outbox.purge_target import (
     OUTBOX_PURGE_TARGET,
-    OutboxPurgeTarget,
     outbox_purge_target,
 )
 from shared.retention.jobs_target import (
@@ -33,7 +33,6 @@ from shared.retention.ledger_targets import (
     SETTLEMENTS_PURGE_TARGET,
     WEBHOOK_DELIVERIES_PURGE_TARGET,
     WEBHOOK_EVENTS_PURGE_TARGET,
-    LedgerPurgeTarget,
     settlements_purge_target,
     webhook_deliveries_purge_target,
     webhook_events_purge_target,
@@ -53,7 +52,6 @@ __all__ = [
     "EventsPurgeTarget",
     "JobsPurgeTarget",
     "LedgerPurgeTarget",
-    "OutboxPurgeTarget",
     "Purge",
     "PurgeTarget",
     "events_purge_target",

@@ -1,11 +1,9 @@
 """Purge targets for the ledgers the other families keep: webhook deliveries and events, and
 the NATS edge's settlements outbox.
 
-Each is one ``LedgerPurgeTarget``: a window (rows older than ``now_ms - retention_ms`` on the
-clock the sweep passes in go), a statement that deletes up to ``batch_size`` of them
-``skip locked`` and answers how many, and a count for ``ujobs db purge --dry-run``. A pass runs
-at most ``max_batches`` batches, so a sweep never holds a long lock and a backlog is worked off
-across passes. What is not yet delivered is never deleted:
+Each is one ``LedgerPurgeTarget`` (``shared.drivers.postgres.ledger_purge``: a window, a
+bounded ``skip locked`` delete, its count), as the outbox's is. What is not yet delivered is
+never deleted:
 
 - ``x_webhook_deliveries`` (``webhook_deliveries_purge_target``, 30 days): the attempt rows of
   a delivery still live stay with it.
@@ -25,15 +23,17 @@ jobs target sweeps them) and objects on its sink, which a sweep never deletes (t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from shared.drivers.postgres.executor import PgExecutor
+from shared.drivers.postgres.ledger_purge import (
+    DEFAULT_LEDGER_BATCH_SIZE,
+    DEFAULT_LEDGER_MAX_BATCHES,
+    LedgerPurgeTarget,
+    check_purge_options,
+)
 from shared.drivers.postgres.sql import query
-from shared.errors import ConfigInvalidError
-from shared.outbox.store_postgres import PgFetch
 
 DAY_MS = 86_400_000
-DEFAULT_LEDGER_BATCH_SIZE = 1_000
-DEFAULT_LEDGER_MAX_BATCHES = 50
 
 WEBHOOK_DELIVERIES_PURGE_TARGET = "x_webhook_deliveries"
 WEBHOOK_EVENTS_PURGE_TARGET = "x_webhook_events"
@@ -45,52 +45,16 @@ BUILTIN_WEBHOOK_FAMILIES: tuple[str, ...] = ("ujobs.webhooks", "ujobs.webhooks.g
 does not import ``webhooks``, and a test holds the two lists equal)."""
 
 
-@dataclass(frozen=True, slots=True)
-class LedgerPurgeTarget:
-    """A ``PurgeTarget``: ``name`` and ``purge_expired(now_ms) -> rows removed``, over one
-    delete statement (cutoff ms, batch size, ``args``...) and its count (cutoff ms,
-    ``args``...)."""
-
-    name: str
-    executor: PgFetch
-    retention_ms: int
-    purge_statement: str
-    count_statement: str
-    args: tuple[object, ...] = ()
-    batch_size: int = DEFAULT_LEDGER_BATCH_SIZE
-    max_batches: int = DEFAULT_LEDGER_MAX_BATCHES
-
-    async def purge_expired(self, now_ms: int) -> int:
-        cutoff = now_ms - self.retention_ms
-        removed = 0
-        for _ in range(self.max_batches):
-            rows = await self.executor.fetch(
-                self.purge_statement, cutoff, self.batch_size, *self.args
-            )
-            deleted = int(rows[0]["deleted"])
-            removed += deleted
-            if deleted < self.batch_size:
-                break
-        return removed
-
-    async def count_expired(self, now_ms: int) -> int:
-        """The rows a pass at ``now_ms`` would remove (``ujobs db purge --dry-run``)."""
-        rows = await self.executor.fetch(
-            self.count_statement, now_ms - self.retention_ms, *self.args
-        )
-        return int(rows[0]["expired"])
-
-
 def webhook_deliveries_purge_target(
     *,
-    executor: PgFetch,
+    executor: PgExecutor,
     retention_ms: int = DEFAULT_WEBHOOKS_RETENTION_MS,
     batch_size: int = DEFAULT_LEDGER_BATCH_SIZE,
     max_batches: int = DEFAULT_LEDGER_MAX_BATCHES,
 ) -> LedgerPurgeTarget:
     """``x_webhook_deliveries`` rows recorded longer ago than ``retention_ms``, but never the
     attempts of a delivery still live."""
-    _check(retention_ms, batch_size, max_batches)
+    check_purge_options(retention_ms=retention_ms, batch_size=batch_size, max_batches=max_batches)
     return LedgerPurgeTarget(
         WEBHOOK_DELIVERIES_PURGE_TARGET,
         executor,
@@ -104,7 +68,7 @@ def webhook_deliveries_purge_target(
 
 def webhook_events_purge_target(
     *,
-    executor: PgFetch,
+    executor: PgExecutor,
     retention_ms: int = DEFAULT_WEBHOOKS_RETENTION_MS,
     batch_size: int = DEFAULT_LEDGER_BATCH_SIZE,
     max_batches: int = DEFAULT_LEDGER_MAX_BATCHES,
@@ -112,7 +76,7 @@ def webhook_events_purge_target(
 ) -> LedgerPurgeTarget:
     """``x_webhook_events`` stored longer ago than ``retention_ms`` that no ledger row and no
     job row of ``families`` (in any state) still names."""
-    _check(retention_ms, batch_size, max_batches)
+    check_purge_options(retention_ms=retention_ms, batch_size=batch_size, max_batches=max_batches)
     return LedgerPurgeTarget(
         WEBHOOK_EVENTS_PURGE_TARGET,
         executor,
@@ -127,13 +91,13 @@ def webhook_events_purge_target(
 
 def settlements_purge_target(
     *,
-    executor: PgFetch,
+    executor: PgExecutor,
     retention_ms: int = DEFAULT_SETTLEMENTS_RETENTION_MS,
     batch_size: int = DEFAULT_LEDGER_BATCH_SIZE,
     max_batches: int = DEFAULT_LEDGER_MAX_BATCHES,
 ) -> LedgerPurgeTarget:
     """``x_settlements`` rows published longer ago than ``retention_ms``; never a pending one."""
-    _check(retention_ms, batch_size, max_batches)
+    check_purge_options(retention_ms=retention_ms, batch_size=batch_size, max_batches=max_batches)
     return LedgerPurgeTarget(
         SETTLEMENTS_PURGE_TARGET,
         executor,
@@ -143,16 +107,3 @@ def settlements_purge_target(
         batch_size=batch_size,
         max_batches=max_batches,
     )
-
-
-def _check(retention_ms: int, batch_size: int, max_batches: int) -> None:
-    for option, value in (
-        ("retention_ms", retention_ms),
-        ("batch_size", batch_size),
-        ("max_batches", max_batches),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigInvalidError(
-                f"{option} must be a positive whole number; got {value!r}",
-                meta={"option": option},
-            )

@@ -225,6 +225,7 @@ def test_the_builtin_sweep_carries_every_ledger_with_its_own_window() -> None:
     ]
     windows_of = {t.name: t.retention_ms for t in targets if isinstance(t, LedgerPurgeTarget)}
     assert windows_of == {
+        "x_outbox": 7 * DAY,  # the outbox is a ledger too, on its own window
         "x_webhook_deliveries": 5 * DAY,
         "x_webhook_events": 5 * DAY,
         "x_settlements": 2 * DAY,
