@@ -53,7 +53,7 @@ class ExportSettings:
             raise invalid(
                 "UJOBS_SECRET_KEY",
                 f"a signing key needs at least {MIN_SECRET_KEY_LENGTH} bytes; generate one with "
-                "`python -c 'import secrets; print(secrets.token_urlsafe(48))'`",
+                "`ujobs webhooks new-key` (the same key seals webhook endpoint secrets)",
             )
         return cls(url=url, secret_key=key)
 
