@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -26,12 +25,22 @@ from services.config_parse import (
     Concurrency,
     app_spec,
     choice,
+    cron_expression,
     did_you_mean,
+    driver_name,
+    environment_name,
+    host_name,
     invalid,
+    key_prefix,
+    nats_prefix,
+    on_off,
+    optional,
     parse_concurrency,
     parse_queues,
-    parse_url,
-    whole,
+    purge_on,
+    tcp_port,
+    urls,
+    whole_from,
 )
 from services.config_vars import (
     CLAIM_AHEAD_PER_SLOT,
@@ -43,7 +52,6 @@ from services.config_vars import (
     DEFAULT_REDIS_PREFIX,
     DEFAULT_SCHEDULER_LEASE_TTL_MS,
     DEFAULT_SCHEDULER_TICK_MS,
-    DRIVERS,
     LOG_LEVELS,
     VARIABLES,
     DriverName,
@@ -97,75 +105,6 @@ def check_unknown(env: Env) -> None:
     for name in sorted(env):
         if name.startswith("UJOBS_") and name not in VARIABLES:
             raise invalid(name, "no ujobs service reads this variable" + did_you_mean(name, known))
-
-
-def _optional(parse: Callable[[str, str], T]) -> Callable[[str, str], T | None]:
-    return parse
-
-
-def _whole_from(minimum: int) -> Callable[[str, str], int]:
-    return lambda name, raw: whole(name, raw, minimum=minimum)
-
-
-def _urls(*schemes: str) -> Callable[[str, str], str | None]:
-    return lambda name, raw: parse_url(name, raw, schemes)
-
-
-def _driver(name: str, raw: str) -> DriverName:
-    return "redis" if choice(name, raw, DRIVERS) == "redis" else "postgres"
-
-
-def _prefix(name: str, raw: str) -> str:
-    prefix = raw.strip()
-    if not re.fullmatch(r"[A-Za-z0-9_.:\-]{1,64}", prefix):
-        raise invalid(name, f"{prefix!r} is not a key prefix (letters, digits, _ . : -)")
-    return prefix
-
-
-def _port(name: str, raw: str) -> int:
-    port = whole(name, raw)
-    if port > 65_535:
-        raise invalid(name, f"{port} is not a TCP port (0-65535)")
-    return port
-
-
-def _purge_on(name: str, raw: str) -> bool:
-    return choice(name, raw, ("on", "off")) == "on"
-
-
-def _cron(name: str, raw: str) -> str:
-    from shared.errors import TaskDeclarationInvalidError
-    from shared.jobs.task import validate_cron
-
-    try:
-        return validate_cron("x.purge.cron", raw)
-    except TaskDeclarationInvalidError as exc:
-        raise invalid(name, exc.message.removeprefix("task 'x.purge.cron': ")) from None
-
-
-def _environment_name(name: str, raw: str) -> str:
-    value = raw.strip()
-    if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", value):
-        raise invalid(name, f"{value!r} is not an environment name (letters, digits, _ . -)")
-    return value
-
-
-def _on_off(name: str, raw: str) -> bool:
-    return choice(name, raw.strip().lower(), ("on", "off")) == "on"
-
-
-def _nats_prefix(name: str, raw: str) -> str:
-    prefix = raw.strip()
-    if not re.fullmatch(r"[A-Za-z0-9_\-]{1,32}", prefix):
-        raise invalid(name, f"{prefix!r} is not a subject prefix (1-32 letters, digits, _ or -)")
-    return prefix
-
-
-def _host(name: str, raw: str) -> str:
-    host = raw.strip()
-    if not re.fullmatch(r"[A-Za-z0-9_.:\-\[\]]+", host):
-        raise invalid(name, f"{host!r} is not a host name or address")
-    return host
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,49 +197,49 @@ def read_common(
     connections = Connections(
         database_url=src.read(
             "DATABASE_URL",
-            _urls("postgresql", "postgres"),
+            urls("postgresql", "postgres"),
             None,
             flag="--database-url",
             given=database_url,
         ),
-        redis_url=src.read("REDIS_URL", _urls("redis", "rediss", "unix"), None),
-        nats_url=src.read("NATS_URL", _urls("nats", "tls", "ws", "wss"), None),
-        driver=src.read("UJOBS_DRIVER", _driver, "postgres", flag="--driver", given=driver),
-        pg_pool_size=src.read("UJOBS_PG_POOL_SIZE", _whole_from(1), DEFAULT_PG_POOL_SIZE),
-        redis_prefix=src.read("UJOBS_REDIS_PREFIX", _prefix, DEFAULT_REDIS_PREFIX),
-        settlements=src.read("UJOBS_NATS_SETTLEMENTS", _on_off, False),
+        redis_url=src.read("REDIS_URL", urls("redis", "rediss", "unix"), None),
+        nats_url=src.read("NATS_URL", urls("nats", "tls", "ws", "wss"), None),
+        driver=src.read("UJOBS_DRIVER", driver_name, "postgres", flag="--driver", given=driver),
+        pg_pool_size=src.read("UJOBS_PG_POOL_SIZE", whole_from(1), DEFAULT_PG_POOL_SIZE),
+        redis_prefix=src.read("UJOBS_REDIS_PREFIX", key_prefix, DEFAULT_REDIS_PREFIX),
+        settlements=src.read("UJOBS_NATS_SETTLEMENTS", on_off, False),
     )
     return CommonConfig(
         service=service,
         connections=connections,
-        app=src.read("UJOBS_APP", _optional(app_spec), None, flag="--app", given=app),
+        app=src.read("UJOBS_APP", optional(app_spec), None, flag="--app", given=app),
         log_level=src.read("UJOBS_LOG_LEVEL", lambda n, r: choice(n, r, LOG_LEVELS), "info"),
         drain_deadline_ms=src.read(
-            "UJOBS_DRAIN_DEADLINE_MS", _whole_from(0), DEFAULT_DRAIN_DEADLINE_MS
+            "UJOBS_DRAIN_DEADLINE_MS", whole_from(0), DEFAULT_DRAIN_DEADLINE_MS
         ),
         purge_cron=(
-            src.read("UJOBS_PURGE_CRON", _cron, DEFAULT_PURGE_CRON)
-            if src.read("UJOBS_PURGE", _purge_on, True)
+            src.read("UJOBS_PURGE_CRON", cron_expression, DEFAULT_PURGE_CRON)
+            if src.read("UJOBS_PURGE", purge_on, True)
             else None
         ),
-        environment=src.read("UJOBS_ENVIRONMENT", _environment_name, None),
-        clock_offset_ms=src.read("UJOBS_CLOCK_OFFSET_MS", _whole_from(0), 0),
+        environment=src.read("UJOBS_ENVIRONMENT", environment_name, None),
+        clock_offset_ms=src.read("UJOBS_CLOCK_OFFSET_MS", whole_from(0), 0),
         retention=RetentionWindows(
             done_ms=src.read(
-                "UJOBS_PURGE_DONE_RETENTION_MS", _whole_from(1), RetentionWindows().done_ms
+                "UJOBS_PURGE_DONE_RETENTION_MS", whole_from(1), RetentionWindows().done_ms
             ),
             dead_ms=src.read(
-                "UJOBS_PURGE_DEAD_RETENTION_MS", _whole_from(1), RetentionWindows().dead_ms
+                "UJOBS_PURGE_DEAD_RETENTION_MS", whole_from(1), RetentionWindows().dead_ms
             ),
             outbox_ms=src.read(
-                "UJOBS_PURGE_OUTBOX_RETENTION_MS", _whole_from(1), RetentionWindows().outbox_ms
+                "UJOBS_PURGE_OUTBOX_RETENTION_MS", whole_from(1), RetentionWindows().outbox_ms
             ),
             webhooks_ms=src.read(
-                "UJOBS_PURGE_WEBHOOKS_RETENTION_MS", _whole_from(1), RetentionWindows().webhooks_ms
+                "UJOBS_PURGE_WEBHOOKS_RETENTION_MS", whole_from(1), RetentionWindows().webhooks_ms
             ),
             settlements_ms=src.read(
                 "UJOBS_PURGE_SETTLEMENTS_RETENTION_MS",
-                _whole_from(1),
+                whole_from(1),
                 RetentionWindows().settlements_ms,
             ),
         ),
@@ -323,8 +262,8 @@ class MetricsEndpoint:
 def read_metrics(env: Env) -> MetricsEndpoint:
     src = _Source(env)
     return MetricsEndpoint(
-        host=src.read("UJOBS_METRICS_HOST", _host, "127.0.0.1"),
-        port=src.read("UJOBS_METRICS_PORT", _port, DEFAULT_METRICS_PORT),
+        host=src.read("UJOBS_METRICS_HOST", host_name, "127.0.0.1"),
+        port=src.read("UJOBS_METRICS_PORT", tcp_port, DEFAULT_METRICS_PORT),
         explicit=(env.get("UJOBS_METRICS_PORT") or "").strip() != "",
     )
 
@@ -390,15 +329,15 @@ class WorkerConfig:
             ),
             max_in_flight=src.read(
                 "UJOBS_MAX_IN_FLIGHT",
-                _optional(_whole_from(1)),
+                optional(whole_from(1)),
                 None,
                 flag="--max-in-flight",
                 given=max_in_flight,
             ),
             visibility_timeout_ms=src.read(
-                "UJOBS_VISIBILITY_TIMEOUT_MS", _whole_from(1_000), DEFAULT_VISIBILITY_MS
+                "UJOBS_VISIBILITY_TIMEOUT_MS", whole_from(1_000), DEFAULT_VISIBILITY_MS
             ),
-            claim_ahead=src.read("UJOBS_CLAIM_AHEAD", _optional(_whole_from(0)), None),
+            claim_ahead=src.read("UJOBS_CLAIM_AHEAD", optional(whole_from(0)), None),
             metrics=read_metrics(env),
         )
         if require_backend:
@@ -437,17 +376,17 @@ class ApiConfig:
         src = _Source(env)
         config = cls(
             common=common,
-            host=src.read("UJOBS_API_HOST", _host, "127.0.0.1", flag="--host", given=host),
-            port=src.read("UJOBS_API_PORT", _port, DEFAULT_API_PORT, flag="--port", given=port),
+            host=src.read("UJOBS_API_HOST", host_name, "127.0.0.1", flag="--host", given=host),
+            port=src.read("UJOBS_API_PORT", tcp_port, DEFAULT_API_PORT, flag="--port", given=port),
             metrics_refresh_ms=src.read(
-                "UJOBS_METRICS_REFRESH_MS", _whole_from(0), DEFAULT_METRICS_REFRESH_MS
+                "UJOBS_METRICS_REFRESH_MS", whole_from(0), DEFAULT_METRICS_REFRESH_MS
             ),
             max_body_bytes=src.read(
-                "UJOBS_API_MAX_BODY_BYTES", _whole_from(1_024), DEFAULT_API_MAX_BODY_BYTES
+                "UJOBS_API_MAX_BODY_BYTES", whole_from(1_024), DEFAULT_API_MAX_BODY_BYTES
             ),
-            rate_per_token=src.read("UJOBS_API_RATE_PER_TOKEN", _optional(_whole_from(1)), None),
-            nats_prefix=src.read("UJOBS_NATS_PREFIX", _nats_prefix, "ujobs"),
-            nats_ack_wait_ms=src.read("UJOBS_NATS_ACK_WAIT_MS", _whole_from(1_000), 30_000),
+            rate_per_token=src.read("UJOBS_API_RATE_PER_TOKEN", optional(whole_from(1)), None),
+            nats_prefix=src.read("UJOBS_NATS_PREFIX", nats_prefix, "ujobs"),
+            nats_ack_wait_ms=src.read("UJOBS_NATS_ACK_WAIT_MS", whole_from(1_000), 30_000),
         )
         if require_backend:
             common.connections.require_backend(service)
@@ -477,10 +416,10 @@ class SchedulerConfig:
         config = cls(
             common=common,
             tick_interval_ms=src.read(
-                "UJOBS_SCHEDULER_TICK_INTERVAL_MS", _whole_from(10), DEFAULT_SCHEDULER_TICK_MS
+                "UJOBS_SCHEDULER_TICK_INTERVAL_MS", whole_from(10), DEFAULT_SCHEDULER_TICK_MS
             ),
             lease_ttl_ms=src.read(
-                "UJOBS_SCHEDULER_LEASE_TTL_MS", _whole_from(1_000), DEFAULT_SCHEDULER_LEASE_TTL_MS
+                "UJOBS_SCHEDULER_LEASE_TTL_MS", whole_from(1_000), DEFAULT_SCHEDULER_LEASE_TTL_MS
             ),
             metrics=read_metrics(env),
         )
@@ -512,9 +451,9 @@ class RelayConfig:
         config = cls(
             common=common,
             claim_lease_ms=src.read(
-                "UJOBS_OUTBOX_CLAIM_LEASE_MS", _whole_from(1), DEFAULT_CLAIM_LEASE_MS
+                "UJOBS_OUTBOX_CLAIM_LEASE_MS", whole_from(1), DEFAULT_CLAIM_LEASE_MS
             ),
-            batch_size=src.read("UJOBS_OUTBOX_BATCH_SIZE", _whole_from(1), DEFAULT_BATCH_SIZE),
+            batch_size=src.read("UJOBS_OUTBOX_BATCH_SIZE", whole_from(1), DEFAULT_BATCH_SIZE),
             metrics=read_metrics(env),
         )
         if require_backend:
@@ -540,7 +479,7 @@ class NatsStatusConfig:
                 "NATS_URL: ujobs nats status needs NATS_URL=nats://…", meta={"variable": "NATS_URL"}
             )
         src = _Source(env)
-        chosen = src.read("UJOBS_NATS_PREFIX", _nats_prefix, "ujobs", flag="--prefix", given=prefix)
+        chosen = src.read("UJOBS_NATS_PREFIX", nats_prefix, "ujobs", flag="--prefix", given=prefix)
         return cls(common=common, nats_url=nats_url, prefix=chosen)
 
 

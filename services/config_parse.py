@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-from services.config_vars import JOBS_CONCURRENCY_DEFAULT, MAX_QUEUE_NAME
+from services.config_vars import DRIVERS, JOBS_CONCURRENCY_DEFAULT, MAX_QUEUE_NAME, DriverName
 from services.redact import redact_url
 from shared.errors import ConfigInvalidError
+
+T = TypeVar("T")
 
 
 def invalid(name: str, message: str, **meta: object) -> ConfigInvalidError:
@@ -125,3 +128,72 @@ def app_spec(name: str, raw: str) -> str:
             value=value,
         )
     return value
+
+
+def optional(parse: Callable[[str, str], T]) -> Callable[[str, str], T | None]:
+    return parse
+
+
+def whole_from(minimum: int) -> Callable[[str, str], int]:
+    return lambda name, raw: whole(name, raw, minimum=minimum)
+
+
+def urls(*schemes: str) -> Callable[[str, str], str | None]:
+    return lambda name, raw: parse_url(name, raw, schemes)
+
+
+def driver_name(name: str, raw: str) -> DriverName:
+    return "redis" if choice(name, raw, DRIVERS) == "redis" else "postgres"
+
+
+def key_prefix(name: str, raw: str) -> str:
+    prefix = raw.strip()
+    if not re.fullmatch(r"[A-Za-z0-9_.:\-]{1,64}", prefix):
+        raise invalid(name, f"{prefix!r} is not a key prefix (letters, digits, _ . : -)")
+    return prefix
+
+
+def tcp_port(name: str, raw: str) -> int:
+    port = whole(name, raw)
+    if port > 65_535:
+        raise invalid(name, f"{port} is not a TCP port (0-65535)")
+    return port
+
+
+def purge_on(name: str, raw: str) -> bool:
+    return choice(name, raw, ("on", "off")) == "on"
+
+
+def cron_expression(name: str, raw: str) -> str:
+    from shared.errors import TaskDeclarationInvalidError
+    from shared.jobs.task import validate_cron
+
+    try:
+        return validate_cron("x.purge.cron", raw)
+    except TaskDeclarationInvalidError as exc:
+        raise invalid(name, exc.message.removeprefix("task 'x.purge.cron': ")) from None
+
+
+def environment_name(name: str, raw: str) -> str:
+    value = raw.strip()
+    if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", value):
+        raise invalid(name, f"{value!r} is not an environment name (letters, digits, _ . -)")
+    return value
+
+
+def on_off(name: str, raw: str) -> bool:
+    return choice(name, raw.strip().lower(), ("on", "off")) == "on"
+
+
+def nats_prefix(name: str, raw: str) -> str:
+    prefix = raw.strip()
+    if not re.fullmatch(r"[A-Za-z0-9_\-]{1,32}", prefix):
+        raise invalid(name, f"{prefix!r} is not a subject prefix (1-32 letters, digits, _ or -)")
+    return prefix
+
+
+def host_name(name: str, raw: str) -> str:
+    host = raw.strip()
+    if not re.fullmatch(r"[A-Za-z0-9_.:\-\[\]]+", host):
+        raise invalid(name, f"{host!r} is not a host name or address")
+    return host
