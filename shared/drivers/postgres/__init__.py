@@ -19,6 +19,8 @@ The map:
   tables.
 - ``leases``: Fleet leases in ``x_job_leases``: at most ``limit`` live holders per key, one row
   per slot.
+- ``ledger_purge``: ``LedgerPurgeTarget``: the one shape of every append-only ledger's
+  retention target.
 - ``migrate``: ``ujobs db migrate``: apply ``sql/migrations/*.sql`` in order, each once,
   recorded.
 - ``pool``: ``postgres_pool()``: an asyncpg pool built the way the driver runs fastest.
