@@ -113,11 +113,20 @@ class Fleet:
 
     def reap(self) -> list[Exit]:
         """Members that exited on their own (no kill): started again; answers how each ended."""
+        exits = self.exited()
         gone = [m for m in self.members if m.proc.poll() is not None]
         for member in gone:
             self.members.remove(member)
             self.start(member.role)
-        return [Exit(m.role.name, int(m.proc.returncode), _last_line(m.log)) for m in gone]
+        return exits
+
+    def exited(self) -> list[Exit]:
+        """How each member that exited on its own ended, leaving them where they are."""
+        return [
+            Exit(m.role.name, int(m.proc.returncode), _last_line(m.log))
+            for m in self.members
+            if m.proc.poll() is not None
+        ]
 
     def stop_all(self) -> None:
         for m in self.members:

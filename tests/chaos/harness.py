@@ -233,9 +233,7 @@ async def run_storm(
             for role, count in participant.roles(ctx):
                 for _ in range(count):
                     fleet.start(role)
-        await asyncio.wait_for(
-            asyncio.gather(*(p.ready(ctx) for p in participants)), READY_TIMEOUT_S
-        )
+        await _all_ready(participants, ctx, fleet)
         loads = [asyncio.create_task(p.load(ctx)) for p in participants]
         await storm.chaos()
         ctx.stopping.set()
@@ -266,3 +264,22 @@ async def run_storm(
     finally:
         fleet.stop_all()
         await pool.close()
+
+
+async def _all_ready(participants: Sequence[Participant], ctx: StormContext, fleet: Fleet) -> None:
+    """Every participant ready within ``READY_TIMEOUT_S``; else an error naming who was not and
+    how each member that exited ended (its role, exit code and last log line), not a bare
+    timeout."""
+    waits = {asyncio.ensure_future(p.ready(ctx)): p for p in participants}
+    done, pending = await asyncio.wait(waits, timeout=READY_TIMEOUT_S)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    for task in done:
+        task.result()
+    if pending:
+        late = sorted(type(waits[task]).__name__ for task in pending)
+        exits = [f"{e.label} {e.last_line!r}" for e in fleet.exited()]
+        raise AssertionError(
+            f"not ready after {READY_TIMEOUT_S:.0f} s: {late}; members that exited: {exits}"
+        )
