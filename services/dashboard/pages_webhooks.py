@@ -98,10 +98,9 @@ async def set_endpoint_state(
 async def endpoints(request: web.Request) -> web.Response:
     principal, secret = await viewer(request)
     store = webhook_store(request)
-    rows = []
-    for endpoint in await store.endpoints(principal.tenant_id):
-        newest = await store.deliveries(endpoint.id, limit=1)
-        rows.append({**endpoint.to_dict(), "last": newest[0] if newest else None})
+    listed = await store.endpoints(principal.tenant_id)
+    newest = await store.newest_deliveries([endpoint.id for endpoint in listed])
+    rows = [{**endpoint.to_dict(), "last": newest.get(endpoint.id)} for endpoint in listed]
     return page(
         request,
         "webhooks.html",

@@ -156,6 +156,26 @@ async def test_disable_and_enable_and_the_consecutive_count(env: Env) -> None:
     assert not await ledger.is_disabled("ep_1")
 
 
+async def test_newest_deliveries_answers_each_endpoints_latest_attempt_in_one_read(
+    env: Env,
+) -> None:
+    for endpoint_id in ("ep_1", "ep_2", "ep_3"):
+        await env.store.add_endpoint("https://partner.example/hook", endpoint_id=endpoint_id)
+    ledger = env.store.ledger
+    await ledger.record(attempt_row(endpoint_id="ep_1", job_id="j1", at_ms=T0))
+    await ledger.record(
+        attempt_row(endpoint_id="ep_1", job_id="j2", outcome="delivered", status=200, at_ms=T0 + 5)
+    )
+    await ledger.record(attempt_row(endpoint_id="ep_2", job_id="j3", at_ms=T0 + 9))
+    newest = await env.store.newest_deliveries(["ep_1", "ep_2", "ep_3"])
+    assert {k: (a.job_id, a.outcome) for k, a in newest.items()} == {
+        "ep_1": ("j2", "delivered"),
+        "ep_2": ("j3", "failed"),
+    }  # ep_3 was never attempted
+    assert newest["ep_1"] == (await env.store.deliveries("ep_1", limit=1))[0]
+    assert await env.store.newest_deliveries([]) == {}
+
+
 async def test_a_rotated_secret_signs_beside_the_old_one_until_the_grace_ends(env: Env) -> None:
     created = await env.store.add_endpoint("https://partner.example/hook", endpoint_id="ep_1")
     new = await env.store.rotate_secret("ep_1", grace_ms=60_000)
