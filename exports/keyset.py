@@ -6,10 +6,13 @@ unique (a primary key, or several columns that are unique together) and should b
 cursor is the last row's key, stored as JSON (UUIDs, dates, timestamps and decimals are tagged
 so they come back as the same type).
 
-``copy=True`` (CSV exports without ``row()``) lets Postgres write each page: the page's last
-key and size are read first, then ``COPY (SELECT … WHERE key in that range) TO STDOUT (FORMAT
-csv)`` in the same snapshot; the CSV is then neutralised in place (``exports.copy_csv``). What
-Postgres writes is what you get: its text forms, LF line ends.
+A CSV export without ``row()`` whose columns are the source's, in order, lets Postgres write
+each page (``copy=None``, the default; ``copy=True`` insists, ``copy=False`` always decodes
+rows): the page's last key and size are read first, then ``COPY (SELECT … WHERE key in that
+range) TO STDOUT (FORMAT csv)`` in the same snapshot, with UTC timestamps, ISO dates and
+shortest floats set for the transaction. The SELECT neutralises every column that is not a
+number, a truth value, a UUID, a date or a time (``keyset_sql.NEUTRALISED``), so the page is
+the part as Postgres sends it: the same bytes the encoder writes from decoded rows.
 
 Without ``prefetch`` each page is one ``fetch``, and a full page starts fetching the next on
 another connection before it answers, so Postgres reads page N+1 while page N is encoded.
@@ -34,7 +37,14 @@ from decimal import Decimal
 from typing import Any, Protocol
 from uuid import UUID
 
-from exports.keyset_sql import key_name, keyset_statements, quote_ident
+from exports.keyset_sql import (
+    CSV_SETTINGS,
+    PLAIN_TYPES,
+    KeysetStatements,
+    key_name,
+    keyset_statements,
+    quote_ident,
+)
 from shared.errors import InvariantError
 
 __all__ = ["CsvPage", "KeysetSource", "decode_cursor", "encode_cursor", "keyset"]
@@ -69,10 +79,14 @@ class KeysetSource:
         pool: Executor,
         prefetch: int | None,
         text: bool = False,
-        copy: bool = False,
+        copy: bool | None = None,
     ) -> None:
         self.key = key
         self.copy = copy
+        self._relation = relation
+        self._where = where
+        self._text = text
+        self._copy_statements: KeysetStatements | None = None
         self._ahead: tuple[Any, int, asyncio.Future[CsvPage]] | None = None
         self._fetch_ahead: tuple[Any, int, asyncio.Future[list[Any]]] | None = None
         self._key_names = (
@@ -89,7 +103,6 @@ class KeysetSource:
             where=where,
             n_args=len(args),
             text=text,
-            copy=copy,
         )
 
     async def csv_page(self, after: Any, limit: int) -> CsvPage:
@@ -119,7 +132,8 @@ class KeysetSource:
             self._pool.acquire() as conn,
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
-            sql = self.statements
+            await conn.execute(CSV_SETTINGS)
+            sql = await self._neutralising(conn)
             bound = sql.bound_first if after is None else sql.bound_after
             last = await conn.fetchrow(bound, *self._args, *lower, limit)
             if last is None:
@@ -137,6 +151,28 @@ class KeysetSource:
         return CsvPage(
             data=b"".join(held), rows=int(last["_keyset_rows"]), cursor=encode_cursor(upper)
         )
+
+    async def _neutralising(self, conn: Any) -> KeysetStatements:
+        """The statements whose COPY neutralises every column that is not a number, a truth
+        value, a UUID, a date or a time (read once from the columns' types)."""
+        if self._copy_statements is None:
+            described = await conn.prepare(self.statements.range_first)
+            plain = {
+                a.name
+                for a in described.get_attributes()
+                if a.type.schema == "pg_catalog" and a.type.name in PLAIN_TYPES
+            }
+            columns = self.columns or ()
+            self._copy_statements = keyset_statements(
+                relation=self._relation,
+                key=self.key,
+                columns=self.columns,
+                where=self._where,
+                n_args=len(self._args),
+                text=self._text,
+                neutralise=frozenset(c for c in columns if c not in plain),
+            )
+        return self._copy_statements
 
     async def rows(self, after: Any, limit: int) -> AsyncIterator[Any]:
         async for chunk in self.chunks(after, limit):
@@ -205,7 +241,7 @@ def keyset(
     args: Sequence[Any] = (),
     prefetch: int | None = None,
     text: bool = False,
-    copy: bool = False,
+    copy: bool | None = None,
 ) -> KeysetSource:
     """Read ``table_or_query`` (a table name, optionally schema-qualified, or a SELECT) in
     pages ordered by ``key``; ``columns`` picks the columns (every one when None, which
@@ -233,6 +269,8 @@ def keyset(
     )
     if (text or copy) and cols is None:
         raise InvariantError("keyset(text=True / copy=True) needs columns: it names each one")
+    if copy is not None and not isinstance(copy, bool):
+        raise InvariantError(f"copy must be True, False or None, got {copy!r}")
     if prefetch is not None and (isinstance(prefetch, bool) or prefetch < 1):
         raise InvariantError(f"prefetch must be a positive number of rows, got {prefetch!r}")
     return KeysetSource(

@@ -174,7 +174,7 @@ async def test_export_rows_over_keyset_writes_one_csv_of_the_tenants_rows(
     rows = list(csv.reader(io.StringIO(whole, newline="")))
     assert rows[0] == ["id", "placed_at", "total", "note"]
     assert len(rows) == 58
-    assert rows[1] == ["10", "2024-01-01 00:01:00+00:00", "0.25", "note 1"]
+    assert rows[1] == ["10", "2024-01-01 00:01:00+00", "0.25", "note 1"]
     assert rows[3][3] == "'=cmd"
 
 
