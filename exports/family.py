@@ -115,6 +115,7 @@ class ExportSpec:
             row=self.row,
             batch=batch,
             max_part_bytes=self.max_part_bytes,
+            declared=self.batch is not None,
         )
 
 

@@ -63,6 +63,8 @@ class CsvPage:
     data: bytes
     rows: int
     cursor: Any
+    limit: int
+    """The rows asked for: a page of fewer is the last one."""
 
 
 class KeysetSource:
@@ -87,6 +89,7 @@ class KeysetSource:
         self._where = where
         self._text = text
         self._copy_statements: KeysetStatements | None = None
+        self._fitted: int | None = None
         self._ahead: tuple[Any, int, asyncio.Future[CsvPage]] | None = None
         self._fetch_ahead: tuple[Any, int, asyncio.Future[list[Any]]] | None = None
         self._key_names = (
@@ -105,13 +108,27 @@ class KeysetSource:
             text=text,
         )
 
-    async def csv_page(self, after: Any, limit: int) -> CsvPage:
+    async def csv_page(self, after: Any, limit: int, *, fit: int | None = None) -> CsvPage:
         """The page as Postgres writes CSV (``COPY … (FORMAT csv)``), its row count and the
         cursor after it; both statements read one snapshot.
 
+        ``fit`` (bytes): a page bigger than that is read again with fewer rows, sized from the
+        row width it showed, and so are the pages after it — the default page size must not
+        turn a table of wide rows into an export that cannot finish.
+
         A full page starts reading the next one on another connection before it answers, so
-        Postgres writes page N+1 while the exporter neutralises and stores page N. Only a read
-        runs ahead: a crash loses nothing but that read."""
+        Postgres writes page N+1 while the exporter stores page N. Only a read runs ahead: a
+        crash loses nothing but that read."""
+        if fit is not None and self._fitted is not None:
+            limit = min(limit, self._fitted)
+        page = await self._csv_page(after, limit)
+        while fit is not None and len(page.data) > fit and page.rows > 1:
+            # Half the bound's worth of rows at the width this page showed.
+            self._fitted = max(1, page.rows * fit // (2 * len(page.data)))
+            page = await self._csv_page(after, self._fitted)
+        return page
+
+    async def _csv_page(self, after: Any, limit: int) -> CsvPage:
         ahead = self._ahead
         self._ahead = None
         if ahead is not None and ahead[0] == after and ahead[1] == limit:
@@ -137,7 +154,7 @@ class KeysetSource:
             bound = sql.bound_first if after is None else sql.bound_after
             last = await conn.fetchrow(bound, *self._args, *lower, limit)
             if last is None:
-                return CsvPage(data=b"", rows=0, cursor=after)
+                return CsvPage(data=b"", rows=0, cursor=after, limit=limit)
             upper = tuple(last[key_name(i)] for i in range(len(self.key)))
             held: list[bytes] = []
 
@@ -149,7 +166,10 @@ class KeysetSource:
                 copy, *self._args, *lower, *upper, output=collect, format="csv"
             )
         return CsvPage(
-            data=b"".join(held), rows=int(last["_keyset_rows"]), cursor=encode_cursor(upper)
+            data=b"".join(held),
+            rows=int(last["_keyset_rows"]),
+            cursor=encode_cursor(upper),
+            limit=limit,
         )
 
     async def _neutralising(self, conn: Any) -> KeysetStatements:

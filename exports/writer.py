@@ -9,7 +9,8 @@ newline, so ``cat part-*`` is one file.
 
 A part past ``max_part_bytes`` is ``X_EXPORT_PART_TOO_LARGE`` naming the ``batch`` to lower:
 the rows of a page are what the exporter holds while it encodes them, so the bound on a part
-is the bound on that memory.
+is the bound on that memory. On the COPY road with no declared ``batch`` the page size is the
+default's, not the user's, so a page past the bound is read again smaller instead.
 
 A CSV export without ``row()`` over a ``keyset()`` of the export's columns takes the other road
 by default: Postgres writes the page as CSV, neutralised by the SELECT, and that is the part,
@@ -46,6 +47,8 @@ class PartSpec:
     row: Callable[[Any], Any] | None
     batch: int
     max_part_bytes: int
+    declared: bool = True
+    """Whether ``batch`` was declared (else a default the COPY road may lower to fit a part)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +141,8 @@ async def _write_copied_page(
             f"must be the export's columns in order: {list(spec.columns)!r}",
             meta={"job": spec.job, "columns": list(spec.columns)},
         )
-    page = await source.csv_page(before.cursor, spec.batch)
+    fit = None if spec.declared else spec.max_part_bytes
+    page = await source.csv_page(before.cursor, spec.batch, fit=fit)
     if page.rows == 0 and index > 0:
         return PageState(before.cursor, before.rows, before.bytes, before.parts, more=False)
     data = page.data
@@ -158,7 +162,7 @@ async def _write_copied_page(
         rows=before.rows + page.rows,
         bytes=before.bytes + written,
         parts=index + 1,
-        more=page.rows == spec.batch,
+        more=page.rows == page.limit,
     )
 
 

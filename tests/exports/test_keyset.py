@@ -410,3 +410,24 @@ async def test_copy_mode_a_page_past_max_part_bytes_names_the_batch_and_dead_let
     assert "lower batch (now 20)" in str(done.error)
     assert getattr(done.error, "meta", {})["batch"] == 20
     assert files(tmp_path) == {}
+
+
+async def test_the_default_copy_page_shrinks_to_fit_max_part_bytes_and_the_artifact_is_whole(
+    pg_pool: asyncpg.Pool[Any], orders: str, tmp_path: Path
+) -> None:
+    """Without ``batch=`` the page size is ours, not the user's: a page past the bound is read
+    again with fewer rows (and so are the next), instead of dead-lettering the export."""
+    reference = copy_export(orders, tmp_path / "whole", name="orders.whole")
+    fitted = copy_export(orders, tmp_path / "fitted", max_part_bytes=400)
+    driver = frozen_driver()
+    for handle in (reference, fitted):
+        await enqueue(driver, handle, {"org_id": "org-1"})
+        done = await attempt(driver, handle, ctx=pg_pool)
+        assert done.outcome == "completed", done.error
+        assert done.result["rows"] == 57
+    whole = files(tmp_path / "whole")["exports/org-1/part-00000.csv"]
+    found = files(tmp_path / "fitted")
+    parts = [found[k] for k in sorted(found) if k.endswith(".csv")]
+    assert len(parts) > 4
+    assert all(len(p) <= 400 for p in parts)
+    assert b"".join(parts) == whole
