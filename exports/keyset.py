@@ -30,6 +30,7 @@ limit's come after them.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -47,7 +48,11 @@ from exports.keyset_sql import (
 )
 from shared.errors import InvariantError
 
-__all__ = ["CsvPage", "KeysetSource", "decode_cursor", "encode_cursor", "keyset"]
+__all__ = ["COPY_AHEAD", "CsvPage", "KeysetSource", "decode_cursor", "encode_cursor", "keyset"]
+
+# Pages the COPY road reads ahead of the one being stored, each on its own connection: two
+# keep both cores of a small database busy formatting CSV while the exporter writes.
+COPY_AHEAD = 2
 
 
 class Executor(Protocol):
@@ -90,7 +95,8 @@ class KeysetSource:
         self._text = text
         self._copy_statements: KeysetStatements | None = None
         self._fitted: int | None = None
-        self._ahead: tuple[Any, int, asyncio.Future[CsvPage]] | None = None
+        self._ahead: deque[tuple[Any, int, asyncio.Future[CsvPage]]] = deque()
+        self._next: tuple[Any, int] | None = None
         self._fetch_ahead: tuple[Any, int, asyncio.Future[list[Any]]] | None = None
         self._key_names = (
             tuple(key_name(i) for i in range(len(key))) if text and columns is not None else key
@@ -116,9 +122,10 @@ class KeysetSource:
         row width it showed, and so are the pages after it — the default page size must not
         turn a table of wide rows into an export that cannot finish.
 
-        A full page starts reading the next one on another connection before it answers, so
-        Postgres writes page N+1 while the exporter stores page N. Only a read runs ahead: a
-        crash loses nothing but that read."""
+        As soon as a page's bound shows it full, the following page starts on another
+        connection (``COPY_AHEAD`` pages at most), so Postgres writes pages N+1 and N+2 on two
+        backends while the exporter stores page N: the server's formatting, not the exporter,
+        is what a page waits on. Only reads run ahead: a crash loses nothing but them."""
         if fit is not None and self._fitted is not None:
             limit = min(limit, self._fitted)
         page = await self._csv_page(after, limit)
@@ -130,18 +137,31 @@ class KeysetSource:
 
     async def _csv_page(self, after: Any, limit: int) -> CsvPage:
         ahead = self._ahead
-        self._ahead = None
-        if ahead is not None and ahead[0] == after and ahead[1] == limit:
-            page = await ahead[2]
-        else:
-            if ahead is not None:
-                ahead[2].cancel()
-            page = await self._read_csv_page(after, limit)
-        if page.rows == limit:
-            task = asyncio.ensure_future(self._read_csv_page(page.cursor, limit))
-            task.add_done_callback(_retrieved)
-            self._ahead = (page.cursor, limit, task)
-        return page
+        if ahead and ahead[0][0] == after and ahead[0][1] == limit:
+            task = ahead.popleft()[2]
+            self._resume()
+            return await task
+        # A retry from another cursor, or another size: what was read ahead is not it.
+        while ahead:
+            ahead.popleft()[2].cancel()
+        self._next = None
+        return await self._read_csv_page(after, limit)
+
+    def _follow(self, cursor: Any, limit: int) -> None:
+        """A read's bound showed its page full: read the page after it too, or note it when
+        ``COPY_AHEAD`` pages are already on their way."""
+        if len(self._ahead) >= COPY_AHEAD:
+            self._next = (cursor, limit)
+            return
+        task = asyncio.ensure_future(self._read_csv_page(cursor, limit))
+        task.add_done_callback(_retrieved)
+        self._ahead.append((cursor, limit, task))
+
+    def _resume(self) -> None:
+        if self._next is not None:
+            cursor, limit = self._next
+            self._next = None
+            self._follow(cursor, limit)
 
     async def _read_csv_page(self, after: Any, limit: int) -> CsvPage:
         lower = () if after is None else tuple(decode_cursor(after))
@@ -156,6 +176,10 @@ class KeysetSource:
             if last is None:
                 return CsvPage(data=b"", rows=0, cursor=after, limit=limit)
             upper = tuple(last[key_name(i)] for i in range(len(self.key)))
+            rows = int(last["_keyset_rows"])
+            cursor = encode_cursor(upper)
+            if rows == limit:
+                self._follow(cursor, limit)
             held: list[bytes] = []
 
             async def collect(chunk: bytes) -> None:
@@ -165,12 +189,7 @@ class KeysetSource:
             await conn.copy_from_query(
                 copy, *self._args, *lower, *upper, output=collect, format="csv"
             )
-        return CsvPage(
-            data=b"".join(held),
-            rows=int(last["_keyset_rows"]),
-            cursor=encode_cursor(upper),
-            limit=limit,
-        )
+        return CsvPage(data=b"".join(held), rows=rows, cursor=cursor, limit=limit)
 
     async def _neutralising(self, conn: Any) -> KeysetStatements:
         """The statements whose COPY neutralises every column that is not a number, a truth

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from exports.family import export_rows
-from exports.keyset import KeysetSource, decode_cursor, encode_cursor, keyset
+from exports.keyset import COPY_AHEAD, KeysetSource, decode_cursor, encode_cursor, keyset
 from exports.sinks import filesystem_sink
 from shared.errors import InvariantError
 from shared.jobs.schema import t
@@ -329,17 +329,22 @@ async def test_copy_mode_reads_the_next_page_ahead_and_drops_it_when_asked_elsew
     source = keyset(orders, key="id", columns=["id"], pool=pg_pool, copy=True)
     first = await source.csv_page(None, 10)
     assert first.data.splitlines()[0] == b"10"
-    ahead = source._ahead
-    assert ahead is not None
-    assert ahead[0] == first.cursor == [100]
+    ahead = list(source._ahead)
+    assert ahead
+    assert ahead[0][0] == first.cursor == [100]
     again = await source.csv_page(None, 10)  # a retry from the start: the read-ahead is dropped
     assert again == first
-    assert ahead[2].cancelled() or ahead[2].done()
+    assert all(task.cancelled() or task.done() for _, _, task in ahead)
     second = await source.csv_page(again.cursor, 10)
     assert second.data.splitlines()[0] == b"110"
+    # The page after the second was started by the second's read; COPY_AHEAD pages at most.
+    assert source._ahead[0][0] == [200]
+    assert len(source._ahead) <= COPY_AHEAD
+    third = await source.csv_page(second.cursor, 10)
+    assert third.data.splitlines()[0] == b"210"
     last = await source.csv_page([600], 10)
     assert last.rows == 2
-    assert source._ahead is None
+    assert not source._ahead
 
 
 async def test_a_full_fetched_page_reads_the_next_one_ahead_and_drops_it_when_asked_elsewhere(
