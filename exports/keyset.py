@@ -40,6 +40,7 @@ from uuid import UUID
 
 from exports.keyset_sql import (
     CSV_SETTINGS,
+    MAX_TYPES,
     PLAIN_TYPES,
     KeysetStatements,
     key_name,
@@ -170,10 +171,10 @@ class KeysetSource:
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
             await conn.execute(CSV_SETTINGS)
-            sql = await self._neutralising(conn)
+            sql = await self._copy_sql(conn)
             bound = sql.bound_first if after is None else sql.bound_after
             last = await conn.fetchrow(bound, *self._args, *lower, limit)
-            if last is None:
+            if last is None or last["_keyset_rows"] == 0:
                 return CsvPage(data=b"", rows=0, cursor=after, limit=limit)
             upper = tuple(last[key_name(i)] for i in range(len(self.key)))
             rows = int(last["_keyset_rows"])
@@ -191,15 +192,16 @@ class KeysetSource:
             )
         return CsvPage(data=b"".join(held), rows=rows, cursor=cursor, limit=limit)
 
-    async def _neutralising(self, conn: Any) -> KeysetStatements:
+    async def _copy_sql(self, conn: Any) -> KeysetStatements:
         """The statements whose COPY neutralises every column that is not a number, a truth
-        value, a UUID, a date or a time (read once from the columns' types)."""
+        value, a UUID, a date or a time, and whose bound takes a single key's max() where it
+        has one (read once from the columns' types)."""
         if self._copy_statements is None:
             described = await conn.prepare(self.statements.range_first)
-            plain = {
-                a.name
+            types = {
+                a.name: a.type.name
                 for a in described.get_attributes()
-                if a.type.schema == "pg_catalog" and a.type.name in PLAIN_TYPES
+                if a.type.schema == "pg_catalog"
             }
             columns = self.columns or ()
             self._copy_statements = keyset_statements(
@@ -209,7 +211,8 @@ class KeysetSource:
                 where=self._where,
                 n_args=len(self._args),
                 text=self._text,
-                neutralise=frozenset(c for c in columns if c not in plain),
+                neutralise=frozenset(c for c in columns if types.get(c) not in PLAIN_TYPES),
+                max_bound=len(self.key) == 1 and types.get(self.key[0]) in MAX_TYPES,
             )
         return self._copy_statements
 
@@ -284,7 +287,9 @@ def keyset(
 ) -> KeysetSource:
     """Read ``table_or_query`` (a table name, optionally schema-qualified, or a SELECT) in
     pages ordered by ``key``; ``columns`` picks the columns (every one when None, which
-    ``export_rows`` then checks row by row against its own ``columns``)."""
+    ``export_rows`` then checks row by row against its own ``columns``). ``copy``: None lets a
+    CSV export without ``row()`` over the same columns have Postgres write its pages, True
+    insists, False always reads decoded rows (``prefetch`` and ``text`` shape those)."""
     keys = (key,) if isinstance(key, str) else tuple(key)
     if not keys:
         raise InvariantError("keyset() needs a key: a unique column, or columns unique together")

@@ -16,6 +16,7 @@ from shared.errors import InvariantError
 
 __all__ = [
     "CSV_SETTINGS",
+    "MAX_TYPES",
     "PLAIN_TYPES",
     "KeysetStatements",
     "keyset_statements",
@@ -33,6 +34,9 @@ BOUND = (
     "SELECT {last}, count(*) OVER () AS _keyset_rows FROM ({page}) AS _page "
     "ORDER BY {backwards} LIMIT 1"
 )
+# ... or, for one key of a type with max(), the same in one pass, without a window over the
+# page and a sort of it.
+BOUND_MAX = "SELECT max({key}) AS {name}, count(*) AS _keyset_rows FROM ({page}) AS _page"
 # ... then exactly that key range, for COPY.
 RANGE = (
     "SELECT {select} FROM {relation} AS _keyset WHERE {filter} AND ({keys}) <= ({upper}) "
@@ -60,6 +64,11 @@ NEUTRALISED = (
     "'^-(?:[0-9]+(?:[.][0-9]*)?|[.][0-9]+)(?:[eE][+-]?[0-9]+)?$') "
     "THEN '''' || {cell} ELSE {cell} END AS {name}"
 )
+# Key types (in pg_catalog) with a max() that orders as the key's ORDER BY does.
+MAX_TYPES = frozenset(
+    {"int2", "int4", "int8", "numeric", "text", "varchar", "date", "timestamp", "timestamptz"}
+)
+
 # Types (in pg_catalog) whose text needs no neutralising: numbers (a negative one is a plain
 # negative number), truth values, UUIDs, dates and times. Every other column (text, json,
 # enums, domains, …) goes through NEUTRALISED, as the rows road neutralises every string.
@@ -115,9 +124,11 @@ def keyset_statements(
     n_args: int,
     text: bool,
     neutralise: frozenset[str] = frozenset(),
+    max_bound: bool = False,
 ) -> KeysetStatements:
     """The statements of one keyset source (``relation`` already quoted or parenthesised);
-    the COPY ones (when it names its columns) neutralise the columns in ``neutralise``."""
+    the COPY ones (when it names its columns) neutralise the columns in ``neutralise``, and
+    ``max_bound`` (one key of a ``MAX_TYPES`` type) bounds a page with ``BOUND_MAX``."""
     k = len(key)
     keys = ", ".join("_keyset." + quote_ident(c) for c in key)
     if columns is None:
@@ -150,11 +161,17 @@ def keyset_statements(
         PAGE_AFTER.format(select=keys, limit=_params(n_args + k + 1, 1), **parts),
     )
     listed = ", ".join(_copied(c, c in neutralise) for c in columns)
+
+    def bound(page: str) -> str:
+        if max_bound and k == 1:
+            return BOUND_MAX.format(key="_page." + quote_ident(key[0]), name=key_name(0), page=page)
+        return BOUND.format(last=last, page=page, backwards=backwards)
+
     return KeysetStatements(
         first=statements.first,
         after=statements.after,
-        bound_first=BOUND.format(last=last, page=key_pages[0], backwards=backwards),
-        bound_after=BOUND.format(last=last, page=key_pages[1], backwards=backwards),
+        bound_first=bound(key_pages[0]),
+        bound_after=bound(key_pages[1]),
         range_first=RANGE.format(select=listed, upper=_params(n_args + 1, k), **parts),
         range_after=RANGE_AFTER.format(select=listed, upper=_params(n_args + k + 1, k), **parts),
     )

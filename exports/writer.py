@@ -134,7 +134,7 @@ def copies_csv(
 async def _write_copied_page(
     spec: PartSpec, source: Any, sink: ExportSink, index: int, before: PageState
 ) -> PageState:
-    """A page Postgres wrote as CSV (``keyset(copy=True)``), neutralised, as the part."""
+    """A page Postgres wrote as CSV, neutralised by its SELECT, as the part."""
     if tuple(source.columns) != spec.columns:
         raise ExportRowInvalidError(
             f"export {spec.job!r}: keyset(copy=True) writes its columns as they are, so they "

@@ -345,6 +345,8 @@ async def test_copy_mode_reads_the_next_page_ahead_and_drops_it_when_asked_elsew
     last = await source.csv_page([600], 10)
     assert last.rows == 2
     assert not source._ahead
+    past = await source.csv_page([620], 10)  # a max() bound over no rows: an empty page
+    assert (past.rows, past.data, past.cursor) == (0, b"", [620])
 
 
 async def test_a_full_fetched_page_reads_the_next_one_ahead_and_drops_it_when_asked_elsewhere(
