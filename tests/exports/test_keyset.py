@@ -144,8 +144,9 @@ def test_a_bad_keyset_is_refused(pg_pool: Any, options: dict[str, Any]) -> None:
         keyset(pool=pg_pool, **options)
 
 
+@pytest.mark.parametrize("copy", [None, False], ids=["copy-road", "decoded-through-a-cursor"])
 async def test_export_rows_over_keyset_writes_one_csv_of_the_tenants_rows(
-    pg_pool: asyncpg.Pool[Any], orders: str, tmp_path: Path
+    pg_pool: asyncpg.Pool[Any], orders: str, tmp_path: Path, copy: bool | None
 ) -> None:
     handle = export_rows(
         name="orders.export",
@@ -160,6 +161,7 @@ async def test_export_rows_over_keyset_writes_one_csv_of_the_tenants_rows(
             args=[run.input.org_id],
             pool=run.ctx,
             prefetch=4,
+            copy=copy,
         ),
         columns=["id", "placed_at", "total", "note"],
         sink=lambda: filesystem_sink(tmp_path),
