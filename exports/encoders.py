@@ -251,7 +251,9 @@ def _column_cells(column: tuple[Any, ...], name: str) -> list[str]:
     if kinds <= _STR_IS_CELL | {_NONE}:
         return ["" if v is None else str(v) for v in column]
     if kinds == {Decimal}:
-        return list(map(numeric_text, column))
+        # str() is Postgres' form unless it chose an exponent (never for what asyncpg decodes).
+        texts = list(map(str, column))
+        return texts if "E" not in "".join(texts) else list(map(numeric_text, column))
     look = _NEEDS_A_LOOK
     if kinds == {str}:
         if look.isdisjoint(map(_FIRST, column)):
