@@ -96,6 +96,7 @@ class KeysetSource:
         self._text = text
         self._copy_statements: KeysetStatements | None = None
         self._fitted: int | None = None
+        self._sized = False
         self._ahead: deque[tuple[Any, int, asyncio.Future[CsvPage]]] = deque()
         self._next: tuple[Any, int] | None = None
         self._fetch_ahead: tuple[Any, int, asyncio.Future[list[Any]]] | None = None
@@ -134,6 +135,12 @@ class KeysetSource:
             # Half the bound's worth of rows at the width this page showed.
             self._fitted = max(1, page.rows * fit // (2 * len(page.data)))
             page = await self._csv_page(after, self._fitted)
+        if not self._sized:
+            # The first page showed how wide a page is (and fits): only now read ahead, so a
+            # table of wide rows never has pages of the default size in flight.
+            self._sized = True
+            if page.rows == page.limit:
+                self._follow(page.cursor, page.limit)
         return page
 
     async def _csv_page(self, after: Any, limit: int) -> CsvPage:
@@ -179,7 +186,7 @@ class KeysetSource:
             upper = tuple(last[key_name(i)] for i in range(len(self.key)))
             rows = int(last["_keyset_rows"])
             cursor = encode_cursor(upper)
-            if rows == limit:
+            if rows == limit and self._sized:
                 self._follow(cursor, limit)
             held: list[bytes] = []
 
