@@ -1,12 +1,13 @@
 """RFC 4180 lines from columns of cell text, without the ``csv`` module's per-cell scan.
 
-The CSV encoder hands over each column as the text of its cells (already neutralised) and
-whether that column can ever need quoting; this module quotes the cells that do and joins the
-lines. Its output is byte for byte what ``csv.writer(dialect="excel", lineterminator="\\r\\n",
-quoting=csv.QUOTE_MINIMAL)`` writes for the same cells — a cell is quoted when it holds a comma,
-a ``"`` (doubled inside) or a line break, and a one-column line whose cell is empty is ``""``
-so that it is not a blank line — but it costs a string join per line instead of ``csv``'s
-character-by-character copy of every cell, which was most of the typed export's encoding time.
+The CSV encoder hands over each column as the text of its cells (already neutralised), None
+for a NULL; this module quotes the cells that need it and joins the lines. It quotes as
+Postgres' ``COPY … (FORMAT csv)`` does, so that a page the server wrote and a page encoded
+here are the same bytes: a cell is quoted when it holds a comma, a ``"`` (doubled inside) or a
+line break, an empty string is ``""`` while a NULL is nothing at all (in a one-column export,
+an empty line), a one-column ``\\.`` is quoted, and every line ends in LF. It costs a string
+join per line instead of ``csv``'s character-by-character copy of every cell, which was most of
+the decoded export's encoding time.
 """
 
 from __future__ import annotations
@@ -16,29 +17,35 @@ from collections.abc import Sequence
 
 __all__ = ["csv_lines", "quoted"]
 
-CRLF = "\r\n"
+LF = "\n"
 _NEEDS_QUOTES = re.compile(r'[,"\r\n]')
 
 
-def quoted(cells: list[str]) -> list[str]:
-    """``cells`` with every cell that needs RFC 4180 quoting quoted; the same list when none
-    does (one scan of the joined column decides that for the common case)."""
-    search = _NEEDS_QUOTES.search
-    if search("\x00".join(cells)) is None:
-        return cells
+def quoted(cells: list[str | None]) -> list[str]:
+    """``cells`` with every cell that needs quoting quoted and every NULL empty; the same list
+    when none does (one scan of the joined column decides that for the common case)."""
+    if None not in cells:
+        plain: list[str] = cells  # type: ignore[assignment]  # no None in it: checked above
+        if "" not in plain and _NEEDS_QUOTES.search("\x00".join(plain)) is None:
+            return plain
     # Four substring tests stop at the first hit: cheaper per cell than the expression.
     return [
-        '"' + c.replace('"', '""') + '"' if "," in c or '"' in c or "\n" in c or "\r" in c else c
+        ""
+        if c is None
+        else '"' + c.replace('"', '""') + '"'
+        if not c or "," in c or '"' in c or "\n" in c or "\r" in c
+        else c
         for c in cells
     ]
 
 
 def csv_lines(columns: Sequence[Sequence[str]]) -> str:
-    """The lines (each ending in CRLF) of cells given column by column, quoted already."""
+    """The lines (each ending in LF) of cells given column by column, quoted already."""
     if not columns or not columns[0]:
         return ""
     if len(columns) == 1:
-        lines: Sequence[str] = [c or '""' for c in columns[0]]
+        # Alone on its line, ``\.`` is COPY's end-of-data marker: Postgres quotes it.
+        lines: Sequence[str] = ['"\\."' if c == "\\." else c for c in columns[0]]
     else:
         lines = list(map(",".join, zip(*columns, strict=True)))
-    return CRLF.join(lines) + CRLF
+    return LF.join(lines) + LF

@@ -3,12 +3,16 @@
 Two formats, one shape: ``header()`` is what part 0 starts with, ``encode(rows)`` turns a run
 of rows into bytes, and every line ends in a newline, so ``cat part-*`` is one valid file.
 
-* **CSV** is RFC 4180 (comma, ``"``-quoting only where a cell needs it, doubled quotes inside,
-  CRLF line ends), UTF-8, with an optional byte-order mark for spreadsheet users. It is safe to
-  open: a string cell that a spreadsheet would EVALUATE — one leading with ``=``, ``+``, ``-``,
-  ``@``, TAB, CR or LF, also after leading spaces or quotes — gets a ``'`` in front (OWASP's
-  CSV-injection rule). Numbers are never touched, and a string that is a plain negative number
-  (``-12.50``) stays one: a spreadsheet reads it as the number it is.
+* **CSV** is RFC 4180 quoting (comma, ``"``-quoting only where a cell needs it, doubled quotes
+  inside), LF line ends, UTF-8, with an optional byte-order mark for spreadsheet users. Values
+  are written in Postgres' text forms, as ``COPY … (FORMAT csv)`` writes them, so a page
+  Postgres wrote and a page encoded here are the same bytes: ``t``/``f``, numerics without an
+  exponent, shortest floats, timestamps in UTC as ``2024-01-02 03:04:05.5+00``, a NULL as an
+  empty cell and an empty string as ``""``. It is safe to open: a string cell that a
+  spreadsheet would EVALUATE — one leading with ``=``, ``+``, ``-``, ``@``, TAB, CR or LF, also
+  after leading spaces or quotes — gets a ``'`` in front (OWASP's CSV-injection rule). Numbers
+  are never touched, and a string that is a plain negative number (``-12.50``) stays one: a
+  spreadsheet reads it as the number it is.
 * **JSONL** is one ``orjson`` object a line, keys in the columns' order.
 
 A value a format cannot carry (a dict in a CSV cell, bytes, an object orjson does not know) is
@@ -20,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import date, datetime, time
+from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from itertools import repeat
 from operator import itemgetter
@@ -40,7 +44,11 @@ __all__ = [
     "JsonlEncoder",
     "csv_cell",
     "encoder_for",
+    "float_text",
     "neutralise",
+    "numeric_text",
+    "time_text",
+    "timestamp_text",
 ]
 
 ExportFormat = Literal["csv", "jsonl"]
@@ -66,24 +74,27 @@ def neutralise(text: str) -> str:
     return text
 
 
-def csv_cell(value: Any, column: str) -> str:
-    """One value as the text of a CSV cell (before RFC 4180 quoting)."""
+def csv_cell(value: Any, column: str) -> str | None:
+    """One value as the text of a CSV cell (before quoting), in Postgres' text form; None for
+    a NULL."""
     if isinstance(value, str):
         return neutralise(value)
     if value is None:
-        return ""
+        return None
     if isinstance(value, bool):
-        return "true" if value else "false"
+        return "t" if value else "f"
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        if not math.isfinite(value):
-            raise _invalid(column, value, "a non-finite float has no CSV form")
-        return repr(value)
+        return float_text(value)
     if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, datetime | date | time):
-        return str(value)  # ISO 8601; a datetime with a space, as Postgres and spreadsheets
+        return numeric_text(value)
+    if isinstance(value, datetime):
+        return timestamp_text(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, time):
+        return time_text(value)
     if isinstance(value, UUID):
         return str(value)
     raise _invalid(
@@ -92,6 +103,67 @@ def csv_cell(value: Any, column: str) -> str:
         "a CSV cell is a string, number, bool, date/time, UUID or None; "
         "format it in row() (json.dumps for a nested value)",
     )
+
+
+def float_text(value: float) -> str:
+    """A float as Postgres writes a ``float8``: the shortest exact digits, positional from
+    1e-4 up to 1e15, with an exponent of at least two digits beyond. (Past 2**53 Postgres
+    sometimes writes a 17th digit Python's shortest form does without; both read back as the
+    same float.)"""
+    if not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0" if math.copysign(1.0, value) < 0 else "0"
+    sign, digits, exponent = Decimal(repr(value)).as_tuple()
+    text = "".join(map(str, digits)).rstrip("0") or "0"
+    assert isinstance(exponent, int)  # finite: an int
+    magnitude = len(digits) - 1 + exponent  # the power of ten of the first digit
+    minus = "-" if sign else ""
+    if -4 <= magnitude < 15:
+        if magnitude < 0:
+            return minus + "0." + "0" * (-magnitude - 1) + text
+        whole = text[: magnitude + 1].ljust(magnitude + 1, "0")
+        fraction = text[magnitude + 1 :]
+        return minus + whole + ("." + fraction if fraction else "")
+    mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
+    return f"{minus}{mantissa}e{'-' if magnitude < 0 else '+'}{abs(magnitude):02d}"
+
+
+def numeric_text(value: Decimal) -> str:
+    """A Decimal as Postgres writes a ``numeric``: its digits and scale, never an exponent."""
+    if value.is_finite():
+        return format(value, "f")
+    if value.is_nan():
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
+
+
+def timestamp_text(value: datetime) -> str:
+    """A datetime as Postgres writes it: an aware one in UTC with ``+00``, a naive one as is;
+    microseconds only when there are some, without trailing zeros."""
+    if value.tzinfo is None:
+        text = value.isoformat(" ")
+        return text.rstrip("0") if value.microsecond else text
+    if value.utcoffset():
+        value = value.astimezone(UTC)
+    text = value.isoformat(" ")[:-6]  # without its "+00:00"
+    return (text.rstrip("0") if value.microsecond else text) + "+00"
+
+
+def time_text(value: time) -> str:
+    """A time as Postgres writes a ``time`` (or a ``timetz``, with its offset)."""
+    text = value.replace(tzinfo=None).isoformat()
+    if value.microsecond:
+        text = text.rstrip("0")
+    offset = value.utcoffset()
+    if offset is None:
+        return text
+    seconds = int(offset.total_seconds())
+    sign = "-" if seconds < 0 else "+"
+    hours, rest = divmod(abs(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    zone = f"{sign}{hours:02d}" + (f":{minutes:02d}" if minutes or secs else "")
+    return text + zone + (f":{secs:02d}" if secs else "")
 
 
 def _invalid(column: str, value: Any, why: str) -> ExportRowInvalidError:
@@ -117,7 +189,8 @@ class Encoder(Protocol):
 
 
 class CsvEncoder:
-    """RFC 4180 CSV with OWASP neutralisation; ``bom=True`` starts the header with a BOM."""
+    """CSV as Postgres writes it, with OWASP neutralisation; ``bom=True`` starts the header
+    with a BOM."""
 
     extension = "csv"
     content_type = "text/csv; charset=utf-8"
@@ -162,8 +235,8 @@ def _values(rows: Iterable[Mapping[str, Any]], columns: tuple[str, ...]) -> list
 
 
 # Exact types whose ``str()`` is their cell and never holds a comma, quote or line break
-# (subclasses, bools and floats go cell by cell: their text is not known from the type).
-_STR_IS_CELL = frozenset({int, Decimal, UUID, date, time, datetime})
+# (subclasses, bools, floats, decimals and times go cell by cell: their text is not ``str()``).
+_STR_IS_CELL = frozenset({int, UUID, date})
 _NONE = type(None)
 _FIRST = itemgetter(slice(0, 1))
 
@@ -172,21 +245,31 @@ def _column_cells(column: tuple[Any, ...], name: str) -> list[str]:
     """The cells of one column as text, neutralised and quoted."""
     kinds = set(map(type, column))
     if kinds == {datetime}:
-        return list(map(datetime.isoformat, column, repeat(" ")))  # str(), minus its lookup
+        return _timestamps(column)
     if kinds <= _STR_IS_CELL:
         return list(map(str, column))
     if kinds <= _STR_IS_CELL | {_NONE}:
         return ["" if v is None else str(v) for v in column]
+    if kinds == {Decimal}:
+        # str() is Postgres' form unless it chose an exponent (never for what asyncpg decodes).
+        texts = list(map(str, column))
+        return texts if "E" not in "".join(texts) else list(map(numeric_text, column))
     look = _NEEDS_A_LOOK
     if kinds == {str}:
         if look.isdisjoint(map(_FIRST, column)):
             return quoted(list(column))
         return quoted([v if v[:1] not in look else neutralise(v) for v in column])
     if kinds == {str, _NONE}:
-        return quoted(
-            ["" if v is None else v if v[:1] not in look else neutralise(v) for v in column]
-        )
+        return quoted([v if v is None or v[:1] not in look else neutralise(v) for v in column])
     return quoted([_cell(v, name) for v in column])
+
+
+def _timestamps(column: tuple[datetime, ...]) -> list[str]:
+    """A column of datetimes; those asyncpg decodes (UTC, whole seconds) by one ``map``."""
+    texts = list(map(datetime.isoformat, column, repeat(" ")))
+    if all(t.endswith("+00:00") and len(t) == 25 for t in texts):
+        return [t[:-6] + "+00" for t in texts]
+    return list(map(timestamp_text, column))
 
 
 def _leading_keys(row: Any, n: int) -> tuple[str, ...] | None:
@@ -196,14 +279,12 @@ def _leading_keys(row: Any, n: int) -> tuple[str, ...] | None:
     return tuple(keys())[:n]
 
 
-def _cell(value: Any, column: str) -> str:
+def _cell(value: Any, column: str) -> str | None:
     # The common cases inline: the slow path calls this once per cell of its column.
     if type(value) is str:
         return value if not value or value[0] not in _NEEDS_A_LOOK else neutralise(value)
     if type(value) is int:
         return str(value)
-    if type(value) is float and math.isfinite(value):
-        return repr(value)
     return csv_cell(value, column)
 
 

@@ -62,9 +62,10 @@ __all__ = [
 
 EXPORTS_QUEUE = "exports"
 DEFAULT_BATCH = 10_000
-# The page when Postgres writes the CSV (keyset(copy=True), no row()): a page held as CSV bytes
-# costs a fraction of the same rows decoded, while each page still pays its statements, its
-# transaction and its step; bigger pages spread those thinner (README, Performance).
+# The page when Postgres writes the CSV (a keyset() CSV export without row(), the default road):
+# a page held as CSV bytes costs a fraction of the same rows decoded, while each page still pays
+# its statements, its transaction and its step; bigger pages spread those thinner (README,
+# Performance).
 COPY_BATCH = 50_000
 DEFAULT_MAX_PART_BYTES = 64 * 1024 * 1024
 
@@ -104,7 +105,7 @@ class ExportSpec:
         if self.batch is not None:
             batch = self.batch
         else:
-            copied = copies_csv(source, self.row, encoder)
+            copied = copies_csv(source, self.row, encoder, self.columns)
             batch = COPY_BATCH if copied else DEFAULT_BATCH
         return PartSpec(
             job=self.name,
@@ -114,6 +115,7 @@ class ExportSpec:
             row=self.row,
             batch=batch,
             max_part_bytes=self.max_part_bytes,
+            declared=self.batch is not None,
         )
 
 

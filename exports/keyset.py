@@ -6,10 +6,13 @@ unique (a primary key, or several columns that are unique together) and should b
 cursor is the last row's key, stored as JSON (UUIDs, dates, timestamps and decimals are tagged
 so they come back as the same type).
 
-``copy=True`` (CSV exports without ``row()``) lets Postgres write each page: the page's last
-key and size are read first, then ``COPY (SELECT … WHERE key in that range) TO STDOUT (FORMAT
-csv)`` in the same snapshot; the CSV is then neutralised in place (``exports.copy_csv``). What
-Postgres writes is what you get: its text forms, LF line ends.
+A CSV export without ``row()`` whose columns are the source's, in order, lets Postgres write
+each page (``copy=None``, the default; ``copy=True`` insists, ``copy=False`` always decodes
+rows): the page's last key and size are read first, then ``COPY (SELECT … WHERE key in that
+range) TO STDOUT (FORMAT csv)`` in the same snapshot, with UTC timestamps, ISO dates and
+shortest floats set for the transaction. The SELECT neutralises every column that is not a
+number, a truth value, a UUID, a date or a time (``keyset_sql.NEUTRALISED``), so the page is
+the part as Postgres sends it: the same bytes the encoder writes from decoded rows.
 
 Without ``prefetch`` each page is one ``fetch``, and a full page starts fetching the next on
 another connection before it answers, so Postgres reads page N+1 while page N is encoded.
@@ -27,6 +30,7 @@ limit's come after them.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -34,10 +38,22 @@ from decimal import Decimal
 from typing import Any, Protocol
 from uuid import UUID
 
-from exports.keyset_sql import key_name, keyset_statements, quote_ident
+from exports.keyset_sql import (
+    CSV_SETTINGS,
+    MAX_TYPES,
+    PLAIN_TYPES,
+    KeysetStatements,
+    key_name,
+    keyset_statements,
+    quote_ident,
+)
 from shared.errors import InvariantError
 
-__all__ = ["CsvPage", "KeysetSource", "decode_cursor", "encode_cursor", "keyset"]
+__all__ = ["COPY_AHEAD", "CsvPage", "KeysetSource", "decode_cursor", "encode_cursor", "keyset"]
+
+# Pages the COPY road reads ahead of the one being stored, each on its own connection: two
+# keep both cores of a small database busy formatting CSV while the exporter writes.
+COPY_AHEAD = 2
 
 
 class Executor(Protocol):
@@ -53,6 +69,8 @@ class CsvPage:
     data: bytes
     rows: int
     cursor: Any
+    limit: int
+    """The rows asked for: a page of fewer is the last one."""
 
 
 class KeysetSource:
@@ -69,11 +87,18 @@ class KeysetSource:
         pool: Executor,
         prefetch: int | None,
         text: bool = False,
-        copy: bool = False,
+        copy: bool | None = None,
     ) -> None:
         self.key = key
         self.copy = copy
-        self._ahead: tuple[Any, int, asyncio.Future[CsvPage]] | None = None
+        self._relation = relation
+        self._where = where
+        self._text = text
+        self._copy_statements: KeysetStatements | None = None
+        self._fitted: int | None = None
+        self._sized = False
+        self._ahead: deque[tuple[Any, int, asyncio.Future[CsvPage]]] = deque()
+        self._next: tuple[Any, int] | None = None
         self._fetch_ahead: tuple[Any, int, asyncio.Future[list[Any]]] | None = None
         self._key_names = (
             tuple(key_name(i) for i in range(len(key))) if text and columns is not None else key
@@ -89,29 +114,62 @@ class KeysetSource:
             where=where,
             n_args=len(args),
             text=text,
-            copy=copy,
         )
 
-    async def csv_page(self, after: Any, limit: int) -> CsvPage:
+    async def csv_page(self, after: Any, limit: int, *, fit: int | None = None) -> CsvPage:
         """The page as Postgres writes CSV (``COPY … (FORMAT csv)``), its row count and the
         cursor after it; both statements read one snapshot.
 
-        A full page starts reading the next one on another connection before it answers, so
-        Postgres writes page N+1 while the exporter neutralises and stores page N. Only a read
-        runs ahead: a crash loses nothing but that read."""
-        ahead = self._ahead
-        self._ahead = None
-        if ahead is not None and ahead[0] == after and ahead[1] == limit:
-            page = await ahead[2]
-        else:
-            if ahead is not None:
-                ahead[2].cancel()
-            page = await self._read_csv_page(after, limit)
-        if page.rows == limit:
-            task = asyncio.ensure_future(self._read_csv_page(page.cursor, limit))
-            task.add_done_callback(_retrieved)
-            self._ahead = (page.cursor, limit, task)
+        ``fit`` (bytes): a page bigger than that is read again with fewer rows, sized from the
+        row width it showed, and so are the pages after it — the default page size must not
+        turn a table of wide rows into an export that cannot finish.
+
+        As soon as a page's bound shows it full, the following page starts on another
+        connection (``COPY_AHEAD`` pages at most), so Postgres writes pages N+1 and N+2 on two
+        backends while the exporter stores page N: the server's formatting, not the exporter,
+        is what a page waits on. Only reads run ahead: a crash loses nothing but them."""
+        if fit is not None and self._fitted is not None:
+            limit = min(limit, self._fitted)
+        page = await self._csv_page(after, limit)
+        while fit is not None and len(page.data) > fit and page.rows > 1:
+            # Half the bound's worth of rows at the width this page showed.
+            self._fitted = max(1, page.rows * fit // (2 * len(page.data)))
+            page = await self._csv_page(after, self._fitted)
+        if not self._sized:
+            # The first page showed how wide a page is (and fits): only now read ahead, so a
+            # table of wide rows never has pages of the default size in flight.
+            self._sized = True
+            if page.rows == page.limit:
+                self._follow(page.cursor, page.limit)
         return page
+
+    async def _csv_page(self, after: Any, limit: int) -> CsvPage:
+        ahead = self._ahead
+        if ahead and ahead[0][0] == after and ahead[0][1] == limit:
+            task = ahead.popleft()[2]
+            self._resume()
+            return await task
+        # A retry from another cursor, or another size: what was read ahead is not it.
+        while ahead:
+            ahead.popleft()[2].cancel()
+        self._next = None
+        return await self._read_csv_page(after, limit)
+
+    def _follow(self, cursor: Any, limit: int) -> None:
+        """A read's bound showed its page full: read the page after it too, or note it when
+        ``COPY_AHEAD`` pages are already on their way."""
+        if len(self._ahead) >= COPY_AHEAD:
+            self._next = (cursor, limit)
+            return
+        task = asyncio.ensure_future(self._read_csv_page(cursor, limit))
+        task.add_done_callback(_retrieved)
+        self._ahead.append((cursor, limit, task))
+
+    def _resume(self) -> None:
+        if self._next is not None:
+            cursor, limit = self._next
+            self._next = None
+            self._follow(cursor, limit)
 
     async def _read_csv_page(self, after: Any, limit: int) -> CsvPage:
         lower = () if after is None else tuple(decode_cursor(after))
@@ -119,12 +177,17 @@ class KeysetSource:
             self._pool.acquire() as conn,
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
-            sql = self.statements
+            await conn.execute(CSV_SETTINGS)
+            sql = await self._copy_sql(conn)
             bound = sql.bound_first if after is None else sql.bound_after
             last = await conn.fetchrow(bound, *self._args, *lower, limit)
-            if last is None:
-                return CsvPage(data=b"", rows=0, cursor=after)
+            if last is None or last["_keyset_rows"] == 0:
+                return CsvPage(data=b"", rows=0, cursor=after, limit=limit)
             upper = tuple(last[key_name(i)] for i in range(len(self.key)))
+            rows = int(last["_keyset_rows"])
+            cursor = encode_cursor(upper)
+            if rows == limit and self._sized:
+                self._follow(cursor, limit)
             held: list[bytes] = []
 
             async def collect(chunk: bytes) -> None:
@@ -134,9 +197,31 @@ class KeysetSource:
             await conn.copy_from_query(
                 copy, *self._args, *lower, *upper, output=collect, format="csv"
             )
-        return CsvPage(
-            data=b"".join(held), rows=int(last["_keyset_rows"]), cursor=encode_cursor(upper)
-        )
+        return CsvPage(data=b"".join(held), rows=rows, cursor=cursor, limit=limit)
+
+    async def _copy_sql(self, conn: Any) -> KeysetStatements:
+        """The statements whose COPY neutralises every column that is not a number, a truth
+        value, a UUID, a date or a time, and whose bound takes a single key's max() where it
+        has one (read once from the columns' types)."""
+        if self._copy_statements is None:
+            described = await conn.prepare(self.statements.range_first)
+            types = {
+                a.name: a.type.name
+                for a in described.get_attributes()
+                if a.type.schema == "pg_catalog"
+            }
+            columns = self.columns or ()
+            self._copy_statements = keyset_statements(
+                relation=self._relation,
+                key=self.key,
+                columns=self.columns,
+                where=self._where,
+                n_args=len(self._args),
+                text=self._text,
+                neutralise=frozenset(c for c in columns if types.get(c) not in PLAIN_TYPES),
+                max_bound=len(self.key) == 1 and types.get(self.key[0]) in MAX_TYPES,
+            )
+        return self._copy_statements
 
     async def rows(self, after: Any, limit: int) -> AsyncIterator[Any]:
         async for chunk in self.chunks(after, limit):
@@ -205,11 +290,13 @@ def keyset(
     args: Sequence[Any] = (),
     prefetch: int | None = None,
     text: bool = False,
-    copy: bool = False,
+    copy: bool | None = None,
 ) -> KeysetSource:
     """Read ``table_or_query`` (a table name, optionally schema-qualified, or a SELECT) in
     pages ordered by ``key``; ``columns`` picks the columns (every one when None, which
-    ``export_rows`` then checks row by row against its own ``columns``)."""
+    ``export_rows`` then checks row by row against its own ``columns``). ``copy``: None lets a
+    CSV export without ``row()`` over the same columns have Postgres write its pages, True
+    insists, False always reads decoded rows (``prefetch`` and ``text`` shape those)."""
     keys = (key,) if isinstance(key, str) else tuple(key)
     if not keys:
         raise InvariantError("keyset() needs a key: a unique column, or columns unique together")
@@ -233,6 +320,8 @@ def keyset(
     )
     if (text or copy) and cols is None:
         raise InvariantError("keyset(text=True / copy=True) needs columns: it names each one")
+    if copy is not None and not isinstance(copy, bool):
+        raise InvariantError(f"copy must be True, False or None, got {copy!r}")
     if prefetch is not None and (isinstance(prefetch, bool) or prefetch < 1):
         raise InvariantError(f"prefetch must be a positive number of rows, got {prefetch!r}")
     return KeysetSource(

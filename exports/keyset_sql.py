@@ -14,7 +14,14 @@ from dataclasses import dataclass
 
 from shared.errors import InvariantError
 
-__all__ = ["KeysetStatements", "keyset_statements", "quote_ident"]
+__all__ = [
+    "CSV_SETTINGS",
+    "MAX_TYPES",
+    "PLAIN_TYPES",
+    "KeysetStatements",
+    "keyset_statements",
+    "quote_ident",
+]
 
 # One page after the cursor (or the first page), in key order.
 PAGE = "SELECT {select} FROM {relation} AS _keyset WHERE {filter} ORDER BY {keys} LIMIT {limit}"
@@ -22,11 +29,14 @@ PAGE_AFTER = (
     "SELECT {select} FROM {relation} AS _keyset WHERE {filter} AND ({keys}) > ({after}) "
     "ORDER BY {keys} LIMIT {limit}"
 )
-# copy=True: the last key and the size of the page a PAGE(_AFTER) of keys would answer ...
+# The COPY road: the last key and the size of the page a PAGE(_AFTER) of keys would answer ...
 BOUND = (
     "SELECT {last}, count(*) OVER () AS _keyset_rows FROM ({page}) AS _page "
     "ORDER BY {backwards} LIMIT 1"
 )
+# ... or, for one key of a type with max(), the same in one pass, without a window over the
+# page and a sort of it.
+BOUND_MAX = "SELECT max({key}) AS {name}, count(*) AS _keyset_rows FROM ({page}) AS _page"
 # ... then exactly that key range, for COPY.
 RANGE = (
     "SELECT {select} FROM {relation} AS _keyset WHERE {filter} AND ({keys}) <= ({upper}) "
@@ -36,6 +46,38 @@ RANGE_AFTER = (
     "SELECT {select} FROM {relation} AS _keyset WHERE {filter} AND ({keys}) > ({after}) "
     "AND ({keys}) <= ({upper}) ORDER BY {keys}"
 )
+
+# The forms a COPY page writes, whatever the server's or the pool's defaults: timestamps in UTC
+# (as asyncpg decodes them for the rows road), ISO dates, and the shortest exact floats.
+CSV_SETTINGS = (
+    "SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, MDY'; "
+    "SET LOCAL IntervalStyle = 'postgres'; SET LOCAL extra_float_digits = 1"
+)
+# A cell neutralised by Postgres as ``exports.encoders.neutralise`` does it in Python: a ``'``
+# in front when it leads with a formula character (also behind spaces and quotes), unless it
+# is a plain negative number. ``ascii()`` reads the first character without a copy, so a cell
+# that cannot lead with one costs a single comparison.
+NEUTRALISED = (
+    "CASE WHEN ascii({cell}) IN (9, 10, 13, 32, 34, 39, 43, 45, 61, 64) "
+    "AND ascii(ltrim({cell}, ' \"''')) IN (9, 10, 13, 43, 45, 61, 64) "
+    "AND (ascii({cell}) <> 45 OR {cell} !~ "
+    "'^-(?:[0-9]+(?:[.][0-9]*)?|[.][0-9]+)(?:[eE][+-]?[0-9]+)?$') "
+    "THEN '''' || {cell} ELSE {cell} END AS {name}"
+)
+# Key types (in pg_catalog) with a max() that orders as the key's ORDER BY does.
+MAX_TYPES = frozenset(
+    {"int2", "int4", "int8", "numeric", "text", "varchar", "date", "timestamp", "timestamptz"}
+)
+
+# Types (in pg_catalog) whose text needs no neutralising: numbers (a negative one is a plain
+# negative number), truth values, UUIDs, dates and times. Every other column (text, json,
+# enums, domains, …) goes through NEUTRALISED, as the rows road neutralises every string.
+PLAIN_TYPES = frozenset(
+    {
+        "int2", "int4", "int8", "oid", "float4", "float8", "numeric", "bool", "uuid",
+        "date", "time", "timetz", "timestamp", "timestamptz",
+    }
+)  # fmt: skip
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 
@@ -81,9 +123,12 @@ def keyset_statements(
     where: str | None,
     n_args: int,
     text: bool,
-    copy: bool,
+    neutralise: frozenset[str] = frozenset(),
+    max_bound: bool = False,
 ) -> KeysetStatements:
-    """The statements of one keyset source (``relation`` already quoted or parenthesised)."""
+    """The statements of one keyset source (``relation`` already quoted or parenthesised);
+    the COPY ones (when it names its columns) neutralise the columns in ``neutralise``, and
+    ``max_bound`` (one key of a ``MAX_TYPES`` type) bounds a page with ``BOUND_MAX``."""
     k = len(key)
     keys = ", ".join("_keyset." + quote_ident(c) for c in key)
     if columns is None:
@@ -107,7 +152,7 @@ def keyset_statements(
         first=PAGE.format(select=select, limit=_params(n_args + 1, 1), **parts),
         after=PAGE_AFTER.format(select=select, limit=_params(n_args + k + 1, 1), **parts),
     )
-    if not copy or columns is None:
+    if columns is None:
         return statements
     last = ", ".join("_page." + quote_ident(c) + " AS " + key_name(i) for i, c in enumerate(key))
     backwards = ", ".join("_page." + quote_ident(c) + " DESC" for c in key)
@@ -115,12 +160,25 @@ def keyset_statements(
         PAGE.format(select=keys, limit=_params(n_args + 1, 1), **parts),
         PAGE_AFTER.format(select=keys, limit=_params(n_args + k + 1, 1), **parts),
     )
-    listed = ", ".join("_keyset." + quote_ident(c) for c in columns)
+    listed = ", ".join(_copied(c, c in neutralise) for c in columns)
+
+    def bound(page: str) -> str:
+        if max_bound and k == 1:
+            return BOUND_MAX.format(key="_page." + quote_ident(key[0]), name=key_name(0), page=page)
+        return BOUND.format(last=last, page=page, backwards=backwards)
+
     return KeysetStatements(
         first=statements.first,
         after=statements.after,
-        bound_first=BOUND.format(last=last, page=key_pages[0], backwards=backwards),
-        bound_after=BOUND.format(last=last, page=key_pages[1], backwards=backwards),
+        bound_first=bound(key_pages[0]),
+        bound_after=bound(key_pages[1]),
         range_first=RANGE.format(select=listed, upper=_params(n_args + 1, k), **parts),
         range_after=RANGE_AFTER.format(select=listed, upper=_params(n_args + k + 1, k), **parts),
     )
+
+
+def _copied(column: str, neutralised: bool) -> str:
+    cell = "_keyset." + quote_ident(column)
+    if not neutralised:
+        return cell
+    return NEUTRALISED.format(cell=cell + "::text", name=quote_ident(column))

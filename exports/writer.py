@@ -9,10 +9,12 @@ newline, so ``cat part-*`` is one file.
 
 A part past ``max_part_bytes`` is ``X_EXPORT_PART_TOO_LARGE`` naming the ``batch`` to lower:
 the rows of a page are what the exporter holds while it encodes them, so the bound on a part
-is the bound on that memory.
+is the bound on that memory. On the COPY road with no declared ``batch`` the page size is the
+default's, not the user's, so a page past the bound is read again smaller instead.
 
-A CSV export without ``row()`` over ``keyset(copy=True)`` takes the other road: Postgres writes
-the page as CSV, ``exports.copy_csv`` neutralises it in place, and that is the part.
+A CSV export without ``row()`` over a ``keyset()`` of the export's columns takes the other road
+by default: Postgres writes the page as CSV, neutralised by the SELECT, and that is the part,
+byte for byte what the encoder would write from the decoded rows.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from exports.copy_csv import neutralise_csv
 from exports.encoders import Encoder
 from exports.manifest import part_key
 from exports.sinks import ExportSink
@@ -46,6 +47,8 @@ class PartSpec:
     row: Callable[[Any], Any] | None
     batch: int
     max_part_bytes: int
+    declared: bool = True
+    """Whether ``batch`` was declared (else a default the COPY road may lower to fit a part)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +88,7 @@ async def write_page(
     spec: PartSpec, source: ExportSource[Any], sink: ExportSink, index: int, before: PageState
 ) -> PageState:
     """Write part ``index`` from the page after ``before.cursor``; answers the next state."""
-    if copies_csv(source, spec.row, spec.encoder):
+    if copies_csv(source, spec.row, spec.encoder, spec.columns):
         return await _write_copied_page(spec, source, sink, index, before)
     chunks = aiter(_chunks(source, before.cursor, spec.batch))
     try:
@@ -114,30 +117,38 @@ async def write_page(
 
 
 def copies_csv(
-    source: ExportSource[Any], row: Callable[[Any], Any] | None, encoder: Encoder
+    source: ExportSource[Any],
+    row: Callable[[Any], Any] | None,
+    encoder: Encoder,
+    columns: Sequence[str],
 ) -> bool:
-    """Whether Postgres writes the pages as CSV (``keyset(copy=True)``, no ``row()``)."""
-    return bool(getattr(source, "copy", False)) and row is None and encoder.extension == "csv"
+    """Whether Postgres writes the pages as CSV: a CSV export without ``row()`` over a
+    ``keyset()`` that may copy (``copy=None``: when its columns are the export's, in order;
+    ``copy=True``: always, and a mismatch is refused by the page)."""
+    wanted = getattr(source, "copy", False)
+    if wanted is False or row is not None or encoder.extension != "csv":
+        return False
+    return wanted is True or tuple(getattr(source, "columns", None) or ()) == tuple(columns)
 
 
 async def _write_copied_page(
     spec: PartSpec, source: Any, sink: ExportSink, index: int, before: PageState
 ) -> PageState:
-    """A page Postgres wrote as CSV (``keyset(copy=True)``), neutralised, as the part."""
+    """A page Postgres wrote as CSV, neutralised by its SELECT, as the part."""
     if tuple(source.columns) != spec.columns:
         raise ExportRowInvalidError(
             f"export {spec.job!r}: keyset(copy=True) writes its columns as they are, so they "
             f"must be the export's columns in order: {list(spec.columns)!r}",
             meta={"job": spec.job, "columns": list(spec.columns)},
         )
-    page = await source.csv_page(before.cursor, spec.batch)
+    fit = None if spec.declared else spec.max_part_bytes
+    page = await source.csv_page(before.cursor, spec.batch, fit=fit)
     if page.rows == 0 and index > 0:
         return PageState(before.cursor, before.rows, before.bytes, before.parts, more=False)
-    data = neutralise_csv(page.data)
+    data = page.data
     if len(data) > spec.max_part_bytes:
         raise _too_large(spec, index, page.rows)
-    # Postgres ends its lines in LF; the header follows suit so the file has one convention.
-    header = spec.encoder.header().replace(b"\r\n", b"\n") if index == 0 else b""
+    header = spec.encoder.header() if index == 0 else b""
 
     async def body() -> AsyncIterator[bytes]:
         if header:
@@ -151,7 +162,7 @@ async def _write_copied_page(
         rows=before.rows + page.rows,
         bytes=before.bytes + written,
         parts=index + 1,
-        more=page.rows == spec.batch,
+        more=page.rows == page.limit,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 from uuid import UUID
@@ -15,7 +15,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exports.encoders import BOM, CsvEncoder, JsonlEncoder, csv_cell, encoder_for, neutralise
+from exports.encoders import (
+    BOM,
+    CsvEncoder,
+    JsonlEncoder,
+    csv_cell,
+    encoder_for,
+    float_text,
+    neutralise,
+)
 from shared.errors import ExportRowInvalidError, InvariantError
 
 PLAIN_NEGATIVE = re.compile(r"-(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -69,41 +77,66 @@ def test_csv_cells_are_neutralised_but_numbers_are_not() -> None:
     assert parse(out) == [["'=HYPERLINK(1)", "-5", "-5.25"]]
 
 
-def test_csv_quotes_per_rfc_4180_and_ends_every_line_in_crlf() -> None:
+def test_csv_quotes_as_postgres_does_and_ends_every_line_in_lf() -> None:
     enc = CsvEncoder(["a", "b", "c"])
     out = enc.encode(
-        [{"a": 'say "hi"', "b": "x,y", "c": "two\nlines"}, {"a": "plain", "b": None, "c": 1}]
+        [
+            {"a": 'say "hi"', "b": "x,y", "c": "two\nlines"},
+            {"a": "plain", "b": None, "c": 1},
+            {"a": "", "b": None, "c": None},
+        ]
     )
-    assert out == b'"say ""hi""","x,y","two\nlines"\r\nplain,,1\r\n'
-    assert parse(out) == [['say "hi"', "x,y", "two\nlines"], ["plain", "", "1"]]
+    assert out == b'"say ""hi""","x,y","two\nlines"\nplain,,1\n"",,\n'
+    assert parse(out) == [['say "hi"', "x,y", "two\nlines"], ["plain", "", "1"], ["", "", ""]]
+
+
+def test_a_one_column_null_is_an_empty_line_and_its_end_of_data_marker_is_quoted() -> None:
+    """As COPY writes them: an empty string is ``""``, a NULL nothing, ``\\.`` quoted."""
+    out = CsvEncoder(["a"]).encode([{"a": ""}, {"a": None}, {"a": "\\."}, {"a": "x"}])
+    assert out == b'""\n\n"\\."\nx\n'
 
 
 def test_csv_header_names_the_columns_and_carries_the_bom_only_when_asked() -> None:
-    assert CsvEncoder(["id", "total"]).header() == b"id,total\r\n"
+    assert CsvEncoder(["id", "total"]).header() == b"id,total\n"
     with_bom = CsvEncoder(["id", "total"], bom=True).header()
-    assert with_bom == (BOM + "id,total\r\n").encode()
+    assert with_bom == (BOM + "id,total\n").encode()
     assert with_bom.startswith(b"\xef\xbb\xbf")
 
 
-def test_csv_writes_utf8_and_formats_typed_values() -> None:
-    enc = CsvEncoder(["s", "d", "t", "u", "m", "f", "b"])
+def test_csv_writes_utf8_and_typed_values_in_postgres_text_forms() -> None:
+    enc = CsvEncoder(["s", "d", "t", "u", "m", "f", "b", "n", "z", "e", "h"])
     row: dict[str, Any] = {
         "s": "Zoë ☃",
         "d": date(2024, 2, 29),
-        "t": datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC),
+        "t": datetime(2024, 1, 2, 3, 4, 5, 250000, tzinfo=timezone(timedelta(hours=2))),
         "u": UUID(int=1),
         "m": Decimal("1E+3"),
         "f": -0.5,
         "b": True,
+        "n": datetime(2024, 1, 2, 3, 4, 5),
+        "z": Decimal("0.0000001"),
+        "e": 1e20,
+        "h": time(12, 30, 0, 500000, tzinfo=timezone(timedelta(hours=5, minutes=30))),
     }
     out = enc.encode([row])
     assert out.decode("utf-8") == (
-        "Zoë ☃,2024-02-29,2024-01-02 03:04:05+00:00,"
-        "00000000-0000-0000-0000-000000000001,1E+3,-0.5,true\r\n"
+        "Zoë ☃,2024-02-29,2024-01-02 01:04:05.25+00,"
+        "00000000-0000-0000-0000-000000000001,1000,-0.5,t,2024-01-02 03:04:05,0.0000001,"
+        "1e+20,12:30:00.5+05:30\n"
     )
 
 
-@pytest.mark.parametrize("value", [{"nested": 1}, [1, 2], b"bytes", float("nan"), object()])
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(0.0, "0"), (-0.0, "-0"), (1.0, "1"), (0.1, "0.1"), (1e14, "100000000000000"),
+     (1e15, "1e+15"), (1e-4, "0.0001"), (1.5e-5, "1.5e-05"), (float("inf"), "Infinity"),
+     (float("nan"), "NaN"), (-1.25e300, "-1.25e+300")],
+)  # fmt: skip
+def test_floats_are_written_as_postgres_writes_a_float8(value: float, text: str) -> None:
+    assert float_text(value) == text
+
+
+@pytest.mark.parametrize("value", [{"nested": 1}, [1, 2], b"bytes", object()])
 def test_a_value_csv_cannot_carry_is_refused_naming_the_column(value: Any) -> None:
     with pytest.raises(ExportRowInvalidError) as caught:
         CsvEncoder(["id", "payload"]).encode([{"id": 1, "payload": value}])
@@ -150,7 +183,7 @@ def test_csv_round_trips_any_text_and_no_cell_reads_as_a_formula(cells: list[str
     columns = [f"c{i}" for i in range(len(cells))]
     enc = CsvEncoder(columns)
     out = enc.encode([dict(zip(columns, cells, strict=True))])
-    assert out.endswith(b"\r\n")
+    assert out.endswith(b"\n")
     (parsed,) = parse(out)
     for original, cell in zip(cells, parsed, strict=True):
         assert cell in (original, "'" + original)
@@ -167,23 +200,35 @@ CELL_VALUES = st.one_of(
     st.integers(),
     st.booleans(),
     st.floats(allow_nan=False, allow_infinity=False),
-    st.decimals(allow_nan=False, allow_infinity=False),
+    st.decimals(allow_nan=False, allow_infinity=False, places=4),
     st.dates(),
     st.datetimes(timezones=st.sampled_from([None, UTC])),
     st.uuids(),
 )
 
 
+EMPTY = "\x00empty\x00"  # stands for an empty string in the reference: the csv module
+# writes one unquoted, where Postgres (and the encoder) write ``""`` to tell it from a NULL
+
+
 @given(
-    st.integers(min_value=1, max_value=4).flatmap(
+    st.integers(min_value=2, max_value=4).flatmap(
         lambda width: st.lists(st.lists(CELL_VALUES, min_size=width, max_size=width), min_size=1)
     )
 )
 def test_csv_lines_are_what_the_csv_module_writes_for_the_same_cells(rows: list[list[Any]]) -> None:
-    """The encoder joins lines itself for speed; the stdlib writer is the reference."""
+    """The encoder joins lines itself for speed; the stdlib writer is the reference (with
+    ``""`` for an empty string, as Postgres writes it; one-column lines have their own test)."""
     columns = [f"c{i}" for i in range(len(rows[0]))]
     out = CsvEncoder(columns).encode([dict(zip(columns, r, strict=True)) for r in rows])
-    reference = io.StringIO()
-    writer = csv.writer(reference, dialect="excel", lineterminator="\r\n")
-    writer.writerows([[csv_cell(v, c) for v, c in zip(r, columns, strict=True)] for r in rows])
-    assert out == reference.getvalue().encode()
+    expected = []
+    for r in rows:
+        line = io.StringIO()  # CRLF as the terminator, so that a lone CR is quoted too
+        csv.writer(line, dialect="excel", lineterminator="\r\n").writerow(
+            [
+                EMPTY if c == "" else c
+                for c in (csv_cell(v, n) for v, n in zip(r, columns, strict=True))
+            ]
+        )
+        expected.append(line.getvalue().removesuffix("\r\n").replace(EMPTY, '""') + "\n")
+    assert out == "".join(expected).encode()

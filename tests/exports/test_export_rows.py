@@ -74,8 +74,8 @@ async def test_the_header_is_in_part_0_only_and_cat_of_the_parts_is_one_valid_fi
     await enqueue(driver, handle, ORG)
     assert (await attempt(driver, handle)).outcome == "completed"
     parts = parts_of(tmp_path)
-    assert [p.startswith(b"id,name\r\n") for p in parts] == [True, False, False]
-    assert all(p.endswith(b"\r\n") for p in parts)
+    assert [p.startswith(b"id,name\n") for p in parts] == [True, False, False]
+    assert all(p.endswith(b"\n") for p in parts)
     whole = b"".join(parts).decode()
     rows = list(csv.reader(io.StringIO(whole, newline="")))
     assert rows[0] == ["id", "name"]
@@ -145,7 +145,7 @@ async def test_an_empty_export_is_part_0_with_its_header(tmp_path: Path) -> None
     done = await attempt(driver, handle)
     assert done.result["parts"] == 1
     assert done.result["rows"] == 0
-    assert parts_of(tmp_path) == [b"id,name\r\n"]
+    assert parts_of(tmp_path) == [b"id,name\n"]
 
 
 async def test_a_part_past_max_part_bytes_names_the_batch_and_dead_letters(
@@ -193,7 +193,7 @@ async def test_row_maps_each_source_row_and_csv_cells_are_neutralised(tmp_path: 
     await enqueue(driver, handle, ORG)
     assert (await attempt(driver, handle)).outcome == "completed"
     assert parts_of(tmp_path) == [
-        b'name,owed\r\n"\'=HYPERLINK(""http://x"")",-12\r\n\'@me,-12\r\nok,-12\r\n'
+        b'name,owed\n"\'=HYPERLINK(""http://x"")",-12\n\'@me,-12\nok,-12\n'
     ]
 
 

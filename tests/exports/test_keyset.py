@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from exports.family import export_rows
-from exports.keyset import KeysetSource, decode_cursor, encode_cursor, keyset
+from exports.keyset import COPY_AHEAD, KeysetSource, decode_cursor, encode_cursor, keyset
 from exports.sinks import filesystem_sink
 from shared.errors import InvariantError
 from shared.jobs.schema import t
@@ -144,8 +144,9 @@ def test_a_bad_keyset_is_refused(pg_pool: Any, options: dict[str, Any]) -> None:
         keyset(pool=pg_pool, **options)
 
 
+@pytest.mark.parametrize("copy", [None, False], ids=["copy-road", "decoded-through-a-cursor"])
 async def test_export_rows_over_keyset_writes_one_csv_of_the_tenants_rows(
-    pg_pool: asyncpg.Pool[Any], orders: str, tmp_path: Path
+    pg_pool: asyncpg.Pool[Any], orders: str, tmp_path: Path, copy: bool | None
 ) -> None:
     handle = export_rows(
         name="orders.export",
@@ -160,6 +161,7 @@ async def test_export_rows_over_keyset_writes_one_csv_of_the_tenants_rows(
             args=[run.input.org_id],
             pool=run.ctx,
             prefetch=4,
+            copy=copy,
         ),
         columns=["id", "placed_at", "total", "note"],
         sink=lambda: filesystem_sink(tmp_path),
@@ -174,7 +176,7 @@ async def test_export_rows_over_keyset_writes_one_csv_of_the_tenants_rows(
     rows = list(csv.reader(io.StringIO(whole, newline="")))
     assert rows[0] == ["id", "placed_at", "total", "note"]
     assert len(rows) == 58
-    assert rows[1] == ["10", "2024-01-01 00:01:00+00:00", "0.25", "note 1"]
+    assert rows[1] == ["10", "2024-01-01 00:01:00+00", "0.25", "note 1"]
     assert rows[3][3] == "'=cmd"
 
 
@@ -329,17 +331,24 @@ async def test_copy_mode_reads_the_next_page_ahead_and_drops_it_when_asked_elsew
     source = keyset(orders, key="id", columns=["id"], pool=pg_pool, copy=True)
     first = await source.csv_page(None, 10)
     assert first.data.splitlines()[0] == b"10"
-    ahead = source._ahead
-    assert ahead is not None
-    assert ahead[0] == first.cursor == [100]
+    ahead = list(source._ahead)
+    assert ahead
+    assert ahead[0][0] == first.cursor == [100]
     again = await source.csv_page(None, 10)  # a retry from the start: the read-ahead is dropped
     assert again == first
-    assert ahead[2].cancelled() or ahead[2].done()
+    assert all(task.cancelled() or task.done() for _, _, task in ahead)
     second = await source.csv_page(again.cursor, 10)
     assert second.data.splitlines()[0] == b"110"
+    # The page after the second was started by the second's read; COPY_AHEAD pages at most.
+    assert source._ahead[0][0] == [200]
+    assert len(source._ahead) <= COPY_AHEAD
+    third = await source.csv_page(second.cursor, 10)
+    assert third.data.splitlines()[0] == b"210"
     last = await source.csv_page([600], 10)
     assert last.rows == 2
-    assert source._ahead is None
+    assert not source._ahead
+    past = await source.csv_page([620], 10)  # a max() bound over no rows: an empty page
+    assert (past.rows, past.data, past.cursor) == (0, b"", [620])
 
 
 async def test_a_full_fetched_page_reads_the_next_one_ahead_and_drops_it_when_asked_elsewhere(
@@ -410,3 +419,24 @@ async def test_copy_mode_a_page_past_max_part_bytes_names_the_batch_and_dead_let
     assert "lower batch (now 20)" in str(done.error)
     assert getattr(done.error, "meta", {})["batch"] == 20
     assert files(tmp_path) == {}
+
+
+async def test_the_default_copy_page_shrinks_to_fit_max_part_bytes_and_the_artifact_is_whole(
+    pg_pool: asyncpg.Pool[Any], orders: str, tmp_path: Path
+) -> None:
+    """Without ``batch=`` the page size is ours, not the user's: a page past the bound is read
+    again with fewer rows (and so are the next), instead of dead-lettering the export."""
+    reference = copy_export(orders, tmp_path / "whole", name="orders.whole")
+    fitted = copy_export(orders, tmp_path / "fitted", max_part_bytes=400)
+    driver = frozen_driver()
+    for handle in (reference, fitted):
+        await enqueue(driver, handle, {"org_id": "org-1"})
+        done = await attempt(driver, handle, ctx=pg_pool)
+        assert done.outcome == "completed", done.error
+        assert done.result["rows"] == 57
+    whole = files(tmp_path / "whole")["exports/org-1/part-00000.csv"]
+    found = files(tmp_path / "fitted")
+    parts = [found[k] for k in sorted(found) if k.endswith(".csv")]
+    assert len(parts) > 4
+    assert all(len(p) <= 400 for p in parts)
+    assert b"".join(parts) == whole

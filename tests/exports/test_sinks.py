@@ -122,8 +122,8 @@ async def test_an_export_to_s3_writes_its_parts_and_manifest(local_s3: LocalS3) 
     assert done.outcome == "completed", done.error
     sink = local_s3.sink(bucket)
     whole = b"".join([await read(sink, f"exports/org-1/part-0000{i}.csv") for i in range(3)])
-    assert whole.startswith(b"id,name\r\n0,row 0\r\n")
-    assert whole.endswith(b"24,row 24\r\n")
+    assert whole.startswith(b"id,name\n0,row 0\n")
+    assert whole.endswith(b"24,row 24\n")
     assert b'"parts": 3' in await read(sink, "exports/org-1/manifest.json")
 
 

@@ -52,4 +52,4 @@ def expected_csv(rows: int) -> bytes:
     for i in range(rows):
         note = "'=1+1" if i % 7 == 1 else f"n{i}"
         lines.append(f"{i},row {i},{note}")
-    return ("\r\n".join(lines) + "\r\n").encode()
+    return ("\n".join(lines) + "\n").encode()
