@@ -33,6 +33,7 @@ import contextlib
 import datetime
 import functools
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -215,7 +216,7 @@ class StreamConsumer:
     async def _settle_group(
         self,
         ready: list[tuple[Msg, EnqueueRequest, str | None]],
-        answers: list[Enqueued | UnauthorizedError],
+        answers: Sequence[Enqueued | UnauthorizedError],
     ) -> None:
         """Ack each committed message; refuse each one whose token was found dead."""
         acked = 0
