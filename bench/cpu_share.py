@@ -69,12 +69,15 @@ class CpuGroups:
 
 def pipeline_bound_per_s(
     us_per_msg: dict[str, float], *, cores: int, single_threaded: tuple[str, ...]
-) -> float:
-    """Messages a second the machine could carry at these CPU costs a message."""
+) -> float | None:
+    """Messages a second the machine could carry at these CPU costs a message; None when no
+    CPU was seen (a phase shorter than the clock's tick, ``CLOCK_TICKS``)."""
     total = sum(us_per_msg.values())
-    bounds = [cores * 1e6 / total] if total > 0 else []
+    if total <= 0:
+        return None
+    bounds = [cores * 1e6 / total]
     bounds += [1e6 / us_per_msg[role] for role in single_threaded if us_per_msg.get(role)]
-    return min(bounds) if bounds else float("inf")
+    return min(bounds)
 
 
 __all__ = ["CpuGroups", "listener_pid", "pipeline_bound_per_s", "process_cpu_s"]
