@@ -194,7 +194,7 @@ async def enqueue_one(
     nothing; 401, and it is forgotten, so its next request reads the table). A request refused
     before that statement reads its token first, so a revoked token is 401 before any other
     refusal. ``job_id`` (the stream form's derived id) makes a redelivery meet its own row."""
-    principal, unchecked = await _principal(path, authorization, limited)
+    principal, unchecked = await enqueue_principal(path, authorization, limited=limited)
     try:
         body = await read_body()
         clock = path.driver.clock
@@ -232,11 +232,12 @@ def single_request(
     return req, on_conflict
 
 
-async def _principal(
-    path: EnqueuePath, authorization: str | None, limited: bool
+async def enqueue_principal(
+    path: EnqueuePath, authorization: str | None, *, limited: bool
 ) -> tuple[Principal, str | None]:
     """The caller, within its rate when ``limited``, and the token id its insert must check
-    (None: the token was read just now, or this driver cannot check it in the insert)."""
+    (None: the token was read just now, or this driver cannot check it in the insert): the
+    single enqueue's reading of a token, and the NATS enqueue stream's for each batch."""
     now_ms = path.driver.clock.now_ms()
     if path.known is None:
         principal = await authenticate(path.tokens, authorization, now_ms)
@@ -404,6 +405,7 @@ __all__ = [
     "EnqueuePath",
     "build_request",
     "enqueue_one",
+    "enqueue_principal",
     "enqueued_json",
     "job_handle",
     "routes",

@@ -18,16 +18,20 @@ from its cache: then the batcher checks that the token is still live as part of 
 (``services.api_token_guard``). A request sent alone goes in the guarded insert's single
 statement; a group first asks which of its tokens are live (one statement), then inserts the
 rows of the live ones. A dead token's request is ``X_UNAUTHORIZED`` and inserts nothing.
+
+``enqueue_group`` is the same check for a group someone else already formed (the NATS enqueue
+stream's consumer hands over each fetched batch): its tokens' liveness in one statement, then
+one ``enqueue_many`` for the live ones, sent at once, outside the single enqueues' slots.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Protocol
 
-from services.auth import revoked
+from services.auth import UnauthorizedError, revoked
 from shared.drivers.base import Enqueued, EnqueueRequest, JobDriver
 from shared.errors import InvariantError
 
@@ -94,6 +98,34 @@ class EnqueueBatcher:
         self._send()
         # A client that hangs up cancels its handler, not the statement its row rides in.
         return await asyncio.shield(future)
+
+    async def enqueue_group(
+        self, group: Sequence[tuple[EnqueueRequest, str | None]]
+    ) -> Sequence[Enqueued | UnauthorizedError]:
+        """Each ``(request, token_id)``'s answer, in order, once the live ones' rows are
+        committed in one statement: a request whose token (when it names one; needs a
+        ``guard``) is no longer live is its ``X_UNAUTHORIZED`` and inserts nothing. A failing
+        statement raises (nothing of the group was inserted): the caller retries, one by one."""
+        tokens = {token for _, token in group if token is not None}
+        dead: set[str] = set()
+        if tokens:
+            if self.guard is None:
+                raise InvariantError("a token-checked enqueue needs the batcher's guard")
+            self.statements += 1
+            dead = tokens - await self.guard.live(tokens)
+        if not dead:  # the common case: every row goes, each answer is its request's
+            self.statements += 1
+            return await self.driver.enqueue_many([request for request, _ in group])
+        live = [request for request, token in group if token not in dead]
+        answers: list[Enqueued] = []
+        if live:
+            self.statements += 1
+            answers = await self.driver.enqueue_many(live)
+        inserted = iter(answers)
+        return [
+            revoked(token) if token is not None and token in dead else next(inserted)
+            for _, token in group
+        ]
 
     def _send(self) -> None:
         while self._waiting and self._in_flight < self.max_in_flight:

@@ -50,8 +50,14 @@ async def test_one_line_with_every_figure(nats_url: str) -> None:
         "nats_request_vs_http",
         "jetstream_vs_publish_ceiling",
         "settled_vs_drain",
+        "settled_end_to_end_vs_drain",
     }
-    assert set(figures["targets"]) == set(figures["ratios"])
+    assert set(figures["targets"]) == set(figures["ratios"]) - {"settled_end_to_end_vs_drain"}
+    assert set(figures["bounds"]) == {"jetstream_vs_publish_ceiling"}
+    roles = {"publisher", "nats_server", "api", "postgres"}
+    assert set(figures["jetstream_cpu_us_per_msg"]) == roles
+    assert set(figures["ceiling_cpu_us_per_msg"]) == {"publisher", "nats_server"}
+    assert figures["settled_waiting_at_last_ack"] >= 0
     nc = await nats.connect(nats_url)
     try:
         left = {info.config.name for info in await nc.jetstream().streams_info()}

@@ -4,14 +4,16 @@ A producer publishes ``{"input", "runId"?, "delay"?, "queue"?}`` to ``ujobs.js.e
 (or ``{"payload"}`` to ``ujobs.js.events.<name>``) with the ``Authorization`` header, through
 JetStream, and holds the stream's publish ack. The api takes messages from its ``PullFeed``
 (``services.nats.pull``) in batches, runs each through ``NatsEdge`` (the HTTP edge's rules),
-enqueues a batch's jobs in one statement and one commit (``enqueue_many``; each distinct token
-looked up once a batch, so a revoke holds from the next batch on) and acks a message only
-after its row is committed:
+enqueues a batch's jobs in one statement and one commit (``EnqueueBatcher.enqueue_group``;
+each distinct token read as the HTTP edge's single enqueue reads it: its fixed facts from the
+api's ``KnownTokens``, its liveness checked in one statement just before the batch's insert,
+so a revoke holds from the next batch on) and acks a message only after its row is
+committed:
 
 | What happened | The message |
 |---|---|
 | the row committed (or an earlier delivery's row was met: ``deduped``) | acked |
-| refused (bad input, bad or missing token, scope, tenancy, unknown job: a 4xx code) | its error published to ``ujobs.rejected.<job>`` (events: ``ujobs.rejected.events.<name>``), then terminated: never redelivered |
+| refused (bad input, bad, missing or revoked token, scope, tenancy, unknown job: a 4xx code) | its error published to ``ujobs.rejected.<job>`` (events: ``ujobs.rejected.events.<name>``), then terminated: never redelivered |
 | the database failed (a 5xx code) | nak with a delay: delivered again |
 | the api died with it in hand | delivered again after the consumer's ``ack_wait`` |
 
@@ -31,6 +33,7 @@ import contextlib
 import datetime
 import functools
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -40,11 +43,12 @@ from nats.errors import NotJSMessageError
 from nats.js import JetStreamContext
 
 from services.api_common import status_for
+from services.auth import Principal, UnauthorizedError
 from services.nats.edge import NatsEdge, error_body
 from services.nats.names import NatsNames
 from services.nats.pull import PullFeed
 from services.nats.streams import MAX_ACK_PENDING
-from shared.drivers.base import EnqueueRequest
+from shared.drivers.base import Enqueued, EnqueueRequest
 from shared.errors import InputInvalidError
 from shared.ids import derived_id
 
@@ -167,11 +171,14 @@ class StreamConsumer:
             log.warning("ujobs.nats.batch-failed", extra={"error": task.exception()})
 
     async def handle_batch(self, msgs: list[Msg]) -> None:
-        """A fetched batch's enqueues in one statement (``enqueue_many``: one commit), each
-        distinct token authenticated once; events, refusals, and every message of a batch
-        whose statement failed go through ``handle`` one by one."""
-        principals: dict[str | None, Any] = {}
-        ready: list[tuple[Msg, EnqueueRequest]] = []
+        """A fetched batch's enqueues in one statement, each distinct token read as the single
+        enqueue reads it (``NatsEdge.stream_principal``: a token seen live before, on any edge
+        of this api, answers from ``KnownTokens``) and those not read now checked live just
+        before the statement (``EnqueueBatcher.enqueue_group``): a revoke holds from the next
+        batch on. A message whose token was found dead is refused; events, other refusals, and
+        every message of a batch whose statement failed go through ``handle`` one by one."""
+        principals: dict[str | None, tuple[Principal, str | None] | None] = {}
+        ready: list[tuple[Msg, EnqueueRequest, str | None]] = []
         alone: list[Msg] = []
         for msg in msgs:
             job = self.names.tail(msg.subject, self.names.js_enqueue_wildcard)
@@ -181,31 +188,48 @@ class StreamConsumer:
             auth = (msg.headers or {}).get("Authorization")
             if auth not in principals:
                 try:
-                    principals[auth] = await self.edge.authenticate(auth)
-                except Exception as exc:
-                    principals[auth] = exc
-            principal = principals[auth]
-            if isinstance(principal, Exception):
+                    principals[auth] = await self.edge.stream_principal(auth)
+                except Exception:
+                    principals[auth] = None
+            caller = principals[auth]
+            if caller is None:
                 alone.append(msg)
                 continue
             try:
-                req = self.edge.request(principal, job, msg.data, job_id=stream_job_id(job, msg))
+                req = self.edge.request(caller[0], job, msg.data, job_id=stream_job_id(job, msg))
             except Exception:
                 alone.append(msg)
                 continue
-            ready.append((msg, req))
+            ready.append((msg, req, caller[1]))
         if ready:
             try:
-                await self.edge.driver.enqueue_many([req for _, req in ready])
+                answers = await self.edge.batcher.enqueue_group(
+                    [(req, token) for _, req, token in ready]
+                )
             except Exception:
-                alone.extend(msg for msg, _ in ready)
+                alone.extend(msg for msg, _, _ in ready)
             else:
-                # Acks are buffered publishes: written together by the client's flusher.
-                for msg, _ in ready:
-                    await msg.ack()
-                self.acked += len(ready)
+                await self._settle_group(ready, answers)
         if alone:
             await asyncio.gather(*(self.handle(msg) for msg in alone))
+
+    async def _settle_group(
+        self,
+        ready: list[tuple[Msg, EnqueueRequest, str | None]],
+        answers: Sequence[Enqueued | UnauthorizedError],
+    ) -> None:
+        """Ack each committed message; refuse each one whose token was found dead."""
+        acked = 0
+        for (msg, _, _), answer in zip(ready, answers, strict=True):
+            if isinstance(answer, UnauthorizedError):
+                self.edge.forget((msg.headers or {}).get("Authorization"))
+                job = self.names.tail(msg.subject, self.names.js_enqueue_wildcard)
+                await self._refuse(msg, error_body(answer), job or "")
+                continue
+            # Acks are buffered publishes: written together by the client's flusher.
+            await msg.ack()
+            acked += 1
+        self.acked += acked
 
     async def handle(self, msg: Msg) -> None:
         """Enqueue (or publish) one message; ack, terminate or nak it as the table says."""

@@ -24,16 +24,23 @@ A refusal raises the ``UltimateError`` the HTTP edge raises for the same body;
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 import orjson
 
-from services.api_enqueue import SINGLE_FIELDS, STREAM_FIELDS, enqueue_one, single_request
+from services.api_enqueue import (
+    SINGLE_FIELDS,
+    STREAM_FIELDS,
+    enqueue_one,
+    enqueue_principal,
+    single_request,
+)
 from services.api_enqueue_batcher import EnqueueBatcher
 from services.api_ratelimit import TokenBuckets
-from services.auth import Principal, TokenLookup, authenticate
+from services.auth import Principal, TokenLookup, UnauthorizedError, authenticate, bearer_secret
 from services.redact import redact_text
 from services.token_facts import KnownTokens
 from shared.drivers.base import EnqueueRequest, JobDriver
@@ -122,6 +129,18 @@ class NatsEdge:
         if limited and self.buckets is not None:
             self.buckets.take(principal.token_id)
         return principal
+
+    async def stream_principal(self, authorization: str | None) -> tuple[Principal, str | None]:
+        """A stream message's token, read as the single enqueue reads it
+        (``enqueue_principal``): from ``known`` when seen live before, then with the token id
+        its insert must check (``EnqueueBatcher.enqueue_group``); None when read just now."""
+        return await enqueue_principal(self, authorization, limited=False)
+
+    def forget(self, authorization: str | None) -> None:
+        """A token an insert found dead: its next message reads the table (and says why)."""
+        if self.known is not None:
+            with contextlib.suppress(UnauthorizedError):
+                self.known.forget(bearer_secret(authorization))
 
     def request(
         self, principal: Principal, job: str, data: bytes, *, job_id: str | None = None

@@ -16,15 +16,18 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from services.api_enqueue_batcher import EnqueueBatcher
+from services.api_token_guard import token_guard
 from services.app_loader import load_api
 from services.nats.consumer import StreamConsumer
 from services.nats.edge import NatsEdge
 from services.nats.names import NatsNames
 from services.nats.streams import ensure_streams
-from services.tokens import TokenStore
+from services.token_facts import KnownTokens
+from services.tokens import TokenRecord, TokenStore
 from shared.drivers.postgres.driver import postgres_driver
 from shared.events.bus import set_event_bus
 from shared.events.bus_postgres import postgres_event_bus
+from shared.wake.announce import announcing
 from tests.services.api_support import Api, MakeClient, make_api
 
 SAMPLE_APP = "tests.unit.sample_app:api"
@@ -99,19 +102,43 @@ class InProcess:
         return ack.seq
 
 
+class CountedLookup:
+    """A token lookup that counts its reads (which batches read the tokens table)."""
+
+    def __init__(self, store: TokenStore) -> None:
+        self.store = store
+        self.reads = 0
+
+    async def find(self, secret: str) -> TokenRecord | None:
+        self.reads += 1
+        return await self.store.find(secret)
+
+
 @contextlib.asynccontextmanager
 async def in_process(
-    pool: asyncpg.Pool[Any], nats_url: str, *, pool_for_edge: asyncpg.Pool[Any] | None = None
+    pool: asyncpg.Pool[Any],
+    nats_url: str,
+    *,
+    pool_for_edge: asyncpg.Pool[Any] | None = None,
+    cached_tokens: bool = False,
 ) -> AsyncIterator[InProcess]:
+    """``cached_tokens``: the api's Postgres wiring, tokens' fixed facts kept (``KnownTokens``)
+    and their liveness checked by the batcher's guard; else every batch reads its tokens."""
     names = NatsNames(unique_prefix())
     nc = await nats.connect(nats_url)
     js = nc.jetstream()
     edge_pool = pool_for_edge or pool
     driver = postgres_driver(edge_pool)
-    batcher = EnqueueBatcher(driver)
+    edge_store = TokenStore(edge_pool)
+    guard = token_guard(driver, announcing(driver), edge_store) if cached_tokens else None
+    batcher = EnqueueBatcher(driver, guard=guard)
     tokens = TokenStore(pool)
     edge = NatsEdge(
-        registry=load_api(SAMPLE_APP), driver=driver, tokens=TokenStore(edge_pool), batcher=batcher
+        registry=load_api(SAMPLE_APP),
+        driver=driver,
+        tokens=CountedLookup(edge_store),
+        batcher=batcher,
+        known=None if guard is None else KnownTokens(),
     )
     set_event_bus(postgres_event_bus(edge_pool))  # as the api installs it
     try:

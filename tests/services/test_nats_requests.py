@@ -42,6 +42,31 @@ async def test_request_enqueues_after_commit_and_dedupes(edge: NatsApi) -> None:
     assert len(await edge.jobs()) == 1
 
 
+async def test_a_jetstream_publish_on_the_request_subject_is_a_request_not_stored(
+    edge: NatsApi,
+) -> None:
+    """What the README tells producers: the stream captures ``<prefix>.js.…`` only, so a
+    JetStream publish to the request subject is answered by the api (no publish ack) and its
+    ``Nats-Msg-Id`` is not read: a second publish under the same id queues a second run."""
+    token = await edge.token("enqueue:*")
+    subject = edge.names.enqueue_subject("send_mail")
+    js = edge.nc.jetstream()
+    replies = []
+    for to in ("a@example.com", "b@example.com"):
+        reply = await edge.nc.request(
+            subject,
+            orjson.dumps({"input": mail(to=to)}),
+            timeout=10,
+            headers={"Authorization": f"Bearer {token}", "Nats-Msg-Id": "same-id"},
+        )
+        replies.append(orjson.loads(reply.data))
+    assert [set(r) for r in replies] == [{"id", "runId", "deduped"}] * 2  # not {"stream", "seq"}
+    assert len(await edge.jobs()) == 2
+    info = await js.stream_info(edge.names.enqueue_stream)
+    assert info.state.messages == 0
+    assert info.state.last_seq == 0  # nothing stored, ever
+
+
 async def test_request_takes_run_id_delay_and_queue(edge: NatsApi) -> None:
     token = await edge.token("enqueue:*")
     body = await edge.request(

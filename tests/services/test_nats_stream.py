@@ -16,7 +16,7 @@ from nats.errors import NotJSMessageError
 from services.nats.consumer import reply_position, stream_job_id
 from shared.ids import derived_id
 from tests.services.api_support import ORG_A, ORG_B, MakeClient, mail
-from tests.services.nats_support import InProcess, in_process, start_nats_api
+from tests.services.nats_support import CountedLookup, InProcess, in_process, start_nats_api
 
 
 async def _rows(pool: asyncpg.Pool[Any]) -> list[asyncpg.Record]:
@@ -183,6 +183,48 @@ async def test_a_refused_message_is_terminated_and_its_error_published(
         assert await _rows(pg_pool) == []
         # Terminated: not delivered again, and gone from the work queue.
         assert await ip.consumer.run_once(timeout_s=0.5) == 0
+        assert await _stream_messages(ip) == 0
+
+
+async def test_a_cached_token_is_not_read_again_and_a_revoke_still_refuses_the_next_batch(
+    pg_pool: asyncpg.Pool[Any], nats_url: str
+) -> None:
+    """The consumer reads tokens as the single enqueue does: a token seen live is not read
+    again (``KnownTokens``), its liveness is checked just before the batch's insert, so the
+    batch after a revoke refuses that token's message and still queues the others'."""
+    async with in_process(pg_pool, nats_url, cached_tokens=True) as ip:
+        assert isinstance(ip.edge.tokens, CountedLookup)
+        assert ip.edge.known is not None
+        kept = await ip.tokens.create(tenant=ORG_A, scopes=["enqueue:send_mail"])
+        doomed = await ip.tokens.create(tenant=ORG_A, scopes=["enqueue:send_mail"])
+        subject = ip.names.js_enqueue_subject("send_mail")
+        await ip.publish(subject, {"input": mail(subject="k1")}, kept.secret)
+        await ip.publish(subject, {"input": mail(subject="d1")}, doomed.secret)
+        assert await ip.consumer.run_once() == 2
+        assert (ip.consumer.acked, ip.edge.tokens.reads) == (2, 2)
+
+        await ip.publish(subject, {"input": mail(subject="k2")}, kept.secret)
+        assert await ip.consumer.run_once() == 1
+        assert (ip.consumer.acked, ip.edge.tokens.reads) == (3, 2)  # from the cache
+
+        await ip.tokens.revoke(doomed.record.id)
+        rejected = await _listen(ip, ip.names.rejected_subject("send_mail"))
+        await ip.publish(subject, {"input": mail(subject="k3")}, kept.secret)
+        seq = await ip.publish(subject, {"input": mail(subject="d2")}, doomed.secret, msg_id="d2")
+        assert await ip.consumer.run_once() == 2
+        got = await asyncio.wait_for(rejected.get(), 5)
+        assert (got["error"]["code"], got["streamSeq"], got["msgId"]) == (
+            "X_UNAUTHORIZED",
+            seq,
+            "d2",
+        )
+        assert "revoked" in got["error"]["message"]
+        assert (ip.consumer.acked, ip.consumer.refused) == (4, 1)
+        assert sorted(r["idempotency_key"] for r in await _rows(pg_pool)) == [
+            f"mail:a@example.com:{s}" for s in ("d1", "k1", "k2", "k3")
+        ]
+        assert ip.edge.known.get(doomed.secret) is None  # forgotten: the next read says why
+        assert ip.edge.known.get(kept.secret) is not None
         assert await _stream_messages(ip) == 0
 
 
