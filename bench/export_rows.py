@@ -59,8 +59,10 @@ from typing import Any
 import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-PG_BASE = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
+from bench_db import PG_BASE, fresh_database
+
 DB_NAME = os.environ.get("BENCH_EXPORTS_DB", "bench_exports")
 ROWS = int(os.environ.get("BENCH_EXPORT_ROWS", "1000000"))
 BATCH = int(os.environ.get("BENCH_EXPORT_BATCH", "0")) or None  # None: export_rows' default
@@ -101,22 +103,10 @@ FROM generate_series(1, $1::bigint) AS g
 """
 
 
-async def admin(statement: str) -> None:
-    conn = await asyncpg.connect(f"{PG_BASE}/postgres")
-    try:
-        await conn.execute(statement)
-    finally:
-        await conn.close()
-
-
 async def prepare() -> None:
-    from shared.drivers.postgres.migrate import migrate
-
-    await admin(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-    await admin(f'CREATE DATABASE "{DB_NAME}"')
+    await fresh_database(DB_NAME)
     conn = await asyncpg.connect(DSN)
     try:
-        await migrate(conn)
         await conn.execute(
             "CREATE TABLE bench_orders (id bigint PRIMARY KEY, org_id text NOT NULL, "
             "customer text NOT NULL, email text NOT NULL, placed_at timestamptz NOT NULL, "

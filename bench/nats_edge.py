@@ -60,7 +60,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -70,14 +69,15 @@ import aiohttp
 import asyncpg
 import nats
 import orjson
-from cpu_share import CpuGroups, listener_pid, pipeline_bound_per_s  # beside this script
+from api_process import start_api  # beside this script
+from bench_db import drop_database, fresh_database
+from cpu_share import CpuGroups, listener_pid, pipeline_bound_per_s
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-PG_BASE = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
 NATS_URL = os.environ.get("BENCH_NATS_URL", "nats://127.0.0.1:4222")
 DB_NAME = os.environ.get("BENCH_NATS_DB", "bench_nats")
 CLIENTS = int(os.environ.get("BENCH_NATS_CLIENTS", "64"))
@@ -87,60 +87,6 @@ JOB = "bench.noop"
 CORES = os.cpu_count() or 1
 JETSTREAM_TARGET = 0.7
 PREFIX = os.environ.get("BENCH_NATS_PREFIX") or f"bnats{uuid.uuid4().hex[:8]}"
-
-
-async def _admin(statement: str) -> None:
-    conn = await asyncpg.connect(f"{PG_BASE}/postgres")
-    try:
-        await conn.execute(statement)
-    finally:
-        await conn.close()
-
-
-async def prepare() -> str:
-    from shared.drivers.postgres.migrate import migrate
-
-    await _admin(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-    await _admin(f'CREATE DATABASE "{DB_NAME}"')
-    dsn = f"{PG_BASE}/{DB_NAME}"
-    conn = await asyncpg.connect(dsn)
-    try:
-        await migrate(conn)
-    finally:
-        await conn.close()
-    return dsn
-
-
-def _drain_log(stream: Any) -> None:
-    for _ in stream:
-        pass
-
-
-def start_api(dsn: str) -> tuple[subprocess.Popen[str], str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UJOBS_")}
-    env.pop("REDIS_URL", None)
-    env.update(
-        DATABASE_URL=dsn,
-        NATS_URL=NATS_URL,
-        UJOBS_NATS_PREFIX=PREFIX,
-        UJOBS_APP="http_edge_app:api",
-        PYTHONPATH=f"{HERE}:{ROOT}",
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "api", "--port", "0"],
-        cwd=ROOT, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if record.get("event") == "ujobs.api.listening":
-            threading.Thread(target=_drain_log, args=(proc.stderr,), daemon=True).start()
-            return proc, f"http://{record['addresses'][0]}"
-    raise SystemExit(f"ujobs api did not start (exit {proc.wait()})")
 
 
 async def clients(n: int, start: int, call: Any) -> float:
@@ -225,12 +171,12 @@ async def main() -> dict[str, Any]:
     from shared.drivers.postgres import postgres_driver
 
     names = NatsNames(PREFIX)
-    dsn = await prepare()
+    dsn = await fresh_database(DB_NAME)
     pool = await asyncpg.create_pool(dsn, min_size=2, max_size=8)
     assert pool is not None
     token = (await TokenStore(pool).create(tenant=None, scopes=["enqueue:*"])).secret
     auth = {"Authorization": f"Bearer {token}"}
-    proc, url = start_api(dsn)
+    proc, url = start_api(dsn, NATS_URL=NATS_URL, UJOBS_NATS_PREFIX=PREFIX)
     nats_pid = listener_pid(int(NATS_URL.rsplit(":", 1)[1]))
     cpu = CpuGroups(
         {
@@ -327,7 +273,7 @@ async def main() -> dict[str, Any]:
                 print(f"nats_edge: could not delete {stream}: {exc}", file=sys.stderr)
         await nc.drain()
         await pool.close()
-        await _admin(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+        await drop_database(DB_NAME)
     done = size * CHUNKS
     figures = {
         "http_enqueue_per_s": done / http_s,

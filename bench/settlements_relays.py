@@ -31,6 +31,9 @@ from redis.asyncio import Redis
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_db import drop_database, fresh_database  # noqa: E402
 
 from services.nats.names import NatsNames  # noqa: E402
 from services.nats.settlements import SettlementsRelay  # noqa: E402
@@ -38,7 +41,6 @@ from services.nats.settlements_redis import RedisSettlementsRelay  # noqa: E402
 from services.nats.streams import ensure_streams  # noqa: E402
 from shared.drivers.redis.settlements import RedisSettlementsOutbox  # noqa: E402
 
-PG_BASE = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
 NATS_URL = os.environ.get("BENCH_NATS_URL", "nats://127.0.0.1:4222")
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 DB_NAME = os.environ.get("BENCH_SETTLE_DB", f"bench_settle_{uuid.uuid4().hex[:8]}")
@@ -51,28 +53,6 @@ insert into x_settlements (job_id, run_id, name, tenant_id, outcome, code, attem
 select 'job-' || $1::int || '-' || i, 'run-' || i, 'bench.noop', null, 'completed', null, 1, now()
   from generate_series(1, $2::int) i
 """
-
-
-async def _admin(statement: str) -> None:
-    conn = await asyncpg.connect(f"{PG_BASE}/postgres")
-    try:
-        await conn.execute(statement)
-    finally:
-        await conn.close()
-
-
-async def prepare() -> str:
-    from shared.drivers.postgres.migrate import migrate
-
-    await _admin(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-    await _admin(f'CREATE DATABASE "{DB_NAME}"')
-    dsn = f"{PG_BASE}/{DB_NAME}"
-    conn = await asyncpg.connect(dsn)
-    try:
-        await migrate(conn)
-    finally:
-        await conn.close()
-    return dsn
 
 
 async def drain(relay: SettlementsRelay | RedisSettlementsRelay) -> tuple[int, float]:
@@ -104,7 +84,7 @@ async def redis_backlog(client: Redis, outbox: RedisSettlementsOutbox, round_no:
 
 
 async def main() -> dict[str, Any]:
-    dsn = await prepare()
+    dsn = await fresh_database(DB_NAME)
     pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
     client = Redis.from_url(REDIS_URL)
     outbox = RedisSettlementsOutbox(client, PREFIX)
@@ -138,7 +118,7 @@ async def main() -> dict[str, Any]:
         await client.delete(outbox.key)
         await client.aclose()
         await pool.close()
-        await _admin(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+        await drop_database(DB_NAME)
     pg = statistics.median(rates["postgres"])
     redis = statistics.median(rates["redis"])
     return {
