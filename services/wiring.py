@@ -13,7 +13,8 @@ its loops listen to — the same for every role, so no service gets it subtly di
   wait in any other. A Redis-only process (no ``DATABASE_URL``) keeps its memory bus and says so.
 * **schema**: a service on Postgres refuses to start (``X_SCHEMA_OUTDATED``, exit 1) on a
   database whose migrations are missing, older or newer than its code's — one line saying to
-  run ``ujobs db migrate`` instead of a claim failure every poll.
+  run ``ujobs db migrate`` instead of a claim failure every poll. A server running without
+  autovacuum is said once (``ujobs.service.autovacuum-off``, ``services.autovacuum_check``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from services.autovacuum_check import warn_without_autovacuum
 from services.backends import Backend, open_backend
 from services.config import Connections
 from services.runtime import ServiceRun
@@ -57,6 +59,7 @@ async def wire(
     )
     if backend.pool is not None:
         await require_current_schema(backend.pool, run.common.service)
+        await warn_without_autovacuum(backend.pool, run.common.service)
         set_event_bus(postgres_event_bus(backend.pool))
         run.stack.callback(set_event_bus, None)
     else:

@@ -1,0 +1,43 @@
+"""A warning at start when the Postgres server runs without autovacuum.
+
+``x_jobs`` churns: every job is inserted, updated at each claim and settle, and deleted by the
+purge, so its dead rows and its statistics move all day. The per-table settings of
+``0001_jobs.sql`` make autovacuum keep up, but only on a server where it runs; with it off, the
+table bloats and every process keeps the plans it made on a young table (a claim planned on an
+empty ``x_jobs`` scans it whole), so claims, settles and webhook deliveries slow as rows
+accumulate, with no error to say why. Said once per service start, not refused: a deployment
+may vacuum on its own schedule.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from shared.drivers.postgres.sql import query
+
+log = logging.getLogger("ujobs.service")
+
+AUTOVACUUM_OFF = "ujobs.service.autovacuum-off"
+
+
+class _Reader(Protocol):
+    async def fetchval(self, query: str, *args: Any) -> Any: ...
+
+
+async def warn_without_autovacuum(pool: _Reader, service: str) -> bool:
+    """Log ``ujobs.service.autovacuum-off`` when the server's autovacuum is off; answers
+    whether it did."""
+    setting = await pool.fetchval(query("server_autovacuum"))
+    if setting != "off":
+        return False
+    log.warning(
+        AUTOVACUUM_OFF,
+        extra={
+            "service": service,
+            "hint": "this Postgres server runs with autovacuum = off: x_jobs and the ledgers "
+            "bloat and keep stale statistics, and claims slow as rows accumulate; turn it on "
+            "(the tables carry their own settings) or run VACUUM ANALYZE on a schedule",
+        },
+    )
+    return True
