@@ -22,6 +22,13 @@ What it measures, against a local aiohttp receiver running in its own process:
   throughput phase, per delivery) beside ``client_cpu_ms_per_raw_post`` (the bare client's):
   what each costs the machine, the figure a loaded machine moves least.
 - ``ratios.deliveries_vs_raw_posts``. Targets: ``>= 0.5``, and ``delivery_p50_ms < 10``.
+- The floor under that ratio, measured last in the same run by the same deliverer process at
+  the same concurrency (``bench/webhook_floor_app.py``, its ``UJOBS_APP``): ``floor_jobs_per_s``,
+  ``N`` no-op durable jobs on the ``webhooks`` queue (claim, run, settle; no POST), and
+  ``floor_slot_jobs_per_s``, the same holding a per-endpoint slot as a delivery does (16 keys,
+  the deliveries' cap), each beside its deliverer CPU per job. ``ratios.floor_jobs_vs_raw_posts``
+  and ``ratios.floor_slot_jobs_vs_raw_posts`` are the ceiling of ``deliveries_vs_raw_posts`` on
+  this machine: a delivery is one of those jobs plus a signed POST.
 
 ``BENCH_WEBHOOKS_PROFILE=/tmp/d.prof`` runs the deliverer under cProfile;
 ``BENCH_WEBHOOKS_POOL`` (12) is its ``UJOBS_PG_POOL_SIZE``.
@@ -53,6 +60,7 @@ if str(ROOT) not in sys.path:
 
 import aiohttp  # noqa: E402
 import asyncpg  # noqa: E402
+import webhook_floor_app  # noqa: E402
 from aiohttp import web  # noqa: E402
 from harness_run import bench_lock  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
@@ -157,7 +165,8 @@ def start_deliverer(dsn: str, log: Path) -> subprocess.Popen[bytes]:
     env.update(
         DATABASE_URL=dsn,
         REDIS_URL=REDIS_URL,
-        PYTHONPATH=str(ROOT),
+        PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'bench'}",
+        UJOBS_APP="webhook_floor_app:api",
         UJOBS_SECRET_KEY=KEY,
         UJOBS_WEBHOOK_ALLOW_PRIVATE="127.0.0.1/32",
         UJOBS_WEBHOOK_ALLOW_HTTP="1",
@@ -215,7 +224,7 @@ async def throughput(
     now = int(time.time() * 1000)
     events = [f"evt_{i:06d}" for i in range(N)]
     await pool.executemany(
-        query("webhooks_event_insert"),
+        query("webhooks_event_store"),
         [(event, None, "bench.tick", BODY.encode(), now) for event in events],
     )
     inputs = [
@@ -231,6 +240,32 @@ async def throughput(
     await pause_queues(driver, [WEBHOOKS_QUEUE], pause=False)
     last_ns = await until_count(http, base, N)
     return N / ((last_ns - began) / 1e9), (cpu_s(deliverer) - cpu_before) * 1000 / N
+
+
+async def floor(bench: Bench, name: str, deliverer: int) -> tuple[float, float]:
+    """No-op jobs ``name`` a second through the deliverer, and its CPU milliseconds per job:
+    queued while the queue is paused, timed from the resume to the last one's finish."""
+    handle = webhook_floor_app.api.jobs[name]
+    await pause_queues(bench.driver, [WEBHOOKS_QUEUE], pause=True)
+    inputs = [{"n": i, "endpoint": f"ep_{i % ENDPOINTS:02d}"} for i in range(N)]
+    for start in range(0, N, 1000):
+        await handle.enqueue_many(inputs[start : start + 1000])
+    cpu_before = cpu_s(deliverer)
+    began = time.time()
+    await pause_queues(bench.driver, [WEBHOOKS_QUEUE], pause=False)
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        row = await bench.pool.fetchrow(
+            "select count(*) as done, extract(epoch from max(finished_at)) as last"
+            " from x_jobs where name = $1 and state = 'done'",
+            name,
+        )
+        assert row is not None
+        if row["done"] >= N:
+            return N / (float(row["last"]) - began), (cpu_s(deliverer) - cpu_before) * 1000 / N
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {row['done']} of {N} {name} jobs finished")
+        await asyncio.sleep(0.05)
 
 
 async def raw_posts(
@@ -331,7 +366,11 @@ async def measure(dsn: str, base: str, port: int, deliverer: int) -> dict[str, A
         deliveries, delivery_cpu = await throughput(bench, http, base, deliverer)
         raw, raw_cpu = await raw_posts(bench.store, http, base, port)
         latencies = await latency(bench.store, http, base)
+        floor_jobs, floor_cpu = await floor(bench, "bench.floor", deliverer)
+        slot_jobs, slot_cpu = await floor(bench, "bench.floor_slot", deliverer)
     return {
+        "floor": (floor_jobs, floor_cpu),
+        "floor_slot": (slot_jobs, slot_cpu),
         "deliveries": deliveries,
         "raw": raw,
         "latencies": latencies,
@@ -368,6 +407,7 @@ def run() -> dict[str, Any]:
         asyncio.run(admin(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
         log.unlink(missing_ok=True)
     deliveries, raw, latencies = got["deliveries"], got["raw"], got["latencies"]
+    (floor_jobs, floor_cpu), (slot_jobs, slot_cpu) = got["floor"], got["floor_slot"]
     quantiles = statistics.quantiles(latencies, n=20)
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
@@ -383,7 +423,16 @@ def run() -> dict[str, Any]:
         "delivery_p95_ms": round(quantiles[18], 2),
         "deliverer_cpu_ms_per_delivery": round(got["delivery_cpu"], 3),
         "client_cpu_ms_per_raw_post": round(got["raw_cpu"], 3),
-        "ratios": {"deliveries_vs_raw_posts": round(deliveries / raw, 3)},
+        "floor_jobs_per_s": round(floor_jobs, 1),
+        "floor_slot_jobs_per_s": round(slot_jobs, 1),
+        "deliverer_cpu_ms_per_floor_job": round(floor_cpu, 3),
+        "deliverer_cpu_ms_per_floor_slot_job": round(slot_cpu, 3),
+        "ratios": {
+            "deliveries_vs_raw_posts": round(deliveries / raw, 3),
+            "floor_jobs_vs_raw_posts": round(floor_jobs / raw, 3),
+            "floor_slot_jobs_vs_raw_posts": round(slot_jobs / raw, 3),
+            "deliveries_vs_floor_slot_jobs": round(deliveries / slot_jobs, 3),
+        },
         "targets": {"deliveries_vs_raw_posts": 0.5, "delivery_p50_ms": 10},
         "commit": commit,
         "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

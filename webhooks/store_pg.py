@@ -466,16 +466,14 @@ class PgWebhookStore:
                 f"an event id has no ':' or whitespace, got {ident!r}", meta={"field": "id"}
             )
         data = body.encode() if isinstance(body, str) else bytes(body)
-        async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute(
-                query("webhooks_event_insert"),
-                ident,
-                tenant,
-                _check_topic(topic),
-                data,
-                self._clock.now_ms(),
-            )
-            rows = await conn.fetch(query("webhooks_subscribers"), topic, tenant)
+        rows = await self._pool.fetch(
+            query("webhooks_event_store"),
+            ident,
+            tenant,
+            _check_topic(topic),
+            data,
+            self._clock.now_ms(),
+        )
         return ident, [(r["id"], r["tenant_id"]) for r in rows]
 
     async def event(self, event_id: str) -> tuple[Event, str | None] | None:
