@@ -22,13 +22,15 @@ What it measures, against a local aiohttp receiver running in its own process:
   throughput phase, per delivery) beside ``client_cpu_ms_per_raw_post`` (the bare client's):
   what each costs the machine, the figure a loaded machine moves least.
 - ``ratios.deliveries_vs_raw_posts``. Targets: ``>= 0.5``, and ``delivery_p50_ms < 10``.
-- The floor under that ratio, measured last in the same run by the same deliverer process at
-  the same concurrency (``bench/webhook_floor_app.py``, its ``UJOBS_APP``): ``floor_jobs_per_s``,
+- The floor under that ratio, measured last in the same run by a second deliverer process, the
+  same settings plus ``UJOBS_APP`` (``bench/webhook_floor_app.py``): ``floor_jobs_per_s``,
   ``N`` no-op durable jobs on the ``webhooks`` queue (claim, run, settle; no POST), and
   ``floor_slot_jobs_per_s``, the same holding a per-endpoint slot as a delivery does (16 keys,
   the deliveries' cap), each beside its deliverer CPU per job. ``ratios.floor_jobs_vs_raw_posts``
-  and ``ratios.floor_slot_jobs_vs_raw_posts`` are the ceiling of ``deliveries_vs_raw_posts`` on
-  this machine: a delivery is one of those jobs plus a signed POST.
+  and ``ratios.floor_slot_jobs_vs_raw_posts`` bound ``deliveries_vs_raw_posts`` on this
+  machine: a delivery is a slotted job plus a signed POST in the same slot, so at the same
+  concurrency it reaches at best ``ceiling_deliveries_per_s`` = 1 / (1 / floor_slot + 1 / raw)
+  (``ratios.ceiling_vs_raw_posts``; ``ratios.deliveries_vs_ceiling`` is how near it comes).
 
 ``BENCH_WEBHOOKS_PROFILE=/tmp/d.prof`` runs the deliverer under cProfile;
 ``BENCH_WEBHOOKS_POOL`` (12) is its ``UJOBS_PG_POOL_SIZE``.
@@ -160,20 +162,21 @@ async def admin(statement: str) -> None:
         await conn.close()
 
 
-def start_deliverer(dsn: str, log: Path) -> subprocess.Popen[bytes]:
+def start_deliverer(dsn: str, log: Path, *, app: str | None = None) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("UJOBS_")}
+    if app is not None:
+        env["UJOBS_APP"] = app
     env.update(
         DATABASE_URL=dsn,
         REDIS_URL=REDIS_URL,
         PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'bench'}",
-        UJOBS_APP="webhook_floor_app:api",
         UJOBS_SECRET_KEY=KEY,
         UJOBS_WEBHOOK_ALLOW_PRIVATE="127.0.0.1/32",
         UJOBS_WEBHOOK_ALLOW_HTTP="1",
         UJOBS_CONCURRENCY=str(CONCURRENCY),
         UJOBS_PG_POOL_SIZE=os.environ.get("BENCH_WEBHOOKS_POOL", "12"),
     )
-    profile = os.environ.get("BENCH_WEBHOOKS_PROFILE")
+    profile = os.environ.get("BENCH_WEBHOOKS_PROFILE") if app is None else None
     head = [sys.executable, "-m", "cProfile", "-o", profile] if profile else [sys.executable]
     return subprocess.Popen(
         [*head, "-m", "services.cli", "webhook-deliverer"],
@@ -366,17 +369,26 @@ async def measure(dsn: str, base: str, port: int, deliverer: int) -> dict[str, A
         deliveries, delivery_cpu = await throughput(bench, http, base, deliverer)
         raw, raw_cpu = await raw_posts(bench.store, http, base, port)
         latencies = await latency(bench.store, http, base)
-        floor_jobs, floor_cpu = await floor(bench, "bench.floor", deliverer)
-        slot_jobs, slot_cpu = await floor(bench, "bench.floor_slot", deliverer)
     return {
-        "floor": (floor_jobs, floor_cpu),
-        "floor_slot": (slot_jobs, slot_cpu),
         "deliveries": deliveries,
         "raw": raw,
         "latencies": latencies,
         "delivery_cpu": delivery_cpu,
         "raw_cpu": raw_cpu,
     }
+
+
+async def measure_floor(dsn: str, deliverer: int) -> dict[str, Any]:
+    async with Bench(dsn) as bench:
+        return {
+            "floor": await floor(bench, "bench.floor", deliverer),
+            "floor_slot": await floor(bench, "bench.floor_slot", deliverer),
+        }
+
+
+def stop(deliverer: subprocess.Popen[bytes]) -> None:
+    deliverer.send_signal(signal.SIGTERM)
+    deliverer.wait(timeout=60)
 
 
 def run() -> dict[str, Any]:
@@ -397,8 +409,13 @@ def run() -> dict[str, Any]:
         deliverer = start_deliverer(dsn, log)
         until_started(log, deliverer)
         got = asyncio.run(measure(dsn, base, port, deliverer.pid))
-        deliverer.send_signal(signal.SIGTERM)
-        deliverer.wait(timeout=60)
+        stop(deliverer)
+        # The floor from a second deliverer, the same but for the no-op jobs' app, so the
+        # deliveries above run exactly as a deployment's deliverer does.
+        deliverer = start_deliverer(dsn, log, app="webhook_floor_app:api")
+        until_started(log, deliverer)
+        got.update(asyncio.run(measure_floor(dsn, deliverer.pid)))
+        stop(deliverer)
     finally:
         if deliverer is not None and deliverer.poll() is None:
             deliverer.kill()
@@ -408,6 +425,7 @@ def run() -> dict[str, Any]:
         log.unlink(missing_ok=True)
     deliveries, raw, latencies = got["deliveries"], got["raw"], got["latencies"]
     (floor_jobs, floor_cpu), (slot_jobs, slot_cpu) = got["floor"], got["floor_slot"]
+    ceiling = 1 / (1 / slot_jobs + 1 / raw)
     quantiles = statistics.quantiles(latencies, n=20)
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
@@ -427,11 +445,14 @@ def run() -> dict[str, Any]:
         "floor_slot_jobs_per_s": round(slot_jobs, 1),
         "deliverer_cpu_ms_per_floor_job": round(floor_cpu, 3),
         "deliverer_cpu_ms_per_floor_slot_job": round(slot_cpu, 3),
+        "ceiling_deliveries_per_s": round(ceiling, 1),
         "ratios": {
             "deliveries_vs_raw_posts": round(deliveries / raw, 3),
             "floor_jobs_vs_raw_posts": round(floor_jobs / raw, 3),
             "floor_slot_jobs_vs_raw_posts": round(slot_jobs / raw, 3),
             "deliveries_vs_floor_slot_jobs": round(deliveries / slot_jobs, 3),
+            "ceiling_vs_raw_posts": round(ceiling / raw, 3),
+            "deliveries_vs_ceiling": round(deliveries / ceiling, 3),
         },
         "targets": {"deliveries_vs_raw_posts": 0.5, "delivery_p50_ms": 10},
         "commit": commit,
