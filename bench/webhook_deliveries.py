@@ -32,6 +32,9 @@ What it measures, against a local aiohttp receiver running in its own process:
   concurrency it reaches at best ``ceiling_deliveries_per_s`` = 1 / (1 / floor_slot + 1 / raw)
   (``ratios.ceiling_vs_raw_posts``; ``ratios.deliveries_vs_ceiling`` is how near it comes).
 
+Before each timed phase the bench runs ``ANALYZE`` (``analyze``), as a deployment's autovacuum
+would by then; ``BENCH_WEBHOOKS_ANALYZE=0`` leaves the plans the deliverer made on empty tables.
+
 ``BENCH_WEBHOOKS_PROFILE=/tmp/d.prof`` runs the deliverer under cProfile;
 ``BENCH_WEBHOOKS_POOL`` (12) is its ``UJOBS_PG_POOL_SIZE``.
 
@@ -90,6 +93,7 @@ KEY = base64.b64encode(os.urandom(32)).decode()
 LOCAL = GuardPolicy.parse("127.0.0.1/32", allow_http=True)
 BODY = json.dumps({"type": "bench.tick", "data": {"order": "ord_0001", "total": "12.50"}})
 WAIT_S = 300.0
+ANALYZE = os.environ.get("BENCH_WEBHOOKS_ANALYZE", "1") != "0"
 
 
 # --- the receiver (its own process) -----------------------------------------------------------
@@ -212,6 +216,16 @@ async def until_count(http: aiohttp.ClientSession, base: str, n: int) -> int:
         await asyncio.sleep(0.05)
 
 
+async def analyze(pool: asyncpg.Pool[Any]) -> None:
+    """What a deployment's autovacuum does as the tables grow (the shared server of these runs
+    has it off): fresh statistics, which also make every session re-plan its cached statements
+    over those tables at their next run. Without it the deliverer keeps the generic plans it
+    made at start on empty tables — sequential scans of ``x_jobs``, ``x_job_leases`` and
+    ``x_webhook_events`` that cost more with every row. ``BENCH_WEBHOOKS_ANALYZE=0`` skips it."""
+    if ANALYZE:
+        await pool.execute("analyze")
+
+
 def cpu_s(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -237,6 +251,7 @@ async def throughput(
     ]
     for start in range(0, len(inputs), 1000):
         await builtin.deliver_global.enqueue_many(inputs[start : start + 1000])
+    await analyze(pool)
     await http.post(f"{base}/reset")
     cpu_before = cpu_s(deliverer)
     began = time.time_ns()
@@ -253,6 +268,7 @@ async def floor(bench: Bench, name: str, deliverer: int) -> tuple[float, float]:
     inputs = [{"n": i, "endpoint": f"ep_{i % ENDPOINTS:02d}"} for i in range(N)]
     for start in range(0, N, 1000):
         await handle.enqueue_many(inputs[start : start + 1000])
+    await analyze(bench.pool)
     cpu_before = cpu_s(deliverer)
     began = time.time()
     await pause_queues(bench.driver, [WEBHOOKS_QUEUE], pause=False)
@@ -368,6 +384,7 @@ async def measure(dsn: str, base: str, port: int, deliverer: int) -> dict[str, A
     async with Bench(dsn) as bench, aiohttp.ClientSession() as http:
         deliveries, delivery_cpu = await throughput(bench, http, base, deliverer)
         raw, raw_cpu = await raw_posts(bench.store, http, base, port)
+        await analyze(bench.pool)  # the 10,000 delivered rows, as autovacuum would see them
         latencies = await latency(bench.store, http, base)
     return {
         "deliveries": deliveries,
@@ -455,6 +472,7 @@ def run() -> dict[str, Any]:
             "deliveries_vs_ceiling": round(deliveries / ceiling, 3),
         },
         "targets": {"deliveries_vs_raw_posts": 0.5, "delivery_p50_ms": 10},
+        "analyze": ANALYZE,
         "commit": commit,
         "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
