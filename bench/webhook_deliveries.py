@@ -22,6 +22,18 @@ What it measures, against a local aiohttp receiver running in its own process:
   throughput phase, per delivery) beside ``client_cpu_ms_per_raw_post`` (the bare client's):
   what each costs the machine, the figure a loaded machine moves least.
 - ``ratios.deliveries_vs_raw_posts``. Targets: ``>= 0.5``, and ``delivery_p50_ms < 10``.
+- The floor under that ratio, measured last in the same run by a second deliverer process, the
+  same settings plus ``UJOBS_APP`` (``bench/webhook_floor_app.py``): ``floor_jobs_per_s``,
+  ``N`` no-op durable jobs on the ``webhooks`` queue (claim, run, settle; no POST), and
+  ``floor_slot_jobs_per_s``, the same holding a per-endpoint slot as a delivery does (16 keys,
+  the deliveries' cap), each beside its deliverer CPU per job. ``ratios.floor_jobs_vs_raw_posts``
+  and ``ratios.floor_slot_jobs_vs_raw_posts`` bound ``deliveries_vs_raw_posts`` on this
+  machine: a delivery is a slotted job plus a signed POST in the same slot, so at the same
+  concurrency it reaches at best ``ceiling_deliveries_per_s`` = 1 / (1 / floor_slot + 1 / raw)
+  (``ratios.ceiling_vs_raw_posts``; ``ratios.deliveries_vs_ceiling`` is how near it comes).
+
+Before each timed phase the bench runs ``ANALYZE`` (``analyze``), as a deployment's autovacuum
+would by then; ``BENCH_WEBHOOKS_ANALYZE=0`` leaves the plans the deliverer made on empty tables.
 
 ``BENCH_WEBHOOKS_PROFILE=/tmp/d.prof`` runs the deliverer under cProfile;
 ``BENCH_WEBHOOKS_POOL`` (12) is its ``UJOBS_PG_POOL_SIZE``.
@@ -53,6 +65,7 @@ if str(ROOT) not in sys.path:
 
 import aiohttp  # noqa: E402
 import asyncpg  # noqa: E402
+import webhook_floor_app  # noqa: E402
 from aiohttp import web  # noqa: E402
 from harness_run import bench_lock  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
@@ -80,6 +93,7 @@ KEY = base64.b64encode(os.urandom(32)).decode()
 LOCAL = GuardPolicy.parse("127.0.0.1/32", allow_http=True)
 BODY = json.dumps({"type": "bench.tick", "data": {"order": "ord_0001", "total": "12.50"}})
 WAIT_S = 300.0
+ANALYZE = os.environ.get("BENCH_WEBHOOKS_ANALYZE", "1") != "0"
 
 
 # --- the receiver (its own process) -----------------------------------------------------------
@@ -152,19 +166,21 @@ async def admin(statement: str) -> None:
         await conn.close()
 
 
-def start_deliverer(dsn: str, log: Path) -> subprocess.Popen[bytes]:
+def start_deliverer(dsn: str, log: Path, *, app: str | None = None) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("UJOBS_")}
+    if app is not None:
+        env["UJOBS_APP"] = app
     env.update(
         DATABASE_URL=dsn,
         REDIS_URL=REDIS_URL,
-        PYTHONPATH=str(ROOT),
+        PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'bench'}",
         UJOBS_SECRET_KEY=KEY,
         UJOBS_WEBHOOK_ALLOW_PRIVATE="127.0.0.1/32",
         UJOBS_WEBHOOK_ALLOW_HTTP="1",
         UJOBS_CONCURRENCY=str(CONCURRENCY),
         UJOBS_PG_POOL_SIZE=os.environ.get("BENCH_WEBHOOKS_POOL", "12"),
     )
-    profile = os.environ.get("BENCH_WEBHOOKS_PROFILE")
+    profile = os.environ.get("BENCH_WEBHOOKS_PROFILE") if app is None else None
     head = [sys.executable, "-m", "cProfile", "-o", profile] if profile else [sys.executable]
     return subprocess.Popen(
         [*head, "-m", "services.cli", "webhook-deliverer"],
@@ -200,6 +216,16 @@ async def until_count(http: aiohttp.ClientSession, base: str, n: int) -> int:
         await asyncio.sleep(0.05)
 
 
+async def analyze(pool: asyncpg.Pool[Any]) -> None:
+    """What a deployment's autovacuum does as the tables grow (the shared server of these runs
+    has it off): fresh statistics, which also make every session re-plan its cached statements
+    over those tables at their next run. Without it the deliverer keeps the generic plans it
+    made at start on empty tables — sequential scans of ``x_jobs``, ``x_job_leases`` and
+    ``x_webhook_events`` that cost more with every row. ``BENCH_WEBHOOKS_ANALYZE=0`` skips it."""
+    if ANALYZE:
+        await pool.execute("analyze")
+
+
 def cpu_s(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -215,7 +241,7 @@ async def throughput(
     now = int(time.time() * 1000)
     events = [f"evt_{i:06d}" for i in range(N)]
     await pool.executemany(
-        query("webhooks_event_insert"),
+        query("webhooks_event_store"),
         [(event, None, "bench.tick", BODY.encode(), now) for event in events],
     )
     inputs = [
@@ -225,12 +251,40 @@ async def throughput(
     ]
     for start in range(0, len(inputs), 1000):
         await builtin.deliver_global.enqueue_many(inputs[start : start + 1000])
+    await analyze(pool)
     await http.post(f"{base}/reset")
     cpu_before = cpu_s(deliverer)
     began = time.time_ns()
     await pause_queues(driver, [WEBHOOKS_QUEUE], pause=False)
     last_ns = await until_count(http, base, N)
     return N / ((last_ns - began) / 1e9), (cpu_s(deliverer) - cpu_before) * 1000 / N
+
+
+async def floor(bench: Bench, name: str, deliverer: int) -> tuple[float, float]:
+    """No-op jobs ``name`` a second through the deliverer, and its CPU milliseconds per job:
+    queued while the queue is paused, timed from the resume to the last one's finish."""
+    handle = webhook_floor_app.api.jobs[name]
+    await pause_queues(bench.driver, [WEBHOOKS_QUEUE], pause=True)
+    inputs = [{"n": i, "endpoint": f"ep_{i % ENDPOINTS:02d}"} for i in range(N)]
+    for start in range(0, N, 1000):
+        await handle.enqueue_many(inputs[start : start + 1000])
+    await analyze(bench.pool)
+    cpu_before = cpu_s(deliverer)
+    began = time.time()
+    await pause_queues(bench.driver, [WEBHOOKS_QUEUE], pause=False)
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        row = await bench.pool.fetchrow(
+            "select count(*) as done, extract(epoch from max(finished_at)) as last"
+            " from x_jobs where name = $1 and state = 'done'",
+            name,
+        )
+        assert row is not None
+        if row["done"] >= N:
+            return N / (float(row["last"]) - began), (cpu_s(deliverer) - cpu_before) * 1000 / N
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {row['done']} of {N} {name} jobs finished")
+        await asyncio.sleep(0.05)
 
 
 async def raw_posts(
@@ -330,6 +384,7 @@ async def measure(dsn: str, base: str, port: int, deliverer: int) -> dict[str, A
     async with Bench(dsn) as bench, aiohttp.ClientSession() as http:
         deliveries, delivery_cpu = await throughput(bench, http, base, deliverer)
         raw, raw_cpu = await raw_posts(bench.store, http, base, port)
+        await analyze(bench.pool)  # the 10,000 delivered rows, as autovacuum would see them
         latencies = await latency(bench.store, http, base)
     return {
         "deliveries": deliveries,
@@ -338,6 +393,19 @@ async def measure(dsn: str, base: str, port: int, deliverer: int) -> dict[str, A
         "delivery_cpu": delivery_cpu,
         "raw_cpu": raw_cpu,
     }
+
+
+async def measure_floor(dsn: str, deliverer: int) -> dict[str, Any]:
+    async with Bench(dsn) as bench:
+        return {
+            "floor": await floor(bench, "bench.floor", deliverer),
+            "floor_slot": await floor(bench, "bench.floor_slot", deliverer),
+        }
+
+
+def stop(deliverer: subprocess.Popen[bytes]) -> None:
+    deliverer.send_signal(signal.SIGTERM)
+    deliverer.wait(timeout=60)
 
 
 def run() -> dict[str, Any]:
@@ -358,8 +426,13 @@ def run() -> dict[str, Any]:
         deliverer = start_deliverer(dsn, log)
         until_started(log, deliverer)
         got = asyncio.run(measure(dsn, base, port, deliverer.pid))
-        deliverer.send_signal(signal.SIGTERM)
-        deliverer.wait(timeout=60)
+        stop(deliverer)
+        # The floor from a second deliverer, the same but for the no-op jobs' app, so the
+        # deliveries above run exactly as a deployment's deliverer does.
+        deliverer = start_deliverer(dsn, log, app="webhook_floor_app:api")
+        until_started(log, deliverer)
+        got.update(asyncio.run(measure_floor(dsn, deliverer.pid)))
+        stop(deliverer)
     finally:
         if deliverer is not None and deliverer.poll() is None:
             deliverer.kill()
@@ -368,6 +441,8 @@ def run() -> dict[str, Any]:
         asyncio.run(admin(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
         log.unlink(missing_ok=True)
     deliveries, raw, latencies = got["deliveries"], got["raw"], got["latencies"]
+    (floor_jobs, floor_cpu), (slot_jobs, slot_cpu) = got["floor"], got["floor_slot"]
+    ceiling = 1 / (1 / slot_jobs + 1 / raw)
     quantiles = statistics.quantiles(latencies, n=20)
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
@@ -383,8 +458,21 @@ def run() -> dict[str, Any]:
         "delivery_p95_ms": round(quantiles[18], 2),
         "deliverer_cpu_ms_per_delivery": round(got["delivery_cpu"], 3),
         "client_cpu_ms_per_raw_post": round(got["raw_cpu"], 3),
-        "ratios": {"deliveries_vs_raw_posts": round(deliveries / raw, 3)},
+        "floor_jobs_per_s": round(floor_jobs, 1),
+        "floor_slot_jobs_per_s": round(slot_jobs, 1),
+        "deliverer_cpu_ms_per_floor_job": round(floor_cpu, 3),
+        "deliverer_cpu_ms_per_floor_slot_job": round(slot_cpu, 3),
+        "ceiling_deliveries_per_s": round(ceiling, 1),
+        "ratios": {
+            "deliveries_vs_raw_posts": round(deliveries / raw, 3),
+            "floor_jobs_vs_raw_posts": round(floor_jobs / raw, 3),
+            "floor_slot_jobs_vs_raw_posts": round(slot_jobs / raw, 3),
+            "deliveries_vs_floor_slot_jobs": round(deliveries / slot_jobs, 3),
+            "ceiling_vs_raw_posts": round(ceiling / raw, 3),
+            "deliveries_vs_ceiling": round(deliveries / ceiling, 3),
+        },
         "targets": {"deliveries_vs_raw_posts": 0.5, "delivery_p50_ms": 10},
+        "analyze": ANALYZE,
         "commit": commit,
         "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }

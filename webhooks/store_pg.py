@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from shared.clock import SYSTEM_CLOCK, Clock
+from shared.drivers.postgres.read_batch import ReadBatcher
 from shared.drivers.postgres.sql import query
 from shared.ids import new_id
 from webhooks.errors import (
@@ -43,6 +44,17 @@ log = logging.getLogger("ujobs.webhooks")
 ROTATION_GRACE_MS = 24 * 3_600_000
 MAX_DELIVERED_BATCH = 500
 MAX_TOPICS = 100
+MAX_OPENED_ENDPOINTS = 1024
+_ENDPOINT_COLUMNS = (
+    "id",
+    "url",
+    "scheme",
+    "secret_sealed",
+    "previous_secret_sealed",
+    "headers",
+    "disabled",
+    "rate_per_s",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +238,8 @@ class PgWebhookStore:
         self._policy = policy if policy is not None else GuardPolicy()
         self.ledger = PgWebhookLedger(pool, clock, batch_delivered_ms=batch_delivered_ms)
         self.pace = PgPace(pool, clock)
+        self._loads: ReadBatcher[tuple[str, str], Loaded] = ReadBatcher(self._load_many)
+        self._opened: dict[tuple[Any, ...], Endpoint] = {}
 
     # -- endpoints -------------------------------------------------------------------------
     async def add_endpoint(
@@ -293,23 +307,46 @@ class PgWebhookStore:
         return self._endpoint_of(row), row["tenant_id"]
 
     async def load(self, endpoint_id: str, event_id: str) -> Loaded | None:
-        """The endpoint and the event of one delivery attempt, in one statement."""
-        row = await self._pool.fetchrow(
-            query("webhooks_delivery_load"), endpoint_id, event_id, self._clock.now_ms()
+        """The endpoint and the event of one delivery attempt, read after the call (never
+        answered from an earlier read); the attempts that ask while a read is in flight share
+        the next statement."""
+        return await self._loads.read((endpoint_id, event_id))
+
+    async def _load_many(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Loaded]:
+        rows = await self._pool.fetch(
+            query("webhooks_delivery_load"),
+            [endpoint for endpoint, _ in pairs],
+            [event for _, event in pairs],
+            self._clock.now_ms(),
         )
-        if row is None:
-            return None
-        event = (
-            None
-            if row["event_id"] is None
-            else Event(id=row["event_id"], topic=row["event_topic"], body=bytes(row["event_body"]))
-        )
-        return Loaded(
-            endpoint=self._endpoint_of(row),
-            tenant_id=row["tenant_id"],
-            event=event,
-            event_tenant_id=row["event_tenant_id"],
-        )
+        found: dict[tuple[str, str], Loaded] = {}
+        for row in rows:
+            event = (
+                None
+                if row["event_id"] is None
+                else Event(
+                    id=row["event_id"], topic=row["event_topic"], body=bytes(row["event_body"])
+                )
+            )
+            found[(row["asked_endpoint_id"], row["asked_event_id"])] = Loaded(
+                endpoint=self._opened_endpoint(row),
+                tenant_id=row["tenant_id"],
+                event=event,
+                event_tenant_id=row["event_tenant_id"],
+            )
+        return found
+
+    def _opened_endpoint(self, row: Any) -> Endpoint:
+        """``_endpoint_of(row)``, remembered by the row's own values: the same row read again
+        costs no decryption, and a rotation, a disable or any edit is a different row, so the
+        answer is always the row just read."""
+        key = tuple(row[c] for c in _ENDPOINT_COLUMNS)
+        endpoint = self._opened.get(key)
+        if endpoint is None:
+            if len(self._opened) >= MAX_OPENED_ENDPOINTS:
+                self._opened.clear()
+            endpoint = self._opened[key] = self._endpoint_of(row)
+        return endpoint
 
     def _endpoint_of(self, row: Any) -> Endpoint:
         sealed = [row["secret_sealed"]]
@@ -429,16 +466,14 @@ class PgWebhookStore:
                 f"an event id has no ':' or whitespace, got {ident!r}", meta={"field": "id"}
             )
         data = body.encode() if isinstance(body, str) else bytes(body)
-        async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute(
-                query("webhooks_event_insert"),
-                ident,
-                tenant,
-                _check_topic(topic),
-                data,
-                self._clock.now_ms(),
-            )
-            rows = await conn.fetch(query("webhooks_subscribers"), topic, tenant)
+        rows = await self._pool.fetch(
+            query("webhooks_event_store"),
+            ident,
+            tenant,
+            _check_topic(topic),
+            data,
+            self._clock.now_ms(),
+        )
         return ident, [(r["id"], r["tenant_id"]) for r in rows]
 
     async def event(self, event_id: str) -> tuple[Event, str | None] | None:

@@ -3,6 +3,7 @@ deliver from them: publish fans out per subscribed endpoint, secrets are sealed 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import time
@@ -186,6 +187,38 @@ async def test_a_rotated_secret_signs_beside_the_old_one_until_the_grace_ends(en
     later = await env.store.endpoint("ep_1")
     assert later is not None
     assert later[0].secrets == (new,)
+
+
+async def test_concurrent_loads_share_a_statement_and_each_reads_the_row_as_it_is_now(
+    env: Env,
+) -> None:
+    first = await env.store.add_endpoint("https://partner.example/a", endpoint_id="ep_1")
+    await env.store.add_endpoint("https://partner.example/b", tenant="org_b", endpoint_id="ep_2")
+    ident, _ = await env.store.store_event("orders.paid", b"{}", tenant=None, event_id="evt_1")
+    a, b, unknown_event, unknown_endpoint = await asyncio.gather(
+        env.store.load("ep_1", ident),
+        env.store.load("ep_2", ident),
+        env.store.load("ep_1", "evt_missing"),
+        env.store.load("ep_missing", ident),
+    )
+    assert a is not None
+    assert a.event is not None
+    assert (a.endpoint.url, a.endpoint.secrets, a.event.body) == (
+        "https://partner.example/a",
+        (first.secret,),
+        b"{}",
+    )
+    assert b is not None
+    assert (b.endpoint.url, b.tenant_id) == ("https://partner.example/b", "org_b")
+    assert unknown_event is not None
+    assert unknown_event.event is None
+    assert unknown_endpoint is None
+    # The opened endpoint is remembered by the row's values, never past a change to the row.
+    new = await env.store.rotate_secret("ep_1", grace_ms=0)
+    await env.store.disable("ep_1")
+    again = await env.store.load("ep_1", ident)
+    assert again is not None
+    assert (again.endpoint.secrets, again.endpoint.disabled) == ((new,), True)
 
 
 async def test_reseal_moves_every_secret_under_the_new_key(pg_pool: asyncpg.Pool[Any]) -> None:

@@ -28,6 +28,7 @@ The map:
   ``X_DRIVER_UNREACHABLE`` (the token store's lookups).
 - ``progress``: ``run.progress()`` writes, throttled to one per ``PROGRESS_INTERVAL_MS`` per
   run.
+- ``read_batch``: Coalescing of concurrent reads into one statement.
 - ``rows``: Records from the Postgres statements, turned into the contract's dataclasses.
 - ``settle_batch``: Coalescing of concurrent settles into one statement.
 - ``sql``: The named statements under ``sql/queries/``, loaded once at import.
