@@ -16,23 +16,25 @@ before they get here; what can still fail is the database).
 A request may carry the token it came with (``token_id``) when the api took the token's facts
 from its cache: then the batcher checks that the token is still live as part of the enqueue
 (``services.api_token_guard``). A request sent alone goes in the guarded insert's single
-statement; a group first asks which of its tokens are live (one statement), then inserts the
-rows of the live ones. A dead token's request is ``X_UNAUTHORIZED`` and inserts nothing.
+statement; a group carrying tokens goes in the guarded group insert's single statement, which
+inserts the rows of the live tokens only (one round trip a group, as a group without tokens).
+A dead token's request is ``X_UNAUTHORIZED`` and inserts nothing.
 
-``enqueue_group`` is the same check for a group someone else already formed (the NATS enqueue
-stream's consumer hands over each fetched batch): its tokens' liveness in one statement, then
-one ``enqueue_many`` for the live ones, sent at once, outside the single enqueues' slots.
+``enqueue_group`` is the same for a group someone else already formed (the NATS enqueue
+stream's consumer hands over each fetched batch): one guarded statement, sent at once, outside
+the single enqueues' slots.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from services.auth import UnauthorizedError, revoked
 from shared.drivers.base import Enqueued, EnqueueRequest, JobDriver
+from shared.drivers.postgres.enqueue import GuardedAnswers
 from shared.errors import InvariantError
 
 DEFAULT_MAX_BATCH = 256
@@ -46,7 +48,9 @@ class TokenGuard(Protocol):
         self, request: EnqueueRequest, token_id: str
     ) -> Enqueued | None: ...
 
-    async def live(self, token_ids: Collection[str]) -> set[str]: ...
+    async def enqueue_many_while_live(
+        self, requests: Sequence[EnqueueRequest], tokens: Sequence[str | None]
+    ) -> GuardedAnswers: ...
 
 
 _Waiter = tuple[EnqueueRequest, "asyncio.Future[Enqueued]", str | None]
@@ -96,8 +100,10 @@ class EnqueueBatcher:
         future.add_done_callback(_retrieved)
         self._waiting.append((request, future, token_id))
         self._send()
-        # A client that hangs up cancels its handler, not the statement its row rides in.
-        return await asyncio.shield(future)
+        # A client that hangs up cancels its handler and so this future, never the statement
+        # its row rides in (that runs in a task of its own, which skips a cancelled future).
+        # No ``asyncio.shield``: it would cost each request a future and a loop turn more.
+        return await future
 
     async def enqueue_group(
         self, group: Sequence[tuple[EnqueueRequest, str | None]]
@@ -106,26 +112,27 @@ class EnqueueBatcher:
         committed in one statement: a request whose token (when it names one; needs a
         ``guard``) is no longer live is its ``X_UNAUTHORIZED`` and inserts nothing. A failing
         statement raises (nothing of the group was inserted): the caller retries, one by one."""
-        tokens = {token for _, token in group if token is not None}
-        dead: set[str] = set()
-        if tokens:
-            if self.guard is None:
-                raise InvariantError("a token-checked enqueue needs the batcher's guard")
-            self.statements += 1
-            dead = tokens - await self.guard.live(tokens)
-        if not dead:  # the common case: every row goes, each answer is its request's
-            self.statements += 1
-            return await self.driver.enqueue_many([request for request, _ in group])
-        live = [request for request, token in group if token not in dead]
-        answers: list[Enqueued] = []
-        if live:
-            self.statements += 1
-            answers = await self.driver.enqueue_many(live)
-        inserted = iter(answers)
-        return [
-            revoked(token) if token is not None and token in dead else next(inserted)
-            for _, token in group
-        ]
+        requests = [request for request, _ in group]
+        tokens = [token for _, token in group]
+        self.statements += 1
+        if all(token is None for token in tokens):
+            return await self.driver.enqueue_many(requests)
+        if self.guard is None:
+            raise InvariantError("a token-checked enqueue needs the batcher's guard")
+        guarded = await self.guard.enqueue_many_while_live(requests, tokens)
+        answers: list[Enqueued | UnauthorizedError] = []
+        for (request, token), answer in zip(group, guarded.answers, strict=True):
+            if answer is not None:
+                answers.append(answer)
+            elif token is not None and token in guarded.dead:
+                answers.append(revoked(token))
+            else:  # it repeats a refused request of the group: alone, on its own token
+                self.statements += 1
+                try:
+                    answers.append(await self._alone(request, token))
+                except UnauthorizedError as exc:
+                    answers.append(exc)
+        return answers
 
     def _send(self) -> None:
         while self._waiting and self._in_flight < self.max_in_flight:
@@ -150,45 +157,42 @@ class EnqueueBatcher:
             if len(batch) == 1:
                 await self._one(batch[0])
                 return
-            batch = await self._live_only(batch)
-            if not batch:
-                return
             self.statements += 1
             try:
-                answers = await self.driver.enqueue_many([request for request, _, _ in batch])
+                answers, dead = await self._insert(batch)
             except Exception:
                 # One bad row fails the statement: give each request its own answer.
-                await asyncio.gather(*(self._one((r, f, None)) for r, f, _ in batch))
+                await asyncio.gather(*(self._one(waiter) for waiter in batch))
                 return
-            for (_, future, _), answer in zip(batch, answers, strict=True):
-                if not future.done():
+            again: list[_Waiter] = []
+            for waiter, answer in zip(batch, answers, strict=True):
+                _, future, token = waiter
+                if answer is None and (token is None or token not in dead):
+                    again.append(waiter)  # it repeats a refused request of the group
+                elif future.done():
+                    continue
+                elif answer is None:
+                    future.set_exception(revoked(str(token)))
+                else:
                     future.set_result(answer)
+            # Rare: each sent alone, so it is checked against its own token.
+            await asyncio.gather(*(self._one(waiter) for waiter in again))
         finally:
             self._in_flight -= 1
             self._send()
 
-    async def _live_only(self, batch: list[_Waiter]) -> list[_Waiter]:
-        """The group's requests whose token (if they carry one) is live now, in one statement;
-        the others are answered ``X_UNAUTHORIZED``."""
-        tokens = {token for _, _, token in batch if token is not None}
-        if not tokens or self.guard is None:
-            return batch
-        self.statements += 1
-        try:
-            live = await self.guard.live(tokens)
-        except Exception as exc:
-            for _, future, _ in batch:
-                if not future.done():
-                    future.set_exception(exc)
-            return []
-        kept: list[_Waiter] = []
-        for waiter in batch:
-            _, future, token = waiter
-            if token is None or token in live:
-                kept.append(waiter)
-            elif not future.done():
-                future.set_exception(revoked(token))
-        return kept
+    async def _insert(
+        self, batch: list[_Waiter]
+    ) -> tuple[Sequence[Enqueued | None], frozenset[str]]:
+        """The group's one statement: the guarded one when a request carries a token (each
+        answer None whose token, or whose repeated request's token, was found dead; the dead
+        tokens come back too), else the driver's ``enqueue_many``."""
+        requests = [request for request, _, _ in batch]
+        tokens = [token for _, _, token in batch]
+        if self.guard is None or all(token is None for token in tokens):
+            return await self.driver.enqueue_many(requests), frozenset()
+        guarded = await self.guard.enqueue_many_while_live(requests, tokens)
+        return guarded.answers, guarded.dead
 
     async def _one(self, waiter: _Waiter) -> None:
         request, future, token_id = waiter

@@ -4,8 +4,9 @@ The api used to read a token's row and then insert the job: two round trips per 
 first of them only to learn whether the token was revoked. With the token's fixed facts kept
 in process (``services.token_facts``), revocation is the one thing left to read, and the
 Postgres driver reads it in the insert's own statement (``enqueue_while_live``): a dead token
-inserts nothing and answers 401. A group of requests coalesced by the batcher checks its
-tokens in one statement (``TokenStore.live_ids``) just before the group's insert.
+inserts nothing and answers 401. A group of requests coalesced by the batcher goes in one
+statement too (``enqueue_many_while_live``): each row is inserted only while its token is live,
+and the statement says which tokens it found dead.
 
 Tokens live in Postgres; a job driver elsewhere (Redis) has no statement to fold the check
 into, so ``token_guard`` answers None and the api keeps the separate lookup.
@@ -13,11 +14,12 @@ into, so ``token_guard`` answers None and the api keeps the separate lookup.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Sequence
 
 from services.tokens import TokenStore
 from shared.drivers.base import Enqueued, EnqueueRequest, JobDriver, stores_in
 from shared.drivers.postgres.driver import PostgresDriver
+from shared.drivers.postgres.enqueue import GuardedAnswers
 from shared.wake.announce import AnnouncingDriver
 from shared.wake.protocol import WAKE_DUE_WITHIN_MS
 
@@ -25,23 +27,40 @@ from shared.wake.protocol import WAKE_DUE_WITHIN_MS
 class PostgresTokenGuard:
     """Enqueue while a token is live, announcing the new row like the api's other enqueues."""
 
-    def __init__(self, driver: PostgresDriver, announcing: AnnouncingDriver, store: TokenStore):
+    def __init__(self, driver: PostgresDriver, announcing: AnnouncingDriver):
         self.driver = driver
         self.announcing = announcing
-        self.store = store
 
     async def enqueue_while_live(self, request: EnqueueRequest, token_id: str) -> Enqueued | None:
         """The enqueue, or None (nothing inserted) when ``token_id`` is no longer live."""
         answer = await self.driver.enqueue_while_live(request, token_id)
-        if answer is not None and not answer.deduped:
-            due_by = self.driver.clock.now_ms() + WAKE_DUE_WITHIN_MS
-            if request.run_at_ms is None or request.run_at_ms <= due_by:
-                self.announcing.announce(request.queue)
+        if answer is not None:
+            self._announce([request], [answer])
         return answer
 
-    async def live(self, token_ids: Collection[str]) -> set[str]:
-        """Which of ``token_ids`` are live, in one statement."""
-        return await self.store.live_ids(token_ids)
+    async def enqueue_many_while_live(
+        self, requests: Sequence[EnqueueRequest], tokens: Sequence[str | None]
+    ) -> GuardedAnswers:
+        """A group's enqueues in one statement, each only while its token (None: no check)
+        is live; which tokens were found dead comes back with the answers."""
+        guarded = await self.driver.enqueue_many_while_live(requests, tokens)
+        self._announce(requests, guarded.answers)
+        return guarded
+
+    def _announce(
+        self, requests: Sequence[EnqueueRequest], answers: Sequence[Enqueued | None]
+    ) -> None:
+        """Each queue that gained a row due within the wake's horizon, once."""
+        due_by = self.driver.clock.now_ms() + WAKE_DUE_WITHIN_MS
+        queues = dict.fromkeys(
+            request.queue
+            for request, answer in zip(requests, answers, strict=True)
+            if answer is not None
+            and not answer.deduped
+            and (request.run_at_ms is None or request.run_at_ms <= due_by)
+        )
+        for queue in queues:
+            self.announcing.announce(queue)
 
 
 def token_guard(
@@ -53,7 +72,7 @@ def token_guard(
         return None
     if not stores_in(inner, store.pool):
         return None
-    return PostgresTokenGuard(inner, announcing, store)
+    return PostgresTokenGuard(inner, announcing)
 
 
 __all__ = ["PostgresTokenGuard", "token_guard"]

@@ -3,7 +3,7 @@
 A token's id, tenant, scopes and expiry are fixed when it is minted (``ujobs tokens`` has no
 edit); the one fact that moves is its revocation. So the single-enqueue route takes the fixed
 facts from here and leaves revocation to the enqueue's own statement
-(``sql/queries/enqueue_insert_live.sql``; ``tokens_live.sql`` for a coalesced group): a revoke
+(``sql/queries/enqueue_insert_live.sql``; ``enqueue_many_live.sql`` for a coalesced group): a revoke
 still holds from the next request, in every api process, with no restart and no invalidation
 message, and the common request makes one round trip instead of a lookup and then an insert.
 

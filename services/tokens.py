@@ -41,7 +41,6 @@ _CREATE = query("tokens_create")
 _FIND = query("tokens_find")
 _FIND_MANY = query("tokens_find_many")
 _LIST = query("tokens_list")
-_LIVE = query("tokens_live")
 _REVOKE = query("tokens_revoke")
 
 
@@ -202,12 +201,6 @@ class TokenStore:
         async with pooled(self._pool) as conn:
             rows = await conn.fetch(_FIND_MANY, list(by_hash))
         return {by_hash[bytes(row["hash"])]: _record(row) for row in rows}
-
-    async def live_ids(self, token_ids: Iterable[str]) -> set[str]:
-        """Which of ``token_ids`` are live now (neither revoked nor expired), in one statement."""
-        async with pooled(self._pool) as conn:
-            rows = await conn.fetch(_LIVE, list(token_ids), self.clock.now_ms())
-        return {row["id"] for row in rows}
 
     async def list(self) -> list[TokenRecord]:
         async with pooled(self._pool) as conn:

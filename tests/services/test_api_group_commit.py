@@ -90,6 +90,28 @@ async def test_a_refused_request_in_a_group_fails_alone(pg_pool: asyncpg.Pool[An
     assert keys == {"k0", "k1", "k2", "k4", "k5"}
 
 
+async def test_a_cancelled_waiter_leaves_its_group_s_statement_alone(
+    pg_pool: asyncpg.Pool[Any],
+) -> None:
+    """A client hanging up cancels its handler: the group's statement still runs, the others
+    of the group get their answers and the cancelled request's row lands all the same."""
+    driver = GatedDriver(postgres_driver(pg_pool))
+    batcher = EnqueueBatcher(driver, max_in_flight=1)  # type: ignore[arg-type]
+    first = asyncio.create_task(batcher.enqueue(request(0)))
+    await asyncio.sleep(0.01)
+    group = [asyncio.create_task(batcher.enqueue(request(n))) for n in range(1, 4)]
+    await asyncio.sleep(0.01)
+    group[1].cancel()
+    driver.gate.set()
+    results = await asyncio.gather(first, *group, return_exceptions=True)
+    assert isinstance(results[2], asyncio.CancelledError)
+    assert [isinstance(r, Enqueued) for r in results] == [True, True, False, True]
+    await batcher.close()
+    assert driver.batches == [1, 3]
+    keys = {r["idempotency_key"] for r in await pg_pool.fetch("select * from x_jobs")}
+    assert keys == {"k0", "k1", "k2", "k3"}
+
+
 async def test_an_idle_request_goes_at_once_alone(pg_pool: asyncpg.Pool[Any]) -> None:
     driver = GatedDriver(postgres_driver(pg_pool))
     driver.gate.set()

@@ -1,6 +1,7 @@
 """The single enqueue keeps a token's fixed facts in process and checks revocation inside its
-own insert (``enqueue_insert_live.sql``), or for a coalesced group in one statement before the
-group's insert: a revoke and an expiry still hold from the very next request, cached or not."""
+own insert (``enqueue_insert_live.sql``), or for a coalesced group inside the group's one
+insert (``enqueue_many_live.sql``): a revoke and an expiry still hold from the very next
+request, cached or not."""
 
 from __future__ import annotations
 
@@ -104,13 +105,13 @@ async def test_the_guarded_insert_inserts_nothing_for_a_dead_token(
     assert again == Enqueued(fresh.id, fresh.run_id, True)  # a live key answers its holder
 
 
-async def test_a_coalesced_group_checks_its_tokens_before_its_insert(
+async def test_a_coalesced_group_checks_its_tokens_in_its_own_insert(
     pg_pool: asyncpg.Pool[Any],
 ) -> None:
     inner = postgres_driver(pg_pool)
     gated = GatedDriver(inner)
     store = TokenStore(pg_pool)
-    guard = PostgresTokenGuard(inner, announcing(inner), store)
+    guard = PostgresTokenGuard(inner, announcing(inner))
     batcher = EnqueueBatcher(gated, guard=guard)  # type: ignore[arg-type]
     live = await store.create(tenant=None, scopes=["admin"])
     dead = await store.create(tenant=None, scopes=["admin"])
@@ -127,9 +128,65 @@ async def test_a_coalesced_group_checks_its_tokens_before_its_insert(
     await holder
     results = await asyncio.gather(*queued, return_exceptions=True)
     assert [type(r) for r in results] == [Enqueued, UnauthorizedError, Enqueued, UnauthorizedError]
-    assert gated.batches == [1, 2]  # the live two shared one insert
+    assert batcher.statements == 2  # the holder's, then ONE for the group, check included
     keys = {row["idempotency_key"] for row in await pg_pool.fetch("select * from x_jobs")}
     assert keys == {"k0", "k1", "k3"}
+
+
+async def test_the_guarded_group_insert_refuses_only_the_dead_tokens_rows(
+    pg_pool: asyncpg.Pool[Any],
+) -> None:
+    """The statement itself: a dead token's rows are not inserted and the token comes back;
+    a live key answers its holder; a repeat of a refused row has no answer of its own."""
+    clock = FrozenClock()
+    driver = postgres_driver(pg_pool, clock=clock)
+    store = TokenStore(pg_pool, clock=clock)
+    live = (await store.create(tenant=None, scopes=["admin"])).record.id
+    gone = (await store.create(tenant=None, scopes=["admin"])).record.id
+    await store.revoke(gone)
+    expiring = (await store.create(tenant=None, scopes=["admin"], expires_in_ms=10)).record.id
+    clock.advance(10)
+    held = await driver.enqueue(request(9))
+
+    group = [request(1), request(2), request(3), request(9), request(5), request(2), request(6)]
+    tokens = [live, gone, None, live, expiring, live, "tok_unknown"]
+    guarded = await driver.enqueue_many_while_live(group, tokens)
+
+    assert guarded.dead == {gone, expiring, "tok_unknown"}
+    answers = guarded.answers
+    assert [a is None for a in answers] == [False, True, False, False, True, True, True]
+    assert answers[3] == Enqueued(held.id, held.run_id, True)
+    assert answers[0] is not None
+    assert not answers[0].deduped
+    keys = {row["idempotency_key"] for row in await pg_pool.fetch("select * from x_jobs")}
+    assert keys == {"k1", "k3", "k9"}
+
+
+async def test_a_repeat_of_a_refused_request_in_a_group_is_sent_with_its_own_token(
+    pg_pool: asyncpg.Pool[Any],
+) -> None:
+    inner = postgres_driver(pg_pool)
+    gated = GatedDriver(inner)
+    store = TokenStore(pg_pool)
+    batcher = EnqueueBatcher(gated, guard=PostgresTokenGuard(inner, announcing(inner)))  # type: ignore[arg-type]
+    live = await store.create(tenant=None, scopes=["admin"])
+    dead = await store.create(tenant=None, scopes=["admin"])
+    await store.revoke(dead.record.id)
+
+    holder = asyncio.create_task(batcher.enqueue(request(0)))
+    await asyncio.sleep(0.01)
+    same_key = [
+        asyncio.create_task(batcher.enqueue(request(1), token_id=token.record.id))
+        for token in (dead, live)
+    ]
+    await asyncio.sleep(0.01)
+    gated.gate.set()
+    await holder
+    refused, landed = await asyncio.gather(*same_key, return_exceptions=True)
+    assert isinstance(refused, UnauthorizedError)
+    assert isinstance(landed, Enqueued)
+    assert not landed.deduped
+    assert await pg_pool.fetchval("select count(*) from x_jobs where idempotency_key = 'k1'") == 1
 
 
 @pytest.mark.parametrize("size", [1, 3])

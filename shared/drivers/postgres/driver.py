@@ -51,6 +51,7 @@ from shared.drivers.postgres.enqueue import (
     WAKE_CHANNEL,
     WAKE_DUE_WITHIN_MS,
     WAKE_SLOT_MS,
+    GuardedAnswers,
     PostgresEnqueuer,
     wake_slot,
 )
@@ -197,6 +198,14 @@ class PostgresDriver:
         own statement; None (nothing inserted) when it is revoked or expired. Not part of the
         driver contract: the api's tokens live in this database only (``services.tokens``)."""
         return await self._enqueuer.enqueue_while_live(request, token_id)
+
+    async def enqueue_many_while_live(
+        self, requests: Sequence[EnqueueRequest], tokens: Sequence[str | None]
+    ) -> GuardedAnswers:
+        """``enqueue_many`` of a group whose rows each need their api token (``tokens[i]``;
+        None: no check) live, checked in the insert's own statement. Not part of the driver
+        contract: the api's group commit."""
+        return await self._enqueuer.enqueue_many_while_live(requests, tokens)
 
     # -- claim -------------------------------------------------------------------------------
     async def claim(self, options: ClaimOptions) -> list[ClaimedJob]:

@@ -10,13 +10,16 @@ COPY (``enqueue_many_copy``, then ``enqueue_wake`` for the queues to announce) a
 or nothing, so nothing was inserted) or failed otherwise. A statement that found
 neither a new row nor a holder met a concurrent enqueue of the same id or key that committed
 after its snapshot; it is simply sent again. ``enqueue_while_live`` is the api's single enqueue:
-the plain insert guarded, in the same statement, by the calling token being live.
+the plain insert guarded, in the same statement, by the calling token being live;
+``enqueue_many_while_live`` is a group of them (the api's group commit): ``enqueue_many.sql``
+with each row's token check in the same statement (``enqueue_many_live.sql``).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -47,9 +50,21 @@ _ENQUEUE = query("enqueue")
 _ENQUEUE_INSERT = query("enqueue_insert")
 _ENQUEUE_INSERT_LIVE = query("enqueue_insert_live")
 _ENQUEUE_MANY = query("enqueue_many")
+_ENQUEUE_MANY_LIVE = query("enqueue_many_live")
 _ENQUEUE_MANY_NEW = query("enqueue_many_new")
 _ENQUEUE_WAKE = query("enqueue_wake")
 _COPY_TABLE = copy_target(query("enqueue_many_copy"))
+
+
+@dataclass(frozen=True, slots=True)
+class GuardedAnswers:
+    """What ``enqueue_many_while_live`` did with each request of a group."""
+
+    answers: list[Enqueued | None]
+    """Each request's answer in order; None: nothing was inserted for it, because its own
+    token or the token of the earlier request of the group it repeats is not live."""
+    dead: frozenset[str]
+    """The tokens the statement found not live (revoked, expired or gone)."""
 
 
 def wake_slot(run_at_ms: int, now_ms: int) -> int | None:
@@ -113,6 +128,31 @@ class PostgresEnqueuer:
             await self._fetch(_ENQUEUE_WAKE, [request.queue], slot)
             self._seen_slot(request.queue, slot)  # announced now, or already by another process
         return Enqueued(row["id"], row["run_id"], False)
+
+    async def enqueue_many_while_live(
+        self, requests: Sequence[EnqueueRequest], tokens: Sequence[str | None]
+    ) -> GuardedAnswers:
+        """``requests`` in ONE statement (``enqueue_many_live``), each inserted only while its
+        token (``tokens[i]``; None: no check) is live and deduped as ``enqueue_many`` dedupes:
+        the api's group commit, one round trip where a token query and then the insert took
+        two. A request repeating an earlier one of the group (its id or live key) answers that
+        one's row, deduped, or None when that one's token was found dead. A bad request (or a
+        statement error) raises, and nothing of the group is inserted."""
+        batch = BatchRows(requests)
+        batch.resolve_all()
+        for index, row in batch.todo:
+            row["token"] = tokens[index]
+        answers: list[Enqueued | None] = [None] * batch.count
+        dead: set[str] = set()
+        todo = batch.todo
+        for _ in range(ENQUEUE_RETRIES):
+            if not todo:
+                return GuardedAnswers(batch.answers_or_none(answers), frozenset(dead))
+            todo = await self._enqueue_batch(todo, answers, dead)
+        raise InvariantError(
+            "enqueue_many kept meeting concurrent enqueues of the same ids or keys; retry",
+            meta={"pending": len(todo)},
+        )
 
     async def _enqueue_or_answer(self, request: EnqueueRequest, stamped: StampedJob) -> Enqueued:
         """``enqueue.sql``: insert and announce, or answer the live holder (deduped)."""
@@ -232,13 +272,18 @@ class PostgresEnqueuer:
         return True
 
     async def _enqueue_batch(
-        self, todo: list[tuple[int, dict[str, Any]]], answers: list[Enqueued | None]
+        self,
+        todo: list[tuple[int, dict[str, Any]]],
+        answers: list[Enqueued | None],
+        dead: set[str] | None = None,
     ) -> list[tuple[int, dict[str, Any]]]:
+        """One ``enqueue_many`` statement (``enqueue_many_live`` when ``dead`` collects the
+        rows' dead tokens): fills ``answers`` and answers the rows to send again (raced)."""
         now = self.clock.now_ms()
         for _, row in todo:
             row["run_at_ms"] = row["at"] if row["at"] is not None else now
         rows = await self._fetch(
-            _ENQUEUE_MANY,
+            _ENQUEUE_MANY if dead is None else _ENQUEUE_MANY_LIVE,
             dumps([row for _, row in todo], error=InputInvalidError),
             now,
             now // WAKE_SLOT_MS,
@@ -250,6 +295,8 @@ class PostgresEnqueuer:
             holder = skipped.get(ord_)
             if holder is None:
                 answers[item[0]] = Enqueued(item[1]["id"], item[1]["run_id"], False)
+            elif dead is not None and not holder["live"]:
+                dead.add(item[1]["token"])  # refused: nothing inserted, its answer stays None
             elif holder["id"] is None:
                 again.append(item)
             else:

@@ -136,10 +136,20 @@ class BatchRows:
     def answers(self, answers: list[Enqueued | None]) -> list[Enqueued]:
         """Every request's answer from its first occurrence's (``answers`` by index)."""
         out: list[Enqueued] = []
+        for answer in self.answers_or_none(answers):
+            assert answer is not None
+            out.append(answer)
+        return out
+
+    def answers_or_none(self, answers: list[Enqueued | None]) -> list[Enqueued | None]:
+        """``answers`` where a first occurrence may have none (it was refused): its repeats
+        have none either."""
+        out: list[Enqueued | None] = []
         for index, first in enumerate(self._first_of):
             answer = answers[first]
-            assert answer is not None
-            out.append(answer if first == index else Enqueued(answer.id, answer.run_id, True))
+            if answer is not None and first != index:
+                answer = Enqueued(answer.id, answer.run_id, True)
+            out.append(answer)
         return out
 
 
