@@ -36,7 +36,6 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -50,7 +49,9 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-PG_BASE = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
+from api_process import start_api  # noqa: E402  (beside this script)
+from bench_db import drop_database, fresh_database  # noqa: E402
+
 DB_NAME = os.environ.get("BENCH_HTTP_DB", "bench_http")
 CLIENTS = int(os.environ.get("BENCH_HTTP_CLIENTS", "64"))
 N = int(os.environ.get("BENCH_HTTP_N", "10000"))
@@ -130,66 +131,6 @@ def run_load(mode: str, api: dict[str, str], clients: int, n: int, start: int) -
     return result
 
 
-# --- the api process -------------------------------------------------------------------------
-
-
-def _drain(stream: Any) -> None:
-    """Read the api's log to its end, so a full pipe never stalls it."""
-    for _ in stream:
-        pass
-
-
-def start_api(dsn: str) -> tuple[subprocess.Popen[str], str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UJOBS_")}
-    env.pop("REDIS_URL", None)
-    env.update(
-        DATABASE_URL=dsn,
-        UJOBS_APP="http_edge_app:api",
-        PYTHONPATH=f"{HERE}:{ROOT}",
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "api", "--port", "0"],
-        cwd=ROOT, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if record.get("event") == "ujobs.api.listening":
-            threading.Thread(target=_drain, args=(proc.stderr,), daemon=True).start()
-            return proc, f"http://{record['addresses'][0]}"
-    raise SystemExit(f"ujobs api did not start (exit {proc.wait()})")
-
-
-async def drop() -> None:
-    admin = await asyncpg.connect(f"{PG_BASE}/postgres")
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-    finally:
-        await admin.close()
-
-
-async def prepare() -> str:
-    from shared.drivers.postgres.migrate import migrate
-
-    await drop()
-    admin = await asyncpg.connect(f"{PG_BASE}/postgres")
-    try:
-        await admin.execute(f'CREATE DATABASE "{DB_NAME}"')
-    finally:
-        await admin.close()
-    dsn = f"{PG_BASE}/{DB_NAME}"
-    conn = await asyncpg.connect(dsn)
-    try:
-        await migrate(conn)
-    finally:
-        await conn.close()
-    return dsn
-
-
 async def mint(pool: asyncpg.Pool[Any]) -> str:
     from services.tokens import TokenStore
 
@@ -257,7 +198,7 @@ async def main() -> dict[str, Any]:
     from shared.drivers.postgres import postgres_driver
     from shared.jobs.enqueue_target import set_job_driver
 
-    dsn = await prepare()
+    dsn = await fresh_database(DB_NAME)
     pool = await asyncpg.create_pool(dsn, min_size=1, max_size=4)
     assert pool is not None
     set_job_driver(postgres_driver(pool))
@@ -289,7 +230,7 @@ async def main() -> dict[str, Any]:
         proc.terminate()
         proc.wait(timeout=60)
         await pool.close()
-        await drop()
+        await drop_database(DB_NAME)
     figures = {
         key: round(median(rounds, key), 3 if key.endswith("_ms") else None)
         for key in (
