@@ -146,13 +146,6 @@ def driver_name(name: str, raw: str) -> DriverName:
     return "redis" if choice(name, raw, DRIVERS) == "redis" else "postgres"
 
 
-def key_prefix(name: str, raw: str) -> str:
-    prefix = raw.strip()
-    if not re.fullmatch(r"[A-Za-z0-9_.:\-]{1,64}", prefix):
-        raise invalid(name, f"{prefix!r} is not a key prefix (letters, digits, _ . : -)")
-    return prefix
-
-
 def tcp_port(name: str, raw: str) -> int:
     port = whole(name, raw)
     if port > 65_535:
@@ -174,26 +167,26 @@ def cron_expression(name: str, raw: str) -> str:
         raise invalid(name, exc.message.removeprefix("task 'x.purge.cron': ")) from None
 
 
-def environment_name(name: str, raw: str) -> str:
-    value = raw.strip()
-    if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", value):
-        raise invalid(name, f"{value!r} is not an environment name (letters, digits, _ . -)")
-    return value
-
-
 def on_off(name: str, raw: str) -> bool:
     return choice(name, raw.strip().lower(), ("on", "off")) == "on"
 
 
-def nats_prefix(name: str, raw: str) -> str:
-    prefix = raw.strip()
-    if not re.fullmatch(r"[A-Za-z0-9_\-]{1,32}", prefix):
-        raise invalid(name, f"{prefix!r} is not a subject prefix (1-32 letters, digits, _ or -)")
-    return prefix
+def matching(pattern: str, what: str) -> Callable[[str, str], str]:
+    """A value that, stripped, matches ``pattern`` whole; else "'<value>' is not <what>"."""
+    compiled = re.compile(pattern)
+
+    def parse(name: str, raw: str) -> str:
+        value = raw.strip()
+        if not compiled.fullmatch(value):
+            raise invalid(name, f"{value!r} is not {what}")
+        return value
+
+    return parse
 
 
-def host_name(name: str, raw: str) -> str:
-    host = raw.strip()
-    if not re.fullmatch(r"[A-Za-z0-9_.:\-\[\]]+", host):
-        raise invalid(name, f"{host!r} is not a host name or address")
-    return host
+key_prefix = matching(r"[A-Za-z0-9_.:\-]{1,64}", "a key prefix (letters, digits, _ . : -)")
+environment_name = matching(
+    r"[A-Za-z0-9_.\-]{1,64}", "an environment name (letters, digits, _ . -)"
+)
+nats_prefix = matching(r"[A-Za-z0-9_\-]{1,32}", "a subject prefix (1-32 letters, digits, _ or -)")
+host_name = matching(r"[A-Za-z0-9_.:\-\[\]]+", "a host name or address")

@@ -59,18 +59,15 @@ def describe(row: JobRow, before: JobRow | None) -> str | None:
         return (
             f"{head}: suspended until {_clock(row.run_at_ms)} (a step.sleep: no process holds it)"
         )
-    if row.state in ("ready", "delayed") and before is not None and before.state == "running":
-        return f"{head}: {_retry_line(row, before.attempt)}"
+    if row.state in ("ready", "delayed") and before is not None and before.state in FINISHED:
+        return f"{head}: re-queued on {row.queue!r}"
     if (
         row.state in ("ready", "delayed")
         and before is not None
-        and before.state in ("ready", "delayed")
-        and row.attempt > before.attempt
+        and (before.state == "running" or row.attempt > before.attempt)
     ):
-        # The whole attempt (claim, run, failure) fell between two polls.
+        # Back from running, or a whole attempt (claim, run, failure) fell between two polls.
         return f"{head}: {_retry_line(row, row.attempt)}"
-    if row.state in ("ready", "delayed") and before is not None and before.state in FINISHED:
-        return f"{head}: re-queued on {row.queue!r}"
     if row.state == "done":
         return f"{head}: done after {row.attempt} attempt(s)"
     if row.state in ("dead", "failed", "cancelled"):
