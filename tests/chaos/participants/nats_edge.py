@@ -7,8 +7,11 @@ message); the storm SIGKILLs the apis, and this participant restarts nats-server
 Every process of the storm writes the settlements outbox (``UJOBS_NATS_SETTLEMENTS=on``) and
 the apis relay it to ``UJOBS_SETTLED``. Acknowledged means a reply with the job's id (request)
 or the stream's publish ack (JetStream: the job's id is the one the consumer derives from the
-message id). ``settlements_lost``: a settled job (done, failed, dead) with no message of that
-outcome on ``UJOBS_SETTLED`` after the relays caught up.
+message id). ``settlements_lost``: a job settled (done, failed, dead) when the check began with
+no message of that outcome on ``UJOBS_SETTLED`` once the relays published every settlement
+written by then. The scheduler fires on while the check runs, so the settled jobs and the
+outbox's last ``seq`` are read in one snapshot first: a tick settled after it is neither
+expected on the stream nor waited for.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ CATCH_UP_S = 60.0
 OUTCOME = {"done": "completed", "failed": "failed", "dead": "dead"}
 """The settlement message's ``outcome`` a job's final state stands for."""
 SETTLED_JOBS = "select id, state from x_jobs where state = any($1::text[])"
-UNPUBLISHED = "select count(*) from x_settlements where published_at is null"
+LAST_SEQ = "select coalesce(max(seq), 0) from x_settlements"
+UNPUBLISHED = "select count(*) from x_settlements where published_at is null and seq <= $1"
 NAMES = NatsNames()
 
 
@@ -160,10 +164,12 @@ class NatsEdgeEnqueue:
             self._count("stream:acked")
             ctx.ack(source, stream_job_id(msg_id))
 
-    async def _caught_up(self, ctx: StormContext) -> bool:
+    async def _caught_up(self, ctx: StormContext, last_seq: int) -> bool:
+        """Until every settlement up to ``last_seq`` is published (False: not within
+        ``CATCH_UP_S``)."""
         deadline = time.monotonic() + CATCH_UP_S
         while time.monotonic() < deadline:
-            if await ctx.pool.fetchval(UNPUBLISHED) == 0:
+            if await ctx.pool.fetchval(UNPUBLISHED, last_seq) == 0:
                 return True
             await asyncio.sleep(0.5)
         return False
@@ -192,9 +198,11 @@ class NatsEdgeEnqueue:
             await nc.close()
 
     async def check(self, ctx: StormContext) -> dict[str, Any]:
-        caught_up = await self._caught_up(ctx)
+        async with ctx.pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
+            jobs = await conn.fetch(SETTLED_JOBS, list(OUTCOME))
+            last_seq = int(await conn.fetchval(LAST_SEQ))
+        caught_up = await self._caught_up(ctx, last_seq)
         seen, total = await self._settled_messages()
-        jobs = await ctx.pool.fetch(SETTLED_JOBS, list(OUTCOME))
         missing = [r["id"] for r in jobs if (r["id"], OUTCOME[r["state"]]) not in seen]
         return {
             "nats_answers": dict(sorted(self.answers.items())),
