@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -88,12 +88,15 @@ def sign_path(key: bytes, path: str, expires_s: int) -> str:
     return hmac.new(key, message, hashlib.sha256).hexdigest()
 
 
-def verify_path(key: bytes, path: str, expires: str, sig: str, now_s: int) -> int:
-    """The expiry of a valid link; ``X_EXPORT_LINK_INVALID`` otherwise."""
+def verify_path(keys: Sequence[bytes], path: str, expires: str, sig: str, now_s: int) -> int:
+    """The expiry of a link signed under any of ``keys`` (the first signs new links; the rest
+    are ``UJOBS_SECRET_KEY``'s older keys during a rotation); ``X_EXPORT_LINK_INVALID``
+    otherwise."""
     valid = expires.isascii() and expires.isdigit()
     # Compared as bytes: compare_digest refuses a str with non-ASCII characters (a TypeError).
-    if not valid or not hmac.compare_digest(
-        sign_path(key, path, int(expires)).encode(), sig.encode()
+    if not valid or not any(
+        hmac.compare_digest(sign_path(key, path, int(expires)).encode(), sig.encode())
+        for key in keys
     ):
         raise ExportLinkInvalidError(
             "this download link is not valid; ask for a fresh one (GET /v1/exports/{id})"
@@ -174,14 +177,14 @@ async def get_export(request: web.Request) -> web.Response:
 
 @routes.get("/v1/exports/{id}/parts/{index}")
 async def get_part(request: web.Request) -> web.StreamResponse:
-    key = request.app[SETTINGS].secret_key
+    signing_keys = request.app[SETTINGS].secret_keys
     try:
-        if key is None:
+        if not signing_keys:
             raise ExportLinkInvalidError(
                 "this api signs no download links (UJOBS_SECRET_KEY is unset)"
             )
         verify_path(
-            key,
+            signing_keys,
             request.path,
             request.query.get("expires", ""),
             request.query.get("sig", ""),

@@ -286,7 +286,7 @@ VARIABLES: dict[str, Variable] = {
             "download links for exports on the filesystem",
             "none: the webhook deliverer and commands refuse to start; export parts on the "
             "filesystem get no link",
-            ("webhook-deliverer", "webhooks commands", "api"),
+            ("webhook-deliverer", "webhooks commands", "api", "exporter"),
         ),
         Variable(
             "UJOBS_SECRET_KEY_FILE",

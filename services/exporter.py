@@ -9,7 +9,11 @@ worker or ``ujobs dev`` running exports), the api (to serve downloads) and ``ujo
 ``UJOBS_EXPORT_URL`` is the store an export declared without ``sink=`` writes to (a path,
 ``file://``, ``s3://bucket/prefix``, ``gs://``, ``az://``; the store's own variables —
 ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, … — configure the client), and
-``UJOBS_SECRET_KEY`` signs the api's expiring download links for parts on the filesystem.
+``UJOBS_SECRET_KEY`` signs the api's expiring download links for parts on the filesystem: the
+same value, read the same way (``webhooks.secrets.parse_keys``), as the key that seals webhook
+endpoint secrets, so one key made by ``ujobs webhooks new-key`` serves both and a value one of
+them would refuse is refused by both. The first key signs; a link signed under any key of the
+list opens, so a rotation does not break the links handed out before it.
 """
 
 from __future__ import annotations
@@ -20,12 +24,10 @@ from dataclasses import dataclass, field
 from exports.family import EXPORTS_QUEUE
 from exports.sinks import set_default_sink, sink_from_url
 from services.config import WorkerConfig
-from services.config_parse import invalid
 from services.secret_key import secret_key_text
+from webhooks.secrets import parse_keys
 
-__all__ = ["EXPORTS_QUEUE", "MIN_SECRET_KEY_LENGTH", "ExportSettings", "exporter_config"]
-
-MIN_SECRET_KEY_LENGTH = 32
+__all__ = ["EXPORTS_QUEUE", "ExportSettings", "exporter_config"]
 
 
 def exporter_config(
@@ -39,23 +41,23 @@ def exporter_config(
 
 @dataclass(frozen=True, slots=True)
 class ExportSettings:
-    """Where exports are stored and the key that signs their links. ``repr`` hides the key."""
+    """Where exports are stored and the keys that sign and check their links (the first
+    signs). ``repr`` hides the keys."""
 
     url: str | None = None
-    secret_key: bytes | None = field(default=None, repr=False)
+    secret_keys: tuple[bytes, ...] = field(default=(), repr=False)
+
+    @property
+    def secret_key(self) -> bytes | None:
+        """The key new links are signed with; None: no links."""
+        return self.secret_keys[0] if self.secret_keys else None
 
     @classmethod
     def load(cls, env: Mapping[str, str]) -> ExportSettings:
         url = env.get("UJOBS_EXPORT_URL", "").strip() or None
-        raw_key = secret_key_text(env) or ""
-        key = raw_key.encode() if raw_key else None
-        if key is not None and len(key) < MIN_SECRET_KEY_LENGTH:
-            raise invalid(
-                "UJOBS_SECRET_KEY",
-                f"a signing key needs at least {MIN_SECRET_KEY_LENGTH} bytes; generate one with "
-                "`ujobs webhooks new-key` (the same key seals webhook endpoint secrets)",
-            )
-        return cls(url=url, secret_key=key)
+        text = secret_key_text(env)
+        keys = tuple(key for _, key in parse_keys(text)) if text else ()
+        return cls(url=url, secret_keys=keys)
 
     def install(self) -> None:
         """Make ``UJOBS_EXPORT_URL`` this process's default sink (when it is set)."""

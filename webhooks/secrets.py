@@ -34,26 +34,55 @@ def _config_error(message: str) -> ConfigInvalidError:
     return ConfigInvalidError(f"{VARIABLE}: {message}", meta={"variable": VARIABLE})
 
 
+def parse_keys(text: str) -> list[tuple[str, bytes]]:
+    """``UJOBS_SECRET_KEY``'s keys, first first, as ``(id, 32 bytes)``: one base64 key (id
+    ``k1``) or ``id:base64key,...``. The one reading of the variable, for the secrets sealed
+    here and the export links the api signs (``services.exporter``)."""
+    keys: list[tuple[str, bytes]] = []
+    items = [p.strip() for p in text.split(",") if p.strip()]
+    for index, item in enumerate(items):
+        key_id, sep, encoded = item.partition(":")
+        if not sep:
+            if len(items) > 1:
+                raise _config_error("with several keys, write each as id:base64key")
+            key_id, encoded = "k1", item
+        try:
+            raw = base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError):
+            raise _config_error(
+                f"key number {index + 1} is not valid base64 (make one with "
+                "`ujobs webhooks new-key`)"
+            ) from None
+        keys.append((key_id, raw))
+    return checked_keys(keys)
+
+
+def checked_keys(keys: Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """``keys`` when each has a word for an id, no id twice and 32 bytes."""
+    if not keys:
+        raise _config_error("no key given")
+    seen: set[str] = set()
+    for key_id, key in keys:
+        if not key_id or ":" in key_id or "," in key_id:
+            raise _config_error(f"a key id must be a non-empty word, got {key_id!r}")
+        if key_id in seen:
+            raise _config_error(f"the key id {key_id!r} appears twice")
+        if len(key) != 32:
+            raise _config_error(
+                f"key {key_id!r} is {len(key)} bytes; a key is 32 (make one with "
+                "`ujobs webhooks new-key`)"
+            )
+        seen.add(key_id)
+    return list(keys)
+
+
 class SecretBox:
     """Seals with the first key, opens with whichever key a sealed value names."""
 
     def __init__(self, keys: Sequence[tuple[str, bytes]]) -> None:
-        if not keys:
-            raise _config_error("no key given")
-        seen: set[str] = set()
-        for key_id, key in keys:
-            if not key_id or ":" in key_id or "," in key_id:
-                raise _config_error(f"a key id must be a non-empty word, got {key_id!r}")
-            if key_id in seen:
-                raise _config_error(f"the key id {key_id!r} appears twice")
-            if len(key) != 32:
-                raise _config_error(
-                    f"key {key_id!r} is {len(key)} bytes; AES-256 needs 32 (make one with "
-                    "`ujobs webhooks new-key`)"
-                )
-            seen.add(key_id)
-        self._keys = {key_id: AESGCM(key) for key_id, key in keys}
-        self.current = keys[0][0]
+        checked = checked_keys(keys)
+        self._keys = {key_id: AESGCM(key) for key_id, key in checked}
+        self.current = checked[0][0]
 
     @classmethod
     def parse(cls, value: str | None) -> SecretBox:
@@ -64,20 +93,7 @@ class SecretBox:
                 "unset; endpoint secrets are encrypted at rest, so the webhook commands and "
                 "the deliverer need a 32-byte base64 key"
             )
-        keys: list[tuple[str, bytes]] = []
-        items = [p.strip() for p in text.split(",") if p.strip()]
-        for index, item in enumerate(items):
-            key_id, sep, encoded = item.partition(":")
-            if not sep:
-                if len(items) > 1:
-                    raise _config_error("with several keys, write each as id:base64key")
-                key_id, encoded = "k1", item
-            try:
-                raw = base64.b64decode(encoded, validate=True)
-            except (binascii.Error, ValueError):
-                raise _config_error(f"key number {index + 1} is not valid base64") from None
-            keys.append((key_id, raw))
-        return cls(keys)
+        return cls(parse_keys(text))
 
     def seal(self, secret: str, *, aad: str) -> str:
         nonce = os.urandom(NONCE_BYTES)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,8 @@ from tests.exports.kit import attempt, enqueue
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]
-KEY = "k" * 40
+KEY_BYTES = bytes(range(32))
+KEY = base64.b64encode(KEY_BYTES).decode()
 ORDER = {"org_id": "org-1", "export_id": "e1", "rows": 25, "slow_ms": 0}
 
 
@@ -114,13 +116,13 @@ async def test_a_forged_or_expired_link_is_refused(
     job_id = await exported(driver)
     path = part_path(job_id, 0)
     future = 4_102_444_800  # 2100
-    good = sign_path(KEY.encode(), path, future)
+    good = sign_path(KEY_BYTES, path, future)
     assert (await client.get(f"{path}?expires={future}&sig={good}")).status == 200
     for query in (
         f"expires={future + 1}&sig={good}",  # the expiry moved
         f"expires={future}&sig={'0' * 64}",  # forged
         f"expires={future}&sig={sign_path(b'x' * 40, path, future)}",  # another key
-        "expires=1&sig=" + sign_path(KEY.encode(), path, 1),  # expired in 1970
+        "expires=1&sig=" + sign_path(KEY_BYTES, path, 1),  # expired in 1970
         "",
     ):
         got = await client.get(f"{path}?{query}")
@@ -132,7 +134,16 @@ async def test_a_forged_or_expired_link_is_refused(
 
 def test_verify_path_answers_the_expiry_of_a_valid_link() -> None:
     sig = sign_path(b"key", "/p", 100)
-    assert verify_path(b"key", "/p", "100", sig, now_s=100) == 100
+    assert verify_path([b"key"], "/p", "100", sig, now_s=100) == 100
+
+
+def test_a_link_signed_before_a_key_rotation_opens_until_it_expires() -> None:
+    """``UJOBS_SECRET_KEY=new:…,old:…``: new links are signed with the first key, and a link
+    handed out under the old one still opens; a key not in the list never does."""
+    old = sign_path(b"old", "/p", 100)
+    assert verify_path([b"new", b"old"], "/p", "100", old, now_s=50) == 100
+    with pytest.raises(ExportLinkInvalidError):
+        verify_path([b"new"], "/p", "100", old, now_s=50)
 
 
 @pytest.mark.parametrize(("expires", "sig"), [("100", "%F3\u00a4\u00d4"), ("\u00b2", "ab")])
@@ -140,7 +151,7 @@ def test_verify_path_refuses_non_ascii_signatures_and_digits(expires: str, sig: 
     """A fuzzer's link: a non-ASCII sig (compare_digest raises TypeError on such a str) or a
     superscript digit (isdigit, yet int() refuses it) is an invalid link, never a 500."""
     with pytest.raises(ExportLinkInvalidError):
-        verify_path(b"key", "/p", expires, sig, now_s=0)
+        verify_path([b"key"], "/p", expires, sig, now_s=0)
 
 
 async def test_unknown_ids_non_exports_and_unfinished_exports(
@@ -165,7 +176,7 @@ async def test_unknown_ids_non_exports_and_unfinished_exports(
     assert body["manifest"] is None
     assert body["parts"] == []
     path = part_path(waiting, 0)
-    sig = sign_path(KEY.encode(), path, 4_102_444_800)
+    sig = sign_path(KEY_BYTES, path, 4_102_444_800)
     assert (await client.get(f"{path}?expires=4102444800&sig={sig}")).status == 404
 
 
