@@ -16,8 +16,9 @@ an id the server chooses: ids are one namespace across tenants, so an ``id`` fro
 is refused (400 ``X_WEBHOOK_ENDPOINT_INVALID``) whether another tenant holds it or not. A
 secret leaves only in the answer of the call that made it; a header's value never leaves.
 Secrets are sealed under ``UJOBS_SECRET_KEY`` (or ``UJOBS_SECRET_KEY_FILE``): an api without
-it, or with a key that cannot seal (32 base64 bytes), answers these routes 503
-``X_DRIVER_UNAVAILABLE`` naming the variable.
+it answers these routes 503 ``X_DRIVER_UNAVAILABLE`` naming the variable; an api given a key
+that is not one (32 base64 bytes) refuses to start with ``X_CONFIG_INVALID``, as every service
+reading the key does.
 """  # noqa: E501
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from services.auth import Principal
 from services.secret_key import secret_key_text
 from services.webhook_deliverer import WebhookSettings, webhook_settings
 from shared.errors import (
-    ConfigInvalidError,
     DriverUnavailableError,
     InputInvalidError,
     TenancyActorMismatchError,
@@ -44,7 +44,6 @@ from webhooks.store_pg import ROTATION_GRACE_MS, PgWebhookStore
 routes = web.RouteTableDef()
 
 SETTINGS = web.AppKey("webhook_settings", WebhookSettings)
-UNUSABLE = web.AppKey("webhook_key_unusable", str)
 MAX_DELIVERIES_PAGE = 1_000
 DEFAULT_DELIVERIES_PAGE = 50
 MAX_GRACE_HOURS = 24 * 30
@@ -56,9 +55,8 @@ _ADD_FIELDS = frozenset(
 def _store(request: web.Request) -> PgWebhookStore:
     settings = request.app.get(SETTINGS)
     if settings is None:
-        why = request.app.get(UNUSABLE, "this api has no key")
         raise DriverUnavailableError(
-            f"webhook endpoints are sealed at rest and {why}: set UJOBS_SECRET_KEY or "
+            "webhook endpoints are sealed at rest and this api has no key: set UJOBS_SECRET_KEY or "
             "UJOBS_SECRET_KEY_FILE to a key from `ujobs webhooks new-key`",
             meta={"variable": "UJOBS_SECRET_KEY"},
         )
@@ -238,17 +236,14 @@ async def deliveries(request: web.Request) -> web.Response:
 
 def add_webhook_routes(app: web.Application, settings: WebhookSettings | None = None) -> None:
     """Serve the endpoint routes on ``app`` (the api's). ``settings`` default to the
-    environment's. With no key, or a key that seals nothing (an export-signing key of another
-    shape: the api serves its other routes with it), these routes answer 503 saying so."""
+    environment's. With no key these routes answer 503 saying so; a key that cannot seal is
+    ``X_CONFIG_INVALID`` here, at start (its message names the variable, never the value)."""
     if settings is None:
         from services.config import environment
 
         env = environment()
         if secret_key_text(env) is not None:
-            try:
-                settings = webhook_settings(env)
-            except ConfigInvalidError:  # its message may quote part of the key: not kept
-                app[UNUSABLE] = "this api's key cannot seal them (not a 32-byte base64 key)"
+            settings = webhook_settings(env)
     if settings is not None:
         app[SETTINGS] = settings
     app.add_routes(routes)

@@ -12,8 +12,13 @@ from typing import Any
 
 import asyncpg
 import pytest
+from prometheus_client import CollectorRegistry
 
+from services.api import create_app
+from services.config import ApiConfig
 from services.webhook_deliverer import webhook_settings
+from shared.errors import ConfigInvalidError
+from shared.metrics import JobMetrics
 from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, make_api
 from tests.support.cli import json_of, ujobs
 from webhooks.ledger import DeliveryAttempt
@@ -307,20 +312,15 @@ async def test_a_tenant_token_cannot_learn_that_an_id_exists_in_another_tenant(
     assert [e["id"] for e in await listed(api, token)] == [own["id"]]
 
 
-@pytest.mark.parametrize("key", [None, "an-export-signing-key-of-48-characters-not-base64"])
 async def test_an_api_without_a_sealing_key_answers_503_naming_the_variable(
     aiohttp_client: MakeClient,
     pg_dsn: str,
     pg_pool: Any,
     monkeypatch: pytest.MonkeyPatch,
-    key: str | None,
 ) -> None:
-    """No key, or one that only signs export links: the api runs, these routes say why not."""
+    """No key: the api runs, these routes say why not."""
     monkeypatch.delenv("UJOBS_SECRET_KEY_FILE", raising=False)
-    if key is None:
-        monkeypatch.delenv("UJOBS_SECRET_KEY", raising=False)
-    else:
-        monkeypatch.setenv("UJOBS_SECRET_KEY", key)
+    monkeypatch.delenv("UJOBS_SECRET_KEY", raising=False)
     api = await make_api(aiohttp_client, pg_dsn, pg_pool)
     assert (await api.client.get("/healthz")).status == 200
     token = await api.token("read", "operate")
@@ -330,5 +330,22 @@ async def test_an_api_without_a_sealing_key_answers_503_naming_the_variable(
         )
         assert (status, body["error"]["code"]) == (503, "X_DRIVER_UNAVAILABLE"), path
         assert body["error"]["meta"] == {"variable": "UJOBS_SECRET_KEY"}
-        assert ("cannot seal" in body["error"]["message"]) == (key is not None)
-        assert key is None or key not in body["error"]["message"]
+        assert "has no key" in body["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "key", ["an-export-signing-key-of-48-characters-not-base64", "c2hvcnQ=", "k1:c2hvcnQ="]
+)
+def test_an_api_given_a_key_that_cannot_seal_refuses_to_start(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
+    """One ``UJOBS_SECRET_KEY`` seals webhook secrets and signs export links, read one way by
+    every service: a value that is not a key stops the api at start, naming the variable and
+    never the value (it used to start and answer these routes 503)."""
+    monkeypatch.delenv("UJOBS_SECRET_KEY_FILE", raising=False)
+    monkeypatch.setenv("UJOBS_SECRET_KEY", key)
+    config = ApiConfig.load({"DATABASE_URL": pg_dsn, "UJOBS_APP": "tests.unit.sample_app:api"})
+    with pytest.raises(ConfigInvalidError) as caught:
+        create_app(config, metrics=JobMetrics(CollectorRegistry()))
+    assert caught.value.meta["variable"] == "UJOBS_SECRET_KEY"
+    assert key not in caught.value.message
