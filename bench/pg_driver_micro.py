@@ -28,12 +28,12 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench_db import drop_database, fresh_database  # beside this script
+
 from shared.drivers.base import ClaimedJob, ClaimOptions, EnqueueRequest
 from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
-from shared.drivers.postgres.migrate import migrate
 from shared.drivers.postgres.pool import postgres_pool
 
-PG = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
 DB = os.environ.get("BENCH_DB", "ujobs_bench_micro")
 N = int(os.environ.get("BENCH_N", "20000"))
 SINGLE_N = int(os.environ.get("BENCH_SINGLE_N", "5000"))
@@ -47,14 +47,6 @@ QUEUE = "bench"
 def note(what: str) -> None:
     """Progress on stderr (the JSON line is the only stdout)."""
     sys.stderr.write(f"{time.strftime('%H:%M:%S')} {what}\n")
-
-
-async def admin(statement: str) -> None:
-    conn = await asyncpg.connect(f"{PG}/postgres")
-    try:
-        await conn.execute(statement)
-    finally:
-        await conn.close()
 
 
 def request(i: int) -> EnqueueRequest:
@@ -213,14 +205,8 @@ async def drains(
 
 
 async def main() -> None:
-    await admin(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
-    await admin(f'CREATE DATABASE "{DB}"')
-    conn = await asyncpg.connect(f"{PG}/{DB}")
-    try:
-        await migrate(conn)
-    finally:
-        await conn.close()
-    pool = await postgres_pool(f"{PG}/{DB}", min_size=SLOTS + 2, max_size=SLOTS + 4)
+    dsn = await fresh_database(DB)
+    pool = await postgres_pool(dsn, min_size=SLOTS + 2, max_size=SLOTS + 4)
     driver = postgres_driver(pool)
     try:
         single: list[float] = []
@@ -241,7 +227,7 @@ async def main() -> None:
     finally:
         await driver.close()
         await pool.close()
-        await admin(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
+        await drop_database(DB)
     figures = {
         "bench": "pg_driver_micro",
         "n": N,
