@@ -155,3 +155,18 @@ async def test_removing_one_tenant_s_job_takes_only_its_own_steps(
     assert [s.output for s in await driver.load_steps(RUN, tenant_id=TENANT_B)] == ["B's price"]
     assert await introspect.remove(b.id)
     assert await _names(driver, TENANT_B) == []
+
+
+async def test_a_tenant_and_a_run_id_never_blur_into_another_pair(
+    driver: JobDriver, clock: FrozenClock
+) -> None:
+    # Joined with a separator, ("org:a", "42") and ("org", "a:42") would be one run.
+    await driver.enqueue(req(key="x", tenant_id="org:a", run_id="42"))
+    x = await claim_one(driver)
+    await _save(driver, x, clock, quote="x")
+    await driver.enqueue(req(key="y", tenant_id="org", run_id="a:42"))
+    y = await claim_one(driver)
+    assert await driver.load_steps("a:42", tenant_id="org") == []
+    await _save(driver, y, clock, quote="y")
+    assert [s.output for s in await driver.load_steps("42", tenant_id="org:a")] == ["x"]
+    assert [s.output for s in await driver.load_steps("a:42", tenant_id="org")] == ["y"]
