@@ -4,32 +4,45 @@
 -- retry --from-step, deleted them. A run_id is now a namespace of its tenant: x_job_steps
 -- carries the tenant of the run (coalesce(x_jobs.tenant_id, ''): '' is the tenant-less jobs'
 -- own namespace, as in x_jobs_name_tenant_idempotency_live_idx) and is keyed by it.
-alter table x_job_steps add column tenant_id text collate "C" not null default '';
+alter table x_job_steps add column tenant_id text collate "C";
 
--- Existing rows take the tenant of their run's job. A run_id that jobs of several tenants
--- carried (what this migration closes) goes to the tenant whose job carried it FIRST: its steps
--- were stored before a later enqueue could reuse the id, and the later tenants' runs start
--- with no stored step (they run their own). One index descent per run, never a table sort.
+-- Existing rows take the tenant of the job that wrote them. A step is saved while its job runs,
+-- so its writer is among the jobs carrying its run_id that existed when it finished (created
+-- no later than its finished_at, give or take a minute of skew between the enqueuer's and the
+-- worker's clocks):
+-- * one tenant among those: the step is that tenant's;
+-- * none (the writer is gone; its steps stayed because another row still carried the run):
+--   the tenant of the rows that carry the run now, when they are of one tenant (a run
+--   continued under a later row of its tenant keeps its steps);
+-- * otherwise (jobs of two tenants shared the run, the hole this closes, and their outputs
+--   cannot be told apart; or no job carries the run any more): no tenant, and the row goes
+--   rather than hand one tenant what another may have stored. That run runs the step again.
+-- Two index descents (x_jobs_run_id_idx) per step row.
 update x_job_steps s
-   set tenant_id = o.tenant
-  from (select r.run_id, f.tenant
-          from (select distinct st.run_id from x_job_steps st) r
-          cross join lateral (select coalesce(j.tenant_id, '') as tenant
-                                from x_jobs j
-                               where j.run_id = r.run_id
-                               order by j.created_at, j.seq
-                               limit 1) f) o
+   set tenant_id = o.owner
+  from (select st.run_id, st.name,
+               case
+                 when cardinality(w.tenants) = 1 then w.tenants[1]
+                 when cardinality(w.tenants) = 0 and cardinality(c.tenants) = 1 then c.tenants[1]
+               end as owner
+          from x_job_steps st
+          cross join lateral (
+            select array(select distinct coalesce(j.tenant_id, '')
+                           from x_jobs j
+                          where j.run_id = st.run_id
+                            and j.created_at <= st.finished_at + interval '1 minute') as tenants
+          ) w
+          cross join lateral (
+            select array(select distinct coalesce(j.tenant_id, '')
+                           from x_jobs j
+                          where j.run_id = st.run_id) as tenants
+          ) c) o
  where s.run_id = o.run_id
-   and o.tenant <> '';
+   and s.name = o.name;
 
--- Rows whose run has no job left are what a purge that died before its follow-up stranded
--- (the retention sweep deletes them anyway): no tenant can be told for them, and kept in the
--- tenant-less namespace a tenant-less job reusing the id would replay them. They go.
-delete from x_job_steps s
- where not exists (select 1 from x_jobs j where j.run_id = s.run_id);
+delete from x_job_steps s where s.tenant_id is null;
 
--- From here every insert names the tenant (save_step.sql reads it off the claimed row).
-alter table x_job_steps alter column tenant_id drop default;
+alter table x_job_steps alter column tenant_id set not null;
 
 alter table x_job_steps
   drop constraint x_job_steps_pkey,

@@ -90,29 +90,29 @@ async def test_migration_0017_gives_each_step_the_tenant_of_its_run(pg_fresh_dsn
             "insert into x_job_steps (run_id, name, output, started_at, finished_at)"
             " values ($1, $2, '1', x_ts($3), x_ts($3))"
         )
-        # A tenant's run; a tenant-less run; a run_id two tenants' jobs carried (the first
-        # one's steps); a run whose job is gone.
         for job_id, run_id, tenant, at in (
             ("t", "tenant-run", "org-a", T0),
             ("n", "plain-run", None, T0),
-            ("first", RUN, "org-a", T0),
-            ("later", RUN, "org-b", T0 + DAY),
+            ("victim", RUN, "org-a", T0),  # then another tenant's job reused its run_id
+            ("reuser", RUN, "org-b", T0 + DAY),
+            ("continued", "long-run", "org-a", T0 + DAY),  # its first row is gone
         ):
             await conn.execute(_JOB, job_id, run_id, "done", tenant, at)
-        for run_id, name in (
-            ("tenant-run", "s"),
-            ("plain-run", "s"),
-            (RUN, "quote"),
-            (RUN, "charge"),
-            ("gone-run", "s"),
+        for run_id, name, at in (
+            ("tenant-run", "s", T0 + 1),
+            ("plain-run", "s", T0 + 1),
+            (RUN, "quote", T0 + 1),  # only A's job existed: A's
+            (RUN, "charge", T0 + DAY + 1),  # both existed: nobody can tell, dropped
+            ("long-run", "s", T0 + 1),  # its writer is gone; its run is A's alone now
+            ("gone-run", "s", T0 + 1),  # no job carries it: dropped
         ):
-            await conn.execute(old_step, run_id, name, T0)
+            await conn.execute(old_step, run_id, name, at)
         await conn.execute(dict(files)[STEPS_MIGRATION])
         rows = await conn.fetch(
             "select run_id, tenant_id, name from x_job_steps order by run_id, name"
         )
         assert [(r["run_id"], r["tenant_id"], r["name"]) for r in rows] == [
-            (RUN, "org-a", "charge"),
+            ("long-run", "org-a", "s"),
             (RUN, "org-a", "quote"),
             ("plain-run", "", "s"),
             ("tenant-run", "org-a", "s"),
