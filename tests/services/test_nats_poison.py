@@ -23,7 +23,10 @@ import orjson
 import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.errors import NotJSMessageError
 
+from services.nats.consumer import delivery_count
+from services.nats.edge import answer_bytes
 from shared.clock import FrozenClock
 from tests.services.api_support import ORG_A, ORG_B, MakeClient
 from tests.services.nats_support import NatsApi, start_nats_api
@@ -215,3 +218,28 @@ async def test_lines_about_failing_messages_are_rate_limited(
         gave_up = _lines(caplog, "ujobs.nats.enqueue-gave-up")
         assert [_field(r, "suppressed") for r in retried] == [0, 19]
         assert [_field(r, "suppressed") for r in gave_up] == [0, 9]
+
+
+@pytest.mark.parametrize(
+    ("reply", "count"),
+    [
+        ("$JS.ACK.T1_ENQUEUE.t1-api.1.42.40.1733370000123456789.7", 1),
+        ("$JS.ACK.T1_ENQUEUE.t1-api.12.42.90.1733370000999999999.0", 12),
+        ("$JS.ACK.hub.ACCHASH.T1_ENQUEUE.t1-api.3.42.40.1733370000000499999.7.r4nd", 3),
+        ("$JS.ACK.hub.ACCHASH.T1_ENQUEUE.t1-api.5.42.40.1733370000000500000.7", 5),
+    ],
+)
+def test_the_delivery_count_is_the_one_metadata_gives(reply: str, count: int) -> None:
+    msg = Msg(_client=None, subject="t1.js.enqueue.notify", reply=reply)  # type: ignore[arg-type]
+    assert delivery_count(reply) == msg.metadata.num_delivered == count
+    with pytest.raises(NotJSMessageError):
+        delivery_count("_INBOX.abc.def")
+
+
+def test_an_error_whose_meta_is_not_json_still_goes_out_with_its_code() -> None:
+    # Unanswered (request/reply) or unpublished (rejected), the message would never end.
+    body = {"error": {"code": "X_INTERNAL", "message": "m", "meta": {"x": object()}}, "seq": 1}
+    assert orjson.loads(answer_bytes(body)) == {
+        "error": {"code": "X_INTERNAL", "message": "m", "meta": {}},
+        "seq": 1,
+    }
