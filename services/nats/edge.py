@@ -100,6 +100,21 @@ def error_body(exc: BaseException) -> dict[str, Any]:
     return {"error": {**exc.to_dict(), "message": redact_text(exc.message)}}
 
 
+def answer_bytes(answer: dict[str, Any]) -> bytes:
+    """A reply or rejected message as JSON. An error whose ``meta`` holds what JSON cannot
+    carry goes with an empty ``meta``: its code and message still reach the producer, and
+    the message still ends (a serialising failure would leave it unanswered, or redelivered)."""
+    try:
+        return orjson.dumps(answer)
+    except TypeError:
+        error = answer.get("error")
+        if not isinstance(error, dict):
+            raise
+        code, message = error.get("code"), error.get("message")
+        bare: dict[str, Any] = {"code": code, "message": message, "meta": {}}
+        return orjson.dumps({**answer, "error": bare})
+
+
 @dataclass(frozen=True, slots=True)
 class NatsEdge:
     """The operations both NATS forms run, over the api's driver, tokens and batcher."""
@@ -194,4 +209,10 @@ class NatsEdge:
         }
 
 
-__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "NatsEdge", "error_body", "parse_object"]
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "NatsEdge",
+    "answer_bytes",
+    "error_body",
+    "parse_object",
+]
