@@ -379,7 +379,7 @@ def _batch_refused(job: str, failures: list[dict[str, Any]], total: int) -> Ulti
 
 @routes.post("/v1/events/{name}")
 async def publish(request: web.Request) -> web.Response:
-    await caller(request, "events:publish")
+    principal = await caller(request, "events:publish")
     body = await read_object(request, _EVENT_FIELDS)
     name = request.match_info["name"]
     if len(name) > MAX_EVENT_NAME_LENGTH:
@@ -387,7 +387,8 @@ async def publish(request: web.Request) -> web.Response:
             f"an event name is at most {MAX_EVENT_NAME_LENGTH} characters",
             meta={"issues": [{"path": "name", "message": "length"}]},
         )
-    record = await publish_event(name, body.get("payload"))
+    # A tenant token's event reaches only its tenant's waiters; an operator's, every waiter.
+    record = await publish_event(name, body.get("payload"), tenant=principal.tenant_id)
     return accepted(
         {
             "id": record.id,

@@ -178,14 +178,15 @@ class NatsEdge:
     async def publish(
         self, name: str, data: bytes, authorization: str | None, *, limited: bool = False
     ) -> dict[str, Any]:
-        await self.principal(authorization, "events:publish", limited=limited)
+        principal = await self.principal(authorization, "events:publish", limited=limited)
         body = parse_object(data, _EVENT_FIELDS, self.max_message_bytes)
         if len(name) > MAX_EVENT_NAME_LENGTH:
             raise InputInvalidError(
                 f"an event name is at most {MAX_EVENT_NAME_LENGTH} characters",
                 meta={"issues": [{"path": "name", "message": "length"}]},
             )
-        record = await publish_event(name, body.get("payload"))
+        # A tenant token's event reaches only its tenant's waiters; an operator's, every waiter.
+        record = await publish_event(name, body.get("payload"), tenant=principal.tenant_id)
         return {
             "id": record.id,
             "name": record.name,
