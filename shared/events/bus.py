@@ -256,7 +256,7 @@ async def publish_event(
     payload: JSONValue,
     *,
     ttl_ms: int | None = None,
-    tenant: str | None | _Acting = ACTING_TENANT,
+    tenant: str | _Acting | None = ACTING_TENANT,
 ) -> EventRecord:
     """Publish on the process's bus; a ``step.wait_for_event`` on ``name`` may match it when
     the event reaches its job's tenant. ``tenant`` defaults to the acting tenant (inside a job

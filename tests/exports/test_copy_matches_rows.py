@@ -220,7 +220,8 @@ async def test_an_export_that_crashed_on_the_rows_road_resumes_on_the_copy_road_
         tenant=lambda i: i.org_id,
         prefix=lambda i: f"exports/{i.org_id}",
         source=lambda run: keyset(
-            table, key="id", columns=COLUMNS, tenant_column="org_id", pool=run.ctx, copy=False if run.attempt == 1 else None,
+            table, key="id", columns=COLUMNS, tenant_column="org_id", pool=run.ctx,
+            copy=False if run.attempt == 1 else None,
         ),
         columns=COLUMNS,
         sink=lambda: sink,

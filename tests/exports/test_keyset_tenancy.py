@@ -28,7 +28,7 @@ HOSTILE = "org-1' OR '1'='1"
 
 @pytest.fixture
 async def orders(pg_pool: asyncpg.Pool[Any]) -> AsyncIterator[str]:
-    """``orders`` in a schema of this test's own: ids 1–9, every third of org-2, the rest
+    """``orders`` in a schema of this test's own: ids 1 to 9, every third of org-2, the rest
     org-1's."""
     schema = f"ten_{uuid.uuid4().hex[:10]}"
     async with pg_pool.acquire() as conn:

@@ -4,7 +4,6 @@ of no tenant (a ``tenant='none'`` job) sees only events of no tenant."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -28,8 +27,8 @@ def _pool(bus_kind: str, request: pytest.FixtureRequest) -> asyncpg.Pool[Any] | 
 
 
 @pytest.fixture
-async def bus(_pool: asyncpg.Pool[Any] | None) -> AsyncIterator[EventBus]:
-    yield memory_event_bus() if _pool is None else PostgresEventBus(_pool)
+def bus(_pool: asyncpg.Pool[Any] | None) -> EventBus:
+    return memory_event_bus() if _pool is None else PostgresEventBus(_pool)
 
 
 async def _found_by(bus: EventBus, tenant: str | None) -> list[Any]:
