@@ -11,7 +11,8 @@ enqueue stream's consumer alike.
 idempotency key, ``tenant(input)``, the tenant token's rule) and answers ``{"id", "runId",
 "deduped"}`` once the row is committed; with ``"onConflict": "error"`` a live run holding
 the key is ``X_JOB_DUPLICATE`` (``meta.id`` names it) and nothing is queued.
-``publish(name, data, authorization)`` reads ``{"payload"}`` and needs ``events:publish``.
+``publish(name, data, authorization)`` reads ``{"payload"}`` and needs ``events:publish``; the
+event carries the token's tenant, so it resumes only that tenant's waits (an operator's, all).
 ``limited=True`` (the request/reply form) spends one request of the token's bucket first:
 the HTTP edge's ``TokenBuckets`` (``UJOBS_API_RATE_PER_TOKEN``), the same instance in the
 api, so a token's rate counts its HTTP and NATS requests together; over it is
