@@ -295,7 +295,9 @@ async def test_copy_mode_writes_postgres_csv_neutralised_page_by_page(
         "-5", "'=cmd", 'a,"=b"', "'\"=c", "", ""
     ]  # fmt: skip
     assert len(notes) == 57
-    steps = await driver.load_steps((await driver.introspect.get(job_id)).run_id)  # type: ignore[union-attr]
+    row = await driver.introspect.get(job_id)  # type: ignore[union-attr]
+    assert row is not None
+    steps = await driver.load_steps(row.run_id, tenant_id=row.tenant_id)
     assert steps[0].output["cursor"] == [200]
 
 
