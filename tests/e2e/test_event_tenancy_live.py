@@ -131,7 +131,7 @@ async def _answer(stack: Stack, job_id: str) -> Any:
     row = await driver.introspect.get(job_id)
     assert row is not None
     assert row.state == "done", row.last_error
-    steps = {s.name: s.output for s in await driver.load_steps(row.run_id)}
+    steps = {s.name: s.output for s in await driver.load_steps(row.run_id, tenant_id=row.tenant_id)}
     return steps["approval"]
 
 
