@@ -57,6 +57,7 @@ from datetime import timedelta
 from typing import Any, Literal, TypeVar, cast, overload
 
 from shared.clock import Clock
+from shared.context import current_tenant
 from shared.drivers.base import ClaimRef, JobDriver, StepRecord
 from shared.durations import duration_label, duration_ms
 from shared.errors import (
@@ -450,7 +451,8 @@ class Step:
             return _copy(record.output)
         bus = self._bus if self._bus is not None else event_bus()
         started, began_at_ms = await self._wait_start(checked, event, bus)
-        found = await bus.find(event, since_ms=started, match=match)
+        # The waiter's tenant is its job's: the scope the attempt runs under (``job_scope``).
+        found = await bus.find(event, since_ms=started, match=match, tenant=current_tenant())
         if found is not None:
             # The wait had begun: under a drain its answer still lands.
             await self._save(checked, found.payload, began_at_ms, started=True)
