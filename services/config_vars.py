@@ -299,7 +299,7 @@ VARIABLES: dict[str, Variable] = {
             "UJOBS_WEBHOOK_ALLOW_PRIVATE",
             "networks webhooks may reach besides public addresses (10.0.0.0/8,…), or * for all",
             "none: loopback, private, link-local, multicast and metadata addresses refused",
-            ("webhook-deliverer", "webhooks commands"),
+            ("webhook-deliverer", "webhooks commands", "api"),
         ),
         Variable(
             "UJOBS_WEBHOOK_ENDPOINT_CONCURRENCY",
@@ -312,7 +312,7 @@ VARIABLES: dict[str, Variable] = {
             "UJOBS_WEBHOOK_ALLOW_HTTP",
             "1 lets webhook endpoints use http:// (tests, private networks)",
             "0: https:// only",
-            ("webhook-deliverer", "webhooks commands"),
+            ("webhook-deliverer", "webhooks commands", "api"),
         ),
     )
 }
