@@ -59,6 +59,38 @@ async def test_the_login_sets_a_strict_httponly_cookie_and_refuses_a_bad_token(a
     assert "<h1>Queues</h1>" in await page.text()
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "null"},  # a sandboxed frame or a data: page on the attacker's site
+        {"Origin": "https://evil.example"},
+        {"Referer": "https://evil.example/login-csrf.html"},
+    ],
+)
+async def test_the_login_refuses_a_null_or_cross_site_origin(
+    api: Api, headers: dict[str, str]
+) -> None:
+    """Login CSRF: the login form carries no CSRF token (there is no cookie yet), so another
+    site posting the attacker's token would log the browser in as the attacker."""
+    attackers = await api.token("read", "operate", tenant=ORG_B)
+    refused = await api.client.post(
+        "/_x/login", data={"token": attackers}, headers=headers, allow_redirects=False
+    )
+    assert refused.status == 403
+    assert "another site" in await refused.text()
+    assert COOKIE not in refused.cookies
+    assert "Set-Cookie" not in refused.headers
+    same = str(api.client.make_url("/_x/login"))
+    await login(api, attackers)  # no Origin (a script): the token decides, as before
+    kept = await api.client.post(
+        "/_x/login",
+        data={"token": attackers, "next": "/_x/jobs"},
+        headers={"Origin": same.removesuffix("/_x/login")},
+        allow_redirects=False,
+    )
+    assert kept.status == 303
+
+
 async def test_an_action_needs_the_csrf_token_a_same_origin_and_a_confirmation(
     api: Api, pg_pool: Any
 ) -> None:
@@ -75,6 +107,10 @@ async def test_an_action_needs_the_csrf_token_a_same_origin_and_a_confirmation(
         "/_x/act", data=signed, headers={"Origin": "https://evil.example"}, allow_redirects=False
     )
     assert foreign.status == 403
+    sandboxed = await api.client.post(
+        "/_x/act", data=signed, headers={"Origin": "null"}, allow_redirects=False
+    )
+    assert sandboxed.status == 403
     unconfirmed = await api.client.post(
         "/_x/act", data={**signed, "confirm": ""}, allow_redirects=False
     )
