@@ -12,6 +12,7 @@ import pytest
 
 from services.dashboard.session import COOKIE, csrf_token, safe_next
 from shared.drivers.postgres import postgres_driver
+from shared.execution.settle import last_error_text
 from shared.introspect import get_job
 from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
 from tests.support.cli import run_to
@@ -141,6 +142,24 @@ async def test_a_read_only_token_cannot_act_and_a_tenant_cannot_see_queues_or_ot
     hidden = await api.client.post("/_x/act", data=form, allow_redirects=False)
     assert hidden.status == 404
     assert (await get_job(postgres_driver(pg_pool), theirs)).state == "ready"
+
+
+async def test_the_job_page_shows_the_stack_to_operators_only(api: Api, pg_pool: Any) -> None:
+    job_id = await enqueue(api, ORG_A, "a@x.io")
+    try:
+        raise ValueError("the partner refused the card")
+    except ValueError as exc:
+        text = last_error_text(exc)
+    await run_to(postgres_driver(pg_pool), job_id, dead=text)
+    await login(api, await api.token("read", tenant=ORG_A))
+    tenants = await (await api.client.get(f"/_x/jobs/{job_id}")).text()
+    assert "ValueError: the partner refused the card" in tenants
+    assert "Traceback" not in tenants
+    assert __file__ not in tenants
+    await login(api, await api.token("read"))
+    operators = await (await api.client.get(f"/_x/jobs/{job_id}")).text()
+    assert "Traceback" in operators
+    assert __file__ in operators
 
 
 @pytest.mark.parametrize(
