@@ -37,6 +37,7 @@ from services.config_parse import (
     optional,
     parse_concurrency,
     parse_queues,
+    public_base_url,
     purge_on,
     tcp_port,
     urls,
@@ -360,6 +361,13 @@ class ApiConfig:
     """The NATS edge's subject and stream prefix (``services.nats.names``)."""
     nats_ack_wait_ms: int = 30_000
     """How long the enqueue stream's consumer waits for an ack before redelivering."""
+    public_url: str | None = None
+    """``UJOBS_PUBLIC_URL``: where the links the api hands out point (``services.public_url``)."""
+
+    @property
+    def development(self) -> bool:
+        """``ujobs dev``: one machine, so a link may name the host the request came to."""
+        return self.common.service == "dev"
 
     @classmethod
     def load(
@@ -387,6 +395,7 @@ class ApiConfig:
             rate_per_token=src.read("UJOBS_API_RATE_PER_TOKEN", optional(whole_from(1)), None),
             nats_prefix=src.read("UJOBS_NATS_PREFIX", nats_prefix, "ujobs"),
             nats_ack_wait_ms=src.read("UJOBS_NATS_ACK_WAIT_MS", whole_from(1_000), 30_000),
+            public_url=src.read("UJOBS_PUBLIC_URL", optional(public_base_url), None),
         )
         if require_backend:
             common.connections.require_backend(service)

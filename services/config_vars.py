@@ -280,6 +280,15 @@ VARIABLES: dict[str, Variable] = {
             ("exporter", "api", "dev", "exports"),
         ),
         Variable(
+            "UJOBS_PUBLIC_URL",
+            "the api's address as its users reach it (https://jobs.example.com, a path prefix "
+            "allowed): the host of the links it hands out (an export part's download), never "
+            "taken from a request's Host header",
+            "none: no such link (the part answers X_CONFIG_INVALID naming this variable); "
+            "ujobs dev links to the request's own host",
+            ("api", "dev"),
+        ),
+        Variable(
             "UJOBS_SECRET_KEY",
             "base64 32-byte key sealing webhook endpoint secrets at rest (AES-GCM; id:key,id:key "
             "while rotating: the first seals, every one opens) and signing the api's expiring "
