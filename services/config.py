@@ -364,11 +364,6 @@ class ApiConfig:
     public_url: str | None = None
     """``UJOBS_PUBLIC_URL``: where the links the api hands out point (``services.public_url``)."""
 
-    @property
-    def development(self) -> bool:
-        """``ujobs dev``: one machine, so a link may name the host the request came to."""
-        return self.common.service == "dev"
-
     @classmethod
     def load(
         cls,

@@ -25,7 +25,8 @@ def public_base(request: web.Request) -> str:
     config = request.app.get(CONFIG)
     if config is not None and config.public_url is not None:
         return config.public_url
-    if config is not None and config.development:
+    if config is not None and config.common.service == "dev":
+        # ``ujobs dev``: one machine, the browser on it, so the request's host is the api's.
         return str(request.url.origin())
     raise invalid(
         VARIABLE,

@@ -142,4 +142,4 @@ def test_a_public_url_keeps_its_host_port_and_prefix() -> None:
         {"DATABASE_URL": "postgresql://x/y", "UJOBS_PUBLIC_URL": "HTTPS://Jobs.example.com:8443/q/"}
     )
     assert config.public_url == "https://Jobs.example.com:8443/q"
-    assert not config.development
+    assert config.common.service == "api"
