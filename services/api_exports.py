@@ -10,7 +10,10 @@ A part on an object store (S3, GCS, Azure) links to a presigned URL: the downloa
 through the api. A part on the filesystem links back here: ``sig`` is HMAC-SHA256, keyed by
 ``UJOBS_SECRET_KEY``, over the path and the expiry, so the link is the credential — it opens
 that one part until ``expires`` (epoch seconds) and nothing else. Without a key, such parts get
-no link (``ujobs exports get`` still reads them from the store).
+no link (``ujobs exports get`` still reads them from the store). The link's host is
+``UJOBS_PUBLIC_URL`` (``services.public_url``), never the request's ``Host``; an api without it
+(outside ``ujobs dev``) answers such a part ``"url": null`` with the ``X_CONFIG_INVALID`` saying
+so as its ``"error"``.
 
 Access: ``AUTHORIZE`` is the seam the token edge fills (``token_reader``): called with the
 request BEFORE any job is read, it refuses a missing or bad token (401) or scope (403) and
@@ -32,6 +35,7 @@ from exports.downloads import FoundExport, describe_export, find_export, read_ma
 from exports.manifest import Manifest
 from exports.sinks import ExportNotFoundError
 from services.exporter import ExportSettings
+from services.public_url import public_base
 from shared.drivers.base import JobDriver
 from shared.errors import UltimateError
 from shared.jobs.registry import Registry
@@ -168,16 +172,24 @@ async def get_export(request: web.Request) -> web.Response:
     key = request.app[SETTINGS].secret_key
     now_s = _driver(request).clock.now_ms() // 1000
     expires_s = now_s + int(LINK_TTL.total_seconds())
-    origin = request.url.origin()
+    try:
+        base: str | None = public_base(request)  # UJOBS_PUBLIC_URL, never the Host header
+        unlinked: UltimateError | None = None
+    except UltimateError as exc:
+        base, unlinked = None, exc
 
     def local_link(index: int) -> str | None:
-        if key is None:
+        if key is None or base is None:
             return None
         path = part_path(found.row.id, index)
         query = f"expires={expires_s}&sig={sign_path(key, path, expires_s)}"
-        return f"{origin}{path}?{query}"
+        return f"{base}{path}?{query}"
 
     body = await describe_export(found, manifest, expires_in=LINK_TTL, local_link=local_link)
+    if key is not None and unlinked is not None:
+        for part in body["parts"]:
+            if part["url"] is None:
+                part["error"] = unlinked.to_dict()
     return web.json_response(body)
 
 

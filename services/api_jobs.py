@@ -11,7 +11,9 @@
 | ``DELETE /v1/jobs/{id}`` | ``operate`` | ``{"id", "removed": true}`` |
 
 A tenant token sees only its own tenant's jobs: another tenant's job is ``X_JOB_NOT_FOUND``
-(404, never 403, so an id reveals nothing), and a list is always filtered to its tenant.
+(404, never 403, so an id reveals nothing), and a list is always filtered to its tenant. Its
+``lastError`` is the error's code and message without the stack (which names the server's
+paths); an operator token reads the whole of it.
 """  # noqa: E501
 
 from __future__ import annotations
@@ -73,7 +75,9 @@ def _text(body: dict[str, Any], key: str) -> str | None:
 async def show(request: web.Request) -> web.Response:
     principal = await caller(request, "read")
     row = await _visible_job(request, principal)
-    return json_ok(await job_document(request.app[EDGE].driver, row))
+    return json_ok(
+        await job_document(request.app[EDGE].driver, row, error_detail=principal.operator)
+    )
 
 
 def job_filter(query: Any, principal: Principal) -> JobFilter:
@@ -116,7 +120,7 @@ def job_filter(query: Any, principal: Principal) -> JobFilter:
 async def page(request: web.Request) -> web.Response:
     principal = await caller(request, "read")
     flt = job_filter(request.query, principal)
-    return json_ok(await list_jobs(request.app[EDGE].driver, flt))
+    return json_ok(await list_jobs(request.app[EDGE].driver, flt, error_detail=principal.operator))
 
 
 @routes.post("/v1/jobs/{job}/cancel")
@@ -125,7 +129,7 @@ async def cancel(request: web.Request) -> web.Response:
     body = await _optional_body(request, frozenset({"reason"}))
     row = await _visible_job(request, principal)
     moved = await cancel_job(request.app[EDGE].driver, row.id, _text(body, "reason"))
-    return json_ok(job_json(moved))
+    return json_ok(job_json(moved, error_detail=principal.operator))
 
 
 @routes.post("/v1/jobs/{job}/retry")
@@ -134,14 +138,15 @@ async def retry(request: web.Request) -> web.Response:
     body = await _optional_body(request, frozenset({"fromStep"}))
     row = await _visible_job(request, principal)
     moved = await retry_job(request.app[EDGE].driver, row.id, from_step=_text(body, "fromStep"))
-    return json_ok(job_json(moved))
+    return json_ok(job_json(moved, error_detail=principal.operator))
 
 
 @routes.post("/v1/jobs/{job}/promote")
 async def promote(request: web.Request) -> web.Response:
     principal = await caller(request, "operate")
     row = await _visible_job(request, principal)
-    return json_ok(job_json(await promote_job(request.app[EDGE].driver, row.id)))
+    moved = await promote_job(request.app[EDGE].driver, row.id)
+    return json_ok(job_json(moved, error_detail=principal.operator))
 
 
 @routes.delete("/v1/jobs/{job}")

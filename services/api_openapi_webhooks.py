@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from webhooks.endpoint_headers import MAX_HEADERS, MAX_VALUE_CHARS
+
 Op = Callable[..., dict[str, Any]]
 
 MAX_DELIVERIES_PAGE_DOC = 1_000
@@ -68,7 +70,14 @@ _ADD = {
         "url": {"type": "string", "description": "https://… the partner receives on"},
         "topics": {"type": "array", "items": {"type": "string"}, "description": "default ['*']"},
         "scheme": {"type": "string", "enum": ["standard", "ultimate"]},
-        "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+        "headers": {
+            "type": "object",
+            "maxProperties": MAX_HEADERS,
+            "propertyNames": {"pattern": "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", "maxLength": 256},
+            "additionalProperties": {"type": "string", "maxLength": MAX_VALUE_CHARS},
+            "description": "sent with every delivery; values sealed at rest, never listed; no "
+            "control character but a tab in a value",
+        },
         "description": {"type": "string"},
         "ratePerS": {"type": "number", "exclusiveMinimum": 0},
         "tenantId": {"type": "string", "description": "operator tokens only; a tenant's own"},

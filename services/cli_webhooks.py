@@ -416,7 +416,8 @@ def reseal(
     driver: DriverOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Seal every endpoint secret again under UJOBS_SECRET_KEY's first key (key rotation)."""
+    """Seal every endpoint secret and header value again under UJOBS_SECRET_KEY's first key
+    (key rotation; header values stored in clear before migration 0019 are sealed too)."""
 
     async def work(store: PgWebhookStore, _: Backend) -> int:
         return await store.reseal()

@@ -37,6 +37,7 @@ from services.config_parse import (
     optional,
     parse_concurrency,
     parse_queues,
+    public_base_url,
     purge_on,
     tcp_port,
     urls,
@@ -367,6 +368,8 @@ class ApiConfig:
     ``max_ack_pending``, and the api's pull window)."""
     nats_max_deliveries: int = DEFAULT_NATS_MAX_DELIVERIES
     """The delivery on which a stream message still failing unexpectedly is refused."""
+    public_url: str | None = None
+    """``UJOBS_PUBLIC_URL``: where the links the api hands out point (``services.public_url``)."""
 
     @classmethod
     def load(
@@ -400,6 +403,7 @@ class ApiConfig:
             nats_max_deliveries=src.read(
                 "UJOBS_NATS_MAX_DELIVERIES", whole_from(1), DEFAULT_NATS_MAX_DELIVERIES
             ),
+            public_url=src.read("UJOBS_PUBLIC_URL", optional(public_base_url), None),
         )
         if require_backend:
             common.connections.require_backend(service)

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 from services.config_vars import DRIVERS, JOBS_CONCURRENCY_DEFAULT, MAX_QUEUE_NAME, DriverName
 from services.redact import redact_url
@@ -132,6 +133,22 @@ def app_spec(name: str, raw: str) -> str:
 
 def optional(parse: Callable[[str, str], T]) -> Callable[[str, str], T | None]:
     return parse
+
+
+def public_base_url(name: str, raw: str) -> str:
+    """An http(s) base URL the api's links start with: a host, at most a path prefix (its
+    trailing ``/`` dropped), never credentials, a query or a fragment."""
+    value = parse_url(name, raw, ("https", "http"))
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError:
+        raise invalid(name, f"{redact_url(value)!r} does not parse as a URL") from None
+    if not parts.hostname or parts.username is not None or parts.password is not None:
+        raise invalid(name, "a base URL names a host and carries no credentials")
+    if parts.query or parts.fragment:
+        raise invalid(name, "a base URL has no ?query or #fragment", value=redact_url(value))
+    return f"{parts.scheme.lower()}://{parts.netloc}{parts.path.rstrip('/')}"
 
 
 def whole_from(minimum: int) -> Callable[[str, str], int]:

@@ -298,6 +298,15 @@ VARIABLES: dict[str, Variable] = {
             ("exporter", "api", "dev", "exports"),
         ),
         Variable(
+            "UJOBS_PUBLIC_URL",
+            "the api's address as its users reach it (https://jobs.example.com, a path prefix "
+            "allowed): the host of the links it hands out (an export part's download), never "
+            "taken from a request's Host header",
+            "none: no such link (the part answers X_CONFIG_INVALID naming this variable); "
+            "ujobs dev links to the request's own host",
+            ("api", "dev"),
+        ),
+        Variable(
             "UJOBS_SECRET_KEY",
             "base64 32-byte key sealing webhook endpoint secrets at rest (AES-GCM; id:key,id:key "
             "while rotating: the first seals, every one opens) and signing the api's expiring "
@@ -317,7 +326,7 @@ VARIABLES: dict[str, Variable] = {
             "UJOBS_WEBHOOK_ALLOW_PRIVATE",
             "networks webhooks may reach besides public addresses (10.0.0.0/8,…), or * for all",
             "none: loopback, private, link-local, multicast and metadata addresses refused",
-            ("webhook-deliverer", "webhooks commands"),
+            ("webhook-deliverer", "webhooks commands", "api"),
         ),
         Variable(
             "UJOBS_WEBHOOK_ENDPOINT_CONCURRENCY",
@@ -330,7 +339,7 @@ VARIABLES: dict[str, Variable] = {
             "UJOBS_WEBHOOK_ALLOW_HTTP",
             "1 lets webhook endpoints use http:// (tests, private networks)",
             "0: https:// only",
-            ("webhook-deliverer", "webhooks commands"),
+            ("webhook-deliverer", "webhooks commands", "api"),
         ),
     )
 }

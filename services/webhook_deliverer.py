@@ -14,6 +14,7 @@ the app's own ``webhook()`` families on the ``webhooks`` queue run here too.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -31,6 +32,8 @@ from webhooks.family import WEBHOOKS_QUEUE, install_client
 from webhooks.secrets import SecretBox
 from webhooks.ssrf import GuardPolicy
 from webhooks.store_pg import PgWebhookStore
+
+log = logging.getLogger("ujobs.webhooks")
 
 # Successful attempts reach the ledger in one statement per this many milliseconds.
 LEDGER_BATCH_MS = 10
@@ -83,8 +86,9 @@ def deliverer_registry(
 async def start_webhook_deliverer(
     run: ServiceRun, config: WorkerConfig, settings: WebhookSettings
 ) -> JobWorker:
-    """Open the backend (Postgres always: the endpoints and the ledger live there), install
-    the store and the guarded client, and start the worker; all undone after the drain."""
+    """Open the backend (Postgres always: the endpoints and the ledger live there), seal the
+    header values a row from before migration 0019 keeps in clear, install the store and the
+    guarded client, and start the worker; all undone after the drain."""
     from services.metrics_server import serve_metrics
     from services.worker import start_worker
 
@@ -96,6 +100,9 @@ async def start_webhook_deliverer(
     store = PgWebhookStore(
         pool, settings.box, policy=settings.policy, batch_delivered_ms=LEDGER_BATCH_MS
     )
+    sealed = await store.seal_clear_headers()
+    if sealed:
+        log.info("ujobs.webhooks.headers-sealed", extra={"endpoints": sealed})
     builtin.install_store(store)
     run.stack.callback(builtin.install_store, None)
     run.stack.push_async_callback(store.ledger.close)  # after the drain, before the pool

@@ -17,6 +17,10 @@ The idempotency key is masked with the input: it is computed FROM the input
 values the redaction hides. Only ``show_input=True`` shows it, as it shows the input; a list,
 which carries no input, masks it too. Every face (``ujobs jobs``, the api, the dashboard) reads
 these projections, so they all mask alike.
+
+``last_error`` carries the attempt's stack, which names the server's paths and code: the
+projections take ``error_detail``, and a face serving a tenant's token passes False so the
+tenant reads the error's code and message (``error_summary``); operators keep the stack.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from shared.errors import (
     JobNotFoundError,
     StepNotFoundError,
 )
+from shared.execution.settle import error_summary
 
 FULL_ID_LENGTH = 36
 SHORT_ID_LENGTH = 18
@@ -81,9 +86,10 @@ def redact_key(key: str) -> str:
     return MASK if key else key
 
 
-def job_json(row: JobRow, *, input_: str = "omit") -> dict[str, Any]:
+def job_json(row: JobRow, *, input_: str = "omit", error_detail: bool = True) -> dict[str, Any]:
     """A job row as JSON. ``input_``: ``omit`` (lists), ``redacted`` or ``shown``; the
-    idempotency key is shown only with the input (``shown``)."""
+    idempotency key is shown only with the input (``shown``). ``error_detail=False``: the last
+    error without its stack (a tenant's view)."""
     key = row.idempotency_key if input_ == "shown" else redact_key(row.idempotency_key)
     doc: dict[str, Any] = {
         "id": row.id,
@@ -102,7 +108,7 @@ def job_json(row: JobRow, *, input_: str = "omit") -> dict[str, Any]:
         "claimedBy": row.claimed_by,
         "leaseExpiresAtMs": row.lease_expires_at_ms,
         "progress": row.progress,
-        "lastError": row.last_error,
+        "lastError": row.last_error if error_detail else error_summary(row.last_error),
         "traceparent": row.traceparent,
         "enqueuedBy": row.enqueued_by,
     }
@@ -128,9 +134,9 @@ def step_json(step: StepRecord, *, show_output: bool) -> dict[str, Any]:
     return doc
 
 
-def page_json(page: JobPage) -> dict[str, Any]:
+def page_json(page: JobPage, *, error_detail: bool = True) -> dict[str, Any]:
     return {
-        "jobs": [job_json(r) for r in page.rows],
+        "jobs": [job_json(r, error_detail=error_detail) for r in page.rows],
         "limit": page.limit,
         "last": page.is_last,
         "next": None if page.is_last else page.next_cursor,
@@ -178,8 +184,10 @@ def bulk_json(result: BulkResult) -> dict[str, int]:
 # --- reads ----------------------------------------------------------------------------------
 
 
-async def list_jobs(driver: JobDriver, flt: JobFilter) -> dict[str, Any]:
-    return page_json(await introspection_of(driver).list(flt))
+async def list_jobs(
+    driver: JobDriver, flt: JobFilter, *, error_detail: bool = True
+) -> dict[str, Any]:
+    return page_json(await introspection_of(driver).list(flt), error_detail=error_detail)
 
 
 def short_id(job_id: str) -> str:
@@ -234,12 +242,17 @@ async def inspect_job(
 
 
 async def job_document(
-    driver: JobDriver, row: JobRow, *, show_input: bool = False, show_output: bool = False
+    driver: JobDriver,
+    row: JobRow,
+    *,
+    show_input: bool = False,
+    show_output: bool = False,
+    error_detail: bool = True,
 ) -> dict[str, Any]:
     """``inspect_job``'s document for a row already read (the api reads it first to check
     the caller's tenant)."""
     steps = await driver.load_steps(row.run_id, tenant_id=row.tenant_id)
-    doc = job_json(row, input_="shown" if show_input else "redacted")
+    doc = job_json(row, input_="shown" if show_input else "redacted", error_detail=error_detail)
     doc["steps"] = [step_json(s, show_output=show_output) for s in steps]
     return doc
 

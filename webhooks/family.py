@@ -10,7 +10,9 @@ are the queue's; what this adds is the delivery itself, in this order, on every 
 3. ``is_disabled`` (the endpoint row's own flag and the ledger's verdict), asked before every
    socket: a disabled endpoint's delivery dead-letters (``X_WEBHOOK_ENDPOINT_DISABLED``) with
    its event kept, for ``redeliver`` after an operator re-enables it.
-4. Sign the exact bytes sent at SEND time; the endpoint's own headers merge UNDER ours.
+4. Sign the exact bytes sent at SEND time; the endpoint's own headers merge UNDER ours. A
+   header HTTP forbids (a stored row from before the rule) fails the attempt like a refused
+   URL: terminal, recorded, and counted toward ``disable_after``.
 5. A drain that arrived before the POST stops it; once on the wire a drain never aborts it.
    The deadline and a lost lease cancel it, and that cancelled attempt writes no ledger row.
 6. Record the attempt in the ledger, THEN throw: 2xx delivered; 429/503 throttled with the
@@ -37,6 +39,7 @@ from shared.execution.run import Run
 from shared.jobs.job import JobHandle, KeyedConcurrency, job
 from shared.jobs.retry import Retry
 from webhooks.client import HttpAnswer, TransportError, WebhookClient
+from webhooks.endpoint_headers import check_headers
 from webhooks.errors import (
     WebhookDeliveryFailedError,
     WebhookDeliveryRejectedError,
@@ -70,13 +73,13 @@ class WebhookInput(BaseModel):
 class Endpoint:
     """Where and how to deliver. ``secrets`` is newest first (several during a rotation):
     ``whsec_`` (or ``whsk_`` for ed25519) for the standard scheme, any string for the spec's.
-    Its repr never shows a secret."""
+    Its repr never shows a secret, nor the values of its own headers."""
 
     id: str
     url: str
     secrets: tuple[str, ...] = field(repr=False)
     scheme: Scheme = "standard"
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     disabled: bool = False
     rate_per_s: float | None = None
     """At most this many POSTs a second to this endpoint from one deliverer process."""
@@ -274,8 +277,9 @@ class _Delivery:
         # A drain that arrived before the POST stops it here; once sent, nothing but the
         # deadline or a lost lease (which cancel this task) stops it.
         run.signal.throw_if_aborted()
-        headers = merged_headers(endpoint.headers, {"content-type": event.content_type, **signed})
         try:
+            own = check_headers(endpoint.headers)
+            headers = merged_headers(own, {"content-type": event.content_type, **signed})
             answer = await self._client().post(
                 endpoint.url, body, headers, timeout_s=self.request_timeout_ms / 1000
             )

@@ -6,7 +6,12 @@ where some clouds put theirs), multicast, reserved and unspecified addresses. Th
 inside the connector's resolver, at connect time, on the addresses the socket then uses: a
 check made earlier (when the endpoint was registered, or a lookup before the request) would
 let DNS rebinding answer a public address to the check and a private one to the connect.
-An IP literal never reaches a resolver, so ``check_url`` refuses those up front.
+An IP literal never reaches a resolver, so ``check_url`` refuses those up front, in every
+spelling a resolver or the HTTP client would turn into an address (``0x7f.1``, ``2130706433``,
+``0177.0.0.1``, ``127.1``, ``[::ffff:127.0.0.1]``, full-width digits, a trailing dot), and
+``localhost`` with every ``*.localhost`` name (RFC 6761: always loopback). ``check_url`` is the
+one rule: registration (the store) and every delivery (the client) call it, so an endpoint
+refused at delivery is refused when it is added, with the same message.
 
 ``UJOBS_WEBHOOK_ALLOW_PRIVATE`` (read by the services, handed here as ``GuardPolicy``) lists
 networks to let through anyway, for tests and private deployments; ``*`` lets everything
@@ -22,6 +27,7 @@ from urllib.parse import urlsplit
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
+from yarl import URL
 
 from shared.errors import ConfigInvalidError
 from webhooks.errors import WebhookEndpointInvalidError
@@ -29,6 +35,7 @@ from webhooks.errors import WebhookEndpointInvalidError
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 MAX_URL_LENGTH = 2048
+LOOPBACK_NAME_ADDRESSES = (ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +96,8 @@ def refused_reason(address: IPAddress, policy: GuardPolicy) -> str | None:
 
 def _refused(host: str, address: str, why: str) -> WebhookEndpointInvalidError:
     return WebhookEndpointInvalidError(
-        f"the endpoint's host {host!r} resolves to a {why} address ({address}); webhooks only "
+        f"the endpoint's host {host!r} resolves to {'an' if why[0] in 'aeiou' else 'a'} {why} "
+        f"address ({address}); webhooks only "
         "reach public addresses (UJOBS_WEBHOOK_ALLOW_PRIVATE lists exceptions)",
         meta={"host": host, "address": address, "reason": why},
     )
@@ -97,8 +105,8 @@ def _refused(host: str, address: str, why: str) -> WebhookEndpointInvalidError:
 
 def check_url(url: str, policy: GuardPolicy) -> str:
     """The URL's host, or ``X_WEBHOOK_ENDPOINT_INVALID`` for a URL no delivery may use: not
-    http(s), ``http://`` where not allowed, credentials in it, no host, or an IP literal the
-    policy refuses."""
+    http(s), ``http://`` where not allowed, credentials in it, no host, or a host naming
+    without DNS (``host_addresses``) only addresses the policy refuses."""
     if not isinstance(url, str) or not url or len(url) > MAX_URL_LENGTH:
         raise WebhookEndpointInvalidError(
             f"an endpoint URL is a string of at most {MAX_URL_LENGTH} characters"
@@ -125,20 +133,46 @@ def check_url(url: str, policy: GuardPolicy) -> str:
             "an endpoint URL must not carry credentials; put them in the endpoint's headers",
             meta={"reason": "credentials"},
         )
-    host = parts.hostname
+    host = _client_host(url)
     if not host or port == 0:
         raise WebhookEndpointInvalidError(
             "the endpoint URL names no host", meta={"reason": "malformed"}
         )
-    try:
-        literal: IPAddress | None = ipaddress.ip_address(host)
-    except ValueError:
-        literal = None
-    if literal is not None:
-        why = refused_reason(literal, policy)
-        if why is not None:
-            raise _refused(host, str(literal), why)
+    # Like the resolver: refused when no address of the host is allowed.
+    named = host_addresses(host)
+    refusals = [(str(a), why) for a in named if (why := refused_reason(a, policy)) is not None]
+    if named and len(refusals) == len(named):
+        raise _refused(host, *refusals[0])
     return host
+
+
+def _client_host(url: str) -> str | None:
+    """The host the HTTP client connects to (yarl's reading: IDNA-folded, so full-width
+    digits are ASCII ones), lower case."""
+    try:
+        host = URL(url).raw_host
+    except (ValueError, UnicodeError):
+        raise WebhookEndpointInvalidError(
+            "the endpoint URL's host does not parse", meta={"reason": "malformed"}
+        ) from None
+    return host.lower() if host else None
+
+
+def host_addresses(host: str) -> tuple[IPAddress, ...]:
+    """The addresses ``host`` names without asking DNS: an IP literal in any spelling a
+    resolver accepts (``inet_aton``'s hex, octal and short forms, a trailing dot), the
+    loopback pair for ``localhost`` and ``*.localhost``; empty for a name DNS answers."""
+    bare = host[:-1] if host.endswith(".") else host
+    if bare == "localhost" or bare.endswith(".localhost"):
+        return LOOPBACK_NAME_ADDRESSES
+    try:
+        return (ipaddress.ip_address(bare),)
+    except ValueError:
+        pass
+    try:
+        return (ipaddress.IPv4Address(socket.inet_aton(bare)),)
+    except (OSError, ValueError):
+        return ()
 
 
 class GuardedResolver(AbstractResolver):

@@ -2,8 +2,11 @@
 
 ``PgWebhookStore`` is what the operator commands and the built-in family read and write; its
 ``ledger`` (``webhooks.ledger_pg``) is the ``WebhookLedger`` the family records into. Secrets
-are sealed by a ``SecretBox`` before they reach a row and opened only to sign. Every statement
-is a named file under ``sql/queries/webhooks_*.sql``.
+and the values of an endpoint's own headers are sealed by a ``SecretBox`` before they reach a
+row and opened only to deliver (``webhooks.endpoint_headers``); a row whose header values are
+still in clear (written before migration 0019) is sealed by ``seal_clear_headers`` (the
+deliverer's start) and by ``reseal``. Every statement is a named file under
+``sql/queries/webhooks_*.sql``.
 """
 
 from __future__ import annotations
@@ -15,12 +18,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.drivers.postgres.read_batch import ReadBatcher
 from shared.drivers.postgres.sql import query
 from shared.ids import new_id
+from webhooks.endpoint_headers import check_headers, header_names, open_headers, seal_headers
 from webhooks.errors import (
     WebhookEndpointInvalidError,
     WebhookEndpointUnknownError,
@@ -51,6 +53,7 @@ _ENDPOINT_COLUMNS = (
     "secret_sealed",
     "previous_secret_sealed",
     "headers",
+    "headers_sealed",
     "disabled",
     "rate_per_s",
 )
@@ -58,14 +61,15 @@ _ENDPOINT_COLUMNS = (
 
 @dataclass(frozen=True, slots=True)
 class EndpointInfo:
-    """An endpoint as an operator lists it: never its secret."""
+    """An endpoint as an operator lists it: never its secret, nor its headers' values."""
 
     id: str
     tenant_id: str | None
     url: str
     scheme: str
     description: str
-    headers: dict[str, str]
+    headers: tuple[str, ...]
+    """The names of the endpoint's own headers (a value may be a credential)."""
     topics: list[str]
     rate_per_s: float | None
     disabled_at_ms: int | None
@@ -81,7 +85,7 @@ class EndpointInfo:
             "url": self.url,
             "scheme": self.scheme,
             "description": self.description,
-            "headers": sorted(self.headers),  # names only: a header may carry a credential
+            "headers": list(self.headers),
             "topics": self.topics,
             "ratePerS": self.rate_per_s,
             "disabledAtMs": self.disabled_at_ms,
@@ -177,9 +181,7 @@ class PgWebhookStore:
         chosen: Scheme = "ultimate" if scheme == "ultimate" else "standard"
         clean_topics = [_check_topic(t) for t in topics]
         plain = _check_secret(chosen, secret if secret is not None else generate_secret())
-        own = dict(headers or {})
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in own.items()):
-            raise WebhookEndpointInvalidError("headers map names to string values")
+        own = check_headers(headers or {})
         ident = endpoint_id or f"ep_{new_id()}"
         check_rate(ident, rate_per_s)
         async with self._pool.acquire() as conn, conn.transaction():
@@ -190,10 +192,11 @@ class PgWebhookStore:
                 url,
                 chosen,
                 self._box.seal(plain, aad=ident),
-                orjson.dumps(own).decode(),
+                header_names(own),
                 description,
                 self._clock.now_ms(),
                 rate_per_s,
+                seal_headers(self._box, ident, own),
             )
             if inserted is None:
                 raise WebhookEndpointInvalidError(
@@ -263,7 +266,7 @@ class PgWebhookStore:
             url=row["url"],
             secrets=tuple(self._box.open(s, aad=row["id"]) for s in sealed),
             scheme=row["scheme"],
-            headers=orjson.loads(row["headers"]),
+            headers=open_headers(self._box, row["id"], row["headers"], row["headers_sealed"]),
             disabled=row["disabled"],
             rate_per_s=row["rate_per_s"],
         )
@@ -277,7 +280,7 @@ class PgWebhookStore:
                 url=r["url"],
                 scheme=r["scheme"],
                 description=r["description"],
-                headers=orjson.loads(r["headers"]),
+                headers=tuple(r["header_names"]),
                 topics=list(r["topics"]),
                 rate_per_s=r["rate_per_s"],
                 disabled_at_ms=r["disabled_at_ms"],
@@ -339,10 +342,13 @@ class PgWebhookStore:
         return plain
 
     async def reseal(self) -> int:
-        """Seal every secret again under the box's current key; answers how many rows moved."""
-        moved = 0
+        """Seal every secret and every endpoint's header values again under the box's current
+        key (header values still in clear are sealed); answers how many rows moved."""
+        moved: set[str] = set()
         for row in await self._pool.fetch(query("webhooks_endpoint_sealed")):
             ident = row["id"]
+            if await self._seal_row_headers(row, clear_only=False):
+                moved.add(ident)
             current, previous = row["secret_sealed"], row["previous_secret_sealed"]
             if self._box.key_of(current) == self._box.current and (
                 previous is None or self._box.key_of(previous) == self._box.current
@@ -357,8 +363,35 @@ class PgWebhookStore:
             done = await self._pool.fetchval(
                 query("webhooks_endpoint_reseal"), ident, current, fresh, fresh_previous
             )
-            moved += done is not None
-        return moved
+            if done is not None:
+                moved.add(ident)
+        return len(moved)
+
+    async def seal_clear_headers(self) -> int:
+        """Seal the header values still in clear (rows written before migration 0019) under
+        the box's current key; answers how many rows it sealed. The deliverer runs it at
+        start; a row changed meanwhile is left for the next run."""
+        sealed = 0
+        for row in await self._pool.fetch(query("webhooks_endpoint_headers_clear")):
+            sealed += await self._seal_row_headers(row, clear_only=True)
+        return sealed
+
+    async def _seal_row_headers(self, row: Any, *, clear_only: bool) -> bool:
+        ident, stored, sealed = row["id"], row["headers"], row["headers_sealed"]
+        if sealed is None and stored == "{}":
+            return False
+        if sealed is not None and (clear_only or self._box.key_of(sealed) == self._box.current):
+            return False
+        values = open_headers(self._box, ident, stored, sealed)
+        done = await self._pool.fetchval(
+            query("webhooks_endpoint_seal_headers"),
+            ident,
+            stored,
+            sealed,
+            header_names(values),
+            seal_headers(self._box, ident, values),
+        )
+        return done is not None
 
     # -- events ----------------------------------------------------------------------------
     async def store_event(

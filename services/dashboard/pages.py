@@ -4,7 +4,7 @@
 |---|---|---|
 | ``/_x/queues`` | ``inspect_queues`` + a throughput sparkline from ``counters`` | operator |
 | ``/_x/jobs`` | ``list_jobs`` (filters, keyset pages both ways, id or short-id search) | any; a tenant sees its own |
-| ``/_x/jobs/{id}`` | ``job_document`` (input redacted like ``ujobs jobs show``) | any; another tenant's is 404 |
+| ``/_x/jobs/{id}`` | ``job_document`` (input redacted like ``ujobs jobs show``; a tenant reads the last error without its stack) | any; another tenant's is 404 |
 | ``/_x/dead`` | ``list_jobs`` over ``dead`` | any; a tenant sees its own |
 | ``/_x/workers`` | ``list_workers`` | operator |
 | ``/_x/tasks`` | ``task_rows`` (last and next fire, paused) | operator |
@@ -155,7 +155,8 @@ def _filter(query: Mapping[str, str], principal: Principal, state: JobState | No
 
 
 def row_view(row: JobRow) -> dict[str, Any]:
-    job = job_json(row)
+    """A list's row: of the last error only its first line (never the stack), for anyone."""
+    job = job_json(row, error_detail=False)
     return {**job, "error": first_line(row.last_error), "progressText": progress_text(row.progress)}
 
 
@@ -268,7 +269,7 @@ async def job(request: web.Request) -> web.Response:
     principal, secret = await viewer(request)
     row = await visible_job(request, principal, request.match_info["job"])
     driver = request.app[EDGE].driver
-    doc = await job_document(driver, row)
+    doc = await job_document(driver, row, error_detail=principal.operator)
     now_ms = driver.clock.now_ms()
     return page(
         request,

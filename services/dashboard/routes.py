@@ -4,7 +4,7 @@
 | Route | Does |
 |---|---|
 | ``GET /_x/`` | queues for an operator, jobs for a tenant token |
-| ``GET, POST /_x/login`` | the token form; a token with ``read`` sets the cookie |
+| ``GET, POST /_x/login`` | the token form (same-origin POSTs only); ``read`` sets the cookie |
 | ``POST /_x/logout`` | drops the cookie (CSRF-checked) |
 | ``GET /_x/static/…`` | the stylesheet and the script shipped in this package |
 | the pages and actions | ``pages``, ``pages_backfills``, ``_webhooks``, ``_exports``, ``actions`` |
@@ -25,6 +25,7 @@ from services.dashboard.render import ENV, environment, page
 from services.dashboard.session import (
     COOKIE,
     PREFIX,
+    CsrfError,
     check_csrf,
     check_origin,
     cookie_secret,
@@ -74,7 +75,8 @@ async def login(request: web.Request) -> web.StreamResponse:
         principal.require("read")
     except UltimateError as exc:
         log.info("ujobs.dashboard.login-refused", extra={"code": exc.code})
-        return page(request, "login.html", next=target, message=exc.message, status=401)
+        status = 403 if isinstance(exc, CsrfError) else 401
+        return page(request, "login.html", next=target, message=exc.message, status=status)
     log.info(
         "ujobs.dashboard.login",
         extra={"token": principal.token_id, "tenant": principal.tenant_id},

@@ -5,7 +5,11 @@ The cookie holds the token's secret (HttpOnly, so no script reads it; SameSite=S
 other site's page sends it; Secure behind TLS) and is checked against the token store on every
 request, like a bearer header: a revoke or an expiry holds from the next click on. Every POST
 but the login carries ``csrf``, an HMAC of a fixed label keyed by the secret, so a form another
-origin builds cannot name it; a POST whose ``Origin`` is another host is refused as well.
+origin builds cannot name it. Every POST, the login included (it has no cookie yet, so no CSRF
+token: without this check another site could log the browser in as the attacker), is refused
+when its ``Origin`` is another host or ``null`` (a sandboxed frame, a ``data:`` page, a
+redirect across sites): the dashboard's own forms always name its origin, since every page
+goes out with ``Referrer-Policy: same-origin``.
 """
 
 from __future__ import annotations
@@ -91,11 +95,12 @@ def safe_next(raw: str | None) -> str:
 
 
 def check_origin(request: web.Request) -> None:
-    """A POST whose ``Origin`` (or, lacking one, ``Referer``) names another host is refused."""
+    """A POST whose ``Origin`` (or, lacking one, ``Referer``) is ``null`` or names another
+    host is refused; one with neither (a script, not a browser) passes."""
     origin = request.headers.get("Origin") or request.headers.get("Referer")
-    if origin is None or origin == "null":
+    if origin is None:
         return
-    if urlsplit(origin).netloc != request.host:
+    if origin == "null" or urlsplit(origin).netloc != request.host:
         raise CsrfError(
             "this form was sent from another site; open the dashboard and try again",
             meta={"origin": origin},

@@ -92,6 +92,28 @@ def last_error_text(error: BaseException, verdict: str | None = None) -> str:
     return text if len(text) <= MAX_LAST_ERROR_CHARS else text[: MAX_LAST_ERROR_CHARS - 1] + "…"
 
 
+_STACK_STARTS = (
+    "Traceback (most recent call last):",
+    "Exception Group Traceback (most recent call last):",
+    "The above exception was the direct cause of the following exception:",
+    "During handling of the above exception, another exception occurred:",
+)
+
+
+def error_summary(text: str | None) -> str | None:
+    """``last_error`` without its stack: the headline (code and message) and the stop verdict.
+    What a tenant's token is shown: the stack names the server's files and code, which are
+    the operator's to read."""
+    if text is None:
+        return None
+    kept: list[str] = []
+    for line in text.split("\n"):
+        if line.lstrip(" +|").startswith(_STACK_STARTS):
+            break
+        kept.append(line)
+    return "\n".join(kept).rstrip()
+
+
 @dataclass(frozen=True, slots=True)
 class FailureVerdict:
     outcome: FailureOutcome

@@ -10,8 +10,9 @@ import asyncpg
 import pytest
 
 from shared.clock import FrozenClock
-from shared.drivers.base import ClaimOptions
+from shared.drivers.base import ClaimOptions, NackOptions
 from shared.drivers.postgres import postgres_driver
+from shared.execution.settle import last_error_text
 from shared.introspect import MASK, inspect_job, inspect_queues
 from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
 from tests.support.cli import run_to
@@ -92,6 +93,43 @@ async def test_another_tenants_job_is_404_and_never_listed(api: Api) -> None:
     assert {j["id"] for j in everyone[1]["jobs"]} == {mine, theirs}
     only_b = await api.call("GET", f"/v1/jobs?tenantId={ORG_B}", operator)
     assert [j["id"] for j in only_b[1]["jobs"]] == [theirs]
+
+
+def traceback_error(message: str) -> str:
+    """``last_error`` as a worker writes it for a body that raised: headline, verdict, stack."""
+    try:
+        raise ValueError(message)
+    except ValueError as exc:
+        return last_error_text(exc, "stop: terminal — dead-lettered on attempt 1 of 1")
+
+
+async def test_a_tenant_token_reads_the_last_errors_code_and_message_never_its_stack(
+    api: Api, pg_pool: Any, clock: FrozenClock
+) -> None:
+    job_id = await enqueue(api, ORG_A, "a@x.io")
+    text = traceback_error("the partner refused the card")
+    assert "Traceback" in text
+    assert __file__ in text  # the stack names the server's paths
+    driver = postgres_driver(pg_pool, clock=clock)
+    [claimed] = await driver.claim(ClaimOptions(queues=["default"], limit=1, worker_id="w1"))
+    retry_at = clock.now_ms() + 60_000
+    assert await driver.nack(job_id, claimed.ref, NackOptions(error=text, run_at_ms=retry_at))
+    summary = (
+        "ValueError: the partner refused the card\nstop: terminal — dead-lettered on attempt 1 of 1"
+    )
+    tenant = await api.token("read", "operate", tenant=ORG_A)
+    _, shown = await api.call("GET", f"/v1/jobs/{job_id}", tenant)
+    _, listed = await api.call("GET", "/v1/jobs", tenant)
+    status, moved = await api.call("POST", f"/v1/jobs/{job_id}/promote", tenant)
+    assert status == 200, moved
+    for doc in (shown, listed["jobs"][0], moved):
+        assert doc["lastError"] == summary
+        assert "Traceback" not in str(doc)
+        assert __file__ not in str(doc)
+    operator = await api.token("read")
+    _, detail = await api.call("GET", f"/v1/jobs/{job_id}", operator)
+    _, listed = await api.call("GET", "/v1/jobs", operator)
+    assert detail["lastError"] == listed["jobs"][0]["lastError"] == text
 
 
 async def test_keyset_pages_both_ways(api: Api, clock: FrozenClock) -> None:

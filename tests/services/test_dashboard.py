@@ -12,6 +12,7 @@ import pytest
 
 from services.dashboard.session import COOKIE, csrf_token, safe_next
 from shared.drivers.postgres import postgres_driver
+from shared.execution.settle import last_error_text
 from shared.introspect import get_job
 from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
 from tests.support.cli import run_to
@@ -59,6 +60,38 @@ async def test_the_login_sets_a_strict_httponly_cookie_and_refuses_a_bad_token(a
     assert "<h1>Queues</h1>" in await page.text()
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "null"},  # a sandboxed frame or a data: page on the attacker's site
+        {"Origin": "https://evil.example"},
+        {"Referer": "https://evil.example/login-csrf.html"},
+    ],
+)
+async def test_the_login_refuses_a_null_or_cross_site_origin(
+    api: Api, headers: dict[str, str]
+) -> None:
+    """Login CSRF: the login form carries no CSRF token (there is no cookie yet), so another
+    site posting the attacker's token would log the browser in as the attacker."""
+    attackers = await api.token("read", "operate", tenant=ORG_B)
+    refused = await api.client.post(
+        "/_x/login", data={"token": attackers}, headers=headers, allow_redirects=False
+    )
+    assert refused.status == 403
+    assert "another site" in await refused.text()
+    assert COOKIE not in refused.cookies
+    assert "Set-Cookie" not in refused.headers
+    same = str(api.client.make_url("/_x/login"))
+    await login(api, attackers)  # no Origin (a script): the token decides, as before
+    kept = await api.client.post(
+        "/_x/login",
+        data={"token": attackers, "next": "/_x/jobs"},
+        headers={"Origin": same.removesuffix("/_x/login")},
+        allow_redirects=False,
+    )
+    assert kept.status == 303
+
+
 async def test_an_action_needs_the_csrf_token_a_same_origin_and_a_confirmation(
     api: Api, pg_pool: Any
 ) -> None:
@@ -75,6 +108,10 @@ async def test_an_action_needs_the_csrf_token_a_same_origin_and_a_confirmation(
         "/_x/act", data=signed, headers={"Origin": "https://evil.example"}, allow_redirects=False
     )
     assert foreign.status == 403
+    sandboxed = await api.client.post(
+        "/_x/act", data=signed, headers={"Origin": "null"}, allow_redirects=False
+    )
+    assert sandboxed.status == 403
     unconfirmed = await api.client.post(
         "/_x/act", data={**signed, "confirm": ""}, allow_redirects=False
     )
@@ -105,6 +142,24 @@ async def test_a_read_only_token_cannot_act_and_a_tenant_cannot_see_queues_or_ot
     hidden = await api.client.post("/_x/act", data=form, allow_redirects=False)
     assert hidden.status == 404
     assert (await get_job(postgres_driver(pg_pool), theirs)).state == "ready"
+
+
+async def test_the_job_page_shows_the_stack_to_operators_only(api: Api, pg_pool: Any) -> None:
+    job_id = await enqueue(api, ORG_A, "a@x.io")
+    try:
+        raise ValueError("the partner refused the card")
+    except ValueError as exc:
+        text = last_error_text(exc)
+    await run_to(postgres_driver(pg_pool), job_id, dead=text)
+    await login(api, await api.token("read", tenant=ORG_A))
+    tenants = await (await api.client.get(f"/_x/jobs/{job_id}")).text()
+    assert "ValueError: the partner refused the card" in tenants
+    assert "Traceback" not in tenants
+    assert __file__ not in tenants
+    await login(api, await api.token("read"))
+    operators = await (await api.client.get(f"/_x/jobs/{job_id}")).text()
+    assert "Traceback" in operators
+    assert __file__ in operators
 
 
 @pytest.mark.parametrize(

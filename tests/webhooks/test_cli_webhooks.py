@@ -139,6 +139,15 @@ def test_failures_answer_their_codes(pg_dsn: str) -> None:
     header = run(pg_dsn, "endpoints", "add", "https://partner.example/h", "--header", "nope")
     assert isinstance(header, dict)
     assert header["error"]["code"] == "X_INPUT_INVALID"
+    hex_loopback = run(pg_dsn, "endpoints", "add", "https://0x7f.1/hook")
+    assert isinstance(hex_loopback, dict)
+    assert hex_loopback["error"]["code"] == "X_WEBHOOK_ENDPOINT_INVALID"
+    assert hex_loopback["error"]["meta"]["reason"] == "loopback"
+    for bad in ("X-Api-Key=sekrit-9\r\nX-Injected: 1", "X Api Key=sekrit-9"):
+        forbidden = run(pg_dsn, "endpoints", "add", "https://partner.example/h", "--header", bad)
+        assert isinstance(forbidden, dict)
+        assert forbidden["error"]["code"] == "X_WEBHOOK_ENDPOINT_INVALID"
+        assert "sekrit-9" not in str(forbidden)
     unknown = run(pg_dsn, "endpoints", "disable", "ep_missing")
     assert isinstance(unknown, dict)
     assert unknown["error"]["code"] == "X_WEBHOOK_ENDPOINT_UNKNOWN"

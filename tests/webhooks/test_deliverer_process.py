@@ -72,13 +72,25 @@ async def test_the_deliverer_runs_the_built_in_family_with_no_app(
     pg_dsn: str, pg_pool: asyncpg.Pool[Any], store: PgWebhookStore, receiver: Receiver
 ) -> None:
     created = await store.add_endpoint(receiver.url(), tenant="org_a", endpoint_id="ep_1")
+    # A row from before migration 0019: its header value in clear; the deliverer's start seals it.
+    await pg_pool.execute(
+        """update x_webhook_endpoints set headers = '{"X-Api-Key": "k-clear-1"}'::jsonb"""
+    )
     deliverer = await ServiceProcess.start("webhook-deliverer", env=deliverer_env(pg_dsn))
     try:
         await deliverer.log_event("ujobs.service.started")
+        row = await pg_pool.fetchrow(
+            "select headers::text, headers_sealed from x_webhook_endpoints"
+        )
+        assert row is not None
+        assert row["headers"] == '{"X-Api-Key": ""}'
+        assert row["headers_sealed"].startswith("v1:k1:")
+        assert "k-clear-1" not in str(tuple(row))
         await builtin.publish("orders.paid", b'{"n": 1}', tenant="org_a", store=store)
         await wait_for(receiver.arrived)
         got = receiver.requests[0]
         verify_standard(created.secret, got.headers, got.body)
+        assert got.headers["X-Api-Key"] == "k-clear-1"
         await until_row(
             pg_pool, "select count(*) from x_webhook_deliveries where outcome = 'delivered'", 1
         )

@@ -109,11 +109,57 @@ def test_check_url_passes_a_public_https_url_and_http_where_allowed() -> None:
     assert check_url("http://partner.example/hook", STRICT) == "partner.example"
 
 
-async def test_a_name_resolving_to_loopback_is_refused_at_connect(receiver: Receiver) -> None:
+NON_CANONICAL_LOOPBACK = [
+    "http://0x7f.1/hook",
+    "http://2130706433/hook",
+    "http://0177.0.0.1/hook",
+    "http://127.1/hook",
+    "http://localhost/hook",
+    "http://LocalHost./hook",
+    "http://api.localhost/hook",
+    "http://127.0.0.1./hook",
+    "http://[::ffff:127.0.0.1]/hook",
+    "http://\uff11\uff12\uff17.0.0.1/hook",  # full-width digits: the client folds them to ASCII
+]
+
+
+@pytest.mark.parametrize("url", NON_CANONICAL_LOOPBACK)
+async def test_a_loopback_host_in_any_spelling_is_refused_with_the_delivery_message(
+    url: str,
+) -> None:
+    """Registration (``check_url``) refuses what a delivery would, with the delivery's own
+    error: one rule in both places, whatever spelling the resolver or the client accepts."""
+    with pytest.raises(WebhookEndpointInvalidError) as registered:
+        check_url(url, STRICT)
+    assert registered.value.meta["reason"] == "loopback"
     client = WebhookClient(STRICT)
     try:
+        with pytest.raises(WebhookEndpointInvalidError) as delivered:
+            await client.post(url, b"{}", {}, timeout_s=5)
+    finally:
+        await client.close()
+    assert delivered.value.to_dict() == registered.value.to_dict()
+
+
+def test_an_allowed_network_lets_its_names_and_spellings_through() -> None:
+    local = GuardPolicy.parse("127.0.0.1/32", allow_http=True)
+    assert check_url("http://localhost:8080/hook", local) == "localhost"
+    assert check_url("http://0x7f.1/hook", local) == "0x7f.1"
+    assert check_url("https://0x08080808/hook", GuardPolicy()) == "0x08080808"  # 8.8.8.8
+    assert check_url("https://partner.example./hook", GuardPolicy()) == "partner.example."
+    with pytest.raises(WebhookEndpointInvalidError) as exc:
+        check_url("http://0/hook", local)
+    assert exc.value.meta["reason"] == "unspecified"
+
+
+async def test_a_name_resolving_to_loopback_is_refused_at_connect(receiver: Receiver) -> None:
+    dns = StaticResolver({"partner.example": ["127.0.0.1"]})
+    url = f"http://partner.example:{receiver.port}/hook"
+    check_url(url, STRICT)  # nothing in the URL says loopback: only its answer does
+    client = WebhookClient(STRICT, resolver=dns)
+    try:
         with pytest.raises(WebhookEndpointInvalidError) as exc:
-            await client.post(f"http://localhost:{receiver.port}/hook", b"{}", {}, timeout_s=5)
+            await client.post(url, b"{}", {}, timeout_s=5)
     finally:
         await client.close()
     assert exc.value.meta["reason"] == "loopback"
