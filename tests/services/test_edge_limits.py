@@ -103,16 +103,21 @@ async def test_a_deep_input_is_input_invalid_over_nats_request_reply(
     assert await edge.jobs() == []
 
 
+async def listen(edge: NatsApi, subject: str) -> asyncio.Queue[dict[str, Any]]:
+    got: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    async def on_message(msg: Msg) -> None:
+        await got.put(orjson.loads(msg.data))
+
+    await edge.nc.subscribe(subject, cb=on_message)
+    await edge.nc.flush()
+    return got
+
+
 @pytest.mark.parametrize("depth", [300, 1000])
 async def test_a_deep_stream_message_is_rejected_not_retried(edge: NatsApi, depth: int) -> None:
     token = await edge.token(f"enqueue:{JOB}", tenant=ORG_A)
-    rejected: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-
-    async def on_rejected(msg: Msg) -> None:
-        await rejected.put(orjson.loads(msg.data))
-
-    await edge.nc.subscribe(edge.names.rejected_subject(JOB), cb=on_rejected)
-    await edge.nc.flush()
+    rejected = await listen(edge, edge.names.rejected_subject(JOB))
     js = edge.nc.jetstream()
     raw = b'{"input":' + an_input(nested(depth)) + b"}"
     headers = {"Authorization": f"Bearer {token}", "Nats-Msg-Id": f"deep-{depth}"}
@@ -133,8 +138,19 @@ async def test_a_deep_event_payload_is_400_over_http_and_nats(edge: NatsApi) -> 
     reply = await edge.request(edge.names.event_subject("approved"), None, token, raw=raw)
     assert reply["error"]["code"] == "X_INPUT_INVALID"
     assert max_depth_named(reply["error"])
-    row = await edge.api.pool.fetchval("select count(*) from x_job_events")
-    assert row == 0
+    assert await edge.api.pool.fetchval("select count(*) from x_job_events") == 0
+
+
+async def test_a_deep_event_on_the_stream_is_rejected(edge: NatsApi) -> None:
+    token = await edge.token("events:publish")
+    rejected = await listen(edge, edge.names.rejected_subject("events.approved"))
+    raw = b'{"payload":' + nested(MAX_JSON_DEPTH + 1) + b"}"
+    headers = {"Authorization": f"Bearer {token}"}
+    await edge.nc.jetstream().publish(edge.names.js_event_subject("approved"), raw, headers=headers)
+    got = await asyncio.wait_for(rejected.get(), 20)
+    assert got["error"]["code"] == "X_INPUT_INVALID"
+    assert max_depth_named(got["error"])
+    assert await edge.api.pool.fetchval("select count(*) from x_job_events") == 0
 
 
 INPUT_INVALID = "X_INPUT_INVALID"
