@@ -100,7 +100,14 @@ def error_body(exc: BaseException) -> dict[str, Any]:
         )
     if not isinstance(exc, UltimateError):
         exc = UltimateError(f"unexpected {type(exc).__name__}; the api logged the detail")
-    return {"error": {**exc.to_dict(), "message": redact_text(exc.message)}}
+    meta = exc.meta
+    try:
+        orjson.dumps(meta)
+    except orjson.JSONEncodeError:
+        # A meta echoing what was sent (a number past 64 bits) would leave the reply unsent:
+        # the code and the message still say what was wrong, as on HTTP.
+        meta = {}
+    return {"error": {**exc.to_dict(), "meta": meta, "message": redact_text(exc.message)}}
 
 
 def answer_bytes(answer: dict[str, Any]) -> bytes:

@@ -6,6 +6,8 @@ a text field past its bytes is 400 ``X_INPUT_INVALID`` (on the stream: published
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
 import random
 import string
 from collections.abc import AsyncIterator
@@ -17,7 +19,7 @@ import pytest
 from nats.aio.msg import Msg
 
 from shared.limits import MAX_JSON_DEPTH
-from tests.services.api_support import ORG_A
+from tests.services.api_support import ORG_A, MakeClient, make_api
 from tests.services.nats_support import NatsApi, start_nats_api
 
 APP = "tests.services.hostile_app:api"
@@ -189,3 +191,21 @@ async def test_a_job_name_past_its_length_is_400(edge: NatsApi) -> None:
     assert (status, body["error"]["code"]) == (400, "X_INPUT_INVALID")
     reply = await edge.request(edge.names.enqueue_subject(name), {"input": {}}, token)
     assert reply["error"]["code"] == "X_INPUT_INVALID"
+
+
+@pytest.mark.parametrize("field", ["tenantId", "id"])
+async def test_a_webhook_endpoints_tenant_or_id_past_its_length_is_400(
+    aiohttp_client: MakeClient,
+    pg_dsn: str,
+    pg_pool: asyncpg.Pool[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    field: str,
+) -> None:
+    monkeypatch.setenv("UJOBS_SECRET_KEY", base64.b64encode(os.urandom(32)).decode())
+    monkeypatch.delenv("UJOBS_SECRET_KEY_FILE", raising=False)
+    api = await make_api(aiohttp_client, pg_dsn, pg_pool)
+    token = await api.token("admin")
+    body = {"url": "https://partner.example/hook", field: incompressible(3000)}
+    status, answer = await api.call("POST", "/v1/webhooks/endpoints", token, body)
+    assert (status, answer["error"]["code"]) == (400, "X_INPUT_INVALID"), answer
+    assert await pg_pool.fetchval("select count(*) from x_webhook_endpoints") == 0
