@@ -26,6 +26,7 @@ from services.token_facts import KnownTokens
 from shared.drivers.base import JobDriver
 from shared.errors import InputInvalidError, UltimateError
 from shared.jobs.registry import Registry
+from shared.limits import depth_refused, too_deep_to_parse
 from shared.metrics import JobMetrics
 
 _STATUS_BY_CODE = {
@@ -89,13 +90,22 @@ def error_response(
     """The envelope; a transient 503 (``TRANSIENT_CODES``, or ``transient=True`` from a caller
     that knows better than the code, like ``/readyz`` whose ping went unanswered) says when to
     try again with ``Retry-After`` unless ``headers`` name one."""
-    body = {"error": {**error.to_dict(), "message": redact_text(error.message)}}
+    body: dict[str, Any] = {"error": {**error.to_dict(), "message": redact_text(error.message)}}
+    try:
+        encoded = orjson.dumps(body)
+    except orjson.JSONEncodeError:
+        # A meta echoing what the request sent (a number past 64 bits) must not turn the
+        # refusal into a 500: the code and the message still say what was wrong.
+        body["error"]["meta"] = {}
+        encoded = orjson.dumps(body)
     status = status or status_for(error.code)
     if transient is None:
         transient = error.code in TRANSIENT_CODES
     if status == 503 and transient:
         headers = {"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S), **(headers or {})}
-    return json_ok(body, status=status, headers=headers)
+    return web.Response(
+        body=encoded, status=status, headers=headers, content_type="application/json"
+    )
 
 
 class BodyTooLargeError(UltimateError):
@@ -147,6 +157,8 @@ async def read_json(request: web.Request) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        if too_deep_to_parse(exc):
+            raise depth_refused("the body", "") from None
         raise InputInvalidError(
             f"the body is not JSON ({exc.msg} at character {exc.pos}); send a JSON object",
             meta={"issues": [{"path": "", "message": "not JSON"}]},

@@ -48,13 +48,13 @@ from shared.errors import (
     TenancyActorMismatchError,
     UltimateError,
 )
-from shared.events.bus import MAX_EVENT_NAME_LENGTH, publish_event
+from shared.events.bus import publish_event
 from shared.jobs.job import JobHandle, OnConflict, conflict_checked
 from shared.jobs.registry import Registry
+from shared.limits import check_text
 
 MAX_BATCH_INPUTS = 1_000
 """The most inputs one ``/batch`` request carries (``MAX_BULK_ROWS`` of the operator surface)."""
-MAX_RUN_ID_LENGTH = 200
 MAX_DELAY_MS = 10 * 365 * 86_400_000
 """The longest ``delay`` an HTTP enqueue takes: past it a run time would leave what the
 database's timestamps hold long before it left any plan worth queueing."""
@@ -77,8 +77,9 @@ def _handle(request: web.Request) -> JobHandle[Any]:
 
 
 def job_handle(registry: Registry, name: str) -> JobHandle[Any]:
-    """The job ``name`` names in the app (404 ``X_JOB_UNKNOWN`` when none)."""
-    handle = registry.job(name)
+    """The job ``name`` names in the app (404 ``X_JOB_UNKNOWN`` when none; a name past
+    ``shared.limits`` is 400, as every other field past its limit)."""
+    handle = registry.job(check_text("name", name))
     if handle is None:
         raise JobUnknownError(
             f"no job is named {name!r} in this app; GET /v1/manifest lists them",
@@ -120,11 +121,8 @@ def single_options(body: dict[str, Any]) -> dict[str, Any]:
     """``runId``, ``delay`` and ``queue`` of a single enqueue's body, checked (400 naming the
     field): the HTTP route's and the NATS edge's one reading."""
     run_id = _field(body, "runId", (str,), "a string")
-    if run_id is not None and not 0 < len(run_id) <= MAX_RUN_ID_LENGTH:
-        raise InputInvalidError(
-            f"runId must be 1-{MAX_RUN_ID_LENGTH} characters",
-            meta={"issues": [{"path": "runId", "message": "length"}]},
-        )
+    if run_id is not None:
+        check_text("runId", run_id)
     return {"run_id": run_id, **_options(body)}
 
 
@@ -381,12 +379,7 @@ def _batch_refused(job: str, failures: list[dict[str, Any]], total: int) -> Ulti
 async def publish(request: web.Request) -> web.Response:
     principal = await caller(request, "events:publish")
     body = await read_object(request, _EVENT_FIELDS)
-    name = request.match_info["name"]
-    if len(name) > MAX_EVENT_NAME_LENGTH:
-        raise InputInvalidError(
-            f"an event name is at most {MAX_EVENT_NAME_LENGTH} characters",
-            meta={"issues": [{"path": "name", "message": "length"}]},
-        )
+    name = check_text("eventName", request.match_info["name"])
     # A tenant token's event reaches only its tenant's waiters; an operator's, every waiter.
     record = await publish_event(name, body.get("payload"), tenant=principal.tenant_id)
     return accepted(

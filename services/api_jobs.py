@@ -98,10 +98,12 @@ def job_filter(query: Any, principal: Principal) -> JobFilter:
     raw_limit = query.get("limit")
     limit = DEFAULT_JOB_PAGE
     if raw_limit is not None:
-        if not (raw_limit.isascii() and raw_limit.isdigit()):
+        # Its digits counted before int(): a number past 64 bits would be echoed in the
+        # refusal's meta, which JSON cannot carry.
+        if not (raw_limit.isascii() and raw_limit.isdigit() and len(raw_limit) <= 6):
             raise JobPageInvalidError(
                 f"limit must be a whole number from 1 to {MAX_JOB_PAGE}",
-                meta={"limit": raw_limit, "max": MAX_JOB_PAGE},
+                meta={"limit": raw_limit[:20], "max": MAX_JOB_PAGE},
             )
         limit = int(raw_limit)
     tenant = query.get("tenantId") if principal.operator else principal.tenant_id

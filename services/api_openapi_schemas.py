@@ -74,7 +74,12 @@ SCHEMAS: dict[str, Any] = {
     "EnqueueOptions": {
         "type": "object",
         "properties": {
-            "runId": {"type": "string", "minLength": 1, "maxLength": 200},
+            "runId": {
+                "description": "at most 200 bytes of UTF-8 (shared/limits.py), no NUL",
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 200,
+            },
             "delay": {
                 "description": "a duration ('10s', '3d') or milliseconds",
                 "type": ["string", "integer"],

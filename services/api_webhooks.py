@@ -38,6 +38,7 @@ from shared.errors import (
     TenancyActorMismatchError,
     WebhookEndpointInvalidError,
 )
+from shared.limits import check_text
 from webhooks.errors import WebhookEndpointUnknownError
 from webhooks.store_pg import ROTATION_GRACE_MS, PgWebhookStore
 
@@ -93,7 +94,8 @@ def _string_map(body: dict[str, Any], key: str) -> dict[str, str]:
 def _tenant_of_new(body: dict[str, Any], principal: Principal) -> str | None:
     named: str | None = _field(body, "tenantId", str, "a string")
     if principal.operator:
-        return named
+        # Past its limit before the insert: the tenant index holds it (as the jobs' does).
+        return None if named is None else check_text("tenant", named)
     if named is not None and named != principal.tenant_id:
         raise TenancyActorMismatchError(
             f"this token acts for {principal.tenant_id!r}; it adds endpoints of its own tenant "
@@ -108,6 +110,8 @@ def _id_of_new(body: dict[str, Any], principal: Principal) -> str | None:
     tenant token never chooses one: "already exists" would tell it another tenant holds that
     id. It is refused whatever the id, taken or free, so the answer says nothing of others."""
     chosen: str | None = _field(body, "id", str, "a string")
+    if chosen is not None and principal.operator:
+        check_text("endpointId", chosen)
     if chosen is not None and not principal.operator:
         raise WebhookEndpointInvalidError(
             "a tenant token does not choose an endpoint's id (ids are shared by every tenant); "

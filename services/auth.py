@@ -29,6 +29,9 @@ from services.tokens import TokenRecord
 from shared.context import Actor
 from shared.errors import DriverUnavailableError, TenancyActorMismatchError, UltimateError
 
+MAX_SECRET_LENGTH = 256
+"""The longest bearer secret read (a token is 49 characters): a longer one is no token."""
+
 
 class UnauthorizedError(UltimateError):
     """No credentials, or a token that is unknown, revoked or expired (401)."""
@@ -120,7 +123,13 @@ def bearer_secret(authorization: str | None) -> str:
     scheme, _, secret = authorization.strip().partition(" ")
     if scheme.lower() != "bearer" or not secret.strip():
         raise UnauthorizedError("the Authorization header must be `Bearer <token>`")
-    return secret.strip()
+    secret = secret.strip()
+    # Bytes that are not UTF-8 reach here as surrogates (aiohttp) or U+FFFD (nats-py), and a
+    # cookie can carry anything: a token is printable ASCII (``ujobs_`` and base64url), so
+    # anything else is no token, refused before it is hashed or looked up.
+    if len(secret) > MAX_SECRET_LENGTH or not (secret.isascii() and secret.isprintable()):
+        raise UnauthorizedError("unknown token; `ujobs tokens list` shows the live ones")
+    return secret
 
 
 async def authenticate(lookup: TokenLookup, authorization: str | None, now_ms: int) -> Principal:

@@ -25,6 +25,7 @@ from shared.drivers.postgres.pooled import pooled
 from shared.drivers.postgres.sql import query
 from shared.errors import ConfigInvalidError, UltimateError
 from shared.jobs.declaration_rules import NAME_PATTERN
+from shared.limits import MAX_TENANT_BYTES, text_problem
 
 if TYPE_CHECKING:
     import asyncpg
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 TOKEN_PREFIX = "ujobs_"
 TOKEN_BYTES = 32
-MAX_TENANT_LENGTH = 200
+MAX_TENANT_LENGTH = MAX_TENANT_BYTES
 FIXED_SCOPES = ("events:publish", "read", "operate", "admin")
 """Scopes besides ``enqueue:<job>`` / ``enqueue:*``. ``admin`` grants every scope."""
 
@@ -80,9 +81,9 @@ def parse_scopes(raw: str | Iterable[str], *, flag: str = "--scopes") -> tuple[s
 
 
 def check_tenant(tenant: str, *, flag: str = "--tenant") -> str:
-    if not tenant or len(tenant) > MAX_TENANT_LENGTH or tenant != tenant.strip():
+    if text_problem(tenant, MAX_TENANT_LENGTH) is not None or tenant != tenant.strip():
         raise ConfigInvalidError(
-            f"{flag}: a tenant is 1-{MAX_TENANT_LENGTH} characters with no surrounding spaces",
+            f"{flag}: a tenant is 1-{MAX_TENANT_LENGTH} bytes of UTF-8 with no surrounding spaces",
             meta={"variable": flag},
         )
     return tenant

@@ -23,6 +23,8 @@ The map (each package's ``__init__`` is its own):
 - ``loop_probes``: awaitable signals a loop emits, so tests wait on events, not sleeps.
 - ``introspect``: the operator surface as functions (the CLI, the api, a dashboard).
 - ``testing``: helpers for YOUR test suite: ``drain``, ``enqueued``, a frozen clock.
+- ``limits``: what a caller may send (nesting depth, the bytes of a tenant, queue, name,
+  key, runId), checked by every enqueue and publish, whichever edge it came through.
 - ``errors`` (every ``X_`` code), ``clock``, ``durations``, ``ids``, ``context`` (actor, tenant,
   transaction, trace), ``signal`` (a run's abort signal), ``metrics`` (the Prometheus series),
   ``tracing`` (a run's span, a child of its enqueuer's ``traceparent``).

@@ -49,7 +49,9 @@ class CsrfError(UltimateError):
 
 
 def csrf_token(secret: str) -> str:
-    return hmac.new(secret.encode(), _CSRF_LABEL, hashlib.sha256).hexdigest()
+    # A cookie's garbage (bytes that are not UTF-8 arrive as surrogates) keys a token that
+    # matches nothing, rather than failing the request.
+    return hmac.new(secret.encode(errors="replace"), _CSRF_LABEL, hashlib.sha256).hexdigest()
 
 
 def cookie_secret(request: web.Request) -> str | None:
@@ -110,7 +112,7 @@ def check_origin(request: web.Request) -> None:
 def check_csrf(request: web.Request, form: Mapping[str, str], secret: str) -> None:
     check_origin(request)
     sent = form.get("csrf", "")
-    if not hmac.compare_digest(sent.encode(), csrf_token(secret).encode()):
+    if not hmac.compare_digest(sent.encode(errors="replace"), csrf_token(secret).encode()):
         raise CsrfError(
             "the form's CSRF token is missing or stale; reload the page and try again",
             meta={"field": "csrf"},

@@ -46,8 +46,9 @@ from services.redact import redact_text
 from services.token_facts import KnownTokens
 from shared.drivers.base import EnqueueRequest, JobDriver
 from shared.errors import InputInvalidError, UltimateError
-from shared.events.bus import MAX_EVENT_NAME_LENGTH, publish_event
+from shared.events.bus import publish_event
 from shared.jobs.registry import Registry
+from shared.limits import check_text, depth_refused, too_deep_to_parse
 
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_576
 """The largest message body the edge reads (NATS's own default ``max_payload``)."""
@@ -68,6 +69,8 @@ def parse_object(data: bytes, allowed: frozenset[str], max_bytes: int) -> dict[s
     try:
         body = orjson.loads(data) if data else {}
     except orjson.JSONDecodeError as exc:
+        if too_deep_to_parse(exc):
+            raise depth_refused("the message", "") from None
         raise InputInvalidError(
             f"the message is not JSON ({exc.msg} at character {exc.pos}); send a JSON object",
             meta={"issues": [{"path": "", "message": "not JSON"}]},
@@ -98,7 +101,14 @@ def error_body(exc: BaseException) -> dict[str, Any]:
         )
     if not isinstance(exc, UltimateError):
         exc = UltimateError(f"unexpected {type(exc).__name__}; the api logged the detail")
-    return {"error": {**exc.to_dict(), "message": redact_text(exc.message)}}
+    meta = exc.meta
+    try:
+        orjson.dumps(meta)
+    except orjson.JSONEncodeError:
+        # A meta echoing what was sent (a number past 64 bits) would leave the reply unsent:
+        # the code and the message still say what was wrong, as on HTTP.
+        meta = {}
+    return {"error": {**exc.to_dict(), "meta": meta, "message": redact_text(exc.message)}}
 
 
 def answer_bytes(answer: dict[str, Any]) -> bytes:
@@ -196,11 +206,7 @@ class NatsEdge:
     ) -> dict[str, Any]:
         principal = await self.principal(authorization, "events:publish", limited=limited)
         body = parse_object(data, _EVENT_FIELDS, self.max_message_bytes)
-        if len(name) > MAX_EVENT_NAME_LENGTH:
-            raise InputInvalidError(
-                f"an event name is at most {MAX_EVENT_NAME_LENGTH} characters",
-                meta={"issues": [{"path": "name", "message": "length"}]},
-            )
+        name = check_text("eventName", name)
         # A tenant token's event reaches only its tenant's waiters; an operator's, every waiter.
         record = await publish_event(name, body.get("payload"), tenant=principal.tenant_id)
         return {

@@ -25,13 +25,14 @@ from shared.clock import SYSTEM_CLOCK, Clock
 from shared.context import current_tenant
 from shared.errors import InputInvalidError, InvariantError
 from shared.ids import new_id
+from shared.limits import MAX_EVENT_NAME_BYTES, depth_refused, json_depth_over, text_problem
 
 JSONValue = Any
 Match = Mapping[str, Any] | Callable[[Any], bool]
 
 DEFAULT_EVENT_TTL_MS = 7 * 86_400_000
 EVENTS_PURGE_TARGET = "x_job_events"
-MAX_EVENT_NAME_LENGTH = 200
+MAX_EVENT_NAME_LENGTH = MAX_EVENT_NAME_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,16 +190,21 @@ def memory_event_bus(
 
 
 def validate_event_name(name: Any) -> str:
-    if not isinstance(name, str) or not name or len(name) > MAX_EVENT_NAME_LENGTH:
+    problem = text_problem(name, MAX_EVENT_NAME_LENGTH)
+    if problem is not None:
         raise InvariantError(
-            f"an event name must be a non-empty string of at most {MAX_EVENT_NAME_LENGTH} "
-            f"characters, got {name!r}",
+            f"an event name {problem} (at most {MAX_EVENT_NAME_LENGTH} bytes of UTF-8), "
+            f"got {name!r}",
         )
+    assert isinstance(name, str)
     return name
 
 
 def json_payload(name: str, payload: JSONValue) -> JSONValue:
-    """The payload as it will be stored; one JSON cannot carry is refused, never altered."""
+    """The payload as it will be stored; one JSON cannot carry is refused, never altered,
+    and one nested past ``MAX_JSON_DEPTH`` is refused before orjson walks it."""
+    if json_depth_over(payload):
+        raise depth_refused(f"event {name!r}: the payload", "payload")
     try:
         return orjson.loads(orjson.dumps(payload))
     except TypeError as exc:

@@ -23,11 +23,15 @@ from shared.errors import (
     JobDeclarationInvalidError,
     JobNameTakenError,
 )
+from shared.limits import MAX_CONCURRENCY_KEY_BYTES, MAX_IDEMPOTENCY_KEY_BYTES, MAX_JOB_NAME_BYTES
 
-MAX_CONCURRENCY_KEY_LENGTH = 200
-MAX_IDEMPOTENCY_KEY_LENGTH = 500
+MAX_CONCURRENCY_KEY_LENGTH = MAX_CONCURRENCY_KEY_BYTES
+MAX_IDEMPOTENCY_KEY_LENGTH = MAX_IDEMPOTENCY_KEY_BYTES
 DEFAULT_EVENT_POLL_MS = 30_000
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:/\-]{0,199}$")
+NAME_PATTERN = re.compile(rf"^[A-Za-z0-9_][A-Za-z0-9_.:/\-]{{0,{MAX_JOB_NAME_BYTES - 1}}}\Z")
+"""A job's, a task's and a queue's name: ASCII, so its characters are its bytes
+(``shared.limits``: ``name`` and ``queue`` are one length). ``\\Z``, not ``$``: a name
+does not end in a newline."""
 
 WhenBusy = Literal["wait", "fail"]
 
@@ -119,7 +123,8 @@ def validate_concurrency(name: str, value: Concurrency | None) -> int | KeyedCon
 def validate_name(name: Any, *, kind: str = "job") -> str:
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
         raise JobDeclarationInvalidError(
-            f"{kind} name {name!r} must be 1-200 characters of letters, digits and _ . : / -",
+            f"{kind} name {name!r} must be 1-{MAX_JOB_NAME_BYTES} characters of letters, digits "
+            "and _ . : / -",
             meta={"name": repr(name)},
         )
     return name

@@ -43,6 +43,7 @@ from shared.jobs.declaration_rules import (
 from shared.jobs.definition import JobDefinition, KeySpec, RunFn, TenantSpec, build_definition
 from shared.jobs.enqueue_target import jobs_facade
 from shared.jobs.retry import Retry
+from shared.limits import check_depth, check_text, text_problem
 
 __all__ = [
     "DEFAULT_EVENT_POLL_MS",
@@ -149,12 +150,19 @@ class JobHandle(Generic[InputT]):
     def idempotency_key_for(self, value: InputT) -> str:
         spec = self._definition.idempotency_key
         key = spec if isinstance(spec, str) else spec(value)
-        if not isinstance(key, str) or not key or len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
+        return self._checked_key(key)
+
+    def _checked_key(self, key: object) -> str:
+        """An idempotency key within ``shared.limits`` (bytes of UTF-8, no NUL), whether the
+        declaration answered it or the caller passed it."""
+        problem = text_problem(key, MAX_IDEMPOTENCY_KEY_LENGTH)
+        if problem is not None:
             raise IdempotencyRequiredError(
-                f"job {self.name!r}: idempotency_key must answer a non-empty string of at most "
-                f"{MAX_IDEMPOTENCY_KEY_LENGTH} characters",
-                meta={"job": self.name},
+                f"job {self.name!r}: idempotency_key {problem} (a non-empty string of at most "
+                f"{MAX_IDEMPOTENCY_KEY_LENGTH} bytes of UTF-8)",
+                meta={"job": self.name, "maxBytes": MAX_IDEMPOTENCY_KEY_LENGTH},
             )
+        assert isinstance(key, str)
         return key
 
     def tenant_for(self, value: InputT) -> str | None:
@@ -169,7 +177,8 @@ class JobHandle(Generic[InputT]):
                 "(declare tenant='none' for work that belongs to no tenant)",
                 meta={"job": self.name},
             )
-        return tenant
+        # Past the limit before any statement: the live-key index holds the tenant.
+        return check_text("tenant", tenant)
 
     def concurrency_key_for(self, value: InputT) -> str | None:
         """The keyed-concurrency lease key for this input, refused when empty or over-long."""
@@ -177,12 +186,14 @@ class JobHandle(Generic[InputT]):
         if not isinstance(conc, KeyedConcurrency):
             return None
         key = conc.key(value)
-        if not isinstance(key, str) or not key or len(key) > MAX_CONCURRENCY_KEY_LENGTH:
+        problem = text_problem(key, MAX_CONCURRENCY_KEY_LENGTH)
+        if problem is not None:
             raise JobConcurrencyKeyInvalidError(
-                f"job {self.name!r}: concurrency.key(input) must answer a non-empty string of at "
-                f"most {MAX_CONCURRENCY_KEY_LENGTH} characters (an id, never a payload)",
+                f"job {self.name!r}: concurrency.key(input) {problem} (a non-empty string of at "
+                f"most {MAX_CONCURRENCY_KEY_LENGTH} bytes of UTF-8: an id, never a payload)",
                 meta={"job": self.name, "type": type(key).__name__},
             )
+        assert isinstance(key, str)
         return key
 
     # -- enqueue -------------------------------------------------------------------------
@@ -202,10 +213,22 @@ class JobHandle(Generic[InputT]):
         """The validated ``EnqueueRequest`` for ``input``; nothing invalid gets this far.
 
         A batch enqueue builds hundreds of these per call, so the definition is read once
-        here rather than through the handle's properties."""
+        here rather than through the handle's properties. Every text field is checked against
+        ``shared.limits`` and the input's nesting before pydantic walks it (a dict or list as
+        sent), or, for a model instance, in the form it is stored in."""
         d = self._definition
-        value = d.input.parse({} if input is None else input)
-        key = idempotency_key if idempotency_key is not None else self.idempotency_key_for(value)
+        raw = {} if input is None else input
+        plain = isinstance(raw, dict | list)
+        if plain:
+            check_depth(raw, "input")
+        value = d.input.parse(raw)
+        dumped = d.input.dump(value)
+        if not plain:
+            check_depth(dumped, "input")
+        if idempotency_key is not None:
+            key = self._checked_key(idempotency_key)
+        else:
+            key = self.idempotency_key_for(value)
         tenant = self.tenant_for(value)
         self.concurrency_key_for(value)
         if delay is not None and run_at_ms is not None:
@@ -214,10 +237,12 @@ class JobHandle(Generic[InputT]):
             run_at_ms = clock.now_ms() + duration_ms(delay, field="delay")
         if queue is not None:
             validate_name(queue, kind="queue")
+        if run_id is not None:
+            check_text("runId", run_id)
         actor = current_actor()
         return EnqueueRequest(
             name=self._name,
-            input=d.input.dump(value),
+            input=dumped,
             idempotency_key=key,
             queue=queue or d.queue,
             tenant_id=tenant,

@@ -247,7 +247,15 @@ class InputSchema(Generic[T]):
         cannot be stored as JSON every backend accepts: an integer past 64 bits, a lone
         surrogate, a NUL character (Postgres ``jsonb`` cannot hold ``\\u0000``).
         """
-        dumped = self.adapter.serializer.to_python(value, mode="json")  # dump_python forwards
+        try:
+            dumped = self.adapter.serializer.to_python(value, mode="json")  # dump_python forwards
+        except ValueError as exc:
+            # pydantic's serializer stops near 255 levels of nesting (and on a cycle) with a
+            # ValueError of its own: the value, not the api, is at fault.
+            raise InputInvalidError(
+                f"input cannot be stored as JSON: {exc}",
+                meta={"issues": [{"path": "(root)", "message": str(exc), "type": "json"}]},
+            ) from None
         # Encode once; walk the value for the failing path only when the encoding says there
         # is one. orjson itself refuses the integers past 64 bits and the lone surrogates, and
         # writes a NUL as the escape ``\\u0000`` (never raw), so a value whose bytes hold
