@@ -38,7 +38,7 @@ from webhooks.store_pg import new_secret_key
 
 APP = "tests.chaos.fuzz_app:api"
 SEED = "37"
-MAX_EXAMPLES = "6"
+MAX_EXAMPLES = "25"
 STATEFUL_MAX_EXAMPLES = "30"
 SCHEMATHESIS_TIMEOUT_S = 240
 CONFIG = """
