@@ -73,8 +73,9 @@ DAY_MS = 86_400_000
 SLOTS = 16
 
 _STEPS = (
-    "insert into x_job_steps (run_id, name, output, started_at, finished_at)"
-    " select j.run_id, 'work', '1', j.finished_at, j.finished_at from x_jobs j"
+    "insert into x_job_steps (run_id, tenant_id, name, output, started_at, finished_at)"
+    " select j.run_id, coalesce(j.tenant_id, ''), 'work', '1', j.finished_at, j.finished_at"
+    " from x_jobs j"
     " where j.name = 'history'"
 )
 _POSTS = "insert into bench_posts (id) select generate_series(1, $1::int)"

@@ -8,7 +8,7 @@ prefix — the same way the run that wrote the parts did.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
@@ -40,12 +40,25 @@ class FoundExport:
     sink: ExportSink
 
 
+def _everyone(tenant: str | None) -> bool:
+    return True
+
+
 async def find_export(
-    introspect: Introspect, jobs: Mapping[str, JobHandle[Any]], export_id: str
+    introspect: Introspect,
+    jobs: Mapping[str, JobHandle[Any]],
+    export_id: str,
+    *,
+    sees: Callable[[str | None], bool] = _everyone,
 ) -> FoundExport:
-    """The export whose job id is ``export_id``; ``X_EXPORT_NOT_FOUND`` for anything else."""
+    """The export whose job id is ``export_id``; ``X_EXPORT_NOT_FOUND`` for anything else.
+
+    ``sees(tenant)`` says whether the caller may see a job of that tenant (a token's
+    ``Principal.sees``; everyone for an operator). It is asked before anything else is read
+    from the row, and a job it may not see answers exactly as an id that does not exist: the
+    same code, message and meta — never the job's name, never "not an export"."""
     row = await introspect.get(export_id)
-    if row is None:
+    if row is None or not sees(row.tenant_id):
         raise ExportNotFoundError(f"no export {export_id!r}", meta={"id": export_id})
     handle = jobs.get(row.name)
     spec = export_of(handle) if handle is not None else None

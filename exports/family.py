@@ -9,8 +9,7 @@ OOM-kills the pod on two million. The declaration::
         tenant=lambda i: i.org_id,
         prefix=lambda i: f"exports/{i.org_id}/{i.export_id}",
         source=lambda run: keyset("orders", key="id", columns=["id", "placed_at", "total"],
-                                  where="org_id = $1", args=[run.input.org_id],
-                                  pool=run.ctx.pool),
+                                  tenant_column="org_id", pool=run.ctx.pool),
         format="csv",
         columns=["id", "placed_at", "total"],
         row=lambda r: {"id": r["id"], "placed_at": r["placed_at"].isoformat(),
@@ -23,11 +22,14 @@ read, no write) and resumes at the first unfinished page, which REWRITES its par
 the page index, so a page that runs twice cannot leave a duplicate. ``manifest.json`` is the
 last step.
 
-``tenant`` is required and ``tenant="none"`` gets no cross-tenant escape: the source runs under
-the job's tenant, and a tenant-scoped read in a ``tenant="none"`` export fails
-(``X_TENANCY_ACTOR_ORG_REQUIRED``) unless its author wraps it in ``cross_tenant(reason)``
-themselves. An export writes rows into one downloadable object; spanning tenants must be
-written down where it happens.
+``tenant`` is required and ``tenant="none"`` gets no cross-tenant escape: the source is made
+under the job's tenant, and a ``keyset()`` applies it itself — it names its tenant column (only
+the run's tenant's rows are read, a bound parameter in every statement) or declares itself
+``tenant_free=True``, else it is refused (``X_EXPORT_TENANCY_UNDECLARED``). A tenant-scoped read
+in a ``tenant="none"`` export fails (``X_TENANCY_ACTOR_ORG_REQUIRED``) unless its author makes
+it inside ``cross_tenant(reason)``. An export writes rows into one downloadable object;
+spanning tenants must be written down where it happens. (``iterate()`` reads whatever its
+factory yields: its author filters.)
 """
 
 from __future__ import annotations
@@ -69,8 +71,15 @@ DEFAULT_BATCH = 10_000
 COPY_BATCH = 50_000
 DEFAULT_MAX_PART_BYTES = 64 * 1024 * 1024
 
-# A refused row or an oversized page fails the same way on every attempt: dead-letter at once.
-register_error_retry({"X_EXPORT_ROW_INVALID": "terminal", "X_EXPORT_PART_TOO_LARGE": "terminal"})
+# A refused row, an oversized page or a source that does not declare its tenancy fails the
+# same way on every attempt: dead-letter at once.
+register_error_retry(
+    {
+        "X_EXPORT_ROW_INVALID": "terminal",
+        "X_EXPORT_PART_TOO_LARGE": "terminal",
+        "X_EXPORT_TENANCY_UNDECLARED": "terminal",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

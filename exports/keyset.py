@@ -23,8 +23,18 @@ memory, which matters for wide rows and big batches.
 
 The statements are composed by ``exports.keyset_sql`` from named templates, identifiers that
 are checked and double-quoted, and a ``where`` fragment the caller wrote; every value travels as
-a parameter. ``where`` and ``args`` number their parameters from ``$1``; the cursor's and the
-limit's come after them.
+a parameter. ``where`` and ``args`` number their parameters from ``$1``; the tenant's, the
+cursor's and the limit's come after them.
+
+Tenancy is the library's, not the author's SQL: a source names the column holding each row's
+tenant (``tenant_column="org_id"``) or declares that its rows belong to no tenant
+(``tenant_free=True``); one that says neither is refused (``X_EXPORT_TENANCY_UNDECLARED``),
+because an export over ``keyset("orders")`` without a ``where`` would otherwise write every
+tenant's rows. With a tenant column, every statement of both roads (rows and COPY) keeps only
+the rows of the tenant acting when the source is made — inside an export, its run's tenant —
+passed as a bound parameter. Made under no tenant (an export declared ``tenant="none"``), it is
+``X_TENANCY_ACTOR_ORG_REQUIRED`` unless made inside ``cross_tenant(reason)``, the written-down
+escape that reads every tenant's rows.
 """
 
 from __future__ import annotations
@@ -47,7 +57,12 @@ from exports.keyset_sql import (
     keyset_statements,
     quote_ident,
 )
-from shared.errors import InvariantError
+from shared.context import cross_tenant_reason, current_tenant
+from shared.errors import (
+    ExportTenancyUndeclaredError,
+    InvariantError,
+    TenancyActorOrgRequiredError,
+)
 
 __all__ = ["COPY_AHEAD", "CsvPage", "KeysetSource", "decode_cursor", "encode_cursor", "keyset"]
 
@@ -88,11 +103,15 @@ class KeysetSource:
         prefetch: int | None,
         text: bool = False,
         copy: bool | None = None,
+        tenant_column: str | None = None,
     ) -> None:
+        """``tenant_column``: the column every statement filters on, equal to the last of
+        ``args`` (the run's tenant, appended by ``keyset()``)."""
         self.key = key
         self.copy = copy
         self._relation = relation
         self._where = where
+        self._tenant_column = tenant_column
         self._text = text
         self._copy_statements: KeysetStatements | None = None
         self._fitted: int | None = None
@@ -114,6 +133,7 @@ class KeysetSource:
             where=where,
             n_args=len(args),
             text=text,
+            tenant_column=tenant_column,
         )
 
     async def csv_page(self, after: Any, limit: int, *, fit: int | None = None) -> CsvPage:
@@ -218,6 +238,7 @@ class KeysetSource:
                 where=self._where,
                 n_args=len(self._args),
                 text=self._text,
+                tenant_column=self._tenant_column,
                 neutralise=frozenset(c for c in columns if types.get(c) not in PLAIN_TYPES),
                 max_bound=len(self.key) == 1 and types.get(self.key[0]) in MAX_TYPES,
             )
@@ -291,12 +312,19 @@ def keyset(
     prefetch: int | None = None,
     text: bool = False,
     copy: bool | None = None,
+    tenant_column: str | None = None,
+    tenant_free: bool = False,
 ) -> KeysetSource:
     """Read ``table_or_query`` (a table name, optionally schema-qualified, or a SELECT) in
     pages ordered by ``key``; ``columns`` picks the columns (every one when None, which
     ``export_rows`` then checks row by row against its own ``columns``). ``copy``: None lets a
     CSV export without ``row()`` over the same columns have Postgres write its pages, True
-    insists, False always reads decoded rows (``prefetch`` and ``text`` shape those)."""
+    insists, False always reads decoded rows (``prefetch`` and ``text`` shape those).
+
+    Exactly one of ``tenant_column`` (the column of each row's tenant: only the acting
+    tenant's rows are read) and ``tenant_free=True`` (the rows belong to no tenant) is
+    required; see the module's docstring."""
+    tenancy = _tenancy(table_or_query, tenant_column, tenant_free)
     keys = (key,) if isinstance(key, str) else tuple(key)
     if not keys:
         raise InvariantError("keyset() needs a key: a unique column, or columns unique together")
@@ -329,11 +357,48 @@ def keyset(
         key=keys,
         columns=cols,
         where=where,
-        args=tuple(args),
+        args=tuple(args) if tenancy is None else (*args, tenancy[1]),
         pool=pool,
         prefetch=prefetch,
         text=text,
         copy=copy,
+        tenant_column=None if tenancy is None else tenancy[0],
+    )
+
+
+def _tenancy(relation: str, tenant_column: str | None, tenant_free: bool) -> tuple[str, str] | None:
+    """The tenant filter a source applies — its column and the acting tenant — or None (rows
+    of no tenant, or every tenant's inside ``cross_tenant()``); refuses an undeclared one."""
+    named = relation.strip()
+    shown = named if len(named) <= 60 else named[:57] + "..."
+    if not isinstance(tenant_free, bool):
+        raise InvariantError(f"tenant_free must be True or False, got {tenant_free!r}")
+    if tenant_free and tenant_column is not None:
+        raise ExportTenancyUndeclaredError(
+            f"keyset({shown!r}) names a tenant column ({tenant_column!r}) and says its rows "
+            "belong to no tenant (tenant_free=True); keep the one that is true",
+            meta={"source": shown, "add": "tenant_column or tenant_free, not both"},
+        )
+    if tenant_free:
+        return None
+    if tenant_column is None:
+        raise ExportTenancyUndeclaredError(
+            f"keyset({shown!r}) does not say whose rows it reads: add tenant_column='<the "
+            "column holding each row's tenant>' (the library then reads only the run's "
+            "tenant's rows), or tenant_free=True for rows that belong to no tenant",
+            meta={"source": shown, "add": "tenant_column or tenant_free"},
+        )
+    quote_ident(tenant_column)
+    acting = current_tenant()
+    if acting is not None:
+        return tenant_column, acting
+    if cross_tenant_reason() is not None:
+        return None
+    raise TenancyActorOrgRequiredError(
+        f"keyset({shown!r}) reads the rows of one tenant (tenant_column={tenant_column!r}) "
+        "and is made under none (an export declared tenant='none'); make it inside "
+        "cross_tenant(reason) to read every tenant's rows, written down where it happens",
+        meta={"source": shown, "tenant_column": tenant_column},
     )
 
 

@@ -3,8 +3,9 @@
 A keyset read runs over the caller's table or query, so its statements cannot live in
 ``sql/queries`` beside ours; they are composed here, once per source, from the templates below,
 identifiers that are checked and double-quoted, and the ``where`` fragment the caller wrote.
-Every value travels as a parameter: the ``where`` arguments first (``$1``…), then the cursor's,
-then the page's upper bound or limit.
+Every value travels as a parameter: the ``where`` arguments first (``$1``…), then the run's
+tenant when the source names its tenant column (the library's filter, ANDed with ``where``),
+then the cursor's, then the page's upper bound or limit.
 """
 
 from __future__ import annotations
@@ -123,13 +124,19 @@ def keyset_statements(
     where: str | None,
     n_args: int,
     text: bool,
+    tenant_column: str | None = None,
     neutralise: frozenset[str] = frozenset(),
     max_bound: bool = False,
 ) -> KeysetStatements:
     """The statements of one keyset source (``relation`` already quoted or parenthesised);
-    the COPY ones (when it names its columns) neutralise the columns in ``neutralise``, and
-    ``max_bound`` (one key of a ``MAX_TYPES`` type) bounds a page with ``BOUND_MAX``."""
+    with ``tenant_column``, every statement keeps only the rows whose column equals the last
+    of the ``n_args`` parameters (the run's tenant); the COPY ones (when it names its columns)
+    neutralise the columns in ``neutralise``, and ``max_bound`` (one key of a ``MAX_TYPES``
+    type) bounds a page with ``BOUND_MAX``."""
     k = len(key)
+    filters = [] if not where else ["(" + where + ")"]
+    if tenant_column is not None:
+        filters.append("_keyset." + quote_ident(tenant_column) + " = " + _params(n_args, 1))
     keys = ", ".join("_keyset." + quote_ident(c) for c in key)
     if columns is None:
         select = "*"
@@ -144,7 +151,7 @@ def keyset_statements(
         select = ", ".join(quote_ident(c) for c in columns)
     parts = {
         "relation": relation,
-        "filter": "(" + where + ")" if where else "true",
+        "filter": " AND ".join(filters) if filters else "true",
         "keys": keys,
         "after": _params(n_args + 1, k),
     }

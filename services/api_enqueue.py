@@ -10,7 +10,7 @@ work (``X_TENANCY_ACTOR_MISMATCH``, 403).
 |---|---|---|
 | ``POST /v1/jobs/{name}`` ``{"input", "runId"?, "delay"?, "queue"?, "onConflict"?}`` | ``enqueue:<name>`` | 202 ``{"id", "runId", "deduped"}``; with ``"onConflict": "error"`` a live run holding the key is 409 ``X_JOB_DUPLICATE`` (``meta.id`` names it) |
 | ``POST /v1/jobs/{name}/batch`` ``{"inputs": [...], "delay"?, "queue"?, "onConflict"?}`` | ``enqueue:<name>`` | 202 ``{"jobs": [{"id", "runId", "deduped"}, ...]}`` in input order; at most ``MAX_BATCH_INPUTS``; under ``"onConflict": "error"`` all new or 409 and none |
-| ``POST /v1/events/{name}`` ``{"payload"}`` | ``events:publish`` | 202 ``{"id", "name", "publishedAtMs", "expiresAtMs"}`` |
+| ``POST /v1/events/{name}`` ``{"payload"}`` | ``events:publish`` | 202 ``{"id", "name", "publishedAtMs", "expiresAtMs"}``; the event carries the token's tenant: it resumes only that tenant's waits (an operator's, every wait) |
 
 A batch is all or nothing, through the driver's ``enqueue_many`` (the path of
 ``job.enqueue_many``): one refused input refuses the batch, nothing is queued, and the error's
@@ -379,7 +379,7 @@ def _batch_refused(job: str, failures: list[dict[str, Any]], total: int) -> Ulti
 
 @routes.post("/v1/events/{name}")
 async def publish(request: web.Request) -> web.Response:
-    await caller(request, "events:publish")
+    principal = await caller(request, "events:publish")
     body = await read_object(request, _EVENT_FIELDS)
     name = request.match_info["name"]
     if len(name) > MAX_EVENT_NAME_LENGTH:
@@ -387,7 +387,8 @@ async def publish(request: web.Request) -> web.Response:
             f"an event name is at most {MAX_EVENT_NAME_LENGTH} characters",
             meta={"issues": [{"path": "name", "message": "length"}]},
         )
-    record = await publish_event(name, body.get("payload"))
+    # A tenant token's event reaches only its tenant's waiters; an operator's, every waiter.
+    record = await publish_event(name, body.get("payload"), tenant=principal.tenant_id)
     return accepted(
         {
             "id": record.id,

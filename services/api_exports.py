@@ -12,9 +12,10 @@ through the api. A part on the filesystem links back here: ``sig`` is HMAC-SHA25
 that one part until ``expires`` (epoch seconds) and nothing else. Without a key, such parts get
 no link (``ujobs exports get`` still reads them from the store).
 
-Access: the HTTP edge's tokens are not in yet, so these are operator routes, like every other
-route of the api today. ``AUTHORIZE`` is the seam the token edge fills: it is called with the
-request and the export's tenant, and refuses what the caller may not see.
+Access: ``AUTHORIZE`` is the seam the token edge fills (``token_reader``): called with the
+request BEFORE any job is read, it refuses a missing or bad token (401) or scope (403) and
+answers which tenants the caller sees. A job outside them answers exactly as an id that does
+not exist (``find_export``): same status, code, message and meta, nothing of the job named.
 """  # noqa: E501
 
 from __future__ import annotations
@@ -48,21 +49,27 @@ __all__ = [
 
 LINK_TTL = timedelta(minutes=15)
 
-Authorize = Callable[[web.Request, str | None], Awaitable[None]]
+Sees = Callable[[str | None], bool]
+Authorize = Callable[[web.Request], Awaitable[Sees]]
 
 
-async def operator_only(request: web.Request, tenant: str | None) -> None:
+def _every_tenant(tenant: str | None) -> bool:
+    return True
+
+
+async def operator_only(request: web.Request) -> Sees:
     """No check: for an app that serves these routes behind its own authentication."""
+    return _every_tenant
 
 
-async def token_reader(request: web.Request, tenant: str | None) -> None:
-    """The api's rule, the HTTP edge's: a bearer token with the ``read`` scope (401/403), and
-    another tenant's export does not exist for a tenant token (404, never 403)."""
+async def token_reader(request: web.Request) -> Sees:
+    """The api's rule, the HTTP edge's: a bearer token with the ``read`` scope (401/403),
+    checked before any lookup (so an id's existence is never told to a caller without one);
+    another tenant's export does not exist for a tenant token (the 404 of an unknown id)."""
     from services.api_common import caller
 
     principal = await caller(request, "read")
-    if not principal.sees(tenant):
-        raise ExportNotFoundError("no such export for this token's tenant")
+    return principal.sees
 
 
 SETTINGS = web.AppKey("export_settings", ExportSettings)
@@ -122,12 +129,13 @@ def _registry(request: web.Request) -> Registry:
 
 
 async def _found(request: web.Request) -> FoundExport:
+    sees = await request.app[AUTHORIZE](request)
     driver = _driver(request)
     if driver.introspect is None:
         raise ExportNotFoundError("this driver cannot look jobs up by id")
-    found = await find_export(driver.introspect, _registry(request).jobs, request.match_info["id"])
-    await request.app[AUTHORIZE](request, found.row.tenant_id)
-    return found
+    return await find_export(
+        driver.introspect, _registry(request).jobs, request.match_info["id"], sees=sees
+    )
 
 
 _STATUS = {
@@ -135,8 +143,6 @@ _STATUS = {
     "X_EXPORT_LINK_INVALID": 403,
     "X_UNAUTHORIZED": 401,
     "X_FORBIDDEN": 403,
-    # Another tenant's export does not exist, as far as this caller can tell.
-    "X_TENANCY_ACTOR_MISMATCH": 404,
 }
 
 

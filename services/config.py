@@ -48,6 +48,8 @@ from services.config_vars import (
     DEFAULT_API_PORT,
     DEFAULT_METRICS_PORT,
     DEFAULT_METRICS_REFRESH_MS,
+    DEFAULT_NATS_MAX_ACK_PENDING,
+    DEFAULT_NATS_MAX_DELIVERIES,
     DEFAULT_PG_POOL_SIZE,
     DEFAULT_REDIS_PREFIX,
     DEFAULT_SCHEDULER_LEASE_TTL_MS,
@@ -360,6 +362,11 @@ class ApiConfig:
     """The NATS edge's subject and stream prefix (``services.nats.names``)."""
     nats_ack_wait_ms: int = 30_000
     """How long the enqueue stream's consumer waits for an ack before redelivering."""
+    nats_max_ack_pending: int = DEFAULT_NATS_MAX_ACK_PENDING
+    """The most enqueue-stream messages the api holds unacked (the consumer's
+    ``max_ack_pending``, and the api's pull window)."""
+    nats_max_deliveries: int = DEFAULT_NATS_MAX_DELIVERIES
+    """The delivery on which a stream message still failing unexpectedly is refused."""
 
     @classmethod
     def load(
@@ -387,6 +394,12 @@ class ApiConfig:
             rate_per_token=src.read("UJOBS_API_RATE_PER_TOKEN", optional(whole_from(1)), None),
             nats_prefix=src.read("UJOBS_NATS_PREFIX", nats_prefix, "ujobs"),
             nats_ack_wait_ms=src.read("UJOBS_NATS_ACK_WAIT_MS", whole_from(1_000), 30_000),
+            nats_max_ack_pending=src.read(
+                "UJOBS_NATS_MAX_ACK_PENDING", whole_from(1), DEFAULT_NATS_MAX_ACK_PENDING
+            ),
+            nats_max_deliveries=src.read(
+                "UJOBS_NATS_MAX_DELIVERIES", whole_from(1), DEFAULT_NATS_MAX_DELIVERIES
+            ),
         )
         if require_backend:
             common.connections.require_backend(service)

@@ -36,6 +36,8 @@ DEFAULT_REDIS_PREFIX = "ujobs"
 DEFAULT_SCHEDULER_TICK_MS = 1_000
 DEFAULT_SCHEDULER_LEASE_TTL_MS = 30_000
 MAX_QUEUE_NAME = 128
+DEFAULT_NATS_MAX_ACK_PENDING = 2_048
+DEFAULT_NATS_MAX_DELIVERIES = 5
 
 Env = Mapping[str, str]
 
@@ -90,6 +92,22 @@ VARIABLES: dict[str, Variable] = {
             "how long the api's consumer of UJOBS_ENQUEUE waits for a message's ack before it "
             "is delivered again (a message a crashed api held comes back after it)",
             "30000",
+            ("api", "dev"),
+        ),
+        Variable(
+            "UJOBS_NATS_MAX_ACK_PENDING",
+            "the most UJOBS_ENQUEUE messages the api holds unacked at once (the consumer's "
+            "max_ack_pending)",
+            str(DEFAULT_NATS_MAX_ACK_PENDING),
+            ("api", "dev"),
+        ),
+        Variable(
+            "UJOBS_NATS_MAX_DELIVERIES",
+            "the delivery on which a UJOBS_ENQUEUE message whose handling still fails with an "
+            "unexpected error (X_INTERNAL) is given up: its error goes to "
+            "ujobs.rejected.<job> and it is never delivered again (a database outage is "
+            "retried without this bound)",
+            str(DEFAULT_NATS_MAX_DELIVERIES),
             ("api", "dev"),
         ),
         Variable(

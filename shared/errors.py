@@ -297,6 +297,14 @@ class ExportRowInvalidError(UltimateError):
     code = "X_EXPORT_ROW_INVALID"
 
 
+class ExportTenancyUndeclaredError(UltimateError):
+    """A ``keyset()`` that says neither which column holds each row's tenant
+    (``tenant_column=``) nor that its rows belong to no tenant (``tenant_free=True``), or says
+    both: the library cannot apply the run's tenant to a read it knows nothing about."""
+
+    code = "X_EXPORT_TENANCY_UNDECLARED"
+
+
 class WebhookDeliveryFailedError(UltimateError):
     code = "X_WEBHOOK_DELIVERY_FAILED"
 

@@ -238,7 +238,7 @@ async def job_document(
 ) -> dict[str, Any]:
     """``inspect_job``'s document for a row already read (the api reads it first to check
     the caller's tenant)."""
-    steps = await driver.load_steps(row.run_id)
+    steps = await driver.load_steps(row.run_id, tenant_id=row.tenant_id)
     doc = job_json(row, input_="shown" if show_input else "redacted")
     doc["steps"] = [step_json(s, show_output=show_output) for s in steps]
     return doc
@@ -287,7 +287,7 @@ async def retry_job(driver: JobDriver, job_id: str, *, from_step: str | None = N
     the run never recorded is ``X_STEP_NOT_FOUND`` listing those it did, never a plain retry."""
     if from_step is not None:
         row = await get_job(driver, job_id)
-        recorded = [s.name for s in await driver.load_steps(row.run_id)]
+        recorded = [s.name for s in await driver.load_steps(row.run_id, tenant_id=row.tenant_id)]
         if from_step not in recorded:
             shown = ", ".join(recorded) if recorded else "none"
             raise StepNotFoundError(

@@ -14,8 +14,19 @@ committed:
 |---|---|
 | the row committed (or an earlier delivery's row was met: ``deduped``) | acked |
 | refused (bad input, bad, missing or revoked token, scope, tenancy, unknown job: a 4xx code) | its error published to ``ujobs.rejected.<job>`` (events: ``ujobs.rejected.events.<name>``), then terminated: never redelivered |
-| the database failed (a 5xx code) | nak with a delay: delivered again |
+| the database or the api is away (a 503 code: ``X_DRIVER_UNREACHABLE``, ...): nothing the message did | nak with a delay: delivered again, as long as it takes |
+| an unexpected error (any other 5xx: ``X_INTERNAL``, a bug the message trips) | nak with a delay while its delivery count (the message's metadata) is under ``max_deliveries`` (``UJOBS_NATS_MAX_DELIVERIES``, 5); on that delivery, its error published to ``ujobs.rejected.<job>`` and terminated, as a refusal |
 | the api died with it in hand | delivered again after the consumer's ``ack_wait`` |
+
+So every message ends: acked, or on the rejected subject, within ``max_deliveries``
+deliveries unless the database stays away. A poison message holds its place in the
+consumer's ``max_ack_pending`` for at most ``max_deliveries - 1`` retry delays (a second each),
+then frees it: messages of other tenants behind a flood of them are late, never stranded. A
+batch is never held back by one message: the batch's statement goes first with every message
+that validated, and one it failed on (or a message that did not validate) is settled alone.
+The lines about failing messages are rate-limited (``services.log_limit``): one per reason
+(event and code) per ten seconds of the api's clock, the next one counting those left out
+(``suppressed``).
 
 A second delivery enqueues nothing new: the job's id is derived from the message
 (``stream_job_id``: from its ``Nats-Msg-Id`` header when given, else from the stream's
@@ -23,7 +34,9 @@ sequence and timestamp), and an enqueue under an id that names a row inserts not
 is at-least-once: one delivered again after its row committed but before its ack is published
 again (an event has no id a producer names).
 
-The rejected message is ``{"error": {...}, "subject", "streamSeq", "msgId"}``.
+The rejected message is ``{"error": {"code", "message", "meta"}, "subject", "streamSeq",
+"msgId", "deliveries"}`` (the error as the HTTP edge words it, its message redacted;
+``deliveries``: the delivery it was refused on).
 """  # noqa: E501
 
 from __future__ import annotations
@@ -36,7 +49,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import NotJSMessageError
@@ -44,7 +56,9 @@ from nats.js import JetStreamContext
 
 from services.api_common import status_for
 from services.auth import Principal, UnauthorizedError
-from services.nats.edge import NatsEdge, error_body
+from services.config_vars import DEFAULT_NATS_MAX_DELIVERIES
+from services.log_limit import LogLimiter
+from services.nats.edge import NatsEdge, answer_bytes, error_body
 from services.nats.names import NatsNames
 from services.nats.pull import PullFeed
 from services.nats.streams import MAX_ACK_PENDING
@@ -59,6 +73,9 @@ FETCH_TIMEOUT_S = 1.0
 HANDLE_BATCH = 1024
 BATCHES_AT_ONCE = 3
 RETRY_DELAY_S = 1.0
+MAX_DELIVERIES = DEFAULT_NATS_MAX_DELIVERIES
+"""The delivery on which a message still failing with an unexpected error is refused."""
+UNAVAILABLE = 503
 MSG_ID = "Nats-Msg-Id"
 _V1_TOKENS = 9
 _V2_TOKENS = 11  # 12 with the trailing random token; nats-py accepts 11
@@ -79,18 +96,31 @@ def reply_position(reply: str | None) -> tuple[str, str, str]:
     subject (``$JS.ACK.<stream>.<consumer>.<delivered>.<seq>.<cseq>.<ns>.<pending>``, or the
     form with a domain and an account hash before the stream): the fields ``msg.metadata``
     reads, without building its dataclasses and datetime (half the cost of a message's id)."""
+    fields = _ack_fields(reply)
+    return fields[0], fields[3], fields[5]
+
+
+def delivery_count(reply: str | None) -> int:
+    """How many times this message has been delivered, this time included (the reply
+    subject's ``<delivered>`` token: ``msg.metadata.num_delivered``)."""
+    return int(_ack_fields(reply)[2])
+
+
+def _ack_fields(reply: str | None) -> list[str]:
+    """A JetStream reply subject's tokens from ``<stream>`` on."""
     tokens = (reply or "").split(".")
     if tokens[:2] == ["$JS", "ACK"]:
         if len(tokens) == _V1_TOKENS:
-            return tokens[2], tokens[5], tokens[7]
+            return tokens[2:]
         if len(tokens) >= _V2_TOKENS:
-            return tokens[4], tokens[7], tokens[9]
+            return tokens[4:]
     raise NotJSMessageError
 
 
 class StreamConsumer:
     """``start()`` / ``stop()`` (both safe twice) run the loop; ``run_once()`` pulls what the
-    stream holds and handles it (tests). ``acked`` / ``refused`` / ``retried`` count messages.
+    stream holds and handles it (tests). ``acked`` / ``refused`` / ``retried`` count messages
+    (``gave_up``: the refused ones refused for an unexpected error on their last delivery).
 
     The loop takes every message that has landed (up to ``HANDLE_BATCH``) as one batch and
     handles up to ``BATCHES_AT_ONCE`` batches at a time: while they commit, what lands next
@@ -104,11 +134,14 @@ class StreamConsumer:
         names: NatsNames,
         *,
         max_in_flight: int = MAX_ACK_PENDING,
+        max_deliveries: int = MAX_DELIVERIES,
     ) -> None:
         self.nc = nc
         self.js = js
         self.edge = edge
         self.names = names
+        self.max_deliveries = max_deliveries
+        self.log_limit = LogLimiter(clock=edge.driver.clock)
         self._feed = PullFeed(
             nc,
             names.enqueue_stream,
@@ -123,6 +156,7 @@ class StreamConsumer:
         self.acked = 0
         self.refused = 0
         self.retried = 0
+        self.gave_up = 0
 
     async def start(self) -> None:
         if self._loop is not None:
@@ -247,20 +281,52 @@ class StreamConsumer:
                     meta={"subject": msg.subject},
                 )
         except Exception as exc:
-            body = error_body(exc)
-            if status_for(body["error"]["code"]) < 500:
-                await self._refuse(msg, body, job if job is not None else f"events.{event}")
-                return
-            log.warning(
-                "ujobs.nats.enqueue-retried",
-                extra={"subject": msg.subject, "code": body["error"]["code"], "error": exc},
-            )
-            self.retried += 1
-            with contextlib.suppress(Exception):
-                await msg.nak(delay=RETRY_DELAY_S)
+            await self._failed(msg, exc, job if job is not None else f"events.{event}")
             return
         await msg.ack()
         self.acked += 1
+
+    async def _failed(self, msg: Msg, exc: Exception, what: str) -> None:
+        """Refuse, retry or give up on a message whose handling raised ``exc`` (the table in
+        the module's doc). The lines it writes are rate-limited: a flood of poison messages
+        is one line per reason per window, not one per delivery."""
+        body = error_body(exc)
+        code = body["error"]["code"]
+        status = status_for(code)
+        if status < 500:
+            await self._refuse(msg, body, what)
+            return
+        delivered = delivery_count(msg.reply)
+        # A 503's traceback says nothing (the database is away); an unexpected error's is
+        # the only trace of the bug behind it (the rejected message says "the api logged it").
+        detail = None if status == UNAVAILABLE else exc
+        if status != UNAVAILABLE and delivered >= self.max_deliveries:
+            self.log_limit.warn(
+                log,
+                "ujobs.nats.enqueue-gave-up",
+                ("gave-up", code),
+                exc_info=detail,
+                subject=msg.subject,
+                code=code,
+                deliveries=delivered,
+                error=exc,
+            )
+            self.gave_up += 1
+            await self._refuse(msg, body, what)
+            return
+        self.log_limit.warn(
+            log,
+            "ujobs.nats.enqueue-retried",
+            ("retried", code),
+            exc_info=detail,
+            subject=msg.subject,
+            code=code,
+            deliveries=delivered,
+            error=exc,
+        )
+        self.retried += 1
+        with contextlib.suppress(Exception):
+            await msg.nak(delay=RETRY_DELAY_S)
 
     async def _refuse(self, msg: Msg, body: dict[str, Any], what: str) -> None:
         """Tell the producer (``rejected``), then terminate: published before the term, so a
@@ -271,10 +337,17 @@ class StreamConsumer:
             "subject": msg.subject,
             "streamSeq": md.sequence.stream,
             "msgId": (msg.headers or {}).get(MSG_ID),
+            "deliveries": md.num_delivered,
         }
-        await self.nc.publish(self.names.rejected_subject(what), orjson.dumps(rejected))
+        await self.nc.publish(self.names.rejected_subject(what), answer_bytes(rejected))
         await msg.term()
         self.refused += 1
 
 
-__all__ = ["StreamConsumer", "reply_position", "stream_job_id"]
+__all__ = [
+    "MAX_DELIVERIES",
+    "StreamConsumer",
+    "delivery_count",
+    "reply_position",
+    "stream_job_id",
+]

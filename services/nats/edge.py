@@ -11,7 +11,8 @@ enqueue stream's consumer alike.
 idempotency key, ``tenant(input)``, the tenant token's rule) and answers ``{"id", "runId",
 "deduped"}`` once the row is committed; with ``"onConflict": "error"`` a live run holding
 the key is ``X_JOB_DUPLICATE`` (``meta.id`` names it) and nothing is queued.
-``publish(name, data, authorization)`` reads ``{"payload"}`` and needs ``events:publish``.
+``publish(name, data, authorization)`` reads ``{"payload"}`` and needs ``events:publish``; the
+event carries the token's tenant, so it resumes only that tenant's waits (an operator's, all).
 ``limited=True`` (the request/reply form) spends one request of the token's bucket first:
 the HTTP edge's ``TokenBuckets`` (``UJOBS_API_RATE_PER_TOKEN``), the same instance in the
 api, so a token's rate counts its HTTP and NATS requests together; over it is
@@ -100,6 +101,21 @@ def error_body(exc: BaseException) -> dict[str, Any]:
     return {"error": {**exc.to_dict(), "message": redact_text(exc.message)}}
 
 
+def answer_bytes(answer: dict[str, Any]) -> bytes:
+    """A reply or rejected message as JSON. An error whose ``meta`` holds what JSON cannot
+    carry goes with an empty ``meta``: its code and message still reach the producer, and
+    the message still ends (a serialising failure would leave it unanswered, or redelivered)."""
+    try:
+        return orjson.dumps(answer)
+    except TypeError:
+        error = answer.get("error")
+        if not isinstance(error, dict):
+            raise
+        code, message = error.get("code"), error.get("message")
+        bare: dict[str, Any] = {"code": code, "message": message, "meta": {}}
+        return orjson.dumps({**answer, "error": bare})
+
+
 @dataclass(frozen=True, slots=True)
 class NatsEdge:
     """The operations both NATS forms run, over the api's driver, tokens and batcher."""
@@ -178,14 +194,15 @@ class NatsEdge:
     async def publish(
         self, name: str, data: bytes, authorization: str | None, *, limited: bool = False
     ) -> dict[str, Any]:
-        await self.principal(authorization, "events:publish", limited=limited)
+        principal = await self.principal(authorization, "events:publish", limited=limited)
         body = parse_object(data, _EVENT_FIELDS, self.max_message_bytes)
         if len(name) > MAX_EVENT_NAME_LENGTH:
             raise InputInvalidError(
                 f"an event name is at most {MAX_EVENT_NAME_LENGTH} characters",
                 meta={"issues": [{"path": "name", "message": "length"}]},
             )
-        record = await publish_event(name, body.get("payload"))
+        # A tenant token's event reaches only its tenant's waiters; an operator's, every waiter.
+        record = await publish_event(name, body.get("payload"), tenant=principal.tenant_id)
         return {
             "id": record.id,
             "name": record.name,
@@ -194,4 +211,10 @@ class NatsEdge:
         }
 
 
-__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "NatsEdge", "error_body", "parse_object"]
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "NatsEdge",
+    "answer_bytes",
+    "error_body",
+    "parse_object",
+]

@@ -12,6 +12,13 @@ The reply is sent after the row is committed: ``{"id", "runId", "deduped"}`` (an
 "meta"}}`` with the HTTP edge's codes, the per-token rate limit's ``X_RATE_LIMITED`` (with
 ``meta.retryAfterMs``) included. A message without a reply subject is answered nowhere,
 so it is not acted on either (fire-and-forget goes through the enqueue stream).
+
+Whatever a request's handling raises is answered, never left to the requester's timeout: an
+error that is not ours is ``X_INTERNAL`` (its message redacted, the traceback in the api's
+log), and a reply that cannot be serialised goes without its ``meta``. The log lines of
+unexpected errors are rate-limited (``services.log_limit``: one per code per ten seconds,
+the next counting those left out), so a requester repeating a poison body cannot flood the
+log.
 """
 
 from __future__ import annotations
@@ -21,12 +28,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import orjson
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from services.nats.edge import NatsEdge, error_body
+from services.log_limit import LogLimiter
+from services.nats.edge import NatsEdge, answer_bytes, error_body
 from services.nats.names import NatsNames
 from shared.errors import UltimateError
 
@@ -52,6 +59,7 @@ class RequestResponder:
         self._slots = asyncio.Semaphore(max_pending)
         self._tasks: set[asyncio.Task[None]] = set()
         self._subs: list[Subscription] = []
+        self.log_limit = LogLimiter(clock=edge.driver.clock)
 
     async def start(self) -> None:
         if self._subs:
@@ -103,10 +111,18 @@ class RequestResponder:
             body = error_body(exc)
         except Exception as exc:
             body = error_body(exc)
-            if body["error"]["code"] == "X_INTERNAL":
-                log.exception("ujobs.nats.unhandled", extra={"subject": msg.subject})
+            code = body["error"]["code"]
+            if code == "X_INTERNAL":
+                self.log_limit.log(
+                    log,
+                    logging.ERROR,
+                    "ujobs.nats.unhandled",
+                    ("unhandled", code),
+                    exc_info=exc,
+                    subject=msg.subject,
+                )
         try:
-            await msg.respond(orjson.dumps(body))
+            await msg.respond(answer_bytes(body))
         except Exception as exc:
             log.warning("ujobs.nats.reply-failed", extra={"subject": msg.subject, "error": exc})
 

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 import nats
 from nats.aio.client import Client
 
-from services.nats.consumer import StreamConsumer
+from services.nats.consumer import MAX_DELIVERIES, StreamConsumer
 from services.nats.edge import NatsEdge
 from services.nats.names import NatsNames
 from services.nats.requests import RequestResponder
 from services.nats.settlements import SettlementsRelay
 from services.nats.settlements_redis import RedisSettlementsRelay
-from services.nats.streams import ACK_WAIT_S, ensure_streams
+from services.nats.streams import ACK_WAIT_S, MAX_ACK_PENDING, ensure_streams
 from services.redact import redact_url
 from shared.errors import DriverUnavailableError
 
@@ -80,18 +80,24 @@ async def nats_edge(
     pool: Pool | None,
     redis_outbox: RedisSettlementsOutbox | None = None,
     ack_wait_s: float = ACK_WAIT_S,
+    max_ack_pending: int = MAX_ACK_PENDING,
+    max_deliveries: int = MAX_DELIVERIES,
 ) -> AsyncIterator[Client]:
     nc = await connect(url, name=f"{names.prefix}-api")
     js = nc.jetstream()
     responder = RequestResponder(nc, edge, names)
-    consumer = StreamConsumer(nc, js, edge, names)
+    consumer = StreamConsumer(
+        nc, js, edge, names, max_in_flight=max_ack_pending, max_deliveries=max_deliveries
+    )
     relay: SettlementsRelay | RedisSettlementsRelay | None = None
     if redis_outbox is not None:
         relay = RedisSettlementsRelay(redis_outbox, js, names)
     elif pool is not None:
         relay = SettlementsRelay(pool, js, names, clock=edge.driver.clock)
     try:
-        streams = await ensure_streams(js, names, ack_wait_s=ack_wait_s)
+        streams = await ensure_streams(
+            js, names, ack_wait_s=ack_wait_s, max_ack_pending=max_ack_pending
+        )
         await responder.start()
         await consumer.start()
         if relay is not None:

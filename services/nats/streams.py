@@ -7,9 +7,13 @@ at start by the api (their owner), with these limits:
 | ``UJOBS_SETTLED`` | ``ujobs.settled.>`` | limits | 7 days | 1 GiB | 10 minutes | drop the oldest |
 
 The consumer ``ujobs-api`` on ``UJOBS_ENQUEUE``: durable, pull, explicit acks, ``ack_wait``
-30 s (``UJOBS_NATS_ACK_WAIT_MS``: a message a crashed api held comes back after it), redelivered until acked or terminated
-(``max_deliver`` unlimited: a refusal is terminated, so only a transient failure — the
-database down — comes back), at most 2,048 unacked.
+30 s (``UJOBS_NATS_ACK_WAIT_MS``: a message a crashed api held comes back after it), redelivered until acked or terminated,
+at most 2,048 unacked (``UJOBS_NATS_MAX_ACK_PENDING``). The server's ``max_deliver`` is
+unlimited: the api bounds deliveries itself (``services.nats.consumer``: a message still
+failing with an unexpected error on its ``UJOBS_NATS_MAX_DELIVERIES``th delivery is
+terminated to the rejected subject), because a server-side bound would also stop the
+deliveries a database outage needs, and would leave the message in the work queue, unseen,
+with nothing said to the producer.
 
 ``ensure_streams`` reads each stream's config and updates it when a limit or the subjects
 differ (an operator's change to a limit is put back at the next start: the table above is the
@@ -35,6 +39,7 @@ from nats.js.api import (
 )
 from nats.js.errors import NotFoundError
 
+from services.config_vars import DEFAULT_NATS_MAX_ACK_PENDING
 from services.nats.names import NatsNames
 
 DAY_S = 86_400.0
@@ -51,7 +56,7 @@ class StreamLimits:
 ENQUEUE_LIMITS = StreamLimits(duplicate_window_s=120.0)
 SETTLED_LIMITS = StreamLimits(duplicate_window_s=600.0)
 ACK_WAIT_S = 30.0
-MAX_ACK_PENDING = 2_048
+MAX_ACK_PENDING = DEFAULT_NATS_MAX_ACK_PENDING
 
 
 def enqueue_stream_config(names: NatsNames, limits: StreamLimits = ENQUEUE_LIMITS) -> StreamConfig:
@@ -80,14 +85,16 @@ def settled_stream_config(names: NatsNames, limits: StreamLimits = SETTLED_LIMIT
     )
 
 
-def consumer_config(names: NatsNames, *, ack_wait_s: float = ACK_WAIT_S) -> ConsumerConfig:
+def consumer_config(
+    names: NatsNames, *, ack_wait_s: float = ACK_WAIT_S, max_ack_pending: int = MAX_ACK_PENDING
+) -> ConsumerConfig:
     return ConsumerConfig(
         durable_name=names.durable,
         ack_policy=AckPolicy.EXPLICIT,
         deliver_policy=DeliverPolicy.ALL,
         ack_wait=ack_wait_s,
         max_deliver=-1,
-        max_ack_pending=MAX_ACK_PENDING,
+        max_ack_pending=max_ack_pending,
     )
 
 
@@ -119,15 +126,21 @@ def _same(a: Any, b: Any) -> bool:
 
 
 async def ensure_streams(
-    js: JetStreamContext, names: NatsNames, *, ack_wait_s: float = ACK_WAIT_S
+    js: JetStreamContext,
+    names: NatsNames,
+    *,
+    ack_wait_s: float = ACK_WAIT_S,
+    max_ack_pending: int = MAX_ACK_PENDING,
 ) -> dict[str, str]:
-    """Both streams and the api's consumer (``ack_wait_s``: ``UJOBS_NATS_ACK_WAIT_MS``);
-    answers what happened to each stream."""
+    """Both streams and the api's consumer (``ack_wait_s``: ``UJOBS_NATS_ACK_WAIT_MS``,
+    ``max_ack_pending``: ``UJOBS_NATS_MAX_ACK_PENDING``; an existing consumer is updated to
+    them); answers what happened to each stream."""
     done = {
         names.enqueue_stream: await ensure_stream(js, enqueue_stream_config(names)),
         names.settled_stream: await ensure_stream(js, settled_stream_config(names)),
     }
-    await js.add_consumer(names.enqueue_stream, consumer_config(names, ack_wait_s=ack_wait_s))
+    wanted = consumer_config(names, ack_wait_s=ack_wait_s, max_ack_pending=max_ack_pending)
+    await js.add_consumer(names.enqueue_stream, wanted)
     return done
 
 
@@ -195,7 +208,9 @@ def subjects_note(names: NatsNames) -> str:
 
 
 __all__ = [
+    "ACK_WAIT_S",
     "ENQUEUE_LIMITS",
+    "MAX_ACK_PENDING",
     "SETTLED_LIMITS",
     "StreamLimits",
     "consumer_config",

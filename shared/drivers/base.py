@@ -129,8 +129,14 @@ class JobDriver(Protocol):
         its attempt. False when the row is not ``running`` under ``ref`` (do not run it)."""
         ...
 
-    async def load_steps(self, run_id: str) -> list[StepRecord]:
-        """The completed steps of a run, in the order they started."""
+    async def load_steps(self, run_id: str, *, tenant_id: str | None) -> list[StepRecord]:
+        """The completed steps of the run ``run_id`` OF ``tenant_id``, in the order they started.
+
+        A ``runId`` is chosen by the caller (``POST /v1/jobs/{name}`` takes any), so it is a
+        namespace of its tenant: the same ``run_id`` under two tenants is two runs that never
+        read, replay or delete each other's steps, and tenant-less jobs (None) are a namespace
+        of their own. The tenant is always the row's own (``ClaimedJob.tenant_id``,
+        ``JobRow.tenant_id``), never a caller's claim."""
         ...
 
     async def save_step(
@@ -143,7 +149,8 @@ class JobDriver(Protocol):
         *,
         started_at_ms: int,
     ) -> bool:
-        """Persist one completed step; refused (False) unless the row is ours and running."""
+        """Persist one completed step; refused (False) unless the row is ours and running. The
+        step is stored under the row's own tenant (read with the fence, no extra trip)."""
         ...
 
     async def stats(self) -> DriverStats: ...

@@ -74,8 +74,8 @@ class DelegatingDriver(JobDriver):
     async def start_ahead(self, job_id: str, ref: ClaimRef) -> bool:
         return await self.inner.start_ahead(job_id, ref)
 
-    async def load_steps(self, run_id: str) -> list[StepRecord]:
-        return await self.inner.load_steps(run_id)
+    async def load_steps(self, run_id: str, *, tenant_id: str | None) -> list[StepRecord]:
+        return await self.inner.load_steps(run_id, tenant_id=tenant_id)
 
     async def save_step(
         self,

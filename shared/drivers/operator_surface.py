@@ -224,7 +224,8 @@ class JobIntrospection(Protocol):
     async def get(self, job_id: str) -> JobRow | None: ...
 
     async def remove(self, job_id: str) -> bool:
-        """Delete one job and its steps (when no other row shares the run). Running: refused."""
+        """Delete one job and its steps (when no other row shares the run: its ``run_id`` under
+        its tenant). Running: refused."""
         ...
 
     async def requeue(self, job_id: str, *, from_step: str | None = None) -> JobRow:
@@ -236,8 +237,9 @@ class JobIntrospection(Protocol):
         budget), keeps its ``claim`` counter (claims only grow, so no fence from before the
         requeue can match the new run), and clears ``last_error``, ``progress`` and
         ``finished_at``. ``from_step`` drops that step and every step saved after it (steps
-        are sequential, so that is every step that started after it); a name the run never
-        saved drops nothing.
+        are sequential, so that is every step that started after it) of the row's own tenant's
+        run, never another tenant's steps under the same ``run_id``; a name the run never saved
+        drops nothing.
         """
         ...
 
@@ -268,7 +270,8 @@ class JobIntrospection(Protocol):
 
     async def remove_many(self, flt: BulkFilter) -> BulkResult:
         """Delete up to ``MAX_BULK_ROWS`` rows of any state but ``running``
-        (``X_JOB_NOT_REMOVABLE``), oldest first; their steps go with the last row of a run."""
+        (``X_JOB_NOT_REMOVABLE``), oldest first; their steps go with the last row of a run (a
+        ``run_id`` under one tenant)."""
         ...
 
     async def promote_many(self, flt: BulkFilter) -> BulkResult:

@@ -1,5 +1,11 @@
 """The event bus ``step.wait_for_event`` listens on, and ``publish_event()``.
 
+An event carries the tenant it was published for: ``None`` (an operator, a script acting for
+no tenant, a ``tenant='none'`` job) reaches every waiter; a tenant's reaches only the waits of
+that tenant's jobs (``reaches``). The api publishes under the token's tenant, so a tenant
+token cannot resume another tenant's ``wait_for_event``; ``publish_event()`` publishes under
+the acting tenant (a job body's is its job's) unless told otherwise.
+
 The bus has ONE clock: a stored bus stamps ``published_at`` and the expiry with the database's
 ``now()`` and ``bus.now()`` answers that same clock, so a worker whose clock runs ahead of the
 database still matches an event published after it asked. An event stays matchable until it
@@ -10,11 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
 from shared.clock import SYSTEM_CLOCK, Clock
+from shared.context import current_tenant
 from shared.errors import InputInvalidError, InvariantError
 from shared.ids import new_id
 
@@ -33,6 +41,14 @@ class EventRecord:
     payload: JSONValue
     published_at_ms: int
     expires_at_ms: int
+    tenant: str | None = None
+    """The publisher's tenant; None reaches every tenant's waiters."""
+
+
+def reaches(event_tenant: str | None, waiter_tenant: str | None) -> bool:
+    """Whether an event published for ``event_tenant`` may resume a wait of a job of
+    ``waiter_tenant``: an event of no tenant reaches everyone, a tenant's only its own."""
+    return event_tenant is None or event_tenant == waiter_tenant
 
 
 def matches(match: Match | None, payload: JSONValue) -> bool:
@@ -56,15 +72,27 @@ def _contains(payload: Any, expected: Any) -> bool:
 @runtime_checkable
 class EventBus(Protocol):
     async def publish(
-        self, name: str, payload: JSONValue, *, ttl_ms: int | None = None
+        self,
+        name: str,
+        payload: JSONValue,
+        *,
+        ttl_ms: int | None = None,
+        tenant: str | None = None,
     ) -> EventRecord:
-        """Store an event, stamped by the bus clock, matchable until it expires."""
+        """Store an event for ``tenant`` (None: every tenant), stamped by the bus clock,
+        matchable until it expires."""
         ...
 
     async def find(
-        self, name: str, *, since_ms: int, match: Match | None = None
+        self,
+        name: str,
+        *,
+        since_ms: int,
+        match: Match | None = None,
+        tenant: str | None = None,
     ) -> EventRecord | None:
-        """The earliest live event ``name`` published at or after ``since_ms`` that matches."""
+        """The earliest live event ``name`` published at or after ``since_ms`` that matches
+        and ``reaches`` a waiter of ``tenant``."""
         ...
 
     async def now(self) -> int:
@@ -95,7 +123,12 @@ class MemoryEventBus:
         self._events: list[EventRecord] = []
 
     async def publish(
-        self, name: str, payload: JSONValue, *, ttl_ms: int | None = None
+        self,
+        name: str,
+        payload: JSONValue,
+        *,
+        ttl_ms: int | None = None,
+        tenant: str | None = None,
     ) -> EventRecord:
         validate_event_name(name)
         stored = json_payload(name, payload)
@@ -109,19 +142,25 @@ class MemoryEventBus:
             payload=stored,
             published_at_ms=now,
             expires_at_ms=now + ttl,
+            tenant=tenant,
         )
         self._events.append(record)
         return _copy(record)
 
     async def find(
-        self, name: str, *, since_ms: int, match: Match | None = None
+        self,
+        name: str,
+        *,
+        since_ms: int,
+        match: Match | None = None,
+        tenant: str | None = None,
     ) -> EventRecord | None:
         now = self.clock.now_ms()
         # Publish order is stamp order on one clock; ties keep the order they were published.
         for record in self._events:
             if record.name != name or record.published_at_ms < since_ms:
                 continue
-            if record.expires_at_ms <= now:
+            if record.expires_at_ms <= now or not reaches(record.tenant, tenant):
                 continue
             candidate = _copy(record)
             if matches(match, candidate.payload):
@@ -204,9 +243,26 @@ def reset_event_bus() -> None:
     _default = None
 
 
-async def publish_event(name: str, payload: JSONValue, *, ttl_ms: int | None = None) -> EventRecord:
-    """Publish on the process's bus; every ``step.wait_for_event`` on ``name`` may match it."""
-    return await event_bus().publish(name, payload, ttl_ms=ttl_ms)
+class _Acting(Enum):
+    TENANT = "the acting tenant"
+
+
+ACTING_TENANT = _Acting.TENANT
+"""``publish_event``'s default tenant: the acting one (``current_tenant()``)."""
+
+
+async def publish_event(
+    name: str,
+    payload: JSONValue,
+    *,
+    ttl_ms: int | None = None,
+    tenant: str | _Acting | None = ACTING_TENANT,
+) -> EventRecord:
+    """Publish on the process's bus; a ``step.wait_for_event`` on ``name`` may match it when
+    the event reaches its job's tenant. ``tenant`` defaults to the acting tenant (inside a job
+    body, the job's; outside any, None: every tenant's waiters); the edges pass the token's."""
+    publisher = current_tenant() if isinstance(tenant, _Acting) else tenant
+    return await event_bus().publish(name, payload, ttl_ms=ttl_ms, tenant=publisher)
 
 
 @dataclass(frozen=True, slots=True)

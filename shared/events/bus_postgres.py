@@ -4,7 +4,9 @@ One clock: ``published_at``, the expiry and ``now()`` all come from the DATABASE
 millisecond), never from the process, so a worker whose clock runs ahead of the database still
 matches an event published after it asked. A dict ``match`` is prefiltered in SQL with jsonb
 containment and then checked exactly by ``shared.events.bus.matches`` (containment is looser on
-arrays); a callable match pages through the name's live events in order.
+arrays); a callable match pages through the name's live events in order. The tenant rule
+(``shared.events.bus.reaches``) is the statement's: only events that reach the waiter's
+tenant are read at all.
 """
 
 from __future__ import annotations
@@ -50,14 +52,19 @@ class PostgresEventBus:
         self.ttl_ms = ttl_ms
 
     async def publish(
-        self, name: str, payload: JSONValue, *, ttl_ms: int | None = None
+        self,
+        name: str,
+        payload: JSONValue,
+        *,
+        ttl_ms: int | None = None,
+        tenant: str | None = None,
     ) -> EventRecord:
         validate_event_name(name)
         stored = json_payload(name, payload)
         ttl = self.ttl_ms if ttl_ms is None else ttl_ms
         _check_ttl(ttl)
         event_id = new_id()
-        row = await self._pool.fetchrow(_PUBLISH, event_id, name, dumps(stored), ttl)
+        row = await self._pool.fetchrow(_PUBLISH, event_id, name, dumps(stored), ttl, tenant)
         assert row is not None
         return EventRecord(
             id=event_id,
@@ -65,16 +72,22 @@ class PostgresEventBus:
             payload=stored,
             published_at_ms=row["published_at_ms"],
             expires_at_ms=row["expires_at_ms"],
+            tenant=tenant,
         )
 
     async def find(
-        self, name: str, *, since_ms: int, match: Match | None = None
+        self,
+        name: str,
+        *,
+        since_ms: int,
+        match: Match | None = None,
+        tenant: str | None = None,
     ) -> EventRecord | None:
         contains = None if match is None or callable(match) else dumps(dict(match))
         cursor: tuple[int | None, str | None] = (None, None)
         while True:
             rows = await self._pool.fetch(
-                _FIND, name, since_ms, contains, cursor[0], cursor[1], FIND_PAGE
+                _FIND, name, since_ms, contains, cursor[0], cursor[1], FIND_PAGE, tenant
             )
             for r in rows:
                 payload = loads(r["payload"])
@@ -85,6 +98,7 @@ class PostgresEventBus:
                         payload=payload,
                         published_at_ms=r["published_at_ms"],
                         expires_at_ms=r["expires_at_ms"],
+                        tenant=r["tenant_id"],
                     )
             if len(rows) < FIND_PAGE:
                 return None

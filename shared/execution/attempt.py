@@ -173,6 +173,7 @@ async def execute_job(
                     driver=driver,
                     job_id=claimed.id,
                     run_id=claimed.run_id,
+                    tenant_id=claimed.tenant_id,
                     ref=ref,
                     signal=attempt.signal,
                     clock=clock,

@@ -57,6 +57,7 @@ from datetime import timedelta
 from typing import Any, Literal, TypeVar, cast, overload
 
 from shared.clock import Clock
+from shared.context import current_tenant
 from shared.drivers.base import ClaimRef, JobDriver, StepRecord
 from shared.durations import duration_label, duration_ms
 from shared.errors import (
@@ -118,7 +119,8 @@ def _validate_name(name: Any) -> str:
 class Step:
     """One attempt's step runner (``run.step``); built by ``execute_job`` or a test by hand.
 
-    ``stored`` is the run's completed steps (``driver.load_steps(run_id)``); None reads them
+    ``stored`` is the run's completed steps (``driver.load_steps(run_id, tenant_id=...)``: a
+    ``run_id`` is a namespace of the row's tenant, ``tenant_id``); None reads them
     on the first step call (once per attempt, shared by steps started together). ``signal`` is
     the ATTEMPT's signal: once it is aborted no new step starts.
     """
@@ -129,6 +131,7 @@ class Step:
         driver: JobDriver,
         job_id: str,
         run_id: str,
+        tenant_id: str | None,
         ref: ClaimRef,
         stored: Sequence[StepRecord] | None,
         signal: Signal,
@@ -141,6 +144,7 @@ class Step:
         self._driver = driver
         self._job_id = job_id
         self._run_id = run_id
+        self._tenant_id = tenant_id
         self._ref = ref
         self._stored: dict[str, StepRecord] | None = (
             None if stored is None else {s.name: s for s in stored}
@@ -165,6 +169,7 @@ class Step:
         driver: JobDriver,
         job_id: str,
         run_id: str,
+        tenant_id: str | None,
         ref: ClaimRef,
         signal: Signal,
         clock: Clock,
@@ -174,11 +179,12 @@ class Step:
         lease_check: LeaseCheck | None = None,
     ) -> Step:
         """A runner over the run's stored steps."""
-        stored = await driver.load_steps(run_id)
+        stored = await driver.load_steps(run_id, tenant_id=tenant_id)
         return cls(
             driver=driver,
             job_id=job_id,
             run_id=run_id,
+            tenant_id=tenant_id,
             ref=ref,
             stored=stored,
             signal=signal,
@@ -196,6 +202,7 @@ class Step:
         driver: JobDriver,
         job_id: str,
         run_id: str,
+        tenant_id: str | None,
         ref: ClaimRef,
         signal: Signal,
         clock: Clock,
@@ -210,6 +217,7 @@ class Step:
             driver=driver,
             job_id=job_id,
             run_id=run_id,
+            tenant_id=tenant_id,
             ref=ref,
             stored=None,
             signal=signal,
@@ -226,7 +234,8 @@ class Step:
         if stored is not None:
             return stored
         if self._loading is None:
-            self._loading = asyncio.ensure_future(self._driver.load_steps(self._run_id))
+            loading = self._driver.load_steps(self._run_id, tenant_id=self._tenant_id)
+            self._loading = asyncio.ensure_future(loading)
         loaded = await self._loading
         if self._stored is None:
             self._stored = {s.name: s for s in loaded}
@@ -442,7 +451,8 @@ class Step:
             return _copy(record.output)
         bus = self._bus if self._bus is not None else event_bus()
         started, began_at_ms = await self._wait_start(checked, event, bus)
-        found = await bus.find(event, since_ms=started, match=match)
+        # The waiter's tenant is its job's: the scope the attempt runs under (``job_scope``).
+        found = await bus.find(event, since_ms=started, match=match, tenant=current_tenant())
         if found is not None:
             # The wait had begun: under a drain its answer still lands.
             await self._save(checked, found.payload, began_at_ms, started=True)

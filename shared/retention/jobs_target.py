@@ -3,9 +3,10 @@
 ``done`` rows go after ``done_retention_ms`` (14 days, ``jobs.doneRetentionMs``); ``dead``,
 ``failed`` and ``cancelled`` rows after ``dead_retention_ms`` (90 days, ``jobs.deadRetentionMs``),
 measured against ``finished_at`` on the clock the sweep passes in. Each row takes its run's
-``x_job_steps`` with it once no row of the run still stands. A live row is never touched (only
-finished states are read), nor one an unpublished ``x_outbox`` row or a ``running``
-``x_backfills`` pass still names.
+``x_job_steps`` with it once no row of the run still stands (a run is a ``run_id`` under one
+tenant: a row of another tenant carrying the same id keeps nothing alive). A live row is never
+touched (only finished states are read), nor one an unpublished ``x_outbox`` row or a
+``running`` ``x_backfills`` pass still names.
 
 A pass runs at most ``max_batches`` batches of ``batch_size`` rows, ``skip locked``, walking
 ``x_jobs_finished_idx`` from the oldest row of each state (each batch from where the last one
@@ -100,7 +101,8 @@ class JobsPurgeTarget:
                 counted.steps += int(rows[0]["steps"])
                 shared = list(rows[0]["shared"])
                 if shared:
-                    follow = await self.executor.fetch(_FOLLOW_UP, shared)
+                    tenants = list(rows[0]["shared_tenants"])
+                    follow = await self.executor.fetch(_FOLLOW_UP, shared, tenants)
                     counted.steps += int(follow[0]["deleted"])
                 self._spent = time.monotonic() - began if deleted == self.batch_size else 0.0
                 if deleted < self.batch_size:

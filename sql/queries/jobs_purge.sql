@@ -4,11 +4,11 @@
 -- does not walk the index entries its predecessors left dead; null: from the oldest), skip
 -- locked (two sweeps split the work; a row a worker holds is never waited on). A row an
 -- unpublished x_outbox row or a RUNNING x_backfills pass still names is kept. The steps of
--- every run left with no row go in the same statement (a run is orphaned when every row it
--- had is in this batch: counted through x_jobs_run_id_idx, not by comparing the batch with
--- itself); `shared` answers the runs whose steps stayed because a row this statement did not
--- delete still shares them (jobs_purge_steps settles those after the commit); `reached` is the
--- newest finished_at deleted.
+-- every run left with no row go in the same statement (a run is a run_id under one tenant; it
+-- is orphaned when every row it had is in this batch: counted through x_jobs_run_id_idx, not by
+-- comparing the batch with itself); `shared` / `shared_tenants` answer the runs whose steps
+-- stayed because a row this statement did not delete still shares them (jobs_purge_steps
+-- settles those after the commit); `reached` is the newest finished_at deleted.
 -- The literal state list is the partial index's own predicate: without it a GENERIC plan (what
 -- the worker's pool forces) cannot prove `state = $1` is inside the index and sorts a seq scan
 -- of the whole table instead (8.7 s a batch over a million rows). The delete finds its rows by
@@ -30,21 +30,29 @@ with doomed as (
 ),
 gone as (
   delete from x_jobs j where j.id = any(array(select d.id from doomed d))
-  returning j.id, j.run_id, j.finished_at
+  returning j.id, j.run_id, coalesce(j.tenant_id, '') as tenant, j.finished_at
 ),
 gone_runs as (
-  select g.run_id, count(*) as n from gone g group by g.run_id
+  select g.run_id, g.tenant, count(*) as n from gone g group by g.run_id, g.tenant
 ),
 orphaned as (
-  select r.run_id
+  select r.run_id, r.tenant
     from gone_runs r
-   where (select count(*) from x_jobs k where k.run_id = r.run_id) <= r.n
+   where (select count(*) from x_jobs k
+           where k.run_id = r.run_id and coalesce(k.tenant_id, '') = r.tenant) <= r.n
 ),
 steps as (
-  delete from x_job_steps s using orphaned o where s.run_id = o.run_id returning 1
+  delete from x_job_steps s using orphaned o
+   where s.run_id = o.run_id and s.tenant_id = o.tenant
+  returning 1
+),
+kept as (
+  select r.run_id, r.tenant
+    from gone_runs r
+   where not exists (select 1 from orphaned o where o.run_id = r.run_id and o.tenant = r.tenant)
 )
 select (select count(*) from gone) as deleted,
        (select count(*) from steps) as steps,
-       array(select r.run_id from gone_runs r
-              where not exists (select 1 from orphaned o where o.run_id = r.run_id)) as shared,
+       array(select k.run_id from kept k order by k.run_id, k.tenant) as shared,
+       array(select k.tenant from kept k order by k.run_id, k.tenant) as shared_tenants,
        (select x_ms(max(g.finished_at)) from gone g) as reached

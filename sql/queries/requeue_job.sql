@@ -2,7 +2,8 @@
 -- now, with a fresh attempt budget. Moves nothing when the row is live (prior_state says which)
 -- or when another live row holds its (name, tenant, key) (held). $2 names a step: that step
 -- and every step saved after it are dropped in this same statement, so the run replays from
--- there. Announces the queue on x_jobs_wake.
+-- there; only the row's own tenant's steps of that run_id are touched. Announces the queue on
+-- x_jobs_wake.
 -- $1 id  $2 from step (null: keep every step)  $3 now ms
 with target as (
   select j.id, j.state, j.name, j.tenant_id, j.idempotency_key from x_jobs j where j.id = $1::text
@@ -32,12 +33,14 @@ moved as (
   returning j.*
 ),
 cut as (
-  select s.run_id, s.seq from x_job_steps s join moved m on s.run_id = m.run_id
+  select s.run_id, s.tenant_id, s.seq
+    from x_job_steps s
+    join moved m on s.run_id = m.run_id and s.tenant_id = coalesce(m.tenant_id, '')
    where s.name = $2::text
 ),
 dropped as (
   delete from x_job_steps s using cut c
-   where s.run_id = c.run_id and s.seq >= c.seq
+   where s.run_id = c.run_id and s.tenant_id = c.tenant_id and s.seq >= c.seq
   returning 1
 ),
 woke as (

@@ -155,7 +155,11 @@ export = export_rows(
     tenant="none",
     prefix=lambda i: f"storm/{i.export_id}",
     source=lambda run: keyset(
-        "storm_export_rows", key="id", columns=EXPORT_COLUMNS, pool=_LedgerConnections()
+        "storm_export_rows",
+        key="id",
+        columns=EXPORT_COLUMNS,
+        pool=_LedgerConnections(),
+        tenant_free=True,  # the storm's own rows: no tenant's
     ),
     columns=EXPORT_COLUMNS,
     batch=EXPORT_BATCH,

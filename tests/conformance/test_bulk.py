@@ -147,7 +147,7 @@ async def test_remove_many_frees_the_keys_and_steps(
     await driver.nack(job.id, job.ref, NackOptions(error="x", dead_letter=True))
     assert await introspect.remove_many(BulkFilter(state="dead")) == BulkResult(1, 0)
     assert await introspect.get(enq.id) is None
-    assert await driver.load_steps(enq.run_id) == []
+    assert await driver.load_steps(job.run_id, tenant_id=job.tenant_id) == []
     ready = await driver.enqueue(req(key="r"))
     assert await introspect.remove_many(BulkFilter(state="ready")) == BulkResult(1, 0)
     assert not (await driver.enqueue(req(key="r"))).deduped

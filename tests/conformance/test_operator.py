@@ -145,7 +145,7 @@ async def test_remove_deletes_the_row_and_its_steps(
     await driver.nack(job.id, job.ref, NackOptions(error="x", dead_letter=True))
     assert await introspect.remove(enq.id)
     assert await introspect.get(enq.id) is None
-    assert await driver.load_steps(enq.run_id) == []
+    assert await driver.load_steps(job.run_id, tenant_id=job.tenant_id) == []
     assert not await introspect.remove(enq.id), "already gone"
 
 
@@ -169,9 +169,9 @@ async def test_remove_keeps_steps_another_row_of_the_run_still_uses(
     second = await driver.enqueue(req(key="k2", run_id=run_id))
     assert second.run_id == run_id
     assert await introspect.remove(first.id)
-    assert [s.name for s in await driver.load_steps(run_id)] == ["a"]
+    assert [s.name for s in await driver.load_steps(run_id, tenant_id=None)] == ["a"]
     assert await introspect.remove(second.id)
-    assert await driver.load_steps(run_id) == []
+    assert await driver.load_steps(run_id, tenant_id=None) == []
 
 
 async def test_remove_refuses_a_running_row(
@@ -249,7 +249,10 @@ async def test_requeue_keeps_the_steps_so_they_replay(
     await _save_steps(driver, job, clock, "a", "b")
     await driver.nack(job.id, job.ref, NackOptions(error="x", dead_letter=True))
     await introspect.requeue(enq.id)
-    assert [s.name for s in await driver.load_steps(enq.run_id)] == ["a", "b"]
+    assert [s.name for s in await driver.load_steps(job.run_id, tenant_id=job.tenant_id)] == [
+        "a",
+        "b",
+    ]
 
 
 async def test_requeue_from_step_drops_it_and_every_later_step(
@@ -260,7 +263,9 @@ async def test_requeue_from_step_drops_it_and_every_later_step(
     await _save_steps(driver, job, clock, "provision", "email", "nudge", "report")
     await driver.nack(job.id, job.ref, NackOptions(error="x", fail=True))
     await introspect.requeue(enq.id, from_step="email")
-    assert [s.name for s in await driver.load_steps(enq.run_id)] == ["provision"]
+    assert [s.name for s in await driver.load_steps(job.run_id, tenant_id=job.tenant_id)] == [
+        "provision"
+    ]
 
 
 async def test_requeue_from_the_first_step_drops_them_all(
@@ -271,7 +276,7 @@ async def test_requeue_from_the_first_step_drops_them_all(
     await _save_steps(driver, job, clock, "a", "b")
     await driver.ack(job.id, job.ref)
     await introspect.requeue(enq.id, from_step="a")
-    assert await driver.load_steps(enq.run_id) == []
+    assert await driver.load_steps(job.run_id, tenant_id=job.tenant_id) == []
 
 
 async def test_requeue_from_a_step_never_reached_drops_nothing(
@@ -282,7 +287,7 @@ async def test_requeue_from_a_step_never_reached_drops_nothing(
     await _save_steps(driver, job, clock, "a")
     await driver.nack(job.id, job.ref, NackOptions(error="b failed", dead_letter=True))
     await introspect.requeue(enq.id, from_step="b")
-    assert [s.name for s in await driver.load_steps(enq.run_id)] == ["a"]
+    assert [s.name for s in await driver.load_steps(job.run_id, tenant_id=job.tenant_id)] == ["a"]
 
 
 @pytest.mark.parametrize("state", ["ready", "delayed", "running", "suspended"])

@@ -20,7 +20,7 @@ async def test_steps_load_in_start_order_with_their_outputs(
         assert await driver.save_step(
             job.id, job.ref, job.run_id, name, output, started_at_ms=started
         )
-    steps = await driver.load_steps(job.run_id)
+    steps = await driver.load_steps(job.run_id, tenant_id=job.tenant_id)
     assert [s.name for s in steps] == ["provision", "email", "count"]
     assert [s.output for s in steps] == list(outputs.values())
     assert steps[0].started_at_ms < steps[1].started_at_ms < steps[2].started_at_ms
@@ -36,7 +36,7 @@ async def test_null_and_falsy_outputs_are_stored(driver: JobDriver, clock: Froze
         assert await driver.save_step(
             job.id, job.ref, job.run_id, f"s{i}", output, started_at_ms=clock.now_ms() + i
         )
-    assert [s.output for s in await driver.load_steps(job.run_id)] == falsy
+    assert [s.output for s in await driver.load_steps(job.run_id, tenant_id=job.tenant_id)] == falsy
 
 
 async def test_a_step_is_refused_without_the_live_claim(
@@ -48,11 +48,13 @@ async def test_a_step_is_refused_without_the_live_claim(
     new = await claim_one(driver, worker="w1")
     now = clock.now_ms()
     assert not await driver.save_step(old.id, old.ref, old.run_id, "a", 1, started_at_ms=now)
-    assert await driver.load_steps(old.run_id) == []
+    assert await driver.load_steps(old.run_id, tenant_id=old.tenant_id) == []
     assert await driver.save_step(new.id, new.ref, new.run_id, "a", 2, started_at_ms=now)
     assert await driver.ack(new.id, new.ref)
     assert not await driver.save_step(new.id, new.ref, new.run_id, "b", 3, started_at_ms=now)
-    assert [(s.name, s.output) for s in await driver.load_steps(new.run_id)] == [("a", 2)]
+    assert [
+        (s.name, s.output) for s in await driver.load_steps(new.run_id, tenant_id=new.tenant_id)
+    ] == [("a", 2)]
 
 
 async def test_a_step_is_refused_under_another_run_id(
@@ -64,7 +66,7 @@ async def test_a_step_is_refused_under_another_run_id(
     assert not await driver.save_step(
         job.id, job.ref, other_run, "a", 1, started_at_ms=clock.now_ms()
     )
-    assert await driver.load_steps(other_run) == []
+    assert await driver.load_steps(other_run, tenant_id=None) == []
 
 
 async def test_a_saved_step_is_never_rewritten(driver: JobDriver, clock: FrozenClock) -> None:
@@ -73,7 +75,9 @@ async def test_a_saved_step_is_never_rewritten(driver: JobDriver, clock: FrozenC
     now = clock.now_ms()
     assert await driver.save_step(job.id, job.ref, job.run_id, "a", "first", started_at_ms=now)
     await driver.save_step(job.id, job.ref, job.run_id, "a", "second", started_at_ms=now + 1)
-    assert [(s.name, s.output) for s in await driver.load_steps(job.run_id)] == [("a", "first")]
+    assert [
+        (s.name, s.output) for s in await driver.load_steps(job.run_id, tenant_id=job.tenant_id)
+    ] == [("a", "first")]
 
 
 async def test_steps_replay_on_the_next_attempt(driver: JobDriver, clock: FrozenClock) -> None:
@@ -83,7 +87,9 @@ async def test_steps_replay_on_the_next_attempt(driver: JobDriver, clock: Frozen
     await driver.nack(first.id, first.ref, NackOptions(error="step b failed"))
     second = await claim_one(driver)
     assert second.run_id == first.run_id
-    assert [s.name for s in await driver.load_steps(second.run_id)] == ["a"]
+    assert [s.name for s in await driver.load_steps(second.run_id, tenant_id=second.tenant_id)] == [
+        "a"
+    ]
 
 
 async def test_runs_keep_their_own_steps(driver: JobDriver, clock: FrozenClock) -> None:
@@ -93,6 +99,6 @@ async def test_runs_keep_their_own_steps(driver: JobDriver, clock: FrozenClock) 
     now = clock.now_ms()
     await driver.save_step(a.id, a.ref, a.run_id, "x", "a", started_at_ms=now)
     await driver.save_step(b.id, b.ref, b.run_id, "x", "b", started_at_ms=now)
-    assert [s.output for s in await driver.load_steps(a.run_id)] == ["a"]
-    assert [s.output for s in await driver.load_steps(b.run_id)] == ["b"]
-    assert await driver.load_steps(new_id()) == []
+    assert [s.output for s in await driver.load_steps(a.run_id, tenant_id=a.tenant_id)] == ["a"]
+    assert [s.output for s in await driver.load_steps(b.run_id, tenant_id=b.tenant_id)] == ["b"]
+    assert await driver.load_steps(new_id(), tenant_id=None) == []

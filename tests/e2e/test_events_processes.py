@@ -70,7 +70,8 @@ async def test_a_publish_in_one_process_resumes_a_wait_in_another(
     )
     row = await _until(driver, waiting.id, "done", "dead", "failed")
     assert row.state == "done", row.last_error
-    steps = {s.name: s.output for s in await driver.load_steps(waiting.run_id)}
+    stored = await driver.load_steps(waiting.run_id, tenant_id=row.tenant_id)
+    steps = {s.name: s.output for s in stored}
     assert steps["approval"] == {"order": "o-1", "by": "ops"}
 
 

@@ -34,8 +34,8 @@ _JOB = (
     " 'cancelled') then x_ts($3) end)"
 )
 _STEP = (
-    "insert into x_job_steps (run_id, name, started_at, finished_at)"
-    " values ($1, 's', x_ts($2), x_ts($2))"
+    "insert into x_job_steps (run_id, tenant_id, name, started_at, finished_at)"
+    " values ($1, '', 's', x_ts($2), x_ts($2))"
 )
 _OUTBOX = (
     "insert into x_outbox (id, run_id, name, queue, input, idempotency_key, max_attempts,"

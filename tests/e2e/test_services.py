@@ -129,5 +129,9 @@ async def test_services_run_jobs_then_drain_on_sigterm(
     # The run that was in flight let its step land and was handed back (or finished): its
     # saved step replays on the next claim instead of running again.
     slow = [rows[e.id] for e in enqueued[FAST:] if e.id in rows]
-    progressed = [r for r in slow if r.state == "done" or await driver.load_steps(r.run_id)]
+    progressed = [
+        r
+        for r in slow
+        if r.state == "done" or await driver.load_steps(r.run_id, tenant_id=r.tenant_id)
+    ]
     assert progressed, [(r.state, r.attempt) for r in slow]

@@ -105,7 +105,7 @@ async def test_a_worker_frozen_past_its_lease_starts_no_new_step_when_resumed(
     assert await other.exit_code() == 0
     assert "jobs.lease.lost" in await frozen.stderr()
     run_id = await pg_pool.fetchval("select run_id from x_jobs where id = $1", job_id)
-    assert [s.name for s in await driver.load_steps(run_id)] == ["a", "b"]
+    assert [s.name for s in await driver.load_steps(run_id, tenant_id=None)] == ["a", "b"]
 
 
 async def _jobs(pg_pool: Any, ids: list[str]) -> dict[str, tuple[str, int, bool]]:

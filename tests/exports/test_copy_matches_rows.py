@@ -152,8 +152,7 @@ def export(table: str, root: Path, copy: bool | None) -> Any:
         tenant=lambda i: i.org_id,
         prefix=lambda i: f"exports/{i.org_id}",
         source=lambda run: keyset(
-            table, key="id", columns=COLUMNS, where="org_id = $1", args=[run.input.org_id],
-            pool=run.ctx, copy=copy,
+            table, key="id", columns=COLUMNS, tenant_column="org_id", pool=run.ctx, copy=copy,
         ),
         columns=COLUMNS,
         sink=lambda: filesystem_sink(root),
@@ -221,8 +220,8 @@ async def test_an_export_that_crashed_on_the_rows_road_resumes_on_the_copy_road_
         tenant=lambda i: i.org_id,
         prefix=lambda i: f"exports/{i.org_id}",
         source=lambda run: keyset(
-            table, key="id", columns=COLUMNS, where="org_id = $1", args=[run.input.org_id],
-            pool=run.ctx, copy=False if run.attempt == 1 else None,
+            table, key="id", columns=COLUMNS, tenant_column="org_id", pool=run.ctx,
+            copy=False if run.attempt == 1 else None,
         ),
         columns=COLUMNS,
         sink=lambda: sink,
@@ -248,13 +247,14 @@ async def test_a_plain_keyset_csv_export_takes_the_copy_road_unless_it_needs_row
     """The road a user gets by default: Postgres writes the CSV unless a row() transform, a
     non-CSV format, other columns or their order, or copy=False asks for decoded rows."""
     csv = CsvEncoder(COLUMNS)
-    plain = keyset("mixed", key="id", columns=COLUMNS, pool=pg_pool)
+    plain = keyset("mixed", key="id", columns=COLUMNS, pool=pg_pool, tenant_free=True)
     assert copies_csv(plain, None, csv, COLUMNS)
     assert not copies_csv(plain, lambda r: r, csv, COLUMNS)
     assert not copies_csv(plain, None, _Jsonl(), COLUMNS)
     assert not copies_csv(plain, None, csv, list(reversed(COLUMNS)))
-    assert not copies_csv(keyset("mixed", key="id", pool=pg_pool), None, csv, COLUMNS)
-    refused = keyset("mixed", key="id", columns=COLUMNS, pool=pg_pool, copy=False)
+    star = keyset("mixed", key="id", pool=pg_pool, tenant_free=True)
+    assert not copies_csv(star, None, csv, COLUMNS)
+    refused = keyset("mixed", key="id", columns=COLUMNS, pool=pg_pool, copy=False, tenant_free=True)
     assert not copies_csv(refused, None, csv, COLUMNS)
 
 

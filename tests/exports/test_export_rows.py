@@ -89,7 +89,7 @@ async def test_a_step_persists_the_cursor_and_counters_never_the_page(tmp_path: 
     await attempt(driver, handle)
     row = await driver.introspect.get(job_id)  # type: ignore[union-attr]
     assert row is not None
-    steps = await driver.load_steps(row.run_id)
+    steps = await driver.load_steps(row.run_id, tenant_id=row.tenant_id)
     assert [s.name for s in steps] == ["part-00000", "part-00001", "part-00002", "manifest"]
     two_parts = sum(len(p) for p in parts_of(tmp_path)[:2])
     assert steps[1].output == {

@@ -12,6 +12,7 @@ import asyncpg
 import pytest
 
 from exports.manifest import Manifest
+from shared.drivers.base import EnqueueRequest
 from shared.drivers.postgres import PostgresDriver, postgres_driver
 from tests.e2e.service_process import ServiceProcess, service_env
 from tests.exports.export_app.jobs import expected_csv, orders_export
@@ -23,8 +24,9 @@ ROWS = 200  # 20 pages of 10
 PREFIX = "exports/org-1/e1"
 
 
-async def parts_done(driver: PostgresDriver, run_id: str) -> int:
-    return sum(1 for s in await driver.load_steps(run_id) if s.name.startswith("part-"))
+async def parts_done(driver: PostgresDriver, request: EnqueueRequest, run_id: str) -> int:
+    steps = await driver.load_steps(run_id, tenant_id=request.tenant_id)
+    return sum(1 for s in steps if s.name.startswith("part-"))
 
 
 async def test_a_sigkilled_exporter_resumes_at_its_page_byte_identical(
@@ -38,18 +40,19 @@ async def test_a_sigkilled_exporter_resumes_at_its_page_byte_identical(
         UJOBS_VISIBILITY_TIMEOUT_MS="1000",
     )
     driver = postgres_driver(pg_pool)
-    queued = await driver.enqueue(
-        orders_export.request({"org_id": "org-1", "export_id": "e1", "rows": ROWS, "slow_ms": 150})
+    request = orders_export.request(
+        {"org_id": "org-1", "export_id": "e1", "rows": ROWS, "slow_ms": 150}
     )
+    queued = await driver.enqueue(request)
     first = await ServiceProcess.start("exporter", env=env)
     try:
         async with asyncio.timeout(60):
-            while await parts_done(driver, queued.run_id) < 4:
+            while await parts_done(driver, request, queued.run_id) < 4:
                 await asyncio.sleep(0.05)
         await first.kill()  # SIGKILL: no drain, no settle, the lease is left to lapse
     finally:
         await first.kill()
-    killed_at = await parts_done(driver, queued.run_id)
+    killed_at = await parts_done(driver, request, queued.run_id)
     assert killed_at < ROWS // 10
     before = {
         key: (store / key).stat().st_mtime_ns

@@ -75,7 +75,13 @@ async def test_pages_follow_the_key_with_a_filter_and_never_use_offset(
     pg_pool: asyncpg.Pool[Any], orders: str
 ) -> None:
     source = keyset(
-        orders, key="id", columns=["id", "note"], where="org_id = $1", args=["org-1"], pool=pg_pool
+        orders,
+        key="id",
+        columns=["id", "note"],
+        where="org_id = $1",
+        args=["org-1"],
+        pool=pg_pool,
+        tenant_free=True,
     )
     assert "OFFSET" not in source.statements.first.upper()
     assert "OFFSET" not in source.statements.after.upper()
@@ -88,7 +94,7 @@ async def test_pages_follow_the_key_with_a_filter_and_never_use_offset(
 async def test_a_row_inserted_behind_the_cursor_shifts_no_page(
     pg_pool: asyncpg.Pool[Any], orders: str
 ) -> None:
-    source = keyset(orders, key="id", columns=["id"], pool=pg_pool)
+    source = keyset(orders, key="id", columns=["id"], pool=pg_pool, tenant_free=True)
     first = [r async for r in source.rows(None, 5)]
     async with pg_pool.acquire() as conn:
         await conn.execute(
@@ -102,7 +108,7 @@ async def test_a_composite_uuid_or_timestamp_key_resumes_from_its_json_cursor(
     pg_pool: asyncpg.Pool[Any], orders: str
 ) -> None:
     for key in (("org_id", "id"), "ref", "placed_at"):
-        source = keyset(orders, key=key, pool=pg_pool)
+        source = keyset(orders, key=key, pool=pg_pool, tenant_free=True)
         rows, _ = await read_all(source, 7)
         assert len(rows) == 62, key
         assert len({r["id"] for r in rows}) == 62, key
@@ -112,8 +118,8 @@ async def test_a_query_source_and_a_server_side_cursor_read_the_same_rows(
     pg_pool: asyncpg.Pool[Any], orders: str
 ) -> None:
     query = f"SELECT id, total * 2 AS doubled FROM {orders} WHERE org_id = $1"
-    plain = keyset(query, key="id", args=["org-2"], pool=pg_pool)
-    streamed = keyset(query, key="id", args=["org-2"], pool=pg_pool, prefetch=2)
+    plain = keyset(query, key="id", args=["org-2"], pool=pg_pool, tenant_free=True)
+    streamed = keyset(query, key="id", args=["org-2"], pool=pg_pool, prefetch=2, tenant_free=True)
     a, _ = await read_all(plain, 2)
     b, _ = await read_all(streamed, 2)
     assert [dict(r) for r in a] == [dict(r) for r in b]
@@ -141,7 +147,7 @@ def test_cursor_values_come_back_as_the_types_they_were() -> None:
 )
 def test_a_bad_keyset_is_refused(pg_pool: Any, options: dict[str, Any]) -> None:
     with pytest.raises(InvariantError):
-        keyset(pool=pg_pool, **options)
+        keyset(pool=pg_pool, tenant_free=True, **options)
 
 
 @pytest.mark.parametrize("copy", [None, False], ids=["copy-road", "decoded-through-a-cursor"])
@@ -157,8 +163,7 @@ async def test_export_rows_over_keyset_writes_one_csv_of_the_tenants_rows(
             orders,
             key="id",
             columns=["id", "placed_at", "total", "note"],
-            where="org_id = $1",
-            args=[run.input.org_id],
+            tenant_column="org_id",
             pool=run.ctx,
             prefetch=4,
             copy=copy,
@@ -188,7 +193,7 @@ async def test_select_star_rows_with_a_column_the_export_does_not_carry_are_refu
         input=t.object(org_id=t.string),
         tenant=lambda i: i.org_id,
         prefix=lambda i: f"exports/{i.org_id}",
-        source=lambda run: keyset(orders, key="id", pool=run.ctx),
+        source=lambda run: keyset(orders, key="id", pool=run.ctx, tenant_column="org_id"),
         columns=["id", "note"],
         sink=lambda: filesystem_sink(tmp_path),
     )
@@ -203,8 +208,8 @@ async def test_text_mode_reads_columns_as_postgres_writes_them_and_keeps_a_typed
     pg_pool: asyncpg.Pool[Any], orders: str
 ) -> None:
     cols = ["id", "placed_at", "total", "ref"]
-    typed = keyset(orders, key="placed_at", columns=cols, pool=pg_pool)
-    text = keyset(orders, key="placed_at", columns=cols, pool=pg_pool, text=True)
+    typed = keyset(orders, key="placed_at", columns=cols, pool=pg_pool, tenant_free=True)
+    text = keyset(orders, key="placed_at", columns=cols, pool=pg_pool, text=True, tenant_free=True)
     as_typed, _ = await read_all(typed, 9)
     as_text, pages = await read_all(text, 9)
     assert pages == 7
@@ -214,7 +219,7 @@ async def test_text_mode_reads_columns_as_postgres_writes_them_and_keeps_a_typed
     assert as_text[0]["ref"] == str(uuid.UUID(int=1))
     assert text.cursor(as_text[0]) == [{"$ts": "2024-01-01T00:01:00+00:00"}]
     with pytest.raises(InvariantError):
-        keyset(orders, key="id", pool=pg_pool, text=True)
+        keyset(orders, key="id", pool=pg_pool, text=True, tenant_free=True)
 
 
 async def test_export_rows_over_a_text_keyset_writes_postgres_text_neutralised(
@@ -227,8 +232,7 @@ async def test_export_rows_over_a_text_keyset_writes_postgres_text_neutralised(
         tenant=lambda i: i.org_id,
         prefix=lambda i: f"exports/{i.org_id}",
         source=lambda run: keyset(
-            orders, key="id", columns=cols, where="org_id = $1", args=[run.input.org_id],
-            pool=run.ctx, text=True,
+            orders, key="id", columns=cols, tenant_column="org_id", pool=run.ctx, text=True,
         ),
         columns=cols,
         sink=lambda: filesystem_sink(tmp_path),
@@ -257,8 +261,8 @@ def copy_export(orders: str, root: Path, **options: Any) -> Any:
         tenant=lambda i: i.org_id,
         prefix=lambda i: f"exports/{i.org_id}",
         source=lambda run: keyset(
-            orders, key=key, columns=source_cols,
-            where="org_id = $1", args=[run.input.org_id], pool=run.ctx, copy=True,
+            orders, key=key, columns=source_cols, tenant_column="org_id", pool=run.ctx,
+            copy=True,
         ),
         columns=cols,
         sink=lambda: filesystem_sink(root),
@@ -291,7 +295,9 @@ async def test_copy_mode_writes_postgres_csv_neutralised_page_by_page(
         "-5", "'=cmd", 'a,"=b"', "'\"=c", "", ""
     ]  # fmt: skip
     assert len(notes) == 57
-    steps = await driver.load_steps((await driver.introspect.get(job_id)).run_id)  # type: ignore[union-attr]
+    row = await driver.introspect.get(job_id)  # type: ignore[union-attr]
+    assert row is not None
+    steps = await driver.load_steps(row.run_id, tenant_id=row.tenant_id)
     assert steps[0].output["cursor"] == [200]
 
 
@@ -328,7 +334,7 @@ async def test_copy_mode_with_columns_other_than_the_exports_is_refused(
 async def test_copy_mode_reads_the_next_page_ahead_and_drops_it_when_asked_elsewhere(
     pg_pool: asyncpg.Pool[Any], orders: str
 ) -> None:
-    source = keyset(orders, key="id", columns=["id"], pool=pg_pool, copy=True)
+    source = keyset(orders, key="id", columns=["id"], pool=pg_pool, copy=True, tenant_free=True)
     first = await source.csv_page(None, 10)
     assert first.data.splitlines()[0] == b"10"
     ahead = list(source._ahead)
@@ -354,7 +360,7 @@ async def test_copy_mode_reads_the_next_page_ahead_and_drops_it_when_asked_elsew
 async def test_a_full_fetched_page_reads_the_next_one_ahead_and_drops_it_when_asked_elsewhere(
     pg_pool: asyncpg.Pool[Any], orders: str
 ) -> None:
-    source = keyset(orders, key="id", columns=["id", "note"], pool=pg_pool)
+    source = keyset(orders, key="id", columns=["id", "note"], pool=pg_pool, tenant_free=True)
     first = [r async for c in source.chunks(None, 10) for r in c]
     assert [r["id"] for r in first][:2] == [10, 20]
     ahead = source._fetch_ahead
@@ -391,8 +397,8 @@ async def test_the_default_page_is_bigger_where_postgres_writes_the_csv(
         tenant=lambda i: i.org_id,
         prefix=lambda i: f"exports/{i.org_id}",
         source=lambda run: keyset(
-            orders, key="id", columns=["id", "total"],
-            where="org_id = $1", args=[run.input.org_id], pool=run.ctx, copy=copy,
+            orders, key="id", columns=["id", "total"], tenant_column="org_id", pool=run.ctx,
+            copy=copy,
         ),
         columns=["id", "total"],
         sink=lambda: filesystem_sink(tmp_path),

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from exports.family import export_of
+from exports.keyset import KeysetSource
+from shared.execution.scope import job_scope
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
 
@@ -20,5 +23,14 @@ def test_the_exporting_data_snippet_declares_an_export_on_the_exports_queue() ->
     spec = export_of(handle)
     assert spec is not None
     assert spec.columns == ("id", "placed_at", "total")
-    assert spec.prefix_for(handle.parse_input({"org_id": "o", "export_id": "e"})) == "exports/o/e"
+    value = handle.parse_input({"org_id": "o", "export_id": "e"})
+    assert spec.prefix_for(value) == "exports/o/e"
     assert "## Downloading an export" in README
+    # The source reads the run's tenant's rows only, the library's filter, not the author's.
+    run = SimpleNamespace(input=value, ctx=SimpleNamespace(pool=object()))
+    with job_scope(handle.tenant_for(value), None):
+        source = spec.source(run)  # type: ignore[arg-type]
+    assert isinstance(source, KeysetSource)
+    assert source.statements.first.startswith(
+        'SELECT "id", "placed_at", "total" FROM "orders" AS _keyset WHERE _keyset."org_id" = $1 '
+    )

@@ -148,7 +148,7 @@ async def test_the_driver_says_unreachable_when_postgres_does_not_answer() -> No
         "ack": driver.ack("j", ref),
         "nack": driver.nack("j", ref, NackOptions(error="x")),
         "heartbeat": driver.heartbeat("j", ref, 1_000),
-        "load_steps": driver.load_steps("r"),
+        "load_steps": driver.load_steps("r", tenant_id=None),
         "save_step": driver.save_step("j", ref, "r", "s", 1, started_at_ms=0),
     }
     try:

@@ -265,7 +265,7 @@ async def test_steps_are_saved_only_under_the_claim_and_load_in_order(
     assert await pg.save_step(j.id, j.ref, j.run_id, "one", {"n": 99}, started_at_ms=7)
     assert not await pg.save_step(j.id, ClaimRef("w9", 1), j.run_id, "x", 1, started_at_ms=8)
     assert not await pg.save_step(j.id, j.ref, "other-run", "x", 1, started_at_ms=8)
-    steps = await pg.load_steps(j.run_id)
+    steps = await pg.load_steps(j.run_id, tenant_id=j.tenant_id)
     assert [(s.name, s.output, s.started_at_ms) for s in steps] == [
         ("one", {"n": 1}, 5),
         ("two", [1, "x"], 6),

@@ -102,7 +102,7 @@ async def test_requeue_from_step_drops_that_step_and_later_ones(pg: PostgresDriv
         assert await pg.save_step(j.id, j.ref, j.run_id, name, n, started_at_ms=n)
     assert await pg.nack(j.id, j.ref, NackOptions(dead_letter=True))
     await pg.introspect.requeue(j.id, from_step="two")
-    assert [s.name for s in await pg.load_steps(j.run_id)] == ["one"]
+    assert [s.name for s in await pg.load_steps(j.run_id, tenant_id=j.tenant_id)] == ["one"]
 
 
 async def test_cancel_only_live_jobs(pg: PostgresDriver) -> None:
@@ -126,9 +126,9 @@ async def test_remove_refuses_running_and_keeps_shared_steps(
     await pg.ack(j.id, j.ref)
     other = await pg.enqueue(req("b", run_id="run-1"))
     assert await pg.introspect.remove(j.id)
-    assert await pg.load_steps("run-1") != []
+    assert await pg.load_steps("run-1", tenant_id=None) != []
     assert await pg.introspect.remove(other.id)
-    assert await pg.load_steps("run-1") == []
+    assert await pg.load_steps("run-1", tenant_id=None) == []
     assert not await pg.introspect.remove(other.id)
 
 

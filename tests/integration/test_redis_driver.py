@@ -244,13 +244,13 @@ async def test_steps_are_fenced_and_first_write_wins(
     assert await driver.save_step("j", job.ref, "r", "one", {"v": "again"}, started_at_ms=7)
     assert not await driver.save_step("j", job.ref, "other-run", "x", 1, started_at_ms=1)
     assert not await driver.save_step("j", ClaimRef("w1", 9), "r", "x", 1, started_at_ms=1)
-    steps = await driver.load_steps("r")
+    steps = await driver.load_steps("r", tenant_id=None)
     assert [(s.name, s.output, s.started_at_ms) for s in steps] == [
         ("one", {"v": 1}, 5),
         ("two", [2**60], 6),
     ]
     assert steps[1].finished_at_ms == clock.now_ms()
-    assert await driver.load_steps("nothing") == []
+    assert await driver.load_steps("nothing", tenant_id=None) == []
 
 
 async def test_stats_counts_every_state(driver: RedisDriver, clock: FrozenClock) -> None:
@@ -297,7 +297,7 @@ async def test_done_rows_and_their_steps_expire(
                 break
             await asyncio.sleep(0.05)
         assert not await client.exists(f"{tag}:job:done", f"{tag}:steps:run-done")
-        assert await drv.load_steps("run-done") == []
+        assert await drv.load_steps("run-done", tenant_id=None) == []
         # The driver's clock decides what stats() still counts as kept.
         assert (await drv.stats()).queues["default"].done == 1
         clock.advance(200)
@@ -331,7 +331,7 @@ async def test_a_client_that_decodes_responses_works_the_same(
         [job] = await claim(drv)
         assert job.input == {"a": [1, "ü"]}
         assert await drv.save_step("j", job.ref, "r", "s", "out", started_at_ms=1)
-        assert [s.output for s in await drv.load_steps("r")] == ["out"]
+        assert [s.output for s in await drv.load_steps("r", tenant_id=None)] == ["out"]
         assert await drv.heartbeat("j", job.ref, 10) == "renewed"
         assert (await drv.stats()).queues["default"].running == 1
     finally:

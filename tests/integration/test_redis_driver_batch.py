@@ -92,7 +92,7 @@ async def test_mixed_operations_of_one_turn_all_land(driver: RedisDriver) -> Non
         driver.ack("a", jobs["a"].ref),
         driver.nack("b", jobs["b"].ref, NackOptions(error="boom")),
         driver.claim(ClaimOptions(["other"], 10, "w")),
-        driver.load_steps(jobs["a"].run_id),
+        driver.load_steps(jobs["a"].run_id, tenant_id=jobs["a"].tenant_id),
     )
     assert (enqueued.id, enqueued.deduped, acked, nacked, claimed, steps) == (
         "c",

@@ -100,7 +100,8 @@ class Comparison:
         self.serial = 0
         self.keys: list[tuple[str, str | None, str]] = []  # (name, tenant, key) ever used
         self.ids: list[str] = []  # explicit ids ever used
-        self.runs: list[tuple[str, str]] = []  # (memory run_id, redis run_id)
+        # (memory run_id, redis run_id, tenant): a run_id is a namespace of its tenant
+        self.runs: list[tuple[str, str, str | None]] = []
         self.held: list[Pair] = []  # claims not yet settled by us
         self.stale: list[Pair] = []  # claims settled, or replaced by a later claim
         self.outcomes: set[str] = set()
@@ -184,7 +185,7 @@ class Comparison:
                 self.minted += 1
                 name = f"minted-run{self.minted}"
                 self.mem_ids.names[m.run_id] = self.red_ids.names[r.run_id] = name
-            self.runs.append((m.run_id, r.run_id))
+            self.runs.append((m.run_id, r.run_id, request.tenant_id))
         answers = self.same("enqueue", mem, red)
         for (request, intent), (_, _, deduped) in zip(asked, answers, strict=True):
             if not deduped:
@@ -322,9 +323,11 @@ class Comparison:
             landed = self.same("save_step", mem, red)
             self.outcomes.add("save_step:landed" if landed else "save_step:refused")
         if self.runs:
-            mem_run, red_run = self.rng.choice(self.runs)
+            mem_run, red_run, tenant = self.rng.choice(self.runs)
             loaded = self.same(
-                "load_steps", await self.mem.load_steps(mem_run), await self.red.load_steps(red_run)
+                "load_steps",
+                await self.mem.load_steps(mem_run, tenant_id=tenant),
+                await self.red.load_steps(red_run, tenant_id=tenant),
             )
             if loaded:
                 self.outcomes.add("load_steps:some")

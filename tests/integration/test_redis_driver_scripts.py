@@ -45,7 +45,7 @@ async def run_every_operation(driver: RedisDriver) -> None:
     await driver.heartbeat(jid, job.ref, 1_000)
     await driver.start_ahead(jid, job.ref)
     await driver.save_step(jid, job.ref, job.run_id, "s", 1, started_at_ms=0)
-    await driver.load_steps(job.run_id)
+    await driver.load_steps(job.run_id, tenant_id=job.tenant_id)
     await driver.nack(jid, job.ref, NackOptions(error="e"))
     [job] = await driver.claim(ClaimOptions(queues=["default"], limit=1, worker_id="w"))
     await driver.ack(jid, job.ref)

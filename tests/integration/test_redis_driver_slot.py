@@ -54,7 +54,7 @@ async def exercise(driver: RedisDriver, clock: FrozenClock) -> None:
         job = by_name[("job:{x}", q)]
         assert await driver.heartbeat(job.id, job.ref, 10_000) == "renewed"
         assert await driver.save_step(job.id, job.ref, job.run_id, "{s}", [1], started_at_ms=0)
-        assert await driver.load_steps(job.run_id)
+        assert await driver.load_steps(job.run_id, tenant_id=job.tenant_id)
     first = by_name[("job:{x}", "default")]
     assert await driver.nack(first.id, first.ref, NackOptions(error="e", duration_ms=3))
     second = by_name[("job:{x}", "{other}")]

@@ -35,8 +35,8 @@ async def test_a_sweep_beside_a_drain_deletes_only_history_and_stalls_no_claim(
         HISTORY,
     )
     await pg_pool.execute(
-        "insert into x_job_steps (run_id, name, started_at, finished_at)"
-        " select 'old-' || n, 's', now(), now() from generate_series(1, $1::int) n",
+        "insert into x_job_steps (run_id, tenant_id, name, started_at, finished_at)"
+        " select 'old-' || n, '', 's', now(), now() from generate_series(1, $1::int) n",
         HISTORY,
     )
     ran: list[int] = []

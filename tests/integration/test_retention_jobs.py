@@ -36,8 +36,8 @@ values ($1, $2, 'j', $3, '{}', $1, 1, x_ts($4), x_ts($4), x_ts($4),
         case when $3 in ('done', 'failed', 'dead', 'cancelled') then x_ts($4) end)
 """
 _INSERT_STEP = """
-insert into x_job_steps (run_id, name, output, started_at, finished_at)
-values ($1, $2, '1', x_ts($3), x_ts($3))
+insert into x_job_steps (run_id, tenant_id, name, output, started_at, finished_at)
+values ($1, '', $2, '1', x_ts($3), x_ts($3))
 """
 
 

@@ -24,6 +24,7 @@ from services.nats.names import NatsNames
 from services.nats.streams import ensure_streams
 from services.token_facts import KnownTokens
 from services.tokens import TokenRecord, TokenStore
+from shared.clock import SYSTEM_CLOCK, Clock
 from shared.drivers.postgres.driver import postgres_driver
 from shared.events.bus import set_event_bus
 from shared.events.bus_postgres import postgres_event_bus
@@ -61,10 +62,19 @@ class NatsApi:
 
 
 async def start_nats_api(
-    aiohttp_client: MakeClient, dsn: str, pool: asyncpg.Pool[Any], nats_url: str
+    aiohttp_client: MakeClient,
+    dsn: str,
+    pool: asyncpg.Pool[Any],
+    nats_url: str,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    **env: str,
 ) -> AsyncIterator[NatsApi]:
+    """``env``: more of the api's variables (``UJOBS_APP``, ...); ``clock``: the api's."""
     prefix = unique_prefix()
-    api = await make_api(aiohttp_client, dsn, pool, NATS_URL=nats_url, UJOBS_NATS_PREFIX=prefix)
+    api = await make_api(
+        aiohttp_client, dsn, pool, clock=clock, NATS_URL=nats_url, UJOBS_NATS_PREFIX=prefix, **env
+    )
     nc = await nats.connect(nats_url)
     try:
         yield NatsApi(api=api, nc=nc, names=NatsNames(prefix))

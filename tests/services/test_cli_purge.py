@@ -41,8 +41,8 @@ def seed(dsn: str) -> None:
                     age,
                 )
                 await conn.execute(
-                    "insert into x_job_steps (run_id, name, started_at, finished_at)"
-                    " values ($1, 's', now(), now())",
+                    "insert into x_job_steps (run_id, tenant_id, name, started_at, finished_at)"
+                    " values ($1, '', 's', now(), now())",
                     job_id,
                 )
             await conn.execute(

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from shared.clock import FrozenClock
-from shared.drivers.base import ClaimedJob, ClaimOptions, JobRow
+from shared.drivers.base import ClaimedJob, ClaimOptions, JobRow, StepRecord
 from shared.drivers.memory.driver import MemoryDriver, memory_driver
 from shared.execution.attempt import execute_job
 from shared.execution.outcome import JobExecution
@@ -54,6 +54,12 @@ async def row(driver: MemoryDriver, job_id: str) -> JobRow:
     found = await introspect.get(job_id)
     assert found is not None, f"no job {job_id}"
     return found
+
+
+async def steps_of(driver: MemoryDriver, job_id: str) -> list[StepRecord]:
+    """The job's stored steps: its run under its own tenant."""
+    found = await row(driver, job_id)
+    return await driver.load_steps(found.run_id, tenant_id=found.tenant_id)
 
 
 async def last_error(driver: MemoryDriver, job_id: str) -> str:

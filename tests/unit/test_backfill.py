@@ -68,7 +68,7 @@ async def test_one_step_per_page_checkpointing_a_cursor_and_a_count_never_the_ro
         "skipped": False,
         "runId": done.run_id,
     }
-    steps = await driver.load_steps(done.run_id)
+    steps = await driver.load_steps(done.run_id, tenant_id=None)
     assert [s.name for s in steps] == ["batch:0", "batch:1", "batch:2"]
     assert [s.output for s in steps] == [
         {"cursor": 3, "rows": 3, "n": 3, "done": False},

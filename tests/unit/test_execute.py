@@ -33,6 +33,7 @@ from tests.support.execute import (
     last_error,
     records,
     row,
+    steps_of,
     told_input,
 )
 
@@ -102,7 +103,7 @@ async def test_onboard_org_replays_provision_from_storage_when_welcome_email_fai
     assert (third.outcome, third.attempt, third.result) == ("completed", 2, ORG)
     assert provisioned == [ORG]
     assert emails == ["Acme", "Acme"]
-    steps = [s.name for s in await driver.load_steps((await row(driver, job_id)).run_id)]
+    steps = [s.name for s in await steps_of(driver, job_id)]
     assert steps == ["provision", "welcome-email", "sleep:3d", "nudge"]
     assert [s.outcome for s in settled] == ["completed"]
     assert settled[0].result == ORG

@@ -22,7 +22,16 @@ from shared.execution.run import Run, Settled
 from shared.jobs.job import job
 from shared.jobs.retry import Retry
 from shared.signal import Signal
-from tests.support.execute import attempt, claim, enqueue, frozen_driver, last_error, records, row
+from tests.support.execute import (
+    attempt,
+    claim,
+    enqueue,
+    frozen_driver,
+    last_error,
+    records,
+    row,
+    steps_of,
+)
 
 
 def _declare(body: Any, *, timeout: str | None = "30ms", **options: Any) -> Any:
@@ -110,7 +119,7 @@ async def test_past_the_deadline_every_step_write_is_x_aborted() -> None:
     execution = await attempt(driver, handle)
     assert refused == ["X_ABORTED"]
     assert execution.code == "X_JOB_TIMEOUT"  # the verdict is read off the signal
-    steps = await driver.load_steps((await row(driver, job_id)).run_id)
+    steps = await steps_of(driver, job_id)
     assert [s.name for s in steps] == ["before"]
 
 
@@ -151,7 +160,7 @@ async def test_a_body_that_swallows_the_cancel_is_abandoned_and_logged_when_it_e
         "X_JOB_TIMEOUT",
     )
     assert late == ["X_ABORTED"]
-    assert await driver.load_steps((await row(driver, job_id)).run_id) == []
+    assert await steps_of(driver, job_id) == []
 
 
 async def test_a_body_that_swallows_the_cancel_and_returns_still_fails_the_attempt(

@@ -52,7 +52,7 @@ async def test_one_step_per_target_and_a_killed_attempt_resumes_at_the_table_it_
     # One clock reading per PASS: the retry sweeps against the instant the pass began.
     assert second.calls == [T0, T0]
     assert done.result == {"nowMs": T0, "removed": {"first": 3, "second": 2}, "total": 5}
-    steps = [s.name for s in await driver.load_steps(done.run_id)]
+    steps = [s.name for s in await driver.load_steps(done.run_id, tenant_id=None)]
     assert steps == ["clock", "first", "second"]
 
 

@@ -54,9 +54,9 @@ class AwayDriver(MemoryDriver):
         self._reach("nack")
         return await super().nack(job_id, ref, options)
 
-    async def load_steps(self, run_id: str) -> list[StepRecord]:
+    async def load_steps(self, run_id: str, *, tenant_id: str | None) -> list[StepRecord]:
         self._reach("load_steps")
-        return await super().load_steps(run_id)
+        return await super().load_steps(run_id, tenant_id=tenant_id)
 
 
 @pytest.fixture(autouse=True)

@@ -44,6 +44,7 @@ async def _step(
         driver=driver,
         job_id=claimed.id,
         run_id=claimed.run_id,
+        tenant_id=claimed.tenant_id,
         ref=claimed.ref,
         signal=signal or Signal(),
         clock=driver.clock,
@@ -62,7 +63,7 @@ async def test_a_completed_step_replays_from_storage_without_calling_fn() -> Non
     first = await _step(driver, claimed)
     answer: dict[str, Any] = await first.run("provision", provision)
     assert answer == {"org": "o1"}
-    stored = await driver.load_steps(claimed.run_id)
+    stored = await driver.load_steps(claimed.run_id, tenant_id=claimed.tenant_id)
     assert [(s.name, s.output) for s in stored] == [("provision", {"org": "o1"})]
 
     second = await _step(driver, claimed)
@@ -136,7 +137,7 @@ async def test_a_result_json_cannot_store_is_x_step_output_invalid_naming_the_st
     assert info.value.code == "X_STEP_OUTPUT_INVALID"
     assert "'charge'" in info.value.message
     assert info.value.meta["step"] == "charge"
-    assert await driver.load_steps(claimed.run_id) == []
+    assert await driver.load_steps(claimed.run_id, tenant_id=claimed.tenant_id) == []
 
 
 async def test_a_repeated_name_is_x_step_duplicate_also_across_replayed_and_new() -> None:
@@ -166,7 +167,7 @@ async def test_a_failed_step_spends_its_name_in_the_run() -> None:
         await step.run("a", boom)
     with pytest.raises(StepDuplicateError):
         await step.run("a", lambda s: 1)
-    assert await driver.load_steps(claimed.run_id) == []
+    assert await driver.load_steps(claimed.run_id, tenant_id=claimed.tenant_id) == []
 
 
 async def test_bad_names_are_refused() -> None:
@@ -184,7 +185,7 @@ async def test_a_refused_save_means_the_claim_is_gone() -> None:
     with pytest.raises(LeaseLostError) as info:
         await step.run("a", lambda s: 1)
     assert info.value.code == "X_JOB_LEASE_LOST"
-    assert await driver.load_steps(claimed.run_id) == []
+    assert await driver.load_steps(claimed.run_id, tenant_id=claimed.tenant_id) == []
 
 
 async def test_an_aborted_attempt_refuses_to_start_a_step() -> None:
@@ -212,7 +213,7 @@ async def test_an_abort_during_fn_refuses_the_save() -> None:
 
     with pytest.raises(JobAbortedError):
         await step.run("a", slow)
-    assert await driver.load_steps(claimed.run_id) == []
+    assert await driver.load_steps(claimed.run_id, tenant_id=claimed.tenant_id) == []
 
 
 async def test_step_timeout_aborts_the_steps_signal_then_fails_it() -> None:
@@ -233,7 +234,7 @@ async def test_step_timeout_aborts_the_steps_signal_then_fails_it() -> None:
     assert info.value.meta == {"step": "slow", "timeoutMs": 20}
     assert len(seen) == 1
     assert isinstance(seen[0], JobTimeoutError)
-    assert await driver.load_steps(claimed.run_id) == []
+    assert await driver.load_steps(claimed.run_id, tenant_id=claimed.tenant_id) == []
     assert await step.run("fast", lambda s: 1) == 1  # only the step failed, not the attempt
 
 
@@ -253,7 +254,7 @@ async def test_step_timeout_does_not_wait_for_a_step_that_swallows_the_cancel() 
         await step.run("stubborn", stubborn)
     release.set()
     await asyncio.sleep(0)
-    assert await driver.load_steps(claimed.run_id) == []
+    assert await driver.load_steps(claimed.run_id, tenant_id=claimed.tenant_id) == []
 
 
 async def test_sleep_suspends_records_the_wake_time_and_passes_through_after_it() -> None:
@@ -264,7 +265,7 @@ async def test_sleep_suspends_records_the_wake_time_and_passes_through_after_it(
     wake = clock.now_ms() + 3 * 86_400_000
     assert info.value.resume_at_ms == wake
     assert info.value.step == "sleep:3d"
-    stored = await driver.load_steps(claimed.run_id)
+    stored = await driver.load_steps(claimed.run_id, tenant_id=claimed.tenant_id)
     assert [(s.name, s.output) for s in stored] == [("sleep:3d", {"wakeAtMs": wake})]
 
     early = await _step(driver, claimed)
@@ -301,7 +302,7 @@ async def test_sleep_is_a_step_write_refused_past_the_abort() -> None:
     signal.abort(JobTimeoutError("deadline"))
     with pytest.raises(JobAbortedError):
         await step.sleep("1h")
-    assert await driver.load_steps(claimed.run_id) == []
+    assert await driver.load_steps(claimed.run_id, tenant_id=claimed.tenant_id) == []
 
 
 async def test_a_closed_runner_refuses_every_write() -> None:

@@ -19,9 +19,9 @@ class CountingDriver(MemoryDriver):
         super().__init__(clock=frozen_driver()[1])
         self.loads = 0
 
-    async def load_steps(self, run_id: str) -> list[StepRecord]:
+    async def load_steps(self, run_id: str, *, tenant_id: str | None) -> list[StepRecord]:
         self.loads += 1
-        return await super().load_steps(run_id)
+        return await super().load_steps(run_id, tenant_id=tenant_id)
 
 
 async def _lazy(driver: MemoryDriver, claimed: ClaimedJob, signal: Signal) -> Step:
@@ -29,6 +29,7 @@ async def _lazy(driver: MemoryDriver, claimed: ClaimedJob, signal: Signal) -> St
         driver=driver,
         job_id=claimed.id,
         run_id=claimed.run_id,
+        tenant_id=claimed.tenant_id,
         ref=claimed.ref,
         signal=signal,
         clock=driver.clock,
@@ -53,7 +54,9 @@ async def test_a_step_running_when_the_drain_began_is_saved() -> None:
 
     sent: str = await step.run("post", post)
     assert sent == "sent"
-    assert [s.name for s in await driver.load_steps(claimed.run_id)] == ["post"]
+    assert [
+        s.name for s in await driver.load_steps(claimed.run_id, tenant_id=claimed.tenant_id)
+    ] == ["post"]
 
 
 async def test_a_step_not_yet_started_under_a_drain_is_refused_with_x_draining() -> None:
@@ -68,7 +71,7 @@ async def test_a_step_not_yet_started_under_a_drain_is_refused_with_x_draining()
     assert called == []
     with pytest.raises(JobDrainedError):
         await step.sleep("nap", "1h")  # a sleep is a new step too
-    assert await driver.load_steps(claimed.run_id) == []
+    assert await driver.load_steps(claimed.run_id, tenant_id=claimed.tenant_id) == []
 
 
 @pytest.mark.parametrize(
@@ -89,7 +92,7 @@ async def test_the_deadline_and_a_lost_lease_refuse_even_a_running_step(
     with pytest.raises(JobAbortedError) as info:
         await step.run("post", post)
     assert info.value.code == "X_ABORTED"
-    assert await driver.load_steps(claimed.run_id) == []
+    assert await driver.load_steps(claimed.run_id, tenant_id=claimed.tenant_id) == []
 
 
 async def test_nothing_is_written_once_the_attempt_is_settled_even_under_a_drain() -> None:
@@ -104,7 +107,7 @@ async def test_nothing_is_written_once_the_attempt_is_settled_even_under_a_drain
 
     with pytest.raises(JobAbortedError):
         await step.run("post", post)
-    assert await driver.load_steps(claimed.run_id) == []
+    assert await driver.load_steps(claimed.run_id, tenant_id=claimed.tenant_id) == []
 
 
 async def test_the_stored_steps_are_read_once_on_first_use_and_never_without_one() -> None:

@@ -37,6 +37,7 @@ async def _step(driver: MemoryDriver, claimed: ClaimedJob, bus: MemoryEventBus, 
         driver=driver,
         job_id=claimed.id,
         run_id=claimed.run_id,
+        tenant_id=claimed.tenant_id,
         ref=claimed.ref,
         signal=Signal(),
         clock=driver.clock,
@@ -54,7 +55,10 @@ async def test_an_event_published_after_the_wait_began_resolves_it() -> None:
         await step.wait_for_event("approve", "approval", match={"doc": "d1"})
     assert parked.value.kind == "wait"
     assert parked.value.resume_at_ms == clock.now_ms() + 5_000  # the job's event_poll
-    stored = {s.name: s.output for s in await driver.load_steps(claimed.run_id)}
+    stored = {
+        s.name: s.output
+        for s in await driver.load_steps(claimed.run_id, tenant_id=claimed.tenant_id)
+    }
     assert stored == {f"approve{WAIT_START_SUFFIX}": {"startedAtMs": T0 + 10, "event": "approval"}}
 
     bus_clock.advance(1)
@@ -123,7 +127,7 @@ async def test_the_start_is_asked_of_the_bus_not_the_worker() -> None:
     step = await _step(driver, claimed, bus)
     with pytest.raises(StepSuspension):
         await step.wait_for_event("w", "e")
-    marker = await driver.load_steps(claimed.run_id)
+    marker = await driver.load_steps(claimed.run_id, tenant_id=claimed.tenant_id)
     assert marker[0].output["startedAtMs"] == T0 + 3_600_000
 
 

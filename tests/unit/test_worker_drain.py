@@ -194,6 +194,6 @@ async def test_under_a_drain_a_running_step_is_saved_and_a_new_one_refused() -> 
     await draining
     assert refused == ["X_DRAINING"]
     r = await row(driver, job_id)
-    steps = await driver.load_steps(r.run_id)
+    steps = await driver.load_steps(r.run_id, tenant_id=r.tenant_id)
     assert [s.name for s in steps] == ["post"]
     assert (r.state, r.attempt) == ("ready", 0)

@@ -68,7 +68,8 @@ async def _setup() -> tuple[ControlledDriver, FrozenClock, TwoSteps, JobWorker, 
 
 
 async def _step_names(driver: ControlledDriver, job_id: str) -> list[str]:
-    return [s.name for s in await driver.load_steps((await row(driver, job_id)).run_id)]
+    found = await row(driver, job_id)
+    return [s.name for s in await driver.load_steps(found.run_id, tenant_id=found.tenant_id)]
 
 
 async def test_a_lapsed_window_stops_the_next_step_before_its_function_runs(

@@ -164,7 +164,10 @@ async def test_the_endpoint_is_never_checkpointed(receiver: Receiver, kits: KitF
     job_id = await kit.enqueue()
     execution = await kit.attempt()
     assert execution.outcome == "completed"
-    assert await kit.driver.load_steps(execution.run_id) == []
+    row = await kit.driver.introspect.get(job_id)  # type: ignore[union-attr]
+    assert row is not None
+    assert row.run_id == execution.run_id
+    assert await kit.driver.load_steps(row.run_id, tenant_id=row.tenant_id) == []
     assert endpoint.secrets[0] not in repr(endpoint)
     introspect = kit.driver.introspect
     assert introspect is not None

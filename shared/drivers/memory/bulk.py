@@ -21,7 +21,7 @@ from shared.drivers.base import (
     BulkFilter,
     BulkResult,
 )
-from shared.drivers.memory.state import LiveKey, MemoryRow, MemoryState
+from shared.drivers.memory.state import LiveKey, MemoryRow, MemoryState, RunKey
 from shared.errors import (
     InvariantError,
     JobDuplicateError,
@@ -49,20 +49,21 @@ def requeue_row(state: MemoryState, row: MemoryRow, now: int, from_step: str | N
     row.updated_at_ms = now
     state.live[row.live_key()] = row.id
     if from_step is not None:
-        drop_from_step(state, row.run_id, from_step)
+        drop_from_step(state, row.run_key(), from_step)
 
 
-def drop_from_step(state: MemoryState, run_id: str, from_step: str) -> None:
-    """Drop ``from_step`` and every step saved after it (a run's steps are sequential).
+def drop_from_step(state: MemoryState, run: RunKey, from_step: str) -> None:
+    """Drop ``from_step`` and every step saved after it (a run's steps are sequential), in the
+    run of the row's own tenant only.
 
     A name the run never saved drops nothing: the run never reached it, so everything it did
     complete still stands and replays.
     """
-    ordered = state.ordered_steps(run_id)
+    ordered = state.ordered_steps(run)
     names = [s.name for s in ordered]
     if from_step not in names:
         return
-    steps = state.steps[run_id]
+    steps = state.steps[run]
     for record in ordered[names.index(from_step) :]:
         del steps[record.name]
 

@@ -45,7 +45,7 @@ from shared.drivers.base import (
 from shared.drivers.memory.backfills import MemoryBackfillLedger
 from shared.drivers.memory.introspect import MemoryIntrospection
 from shared.drivers.memory.leases import MemoryLeaseStore
-from shared.drivers.memory.state import MemoryRow, MemoryState, json_copy, live_key
+from shared.drivers.memory.state import MemoryRow, MemoryState, json_copy, live_key, run_key
 from shared.drivers.memory.workers import MemoryWorkerRegistry
 from shared.errors import ClaimQueuesEmptyError, InvariantError
 from shared.ids import new_id
@@ -295,8 +295,9 @@ class MemoryDriver:
         return "renewed"
 
     # -- steps --------------------------------------------------------------------------
-    async def load_steps(self, run_id: str) -> list[StepRecord]:
-        return [replace(s, output=json_copy(s.output)) for s in self.state.ordered_steps(run_id)]
+    async def load_steps(self, run_id: str, *, tenant_id: str | None) -> list[StepRecord]:
+        stored = self.state.ordered_steps(run_key(tenant_id, run_id))
+        return [replace(s, output=json_copy(s.output)) for s in stored]
 
     async def save_step(
         self,
@@ -311,7 +312,7 @@ class MemoryDriver:
         row = self.state.owned(job_id, ref)
         if row is None or row.run_id != run_id:
             return False
-        steps = self.state.steps.setdefault(run_id, {})
+        steps = self.state.steps.setdefault(row.run_key(), {})
         if name not in steps:
             # The first write of a name wins: a step is a fact about the run, never rewritten.
             steps[name] = StepRecord(

@@ -25,6 +25,7 @@ from shared.drivers.base import (
 
 JSONValue = Any
 LiveKey = tuple[str, str, str]
+RunKey = tuple[str, str]
 
 
 def json_copy(value: JSONValue) -> JSONValue:
@@ -101,6 +102,9 @@ class MemoryRow:
     def live_key(self) -> LiveKey:
         return live_key(self.name, self.tenant_id, self.idempotency_key)
 
+    def run_key(self) -> RunKey:
+        return run_key(self.tenant_id, self.run_id)
+
     def newest_first(self) -> tuple[int, str]:
         """The sort key of every listing: created_at, then id (UUIDv7 strings sort by time)."""
         return (self.created_at_ms, self.id)
@@ -109,6 +113,12 @@ class MemoryRow:
 def live_key(name: str, tenant_id: str | None, idempotency_key: str) -> LiveKey:
     """The one-live-run key: ``(name, coalesce(tenant_id, ''), idempotency_key)``."""
     return (name, tenant_id or "", idempotency_key)
+
+
+def run_key(tenant_id: str | None, run_id: str) -> RunKey:
+    """What a run's steps are keyed by: ``(coalesce(tenant_id, ''), run_id)``. A ``run_id`` is
+    chosen by the caller, so it is a namespace of its tenant (x_job_steps' primary key)."""
+    return (tenant_id or "", run_id)
 
 
 @dataclass(slots=True)
@@ -125,15 +135,15 @@ class MemoryState:
     rows: dict[str, MemoryRow] = field(default_factory=dict)
     # live key -> id of the live row holding it (the partial unique index over LIVE_STATES)
     live: dict[LiveKey, str] = field(default_factory=dict)
-    # run id -> step name -> record
-    steps: dict[str, dict[str, StepRecord]] = field(default_factory=dict)
+    # (tenant or "", run id) -> step name -> record
+    steps: dict[RunKey, dict[str, StepRecord]] = field(default_factory=dict)
     paused_queues: set[str] = field(default_factory=set)
     paused_tasks: set[str] = field(default_factory=set)
     # (job name, bucket width ms, bucket start ms) -> counts
     counters: dict[tuple[str, int, int], Bucket] = field(default_factory=dict)
     task_fires: dict[str, TaskFire] = field(default_factory=dict)
-    # run id -> how many rows carry it, so a delete knows when a run's steps go with it
-    run_rows: dict[str, int] = field(default_factory=dict)
+    # (tenant or "", run id) -> how many rows carry it, so a delete knows when a run's steps go
+    run_rows: dict[RunKey, int] = field(default_factory=dict)
     seq: int = 0
 
     def next_seq(self) -> int:
@@ -168,7 +178,8 @@ class MemoryState:
     def insert(self, row: MemoryRow) -> None:
         """Add a row; a live one takes its key (the caller checked the key was free)."""
         self.rows[row.id] = row
-        self.run_rows[row.run_id] = self.run_rows.get(row.run_id, 0) + 1
+        run = row.run_key()
+        self.run_rows[run] = self.run_rows.get(run, 0) + 1
         if row.state in LIVE_STATES:
             self.live[row.live_key()] = row.id
 
@@ -197,20 +208,21 @@ class MemoryState:
         return self.rows.get(holder) if holder is not None else None
 
     def delete(self, row: MemoryRow) -> None:
-        """Delete a row; its steps go too when no other row shares its run."""
+        """Delete a row; its steps go too when no other row of its tenant shares its run."""
         if self.rows.pop(row.id, None) is None:
             return
         self.release_key(row)
-        left = self.run_rows.get(row.run_id, 1) - 1
+        run = row.run_key()
+        left = self.run_rows.get(run, 1) - 1
         if left > 0:
-            self.run_rows[row.run_id] = left
+            self.run_rows[run] = left
         else:
-            self.run_rows.pop(row.run_id, None)
-            self.steps.pop(row.run_id, None)
+            self.run_rows.pop(run, None)
+            self.steps.pop(run, None)
 
-    def ordered_steps(self, run_id: str) -> list[StepRecord]:
+    def ordered_steps(self, run: RunKey) -> list[StepRecord]:
         """The steps of a run in the order they were saved. A run's steps are sequential (each
         is stored before the next starts), so that is their start order, with no dependence on
         which worker's clock stamped ``started_at``."""
-        steps = self.steps.get(run_id, {})
+        steps = self.steps.get(run, {})
         return sorted(steps.values(), key=lambda s: s.seq)

@@ -314,8 +314,8 @@ class PostgresDriver:
         return cast(HeartbeatResult, result)
 
     # -- steps -------------------------------------------------------------------------------
-    async def load_steps(self, run_id: str) -> list[StepRecord]:
-        return [step_record(r) for r in await self._fetch(_LOAD_STEPS, run_id)]
+    async def load_steps(self, run_id: str, *, tenant_id: str | None) -> list[StepRecord]:
+        return [step_record(r) for r in await self._fetch(_LOAD_STEPS, run_id, tenant_id)]
 
     async def save_step(
         self,

@@ -37,6 +37,9 @@ attempt — also adds one entry to the stream ``{prefix}:settled`` in the same s
 ending and its settlement are one atomic step. ``settlements`` (``RedisSettlementsOutbox``)
 reads and forgets them for the api's relay.
 
+Steps: a ``run_id`` is a namespace of its tenant; a run's steps hash is keyed by the row's
+tenant and run id (``steps_key`` in ``prelude.lua``).
+
 Retention: a ``done`` row and its steps expire ``done_ttl_ms`` after the ack (Redis drops them,
 no sweep; ``0`` keeps them); ``dead`` and ``failed`` rows are kept. Its ids stop deduping an
 enqueue once expired.
@@ -279,8 +282,9 @@ class RedisDriver:
         return _HEARTBEAT_RESULTS[answer]
 
     # -- steps --------------------------------------------------------------------------
-    async def load_steps(self, run_id: str) -> list[StepRecord]:
-        return codec.steps_from(await self._run("load_steps", [run_id]))
+    async def load_steps(self, run_id: str, *, tenant_id: str | None) -> list[StepRecord]:
+        reply = await self._run("load_steps", [run_id, codec.opt_arg(tenant_id)])
+        return codec.steps_from(reply)
 
     async def save_step(
         self,

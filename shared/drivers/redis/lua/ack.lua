@@ -33,7 +33,7 @@ end
 local function ack(id, worker, claim, now, duration)
   local jk = job_key(id)
   local row = redis.call('HMGET', jk, 'state', 'claimed_by', 'claim', 'queue', 'name', 'lk',
-    'run_id')
+    'run_id', 'tenant_id')
   if not owned(row, worker, claim) then
     return 0
   end
@@ -45,7 +45,7 @@ local function ack(id, worker, claim, now, duration)
   end
   if ttl > 0 then
     redis.call('PEXPIRE', jk, ttl)
-    redis.call('PEXPIRE', steps_key(row[7]), ttl)
+    redis.call('PEXPIRE', steps_key(row[8], row[7]), ttl)
   end
   local ids = list_of(unleased, queue)
   ids[#ids + 1] = id
@@ -58,8 +58,8 @@ local function ack(id, worker, claim, now, duration)
   tally_add(tallies, queue, 'running', -1)
   bump_add(counters, row[5], 'done', now, duration)
   if settlements then
-    local more = redis.call('HMGET', jk, 'tenant_id', 'attempt')
-    settled_out(id, row[7], row[5], more[1], 'completed', nil, more[2], now)
+    local attempt = redis.call('HGET', jk, 'attempt')
+    settled_out(id, row[7], row[5], row[8], 'completed', nil, attempt, now)
   end
   return 1
 end

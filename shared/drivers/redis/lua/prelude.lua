@@ -11,7 +11,12 @@
 --   {p}:r:<queue>         zset    running rows, score lease expiry, member id
 --   {p}:d:<queue>         zset    done rows, score finished_at (driver clock), member id
 --   {p}:n:<queue>         hash    rows per state (done excluded: counted off {p}:d:<queue>)
---   {p}:steps:<run_id>    hash    step name -> "<seq>:<started>:<finished>:<output JSON>"
+--   {p}:steps:<run_id>    hash    a tenant-less run's steps: step name ->
+--                                 "<seq>:<started>:<finished>:<output JSON>"
+--   {p}:tsteps:<n>:<tenant>:<run_id>
+--                         hash    a tenant's run's steps, as above (a run_id is a namespace of
+--                                 its tenant; <n>, the tenant's length in bytes, keeps the split
+--                                 unambiguous whatever the tenant or the run_id holds)
 --   {p}:ctr:<job>:<start> hash    one 1-minute counter bucket: done/retried/failed/dead/duration_ms
 --   {p}:w:<queue>         string  the wake slot this queue was last announced in (enqueue.lua)
 --   {p}:store             string  the keyspace mark: a random token written by the first claim
@@ -51,8 +56,13 @@ local function count_key(queue)
   return base .. ':n:' .. queue
 end
 
-local function steps_key(run_id)
-  return base .. ':steps:' .. run_id
+-- A run's steps hash (see the layout above). `tenant` is the row's tenant_id field: false
+-- (absent) or '' is the tenant-less jobs' own namespace.
+local function steps_key(tenant, run_id)
+  if not tenant or tenant == '' then
+    return base .. ':steps:' .. run_id
+  end
+  return base .. ':tsteps:' .. string.format('%d', #tenant) .. ':' .. tenant .. ':' .. run_id
 end
 
 -- The keyspace mark (see the layout above): the token there, or `candidate` written when none.
