@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 from nats.aio.client import Client
 
 from services.api_common import status_for
+from services.config_vars import DEFAULT_NATS_MAX_DELIVERIES
 from services.nats.names import NatsNames
 from tests.chaos import hostile
 from tests.chaos.tenants import Planted, plant
@@ -48,10 +49,10 @@ REQUESTS = 160
 STREAM = 120
 SETTLE_TIMEOUT_S = 45.0
 REPLY_TIMEOUT_S = 15.0
-DELIVERIES_BOUND = 10
-"""At most this many deliveries of a message that fails unexpectedly (on average over those: the
-consumer counts deliveries, not whose they are); a refusal or an ack is one delivery. A poison
-message delivered again once a second forever is not bounded."""
+DELIVERIES_BOUND = DEFAULT_NATS_MAX_DELIVERIES
+"""At most this many deliveries of a message that fails unexpectedly (``UJOBS_NATS_MAX_DELIVERIES``,
+left at its default here; on average over those messages: the consumer counts deliveries, not
+whose they are); a refusal or an ack is one delivery."""
 HEADROOM = 4_096
 """NATS counts the headers in its ``max_payload``: a body stays this far under the cap."""
 EVENT = "fuzz.hostile"
