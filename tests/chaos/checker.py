@@ -13,6 +13,21 @@
   those, the ones whose first effect was NOT by a process the storm killed or froze and not
   across a Postgres restart (the only interruptions that may re-run a step).
 * ``p99_pickup_ms_during_storm``: from the enqueue (the input's ``at_ms``) to step ``a``.
+
+The hostile traffic's (``check_hostile``, ``participants/hostile.py``):
+
+* ``stream_messages_unsettled``: a hostile JetStream message (stored: its publish was acked)
+  neither landed (a row under the id the consumer derives from its ``Nats-Msg-Id``) nor
+  refused on ``ujobs.rejected.<job>`` by the end: a message redelivered forever, or dropped.
+* ``answers_5xx``: an answer to hostile traffic that is a 5xx or ``X_INTERNAL`` — an HTTP
+  status, a NATS reply's code, a refusal's code — but the transient 503s every caller may meet
+  while the storm restarts Postgres or drains an api (``TRANSIENT_CODES``, with
+  ``Retry-After``): hostile input is bad input, a 4xx.
+* ``revoked_accepted``: a request or stream message carrying a revoked token that was answered
+  with a job id or landed.
+
+``ZERO_FIGURES``: what must be 0 for a storm to pass (``tests/chaos/test_storm.py``,
+``bench/storm.py``'s ``pass``).
 """
 
 from __future__ import annotations
@@ -20,11 +35,36 @@ from __future__ import annotations
 import itertools
 import json
 from collections import defaultdict
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.api_common import TRANSIENT_CODES, status_for
+
 SETTLED = ("done", "failed", "dead", "cancelled")
 SAMPLE = 10
+ZERO_FIGURES = (
+    "lost",
+    "stuck",
+    "dead",
+    "done_without_end",
+    "completed_twice",
+    "bodies_ended_twice_unexplained",
+    "steps_rerun_unexplained",
+    "outbox_lost",
+    "outbox_doubled",
+    "occurrences_missed",
+    "occurrences_doubled",
+    "settlements_lost",
+    "webhook_lost",
+    "webhook_deliveries_lost",
+    "webhook_ledger_double_counted",
+    "webhook_signatures_invalid",
+    "export_parts_corrupt",
+    "stream_messages_unsettled",
+    "answers_5xx",
+    "revoked_accepted",
+)
 
 
 @dataclass
@@ -139,4 +179,50 @@ def check_core(
         "steps_rerun_unexplained_ids": unexplained_ids[:SAMPLE],
         "p99_pickup_ms_during_storm": percentile(pickups, 0.99),
         "p50_pickup_ms_during_storm": percentile(pickups, 0.50),
+    }
+
+
+def server_error(status: int, code: str | None) -> bool:
+    """Whether an answer to hostile traffic is a finding: a 5xx (or a code that travels as
+    one) that is not a transient 503, or ``X_INTERNAL`` whatever its status."""
+    if code == "X_INTERNAL":
+        return True
+    if code in TRANSIENT_CODES:
+        return False
+    return status >= 500 or (code is not None and status_for(code) >= 500)
+
+
+def check_hostile(
+    published: Mapping[str, str],
+    refused: Mapping[str, str],
+    landed: Collection[str],
+    answers: Mapping[str, int],
+    server_errors: list[str],
+    revoked: Collection[str],
+    revoked_answered: list[str],
+) -> dict[str, Any]:
+    """``published``: kind of each hostile stream message by ``Nats-Msg-Id`` (stored ones);
+    ``refused``: the code each was refused with, by ``Nats-Msg-Id``; ``landed``: the message
+    ids whose row exists; ``answers``: every answer by channel, kind and status or code;
+    ``server_errors``: the answers that were findings (``server_error``) as they came;
+    ``revoked``: the message ids sent with a revoked token; ``revoked_answered``: requests with
+    a revoked token answered with a job id."""
+    unsettled = [m for m in published if m not in refused and m not in landed]
+    refused_5xx = [
+        f"stream {published[m]} refused {code}"
+        for m, code in refused.items()
+        if m in published and server_error(status_for(code), code)
+    ]
+    errors = server_errors + refused_5xx
+    accepted = revoked_answered + [f"stream {m} landed" for m in revoked if m in landed]
+    return {
+        "hostile_answers": dict(sorted(answers.items())),
+        "hostile_stream_published": len(published),
+        "hostile_stream_refused": sum(1 for m in published if m in refused),
+        "stream_messages_unsettled": len(unsettled),
+        "stream_messages_unsettled_kinds": sorted({published[m] for m in unsettled}),
+        "answers_5xx": len(errors),
+        "answers_5xx_sample": errors[:SAMPLE],
+        "revoked_accepted": len(accepted),
+        "revoked_accepted_sample": accepted[:SAMPLE],
     }

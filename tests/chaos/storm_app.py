@@ -8,6 +8,9 @@ in a LEDGER table of the storm's own Postgres (``STORM_LEDGER_URL``), inside ste
   twice. ``src`` names the participant that enqueued it, ``at_ms`` when (the pickup latency).
 * ``storm.tick`` — what the per-second task ``storm.every-second`` enqueues (``run-all``
   catch-up): one ledger row per occurrence, in a step.
+* ``storm.hostile`` — what the hostile participant (``participants/hostile.py``) aims its deep
+  bodies at: its ``data`` takes any JSON, so a nesting the parser takes reaches the validator
+  and the serializer; a row of it (a revoked token let through) runs and does nothing.
 * ``storm.export`` — ``export_rows()`` of the fixed table ``storm_export_rows`` (the exports
   participant fills it) to ``storm/<export_id>/``, a page of ``EXPORT_BATCH`` rows a part, paced
   so an export lasts long enough for the storm's SIGKILLs to land inside it.
@@ -108,6 +111,17 @@ async def work(run: Run[Any]) -> None:
 )
 async def tick(run: Run[Any]) -> None:
     await _step(run, "tick")
+
+
+@job(
+    name="storm.hostile",
+    input=t.object(data=t.any),
+    idempotency_key=lambda i: "hostile",
+    tenant="none",
+    retry=RETRY,
+)
+async def hostile(run: Run[Any]) -> None:
+    return None
 
 
 every_second = task(

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.chaos.checker import Disruptions, check_core
+from tests.chaos.checker import Disruptions, check_core, check_hostile, server_error
 
 pytestmark = pytest.mark.chaos
 
@@ -87,3 +87,42 @@ def test_a_body_ended_twice_is_explained_by_a_freeze_of_the_runner_that_ended_se
     assert (quiet["bodies_ended_twice"], quiet["bodies_ended_twice_unexplained"]) == (1, 1)
     assert (frozen["bodies_ended_twice"], frozen["bodies_ended_twice_unexplained"]) == (1, 0)
     assert frozen["completed_twice"] == 0  # settled done once
+
+
+def test_a_hostile_message_neither_landed_nor_refused_is_unsettled() -> None:
+    figures = check_hostile(
+        published={"m1": "deep", "m2": "oversized", "m3": "revoked", "m4": "deep"},
+        refused={"m2": "X_INPUT_INVALID", "m3": "X_UNAUTHORIZED", "other": "X_INTERNAL"},
+        landed={"m1"},
+        answers={"http deep 400": 3},
+        server_errors=[],
+        revoked={"m3"},
+        revoked_answered=[],
+    )
+    assert figures["stream_messages_unsettled"] == 1  # m4
+    assert figures["stream_messages_unsettled_kinds"] == ["deep"]
+    assert figures["answers_5xx"] == 0  # another participant's refusal is not counted
+    assert figures["revoked_accepted"] == 0
+
+
+def test_a_5xx_or_x_internal_answer_to_hostile_traffic_counts_but_a_transient_503_does_not() -> (
+    None
+):
+    assert server_error(500, "X_INTERNAL")
+    assert server_error(200, "X_INTERNAL")  # a NATS reply carries its code, not a status
+    assert server_error(502, None)
+    assert not server_error(503, "X_DRIVER_UNREACHABLE")
+    assert not server_error(503, "X_DRAINING")
+    assert not server_error(400, "X_INPUT_INVALID")
+    assert not server_error(413, None)
+    figures = check_hostile(
+        published={"m1": "deep", "m2": "revoked"},
+        refused={"m1": "X_INTERNAL"},
+        landed={"m2"},
+        answers={},
+        server_errors=["http deep: 500"],
+        revoked={"m2"},
+        revoked_answered=["nats revoked: id"],
+    )
+    assert figures["answers_5xx"] == 2
+    assert figures["revoked_accepted"] == 2  # one answered with an id, one landed
