@@ -1,0 +1,62 @@
+"""The session settings the driver's statements need to keep their plans as tables grow.
+
+Postgres JIT-compiles a statement whose estimated cost passes ``jit_above_cost`` (100,000 by
+default). The generic plan of the claim over a million-row ``x_jobs`` estimates past that, and
+compiling it costs tens of milliseconds on every execution while the statement itself runs in
+a few: a large backlog then drains an order of magnitude slower, exactly when it should not.
+The driver's statements are short index walks that never gain from JIT, so its sessions run
+with ``jit = off``:
+
+- ``postgres_pool()`` starts every session that way (``DRIVER_SESSION_SETTINGS``, sent as
+  asyncpg ``server_settings``: a client setting outranks the server's, the database's and the
+  role's);
+- on any other pool (one the user hands to ``postgres_driver``), ``SessionPlanSettings`` asks
+  the first connection the driver takes whether its sessions already run without JIT; if not,
+  every connection the driver takes is switched off (``set jit = off``) while it holds it and
+  switched back (``reset jit``) before it goes back, so the user's own sessions keep their
+  setting. A connection handed back because its statement was cancelled skips the reset
+  (the pool's own reset, asyncpg's default ``RESET ALL``, undoes it).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from shared.drivers.postgres.sql import query
+
+if TYPE_CHECKING:
+    import asyncpg
+
+    Conn = asyncpg.pool.PoolConnectionProxy[Any]
+
+DRIVER_SESSION_SETTINGS: dict[str, str] = {"jit": "off"}
+
+_JIT = query("session_jit")
+_JIT_OFF = query("session_jit_off")
+_JIT_RESET = query("session_jit_reset")
+
+
+class SessionPlanSettings:
+    """Whether the sessions of one pool need ``jit = off`` set by the driver, learnt from the
+    first connection it takes (a pool's sessions all start from the same settings)."""
+
+    def __init__(self) -> None:
+        self._needed: bool | None = None
+
+    @property
+    def needed(self) -> bool | None:
+        """None until the first connection answered; then whether sessions start with JIT on."""
+        return self._needed
+
+    async def settle(self, conn: Conn) -> bool:
+        """Make ``conn`` run without JIT; answers whether it had to (``restore`` then undoes)."""
+        if self._needed is None:
+            self._needed = await conn.fetchval(_JIT) != "off"
+        if self._needed:
+            await conn.execute(_JIT_OFF)
+        return self._needed
+
+    async def restore(self, conn: Conn) -> None:
+        """Undo ``settle`` on ``conn`` before it goes back to the caller's pool."""
+        if self._needed:
+            await conn.execute(_JIT_RESET)
