@@ -5,10 +5,16 @@ the setting they had."""
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from shared.drivers.base import ClaimOptions, EnqueueRequest
 from shared.drivers.postgres.driver import postgres_driver
 from shared.drivers.postgres.held_connections import HeldConnections
+from shared.drivers.postgres.plan_settings import JIT_ON
 from shared.drivers.postgres.pool import postgres_pool
+from shared.outbox import postgres_outbox_store
 
 JIT = "select current_setting('jit')"
 
@@ -60,3 +66,24 @@ async def test_past_the_held_connections_a_pooled_statement_runs_without_jit_too
     finally:
         await held.close()
         await pool.close()
+
+
+async def test_a_relay_on_a_pool_with_jit_on_says_so_once(
+    pg_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The stores that run their statements on the executor they were given cannot turn JIT
+    off without a round trip per statement: the first one names the setting, once."""
+    jit_on = await postgres_pool(pg_dsn, min_size=1, max_size=1, server_settings={"jit": "on"})
+    ours = await postgres_pool(pg_dsn, min_size=1, max_size=1)
+    try:
+        with caplog.at_level(logging.WARNING, logger="ujobs.postgres"):
+            for pool in (jit_on, jit_on, ours):
+                store = postgres_outbox_store(executor=pool)
+                for _ in range(2):
+                    await store.claim("relay", 10, now_ms=0, lease_ms=1_000)
+        warned = [r for r in caplog.records if r.getMessage() == JIT_ON]
+        assert len(warned) == 2  # once per store on the pool with JIT on, never on ours
+        assert "server_settings={'jit': 'off'}" in warned[0].hint  # type: ignore[attr-defined]
+    finally:
+        await jit_on.close()
+        await ours.close()

@@ -16,12 +16,21 @@ with ``jit = off``:
   switched back (``reset jit``) before it goes back, so the user's own sessions keep their
   setting. A connection handed back because its statement was cancelled skips the reset
   (the pool's own reset, asyncpg's default ``RESET ALL``, undoes it).
+
+The other hot statements (the outbox relay's claim, the scheduler's fire, the webhook pace,
+the purge) run on whatever executor their store was given, one statement at a time, where a
+``set`` per statement would cost a round trip each. Their stores hold a ``JitCheck``: the
+first statement's session is asked once, and a session with JIT on is named in one warning
+line (``ujobs.postgres.jit-on``) with what to set. The services' pools are ``postgres_pool()``s
+and never warn.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
+from shared.drivers.postgres.executor import PgExecutor
 from shared.drivers.postgres.sql import query
 
 if TYPE_CHECKING:
@@ -30,6 +39,9 @@ if TYPE_CHECKING:
     Conn = asyncpg.pool.PoolConnectionProxy[Any]
 
 DRIVER_SESSION_SETTINGS: dict[str, str] = {"jit": "off"}
+JIT_ON = "ujobs.postgres.jit-on"
+
+log = logging.getLogger("ujobs.postgres")
 
 _JIT = query("session_jit")
 _JIT_OFF = query("session_jit_off")
@@ -60,3 +72,32 @@ class SessionPlanSettings:
         """Undo ``settle`` on ``conn`` before it goes back to the caller's pool."""
         if self._needed:
             await conn.execute(_JIT_RESET)
+
+
+class JitCheck:
+    """Once per store: whether the sessions of the executor it was given start with JIT on,
+    said in one warning line naming ``component`` and what to set."""
+
+    def __init__(self, component: str) -> None:
+        self._component = component
+        self._asked = False
+
+    async def once(self, executor: PgExecutor) -> bool:
+        """Ask ``executor``'s session the first time only; answers whether this call warned."""
+        if self._asked:
+            return False
+        self._asked = True
+        rows = await executor.fetch(_JIT)
+        if rows[0]["jit"] == "off":
+            return False
+        log.warning(
+            JIT_ON,
+            extra={
+                "component": self._component,
+                "hint": f"the sessions {self._component} runs on start with jit = on: over a "
+                "large table Postgres JIT-compiles its statements on every execution, tens of "
+                "milliseconds each; build the pool with postgres_pool(), or pass "
+                "server_settings={'jit': 'off'} to asyncpg.create_pool",
+            },
+        )
+        return True
