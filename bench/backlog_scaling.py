@@ -30,7 +30,8 @@ Postgres and the Redis drivers; on Postgres also the window in front of 1,000,00
 (``suspended``, due in a day) rows and of 1,000,000 finished rows (``bench_history``). Then the
 outbox relay publishing ``BENCH_BACKLOG_RELAY_WINDOW`` (5,000) rows from 10,000 and from
 1,000,000 unpublished ones, and the webhook deliverer (``backlog_webhooks``) delivering 2,000
-of 2,000 and of 100,000 deliveries queued for ONE endpoint.
+of 2,000 and of 100,000 deliveries queued for ONE endpoint. Every size compared in a ratio is
+measured twice, small to big then back (``both_ways``), each figure the mean of its two runs.
 
 ``ratios`` are each figure at the biggest backlog over the same at the smallest (targets:
 >= 0.9; ``pickup_p50_ms_1m`` <= 5). ``load_avg`` is the machine's 1-minute load at the start
@@ -375,6 +376,32 @@ async def redis_scenario(backlog: int) -> dict[str, Any]:
 # -- the run ---------------------------------------------------------------------------------
 
 
+async def both_ways(
+    sizes: list[int], says: str, measure_one: Callable[[int], Awaitable[dict[str, Any]]]
+) -> list[tuple[int, dict[str, Any]]]:
+    """Each size measured twice, in the order small to big then big to small, and each figure
+    the mean of its two runs: the load of a shared machine drifts over minutes, and an ABBA
+    order cancels a steady drift out of the ratios instead of charging it to one size."""
+    runs: dict[int, list[dict[str, Any]]] = {size: [] for size in sizes}
+    for size in [*sizes, *reversed(sizes)]:
+        note(says.format(size))
+        runs[size].append(await measure_one(size))
+    return [(size, mean_of(runs[size])) for size in sizes]
+
+
+def mean_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first run's entries, each number the mean over ``runs``; ``runs`` keeps each one's
+    figures."""
+    merged: dict[str, Any] = {}
+    for key, value in runs[0].items():
+        numbers = isinstance(value, (int, float)) and not isinstance(value, bool)
+        merged[key] = round(statistics.fmean(r[key] for r in runs), 2) if numbers else value
+    merged["runs"] = [
+        {k: v for k, v in r.items() if isinstance(v, (int, float)) and k != "backlog"} for r in runs
+    ]
+    return merged
+
+
 def ratio(high: float, low: float) -> float:
     return round(high / low, 3) if low else 0.0
 
@@ -385,23 +412,31 @@ async def run() -> dict[str, Any]:
     postgres: dict[str, Any] = {}
     redis: dict[str, Any] = {}
     try:
-        for size in SIZES:
-            note(f"postgres: the window in front of {size:,} ready rows")
-            postgres[f"ready_{size}"] = await postgres_scenario(dsn, "ready", size)
+        for size, found in await both_ways(
+            SIZES,
+            "postgres: the window in front of {:,} ready rows",
+            lambda size: postgres_scenario(dsn, "ready", size),
+        ):
+            postgres[f"ready_{size}"] = found
         for kind in ("sleeping", "finished"):
             note(f"postgres: the window in front of {BIG:,} {kind} rows")
             postgres[f"{kind}_{BIG}"] = await postgres_scenario(dsn, kind, BIG)
-        for size in SIZES:
-            note(f"redis: the window in front of {size:,} ready rows")
-            redis[f"ready_{size}"] = await redis_scenario(size)
+        for size, found in await both_ways(
+            SIZES, "redis: the window in front of {:,} ready rows", redis_scenario
+        ):
+            redis[f"ready_{size}"] = found
         await drop_redis_keys()
-        relay = {}
-        for size in (SIZES[0], SIZES[-1]):
-            note(f"relay: {RELAY_WINDOW:,} of {size:,} unpublished outbox rows")
-            relay[f"outbox_{size}"] = await relay_rate(dsn, size)
+        relay = {
+            f"outbox_{size}": found
+            for size, found in await both_ways(
+                [SIZES[0], SIZES[-1]],
+                f"relay: {RELAY_WINDOW:,} of {{:,}} unpublished outbox rows",
+                lambda size: relay_rate(dsn, size),
+            )
+        }
     finally:
         await drop_database(DB_NAME)
-    note("webhooks: one endpoint's deliveries, a small and a big backlog")
+    note("webhooks: one endpoint's deliveries from a small and a big backlog, small big big small")
     webhooks = await asyncio.to_thread(backlog_webhooks.run)
     small, big = f"ready_{SIZES[0]}", f"ready_{SIZES[-1]}"
     p_small, p_big, r_small, r_big = postgres[small], postgres[big], redis[small], redis[big]
