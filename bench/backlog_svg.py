@@ -44,8 +44,9 @@ def draw(line: dict[str, Any]) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
         f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="11">',
         f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
-        f'<text x="{LEFT}" y="18" font-size="13">Rate against backlog (ready rows), as a '
-        f"fraction of the {_label(sizes[0])} rate ({line['at']})</text>",
+        f'<text x="{LEFT}" y="18" font-size="13">Rate against backlog, as a fraction of the '
+        f"rate at {_label(sizes[0])}</text>",
+        f'<text x="{WIDTH - 10}" y="18" text-anchor="end" fill="#888">{line["at"]}</text>',
     ]
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0, 1.25):
         y = _y(tick)
