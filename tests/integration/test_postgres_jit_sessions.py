@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 
+import asyncpg
 import pytest
 
 from shared.drivers.base import ClaimOptions, EnqueueRequest
@@ -56,13 +57,19 @@ async def test_on_a_users_pool_with_jit_on_the_held_connection_runs_without_it(
 
 
 async def test_past_the_held_connections_a_pooled_statement_runs_without_jit_too(
-    pg_dsn: str,
+    pg_dsn: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    pool = await postgres_pool(pg_dsn, min_size=1, max_size=1, server_settings={"jit": "on"})
+    """Taken for one statement, the connection is left to the pool's own reset (asyncpg's
+    default ``RESET ALL``), which gives the user's next statement its setting back."""
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=1, server_settings={"jit": "on"})
     held = HeldConnections(pool, max_held=0)  # every statement goes through the pool
     try:
-        assert await held.run(lambda conn: conn.fetchval(JIT)) == "off"
-        assert await pool.fetchval(JIT) == "on"
+        with caplog.at_level(logging.WARNING, logger="ujobs.postgres"):
+            for _ in range(3):
+                assert await held.run(lambda conn: conn.fetchval(JIT)) == "off"
+                assert await pool.fetchval(JIT) == "on"
+        [warned] = [r for r in caplog.records if r.getMessage() == JIT_ON]
+        assert warned.component == "the Postgres driver"  # type: ignore[attr-defined]
     finally:
         await held.close()
         await pool.close()

@@ -21,8 +21,9 @@ A connection idle for ``IDLE_RELEASE_S`` goes back to the pool by itself, so a d
 closed never keeps ``pool.close()`` waiting for long, and an idle process holds nothing.
 
 Every connection taken from the pool runs the driver's statements without JIT
-(``plan_settings``): free on a ``postgres_pool()``, one ``set jit = off`` per connection taken
-(and a ``reset jit`` when it goes back) on a pool whose sessions start with JIT on.
+(``plan_settings``): free on a ``postgres_pool()``; on a pool whose sessions start with JIT on,
+one ``set jit = off`` per connection taken (a held one is handed back with ``reset jit``; one
+taken past the cap for a single statement is left to the pool's own reset).
 """
 
 from __future__ import annotations
@@ -99,20 +100,15 @@ class HeldConnections:
                 raise
         else:
             async with self._pool.acquire() as pooled:
-                settled = False
                 try:
-                    settled = await self._plans.settle(pooled)
-                    result = await call(pooled)
+                    # No reset after: the pool's own (asyncpg's default RESET ALL) undoes it.
+                    await self._plans.settle(pooled)
+                    return await call(pooled)
                 except BaseException as exc:
                     if connection_broken(exc):
                         with contextlib.suppress(asyncpg.InterfaceError):
                             pooled.terminate()  # the pool must not hand it out again
-                    elif settled and isinstance(exc, asyncpg.PostgresError):
-                        await self._plans.restore(pooled)  # the statement failed, not the session
                     raise
-                if settled:
-                    await self._plans.restore(pooled)
-                return result
         try:
             result = await call(conn)
         except asyncpg.PostgresError as exc:

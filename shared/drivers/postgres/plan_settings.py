@@ -12,10 +12,13 @@ with ``jit = off``:
   role's);
 - on any other pool (one the user hands to ``postgres_driver``), ``SessionPlanSettings`` asks
   the first connection the driver takes whether its sessions already run without JIT; if not,
-  every connection the driver takes is switched off (``set jit = off``) while it holds it and
-  switched back (``reset jit``) before it goes back, so the user's own sessions keep their
-  setting. A connection handed back because its statement was cancelled skips the reset
-  (the pool's own reset, asyncpg's default ``RESET ALL``, undoes it).
+  it says so once (``ujobs.postgres.jit-on``: each connection the driver takes then costs a
+  round trip more) and every connection the driver takes is switched off
+  (``set jit = off``). A connection the driver holds is switched back (``reset jit``) before
+  it goes back, so the user's own sessions keep their setting; one taken for a single
+  statement past the held ones, or handed back because its statement was cancelled, is left
+  to the pool's own reset (asyncpg's default runs ``RESET ALL``; a pool built with a reset
+  that does not keeps ``jit = off`` on those sessions).
 
 The other hot statements (the outbox relay's claim, the scheduler's fire, the webhook pace,
 the purge) run on whatever executor their store was given, one statement at a time, where a
@@ -55,15 +58,16 @@ class SessionPlanSettings:
     def __init__(self) -> None:
         self._needed: bool | None = None
 
-    @property
-    def needed(self) -> bool | None:
-        """None until the first connection answered; then whether sessions start with JIT on."""
-        return self._needed
-
     async def settle(self, conn: Conn) -> bool:
         """Make ``conn`` run without JIT; answers whether it had to (``restore`` then undoes)."""
         if self._needed is None:
             self._needed = await conn.fetchval(_JIT) != "off"
+            if self._needed:
+                _warn(
+                    "the Postgres driver",
+                    "the driver sets jit = off on each connection it takes from this pool, a "
+                    "round trip more",
+                )
         if self._needed:
             await conn.execute(_JIT_OFF)
         return self._needed
@@ -90,14 +94,21 @@ class JitCheck:
         rows = await executor.fetch(_JIT)
         if rows[0]["jit"] == "off":
             return False
-        log.warning(
-            JIT_ON,
-            extra={
-                "component": self._component,
-                "hint": f"the sessions {self._component} runs on start with jit = on: over a "
-                "large table Postgres JIT-compiles its statements on every execution, tens of "
-                "milliseconds each; build the pool with postgres_pool(), or pass "
-                "server_settings={'jit': 'off'} to asyncpg.create_pool",
-            },
+        _warn(
+            self._component,
+            "over a large table Postgres JIT-compiles its statements on every execution, tens "
+            "of milliseconds each",
         )
         return True
+
+
+def _warn(component: str, cost: str) -> None:
+    log.warning(
+        JIT_ON,
+        extra={
+            "component": component,
+            "hint": f"the sessions {component} runs on start with jit = on: {cost}; build the "
+            "pool with postgres_pool(), or pass server_settings={'jit': 'off'} to "
+            "asyncpg.create_pool",
+        },
+    )
