@@ -111,7 +111,9 @@ STATEMENTS: dict[str, tuple[str, frozenset[str]]] = {
 
 async def fill(pool: asyncpg.Pool[Any]) -> None:
     """Ready rows in the shape an enqueue writes, a few running on live leases and finished
-    ones for the purge; an outbox and a settlements backlog; lapsed leases of other keys."""
+    ones for the purge; an outbox and a settlements backlog; lapsed leases of other keys. The
+    rows' due times are shuffled against their order in the table (retries and delays do that
+    to a live queue), so the claim index's walk is not made cheap by a sorted heap."""
     await pool.execute("truncate x_jobs, x_outbox, x_settlements, x_job_leases")
     await pool.execute(
         "insert into x_jobs (id, run_id, name, queue, state, input, idempotency_key,"
@@ -120,7 +122,7 @@ async def fill(pool: asyncpg.Pool[Any]) -> None:
         " select 'j' || lpad(n::text, 9, '0'), 'j' || lpad(n::text, 9, '0'), 'send',"
         " 'default', case when n <= $3::int then 'ready' when n <= $3::int + $4::int"
         " then 'running' else 'done' end, '{\"n\": 1}', 'k' || n, 3,"
-        " x_ts($1::bigint + n), x_ts($1::bigint), x_ts($1::bigint),"
+        " x_ts($1::bigint + (n::bigint * 7919) % $2::int), x_ts($1::bigint), x_ts($1::bigint),"
         " case when n > $3::int and n <= $3::int + $4::int then 'w' end,"
         " case when n > $3::int and n <= $3::int + $4::int then 1 else 0 end,"
         " case when n > $3::int and n <= $3::int + $4::int then x_ts($5::bigint) end,"
