@@ -52,7 +52,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 for entry in (str(ROOT), str(ROOT / "bench")):
@@ -63,6 +63,7 @@ import asyncpg  # noqa: E402
 import backlog_svg  # noqa: E402
 import backlog_webhooks  # noqa: E402
 from backlog_fill import fill_jobs, fill_outbox, settle_tables  # noqa: E402
+from backlog_order import both_ways, note  # noqa: E402
 from backlog_plans import claim_plan, queues_plan  # noqa: E402
 from bench_db import PG_BASE, drop_database, fresh_database  # noqa: E402
 from bench_history import insert_history  # noqa: E402
@@ -100,11 +101,6 @@ REDIS_PREFIX = "ujobs-backlog"
 CHANNEL = "ujobs:wake:backlog"
 SVG = os.environ.get("BENCH_BACKLOG_SVG", str(ROOT / "docs/img/backlog_scaling.svg"))
 BIG = 1_000_000
-K = TypeVar("K")
-
-
-def note(message: str) -> None:
-    print(f"  [{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 # -- the jobs --------------------------------------------------------------------------------
@@ -375,36 +371,6 @@ async def redis_scenario(backlog: int) -> dict[str, Any]:
 
 
 # -- the run ---------------------------------------------------------------------------------
-
-
-async def both_ways(
-    keys: list[K], says: Callable[[K], str], measure_one: Callable[[K], Awaitable[dict[str, Any]]]
-) -> list[tuple[K, dict[str, Any]]]:
-    """Each scenario measured twice, in the order first to last then last to first, and each
-    figure the mean of its two runs: the load of a shared machine drifts over minutes, and
-    this order cancels a steady drift out of the ratios instead of charging it to whichever
-    scenario ran first. An unreported run of the first scenario warms the process and the
-    server's caches before any figure counts (it read 40 % below its second run without)."""
-    note("warm-up (not reported): " + says(keys[0]))
-    await measure_one(keys[0])
-    runs: dict[K, list[dict[str, Any]]] = {key: [] for key in keys}
-    for key in [*keys, *reversed(keys)]:
-        note(says(key))
-        runs[key].append(await measure_one(key))
-    return [(key, mean_of(runs[key])) for key in keys]
-
-
-def mean_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The first run's entries, each number the mean over ``runs``; ``runs`` keeps each one's
-    figures."""
-    merged: dict[str, Any] = {}
-    for key, value in runs[0].items():
-        numbers = isinstance(value, (int, float)) and not isinstance(value, bool)
-        merged[key] = round(statistics.fmean(r[key] for r in runs), 2) if numbers else value
-    merged["runs"] = [
-        {k: v for k, v in r.items() if isinstance(v, (int, float)) and k != "backlog"} for r in runs
-    ]
-    return merged
 
 
 def ratio(high: float, low: float) -> float:
