@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from shared.clock import SYSTEM_CLOCK, Clock
+from shared.drivers.postgres.plan_settings import JitCheck
 from shared.drivers.postgres.sql import query
 
 if TYPE_CHECKING:
@@ -25,8 +26,10 @@ class PgPace:
     def __init__(self, pool: Pool, clock: Clock = SYSTEM_CLOCK) -> None:
         self._pool = pool
         self._clock = clock
+        self._jit = JitCheck("the webhook pace")
 
     async def reserve(self, endpoint_id: str, rate_per_s: float) -> float:
+        await self._jit.once(self._pool)
         wait_ms = await self._pool.fetchval(_RESERVE, endpoint_id, rate_per_s, self._clock.now_ms())
         return float(wait_ms) / 1000
 

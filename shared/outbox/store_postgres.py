@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.drivers.base import EnqueueRequest
+from shared.drivers.postgres.plan_settings import JitCheck
 from shared.drivers.postgres.rows import dumps, loads
 from shared.drivers.postgres.sql import query
 from shared.errors import OutboxNoTxError
@@ -59,6 +60,7 @@ class PostgresOutboxStore:
         self.tx_executor = tx_executor
         self.clock = clock
         self._last_staged_ms = 0
+        self._jit = JitCheck("the outbox relay")
 
     @property
     def wake(self) -> OutboxWake | None:
@@ -121,6 +123,7 @@ class PostgresOutboxStore:
     async def claim(
         self, claimant: str, limit: int, *, now_ms: int, lease_ms: int
     ) -> list[OutboxRecord]:
+        await self._jit.once(self.executor)
         rows = await self.executor.fetch(_CLAIM, claimant, limit, now_ms, lease_ms)
         return [
             OutboxRecord(

@@ -28,6 +28,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from shared.drivers.postgres.plan_settings import JitCheck
 from shared.drivers.postgres.sql import query
 from shared.errors import ConfigInvalidError
 from shared.outbox.store_postgres import PgFetch
@@ -74,6 +75,9 @@ class JobsPurgeTarget:
     name: str = JOBS_PURGE_TARGET
     last: JobsPurgeCount = field(default_factory=JobsPurgeCount, compare=False)
     _spent: float = field(default=0.0, compare=False)
+    _jit: JitCheck = field(
+        default_factory=lambda: JitCheck("the jobs purge"), compare=False, repr=False
+    )
 
     def cutoffs(self, now_ms: int) -> list[tuple[str, int]]:
         """Each finished state and the ``finished_at`` it must be older than to go."""
@@ -83,6 +87,7 @@ class JobsPurgeTarget:
 
     async def purge_expired(self, now_ms: int) -> int:
         counted = JobsPurgeCount()
+        await self._jit.once(self.executor)
         budget = self.max_batches
         self._spent = 0.0
         for state, cutoff in self.cutoffs(now_ms):

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.drivers.base import AnnouncesEnqueues, EnqueueRequest, JobDriver, stores_in
 from shared.drivers.postgres.executor import PgExecutor
+from shared.drivers.postgres.plan_settings import JitCheck
 from shared.drivers.postgres.rows import dumps
 from shared.drivers.postgres.sql import query
 from shared.errors import InvariantError
@@ -55,6 +56,7 @@ class PostgresSchedulerState:
     def __init__(self, executor: PgExecutor, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.executor = executor
         self.clock = clock
+        self._jit = JitCheck("the scheduler")
 
     async def load(self) -> dict[str, int]:
         rows = await self.executor.fetch(_LOAD)
@@ -100,6 +102,7 @@ class PostgresSchedulerState:
                     meta={"name": request.name, "max_attempts": request.max_attempts},
                 )
         now = self.clock.now_ms()
+        await self._jit.once(self.executor)
         rows = await self.executor.fetch(
             _FIRE,
             task,

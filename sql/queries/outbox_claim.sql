@@ -5,6 +5,9 @@
 -- this statement ends, after which a second relay would read (and publish) the same rows.
 -- A row another claim stamped after this statement's snapshot is re-checked under its lock
 -- and dropped, so one committed row is never held by two claimants inside its lease.
+-- The update finds its rows through the primary key (`id = any(array(...))`), as the job claim
+-- does: joined to `picked`, a generic plan (the relay's pool forces them) guesses a tenth of
+-- the table for `limit $2` and hash-joins a sequential scan of the whole outbox on every pass.
 -- $1 claimant token  $2 limit  $3 now ms  $4 lease ms
 with picked as (
   select o.id
@@ -18,8 +21,7 @@ with picked as (
 claimed as (
   update x_outbox o
      set claimed_at = x_ts($3::bigint), claimed_by = $1::text
-    from picked p
-   where o.id = p.id
+   where o.id = any(array(select p.id from picked p))
   returning o.id, o.run_id, o.name, o.queue, o.input::text as input, o.tenant_id,
             o.idempotency_key, o.max_attempts, x_ms(o.run_at) as run_at_ms, o.traceparent,
             o.enqueued_by, o.staged_at, x_ms(o.staged_at) as staged_at_ms, o.claimed_by

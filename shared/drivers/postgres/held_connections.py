@@ -19,6 +19,11 @@ translates the same way.
 
 A connection idle for ``IDLE_RELEASE_S`` goes back to the pool by itself, so a driver nobody
 closed never keeps ``pool.close()`` waiting for long, and an idle process holds nothing.
+
+Every connection taken from the pool runs the driver's statements without JIT
+(``plan_settings``): free on a ``postgres_pool()``; on a pool whose sessions start with JIT on,
+one ``set jit = off`` per connection taken (a held one is handed back with ``reset jit``; one
+taken past the cap for a single statement is left to the pool's own reset).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
 
+from shared.drivers.postgres.plan_settings import SessionPlanSettings
 from shared.drivers.postgres.unreachable import connection_broken, store_unreachable, unreachable
 
 if TYPE_CHECKING:
@@ -62,6 +68,7 @@ class HeldConnections:
         self._closed = False
         self._reaper: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._plans = SessionPlanSettings()
 
     async def run(self, call: Callable[[Conn], Awaitable[T]]) -> T:
         """``await call(connection)`` on a held connection (or a pooled one past the cap); a
@@ -86,9 +93,16 @@ class HeldConnections:
             except BaseException:
                 self._held -= 1
                 raise
+            try:
+                await self._plans.settle(conn)
+            except BaseException:
+                await self._give_back(conn)
+                raise
         else:
             async with self._pool.acquire() as pooled:
                 try:
+                    # No reset after: the pool's own (asyncpg's default RESET ALL) undoes it.
+                    await self._plans.settle(pooled)
                     return await call(pooled)
                 except BaseException as exc:
                     if connection_broken(exc):
@@ -110,7 +124,7 @@ class HeldConnections:
                 await self._give_back(conn)  # a cancellation: the pool settles the session
             raise
         if self._closed:
-            await self._give_back(conn)
+            await self._hand_back(conn)
         else:
             self._park(conn)
         return result
@@ -128,7 +142,7 @@ class HeldConnections:
         stale = [conn for conn, parked in self._idle if parked <= cutoff]
         self._idle = [(conn, parked) for conn, parked in self._idle if parked > cutoff]
         for conn in stale:
-            task = asyncio.get_running_loop().create_task(self._give_back(conn))
+            task = asyncio.get_running_loop().create_task(self._hand_back(conn))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         if self._idle:
@@ -137,6 +151,15 @@ class HeldConnections:
     async def _give_back(self, conn: Conn) -> None:
         self._held -= 1
         await self._pool.release(conn)
+
+    async def _hand_back(self, conn: Conn) -> None:
+        """Give back an idle connection in the state the pool lent it (``plan_settings``)."""
+        try:
+            await self._plans.restore(conn)
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
+            with contextlib.suppress(asyncpg.InterfaceError):
+                conn.terminate()  # its session is in doubt: the pool opens a new one
+        await self._give_back(conn)
 
     async def _drop(self, conn: Conn) -> None:
         """Terminate ``conn`` and every idle held connection: the pool opens new ones."""
@@ -154,6 +177,6 @@ class HeldConnections:
             self._reaper.cancel()
             self._reaper = None
         while self._idle:
-            await self._give_back(self._idle.pop()[0])
+            await self._hand_back(self._idle.pop()[0])
         if self._tasks:
             await asyncio.wait(list(self._tasks))

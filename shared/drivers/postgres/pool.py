@@ -14,6 +14,11 @@ generic plan look costlier than it is), about a millisecond of planning per clai
 driver's statements are written so their generic plans stay index-driven (sql/README.md), and
 a drain costs the database less CPU per job (bench/RESULTS.md). The price: an operator
 page filtered by a rare state walks the newest-first index instead of a custom plan's pick.
+
+Every session also starts with ``jit = off`` (``plan_settings.DRIVER_SESSION_SETTINGS``):
+over a big ``x_jobs`` a generic plan's estimated cost passes ``jit_above_cost`` and Postgres
+would JIT-compile the claim on every execution, several times the cost of running it. An
+explicit ``server_settings={"jit": ...}`` passed here wins.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
+
+from shared.drivers.postgres.plan_settings import DRIVER_SESSION_SETTINGS
 
 if TYPE_CHECKING:
     Pool = asyncpg.Pool[Any]
@@ -39,6 +46,8 @@ async def postgres_pool(
     **connect_kwargs: Any,
 ) -> Pool:
     settings: dict[str, str] = dict(connect_kwargs.pop("server_settings", None) or {})
+    for name, value in DRIVER_SESSION_SETTINGS.items():
+        settings.setdefault(name, value)
     if generic_plans:
         settings.setdefault("plan_cache_mode", "force_generic_plan")
     pool = await asyncpg.create_pool(

@@ -1,0 +1,62 @@
+"""The backlog-scaling bench's fills (``bench/backlog_fill.py``): rows an enqueue could have
+written (valid, unique, time-ordered ids; the job's input), handed out in fill order, sleeping
+rows never; and its picture (``bench/backlog_svg.py``) drawn from a result line."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import uuid
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import asyncpg
+
+from shared.drivers.base import ClaimOptions
+from shared.drivers.postgres.driver import postgres_driver
+from shared.ids import new_id
+
+BENCH = Path(__file__).resolve().parents[1]
+
+
+def bench_module(name: str) -> ModuleType:
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    return importlib.import_module(name)
+
+
+async def test_filled_rows_are_claimable_jobs_in_fill_order(pg_pool: asyncpg.Pool[Any]) -> None:
+    fill = bench_module("backlog_fill")
+    async with pg_pool.acquire() as conn:
+        await fill.fill_jobs(conn, rows=50, name="backlog", queue="backlog", state="suspended")
+        await fill.fill_jobs(conn, rows=100, name="backlog", queue="backlog", first=50)
+        await fill.fill_outbox(conn, rows=10, name="backlog", queue="enqueued")
+        rows = await conn.fetch("select id, run_id, idempotency_key from x_jobs")
+    ids = [r["id"] for r in rows]
+    assert all(str(uuid.UUID(i)) == i and uuid.UUID(i).version == 7 for i in ids)
+    assert len(set(ids)) == len({r["run_id"] for r in rows}) == 150
+    assert len({r["idempotency_key"] for r in rows}) == 150
+    assert max(ids) < new_id()
+    driver = postgres_driver(pg_pool)
+    try:
+        claimed = await driver.claim(ClaimOptions(["backlog"], 200, "w"))
+    finally:
+        await driver.close()
+    assert [job.input["seq"] for job in claimed] == list(range(50, 150))  # not the sleepers
+    assert await pg_pool.fetchval("select count(*) from x_outbox where published_at is null") == 10
+
+
+def test_the_curve_is_an_svg_with_a_line_per_series() -> None:
+    svg = bench_module("backlog_svg")
+    figures = {"drain_per_s": 100.0, "enqueue_per_s": 50.0, "batch_enqueue_per_s": 500.0}
+    line = {
+        "sizes": [10, 100],
+        "at": "now",
+        "postgres": {"ready_10": figures, "ready_100": figures},
+        "redis": {"ready_10": figures, "ready_100": figures},
+    }
+    drawn = svg.draw(line)
+    assert drawn.startswith("<svg")
+    assert drawn.rstrip().endswith("</svg>")
+    assert drawn.count("<polyline") == len(svg.SERIES)
