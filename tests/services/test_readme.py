@@ -147,3 +147,29 @@ async def create_invoice(run: Run) -> None:
 async def charge_card(run: Run) -> None:
     return None
 """
+
+
+def test_the_readme_example_is_the_tours_and_declares_its_job(tmp_path: Path) -> None:
+    """The README's twenty lines are the tour's ``app/jobs.py``, and importing them as a user's
+    module registers ``onboard_org`` with the key and tenant they declare."""
+    (example,) = blocks(README, "python")
+    assert example in blocks(page("getting-started.md"), "python")
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__init__.py").write_text("")
+    (tmp_path / "app" / "jobs.py").write_text(example)
+    probe = (
+        "from app.jobs import api\n"
+        "job = api.registry().jobs['onboard_org']\n"
+        "value = job.parse_input({'org_id': 'acme'})\n"
+        "print(sorted(api.registry().jobs), job.tenant_for(value))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}:{ROOT}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["['onboard_org']", "acme"]
