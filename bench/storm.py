@@ -26,9 +26,9 @@ touched. The services are real ``ujobs`` processes running ``tests/chaos/storm_a
    ``STORM_REDIS_RESTARTS`` times each.
 
 ``pass`` is true when every figure of ``tests.chaos.checker.ZERO_FIGURES`` is 0 (``failing``
-names the others). Run: ``.venv/bin/python bench/storm.py``; the line goes to the README's
-Reliability section and ``bench/RESULTS.md`` by hand. The bounded form is
-``tests/chaos/test_storm.py``.
+names the others). Run: ``.venv/bin/python bench/storm.py``; the line goes to the docs'
+Reliability page (docs/concepts/reliability.md) and ``bench/RESULTS.md`` by hand. The bounded
+form is ``tests/chaos/test_storm.py``.
 """
 
 from __future__ import annotations

@@ -21,9 +21,12 @@ from services.runtime import ServiceRun, run_service
 
 
 def reads(service: str) -> str:
-    """The ``--help`` epilog of a service: every variable it reads (README § Configuration)."""
+    """The ``--help`` epilog of a service: every variable it reads (the configuration page)."""
     names = [name for name, v in VARIABLES.items() if service in v.services]
-    return f"Reads {', '.join(names)} (README § Configuration; a flag overrides its variable)."
+    return (
+        f"Reads {', '.join(names)} (docs/reference/configuration.md; a flag overrides its "
+        "variable)."
+    )
 
 
 def api_command(

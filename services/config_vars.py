@@ -1,9 +1,9 @@
 """The table of every environment variable a ujobs service reads.
 
-``VARIABLES`` is what the README's configuration section, the compose test and the
-unknown-variable check (``check_unknown``) read, so the documentation, the deployment files and
-the parser cannot drift apart. Parsing lives in ``config_parse``; the frozen per-service
-objects in ``config``.
+``VARIABLES`` is what the generated configuration page (docs/reference/configuration.md), the
+compose test and the unknown-variable check (``check_unknown``) read, so the documentation, the
+deployment files and the parser cannot drift apart. Parsing lives in ``config_parse``; the
+frozen per-service objects in ``config``.
 """
 
 from __future__ import annotations

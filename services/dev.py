@@ -231,7 +231,7 @@ def _banner(
     say(f"  export DATABASE_URL='{redact_url(url)}'")
     say("  ujobs jobs list            # what is queued, running, done")
     say("  ujobs jobs show <id>       # one job: steps, attempts, last error")
-    say("enqueue from your code (README, the tour): await my_job.enqueue({...})")
+    say("enqueue from your code (docs/getting-started.md): await my_job.enqueue({...})")
     if config.quiet:
         say(f"logs: ./{LOG_FILE} (JSON lines, tracebacks included; errors also on stderr)")
     say("Ctrl-C drains and stops everything")

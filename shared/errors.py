@@ -49,14 +49,23 @@ def error_code_of(exc: BaseException) -> str | None:
 
 
 class InvariantError(UltimateError):
+    """A rule of the library's own API broken by its caller (a bad option, two targets under
+    one name): a bug to fix in the calling code, never retried into success."""
+
     code = "X_INVARIANT"
 
 
 class ConfigInvalidError(UltimateError):
+    """A variable, flag or setting the process cannot run with; the message names it (a
+    service stops at start)."""
+
     code = "X_CONFIG_INVALID"
 
 
 class NotImplementedByDriverError(UltimateError):
+    """The operation needs something this driver does not have (the operator surface,
+    ``onConflict: error`` on a batch: Postgres only)."""
+
     code = "X_NOT_IMPLEMENTED"
 
 
@@ -67,10 +76,15 @@ class InputInvalidError(UltimateError):
 
 
 class RateLimitedError(UltimateError):
+    """Over the per-token rate (``UJOBS_API_RATE_PER_TOKEN``); wait ``Retry-After``
+    (``meta.retryAfterMs`` on NATS)."""
+
     code = "X_RATE_LIMITED"
 
 
 class OverloadedError(UltimateError):
+    """The process is over its capacity for now; ask again after ``Retry-After``."""
+
     code = "X_OVERLOADED"
 
 
@@ -82,18 +96,29 @@ class OperationTimeoutError(UltimateError):
 
 
 class IdempotencyRequiredError(UltimateError):
+    """A job's idempotency key is missing (``None``) or over its length limit."""
+
     code = "X_IDEMPOTENCY_REQUIRED"
 
 
 class JobTenantRequiredError(UltimateError):
+    """A job's tenant is missing: declare ``tenant=`` (a function of the input, or
+    ``"none"``)."""
+
     code = "X_JOB_TENANT_REQUIRED"
 
 
 class JobTenantMismatchError(UltimateError):
+    """The input names another tenant than the one the actor acts for: an actor queues work
+    for its own tenant only."""
+
     code = "X_JOB_TENANT_MISMATCH"
 
 
 class JobDeclarationInvalidError(UltimateError):
+    """A ``@job`` declaration (or a queue, concurrency key or timeout in it) the library
+    refuses; the message names the field."""
+
     code = "X_JOB_DECLARATION_INVALID"
 
 
@@ -106,10 +131,15 @@ class JobConcurrencyKeyInvalidError(JobDeclarationInvalidError):
 
 
 class TaskDeclarationInvalidError(UltimateError):
+    """A ``@task`` declaration (its cron line, zone or catch-up) the library refuses."""
+
     code = "X_TASK_DECLARATION_INVALID"
 
 
 class JobDuplicateError(UltimateError):
+    """Two handles on one job name, or, with ``onConflict: error``, a live run already
+    holding the job's idempotency key (``meta.id`` names it)."""
+
     code = "X_JOB_DUPLICATE"
 
 
@@ -118,10 +148,16 @@ class JobNameTakenError(JobDuplicateError):
 
 
 class JobUnknownError(UltimateError):
+    """No job is registered under that name (an enqueue over HTTP or NATS, or a row
+    ``drain`` claimed)."""
+
     code = "X_JOB_UNKNOWN"
 
 
 class DriverUnavailableError(UltimateError):
+    """No usable store: no driver installed, ``DATABASE_URL`` unset, or the store refused;
+    an operator has to act."""
+
     code = "X_DRIVER_UNAVAILABLE"
 
 
@@ -152,6 +188,9 @@ class ActionJobUnbridgedError(UltimateError):
 
 
 class OutboxNoTxError(UltimateError):
+    """An enqueue outside a transaction where the outbox was installed with
+    ``mode=\"required\"``."""
+
     code = "X_OUTBOX_NO_TX"
 
 
@@ -159,6 +198,9 @@ class OutboxNoTxError(UltimateError):
 
 
 class StepDuplicateError(UltimateError):
+    """A step name used twice in one run: step names are the replay key (add the loop index
+    or the row id)."""
+
     code = "X_STEP_DUPLICATE"
 
 
@@ -175,38 +217,64 @@ class StepOutputInvalidError(UltimateError):
 
 
 class JobAbortedError(UltimateError):
+    """The run's abort signal fired with no more specific reason (a backfill's throttle
+    pause ending, say); the body should unwind."""
+
     code = "X_ABORTED"
 
 
 class JobDrainedError(UltimateError):
+    """The process is draining: it takes no new work (503 with ``Retry-After`` at the
+    edges); the run is handed back uncounted."""
+
     code = "X_DRAINING"
 
 
 class JobTimeoutError(UltimateError):
+    """A job's ``timeout``, a step's ``step_timeout`` or a wait's timeout passed; retried by
+    the backoff."""
+
     code = "X_JOB_TIMEOUT"
 
 
 class JobMaxAttemptsError(UltimateError):
+    """The job spent its last attempt; the last error follows as its cause, and the row is
+    dead (or failed)."""
+
     code = "X_JOB_MAX_ATTEMPTS"
 
 
 class LeaseLostError(UltimateError):
+    """The worker's lease on the row lapsed (frozen past it, say): the attempt ends without
+    saving another step."""
+
     code = "X_JOB_LEASE_LOST"
 
 
 class JobSlotLostError(UltimateError):
+    """The run lost its fleet-wide concurrency slot (it lapsed or was taken): stopped so the
+    cap holds."""
+
     code = "X_JOB_SLOT_LOST"
 
 
 class JobKeyBusyError(UltimateError):
+    """Another run holds the concurrency key and the job declared ``when_busy=\"fail\"``:
+    the body never ran."""
+
     code = "X_JOB_KEY_BUSY"
 
 
 class ConcurrencyUnenforceableError(UltimateError):
+    """A fleet-wide concurrency limit on a driver without a lease store: run those jobs on a
+    driver with leases."""
+
     code = "X_JOB_CONCURRENCY_UNENFORCEABLE"
 
 
 class JobOnSettledFailedError(UltimateError):
+    """The job's ``on_settled`` hook threw on every try; the row keeps its outcome."""
+
     code = "X_JOB_ON_SETTLED_FAILED"
 
 
@@ -215,6 +283,8 @@ class JobRowStatusUnknownError(UltimateError):
 
 
 class ClaimQueuesEmptyError(UltimateError):
+    """A claim named no queue."""
+
     code = "X_JOB_CLAIM_QUEUES_EMPTY"
 
 
@@ -222,6 +292,8 @@ class ClaimQueuesEmptyError(UltimateError):
 
 
 class JobNotCancellableError(UltimateError):
+    """The job is not live (already finished), or the driver cannot cancel it."""
+
     code = "X_JOB_NOT_CANCELLABLE"
 
 
@@ -230,6 +302,8 @@ class CancelUnsupportedError(JobNotCancellableError):
 
 
 class JobNotFoundError(UltimateError):
+    """No job has that id (or it belongs to another tenant than the token's)."""
+
     code = "X_JOB_NOT_FOUND"
 
 
@@ -240,18 +314,28 @@ class JobIdAmbiguousError(UltimateError):
 
 
 class JobNotRequeueableError(UltimateError):
+    """A retry of a job that is still live: only a finished job (done, failed, dead,
+    cancelled) is queued again."""
+
     code = "X_JOB_NOT_REQUEUEABLE"
 
 
 class JobNotRemovableError(UltimateError):
+    """A remove of a job that is running: it can be removed once it stops."""
+
     code = "X_JOB_NOT_REMOVABLE"
 
 
 class JobNotPromotableError(UltimateError):
+    """A promote of a job that is not waiting on its run time."""
+
     code = "X_JOB_NOT_PROMOTABLE"
 
 
 class JobPageInvalidError(UltimateError):
+    """A list's cursor (``after`` / ``before``) that no page produced, both cursors at once,
+    or a limit out of range."""
+
     code = "X_JOB_PAGE_INVALID"
 
 
@@ -259,14 +343,22 @@ class JobPageInvalidError(UltimateError):
 
 
 class BackfillAppliedError(UltimateError):
+    """The backfill already completed in this scope: add ``--force`` to sweep it again into
+    a new ledger row."""
+
     code = "X_BACKFILL_APPLIED"
 
 
 class BackfillEnvironmentError(UltimateError):
+    """The backfill names ``environments=`` and ``UJOBS_ENVIRONMENT`` is not one of them (or
+    unset)."""
+
     code = "X_BACKFILL_ENVIRONMENT"
 
 
 class BackfillMigrationPendingError(UltimateError):
+    """The backfill ``requires`` a migration the database has not applied yet."""
+
     code = "X_BACKFILL_MIGRATION_PENDING"
 
 
@@ -279,10 +371,15 @@ class BackfillRunningError(UltimateError):
 
 
 class BackfillStalledError(UltimateError):
+    """The backfill's ``count`` is still above zero after its last page: the source ran out
+    while rows remain."""
+
     code = "X_BACKFILL_STALLED"
 
 
 class BackfillUnknownError(UltimateError):
+    """No backfill is declared under that name."""
+
     code = "X_BACKFILL_UNKNOWN"
 
 
@@ -290,10 +387,15 @@ class BackfillUnknownError(UltimateError):
 
 
 class ExportPartTooLargeError(UltimateError):
+    """A part over the export's ``max_part_bytes``: lower its ``batch``."""
+
     code = "X_EXPORT_PART_TOO_LARGE"
 
 
 class ExportRowInvalidError(UltimateError):
+    """A ``row()`` key missing from the export's ``columns``, or ``copy=True`` on an export
+    the COPY road cannot write."""
+
     code = "X_EXPORT_ROW_INVALID"
 
 
@@ -306,34 +408,56 @@ class ExportTenancyUndeclaredError(UltimateError):
 
 
 class WebhookDeliveryFailedError(UltimateError):
+    """A delivery got no 2xx: no answer, a timeout, a refused connection, a 3xx or another
+    status; retried by the backoff."""
+
     code = "X_WEBHOOK_DELIVERY_FAILED"
 
 
 class WebhookDeliveryRejectedError(UltimateError):
+    """The endpoint answered 410 Gone: the delivery dead-letters and the endpoint is
+    disabled."""
+
     code = "X_WEBHOOK_DELIVERY_REJECTED"
 
 
 class WebhookDeliveryThrottledError(UltimateError):
+    """The endpoint answered 429 or 503: the retry waits its ``Retry-After`` when it names
+    one (at most an hour)."""
+
     code = "X_WEBHOOK_DELIVERY_THROTTLED"
 
 
 class WebhookEndpointDisabledError(UltimateError):
+    """A delivery to a disabled endpoint: it dead-letters at once; its events are kept for
+    ``ujobs webhooks redeliver``."""
+
     code = "X_WEBHOOK_ENDPOINT_DISABLED"
 
 
 class WebhookEndpointInvalidError(UltimateError):
+    """An endpoint refused at registration or delivery: its URL (scheme, a refused address),
+    a header, or an ``id`` a tenant token may not choose."""
+
     code = "X_WEBHOOK_ENDPOINT_INVALID"
 
 
 class WebhookEndpointUnknownError(UltimateError):
+    """No webhook endpoint has that id (or it belongs to another tenant than the token's)."""
+
     code = "X_WEBHOOK_ENDPOINT_UNKNOWN"
 
 
 class WebhookEventInvalidError(UltimateError):
+    """A webhook event or its signature headers that cannot be read (a timestamp that is not
+    whole seconds, say)."""
+
     code = "X_WEBHOOK_EVENT_INVALID"
 
 
 class WebhookEventUnknownError(UltimateError):
+    """A delivery names an event that is not stored (never published, or purged)."""
+
     code = "X_WEBHOOK_EVENT_UNKNOWN"
 
 
@@ -422,6 +546,8 @@ class TenancyActorOrgRequiredError(UltimateError):
 
 
 class TenancyActorMismatchError(UltimateError):
+    """The row belongs to another tenant than the acting one."""
+
     code = "X_TENANCY_ACTOR_MISMATCH"
 
 

@@ -1,6 +1,6 @@
 """bench/http_edge.py end to end at a tiny size: its api process starts, every request of every
 phase is answered 2xx (the bench exits non-zero otherwise: a figure over failed requests would
-be fiction), and the line carries every figure, ratio and target the README's row reads."""
+be fiction), and the line carries every figure, ratio and target the docs' row reads."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """bench/nats_edge.py end to end at a tiny size: its api process starts with the NATS edge,
 every phase completes (a refused request or a row short stops the bench), it cleans up its
-streams and database, and the line carries every figure, ratio and target the README reads."""
+streams and database, and the line carries every figure, ratio and target the docs read."""
 
 from __future__ import annotations
 

@@ -91,7 +91,7 @@ class StoreLossReport:
                 "mark": current,
                 "hint": "the store came back without this deployment's keys (a Redis restarted "
                 "without persistence?): every job enqueued before it is gone; run the queue's "
-                "Redis with appendonly yes (README: Redis durability)",
+                "Redis with appendonly yes (docs/guides/operations.md: Redis durability)",
             },
         )
 

@@ -1,7 +1,7 @@
 """A Node producer (the npm ``nats`` client) against a live ``ujobs api`` with its NATS edge:
-the README's "Enqueue over NATS" snippet run as written, and a producer publishing through
-JetStream. Skipped only where node or the npm package is missing (``.ci/run`` installs it
-into ``tests/e2e/node_nats`` when npm reaches the registry)."""
+the "Enqueue over NATS" guide's snippet (docs/guides/nats-enqueue.md) run as written, and a
+producer publishing through JetStream. Skipped only where node or the npm package is missing
+(``.ci/run`` installs it into ``tests/e2e/node_nats`` when npm reaches the registry)."""
 
 from __future__ import annotations
 
@@ -20,13 +20,12 @@ import pytest
 
 from services.nats.names import NatsNames
 from tests.e2e.live_api import live_api
-from tests.e2e.service_process import ROOT
 from tests.services.nats_support import drop_streams, unique_prefix
+from tests.support.docs import first_block, page
 
 pytestmark = pytest.mark.slow
 
 NODE_DIR = Path(__file__).parent / "node_nats"
-SECTION = "## Enqueue over NATS"
 PRODUCER = """
 import { connect, headers } from "nats";
 const prefix = process.env.UJOBS_NATS_PREFIX;
@@ -49,10 +48,8 @@ def _node_ready() -> bool:
     return shutil.which("node") is not None and (NODE_DIR / "node_modules" / "nats").is_dir()
 
 
-def readme_snippet() -> str:
-    text = (ROOT / "README.md").read_text()
-    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
-    return section.split("```js\n", 1)[1].split("```", 1)[0]
+def guide_snippet() -> str:
+    return first_block(page("guides/nats-enqueue.md"), "js")
 
 
 def _run_node(code: str, folder: Path, env: dict[str, str]) -> list[str]:
@@ -112,7 +109,7 @@ def test_node_producers_enqueue_over_nats(pg_dsn: str, nats_url: str, tmp_path: 
     try:
         with live_api(pg_dsn, app="services.example_app:api", tenant="acme", **env) as api:
             lines = _run_node(
-                readme_snippet(), tmp_path / "readme", {**env, "UJOBS_TOKEN": api.tenant_token}
+                guide_snippet(), tmp_path / "guide", {**env, "UJOBS_TOKEN": api.tenant_token}
             )
             reply, ack = (orjson.loads(line) for line in lines)
             assert reply["deduped"] is False

@@ -1,7 +1,7 @@
-"""The README's "Enqueue from any language" snippets, extracted and run as a user would run
-them (curl, ``node enqueue.mjs``, ``java Enqueue.java``, ``go run enqueue.go``) against a live
-``ujobs api``, so the README cannot drift from the API. Go is skipped only where ``go`` is not
-installed (``.ci/run`` installs Debian's golang-go)."""
+"""The "Enqueue from any language" guide's snippets (docs/guides/http-enqueue.md), extracted
+and run as a user would run them (curl, ``node enqueue.mjs``, ``java Enqueue.java``, ``go run
+enqueue.go``) against a live ``ujobs api``, so the guide cannot drift from the API. Go is
+skipped only where ``go`` is not installed (``.ci/run`` installs Debian's golang-go)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import orjson
 import pytest
 
 from tests.e2e.live_api import live_api
-from tests.e2e.service_process import ROOT
+from tests.support.docs import page
 
-SECTION = "## Enqueue from any language"
+PAGE = "guides/http-enqueue.md"
 # language -> (file name, command)
 RUNNERS = {
     "sh": ("enqueue.sh", ["bash", "enqueue.sh"]),
@@ -28,9 +28,7 @@ RUNNERS = {
 
 
 def snippets() -> dict[str, str]:
-    text = (ROOT / "README.md").read_text()
-    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
-    found = dict(re.findall(r"^```(sh|js|java|go)\n(.*?)^```", section, flags=re.M | re.S))
+    found = dict(re.findall(r"^```(sh|js|java|go)\n(.*?)^```", page(PAGE), flags=re.M | re.S))
     return found
 
 

@@ -1,21 +1,20 @@
-"""The README's export section declares what it says it declares."""
+"""The exports guide's snippet declares what the guide says it declares."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from exports.family import export_of
 from exports.keyset import KeysetSource
 from shared.execution.scope import job_scope
+from tests.support.docs import first_block, page, section
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+GUIDE = page("guides/exports.md")
 
 
 def test_the_exporting_data_snippet_declares_an_export_on_the_exports_queue() -> None:
-    section = README.split("## Exporting data", 1)[1].split("\n## ", 1)[0]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    code = first_block(GUIDE, "python")
     namespace: dict[str, Any] = {}
     exec(code, namespace)
     handle = namespace["export_orders"]
@@ -25,7 +24,7 @@ def test_the_exporting_data_snippet_declares_an_export_on_the_exports_queue() ->
     assert spec.columns == ("id", "placed_at", "total")
     value = handle.parse_input({"org_id": "o", "export_id": "e"})
     assert spec.prefix_for(value) == "exports/o/e"
-    assert "## Downloading an export" in README
+    assert "ujobs exports get ID" in section(GUIDE, "Downloading an export")
     # The source reads the run's tenant's rows only, the library's filter, not the author's.
     run = SimpleNamespace(input=value, ctx=SimpleNamespace(pool=object()))
     with job_scope(handle.tenant_for(value), None):

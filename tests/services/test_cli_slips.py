@@ -5,7 +5,6 @@ prints (a unique start of an id) taken back by every command, ``--version``, and
 from __future__ import annotations
 
 from importlib.metadata import version
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from services.config_vars import VARIABLES
 from shared.drivers.postgres.driver import PostgresDriver
 from shared.introspect import SHORT_ID_LENGTH, short_id
 from tests.support.cli import enqueue, json_of, run_to, ujobs, with_driver
+from tests.support.docs import page
 
 
 def _done_job(dsn: str, key: str = "k-done") -> str:
@@ -121,9 +121,8 @@ def _leaves(command: Any, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], A
     return {path: command}
 
 
-def test_database_url_works_exactly_where_the_readme_says() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = " ".join(readme.split("## Configuration", 1)[1].split("\n## ", 1)[0].split())
+def test_database_url_works_exactly_where_the_configuration_page_says() -> None:
+    section = " ".join(page("reference/configuration.md").split())
     assert "`--database-url` on `ujobs db migrate` and the operator commands" in section
     assert "the services read `DATABASE_URL` only" in section
     services = {"api", "worker", "relay", "scheduler", "webhook-deliverer", "exporter", "dev"}

@@ -4,7 +4,6 @@ origin checks on every action, the confirmation step, safe redirects and tenancy
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -16,9 +15,7 @@ from shared.execution.settle import last_error_text
 from shared.introspect import get_job
 from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
 from tests.support.cli import run_to
-
-ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+from tests.support.docs import DOCS, page
 
 
 @pytest.fixture
@@ -187,13 +184,13 @@ async def test_a_revoked_token_is_logged_out_at_its_next_request(api: Api) -> No
     assert f'{COOKIE}=""' in response.headers["Set-Cookie"]
 
 
-def test_the_readme_shows_the_two_dashboard_screenshots() -> None:
-    section = README.split("## The dashboard", 1)[1].split("\n## ", 1)[0]
-    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", section)
-    assert images == ["docs/dashboard/queues.png", "docs/dashboard/job.png"]
+def test_the_dashboard_guide_shows_the_two_dashboard_screenshots() -> None:
+    guide = page("guides/dashboard.md")
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", guide)
+    assert images == ["../dashboard/queues.png", "../dashboard/job.png"]
     for image in images:
-        assert (ROOT / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "DASHBOARD_README_SHOTS=docs/dashboard" in section
+        assert (DOCS / "guides" / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "DASHBOARD_README_SHOTS=docs/dashboard" in guide
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
-"""The README stays true: the two commands on top, every variable documented, the scaler's
-statement the one the driver runs."""
+"""The README and the documentation site stay true: the two commands on top of the README, every
+variable documented, the scaler's statement the one the driver runs, and each page's programs
+run as pasted from the page they are on (tests/support/docs.py reads them)."""
 
 from __future__ import annotations
 
@@ -17,14 +18,15 @@ import pytest
 from services.config_vars import VARIABLES
 from shared.drivers.postgres.sql import query
 from shared.jobs.enqueue_target import reset_job_driver
+from tests.support.docs import blocks, first_block, marked_block, page, pages
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def test_the_two_commands_come_first() -> None:
-    blocks = re.findall(r"<!-- (\w[\w-]*) -->\n```\n(.*?)\n```", README, flags=re.S)
-    assert blocks[:2] == [
+    marked = re.findall(r"<!-- (\w[\w-]*) -->\n```\n(.*?)\n```", README, flags=re.S)
+    assert marked[:2] == [
         (
             "install-command",
             "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && "
@@ -36,13 +38,12 @@ def test_the_two_commands_come_first() -> None:
 
 
 def test_every_variable_is_in_the_configuration_table() -> None:
-    section = README.split("## Configuration", 1)[1].split("\n## ", 1)[0]
-    documented = set(re.findall(r"^\| `([A-Z_]+)` \|", section, flags=re.M))
-    assert documented == set(VARIABLES)
+    documented = re.findall(r"^\| `([A-Z_]+)` \|", page("reference/configuration.md"), flags=re.M)
+    assert sorted(documented) == sorted(VARIABLES)
 
 
 def test_the_scaler_query_is_the_drivers_with_the_queues_inlined() -> None:
-    shown = README.split("```sql\n", 1)[1].split("```", 1)[0]
+    shown = first_block(page("guides/operations.md"), "sql")
     statement = "\n".join(
         line for line in query("scaler_depth").splitlines() if not line.startswith("--")
     )
@@ -55,8 +56,7 @@ async def test_the_scheduler_wiring_shown_runs(
     """The section's program, run as written against a real database (its ``main``; where the
     app would run, until this scheduler leads): it starts a scheduler that leads, and stops
     it, releasing the lease."""
-    section = README.split("## Cron tasks and the scheduler", 1)[1].split("\n## ", 1)[0]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    code = first_block(page("concepts/scheduler.md"), "python")
     assert code.rstrip().endswith("asyncio.run(main())")
     app_runs = "await asyncio.Event().wait()"
     assert app_runs in code
@@ -83,14 +83,17 @@ async def test_the_scheduler_wiring_shown_runs(
 
 
 def test_no_snippet_awaits_at_the_top_level() -> None:
-    """Every Python snippet runs as pasted: an ``await`` only inside an ``async def``."""
-    for code in re.findall(r"```python\n(.*?)```", README, flags=re.S):
-        assert not re.search(r"^(\w+ = )?await ", code, flags=re.M), code
+    """Every Python snippet, on every page and in the README, runs as pasted: an ``await`` only
+    inside an ``async def``."""
+    every = [(name, code) for name, text in pages().items() for code in blocks(text, "python")]
+    assert len(every) >= 13  # the twelve the README had, now on their pages, and its own
+    for name, code in every:
+        assert not re.search(r"^(\w+ = )?await ", code, flags=re.M), f"{name}:\n{code}"
 
 
 def test_the_testing_example_passes_as_a_users_test(tmp_path: Path) -> None:
-    """The README's example test, written to a user's project and run by pytest there."""
-    code = README.split("<!-- testing-example -->\n```python\n", 1)[1].split("```", 1)[0]
+    """The testing guide's example test, written to a user's project and run by pytest there."""
+    code = marked_block(page("guides/testing.md"), "testing-example")
     (tmp_path / "test_trials.py").write_text(code)
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_trials.py"],
@@ -107,8 +110,7 @@ def test_the_testing_example_passes_as_a_users_test(tmp_path: Path) -> None:
 async def test_the_outbox_example_runs_as_pasted(pg_dsn: str, tmp_path: Path) -> None:
     """The section's program, run as written against a real database, with the app module it
     imports beside it: the order's row and its two staged jobs committed together."""
-    section = README.split("## Enqueue inside your transaction", 1)[1].split("\n## ", 1)[0]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    code = first_block(page("concepts/outbox.md"), "python")
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "__init__.py").write_text("")
     (tmp_path / "app" / "billing.py").write_text(BILLING_APP)
@@ -145,3 +147,29 @@ async def create_invoice(run: Run) -> None:
 async def charge_card(run: Run) -> None:
     return None
 """
+
+
+def test_the_readme_example_is_the_tours_and_declares_its_job(tmp_path: Path) -> None:
+    """The README's twenty lines are the tour's ``app/jobs.py``, and importing them as a user's
+    module registers ``onboard_org`` with the key and tenant they declare."""
+    (example,) = blocks(README, "python")
+    assert example in blocks(page("getting-started.md"), "python")
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__init__.py").write_text("")
+    (tmp_path / "app" / "jobs.py").write_text(example)
+    probe = (
+        "from app.jobs import api\n"
+        "job = api.registry().jobs['onboard_org']\n"
+        "value = job.parse_input({'org_id': 'acme'})\n"
+        "print(sorted(api.registry().jobs), job.tenant_for(value))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}:{ROOT}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["['onboard_org']", "acme"]
