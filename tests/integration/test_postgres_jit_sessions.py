@@ -5,10 +5,13 @@ the setting they had."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from typing import Any
 
 import asyncpg
 import pytest
+from asyncpg.exceptions._base import InternalClientError
 
 from shared.drivers.base import ClaimOptions, EnqueueRequest
 from shared.drivers.postgres.driver import postgres_driver
@@ -94,3 +97,27 @@ async def test_a_relay_on_a_pool_with_jit_on_says_so_once(
     finally:
         await jit_on.close()
         await ours.close()
+
+
+async def test_a_held_connection_whose_reset_fails_still_goes_back_to_the_pool(
+    pg_dsn: str,
+) -> None:
+    """The full storm saw asyncpg fail ``reset jit`` with an ``InternalClientError`` ("cannot
+    switch to state 15; another operation is in progress"), which is none of the interface
+    errors: the connection was never given back and the pool's ``close()`` waited on it for
+    good. Any failure of the reset now terminates the connection and gives it back. The failure
+    is asyncpg's own error class raised where asyncpg raised it (the storm's interleaving is
+    not reproducible on demand)."""
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=1, server_settings={"jit": "on"})
+    held = HeldConnections(pool)
+
+    async def reset_fails(conn: Any) -> None:
+        raise InternalClientError("cannot switch to state 15; another operation (2) is in progress")
+
+    try:
+        assert await held.run(lambda conn: conn.fetchval(JIT)) == "off"
+        held._plans.restore = reset_fails  # type: ignore[method-assign]
+        await held.close()
+    finally:
+        await asyncio.wait_for(pool.close(), timeout=60)
+    assert pool.is_closing()
