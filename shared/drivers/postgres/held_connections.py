@@ -156,9 +156,17 @@ class HeldConnections:
         """Give back an idle connection in the state the pool lent it (``plan_settings``)."""
         try:
             await self._plans.restore(conn)
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
-            with contextlib.suppress(asyncpg.InterfaceError):
-                conn.terminate()  # its session is in doubt: the pool opens a new one
+        except Exception:
+            # Its session is in doubt (a broken link, asyncpg's "another operation is in
+            # progress"): terminated, the pool opens a new one. Given back whatever happened, or
+            # the pool's close() would wait on it forever.
+            with contextlib.suppress(Exception):
+                conn.terminate()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                conn.terminate()
+            await self._give_back(conn)
+            raise
         await self._give_back(conn)
 
     async def _drop(self, conn: Conn) -> None:
