@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from shared.drivers.base import AHEAD_RETURNS_MAX
-from shared.drivers.postgres.driver import counter_bucket
+from shared.drivers.postgres.driver import QUEUE_COUNT_CAP, counter_bucket
 from shared.drivers.postgres.pool import postgres_pool
 from shared.drivers.postgres.sql import query
 
@@ -84,5 +84,6 @@ async def claim_plan(dsn: str) -> dict[str, Any]:
 
 
 async def queues_plan(dsn: str) -> dict[str, Any]:
-    """The read behind ``GET /v1/queues`` (``stats.sql``): it counts every row by state."""
-    return await _explain(dsn, query("stats"), f"({int(time.time() * 1000)})")
+    """The read behind ``GET /v1/queues`` (``stats.sql``): bounded index reads, the driver's cap."""
+    now = int(time.time() * 1000)
+    return await _explain(dsn, query("stats"), f"({now}, {QUEUE_COUNT_CAP})")

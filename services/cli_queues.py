@@ -57,21 +57,27 @@ def queues_list(
             (
                 q["queue"],
                 "yes" if q["paused"] else "no",
-                q["ready"],
-                q["delayed"],
-                q["running"],
-                q["suspended"],
-                q["due"],
+                _figure(q, "ready"),
+                _figure(q, "delayed"),
+                _figure(q, "running"),
+                _figure(q, "suspended"),
+                _figure(q, "due"),
                 duration(q["oldestDueAgeMs"]),
-                q["dead"],
-                q["failed"],
-                q["done"],
+                _figure(q, "dead"),
+                _figure(q, "failed"),
+                _figure(q, "done"),
             )
             for q in queues
         ],
     )
     if not queues:
         note("no queue has jobs yet")
+
+
+def _figure(queue: dict[str, Any], key: str) -> str:
+    """A count as the table shows it: ``≥`` in front when the read stopped counting there
+    (the Postgres driver's cap, ``QueueStats.capped``), so a lower bound never reads as exact."""
+    return f"≥{queue[key]}" if key in queue.get("capped", ()) else str(queue[key])
 
 
 def _pause_command(raw: list[str], *, pause: bool, as_json: bool, **backend: Any) -> None:

@@ -174,6 +174,7 @@ def queue_json(q: QueueStats, now_ms: int) -> dict[str, Any]:
         "failed": q.failed,
         "dead": q.dead,
         "cancelled": q.cancelled,
+        "capped": sorted(q.capped),
     }
 
 

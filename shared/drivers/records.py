@@ -291,6 +291,9 @@ class QueueStats:
     due: int = 0
     oldest_due_run_at_ms: int | None = None
     paused: bool = False
+    # The figures that are lower bounds, not exact: a driver that bounds its read's cost (the
+    # Postgres one, ``QUEUE_COUNT_CAP``) names here the states (and ``due``) it stopped counting.
+    capped: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

@@ -343,6 +343,7 @@ class MemoryDriver:
                     queue=q,
                     oldest_due_run_at_ms=oldest.get(q),
                     paused=q in self.state.paused_queues,
+                    capped=frozenset(),  # every row is in memory: every figure is exact
                     **c,
                 )
                 for q, c in counts.items()

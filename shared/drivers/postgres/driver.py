@@ -82,6 +82,9 @@ _LOAD_STEPS = query("load_steps")
 _STATS = query("stats")
 _PAUSED = query("paused")
 _SCALER_DEPTH = query("scaler_depth")
+# How far the queues read counts per queue (claimable, running) or per finished state before it
+# answers "at least": the read's cost stays flat however big the backlog grows (stats.sql).
+QUEUE_COUNT_CAP = 10_000
 
 # Which named statements each JobDriver operation runs (tests/integration prove the map).
 OPERATION_QUERIES: dict[str, tuple[str, ...]] = {
@@ -345,11 +348,19 @@ class PostgresDriver:
     async def stats(self) -> DriverStats:
         now = self.clock.now_ms()
         async with self.pool.acquire() as conn:
-            rows = await conn.fetch(_STATS, now)
+            rows = await conn.fetch(_STATS, now, QUEUE_COUNT_CAP)
             paused = {r["name"] for r in await conn.fetch(_PAUSED, "queue")}
         counts: dict[str, dict[str, int]] = {}
         oldest: dict[str, int] = {}
+        capped: dict[str, set[str]] = {}
         for r in rows:
+            if r["capped"]:
+                states = (
+                    {r["state"], "due"}
+                    if r["state"] in ("ready", "delayed", "suspended")
+                    else {r["state"]}
+                )
+                capped.setdefault(r["queue"], set()).update(states)
             per = counts.setdefault(r["queue"], dict.fromkeys(ALL_STATES, 0) | {"due": 0})
             per[r["state"]] = int(r["n"])
             per["due"] += int(r["due"])
@@ -359,7 +370,13 @@ class PostgresDriver:
                 oldest[r["queue"]] = value if current is None else min(current, value)
         return DriverStats(
             queues={
-                q: QueueStats(queue=q, oldest_due_run_at_ms=oldest.get(q), paused=q in paused, **c)
+                q: QueueStats(
+                    queue=q,
+                    oldest_due_run_at_ms=oldest.get(q),
+                    paused=q in paused,
+                    capped=frozenset(capped.get(q, ())),
+                    **c,
+                )
                 for q, c in counts.items()
             }
         )
