@@ -271,7 +271,10 @@ def export_paths(
                             },
                         },
                     ),
+                    "401": error("no, unknown, revoked or expired token (X_UNAUTHORIZED)"),
                     "404": error("no such export (X_EXPORT_NOT_FOUND)"),
+                    "429": error("the token's rate is spent (X_RATE_LIMITED)"),
+                    "503": error("the database is away or the api drains"),
                 },
             }
         },

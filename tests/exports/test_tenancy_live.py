@@ -39,6 +39,9 @@ SCOPES = ("enqueue:*", "read", "operate")
 # Ten rows of A, seven of B, interleaved by key so every page of a leak would show it.
 ROWS = [(i, ORG_A if i % 3 else ORG_B, f"order {i}") for i in range(1, 18)]
 
+PUBLIC_URL = "https://jobs.example.test"
+"""Where the api says its links are (``UJOBS_PUBLIC_URL``)."""
+
 
 @dataclass
 class Stack:
@@ -89,6 +92,7 @@ async def stack(pg_dsn: str, pg_pool: asyncpg.Pool[Any], tmp_path: Path) -> Asyn
         UJOBS_APP="tests.exports.export_app:api",
         UJOBS_EXPORT_URL=str(tmp_path / "store"),
         UJOBS_SECRET_KEY=KEY,
+        UJOBS_PUBLIC_URL=PUBLIC_URL,
     )
     api = await ServiceProcess.start("api", "--port", "0", env=env)
     exporter = await ServiceProcess.start("exporter", env=env)
@@ -123,7 +127,9 @@ async def test_a_tenants_export_carries_none_of_another_tenants_rows(
     doc = await _exported(stack, "b", job, "e1")
     whole = b""
     for part in doc["parts"]:
-        async with stack.http.get(part["url"]) as got:
+        # The link names UJOBS_PUBLIC_URL; the api listens on a port of its own.
+        link = stack.url + part["url"].removeprefix(PUBLIC_URL)
+        async with stack.http.get(link) as got:
             assert got.status == 200
             whole += await got.read()
     rows = list(csv.reader(io.StringIO(whole.decode(), newline="")))

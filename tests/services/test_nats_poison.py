@@ -161,7 +161,10 @@ async def test_a_flood_of_poison_past_max_ack_pending_does_not_strand_another_te
         assert (row["tenant_id"], row["idempotency_key"]) == (ORG_B, f"fragile:{ORG_B}:paid")
         got = await _take(rejected, poison)
         assert {g["msgId"] for g in got} == {f"poison-{i}" for i in range(poison)}
-        assert {(g["error"]["code"], g["deliveries"]) for g in got} == {("X_INTERNAL", 2)}
+        # Given up at the limit; one delivery more when the ack wait ran out on a message
+        # still waiting in a busy api's pull window: bounded either way.
+        assert {g["error"]["code"] for g in got} == {"X_INTERNAL"}
+        assert all(2 <= g["deliveries"] <= 3 for g in got), got
         await _until(functools.partial(_drained, edge), "the stream to be empty")
 
 

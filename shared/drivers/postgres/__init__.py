@@ -23,6 +23,8 @@ The map:
   retention target.
 - ``migrate``: ``ujobs db migrate``: apply ``sql/migrations/*.sql`` in order, each once,
   recorded.
+- ``plan_settings``: The session settings (``jit = off``) the driver's statements need to keep
+  their plans as tables grow.
 - ``pool``: ``postgres_pool()``: an asyncpg pool built the way the driver runs fastest.
 - ``pooled``: one pooled connection for one call, the database being away leaving as
   ``X_DRIVER_UNREACHABLE`` (the token store's lookups).
