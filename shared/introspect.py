@@ -49,13 +49,13 @@ from shared.errors import (
     StepNotFoundError,
 )
 from shared.execution.settle import error_summary
+from shared.masking import MASK, redact_key
 
 FULL_ID_LENGTH = 36
 SHORT_ID_LENGTH = 18
 """What ``short_id`` keeps: the UUIDv7's millisecond and its per-process counter, unique among
 the ids one process minted (the random tail tells processes apart; a clash is ambiguous)."""
 AMBIGUOUS_LISTED = 10
-MASK = "[redacted]"
 MAX_REDACTED_ITEMS = 20
 """A redacted list shows at most this many masked items, then how many more there were."""
 
@@ -78,12 +78,6 @@ def redact_input(value: Any) -> Any:
             shown.append(f"… {len(value) - MAX_REDACTED_ITEMS} more")
         return shown
     return None if value is None else MASK
-
-
-def redact_key(key: str) -> str:
-    """An idempotency key as a redacted document shows it: masked whole (any part of it may
-    be an input value, a leading constant included)."""
-    return MASK if key else key
 
 
 def job_json(row: JobRow, *, input_: str = "omit", error_detail: bool = True) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from services.api_common import EDGE
 from services.api_enqueue import MAX_BATCH_INPUTS
 from services.config import ApiConfig
 from shared.clock import FrozenClock
+from shared.masking import MASK
 from shared.metrics import JobMetrics
 from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
 
@@ -52,7 +53,12 @@ async def test_on_conflict_error_is_409_naming_the_live_run(api: Api) -> None:
     assert status == 409
     assert body["error"]["code"] == "X_JOB_DUPLICATE"
     assert body["error"]["meta"]["id"] == first[1]["id"]
-    assert len(await api.jobs()) == 1  # the refusal queued nothing
+    held = await api.jobs()
+    assert len(held) == 1  # the refusal queued nothing
+    # The key is computed from the input: masked as every document masks it.
+    key = held[0]["idempotency_key"]
+    assert key and key not in orjson.dumps(body).decode()
+    assert body["error"]["meta"]["idempotency_key"] == MASK
     # The default (and "dedupe" said out loud) still answers the live run.
     for mode in ({}, {"onConflict": "dedupe"}):
         again = await api.call("POST", "/v1/jobs/send_mail", token, {"input": mail(), **mode})
