@@ -57,7 +57,8 @@ async def test_on_conflict_error_is_409_naming_the_live_run(api: Api) -> None:
     assert len(held) == 1  # the refusal queued nothing
     # The key is computed from the input: masked as every document masks it.
     key = held[0]["idempotency_key"]
-    assert key and key not in orjson.dumps(body).decode()
+    assert key
+    assert key not in orjson.dumps(body).decode()
     assert body["error"]["meta"]["idempotency_key"] == MASK
     # The default (and "dedupe" said out loud) still answers the live run.
     for mode in ({}, {"onConflict": "dedupe"}):
