@@ -21,9 +21,12 @@ In order:
 4. ``count`` (when declared), once after the last batch: a safe non-negative integer or
    ``X_INVARIANT``; above zero is ``X_BACKFILL_STALLED`` (terminal) — the source ran out while
    the predicate still matches.
-5. The row is marked ``completed`` (or ``failed`` with the error when the attempt failed; a
-   drain's hand-back leaves it ``running``). ``tenant='none'`` runs steps 3-4 inside
-   ``cross_tenant()``: the source is lazy, so the author has nothing to wrap.
+5. The row is marked ``completed``, or ``failed`` with the error when the attempt failed. A
+   drain is not a failure: the attempt is handed back uncounted, whether the drain surfaced as
+   ``X_DRAINING`` (a step refused to start) or as the ``X_ABORTED`` its abort raised in the
+   throttle's pause or in ``handle`` (``handed_back``), so the row stays ``running`` and the
+   next attempt adopts it. ``tenant='none'`` runs steps 3-4 inside ``cross_tenant()``: the
+   source is lazy, so the author has nothing to wrap.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from shared.errors import (
     BackfillStalledError,
     InvariantError,
     JobDrainedError,
+    error_code_of,
     register_error_retry,
 )
 from shared.execution.run import Run
@@ -143,9 +147,9 @@ async def run_pass(
                         f"still matches {left}; source and count select different rows",
                         meta={"backfill": name, "rows": rows, "left": left},
                     )
-    except JobDrainedError:
-        raise  # handed back uncounted: the row stays running, the next attempt adopts it
     except Exception as exc:
+        if handed_back(exc, run):
+            raise  # uncounted: the row stays running, the next attempt adopts it
         if ledger is not None:
             with contextlib.suppress(Exception):
                 await ledger.finish(name, run.run_id, "failed", str(exc))
@@ -153,6 +157,24 @@ async def run_pass(
     if ledger is not None:
         await ledger.finish(name, run.run_id, "completed")
     return {"name": name, "batches": batches, "rows": rows, "skipped": False, "runId": run.run_id}
+
+
+def handed_back(error: BaseException, run: Run[Any]) -> bool:
+    """Whether ``error`` is a drain's hand-back: ``X_DRAINING`` itself, or what a drain's abort
+    made of it (the throttle's pause or a ``handle`` ending on the signal raises ``X_ABORTED``
+    caused by the drain). The attempt is handed back uncounted either way, so the ledger row
+    must not say ``failed``."""
+    reason = run.signal.reason
+    if reason is not None and error_code_of(reason) == JobDrainedError.code:
+        return True
+    chain: list[BaseException] = []
+    link: BaseException | None = error
+    while link is not None and link not in chain:
+        if error_code_of(link) == JobDrainedError.code:
+            return True
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    return False
 
 
 @contextlib.contextmanager

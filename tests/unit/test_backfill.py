@@ -17,10 +17,12 @@ from shared.backfill.settings import reset_backfill_settings
 from shared.backfill.source import CATCH_UP_S
 from shared.drivers.memory.driver import MemoryDriver
 from shared.errors import JobDeclarationInvalidError, JobTenantRequiredError
+from shared.execution.attempt import execute_job
 from shared.jobs.enqueue_target import set_job_driver
 from shared.jobs.job import JobHandle
 from shared.signal import Signal
-from tests.support.execute import T0, attempt, enqueue, frozen_driver, records
+from shared.worker.drain import drain_reason
+from tests.support.execute import T0, attempt, claim, enqueue, frozen_driver, records
 from tests.unit.backfill_kit import Table, Writer
 
 
@@ -389,6 +391,60 @@ async def test_a_running_row_is_this_pass_resuming() -> None:
     done = await attempt(driver, rewrite)
     assert done.result["skipped"] is False
     assert [r.status for r in await ledger_rows(driver)] == ["completed"]
+
+
+async def test_a_drain_in_the_throttle_pause_leaves_the_row_running_for_the_next_attempt() -> None:
+    """The pause unwinds with ``X_ABORTED`` caused by the drain: the attempt is handed back
+    uncounted, so the row is not ``failed`` (``--pending`` would exit 3 after every deploy)."""
+    driver, clock = installed()
+    table = Table(3)
+    first_page = asyncio.Event()
+
+    class Signalling(Writer):
+        async def __call__(self, rows: Any, signal: Signal) -> None:
+            await super().__call__(rows, signal)
+            first_page.set()
+
+    rewrite = declare(table, Signalling(table), batch=2, rate=0.01)  # 100 s between batches
+    await enqueue(driver, rewrite)
+    claimed = await claim(driver)
+    worker_signal = Signal()
+    running = asyncio.create_task(
+        execute_job(claimed, driver=driver, handle=rewrite, context=None, signal=worker_signal)
+    )
+    await first_page.wait()
+    while not running.done() and not pausing():
+        await asyncio.sleep(0)
+    worker_signal.abort(drain_reason("w1", "SIGTERM"))
+    drained = await running
+    assert (drained.outcome, drained.code, drained.attempt_counted) == (
+        "interrupted",
+        "X_DRAINING",
+        False,
+    )
+    [row] = await ledger_rows(driver)
+    assert (row.status, row.rows_processed, row.error) == ("running", 2, None)
+    clock.advance(1_000)
+    done = await attempt(driver, rewrite)
+    assert done.outcome == "completed"
+    [row] = await ledger_rows(driver)  # the next attempt adopted it
+    assert (row.run_id, row.status, row.rows_processed) == (claimed.run_id, "completed", 3)
+
+
+def pausing() -> bool:
+    """Whether a task is parked in the throttle's pause (its stack is in ``_pause``)."""
+    return any(
+        frame.f_code.co_name == "_pause" for task in asyncio.all_tasks() for frame in _frames(task)
+    )
+
+
+def _frames(task: asyncio.Task[Any]) -> Iterator[Any]:
+    coro: Any = task.get_coro()
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None)
+        if frame is not None:
+            yield frame
+        coro = getattr(coro, "cr_await", None)
 
 
 async def test_a_driver_without_a_ledger_runs_the_pass_anyway() -> None:

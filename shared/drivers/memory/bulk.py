@@ -30,7 +30,7 @@ from shared.errors import (
     JobNotRemovableError,
     JobNotRequeueableError,
 )
-from shared.introspect import redact_key
+from shared.masking import redact_key
 
 
 def requeue_row(state: MemoryState, row: MemoryRow, now: int, from_step: str | None) -> None:
