@@ -122,7 +122,7 @@ async def run_pass(
     if ledger is not None and not force:
         previous = await ledger.latest_completed(name, tenant)
         if previous is not None and previous.run_id != run.run_id:
-            if previous.checksum != definition.checksum:
+            if definition.moved_from(previous.checksum):
                 log.warning(
                     "jobs.backfill.checksum-moved",
                     extra={"backfill": name, "previous_run_id": previous.run_id},

@@ -241,10 +241,10 @@ async def test_the_pause_is_spent_inside_the_step_so_replayed_checkpoints_pay_no
     assert time.monotonic() - began < 1.0
 
 
-def test_rate_is_not_part_of_the_checksum_but_batch_is() -> None:
+def test_rate_and_batch_are_not_part_of_the_checksum() -> None:
     table = Table(0)
     writer = Writer(table)
-    slow = backfill(name="a", source=table.source, handle=writer, tenant="none", rate=1)
+    slow = backfill(name="a", source=table.source, handle=writer, tenant="none", rate=1, batch=10)
     fast = backfill(name="b", source=table.source, handle=writer, tenant="none", rate=200)
     from shared.backfill.declare import definition_of
 
@@ -255,11 +255,18 @@ def test_rate_is_not_part_of_the_checksum_but_batch_is() -> None:
     from shared.backfill import definition_checksum
 
     same: dict[str, Any] = {"name": "n", "source": table.source, "handle": writer, "count": None}
-    base = definition_checksum(batch=10, requires=None, environments=None, **same)
-    assert definition_checksum(batch=11, requires=None, environments=None, **same) != base
-    assert (
-        definition_checksum(batch=10, requires="m", environments=None, **same) != base
-    )  # requires is part of it
+    base = definition_checksum(requires=None, environments=None, **same)
+    assert definition_checksum(requires="m", environments=None, **same) != base
+    # Pacing and page size are tuning: a retuned sweep is the same sweep.
+    retuned = backfill(name="a2", source=table.source, handle=writer, tenant="none", batch=500)
+    c = definition_of(retuned)
+    assert c is not None
+    assert c.checksum == definition_checksum(
+        name="a2", source=table.source, handle=writer, count=None, requires=None, environments=None
+    )
+    assert a.checksum == definition_checksum(
+        name="a", source=table.source, handle=writer, count=None, requires=None, environments=None
+    )
 
 
 # --- The x_backfills ledger ----------------------------------------------------------------------
@@ -310,12 +317,58 @@ async def test_a_moved_checksum_warns_and_never_refuses(caplog: pytest.LogCaptur
     from shared.jobs.job import reset_declared_names
 
     reset_declared_names()
-    moved = declare(table, Writer(table), batch=5)  # a new definition under the same name
+    moved = declare(table, Writer(table), count=table.unslugged)  # another definition, one name
     await enqueue(driver, moved)
     with caplog.at_level(logging.WARNING, logger="ujobs.jobs"):
         skipped = await attempt(driver, moved)
     assert skipped.result["skipped"] is True
     assert len(records(caplog, "jobs.backfill.checksum-moved")) == 1
+
+
+async def test_a_retuned_batch_is_not_a_moved_checksum_nor_is_a_row_hashed_with_its_batch(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``batch`` is tuning, as ``rate`` is; and a completed row an earlier release wrote (its
+    checksum hashed the batch too) still matches its unchanged declaration."""
+    from shared.backfill import definition_checksum
+    from shared.backfill.declare import definition_of
+    from shared.backfill.ledger_view import inspect_backfills, pending_backfills
+    from shared.jobs.job import reset_declared_names
+
+    driver, clock = installed()
+    table = Table(2)
+    rewrite = declare(table, Writer(table), batch=3)
+    await enqueue(driver, rewrite)
+    assert (await attempt(driver, rewrite)).outcome == "completed"
+    reset_declared_names()
+    retuned = declare(table, Writer(table), batch=500)
+    definition = definition_of(retuned)
+    assert definition is not None
+    ledger = driver.backfills
+    assert ledger is not None
+    older = definition_checksum(
+        name="rewrite-slugs",
+        batch=500,
+        source=table.source,
+        handle=definition.handle,
+        count=None,
+        requires=None,
+        environments=None,
+    )
+    assert older == definition.checksum_with_batch
+    assert older != definition.checksum
+    # What a release that hashed the batch left: the newest completed row, under that checksum.
+    clock.advance(1_000)
+    await ledger.begin("rewrite-slugs", "run-of-an-earlier-release", older, None)
+    await ledger.finish("rewrite-slugs", "run-of-an-earlier-release", "completed")
+    await driver.enqueue(retuned.request({}))
+    with caplog.at_level(logging.WARNING, logger="ujobs.jobs"):
+        skipped = await attempt(driver, retuned)
+    assert skipped.result["skipped"] is True
+    assert records(caplog, "jobs.backfill.checksum-moved") == []
+    runs = await inspect_backfills(ledger)
+    diff = pending_backfills(runs=runs, environment=None, declarations=[definition.describe()])
+    assert [r["checksumMoved"] for r in diff["rows"]] == [False]
 
 
 async def test_only_a_completed_row_blocks_and_a_retry_adopts_its_own_row() -> None:
