@@ -48,8 +48,7 @@ from shared.backfill.ledger_view import (
     inspect_backfills,
     pending_backfills,
 )
-from shared.backfill.source import maybe_await
-from shared.context import cross_tenant
+from shared.backfill.pass_run import dry_count
 from shared.drivers.base import BackfillStatus, JobDriver, require_backfills
 from shared.errors import BackfillAppliedError, InvariantError, UltimateError
 from shared.jobs.job import JobHandle
@@ -217,13 +216,15 @@ async def _completed(
     return next((r for r in rows if r["tenant"] == scope), None)
 
 
-async def _would_touch(definition: BackfillDefinition) -> int | None:
-    if definition.count is None:
-        return None
-    if definition.tenant == "none":
-        with cross_tenant(f"ujobs db backfill {definition.name}: dry run"):
-            return int(await maybe_await(definition.count(None)))
-    return int(await maybe_await(definition.count(None)))
+async def _would_touch(
+    handle: JobHandle[Any], definition: BackfillDefinition, tenant: str | None
+) -> int | None:
+    """``count`` as the pass would call it: the ctx ``ujobs worker`` hands every run (the
+    service opens no app resources, so ``None``), under the actor of the org the pass is for
+    (``--tenant``, else the one ``--write`` would queue it for)."""
+    if tenant is None and definition.tenant != "none":
+        tenant = handle.request({}).tenant_id
+    return await dry_count(definition, None, tenant)
 
 
 async def _enqueue(
@@ -275,7 +276,7 @@ def _one(
             "dryRun": True,
             "gate": gate,
             "completedBy": None if done is None else done["runId"],
-            "wouldTouch": await _would_touch(definition),
+            "wouldTouch": await _would_touch(handle, definition, tenant),
             "batch": definition.batch,
             "rate": definition.rate,
         }
@@ -301,7 +302,7 @@ def _one(
         return
     answer = operate(enqueue, as_json=as_json, label="enqueueing", database_url=database_url)
     if follow:
-        answer["final"] = _follow(answer, definition, database_url, as_json)
+        answer["final"] = _follow(answer, handle, definition, database_url, as_json)
     if as_json:
         emit_json(answer)
         return
@@ -356,6 +357,7 @@ def _all(
 
 def _follow(
     answer: dict[str, Any],
+    handle: JobHandle[Any],
     definition: BackfillDefinition,
     database_url: str | None,
     as_json: bool,
@@ -365,7 +367,7 @@ def _follow(
 
     async def work(backend: Backend, _progress: Progress) -> dict[str, Any] | None:
         ledger = require_backfills(backend.driver)
-        total = await _would_touch(definition)
+        total = await _would_touch(handle, definition, None)
         bar = _Bar(definition.name, total) if sys.stderr.isatty() and not as_json else None
         try:
             while True:

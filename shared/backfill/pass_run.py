@@ -50,6 +50,7 @@ from shared.errors import (
     register_error_retry,
 )
 from shared.execution.run import Run
+from shared.execution.scope import job_scope
 from shared.jobs.enqueue_target import has_job_driver, job_driver
 
 if TYPE_CHECKING:
@@ -99,6 +100,21 @@ def parse_count(definition: BackfillDefinition, answer: Any) -> int:
     return answer
 
 
+async def count_left(definition: BackfillDefinition, ctx: Any) -> int | None:
+    """``count(ctx)``, parsed; None when the declaration has no ``count``. The pass calls it
+    after its last batch and the dry run before any: one call, one ctx, one parse."""
+    if definition.count is None:
+        return None
+    return parse_count(definition, await maybe_await(definition.count(ctx)))
+
+
+async def dry_count(definition: BackfillDefinition, ctx: Any, tenant: str | None) -> int | None:
+    """What a pass for ``tenant`` would touch, counted as the pass counts: ``count(ctx)`` under
+    the pass's actor (``tenant``'s org) and scope (every tenant for ``tenant='none'``)."""
+    with job_scope(None if definition.tenant == "none" else tenant, None), _scope(definition):
+        return await count_left(definition, ctx)
+
+
 def ledger_of_installed_driver() -> BackfillLedger | None:
     return job_driver().backfills if has_job_driver() else None
 
@@ -139,14 +155,13 @@ async def run_pass(
     try:
         with _scope(definition):
             batches, rows = await _sweep(definition, run, ledger)
-            if definition.count is not None:
-                left = parse_count(definition, await maybe_await(definition.count(run.ctx)))
-                if left > 0:
-                    raise BackfillStalledError(
-                        f"backfill {name!r}: the source ran out after {rows} rows while count() "
-                        f"still matches {left}; source and count select different rows",
-                        meta={"backfill": name, "rows": rows, "left": left},
-                    )
+            left = await count_left(definition, run.ctx)
+            if left is not None and left > 0:
+                raise BackfillStalledError(
+                    f"backfill {name!r}: the source ran out after {rows} rows while count() "
+                    f"still matches {left}; source and count select different rows",
+                    meta={"backfill": name, "rows": rows, "left": left},
+                )
     except Exception as exc:
         if handed_back(exc, run):
             raise  # uncounted: the row stays running, the next attempt adopts it

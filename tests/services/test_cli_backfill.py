@@ -149,6 +149,10 @@ def test_one_orgs_completed_pass_completes_only_that_orgs_scope(dsn: str) -> Non
     assert dry["completedBy"] == "run-a"
     dry = json_of(backfill(dsn, "per-org", "--tenant", "org_b", "--json", env=tenancy))
     assert dry["completedBy"] is None
+    # count() is called as the pass calls it: under the actor of the org it sweeps.
+    assert dry["wouldTouch"] == sweeps.LEFT_BY_ORG["org_b"]
+    dry = json_of(backfill(dsn, "per-org", "--json", env=tenancy))
+    assert dry["wouldTouch"] == sweeps.LEFT_BY_ORG["org_1"]  # the org --write queues it for
 
     # The pass this enqueues is org_1's: org_a's completed row does not refuse it.
     written = backfill(dsn, "per-org", "--write", "--json", env=tenancy)
@@ -168,6 +172,16 @@ def test_a_name_alone_is_a_dry_run_that_queues_nothing(dsn: str) -> None:
     assert table.exit_code == 0
     assert "42" in table.stdout
     assert "--write" in table.stderr
+
+
+def test_the_dry_run_parses_count_as_the_pass_does(dsn: str) -> None:
+    sweeps.LEFT["rows"] = -1
+    try:
+        refused = backfill(dsn, "rewrite-slugs", "--json")
+    finally:
+        sweeps.LEFT["rows"] = 42
+    assert refused.exit_code == 1
+    assert json_of(refused)["error"]["code"] == "X_INVARIANT"
 
 
 def test_requires_is_checked_against_x_migrations_before_anything_is_queued(dsn: str) -> None:
