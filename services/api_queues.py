@@ -17,15 +17,11 @@ from aiohttp import web
 
 from services.api_common import EDGE, REGISTRY, caller, json_ok
 from services.cli_tasks import fires_and_pauses, task_rows
-from shared.errors import InputInvalidError, UltimateError
+from shared.errors import InputInvalidError, TaskUnknownError
 from shared.introspect import inspect_queues, pause_queues, pause_tasks
 from shared.jobs.declaration_rules import NAME_PATTERN
 
 routes = web.RouteTableDef()
-
-
-class TaskUnknownError(UltimateError):
-    code = "X_TASK_UNKNOWN"
 
 
 async def _operator(request: web.Request, scope: str, what: str) -> None:

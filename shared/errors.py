@@ -154,6 +154,13 @@ class JobUnknownError(UltimateError):
     code = "X_JOB_UNKNOWN"
 
 
+class TaskUnknownError(UltimateError):
+    """No task is declared under that name in the app (``POST /v1/tasks/{t}/pause``,
+    ``ujobs tasks show``); the answer names the declared ones."""
+
+    code = "X_TASK_UNKNOWN"
+
+
 class DriverUnavailableError(UltimateError):
     """No usable store: no driver installed, ``DATABASE_URL`` unset, or the store refused;
     an operator has to act."""
