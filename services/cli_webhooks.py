@@ -135,6 +135,13 @@ def endpoints_add(
     scheme: Annotated[
         str, typer.Option(help="standard (Standard Webhooks) or ultimate (x-ultimate-webhook-*)")
     ] = "standard",
+    payload: Annotated[
+        str | None,
+        typer.Option(
+            help='envelope: {"type": <topic>, "timestamp", "data": <the event>} (Standard '
+            "Webhooks); raw: the published bytes [default: envelope; raw on the ultimate scheme]"
+        ),
+    ] = None,
     header: Annotated[
         list[str] | None, typer.Option("--header", help="name=value sent with every delivery")
     ] = None,
@@ -159,6 +166,7 @@ def endpoints_add(
             description=description,
             endpoint_id=endpoint_id,
             rate_per_s=rate,
+            payload=payload,
         )
         return {"id": created.id, "secret": created.secret}
 
@@ -187,13 +195,14 @@ def endpoints_list(
         emit_json({"endpoints": rows})
         return
     print_table(
-        ("ID", "TENANT", "URL", "SCHEME", "TOPICS", "DISABLED", "FAILURES"),
+        ("ID", "TENANT", "URL", "SCHEME", "PAYLOAD", "TOPICS", "DISABLED", "FAILURES"),
         [
             (
                 r["id"],
                 r["tenant"],
                 r["url"],
                 r["scheme"],
+                r["payload"],
                 ",".join(r["topics"]),
                 r["disabledReason"] if r["disabledAtMs"] is not None else "no",
                 r["consecutiveFailures"],
