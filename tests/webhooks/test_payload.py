@@ -26,6 +26,7 @@ from shared.drivers.postgres import PostgresDriver, postgres_driver
 from shared.drivers.postgres.sql import migration_files
 from shared.execution.attempt import execute_job
 from shared.jobs.enqueue_target import reset_job_driver, set_job_driver
+from tests.support.docs import marked_block, page
 from tests.support.webhook_receiver import Receiver
 from tests.webhooks.kit import LOCAL
 from webhooks import builtin
@@ -139,6 +140,11 @@ async def test_a_new_endpoint_receives_the_envelope_and_the_partner_reads_its_to
     assert event.data == orjson.loads(PUBLISHED)
     [listed] = await env.store.endpoints()
     assert listed.payload == "envelope"
+    # The partners guide's receiver, as pasted beside the kit's file.
+    receiver_code: dict[str, Any] = {}
+    exec(marked_block(page("guides/webhooks-partners.md"), "partner-receiver"), receiver_code)
+    assert receiver_code["receive"](created.secret, got.headers, got.body) == (204, "orders.paid")
+    assert receiver_code["receive"](created.secret, got.headers, got.body + b" ")[0] == 401
     if shutil.which("node") is None:
         pytest.skip("node is not installed: the Python kit read it")
     read = node_reads(created.secret, got.headers, got.body, "envelope")
