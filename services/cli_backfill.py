@@ -1,9 +1,11 @@
 """``ujobs db backfill``: the ledger, what is unswept, and putting a sweep on the queue.
 
     ujobs db backfill --list [--name N] [--status S] [--limit L]   the ledger, newest pass first
-    ujobs db backfill --pending [--tenant T]     declared minus completed; exit 3 when any is
+    ujobs db backfill --pending [--tenant T]     declared minus completed; exit 3 (and
+                                                 X_BACKFILL_PENDING) when any is
     ujobs db backfill NAME                       DRY RUN: the gate, the ledger, what it would touch
-    ujobs db backfill NAME --write [--force]     gate, then enqueue; the workers sweep
+    ujobs db backfill NAME --write [--force]     gate, then enqueue; the workers sweep (--force
+                                                 while a pass is live: X_BACKFILL_RUNNING)
     ujobs db backfill --all --write              every pending one, isolated per name
     ujobs db backfill NAME --write --follow      … and follow the pass (rows, rate, ETA)
 
@@ -50,7 +52,13 @@ from shared.backfill.ledger_view import (
 )
 from shared.backfill.pass_run import dry_count
 from shared.drivers.base import BackfillStatus, JobDriver, require_backfills
-from shared.errors import BackfillAppliedError, InvariantError, UltimateError
+from shared.errors import (
+    BackfillAppliedError,
+    BackfillPendingError,
+    BackfillRunningError,
+    InvariantError,
+    UltimateError,
+)
 from shared.jobs.job import JobHandle
 
 EXIT_PENDING = 3
@@ -165,6 +173,9 @@ def _pending(
         return pending_backfills(runs=runs, environment=env_name, tenant=tenant)
 
     answer = operate(work, as_json=as_json, label="reading the ledger", database_url=database_url)
+    unswept = _unswept(answer["pending"])
+    if unswept is not None:
+        answer["error"] = unswept.to_dict()
     if as_json:
         emit_json(answer)
     else:
@@ -184,10 +195,20 @@ def _pending(
         )
         if answer["orphaned"]:
             note(f"in the ledger but declared nowhere: {', '.join(answer['orphaned'])}")
-        if answer["pending"]:
-            note(f"unswept: {', '.join(answer['pending'])}")
-    if answer["pending"]:
+        if unswept is not None:
+            note(f"{unswept.code}: {unswept.message}")
+    if unswept is not None:
         raise typer.Exit(code=EXIT_PENDING)
+
+
+def _unswept(pending: list[str]) -> BackfillPendingError | None:
+    """What ``--pending`` exits 3 with: the declared backfills not yet swept (or failed)."""
+    if not pending:
+        return None
+    return BackfillPendingError(
+        f"unswept: {', '.join(pending)}; `ujobs db backfill --all --write` enqueues them",
+        meta={"pending": pending},
+    )
 
 
 # --- one name: dry run or --write ---------------------------------------------------------------
@@ -245,6 +266,14 @@ async def _enqueue(
                 meta={"backfill": definition.name, "runId": done["runId"]},
             )
     enqueued = await backend.driver.enqueue(request)
+    if force and enqueued.deduped:
+        # The live pass holds the name's key, so the forced sweep was not queued: say so rather
+        # than answer "already queued" for a rerun that will not happen.
+        raise BackfillRunningError(
+            f"backfill {definition.name!r} is in flight (job {enqueued.id}); --force sweeps it "
+            "again into a new ledger row once that pass ends",
+            meta={"backfill": definition.name, "id": enqueued.id, "runId": enqueued.run_id},
+        )
     return {
         "name": definition.name,
         "force": force,

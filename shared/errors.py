@@ -190,10 +190,6 @@ class DriverUnreachableError(DriverUnavailableError):
     code = "X_DRIVER_UNREACHABLE"
 
 
-class ActionJobUnbridgedError(UltimateError):
-    code = "X_ACTION_JOB_UNBRIDGED"
-
-
 class OutboxNoTxError(UltimateError):
     """An enqueue outside a transaction where the outbox was installed with
     ``mode=\"required\"``."""
@@ -286,6 +282,9 @@ class JobOnSettledFailedError(UltimateError):
 
 
 class JobRowStatusUnknownError(UltimateError):
+    """A job row read back in a state this version does not know (a newer release's migration
+    widened the states and wrote one); ``meta["state"]`` names it."""
+
     code = "X_JOB_ROW_STATUS_UNKNOWN"
 
 
@@ -370,10 +369,16 @@ class BackfillMigrationPendingError(UltimateError):
 
 
 class BackfillPendingError(UltimateError):
+    """A declared backfill has no completed pass in this environment (or its newest failed):
+    what ``ujobs db backfill --pending`` exits 3 with, ``meta["pending"]`` naming them."""
+
     code = "X_BACKFILL_PENDING"
 
 
 class BackfillRunningError(UltimateError):
+    """``--force`` asked for a new sweep while a pass of the backfill is still live (queued or
+    running): nothing was queued; force again once it ends."""
+
     code = "X_BACKFILL_RUNNING"
 
 

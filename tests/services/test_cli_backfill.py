@@ -113,6 +113,11 @@ def test_pending_exits_non_zero_while_anything_is_unswept(dsn: str) -> None:
         "rewrite-slugs": "pending",
     }
     assert answer["pending"] == ["drop-legacy", "rewrite-slugs"]
+    assert answer["error"]["code"] == "X_BACKFILL_PENDING"
+    assert answer["error"]["meta"] == {"pending": ["drop-legacy", "rewrite-slugs"]}
+    table = backfill(dsn, "--pending", env=staging)
+    assert table.exit_code == 3
+    assert "X_BACKFILL_PENDING: unswept: drop-legacy, rewrite-slugs" in table.stderr
 
     ledger_row(dsn, "rewrite-slugs", "run-1", "running")
     ledger_row(dsn, "drop-legacy", "run-2", "failed")
@@ -124,6 +129,7 @@ def test_pending_exits_non_zero_while_anything_is_unswept(dsn: str) -> None:
     done = backfill(dsn, "--pending", "--json", env=staging)
     assert done.exit_code == 0
     assert json_of(done)["orphaned"] == ["gone-from-the-code"]
+    assert "error" not in json_of(done)
 
 
 def test_one_orgs_completed_pass_completes_only_that_orgs_scope(dsn: str) -> None:
@@ -214,6 +220,12 @@ def test_write_enqueues_a_live_pass_once_and_force_reruns_a_completed_one(dsn: s
     again = json_of(backfill(dsn, "rewrite-slugs", "--write", "--json"))
     assert again["enqueued"]["deduped"] is True
     assert again["enqueued"]["id"] == first["enqueued"]["id"]
+    # A forced rerun while that pass is live would be the same pass: refused, not "queued".
+    running = backfill(dsn, "rewrite-slugs", "--write", "--force", "--json")
+    assert running.exit_code == 1
+    error = json_of(running)["error"]
+    assert (error["code"], error["meta"]["id"]) == ("X_BACKFILL_RUNNING", first["enqueued"]["id"])
+    assert jobs(dsn) == [("rewrite-slugs", NO_FORCE)]
     sql(dsn, "update x_jobs set state = 'done', finished_at = now()")
     ledger_row(dsn, "rewrite-slugs", first["enqueued"]["runId"], "completed")
 
