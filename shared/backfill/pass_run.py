@@ -9,7 +9,8 @@ In order:
    a COMPLETED row of another run in this pass's scope (its tenant; every tenant for
    ``tenant='none'``) makes this run a no-op answering ``{skipped: True, previousRunId}``
    unless the input says ``force`` (a moved checksum warns
-   ``jobs.backfill.checksum-moved``, never refuses). Otherwise ``begin`` adopts this run's row
+   ``jobs.backfill.checksum-moved``, never refuses; a row's checksum from a release that still
+   hashed ``batch`` is not a moved one). Otherwise ``begin`` adopts this run's row
    (a retry keeps ``started_at``) or writes a new one (``force`` is a new run, so a new row),
    recording the tenant the pass is scoped to.
 3. Pages: step ``batch:N`` per page, the throttle's pause inside it, then ``handle(rows,
