@@ -21,7 +21,8 @@ The map (each package's ``__init__`` is its own):
 - ``role``: the one start/stop/drain shape of the worker, the scheduler and the relay;
   ``lifecycle`` the process's two-phase shutdown they register with.
 - ``loop_probes``: awaitable signals a loop emits, so tests wait on events, not sleeps.
-- ``introspect``: the operator surface as functions (the CLI, the api, a dashboard).
+- ``introspect``: the operator surface as functions (the CLI, the api, a dashboard);
+  ``masking`` the one mask of a redacted value and an idempotency key, the enqueue path's too.
 - ``testing``: helpers for YOUR test suite: ``drain``, ``enqueued``, a frozen clock.
 - ``limits``: what a caller may send (nesting depth, the bytes of a tenant, queue, name,
   key, runId), checked by every enqueue and publish, whichever edge it came through.
