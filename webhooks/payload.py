@@ -8,9 +8,10 @@ payload convention so a partner tells topics apart from the body alone::
 ``type`` is the event's topic, ``timestamp`` when it was published (UTC, milliseconds), and
 ``data`` the published JSON itself, byte for byte (a body that is text but not JSON is carried
 as a JSON string). ``raw`` sends the published bytes unchanged: what every endpoint registered
-before the envelope received, and what they keep. The envelope is built once per event
-and delivery attempt from stored facts only, so every attempt sends (and signs) the same bytes
-whatever its send time.
+before the envelope received, and what they keep. The envelope is built from the event alone
+(its topic, its publish time, its bytes), so every attempt of the built-in families sends the
+same body whatever its send time; only the signature headers carry the send time. An ``Event``
+of your own family without ``published_at_ms`` is stamped with the attempt's time instead.
 """
 
 from __future__ import annotations
