@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from shared.drivers.base import (
+from ujobs.drivers.base import (
     BulkFilter,
     BulkResult,
     JobDriver,
@@ -41,15 +41,15 @@ from shared.drivers.base import (
     WorkerRow,
     require_introspection,
 )
-from shared.errors import (
+from ujobs.errors import (
     CancelUnsupportedError,
     JobIdAmbiguousError,
     JobNotCancellableError,
     JobNotFoundError,
     StepNotFoundError,
 )
-from shared.execution.settle import error_summary
-from shared.masking import MASK, redact_key
+from ujobs.execution.settle import error_summary
+from ujobs.masking import MASK, redact_key
 
 FULL_ID_LENGTH = 36
 SHORT_ID_LENGTH = 18

@@ -1,6 +1,6 @@
 """How a redacted document masks a value: one mask, one rule for idempotency keys.
 
-Its own module so the enqueue path (``shared.jobs.job``) masks a key the way ``shared.introspect``
+Its own module so the enqueue path (``ujobs.jobs.job``) masks a key the way ``ujobs.introspect``
 does without importing the introspection stack."""
 
 from __future__ import annotations

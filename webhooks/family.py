@@ -10,7 +10,7 @@ are the queue's; what this adds is the delivery itself, in this order, on every 
 3. ``is_disabled`` (the endpoint row's own flag and the ledger's verdict), asked before every
    socket: a disabled endpoint's delivery dead-letters (``X_WEBHOOK_ENDPOINT_DISABLED``) with
    its event kept, for ``redeliver`` after an operator re-enables it.
-4. Build the body the endpoint takes (``webhooks.payload``: the Standard Webhooks envelope
+4. Build the body the endpoint takes (``ujobs.webhooks.payload``: the Standard Webhooks envelope
    naming the topic, or the published bytes) and sign the exact bytes sent at SEND time; the
    endpoint's own headers merge UNDER ours. A header HTTP forbids (a stored row from before
    the rule) fails the attempt like a refused URL: terminal, recorded, and counted toward
@@ -34,15 +34,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.durations import Duration, duration_ms
-from shared.errors import JobDeclarationInvalidError, JobTenantMismatchError
-from shared.execution.run import Run
-from shared.jobs.job import JobHandle, KeyedConcurrency, job
-from shared.jobs.retry import Retry
-from webhooks.client import HttpAnswer, TransportError, WebhookClient
-from webhooks.endpoint_headers import check_headers
-from webhooks.errors import (
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.durations import Duration, duration_ms
+from ujobs.errors import JobDeclarationInvalidError, JobTenantMismatchError
+from ujobs.execution.run import Run
+from ujobs.jobs.job import JobHandle, KeyedConcurrency, job
+from ujobs.jobs.retry import Retry
+from ujobs.webhooks.client import HttpAnswer, TransportError, WebhookClient
+from ujobs.webhooks.endpoint_headers import check_headers
+from ujobs.webhooks.errors import (
     WebhookDeliveryFailedError,
     WebhookDeliveryRejectedError,
     WebhookDeliveryThrottledError,
@@ -51,11 +51,11 @@ from webhooks.errors import (
     WebhookEndpointUnknownError,
     WebhookEventUnknownError,
 )
-from webhooks.ledger import AttemptOutcome, DeliveryAttempt, WebhookLedger, excerpt
-from webhooks.pace import LocalPace, Pace
-from webhooks.payload import Payload, delivery_body
-from webhooks.signature import FRAMEWORK_HEADERS, Scheme, delivery_headers
-from webhooks.ssrf import GuardPolicy
+from ujobs.webhooks.ledger import AttemptOutcome, DeliveryAttempt, WebhookLedger, excerpt
+from ujobs.webhooks.pace import LocalPace, Pace
+from ujobs.webhooks.payload import Payload, delivery_body
+from ujobs.webhooks.signature import FRAMEWORK_HEADERS, Scheme, delivery_headers
+from ujobs.webhooks.ssrf import GuardPolicy
 
 WEBHOOKS_QUEUE = "webhooks"
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000
@@ -88,7 +88,7 @@ class Endpoint:
     """At most this many POSTs a second to this endpoint from one deliverer process."""
     payload: Payload = "raw"
     """``envelope``: the Standard Webhooks ``{"type", "timestamp", "data"}`` around the event;
-    ``raw``: the published bytes (``webhooks.payload``). The built-in store's endpoints carry
+    ``raw``: the published bytes (``ujobs.webhooks.payload``). The built-in store's endpoints carry
     their own; an endpoint a family's seam builds sends what it always sent unless it says."""
 
     def __post_init__(self) -> None:

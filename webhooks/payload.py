@@ -21,7 +21,7 @@ from typing import Literal
 
 import orjson
 
-from webhooks.errors import WebhookEndpointInvalidError, WebhookEventInvalidError
+from ujobs.webhooks.errors import WebhookEndpointInvalidError, WebhookEventInvalidError
 
 Payload = Literal["envelope", "raw"]
 PAYLOADS: tuple[Payload, ...] = ("envelope", "raw")

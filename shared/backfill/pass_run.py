@@ -38,11 +38,11 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from shared.backfill.settings import backfill_settings
-from shared.backfill.source import BatchSource, Throttle, maybe_await
-from shared.context import cross_tenant
-from shared.drivers.base import BackfillLedger
-from shared.errors import (
+from ujobs.backfill.settings import backfill_settings
+from ujobs.backfill.source import BatchSource, Throttle, maybe_await
+from ujobs.context import cross_tenant
+from ujobs.drivers.base import BackfillLedger
+from ujobs.errors import (
     BackfillEnvironmentError,
     BackfillStalledError,
     InvariantError,
@@ -50,12 +50,12 @@ from shared.errors import (
     error_code_of,
     register_error_retry,
 )
-from shared.execution.run import Run
-from shared.execution.scope import job_scope
-from shared.jobs.enqueue_target import has_job_driver, job_driver
+from ujobs.execution.run import Run
+from ujobs.execution.scope import job_scope
+from ujobs.jobs.enqueue_target import has_job_driver, job_driver
 
 if TYPE_CHECKING:
-    from shared.backfill.declare import BackfillDefinition
+    from ujobs.backfill.declare import BackfillDefinition
 
 log = logging.getLogger("ujobs.jobs")
 

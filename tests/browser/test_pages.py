@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.async_api import Page, expect
 
-from shared.masking import MASK
+from ujobs.masking import MASK
 from tests.browser.support import ORG_A, Dash, cli, enqueue, seed
 
 

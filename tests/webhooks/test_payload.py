@@ -1,4 +1,4 @@
-"""What a delivery carries (``webhooks.payload``): an endpoint registered now receives the
+"""What a delivery carries (``ujobs.webhooks.payload``): an endpoint registered now receives the
 Standard Webhooks envelope naming its topic, ``payload="raw"`` keeps the published bytes, and
 every endpoint registered before migration 0020 keeps the raw bytes its partner parses. A
 partner receives a delivery, verifies it and reads its topic in two kit languages."""
@@ -20,22 +20,22 @@ import asyncpg
 import orjson
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimOptions
-from shared.drivers.postgres import PostgresDriver, postgres_driver
-from shared.drivers.postgres.sql import migration_files
-from shared.execution.attempt import execute_job
-from shared.jobs.enqueue_target import reset_job_driver, set_job_driver
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimOptions
+from ujobs.drivers.postgres import PostgresDriver, postgres_driver
+from ujobs.drivers.postgres.sql import migration_files
+from ujobs.execution.attempt import execute_job
+from ujobs.jobs.enqueue_target import reset_job_driver, set_job_driver
 from tests.support.docs import marked_block, page
 from tests.support.webhook_receiver import Receiver
 from tests.webhooks.kit import LOCAL
-from webhooks import builtin
-from webhooks.client import WebhookClient
-from webhooks.errors import WebhookEndpointInvalidError, WebhookEventInvalidError
-from webhooks.family import install_client
-from webhooks.payload import delivery_body, iso_ms
-from webhooks.secrets import SecretBox
-from webhooks.store_pg import PgWebhookStore
+from ujobs.webhooks import builtin
+from ujobs.webhooks.client import WebhookClient
+from ujobs.webhooks.errors import WebhookEndpointInvalidError, WebhookEventInvalidError
+from ujobs.webhooks.family import install_client
+from ujobs.webhooks.payload import delivery_body, iso_ms
+from ujobs.webhooks.secrets import SecretBox
+from ujobs.webhooks.store_pg import PgWebhookStore
 
 T0 = 1_700_000_000_123
 KIT = Path(__file__).resolve().parents[2] / "webhooks" / "verify"

@@ -14,7 +14,7 @@ from typing import Any, Literal, cast
 
 import orjson
 
-from shared.drivers.base import (
+from ujobs.drivers.base import (
     ALL_STATES,
     LEASE_LAPSED_FINAL_ATTEMPT,
     BackfillRow,
@@ -26,7 +26,7 @@ from shared.drivers.base import (
     StepRecord,
     WorkerRow,
 )
-from shared.errors import JobRowStatusUnknownError, StepOutputInvalidError, UltimateError
+from ujobs.errors import JobRowStatusUnknownError, StepOutputInvalidError, UltimateError
 
 JSONValue = Any
 Record = Mapping[str, Any]

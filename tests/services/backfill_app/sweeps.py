@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from shared.backfill import KeysetSource, backfill, keyset
-from shared.context import current_tenant
+from ujobs.backfill import KeysetSource, backfill, keyset
+from ujobs.context import current_tenant
 
 LEFT = {"rows": 42}
 LEFT_BY_ORG = {"org_1": 5, "org_a": 0, "org_b": 3}
