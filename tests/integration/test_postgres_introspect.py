@@ -8,7 +8,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ujobs.services.api_common import status_for
+from ujobs.services.api.common import status_for
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import (
     MAX_BULK_ROWS,
