@@ -30,18 +30,6 @@ from typing import Annotated, Any, cast
 
 import typer
 
-from ujobs.services.runtime.app_loader import load_api
-from ujobs.services.runtime.backends import Backend
-from ujobs.services.cli.common import AppOption, DatabaseUrlOption, JsonOption, operate
-from ujobs.services.runtime.output import (
-    Progress,
-    emit_json,
-    note,
-    print_fields,
-    print_table,
-    reported,
-)
-from ujobs.services.config.settings import environment, read_common
 from ujobs.backfill.declare import BackfillDefinition
 from ujobs.backfill.ledger_view import (
     applied_migrations,
@@ -60,6 +48,18 @@ from ujobs.errors import (
     UltimateError,
 )
 from ujobs.jobs.job import JobHandle
+from ujobs.services.cli.common import AppOption, DatabaseUrlOption, JsonOption, operate
+from ujobs.services.config.settings import environment, read_common
+from ujobs.services.runtime.app_loader import load_api
+from ujobs.services.runtime.backends import Backend
+from ujobs.services.runtime.output import (
+    Progress,
+    emit_json,
+    note,
+    print_fields,
+    print_table,
+    reported,
+)
 
 EXIT_PENDING = 3
 FOLLOW_POLL_S = 1.0

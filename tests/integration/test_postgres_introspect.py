@@ -8,7 +8,6 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ujobs.services.api.common import status_for
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import (
     MAX_BULK_ROWS,
@@ -29,6 +28,7 @@ from ujobs.errors import (
     JobPageInvalidError,
     JobRowStatusUnknownError,
 )
+from ujobs.services.api.common import status_for
 
 
 def req(key: str, **kw: Any) -> EnqueueRequest:

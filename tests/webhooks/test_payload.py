@@ -20,15 +20,15 @@ import asyncpg
 import orjson
 import pytest
 
+from tests.support.docs import marked_block, page
+from tests.support.webhook_receiver import Receiver
+from tests.webhooks.kit import LOCAL
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import ClaimOptions
 from ujobs.drivers.postgres import PostgresDriver, postgres_driver
 from ujobs.drivers.postgres.sql import migration_files
 from ujobs.execution.attempt import execute_job
 from ujobs.jobs.enqueue_target import reset_job_driver, set_job_driver
-from tests.support.docs import marked_block, page
-from tests.support.webhook_receiver import Receiver
-from tests.webhooks.kit import LOCAL
 from ujobs.webhooks import builtin
 from ujobs.webhooks.client import WebhookClient
 from ujobs.webhooks.errors import WebhookEndpointInvalidError, WebhookEventInvalidError
