@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from services.api_exports import export_paths
+from services.api_exports import EXPORT_SCHEMAS, export_paths
 from services.api_openapi_schemas import SCHEMAS
 from services.api_openapi_webhooks import webhook_paths
 from shared.drivers.base import ALL_STATES, MAX_JOB_PAGE
@@ -429,7 +429,7 @@ def enqueue_paths_of(registry: Registry) -> dict[str, str]:
 
 
 def openapi_document(registry: Registry) -> dict[str, Any]:
-    schemas = dict(SCHEMAS)
+    schemas = {**SCHEMAS, **EXPORT_SCHEMAS}
     paths: dict[str, Any] = {
         **_service_paths(),
         **_operator_paths(sorted(registry.tasks)),

@@ -5,19 +5,24 @@ Per-queue slots (``UJOBS_CONCURRENCY``) under one optional process cap
 and the two-phase drain: stop claiming, finish what is held within
 ``UJOBS_DRAIN_DEADLINE_MS``, close. A run still going at the deadline is abandoned (logged
 ``jobs.worker.drain-abandoned``; its lease lapses and the queue delivers it again) and the
-process exits 1 instead of 0. The webhook deliverer and the exporter are this service pinned to
+process exits 1 instead of 0. The app's ``define_api(context=)`` factory is entered once at
+start (``shared.jobs.app_context``; its value is every run's ``run.ctx``) and exited after the
+drain; the pool on ``DATABASE_URL`` is the one a ``keyset()`` without ``pool=`` reads through
+(``exports.library_pool``). The webhook deliverer and the exporter are this service pinned to
 one queue. Standalone it serves /metrics, /healthz and /readyz on ``UJOBS_METRICS_PORT``
 (``services.metrics_server``); under ``ujobs dev`` the api's /metrics carries the same series.
 """
 
 from __future__ import annotations
 
+from exports.library_pool import set_library_pool
 from services.app_loader import load_api
 from services.cli_retention import register_purge
 from services.config import WorkerConfig
 from services.metrics_server import serve_metrics
 from services.runtime import ServiceRun
 from services.wiring import Wired, wire
+from shared.jobs.app_context import open_app_context
 from shared.jobs.registry import Registry
 from shared.worker.job_worker import JobWorker, job_worker
 
@@ -39,9 +44,14 @@ async def start_worker(
         wired = await wire(run, config.common.connections, listen=True, need_database=has_database)
         await serve_metrics(run, config.metrics, wired.backend)
     register_purge(reg, config.common, pool=wired.backend.pool, task=False)
+    set_library_pool(wired.backend.pool)  # a keyset() without pool= reads through it
+    run.stack.callback(set_library_pool, None)
+    # Entered after the backend, so exited before it: after the drain, the app's resources
+    # close while the library's connections are still open.
+    ctx = await open_app_context(run.stack, reg.context)
     worker = job_worker(
         driver=wired.driver,
-        context=None,
+        context=lambda: ctx,  # the value itself, even a callable one: build_ctx would call it
         registry=reg,
         queues=config.queues,
         concurrency={q: config.concurrency.for_queue(q) for q in config.queues},

@@ -4,6 +4,6 @@
 from __future__ import annotations
 
 from shared import define_api
-from tests.exports.export_app import jobs
+from tests.exports.export_app import failing, jobs
 
-api = define_api(jobs=[jobs])
+api = define_api(jobs=[jobs, failing])
