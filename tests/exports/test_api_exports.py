@@ -369,3 +369,22 @@ async def test_a_dead_export_tells_why_to_its_tenant_without_the_stack_and_hides
         "message": f"no export {job_id!r}",
         "meta": {"id": job_id},
     }
+
+
+def test_the_modules_docstring_states_each_routes_token_rule_and_the_tenancy() -> None:
+    """The module's own account of its routes (read by whoever changes them): every route it
+    serves, with the scope it takes, and the rule a tenant token meets, as the tests above
+    prove it."""
+    import services.api_exports as module
+
+    doc = module.__doc__ or ""
+    assert "| Route | Scope | Answers |" in doc
+    rows = [line for line in doc.splitlines() if line.startswith("| ``GET ")]
+    served = [f"{route.method} {route.path}" for route in module.routes]  # type: ignore[attr-defined]
+    assert [row.split("``")[1].split("?")[0] for row in rows] == served
+    assert rows[0].split(" | ")[1] == "``read``"
+    assert "the signed link is the credential" in rows[1]
+    assert "another tenant's id answers exactly as an id that does not exist" in " ".join(
+        doc.split()
+    )
+    assert "a tenant token reads the code and message without the stack" in " ".join(doc.split())
