@@ -2,9 +2,9 @@
 (``UJOBS_APP=tests.e2e.context_app:api``).
 
 The factory opens its own pool on ``DATABASE_URL`` and writes ``opened`` (with a token minted
-per entry) to ``ctx_log``; each run of ``uses_ctx`` writes ``ran:<n>`` with the token of the
-``run.ctx`` it was handed; the exit writes ``closed``. So a test reads from one table how often
-the context was entered, what every run saw, and that it closed after them. With
+per entry) to ``ctx_log``; each run of a ``uses_ctx.<queue>`` job writes ``ran:<n>`` with the
+token of the ``run.ctx`` it was handed; the exit writes ``closed``. So a test reads from one
+table how often the context was entered, what every run saw, and that it closed after them. With
 ``CONTEXT_APP_FAIL`` set the factory raises before it yields (the app's database is down).
 """
 
@@ -46,17 +46,28 @@ async def resources() -> AsyncIterator[Resources]:
         await pool.close()
 
 
-@job(
-    input=t.object(n=t.number.int()),
-    idempotency_key=lambda i: f"ctx:{i.n}",
-    tenant="none",
-    queue=QUEUE,
-)
-async def uses_ctx(run: Run[Any]) -> None:
+async def _log_run(run: Run[Any]) -> None:
     ctx: Resources = run.ctx
     await ctx.pool.execute(
         "insert into ctx_log (event, token) values ($1, $2)", f"ran:{run.input.n}", ctx.token
     )
+
+
+def _logging_job(queue: str) -> Any:
+    return job(
+        name=f"uses_ctx.{queue}",
+        run=_log_run,
+        input=t.object(n=t.number.int()),
+        idempotency_key=lambda i: f"ctx:{i.n}",
+        tenant="none",
+        queue=queue,
+    )
+
+
+uses_ctx = _logging_job(QUEUE)
+# The same body on the queues the pinned services serve: the exporter's, the deliverer's.
+uses_ctx_exports = _logging_job("exports")
+uses_ctx_webhooks = _logging_job("webhooks")
 
 
 api = define_api(jobs=[sys.modules[__name__]], context=resources)

@@ -6,6 +6,7 @@ factory that raises stops the service at start with ``X_APP_CONTEXT_FAILED``. Th
 from __future__ import annotations
 
 import asyncio
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from tests.e2e.context_app import CTX_LOG, QUEUE
 from tests.e2e.service_process import ServiceProcess, service_env
 from tests.support.cli import ujobs_process
 from tests.support.docs import marked_block, page
+from tests.support.scratch import scratch_table
 
 pytestmark = pytest.mark.slow
 
@@ -33,27 +35,48 @@ async def all_done(driver: PostgresDriver, ids: list[str], timeout_s: float = 60
             await asyncio.sleep(0.1)
 
 
+SERVICES = {
+    "worker": (QUEUE, {"UJOBS_QUEUES": QUEUE}),
+    "exporter": ("exports", {}),
+    "webhook-deliverer": ("webhooks", {"UJOBS_SECRET_KEY": base64.b64encode(bytes(32)).decode()}),
+    "dev": (QUEUE, {"UJOBS_API_PORT": "0"}),
+}
+
+
+@pytest.mark.parametrize("service", list(SERVICES))
 async def test_the_context_is_entered_once_handed_to_every_run_and_closed_after_the_drain(
-    pg_dsn: str, pg_pool: asyncpg.Pool[Any]
+    service: str, pg_dsn: str, pg_pool: asyncpg.Pool[Any], tmp_path: Path
 ) -> None:
-    await pg_pool.execute(CTX_LOG)
+    queue, extra = SERVICES[service]
+    async with scratch_table(pg_pool, "ctx_log", CTX_LOG):
+        await run_three(service, queue, extra, pg_dsn, pg_pool, tmp_path)
+
+
+async def run_three(
+    service: str,
+    queue: str,
+    extra: dict[str, str],
+    pg_dsn: str,
+    pg_pool: asyncpg.Pool[Any],
+    tmp_path: Path,
+) -> None:
     driver = postgres_driver(pg_pool)
     queued = [
         await driver.enqueue(
-            EnqueueRequest(name="uses_ctx", input={"n": n}, idempotency_key=f"ctx:{n}", queue=QUEUE)
+            EnqueueRequest(
+                name=f"uses_ctx.{queue}", input={"n": n}, idempotency_key=f"ctx:{n}", queue=queue
+            )
         )
         for n in range(3)
     ]
-    env = service_env(
-        DATABASE_URL=pg_dsn, UJOBS_APP="tests.e2e.context_app:api", UJOBS_QUEUES=QUEUE
-    )
-    worker = await ServiceProcess.start("worker", env=env)
+    env = service_env(DATABASE_URL=pg_dsn, UJOBS_APP="tests.e2e.context_app:api", **extra)
+    process = await ServiceProcess.start(service, env=env, cwd=tmp_path)
     try:
         await all_done(driver, [q.id for q in queued])
-        worker.terminate()
-        assert await worker.exit_code(30) == 0
+        process.terminate()
+        assert await process.exit_code(60) == 0, process.logs
     finally:
-        await worker.kill()
+        await process.kill()
     log = await pg_pool.fetch("select event, token from ctx_log order by seq")
     events = [r["event"] for r in log]
     assert events[0] == "opened"
@@ -87,9 +110,14 @@ async def test_the_jobs_pages_context_example_runs_as_pasted_under_ujobs_worker(
     assert first_line == "# app/invoicing.py"
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "invoicing.py").write_text(code)
-    await pg_pool.execute(
+    invoices = (
         "create table invoices (id int primary key, org_id text, closed boolean default false)"
     )
+    async with scratch_table(pg_pool, "invoices", invoices):
+        await close_acmes_invoices(pg_dsn, pg_pool, tmp_path)
+
+
+async def close_acmes_invoices(pg_dsn: str, pg_pool: asyncpg.Pool[Any], tmp_path: Path) -> None:
     await pg_pool.execute(
         "insert into invoices (id, org_id) values (1, 'acme'), (2, 'acme'), (3, 'globex')"
     )

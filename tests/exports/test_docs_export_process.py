@@ -19,6 +19,7 @@ from shared.drivers.postgres import postgres_driver
 from tests.e2e.service_process import ServiceProcess, service_env
 from tests.exports.kit import files
 from tests.support.docs import first_block, page
+from tests.support.scratch import scratch_table
 
 pytestmark = pytest.mark.slow
 
@@ -44,10 +45,15 @@ async def test_the_guides_export_runs_as_pasted_under_ujobs_exporter(
     assert code.splitlines()[0] == "# app/reports.py"
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "reports.py").write_text(code)
-    await pg_pool.execute(
+    orders = (
         "create table orders (id bigint primary key, org_id text not null, "
         "placed_at timestamptz not null, total numeric not null)"
     )
+    async with scratch_table(pg_pool, "orders", orders):
+        await export_org_1(pg_dsn, pg_pool, tmp_path)
+
+
+async def export_org_1(pg_dsn: str, pg_pool: asyncpg.Pool[Any], tmp_path: Path) -> None:
     await pg_pool.execute(
         "insert into orders select i, case when i % 3 = 0 then 'org-2' else 'org-1' end, "
         "timestamptz '2026-01-02 03:04:05+00' + i * interval '1 minute', i * 1.5 "

@@ -96,4 +96,4 @@ def test_the_webhook_deliverer_runs_the_apps_jobs_with_the_apps_context() -> Non
 
     registry = deliverer_registry("tests.e2e.context_app:api")
     assert registry.context is context_app.resources
-    assert "uses_ctx" in registry.jobs
+    assert "uses_ctx.ctx" in registry.jobs
