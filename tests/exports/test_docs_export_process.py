@@ -6,8 +6,6 @@ tenant's rows only."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,24 +16,10 @@ from exports.manifest import Manifest
 from shared.drivers.postgres import postgres_driver
 from tests.e2e.service_process import ServiceProcess, service_env
 from tests.exports.kit import files
-from tests.support.docs import first_block, page
+from tests.support.docs import first_block, module_of, page
 from tests.support.scratch import scratch_table
 
 pytestmark = pytest.mark.slow
-
-
-def load_snippet(path: Path) -> Any:
-    """The pasted module, imported in this process only to build the enqueue request."""
-    spec = importlib.util.spec_from_file_location("docs_reports_app", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
 
 
 async def test_the_guides_export_runs_as_pasted_under_ujobs_exporter(
@@ -50,16 +34,16 @@ async def test_the_guides_export_runs_as_pasted_under_ujobs_exporter(
         "placed_at timestamptz not null, total numeric not null)"
     )
     async with scratch_table(pg_pool, "orders", orders):
-        await export_org_1(pg_dsn, pg_pool, tmp_path)
+        await export_org_1(code, pg_dsn, pg_pool, tmp_path)
 
 
-async def export_org_1(pg_dsn: str, pg_pool: asyncpg.Pool[Any], tmp_path: Path) -> None:
+async def export_org_1(code: str, pg_dsn: str, pg_pool: asyncpg.Pool[Any], tmp_path: Path) -> None:
     await pg_pool.execute(
         "insert into orders select i, case when i % 3 = 0 then 'org-2' else 'org-1' end, "
         "timestamptz '2026-01-02 03:04:05+00' + i * interval '1 minute', i * 1.5 "
         "from generate_series(1, 30) i"
     )
-    export_orders = load_snippet(tmp_path / "app" / "reports.py").export_orders
+    export_orders = module_of(code, "docs_reports_app").export_orders
     driver = postgres_driver(pg_pool)
     queued = await driver.enqueue(
         export_orders.request({"org_id": "org-1", "export_id": "e1"}, clock=driver.clock)
