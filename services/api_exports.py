@@ -302,9 +302,9 @@ EXPORT_SCHEMAS: dict[str, Any] = {
             "parts": {"type": "array", "items": {"$ref": "#/components/schemas/ExportPart"}},
             "linksExpireInS": {"type": "integer"},
             "lastError": {
-                "description": "why the export's last attempt failed (a dead export's: why it "
-                "will never be ready), null when none did; a tenant token reads the code and "
-                "message, an operator token the stack too",
+                "description": "the job's last error, kept after a retry that succeeded (a "
+                "dead export's says why it will never be ready); null until an attempt fails. "
+                "A tenant token reads its code and message, an operator token the stack too",
                 "type": ["string", "null"],
             },
         },
