@@ -21,7 +21,7 @@ another connection before it answers, so Postgres reads page N+1 while page N is
 read-only transaction, instead of one ``fetch`` of the whole page: the page is never a list in
 memory, which matters for wide rows and big batches.
 
-The statements are composed by ``exports.keyset_sql`` from named templates, identifiers that
+The statements are composed by ``ujobs.exports.keyset_sql`` from named templates, identifiers that
 are checked and double-quoted, and a ``where`` fragment the caller wrote; every value travels as
 a parameter. ``where`` and ``args`` number their parameters from ``$1``; the tenant's, the
 cursor's and the limit's come after them.
@@ -48,7 +48,7 @@ from decimal import Decimal
 from typing import Any, Protocol
 from uuid import UUID
 
-from exports.keyset_sql import (
+from ujobs.exports.keyset_sql import (
     CSV_SETTINGS,
     MAX_TYPES,
     PLAIN_TYPES,
@@ -57,9 +57,9 @@ from exports.keyset_sql import (
     keyset_statements,
     quote_ident,
 )
-from exports.library_pool import library_pool
-from shared.context import cross_tenant_reason, current_tenant
-from shared.errors import (
+from ujobs.exports.library_pool import library_pool
+from ujobs.context import cross_tenant_reason, current_tenant
+from ujobs.errors import (
     ExportTenancyUndeclaredError,
     InvariantError,
     TenancyActorOrgRequiredError,
@@ -329,7 +329,7 @@ def keyset(
     CSV export without ``row()`` over the same columns have Postgres write its pages, True
     insists, False always reads decoded rows (``prefetch`` and ``text`` shape those).
     ``pool``: where the rows are; without it, the library's own pool on ``DATABASE_URL``
-    (``exports.library_pool``), read when the first page is.
+    (``ujobs.exports.library_pool``), read when the first page is.
 
     Exactly one of ``tenant_column`` (the column of each row's tenant: only the acting
     tenant's rows are read) and ``tenant_free=True`` (the rows belong to no tenant) is

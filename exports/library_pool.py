@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.errors import ConfigInvalidError
+from ujobs.errors import ConfigInvalidError
 
 __all__ = ["library_pool", "set_library_pool"]
 

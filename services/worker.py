@@ -6,25 +6,25 @@ and the two-phase drain: stop claiming, finish what is held within
 ``UJOBS_DRAIN_DEADLINE_MS``, close. A run still going at the deadline is abandoned (logged
 ``jobs.worker.drain-abandoned``; its lease lapses and the queue delivers it again) and the
 process exits 1 instead of 0. The app's ``define_api(context=)`` factory is entered once at
-start (``shared.jobs.app_context``; its value is every run's ``run.ctx``) and exited after the
+start (``ujobs.jobs.app_context``; its value is every run's ``run.ctx``) and exited after the
 drain; the pool on ``DATABASE_URL`` is the one a ``keyset()`` without ``pool=`` reads through
-(``exports.library_pool``). The webhook deliverer and the exporter are this service pinned to
+(``ujobs.exports.library_pool``). The webhook deliverer and the exporter are this service pinned to
 one queue. Standalone it serves /metrics, /healthz and /readyz on ``UJOBS_METRICS_PORT``
-(``services.metrics_server``); under ``ujobs dev`` the api's /metrics carries the same series.
+(``ujobs.services.metrics_server``); under ``ujobs dev`` the api's /metrics carries the same series.
 """
 
 from __future__ import annotations
 
-from exports.library_pool import set_library_pool
-from services.app_loader import load_api
-from services.cli_retention import register_purge
-from services.config import WorkerConfig
-from services.metrics_server import serve_metrics
-from services.runtime import ServiceRun
-from services.wiring import Wired, wire
-from shared.jobs.app_context import open_app_context
-from shared.jobs.registry import Registry
-from shared.worker.job_worker import JobWorker, job_worker
+from ujobs.exports.library_pool import set_library_pool
+from ujobs.services.app_loader import load_api
+from ujobs.services.cli_retention import register_purge
+from ujobs.services.config import WorkerConfig
+from ujobs.services.metrics_server import serve_metrics
+from ujobs.services.runtime import ServiceRun
+from ujobs.services.wiring import Wired, wire
+from ujobs.jobs.app_context import open_app_context
+from ujobs.jobs.registry import Registry
+from ujobs.worker.job_worker import JobWorker, job_worker
 
 
 async def start_worker(

@@ -8,7 +8,7 @@ hands ``define_api`` a factory: a zero-argument function answering an async cont
 (``ujobs worker``, ``exporter``, ``webhook-deliverer``, ``dev``) enters it once at start, before
 it claims anything; what it yields is ``run.ctx`` in every run (and ``settled.ctx`` in
 ``on_settled``); it is exited after the drain, when no run holds it any more, before the
-library's own connections close. ``shared.testing.drain(api=...)`` enters it around a drain.
+library's own connections close. ``ujobs.testing.drain(api=...)`` enters it around a drain.
 
 A factory that raises (the app's database is down, a setting is missing) stops the service at
 start with ``X_APP_CONTEXT_FAILED`` naming the cause, instead of every run failing on it later.
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from shared.errors import AppContextFailedError, InvariantError, UltimateError
+from ujobs.errors import AppContextFailedError, InvariantError, UltimateError
 
 AppContext = Callable[[], AbstractAsyncContextManager[Any]]
 """What ``define_api(context=)`` takes: a zero-argument function answering an async context

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from shared.errors import InvariantError, JobDuplicateError
-from shared.jobs.app_context import AppContext, checked_context
-from shared.jobs.job import JobHandle, validate_name
-from shared.jobs.task import TaskHandle
+from ujobs.errors import InvariantError, JobDuplicateError
+from ujobs.jobs.app_context import AppContext, checked_context
+from ujobs.jobs.job import JobHandle, validate_name
+from ujobs.jobs.task import TaskHandle
 
 Namespace = ModuleType | object
 
@@ -26,7 +26,7 @@ Namespace = ModuleType | object
 @dataclass
 class Registry:
     """Name -> handle, for jobs and for tasks; what workers and the manifest read. ``context``
-    is the app's ``define_api(context=)`` factory (``shared.jobs.app_context``), if any."""
+    is the app's ``define_api(context=)`` factory (``ujobs.jobs.app_context``), if any."""
 
     jobs: dict[str, JobHandle[Any]] = field(default_factory=dict)
     tasks: dict[str, TaskHandle] = field(default_factory=dict)
@@ -199,7 +199,7 @@ def define_api(
     Pass module objects (``import app.jobs as jobs; define_api(jobs=[jobs])``). Every collision
     is refused before any handle is renamed. ``context`` is a function answering an async
     context manager: each service that runs jobs enters it once at start, its value is
-    ``run.ctx``, and it is exited after the drain (``shared.jobs.app_context``).
+    ``run.ctx``, and it is exited after the drain (``ujobs.jobs.app_context``).
     ``install=False`` builds the ``Api`` without touching the process registry (tests).
     """
     factory = checked_context(context)

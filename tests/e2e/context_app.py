@@ -20,7 +20,7 @@ from typing import Any
 
 import asyncpg
 
-from shared import Run, define_api, job, t
+from ujobs import Run, define_api, job, t
 
 QUEUE = "ctx"
 CTX_LOG = "create table ctx_log (seq bigserial primary key, event text not null, token text)"

@@ -13,8 +13,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.drivers.base import EnqueueRequest
-from shared.drivers.postgres import PostgresDriver, postgres_driver
+from ujobs.drivers.base import EnqueueRequest
+from ujobs.drivers.postgres import PostgresDriver, postgres_driver
 from tests.e2e.context_app import CTX_LOG, QUEUE
 from tests.e2e.service_process import ServiceProcess, service_env
 from tests.support.cli import ujobs_process

@@ -14,8 +14,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
-from services.api import create_app
-from services.api_exports import (
+from ujobs.services.api import create_app
+from ujobs.services.api_exports import (
     AUTHORIZE,
     ExportLinkInvalidError,
     Reader,
@@ -23,11 +23,11 @@ from services.api_exports import (
     sign_path,
     verify_path,
 )
-from services.config import ApiConfig
-from services.tokens import TokenStore
-from shared.drivers.postgres import PostgresDriver, postgres_driver
-from shared.execution.settle import error_summary
-from shared.metrics import JobMetrics
+from ujobs.services.config import ApiConfig
+from ujobs.services.tokens import TokenStore
+from ujobs.drivers.postgres import PostgresDriver, postgres_driver
+from ujobs.execution.settle import error_summary
+from ujobs.metrics import JobMetrics
 from tests.exports.conftest import LocalS3
 from tests.exports.export_app.failing import broken_export
 from tests.exports.export_app.jobs import expected_csv, orders_export, plain_job
@@ -375,7 +375,7 @@ def test_the_modules_docstring_states_each_routes_token_rule_and_the_tenancy() -
     """The module's own account of its routes (read by whoever changes them): every route it
     serves, with the scope it takes, and the rule a tenant token meets, as the tests above
     prove it."""
-    import services.api_exports as module
+    import ujobs.services.api_exports as module
 
     doc = module.__doc__ or ""
     assert "| Route | Scope | Answers |" in doc

@@ -1,4 +1,4 @@
-"""``define_api(context=)``: checked at declaration, entered once around ``shared.testing``'s
+"""``define_api(context=)``: checked at declaration, entered once around ``ujobs.testing``'s
 drain (its value is ``run.ctx``), carried to the webhook deliverer's registry, and a factory
 that is no async context manager, or raises, is ``X_APP_CONTEXT_FAILED``."""
 
@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from services.webhook_deliverer import deliverer_registry
-from shared import Run, define_api, job, t
-from shared.errors import AppContextFailedError, InvariantError
-from shared.jobs.app_context import open_app_context
-from shared.testing import drain, install_memory_driver, uninstall_memory_driver
+from ujobs.services.webhook_deliverer import deliverer_registry
+from ujobs import Run, define_api, job, t
+from ujobs.errors import AppContextFailedError, InvariantError
+from ujobs.jobs.app_context import open_app_context
+from ujobs.testing import drain, install_memory_driver, uninstall_memory_driver
 
 EVENTS: list[str] = []
 
