@@ -10,18 +10,18 @@ start (``ujobs.jobs.app_context``; its value is every run's ``run.ctx``) and exi
 drain; the pool on ``DATABASE_URL`` is the one a ``keyset()`` without ``pool=`` reads through
 (``ujobs.exports.library_pool``). The webhook deliverer and the exporter are this service pinned to
 one queue. Standalone it serves /metrics, /healthz and /readyz on ``UJOBS_METRICS_PORT``
-(``ujobs.services.metrics_server``); under ``ujobs dev`` the api's /metrics carries the same series.
+(``ujobs.services.runtime.metrics_server``); under ``ujobs dev`` the api's /metrics carries the same series.
 """
 
 from __future__ import annotations
 
 from ujobs.exports.library_pool import set_library_pool
-from ujobs.services.app_loader import load_api
-from ujobs.services.cli_retention import register_purge
-from ujobs.services.config import WorkerConfig
-from ujobs.services.metrics_server import serve_metrics
-from ujobs.services.runtime import ServiceRun
-from ujobs.services.wiring import Wired, wire
+from ujobs.services.runtime.app_loader import load_api
+from ujobs.services.cli.retention import register_purge
+from ujobs.services.config.settings import WorkerConfig
+from ujobs.services.runtime.metrics_server import serve_metrics
+from ujobs.services.runtime.service_run import ServiceRun
+from ujobs.services.runtime.wiring import Wired, wire
 from ujobs.jobs.app_context import open_app_context
 from ujobs.jobs.registry import Registry
 from ujobs.worker.job_worker import JobWorker, job_worker

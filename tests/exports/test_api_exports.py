@@ -14,8 +14,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
-from ujobs.services.api import create_app
-from ujobs.services.api_exports import (
+from ujobs.services.api.app import create_app
+from ujobs.services.api.exports import (
     AUTHORIZE,
     ExportLinkInvalidError,
     Reader,
@@ -23,8 +23,8 @@ from ujobs.services.api_exports import (
     sign_path,
     verify_path,
 )
-from ujobs.services.config import ApiConfig
-from ujobs.services.tokens import TokenStore
+from ujobs.services.config.settings import ApiConfig
+from ujobs.services.api.tokens import TokenStore
 from ujobs.drivers.postgres import PostgresDriver, postgres_driver
 from ujobs.execution.settle import error_summary
 from ujobs.metrics import JobMetrics
@@ -375,7 +375,7 @@ def test_the_modules_docstring_states_each_routes_token_rule_and_the_tenancy() -
     """The module's own account of its routes (read by whoever changes them): every route it
     serves, with the scope it takes, and the rule a tenant token meets, as the tests above
     prove it."""
-    import ujobs.services.api_exports as module
+    import ujobs.services.api.exports as module
 
     doc = module.__doc__ or ""
     assert "| Route | Scope | Answers |" in doc
