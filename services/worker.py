@@ -16,14 +16,14 @@ one queue. Standalone it serves /metrics, /healthz and /readyz on ``UJOBS_METRIC
 from __future__ import annotations
 
 from ujobs.exports.library_pool import set_library_pool
-from ujobs.services.runtime.app_loader import load_api
+from ujobs.jobs.app_context import open_app_context
+from ujobs.jobs.registry import Registry
 from ujobs.services.cli.retention import register_purge
 from ujobs.services.config.settings import WorkerConfig
+from ujobs.services.runtime.app_loader import load_api
 from ujobs.services.runtime.metrics_server import serve_metrics
 from ujobs.services.runtime.service_run import ServiceRun
 from ujobs.services.runtime.wiring import Wired, wire
-from ujobs.jobs.app_context import open_app_context
-from ujobs.jobs.registry import Registry
 from ujobs.worker.job_worker import JobWorker, job_worker
 
 

@@ -14,9 +14,9 @@ from typing import Annotated, TypeVar
 
 import typer
 
+from ujobs.services.config.settings import OperatorConfig, environment
 from ujobs.services.runtime.backends import Backend, open_backend
 from ujobs.services.runtime.output import Progress, reported
-from ujobs.services.config.settings import OperatorConfig, environment
 
 T = TypeVar("T")
 

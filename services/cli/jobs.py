@@ -14,7 +14,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ujobs.services.runtime.backends import Backend
+from ujobs.drivers.base import DEFAULT_JOB_PAGE, MAX_JOB_PAGE, JobFilter
+from ujobs.introspect import inspect_job, list_jobs, resolve_job_id
 from ujobs.services.cli.backfill import backfill_of_run, backfills_in_flight, note_in_flight
 from ujobs.services.cli.common import DatabaseUrlOption, DriverOption, JsonOption, operate
 from ujobs.services.cli.jobs_common import (
@@ -28,6 +29,7 @@ from ujobs.services.cli.jobs_common import (
     progress_text,
 )
 from ujobs.services.cli.jobs_move import jobs_cancel, jobs_promote, jobs_remove, jobs_retry
+from ujobs.services.runtime.backends import Backend
 from ujobs.services.runtime.output import (
     Progress,
     duration,
@@ -38,8 +40,6 @@ from ujobs.services.runtime.output import (
     print_table,
     when,
 )
-from ujobs.drivers.base import DEFAULT_JOB_PAGE, MAX_JOB_PAGE, JobFilter
-from ujobs.introspect import inspect_job, list_jobs, resolve_job_id
 
 jobs_app = typer.Typer(help="List, inspect and move jobs.", no_args_is_help=True)
 

@@ -13,13 +13,13 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ujobs.drivers.base import EnqueueRequest
-from ujobs.drivers.postgres import PostgresDriver, postgres_driver
 from tests.e2e.context_app import CTX_LOG, QUEUE
 from tests.e2e.service_process import ServiceProcess, service_env
 from tests.support.cli import ujobs_process
 from tests.support.docs import marked_block, page
 from tests.support.scratch import scratch_table
+from ujobs.drivers.base import EnqueueRequest
+from ujobs.drivers.postgres import PostgresDriver, postgres_driver
 
 pytestmark = pytest.mark.slow
 

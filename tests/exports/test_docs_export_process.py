@@ -12,12 +12,12 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ujobs.exports.manifest import Manifest
-from ujobs.drivers.postgres import postgres_driver
 from tests.e2e.service_process import ServiceProcess, service_env
 from tests.exports.kit import files
 from tests.support.docs import first_block, module_of, page
 from tests.support.scratch import scratch_table
+from ujobs.drivers.postgres import postgres_driver
+from ujobs.exports.manifest import Manifest
 
 pytestmark = pytest.mark.slow
 

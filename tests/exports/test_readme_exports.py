@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from tests.support.docs import first_block, module_of, page, section
+from ujobs.execution.scope import job_scope
 from ujobs.exports.family import export_of
 from ujobs.exports.keyset import KeysetSource
-from ujobs.execution.scope import job_scope
-from tests.support.docs import first_block, module_of, page, section
 
 GUIDE = page("guides/exports.md")
 

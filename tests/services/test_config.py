@@ -7,6 +7,8 @@ import dataclasses
 
 import pytest
 
+from ujobs.errors import ConfigInvalidError, DriverUnavailableError, UltimateError
+from ujobs.services.config.parse import Concurrency
 from ujobs.services.config.settings import (
     ApiConfig,
     OperatorConfig,
@@ -14,9 +16,7 @@ from ujobs.services.config.settings import (
     WorkerConfig,
     read_common,
 )
-from ujobs.services.config.parse import Concurrency
 from ujobs.services.config.variables import VARIABLES
-from ujobs.errors import ConfigInvalidError, DriverUnavailableError, UltimateError
 
 PG = "postgresql://app:s3cret@db.internal:5432/app"
 

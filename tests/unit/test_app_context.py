@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from ujobs.services.webhook_deliverer import deliverer_registry
 from ujobs import Run, define_api, job, t
 from ujobs.errors import AppContextFailedError, InvariantError
 from ujobs.jobs.app_context import open_app_context
+from ujobs.services.webhook_deliverer import deliverer_registry
 from ujobs.testing import drain, install_memory_driver, uninstall_memory_driver
 
 EVENTS: list[str] = []

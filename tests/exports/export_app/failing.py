@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ujobs.exports import export_rows, keyset
 from ujobs import Run, t
+from ujobs.exports import export_rows, keyset
 
 
 def contradictory(run: Run[Any]) -> Any:
