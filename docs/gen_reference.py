@@ -38,6 +38,7 @@ ERROR_MODULES = (
     "services.api_exports",
     "services.api_queues",
     "services.auth",
+    "services.cli_remote",
     "services.dashboard.not_found",
     "services.dashboard.session",
     "services.nats.edge",

@@ -4,7 +4,7 @@ bearer tokens, plus health, readiness, metrics and the manifest.
 Built the standard way (STYLE #13): ``create_app(config)`` answers an ``Application`` whose
 backend is opened and closed by a ``cleanup_ctx``, state lives under typed ``web.AppKey``s
 (``api_common``), and each concern is a ``RouteTableDef`` of its own module: ``api_enqueue``
-(jobs, batches, events), ``api_jobs`` (one job, pages, moves), ``api_queues`` (queues, tasks),
+(jobs, batches, events), ``api_jobs`` (one job, pages, moves), ``api_queues`` (queues, tasks), ``api_tokens`` (the token list),
 ``api_webhooks`` (webhook endpoints and their deliveries).
 Who may call what is ``services.auth`` (shared with the NATS edge); the per-token rate limit is
 ``api_ratelimit``; concurrent single enqueues share a commit through ``api_enqueue_batcher``.
@@ -38,7 +38,7 @@ import asyncpg
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from services import api_enqueue, api_jobs, api_queues
+from services import api_enqueue, api_jobs, api_queues, api_tokens
 from services.api_common import (
     BACKEND,
     CONFIG,
@@ -225,6 +225,7 @@ def create_app(
     app.add_routes(api_enqueue.routes)
     app.add_routes(api_jobs.routes)
     app.add_routes(api_queues.routes)
+    app.add_routes(api_tokens.routes)
     setup_dashboard(app)
     add_export_routes(app, authorize=token_reader)
     add_webhook_routes(app)

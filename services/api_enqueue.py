@@ -20,7 +20,6 @@ A batch is all or nothing, through the driver's ``enqueue_many`` (the path of
 from __future__ import annotations
 
 import dataclasses
-
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol, cast
 

@@ -147,6 +147,36 @@ SCHEMAS: dict[str, Any] = {
             "paused": {"type": "boolean"},
         },
     },
+    "Tokens": {
+        "type": "object",
+        "required": ["tokens"],
+        "properties": {
+            "tokens": {"type": "array", "items": {"$ref": "#/components/schemas/Token"}}
+        },
+    },
+    "Token": {
+        "type": "object",
+        "required": [
+            "id",
+            "name",
+            "tenant",
+            "operator",
+            "scopes",
+            "createdAtMs",
+            "expiresAtMs",
+            "revokedAtMs",
+        ],
+        "properties": {
+            "id": {"type": "string"},
+            "name": _NULLABLE_STRING,
+            "tenant": _NULLABLE_STRING,
+            "operator": {"type": "boolean"},
+            "scopes": {"type": "array", "items": {"type": "string"}},
+            "createdAtMs": {"type": "integer"},
+            "expiresAtMs": {"type": ["integer", "null"]},
+            "revokedAtMs": {"type": ["integer", "null"]},
+        },
+    },
     "Tasks": {
         "type": "object",
         "required": ["tasks"],

@@ -31,7 +31,13 @@ from exports.sinks import ExportNotFoundError
 from services.api_exports import LINK_TTL
 from services.app_loader import load_api
 from services.backends import Backend, open_backend
-from services.cli_common import AppOption, DatabaseUrlOption, DriverOption, JsonOption
+from services.cli_common import (
+    AppOption,
+    DatabaseUrlOption,
+    DriverOption,
+    JsonOption,
+    refuse_remote,
+)
 from services.cli_output import emit_json, note, print_fields, print_table, reported
 from services.config import OperatorConfig, environment
 from services.exporter import ExportSettings
@@ -53,6 +59,7 @@ def _run(
 ) -> T:
     with reported(as_json=as_json):
         env = environment()
+        refuse_remote(env, database_url=database_url, driver=driver)
         config = OperatorConfig.load(env, database_url=database_url, driver=driver)
         ExportSettings.load(env).install()
 

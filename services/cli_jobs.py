@@ -11,6 +11,7 @@ step's output unless ``--show-output`` (see ``shared.introspect``).
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import typer
 
@@ -38,8 +39,18 @@ from services.cli_output import (
     print_table,
     when,
 )
+from services.cli_remote import Remote, remote_get
+from services.config_parse import invalid
+from shared.clock import SYSTEM_CLOCK
 from shared.drivers.base import DEFAULT_JOB_PAGE, MAX_JOB_PAGE, JobFilter
-from shared.introspect import inspect_job, list_jobs, resolve_job_id
+from shared.errors import JobIdAmbiguousError, JobNotFoundError
+from shared.introspect import (
+    AMBIGUOUS_LISTED,
+    FULL_ID_LENGTH,
+    inspect_job,
+    list_jobs,
+    resolve_job_id,
+)
 
 jobs_app = typer.Typer(help="List, inspect and move jobs.", no_args_is_help=True)
 
@@ -89,8 +100,28 @@ def jobs_list(
             "nowMs": backend.driver.clock.now_ms(),
         }
 
+    def remote(target: Remote) -> dict[str, Any]:
+        _remote_refuses(created_from=created_from, created_to=created_to)
+        query = {
+            "queue": queue,
+            "name": name,
+            "state": parse_state(state),
+            "tenantId": tenant,
+            "idPrefix": id_prefix,
+            "limit": str(limit),
+            "after": after,
+            "before": before,
+        }
+        page: dict[str, Any] = remote_get(target, "/v1/jobs", query)
+        return {**page, "nowMs": SYSTEM_CLOCK.now_ms()}
+
     page = operate(
-        work, as_json=as_json, label="listing jobs", database_url=database_url, driver=driver
+        work,
+        as_json=as_json,
+        label="listing jobs",
+        database_url=database_url,
+        driver=driver,
+        remote=remote,
     )
     if as_json:
         page.pop("nowMs")
@@ -118,7 +149,7 @@ def jobs_list(
         note("no jobs match")
     elif page["next"] is not None:
         note(f"more: ujobs jobs list --after {page['next']} (same filters)")
-    note_in_flight(page["backfills"])
+    note_in_flight(page.get("backfills", []))
 
 
 # --- show ---------------------------------------------------------------------------------------
@@ -147,18 +178,61 @@ def jobs_show(
         doc["backfill"] = await backfill_of_run(backend.driver, doc["name"], doc["runId"])
         return {**doc, "nowMs": backend.driver.clock.now_ms()}
 
+    def remote(target: Remote) -> dict[str, Any]:
+        _remote_refuses(show_input=show_input, show_output=show_output)
+        full_id = _remote_job_id(target, job_id)
+        doc: dict[str, Any] = remote_get(target, f"/v1/jobs/{quote(full_id, safe='')}")
+        return {**doc, "nowMs": SYSTEM_CLOCK.now_ms()}
+
     doc = operate(
         work,
         as_json=as_json,
         label=f"reading job {job_id}",
         database_url=database_url,
         driver=driver,
+        remote=remote,
     )
     now = doc.pop("nowMs")
     if as_json:
         emit_json(doc)
         return
     _print_job(doc, now, show_input=show_input, show_output=show_output)
+
+
+def _remote_refuses(**flags: object) -> None:
+    """The flags the api's routes cannot answer (it never shows a job's input values or its
+    steps' outputs, and has no created-at filter): refused rather than silently ignored."""
+    for name, value in flags.items():
+        if value:
+            flag = "--" + name.replace("_", "-")
+            raise invalid(
+                flag,
+                "the api (UJOBS_URL) does not answer it; set DATABASE_URL to read the database",
+            )
+
+
+def _remote_job_id(target: Remote, given: str) -> str:
+    """``resolve_job_id`` over HTTP: a shorter id is the one job whose id starts with it."""
+    text = given.strip()
+    if len(text) >= FULL_ID_LENGTH or not text:
+        return text
+    page = remote_get(target, "/v1/jobs", {"idPrefix": text, "limit": str(AMBIGUOUS_LISTED + 1)})
+    jobs = page["jobs"]
+    if not jobs:
+        raise JobNotFoundError(
+            f"no job's id starts with {text!r}; find it with `ujobs jobs list --json`",
+            meta={"id": text},
+        )
+    if len(jobs) > 1:
+        listed = jobs[:AMBIGUOUS_LISTED]
+        more = " and more" if len(jobs) > AMBIGUOUS_LISTED else ""
+        raise JobIdAmbiguousError(
+            f"{text!r} starts {len(listed)}{more} job ids: "
+            + ", ".join(f"{j['id']} ({j['name']})" for j in listed)
+            + "; give more of the id",
+            meta={"id": text, "matches": [j["id"] for j in listed]},
+        )
+    return str(jobs[0]["id"])
 
 
 def _print_job(doc: dict[str, Any], now: int, *, show_input: bool, show_output: bool) -> None:

@@ -14,6 +14,7 @@ import typer
 from services.backends import Backend
 from services.cli_common import DatabaseUrlOption, DriverOption, JsonOption, operate
 from services.cli_output import Progress, duration, emit_json, note, print_table, when
+from services.cli_remote import Remote, remote_get
 from services.config_parse import parse_queues
 from shared.introspect import inspect_queues, list_workers, pause_queues
 
@@ -33,8 +34,17 @@ def queues_list(
     async def work(backend: Backend, _: Progress) -> list[dict[str, Any]]:
         return await inspect_queues(backend.driver, backend.driver.clock.now_ms())
 
+    def remote(target: Remote) -> list[dict[str, Any]]:
+        queues: list[dict[str, Any]] = remote_get(target, "/v1/queues")["queues"]
+        return queues
+
     queues = operate(
-        work, as_json=as_json, label="reading queues", database_url=database_url, driver=driver
+        work,
+        as_json=as_json,
+        label="reading queues",
+        database_url=database_url,
+        driver=driver,
+        remote=remote,
     )
     if as_json:
         emit_json({"queues": queues})

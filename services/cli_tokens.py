@@ -13,6 +13,7 @@ import typer
 from services.backends import Backend
 from services.cli_common import DatabaseUrlOption, JsonOption, operate
 from services.cli_output import Progress, emit_json, iso, note, print_table, reported
+from services.cli_remote import Remote, remote_get
 from services.config_parse import invalid
 from services.tokens import TokenStore, check_tenant, parse_scopes
 from shared.durations import duration_ms
@@ -90,12 +91,18 @@ def tokens_create(
 @tokens_app.command("list")
 def tokens_list(database_url: DatabaseUrlOption = None, as_json: JsonOption = False) -> None:
     """Every token, newest first: id, name, tenant, scopes, expiry, revocation (never a
-    secret)."""
+    secret). Without DATABASE_URL it asks the api at UJOBS_URL (an operator admin token)."""
 
     async def work(backend: Backend, _: Progress) -> list[dict[str, Any]]:
         return [r.to_json() for r in await _store(backend).list()]
 
-    rows = operate(work, as_json=as_json, label="listing tokens", database_url=database_url)
+    def remote(target: Remote) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = remote_get(target, "/v1/tokens")["tokens"]
+        return rows
+
+    rows = operate(
+        work, as_json=as_json, label="listing tokens", database_url=database_url, remote=remote
+    )
     if as_json:
         emit_json({"tokens": rows})
         return

@@ -18,7 +18,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from services.backends import Backend, open_backend
-from services.cli_common import DatabaseUrlOption, DriverOption, JsonOption
+from services.cli_common import DatabaseUrlOption, DriverOption, JsonOption, refuse_remote
 from services.cli_output import Progress, emit_json, iso, note, print_table, reported
 from services.config import OperatorConfig, environment
 from services.secret_key import write_key_file
@@ -50,6 +50,7 @@ def _run(
 ) -> T:
     with reported(as_json=as_json):
         env = environment()
+        refuse_remote(env, database_url=database_url, driver=driver)
         config = OperatorConfig.load(env, database_url=database_url, driver=driver)
         settings = webhook_settings(env)
         with Progress(label):

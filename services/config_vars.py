@@ -118,6 +118,23 @@ VARIABLES: dict[str, Variable] = {
             ("api", "dev", "nats status"),
         ),
         Variable(
+            "UJOBS_URL",
+            "the api's base URL (https://jobs.example.com) for clients: the docs' HTTP "
+            "snippets, and the operator commands that work remotely (jobs list, jobs show, "
+            "queues list, tokens list) when DATABASE_URL is unset; every other operator "
+            "command then answers X_CONFIG_INVALID naming DATABASE_URL",
+            "none: the operator commands read DATABASE_URL",
+            ("clients", "operator commands"),
+        ),
+        Variable(
+            "UJOBS_TOKEN",
+            "the bearer token (`ujobs tokens create`) sent with UJOBS_URL; queues list and "
+            "tokens list need an operator token (tokens list: with admin), jobs list and show "
+            "read, and a tenant token sees its tenant's jobs only",
+            "none (required with UJOBS_URL when DATABASE_URL is unset)",
+            ("clients", "operator commands"),
+        ),
+        Variable(
             "UJOBS_APP",
             "module:attribute of the value define_api() returned",
             "none (only the built-in families)",

@@ -195,3 +195,14 @@ def test_every_variable_is_documented() -> None:
         assert variable.default
         assert variable.services
         assert variable.name == variable.name.upper()
+
+
+def test_the_client_variables_the_docs_export_start_every_service() -> None:
+    """The "Enqueue from any language" guide exports UJOBS_URL and UJOBS_TOKEN: every service
+    and operator command starts with them set (the operator CLI reads them when DATABASE_URL
+    is unset: tests/e2e/test_remote_cli.py)."""
+    client = {"UJOBS_URL": "http://127.0.0.1:8080", "UJOBS_TOKEN": "ujobs_x"}
+    assert WorkerConfig.load({"DATABASE_URL": PG, **client}).common.connections.database_url
+    assert ApiConfig.load({"DATABASE_URL": PG, **client}).common.service == "api"
+    assert SchedulerConfig.load({"DATABASE_URL": PG, **client}).common.service == "scheduler"
+    assert OperatorConfig.load({"DATABASE_URL": PG, **client}).common.service == "cli"
