@@ -330,20 +330,22 @@ VARIABLES: dict[str, Variable] = {
             "download links for exports on the filesystem",
             "none: the webhook deliverer and commands refuse to start; export parts on the "
             "filesystem get no link",
-            ("webhook-deliverer", "webhooks commands", "api", "exporter"),
+            ("webhook-deliverer", "webhooks commands", "api", "exporter", "dev"),
         ),
         Variable(
             "UJOBS_SECRET_KEY_FILE",
             "a file holding UJOBS_SECRET_KEY's value (compose's keygen service writes one on "
             "first start: `ujobs webhooks new-key --into PATH`); set one of the two",
             "none: UJOBS_SECRET_KEY is read",
-            ("webhook-deliverer", "webhooks commands", "api", "exporter"),
+            ("webhook-deliverer", "webhooks commands", "api", "exporter", "dev"),
         ),
         Variable(
             "UJOBS_WEBHOOK_ALLOW_PRIVATE",
-            "networks webhooks may reach besides public addresses (10.0.0.0/8,…), or * for all",
+            "networks webhooks may reach besides public addresses (10.0.0.0/8,…), or * for all; "
+            "checked where an endpoint is registered (the api, ujobs dev, `ujobs webhooks "
+            "endpoints add`) and at every delivery (the deliverer): set it on both",
             "none: loopback, private, link-local, multicast and metadata addresses refused",
-            ("webhook-deliverer", "webhooks commands", "api"),
+            ("webhook-deliverer", "webhooks commands", "api", "dev"),
         ),
         Variable(
             "UJOBS_WEBHOOK_ENDPOINT_CONCURRENCY",
@@ -354,9 +356,11 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable(
             "UJOBS_WEBHOOK_ALLOW_HTTP",
-            "1 lets webhook endpoints use http:// (tests, private networks)",
+            "1 lets webhook endpoints use http:// (tests, private networks, a receiver on "
+            "127.0.0.1 with UJOBS_WEBHOOK_ALLOW_PRIVATE); checked at registration (the api, "
+            "ujobs dev, `ujobs webhooks endpoints add`) and at every delivery: set it on both",
             "0: https:// only",
-            ("webhook-deliverer", "webhooks commands", "api"),
+            ("webhook-deliverer", "webhooks commands", "api", "dev"),
         ),
     )
 }

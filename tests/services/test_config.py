@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from services.cli_services import reads
 from services.config import (
     ApiConfig,
     OperatorConfig,
@@ -206,3 +207,14 @@ def test_the_client_variables_the_docs_export_start_every_service() -> None:
     assert ApiConfig.load({"DATABASE_URL": PG, **client}).common.service == "api"
     assert SchedulerConfig.load({"DATABASE_URL": PG, **client}).common.service == "scheduler"
     assert OperatorConfig.load({"DATABASE_URL": PG, **client}).common.service == "cli"
+
+
+def test_the_webhook_allow_variables_name_every_process_that_checks_them() -> None:
+    """The api and ujobs dev refuse a loopback http:// endpoint at registration as the
+    deliverer refuses it at delivery: the table (and each --help) names all of them."""
+    for name in ("UJOBS_WEBHOOK_ALLOW_HTTP", "UJOBS_WEBHOOK_ALLOW_PRIVATE"):
+        variable = VARIABLES[name]
+        assert {"api", "dev", "webhook-deliverer", "webhooks commands"} <= set(variable.services)
+        assert "registration" in variable.help or "registered" in variable.help
+        for service in ("api", "dev", "webhook-deliverer"):
+            assert name in reads(service), service
