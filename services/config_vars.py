@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from shared.drivers.base import DEFAULT_QUEUE, DEFAULT_VISIBILITY_MS
+from shared.drivers.base import DEFAULT_VISIBILITY_MS
 from shared.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
 from shared.outbox.relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
 
@@ -135,6 +135,26 @@ VARIABLES: dict[str, Variable] = {
             ("clients", "operator commands"),
         ),
         Variable(
+            "UJOBS_IMAGE",
+            "compose.yaml: the image every service runs (an app's own image built FROM "
+            "ultimate-jobs:local)",
+            "ultimate-jobs:local",
+            ("compose.yaml",),
+        ),
+        Variable(
+            "UJOBS_APP_DIR",
+            "compose.yaml: the app's directory, mounted read-only at /srv/app in every service",
+            "compose.yaml's own directory",
+            ("compose.yaml",),
+        ),
+        Variable(
+            "UJOBS_APP_ENV",
+            "compose.yaml: an optional file of the app's own settings (NAME=value a line) "
+            "handed to every long-running service",
+            "app.env beside compose.yaml, if it exists",
+            ("compose.yaml",),
+        ),
+        Variable(
             "UJOBS_APP",
             "module:attribute of the value define_api() returned",
             "none (only the built-in families)",
@@ -142,7 +162,11 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable("UJOBS_DRIVER", "the queue's driver: postgres or redis", "postgres", _ALL),
         Variable(
-            "UJOBS_QUEUES", "comma-separated queues a worker serves", DEFAULT_QUEUE, ("worker",)
+            "UJOBS_QUEUES",
+            "comma-separated queues a worker serves (ujobs dev: its worker)",
+            "every queue the app's jobs name, and default (ujobs worker leaves webhooks and "
+            "exports to the deliverer and the exporter)",
+            ("worker", "dev"),
         ),
         Variable(
             "UJOBS_CONCURRENCY",
@@ -208,7 +232,8 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable(
             "UJOBS_METRICS_PORT",
-            "their port; 0 picks a free one. Unset and busy: the service runs without them",
+            "their port; 0 picks a free one. Busy: the service stops at start with "
+            "X_CONFIG_INVALID (two services on one host: give each its own)",
             str(DEFAULT_METRICS_PORT),
             _METRICS,
         ),

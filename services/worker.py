@@ -12,14 +12,30 @@ one queue. Standalone it serves /metrics, /healthz and /readyz on ``UJOBS_METRIC
 
 from __future__ import annotations
 
+import dataclasses
+
+from exports.family import EXPORTS_QUEUE
 from services.app_loader import load_api
 from services.cli_retention import register_purge
 from services.config import WorkerConfig
 from services.metrics_server import serve_metrics
 from services.runtime import ServiceRun
 from services.wiring import Wired, wire
+from shared.drivers.base import DEFAULT_QUEUE
 from shared.jobs.registry import Registry
 from shared.worker.job_worker import JobWorker, job_worker
+from webhooks.family import WEBHOOKS_QUEUE
+
+PINNED_QUEUES = (WEBHOOKS_QUEUE, EXPORTS_QUEUE)
+"""Served by their own services (the deliverer, the exporter), never by a default worker."""
+
+
+def app_queues(registry: Registry) -> tuple[str, ...]:
+    """What a worker given no queues serves: every queue the app's jobs name, plus ``default``
+    (the built-in ``x.purge``'s), but the webhooks and exports queues, whose services are their
+    own (a plain worker has neither the deliverer's key nor the exporter's store)."""
+    named = {handle.queue for handle in registry.jobs.values()} | {DEFAULT_QUEUE}
+    return tuple(sorted(named - set(PINNED_QUEUES)))
 
 
 async def start_worker(
@@ -33,6 +49,8 @@ async def start_worker(
     api serves the metrics; otherwise this serves them); its drain hooks are the process
     lifecycle's."""
     reg = registry if registry is not None else load_api(config.common.app)
+    if not config.queues_given:
+        config = dataclasses.replace(config, queues=app_queues(reg), queues_given=True)
     if wired is None:
         # With DATABASE_URL the Postgres event bus is opened even for a Redis queue.
         has_database = config.common.connections.database_url is not None
