@@ -1,5 +1,9 @@
 """``ujobs jobs list | show | retry | cancel | remove | promote``: the operator surface.
 
+``list`` and ``show`` also work against a remote api (``UJOBS_URL`` + ``UJOBS_TOKEN`` with
+``DATABASE_URL`` unset: ``services.cli_remote``), reading ``GET /v1/jobs`` and
+``GET /v1/jobs/{id}`` under the token's tenancy.
+
 Every command reads and moves rows only through ``shared.introspect`` (``driver.introspect``),
 takes ``--json``, and names its ``X_…`` code on failure. This module holds ``list`` and
 ``show``; the moves (``retry``, ``cancel``, ``remove``, ``promote``) are ``cli_jobs_move``.
@@ -79,7 +83,8 @@ def jobs_list(
     driver: DriverOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """One page of jobs, newest first."""
+    """One page of jobs, newest first. Without DATABASE_URL it asks the api at UJOBS_URL
+    (a token with read; a tenant token lists its tenant's jobs only)."""
 
     async def work(backend: Backend, _: Progress) -> dict[str, Any]:
         flt = JobFilter(
@@ -168,7 +173,8 @@ def jobs_show(
     driver: DriverOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """One job: state, attempts, progress, last error, its steps, its input (redacted)."""
+    """One job: state, attempts, progress, last error, its steps, its input (redacted).
+    Without DATABASE_URL it asks the api at UJOBS_URL (a token with read)."""
 
     async def work(backend: Backend, _: Progress) -> dict[str, Any]:
         full_id = await resolve_job_id(backend.driver, job_id)

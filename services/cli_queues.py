@@ -29,7 +29,8 @@ def queues_list(
     driver: DriverOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Every queue with jobs (or a pause): rows per state, how many are due, the oldest."""
+    """Every queue with jobs (or a pause): rows per state, how many are due, the oldest.
+    Without DATABASE_URL it asks the api at UJOBS_URL (an operator token)."""
 
     async def work(backend: Backend, _: Progress) -> list[dict[str, Any]]:
         return await inspect_queues(backend.driver, backend.driver.clock.now_ms())
