@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from services.api_common import BACKEND, EDGE, caller, json_ok
-from services.tokens import TokenStore
-from shared.errors import DriverUnavailableError
+from ujobs.services.api_common import BACKEND, EDGE, caller, json_ok
+from ujobs.services.tokens import TokenStore
+from ujobs.errors import DriverUnavailableError
 
 routes = web.RouteTableDef()
 

@@ -7,8 +7,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from shared.errors import ConfigInvalidError, UltimateError
-from shared.jobs.registry import Api, Registry, registry
+from ujobs.errors import ConfigInvalidError, UltimateError
+from ujobs.jobs.registry import Api, Registry, registry
 
 # Our own top-level packages: an app package of one of these names is never the one imported.
 OUR_PACKAGES = ("shared", "services", "webhooks", "exports")

@@ -3,7 +3,7 @@
 An operator command is ``operate(work, ...)``: build ``OperatorConfig`` from the environment
 (a flag overriding its variable), open the driver, run ``work(backend, progress)`` under a
 progress line, close everything, and turn any failure into its ``X_…`` code. The commands
-themselves only read ``driver.introspect`` through ``shared.introspect``.
+themselves only read ``driver.introspect`` through ``ujobs.introspect``.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Annotated, TypeVar
 import click
 import typer
 
-from services.backends import Backend, open_backend
-from services.cli_output import Progress, reported
-from services.cli_remote import Remote, remote_refused, remote_target
-from services.config import OperatorConfig, environment
+from ujobs.services.backends import Backend, open_backend
+from ujobs.services.cli_output import Progress, reported
+from ujobs.services.cli_remote import Remote, remote_refused, remote_target
+from ujobs.services.config import OperatorConfig, environment
 
 T = TypeVar("T")
 
@@ -58,7 +58,7 @@ def operate(
 ) -> T:
     """Run one operator command's ``work`` against the configured backend, or, for a command
     with a ``remote`` form, against the api at UJOBS_URL when DATABASE_URL is unset
-    (``services.cli_remote``)."""
+    (``ujobs.services.cli_remote``)."""
     with reported(as_json=as_json):
         env = environment()
         if remote is None:

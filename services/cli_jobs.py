@@ -1,15 +1,15 @@
 """``ujobs jobs list | show | retry | cancel | remove | promote``: the operator surface.
 
 ``list`` and ``show`` also work against a remote api (``UJOBS_URL`` + ``UJOBS_TOKEN`` with
-``DATABASE_URL`` unset: ``services.cli_remote``), reading ``GET /v1/jobs`` and
+``DATABASE_URL`` unset: ``ujobs.services.cli_remote``), reading ``GET /v1/jobs`` and
 ``GET /v1/jobs/{id}`` under the token's tenancy.
 
-Every command reads and moves rows only through ``shared.introspect`` (``driver.introspect``),
+Every command reads and moves rows only through ``ujobs.introspect`` (``driver.introspect``),
 takes ``--json``, and names its ``X_…`` code on failure. This module holds ``list`` and
 ``show``; the moves (``retry``, ``cancel``, ``remove``, ``promote``) are ``cli_jobs_move``.
 
 ``show`` prints the input's keys with the values masked unless ``--show-input``, and never a
-step's output unless ``--show-output`` (see ``shared.introspect``).
+step's output unless ``--show-output`` (see ``ujobs.introspect``).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from urllib.parse import quote
 
 import typer
 
-from services.backends import Backend
-from services.cli_backfill import backfill_of_run, backfills_in_flight, note_in_flight
-from services.cli_common import DatabaseUrlOption, DriverOption, JsonOption, operate
-from services.cli_jobs_common import (
+from ujobs.services.backends import Backend
+from ujobs.services.cli_backfill import backfill_of_run, backfills_in_flight, note_in_flight
+from ujobs.services.cli_common import DatabaseUrlOption, DriverOption, JsonOption, operate
+from ujobs.services.cli_jobs_common import (
     NameOption,
     QueueOption,
     StateOption,
@@ -32,8 +32,8 @@ from services.cli_jobs_common import (
     parse_state,
     progress_text,
 )
-from services.cli_jobs_move import jobs_cancel, jobs_promote, jobs_remove, jobs_retry
-from services.cli_output import (
+from ujobs.services.cli_jobs_move import jobs_cancel, jobs_promote, jobs_remove, jobs_retry
+from ujobs.services.cli_output import (
     Progress,
     duration,
     emit_json,
@@ -43,12 +43,12 @@ from services.cli_output import (
     print_table,
     when,
 )
-from services.cli_remote import Remote, remote_get
-from services.config_parse import invalid
-from shared.clock import SYSTEM_CLOCK
-from shared.drivers.base import DEFAULT_JOB_PAGE, MAX_JOB_PAGE, JobFilter
-from shared.errors import JobIdAmbiguousError, JobNotFoundError
-from shared.introspect import (
+from ujobs.services.cli_remote import Remote, remote_get
+from ujobs.services.config_parse import invalid
+from ujobs.clock import SYSTEM_CLOCK
+from ujobs.drivers.base import DEFAULT_JOB_PAGE, MAX_JOB_PAGE, JobFilter
+from ujobs.errors import JobIdAmbiguousError, JobNotFoundError
+from ujobs.introspect import (
     AMBIGUOUS_LISTED,
     FULL_ID_LENGTH,
     inspect_job,

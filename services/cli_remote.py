@@ -27,8 +27,8 @@ from typing import Any
 
 import orjson
 
-from services.config_parse import invalid
-from shared.errors import ConfigInvalidError, UltimateError
+from ujobs.services.config_parse import invalid
+from ujobs.errors import ConfigInvalidError, UltimateError
 
 REMOTE_COMMANDS = ("jobs list", "jobs show", "queues list", "tokens list")
 """The operator commands that work against UJOBS_URL (each has an HTTP route)."""

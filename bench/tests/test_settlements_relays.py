@@ -17,7 +17,7 @@ import nats
 import orjson
 from redis.asyncio import Redis
 
-from shared.drivers.redis.settlements import settlements_key
+from ujobs.drivers.redis.settlements import settlements_key
 from tests.support import servers
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import asyncio
 
 from playwright.async_api import expect
 
-from shared.drivers.postgres import postgres_driver
+from ujobs.drivers.postgres import postgres_driver
 from tests.browser.families import FAMILIES_APP, seed_backfills
 from tests.browser.support import ORG_A, Dash, cli
 from tests.support.cli import json_of, ujobs

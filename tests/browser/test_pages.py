@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.async_api import Page, expect
 
-from shared.introspect import MASK
+from ujobs.introspect import MASK
 from tests.browser.support import ORG_A, Dash, cli, enqueue, seed
 
 

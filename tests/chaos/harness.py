@@ -22,7 +22,7 @@ from typing import Any
 
 import asyncpg
 
-from shared.drivers.postgres.migrate import migrate
+from ujobs.drivers.postgres.migrate import migrate
 from tests.chaos.checker import SETTLED, Disruptions, check_core
 from tests.chaos.fleet import Fleet, Role, service_env
 from tests.chaos.participant import Participant, StormContext

@@ -19,7 +19,7 @@ from typing import Any
 import asyncpg
 from redis.asyncio import Redis
 
-from shared.drivers.redis import redis_driver
+from ujobs.drivers.redis import redis_driver
 from tests.chaos import storm_app
 from tests.chaos.fleet import Fleet, Role, service_env
 from tests.chaos.harness import fresh_database

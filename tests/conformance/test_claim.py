@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import (
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import (
     LEASE_LAPSED_FINAL_ATTEMPT,
     ClaimOptions,
     JobDriver,
     JobIntrospection,
 )
-from shared.errors import ClaimQueuesEmptyError, InvariantError
+from ujobs.errors import ClaimQueuesEmptyError, InvariantError
 from tests.support.conformance import (
     ExhaustedLog,
     claim,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import (
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import (
     MAX_TASK_FIRES,
     PROGRESS_INTERVAL_MS,
     ClaimRef,

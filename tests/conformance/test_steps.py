@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from shared.clock import FrozenClock
-from shared.drivers.base import JobDriver, NackOptions
-from shared.ids import new_id
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import JobDriver, NackOptions
+from ujobs.ids import new_id
 from tests.support.conformance import claim_one, req
 
 

@@ -11,7 +11,7 @@ import pytest
 import yaml  # type: ignore[import-untyped]  # no stubs installed (types-PyYAML)
 
 from docs.gen_reference import COMMAND, ROOT, pages
-from shared import errors
+from ujobs import errors
 from tests.support.docs import DOCS, page
 
 GENERATED = pages()

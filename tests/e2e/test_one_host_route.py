@@ -70,7 +70,7 @@ def test_the_one_host_route_runs_and_a_busy_port_stops_a_service_at_start(
     script = re.sub(r"^UJOBS_METRICS_PORT=(\d+) ujobs ([a-z-]+) &$", moved, block, flags=re.M)
     script = script.replace("UJOBS_API_PORT=8080", f"UJOBS_API_PORT={_free_port()}")
     script = re.sub(r"DATABASE_URL=\S+", f"DATABASE_URL={pg_dsn}", script)
-    script = script.replace("UJOBS_APP=myapp.jobs:api", "UJOBS_APP=services.example_app:api")
+    script = script.replace("UJOBS_APP=myapp.jobs:api", "UJOBS_APP=ujobs.services.example_app:api")
     assert set(ports) == SERVICES
     (tmp_path / "route.sh").write_text("set -e\n" + script)
     env = service_env()
@@ -90,9 +90,9 @@ def test_the_one_host_route_runs_and_a_busy_port_stops_a_service_at_start(
         assert not waiting, (waiting, (tmp_path / "route.log").read_text()[-4000:])
         # A second worker on the first worker's port: a clear refusal at start, exit 1.
         second = subprocess.run(
-            [sys.executable, "-m", "services.cli", "worker", "--json"],
+            [sys.executable, "-m", "ujobs.services.cli", "worker", "--json"],
             cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
-            env={**env, "DATABASE_URL": pg_dsn, "UJOBS_APP": "services.example_app:api",
+            env={**env, "DATABASE_URL": pg_dsn, "UJOBS_APP": "ujobs.services.example_app:api",
                  "UJOBS_METRICS_PORT": str(ports["worker"])},
         )  # fmt: skip
         assert second.returncode != 0

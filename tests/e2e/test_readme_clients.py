@@ -41,7 +41,7 @@ def test_the_section_has_a_snippet_per_language() -> None:
 def test_every_snippet_enqueues_through_a_live_api(pg_dsn: str, tmp_path: Path) -> None:
     found = snippets()
     languages = [lang for lang in RUNNERS if lang != "go" or shutil.which("go")]
-    with live_api(pg_dsn, app="services.example_app:api", tenant="acme") as api:
+    with live_api(pg_dsn, app="ujobs.services.example_app:api", tenant="acme") as api:
         env = {
             **os.environ,
             "UJOBS_URL": api.url,
@@ -64,7 +64,7 @@ def test_every_snippet_enqueues_through_a_live_api(pg_dsn: str, tmp_path: Path) 
             answers[lang] = orjson.loads(done.stdout.strip().splitlines()[-1])
         # The same variables exported, the operator CLI asks that api (no DATABASE_URL): the
         # tenant token reads its job, an operator's lists the tokens.
-        cli = [sys.executable, "-m", "services.cli"]
+        cli = [sys.executable, "-m", "ujobs.services.cli"]
         remote = service_env(UJOBS_URL=api.url, UJOBS_TOKEN=api.tenant_token)
         listed = subprocess.run(
             [*cli, "jobs", "list", "--json"], cwd=ROOT, env=remote, capture_output=True,

@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 import orjson
 
-from services.tokens import TokenStore
+from ujobs.services.tokens import TokenStore
 from tests.e2e.live_api import LiveApi, live_api
 from tests.e2e.service_process import ROOT, service_env
 from tests.services.api_support import ORG_A, ORG_B, mail
@@ -22,7 +22,7 @@ from tests.services.api_support import ORG_A, ORG_B, mail
 
 def _cli(*args: str, **env: str) -> tuple[int, Any]:
     done = subprocess.run(
-        [sys.executable, "-m", "services.cli", *args, "--json"],
+        [sys.executable, "-m", "ujobs.services.cli", *args, "--json"],
         cwd=ROOT, env=service_env(**env), capture_output=True, text=True, timeout=120,
         check=False,
     )  # fmt: skip

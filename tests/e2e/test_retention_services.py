@@ -15,7 +15,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.clock import SYSTEM_CLOCK, FrozenClock
+from ujobs.clock import SYSTEM_CLOCK, FrozenClock
 from tests.e2e.service_process import ServiceProcess, service_env
 
 pytestmark = pytest.mark.slow

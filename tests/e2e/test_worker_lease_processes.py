@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from shared.clock import SYSTEM_CLOCK
-from shared.drivers.base import AHEAD_RETURNS_MAX, LEASE_LAPSED_FINAL_ATTEMPT
-from shared.drivers.postgres import postgres_driver
-from shared.drivers.redis import RedisDriver
+from ujobs.clock import SYSTEM_CLOCK
+from ujobs.drivers.base import AHEAD_RETURNS_MAX, LEASE_LAPSED_FINAL_ATTEMPT
+from ujobs.drivers.postgres import postgres_driver
+from ujobs.drivers.redis import RedisDriver
 from tests.e2e.test_worker_processes import (
     ROOT,
     VISIBILITY_MS,

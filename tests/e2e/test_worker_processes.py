@@ -15,8 +15,8 @@ import asyncpg
 import orjson
 import pytest
 
-from shared.drivers.base import LEASE_LAPSED_FINAL_ATTEMPT
-from shared.drivers.postgres.driver import postgres_driver
+from ujobs.drivers.base import LEASE_LAPSED_FINAL_ATTEMPT
+from ujobs.drivers.postgres.driver import postgres_driver
 from tests.e2e.worker_app import cooperative, doomed, sticky, stubborn
 
 pytestmark = pytest.mark.slow

@@ -10,8 +10,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.drivers.base import EnqueueRequest
-from shared.drivers.postgres.driver import postgres_driver
+from ujobs.drivers.base import EnqueueRequest
+from ujobs.drivers.postgres.driver import postgres_driver
 from tests.e2e.service_process import ServiceProcess, service_env
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exports.encoders import (
+from ujobs.exports.encoders import (
     BOM,
     CsvEncoder,
     JsonlEncoder,
@@ -24,7 +24,7 @@ from exports.encoders import (
     float_text,
     neutralise,
 )
-from shared.errors import ExportRowInvalidError, InvariantError
+from ujobs.errors import ExportRowInvalidError, InvariantError
 
 PLAIN_NEGATIVE = re.compile(r"-(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 

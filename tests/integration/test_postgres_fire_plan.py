@@ -14,8 +14,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.postgres.sql import query
+from ujobs.clock import FrozenClock
+from ujobs.drivers.postgres.sql import query
 from tests.support.plans import explain_prepared, fresh_jobs_table, looped_nodes
 
 JOBS = 300

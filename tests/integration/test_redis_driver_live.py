@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import (
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import (
     ClaimedJob,
     ClaimOptions,
     DriverStats,
@@ -33,8 +33,8 @@ from shared.drivers.base import (
     NackOptions,
     StepRecord,
 )
-from shared.drivers.memory.driver import MemoryDriver, memory_driver
-from shared.drivers.redis.driver import RedisDriver
+from ujobs.drivers.memory.driver import MemoryDriver, memory_driver
+from ujobs.drivers.redis.driver import RedisDriver
 from tests.support.redis_keys import redis_test_driver
 
 SEED = 20_261_202

@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.drivers.postgres.sql import query
+from ujobs.drivers.postgres.sql import query
 from tests.support.plans import explain_prepared, fresh_jobs_table, job_scans
 
 T0 = 1_700_000_000_000

@@ -9,10 +9,10 @@ import asyncpg
 import orjson
 from typer.testing import CliRunner
 
-from services.cli import app
-from shared.drivers.postgres.driver import postgres_driver
-from shared.jobs.task import TaskHandle
-from shared.scheduler.state_postgres import postgres_scheduler_state
+from ujobs.services.cli import app
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.jobs.task import TaskHandle
+from ujobs.scheduler.state_postgres import postgres_scheduler_state
 from tests.support import scheduler_app
 
 APP = "tests.support.scheduler_app:api"

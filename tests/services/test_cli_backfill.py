@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.drivers.postgres.driver import PostgresDriver
+from ujobs.drivers.postgres.driver import PostgresDriver
 from tests.services.backfill_app import sweeps
 from tests.support.cli import json_of, ujobs, with_driver
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.drivers.postgres.driver import PostgresDriver
+from ujobs.drivers.postgres.driver import PostgresDriver
 from tests.support.cli import enqueue, json_of, run_to, ujobs, with_driver
 
 

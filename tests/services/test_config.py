@@ -7,17 +7,17 @@ import dataclasses
 
 import pytest
 
-from services.cli_services import reads
-from services.config import (
+from ujobs.services.cli_services import reads
+from ujobs.services.config import (
     ApiConfig,
     OperatorConfig,
     SchedulerConfig,
     WorkerConfig,
     read_common,
 )
-from services.config_parse import Concurrency
-from services.config_vars import VARIABLES
-from shared.errors import ConfigInvalidError, DriverUnavailableError, UltimateError
+from ujobs.services.config_parse import Concurrency
+from ujobs.services.config_vars import VARIABLES
+from ujobs.errors import ConfigInvalidError, DriverUnavailableError, UltimateError
 
 PG = "postgresql://app:s3cret@db.internal:5432/app"
 

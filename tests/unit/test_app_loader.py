@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from services.app_loader import OUR_PACKAGES, load_api, shadowing_package
-from shared.errors import ConfigInvalidError
+from ujobs.services.app_loader import OUR_PACKAGES, load_api, shadowing_package
+from ujobs.errors import ConfigInvalidError
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_a_module_file_named_like_ours_is_refused_too(app_dir: Path) -> None:
 
 
 def test_our_own_example_app_still_loads(app_dir: Path) -> None:
-    registry = load_api("services.example_app:api")
+    registry = load_api("ujobs.services.example_app:api")
     assert registry.jobs
 
 
@@ -55,4 +55,4 @@ def test_an_app_of_its_own_name_is_not_suspected(app_dir: Path) -> None:
     (app_dir / "myapp").mkdir()
     (app_dir / "myapp" / "__init__.py").write_text("")
     assert shadowing_package("myapp.jobs") is None
-    assert shadowing_package("shared.jobs") is None  # no folder of the user's named shared
+    assert shadowing_package("ujobs.jobs") is None  # no folder of the user's named shared

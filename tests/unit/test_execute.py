@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from shared.context import current_actor, current_traceparent, require_tenant
-from shared.drivers.base import EnqueueRequest
-from shared.errors import (
+from ujobs.context import current_actor, current_traceparent, require_tenant
+from ujobs.drivers.base import EnqueueRequest
+from ujobs.errors import (
     JobDrainedError,
     JobMaxAttemptsError,
     JobTimeoutError,
@@ -17,13 +17,13 @@ from shared.errors import (
     UltimateError,
     register_error_retry,
 )
-from shared.events.bus import memory_event_bus
-from shared.execution.attempt import execute_job, hand_back, refuse_job
-from shared.execution.run import Run, Settled
-from shared.jobs.job import job
-from shared.jobs.retry import Retry
-from shared.jobs.schema import t
-from shared.signal import Signal
+from ujobs.events.bus import memory_event_bus
+from ujobs.execution.attempt import execute_job, hand_back, refuse_job
+from ujobs.execution.run import Run, Settled
+from ujobs.jobs.job import job
+from ujobs.jobs.retry import Retry
+from ujobs.jobs.schema import t
+from ujobs.signal import Signal
 from tests.support.execute import (
     attempt,
     claim,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import uuid
 
-from shared.ids import derived_id
-from shared.jobs.task import occurrence_ids
+from ujobs.ids import derived_id
+from ujobs.jobs.task import occurrence_ids
 from tests.support.scheduler import HOUR, T0, tick_job, ticking_task
 
 

@@ -1,4 +1,4 @@
-"""The public import paths a user types: ``shared`` answers ``Enqueued``, and ``shared.drivers``
+"""The public import paths a user types: ``shared`` answers ``Enqueued``, and ``ujobs.drivers``
 is typed for a type checker (its lazily imported builders are not ``Any``, an unknown name is an
 error) while still importing no backend until one is asked for."""
 
@@ -12,18 +12,18 @@ import pytest
 from mypy import api
 
 import shared
-from shared.drivers.records import Enqueued
+from ujobs.drivers.records import Enqueued
 
 ROOT = Path(__file__).resolve().parents[2]
 
 USER_CODE = """
 from typing import assert_type
 import asyncpg
-from shared import Enqueued
-from shared.drivers import memory_driver, postgres_driver, redis_driver
-from shared.drivers.memory.driver import MemoryDriver
-from shared.drivers.postgres.driver import PostgresDriver
-from shared.drivers.redis.driver import RedisDriver
+from ujobs import Enqueued
+from ujobs.drivers import memory_driver, postgres_driver, redis_driver
+from ujobs.drivers.memory.driver import MemoryDriver
+from ujobs.drivers.postgres.driver import PostgresDriver
+from ujobs.drivers.redis.driver import RedisDriver
 
 async def boot(pool: asyncpg.Pool) -> None:
     assert_type(postgres_driver(pool), PostgresDriver)
@@ -35,7 +35,7 @@ def answered(e: Enqueued) -> str:
 """
 
 MISTAKE = """
-from shared.drivers import postgres_drvier
+from ujobs.drivers import postgres_drvier
 """
 
 
@@ -73,15 +73,15 @@ def test_a_misspelt_builder_is_a_type_error_not_any(
 
 def test_importing_shared_drivers_imports_no_backend() -> None:
     code = (
-        "import sys, shared.drivers\n"
+        "import sys, ujobs.drivers\n"
         "loaded = [m for m in sys.modules if m.startswith(('asyncpg', 'redis'))"
-        " or m.startswith('shared.drivers.') and m.endswith('.driver')]\n"
+        " or m.startswith('ujobs.drivers.') and m.endswith('.driver')]\n"
         "print(sorted(loaded))\n"
-        "from shared.drivers import memory_driver\n"
+        "from ujobs.drivers import memory_driver\n"
         "print(memory_driver.__module__)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["[]", "shared.drivers.memory.driver"]
+    assert done.stdout.splitlines() == ["[]", "ujobs.drivers.memory.driver"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from shared.drivers.memory.driver import memory_driver
-from shared.metrics import JobMetrics
+from ujobs.drivers.memory.driver import memory_driver
+from ujobs.metrics import JobMetrics
 from tests.support.worker import Gate, declare, enqueue, make_worker, sample
 
 

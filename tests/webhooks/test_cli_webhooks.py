@@ -10,8 +10,8 @@ import os
 import asyncpg
 import pytest
 
-from services.webhook_deliverer import deliverer_registry, webhook_settings
-from shared.errors import ConfigInvalidError
+from ujobs.services.webhook_deliverer import deliverer_registry, webhook_settings
+from ujobs.errors import ConfigInvalidError
 from tests.support.cli import json_of, ujobs
 
 KEY = base64.b64encode(os.urandom(32)).decode()

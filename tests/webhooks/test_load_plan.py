@@ -10,7 +10,7 @@ from typing import Any
 
 import asyncpg
 
-from shared.drivers.postgres.sql import query
+from ujobs.drivers.postgres.sql import query
 from tests.support.plans import explain_prepared, plan_nodes
 
 WEBHOOK_TABLES = ("x_webhook_endpoints", "x_webhook_events")

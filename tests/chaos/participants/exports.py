@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from shared.drivers.postgres import postgres_driver
+from ujobs.drivers.postgres import postgres_driver
 from tests.chaos import storm_app
 from tests.chaos.fleet import Role, service_env
 from tests.chaos.participant import StormContext

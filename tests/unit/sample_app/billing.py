@@ -7,7 +7,7 @@ from typing import Any, TypedDict
 
 from pydantic import BaseModel
 
-from shared import Run, job
+from ujobs import Run, job
 from tests.unit.sample_app.mail import send_mail as mailer  # imported: keeps its own name
 
 __all__ = ["charge", "invoice", "mailer", "refund"]
