@@ -95,7 +95,7 @@ import asyncpg  # noqa: E402
 import common  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 
-from ujobs.services.config_vars import CLAIM_AHEAD_PER_SLOT  # noqa: E402
+from ujobs.services.config.variables import CLAIM_AHEAD_PER_SLOT  # noqa: E402
 from ujobs import job, t  # noqa: E402
 from ujobs.drivers.base import JobDriver  # noqa: E402
 from ujobs.drivers.postgres.driver import postgres_driver  # noqa: E402
@@ -450,7 +450,7 @@ def count_claims(driver: JobDriver, path: str) -> None:
 async def worker_main() -> None:
     pool: asyncpg.Pool[Any] | None = None
     if DRIVER == "postgres" or OUTBOX:
-        # The pool ``ujobs worker`` builds (services/backends.py): generic plans, no reset.
+        # The pool ``ujobs worker`` builds (services/runtime/backends.py): generic plans, no reset.
         pool = await postgres_pool(DSN, min_size=2, max_size=8)
     driver: JobDriver
     if DRIVER == "redis":

@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_history import HISTORY_SQL  # beside this script: on sys.path when it runs
 
-from ujobs.services.config_vars import CLAIM_AHEAD_PER_SLOT
+from ujobs.services.config.variables import CLAIM_AHEAD_PER_SLOT
 from ujobs import job, t
 from ujobs.backfill import KeysetSource, backfill, keyset
 from ujobs.drivers.postgres.driver import PostgresDriver, postgres_driver

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_history import insert_history  # beside this script: on sys.path when it runs
 
-from ujobs.services.config_vars import CLAIM_AHEAD_PER_SLOT
+from ujobs.services.config.variables import CLAIM_AHEAD_PER_SLOT
 from ujobs import job, t
 from ujobs.drivers.postgres.driver import postgres_driver
 from ujobs.drivers.postgres.migrate import migrate

@@ -22,9 +22,9 @@ import logging
 from aiohttp import web
 from yarl import URL
 
-from ujobs.services.api_common import EDGE, REGISTRY
-from ujobs.services.api_queues import TaskUnknownError
-from ujobs.services.auth import Principal
+from ujobs.services.api.common import EDGE, REGISTRY
+from ujobs.services.api.queues import TaskUnknownError
+from ujobs.services.api.auth import Principal
 from ujobs.services.dashboard.pages import visible_job
 from ujobs.services.dashboard.pages_webhooks import set_endpoint_state
 from ujobs.services.dashboard.render import page

@@ -14,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ujobs.services.api_common import CONFIG, EDGE, REGISTRY
+from ujobs.services.api.common import CONFIG, EDGE, REGISTRY
 from ujobs.services.dashboard.render import page
 from ujobs.services.dashboard.session import PREFIX, viewer
 from ujobs.services.dashboard.views import guarded

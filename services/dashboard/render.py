@@ -11,9 +11,9 @@ import jinja2
 from aiohttp import web
 from markupsafe import Markup
 
-from ujobs.services.api_common import status_for
-from ujobs.services.auth import Principal
-from ujobs.services.cli_output import duration
+from ujobs.services.api.common import status_for
+from ujobs.services.api.auth import Principal
+from ujobs.services.runtime.output import duration
 from ujobs.services.dashboard.session import PREFIX, csrf_token
 from ujobs.services.redact import redact_text
 from ujobs.errors import UltimateError

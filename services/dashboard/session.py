@@ -23,8 +23,8 @@ from urllib.parse import urlsplit
 from aiohttp import web
 from yarl import URL
 
-from ujobs.services.api_common import EDGE
-from ujobs.services.auth import Principal, UnauthorizedError, authenticate
+from ujobs.services.api.common import EDGE
+from ujobs.services.api.auth import Principal, UnauthorizedError, authenticate
 from ujobs.errors import UltimateError
 
 COOKIE = "ujobs_x"

@@ -24,7 +24,7 @@ consumer's ``max_ack_pending`` for at most ``max_deliveries - 1`` retry delays (
 then frees it: messages of other tenants behind a flood of them are late, never stranded. A
 batch is never held back by one message: the batch's statement goes first with every message
 that validated, and one it failed on (or a message that did not validate) is settled alone.
-The lines about failing messages are rate-limited (``ujobs.services.log_limit``): one per reason
+The lines about failing messages are rate-limited (``ujobs.services.runtime.log_limit``): one per reason
 (event and code) per ten seconds of the api's clock, the next one counting those left out
 (``suppressed``).
 
@@ -54,10 +54,10 @@ from nats.aio.msg import Msg
 from nats.errors import NotJSMessageError
 from nats.js import JetStreamContext
 
-from ujobs.services.api_common import status_for
-from ujobs.services.auth import Principal, UnauthorizedError
-from ujobs.services.config_vars import DEFAULT_NATS_MAX_DELIVERIES
-from ujobs.services.log_limit import LogLimiter
+from ujobs.services.api.common import status_for
+from ujobs.services.api.auth import Principal, UnauthorizedError
+from ujobs.services.config.variables import DEFAULT_NATS_MAX_DELIVERIES
+from ujobs.services.runtime.log_limit import LogLimiter
 from ujobs.services.nats.edge import NatsEdge, answer_bytes, error_body
 from ujobs.services.nats.names import NatsNames
 from ujobs.services.nats.pull import PullFeed

@@ -33,8 +33,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from nats.aio.client import Client
 
-from ujobs.services.api_common import status_for
-from ujobs.services.config_vars import DEFAULT_NATS_MAX_DELIVERIES
+from ujobs.services.api.common import status_for
+from ujobs.services.config.variables import DEFAULT_NATS_MAX_DELIVERIES
 from ujobs.services.nats.names import NatsNames
 from tests.chaos import hostile
 from tests.chaos.tenants import Planted, plant

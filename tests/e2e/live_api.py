@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import asyncpg
 import orjson
 
-from ujobs.services.tokens import TokenStore
+from ujobs.services.api.tokens import TokenStore
 from tests.e2e.service_process import ROOT, service_env
 
 START_TIMEOUT_S = 60.0

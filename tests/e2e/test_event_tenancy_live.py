@@ -21,7 +21,7 @@ import pytest
 from nats.aio.client import Client
 
 from ujobs.services.nats.names import NatsNames
-from ujobs.services.tokens import TokenStore
+from ujobs.services.api.tokens import TokenStore
 from ujobs.drivers.postgres.driver import postgres_driver
 from tests.e2e.service_process import ServiceProcess, service_env
 from tests.services.nats_support import drop_streams, unique_prefix

@@ -15,9 +15,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
-from ujobs.services.api import create_app
-from ujobs.services.config import ApiConfig
-from ujobs.services.tokens import TokenStore
+from ujobs.services.api.app import create_app
+from ujobs.services.config.settings import ApiConfig
+from ujobs.services.api.tokens import TokenStore
 from ujobs.drivers.postgres import PostgresDriver, postgres_driver
 from ujobs.errors import ConfigInvalidError
 from ujobs.metrics import JobMetrics

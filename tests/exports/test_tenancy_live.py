@@ -26,7 +26,7 @@ import orjson
 import pytest
 
 from ujobs.services.dashboard.session import COOKIE, csrf_token
-from ujobs.services.tokens import TokenStore
+from ujobs.services.api.tokens import TokenStore
 from ujobs.ids import new_id
 from tests.e2e.service_process import ServiceProcess, service_env
 

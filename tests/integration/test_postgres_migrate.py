@@ -12,7 +12,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from ujobs.services.cli import app
+from ujobs.services.cli.app import app
 from ujobs.drivers.postgres.migrate import migrate
 from ujobs.drivers.postgres.sql import migration_files
 

@@ -9,7 +9,7 @@ import asyncpg
 import orjson
 from typer.testing import CliRunner
 
-from ujobs.services.cli import app
+from ujobs.services.cli.app import app
 from ujobs.drivers.postgres.driver import postgres_driver
 from ujobs.jobs.task import TaskHandle
 from ujobs.scheduler.state_postgres import postgres_scheduler_state

@@ -12,9 +12,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
-from ujobs.services.api import REGISTRY, STATE, create_app, status_for
-from ujobs.services.api_openapi import enqueue_paths_of
-from ujobs.services.config import ApiConfig
+from ujobs.services.api.app import REGISTRY, STATE, create_app, status_for
+from ujobs.services.api.openapi import enqueue_paths_of
+from ujobs.services.config.settings import ApiConfig
 from ujobs.drivers.postgres.driver import postgres_driver
 from ujobs.errors import ConfigInvalidError
 from ujobs.metrics import JobMetrics

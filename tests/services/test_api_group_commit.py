@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ujobs.services.api_enqueue_batcher import EnqueueBatcher
+from ujobs.services.api.enqueue_batcher import EnqueueBatcher
 from ujobs.drivers.base import Enqueued, EnqueueRequest
 from ujobs.drivers.postgres import PostgresDriver, postgres_driver
 from ujobs.errors import InvariantError

@@ -17,10 +17,10 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from ujobs.services.api import EDGE, create_app
-from ujobs.services.api_common import json_ok
-from ujobs.services.config import ApiConfig
-from ujobs.services.tokens import TokenStore
+from ujobs.services.api.app import EDGE, create_app
+from ujobs.services.api.common import json_ok
+from ujobs.services.config.settings import ApiConfig
+from ujobs.services.api.tokens import TokenStore
 from ujobs.drivers.postgres.migrate import migrate
 from ujobs.introspect import inspect_queues
 from ujobs.metrics import JobMetrics

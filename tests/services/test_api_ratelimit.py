@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from ujobs.services.api_ratelimit import TokenBuckets
-from ujobs.services.config import ApiConfig
+from ujobs.services.api.ratelimit import TokenBuckets
+from ujobs.services.config.settings import ApiConfig
 from ujobs.clock import FrozenClock
 from ujobs.errors import ConfigInvalidError, RateLimitedError
 from tests.services.api_support import MakeClient, make_api

@@ -14,8 +14,8 @@ import asyncpg
 import pytest
 from prometheus_client import CollectorRegistry
 
-from ujobs.services.api import create_app
-from ujobs.services.config import ApiConfig
+from ujobs.services.api.app import create_app
+from ujobs.services.config.settings import ApiConfig
 from ujobs.services.webhook_deliverer import webhook_settings
 from ujobs.errors import ConfigInvalidError
 from ujobs.metrics import JobMetrics

@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 import typer
 
-from ujobs.services.cli_output import EXIT_INTERNAL, reported, set_debug
+from ujobs.services.runtime.output import EXIT_INTERNAL, reported, set_debug
 from ujobs.drivers.base import WorkerInfo
 from ujobs.drivers.postgres.driver import PostgresDriver
 from ujobs.drivers.postgres.migrate import MIGRATE_LOCK_KEY

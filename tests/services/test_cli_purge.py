@@ -10,9 +10,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ujobs.services.cli_retention import register_purge
-from ujobs.services.config import SchedulerConfig, WorkerConfig, read_common
-from ujobs.services.runtime import ServiceRun
+from ujobs.services.cli.retention import register_purge
+from ujobs.services.config.settings import SchedulerConfig, WorkerConfig, read_common
+from ujobs.services.runtime.service_run import ServiceRun
 from ujobs.services.scheduler import start_scheduler
 from ujobs.errors import ConfigInvalidError
 from ujobs.jobs.registry import Registry

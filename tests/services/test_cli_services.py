@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import typer.main
 
-from ujobs.services.cli import app
+from ujobs.services.cli.app import app
 from tests.support.cli import json_of, ujobs
 
 

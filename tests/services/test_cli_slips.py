@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import typer.main
 
-from ujobs.services.cli import app
-from ujobs.services.config_vars import VARIABLES
+from ujobs.services.cli.app import app
+from ujobs.services.config.variables import VARIABLES
 from ujobs.drivers.postgres.driver import PostgresDriver
 from ujobs.introspect import SHORT_ID_LENGTH, short_id
 from tests.support.cli import enqueue, json_of, run_to, ujobs, with_driver

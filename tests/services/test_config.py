@@ -7,16 +7,16 @@ import dataclasses
 
 import pytest
 
-from ujobs.services.cli_services import reads
-from ujobs.services.config import (
+from ujobs.services.cli.services import reads
+from ujobs.services.config.settings import (
     ApiConfig,
     OperatorConfig,
     SchedulerConfig,
     WorkerConfig,
     read_common,
 )
-from ujobs.services.config_parse import Concurrency
-from ujobs.services.config_vars import VARIABLES
+from ujobs.services.config.parse import Concurrency
+from ujobs.services.config.variables import VARIABLES
 from ujobs.errors import ConfigInvalidError, DriverUnavailableError, UltimateError
 
 PG = "postgresql://app:s3cret@db.internal:5432/app"

@@ -3,7 +3,7 @@ the operator surface; what was there before it started is not narrated."""
 
 from __future__ import annotations
 
-from ujobs.services.dev_watch import DevWatch
+from ujobs.services.dev.watch import DevWatch
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import ClaimedJob, ClaimOptions, EnqueueRequest, NackOptions
 from ujobs.drivers.memory.driver import MemoryDriver, memory_driver

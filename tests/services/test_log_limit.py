@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from ujobs.services.log_limit import LogLimiter
+from ujobs.services.runtime.log_limit import LogLimiter
 from ujobs.clock import FrozenClock
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from ujobs.services.logging import configure_logging
+from ujobs.services.runtime.logging import configure_logging
 from ujobs.services.redact import redact_text, redact_url
 from ujobs.errors import DriverUnavailableError
 

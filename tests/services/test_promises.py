@@ -13,10 +13,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
-from ujobs.services.api import create_app
-from ujobs.services.backends import open_backend
-from ujobs.services.config import ApiConfig, WorkerConfig
-from ujobs.services.metrics_server import metrics_app
+from ujobs.services.api.app import create_app
+from ujobs.services.runtime.backends import open_backend
+from ujobs.services.config.settings import ApiConfig, WorkerConfig
+from ujobs.services.runtime.metrics_server import metrics_app
 from ujobs import Actor, Run, job, t
 from ujobs.clock import FrozenClock
 from ujobs.context import cross_tenant, cross_tenant_reason, require_tenant

@@ -15,7 +15,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ujobs.services.config_vars import VARIABLES
+from ujobs.services.config.variables import VARIABLES
 from ujobs.drivers.postgres.sql import query
 from ujobs.jobs.enqueue_target import reset_job_driver
 from tests.support.docs import blocks, first_block, marked_block, page, pages

@@ -12,8 +12,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
-from ujobs.services.api import create_app
-from ujobs.services.config import ApiConfig
+from ujobs.services.api.app import create_app
+from ujobs.services.config.settings import ApiConfig
 from ujobs.drivers.postgres.migrate import migrate, schema_state
 from ujobs.drivers.postgres.sql import migration_files
 from ujobs.metrics import JobMetrics

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ujobs.services.exporter import ExportSettings
-from ujobs.services.secret_key import secret_key_text, write_key_file
+from ujobs.services.runtime.secret_key import secret_key_text, write_key_file
 from ujobs.services.webhook_deliverer import webhook_settings
 from ujobs.errors import ConfigInvalidError
 from tests.support.cli import json_of, ujobs

@@ -14,7 +14,7 @@ import asyncpg
 import orjson
 from typer.testing import CliRunner, Result
 
-from ujobs.services.cli import app
+from ujobs.services.cli.app import app
 from ujobs.drivers.base import ClaimOptions, EnqueueRequest, NackOptions
 from ujobs.drivers.postgres.driver import PostgresDriver, postgres_driver
 

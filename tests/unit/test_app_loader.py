@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ujobs.services.app_loader import OUR_PACKAGES, load_api, shadowing_package
+from ujobs.services.runtime.app_loader import OUR_PACKAGES, load_api, shadowing_package
 from ujobs.errors import ConfigInvalidError
 
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ujobs.services.config import read_common
+from ujobs.services.config.settings import read_common
 from ujobs.clock import SYSTEM_CLOCK, FrozenClock, shift_system_clock
 from ujobs.errors import ConfigInvalidError
 

@@ -31,7 +31,7 @@ import nats
 import orjson
 from nats.js.api import AckPolicy, ConsumerConfig, StorageType, StreamConfig
 
-from ujobs.services.tokens import TokenStore
+from ujobs.services.api.tokens import TokenStore
 from ujobs.ids import derived_id
 from tests.chaos.checker import check_hostile, server_error
 from tests.chaos.hostile import deep

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-from ujobs.services.tokens import TokenStore
+from ujobs.services.api.tokens import TokenStore
 from tests.chaos.fleet import Role, service_env
 from tests.chaos.participant import StormContext
 from tests.support.servers import free_port

@@ -25,7 +25,7 @@ import orjson
 from nats.js.api import AckPolicy, ConsumerConfig
 
 from ujobs.services.nats.names import NatsNames
-from ujobs.services.tokens import TokenStore
+from ujobs.services.api.tokens import TokenStore
 from ujobs.ids import derived_id
 from tests.chaos.fleet import Role, service_env
 from tests.chaos.participant import StormContext
