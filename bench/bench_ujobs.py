@@ -95,7 +95,6 @@ import asyncpg  # noqa: E402
 import common  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 
-from ujobs.services.config.variables import CLAIM_AHEAD_PER_SLOT  # noqa: E402
 from ujobs import job, t  # noqa: E402
 from ujobs.drivers.base import JobDriver  # noqa: E402
 from ujobs.drivers.postgres.driver import postgres_driver  # noqa: E402
@@ -104,6 +103,7 @@ from ujobs.execution.run import Run  # noqa: E402
 from ujobs.jobs.registry import Registry  # noqa: E402
 from ujobs.lifecycle import Lifecycle  # noqa: E402
 from ujobs.metrics import JobMetrics  # noqa: E402
+from ujobs.services.config.variables import CLAIM_AHEAD_PER_SLOT  # noqa: E402
 from ujobs.wake.listener import (  # noqa: E402
     OUTBOX_WAKE_CHANNEL,
     POSTGRES_WAKE_CHANNEL,

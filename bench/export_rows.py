@@ -192,12 +192,12 @@ def run_child(target: str, root: str, env: dict[str, str]) -> dict[str, Any]:
 async def child(target: str, root: str) -> dict[str, Any]:
     """One export, as the exporter runs it; answers its time, the road its pages took and this
     process's peak RSS."""
-    from ujobs.exports import CsvEncoder, export_rows, filesystem_sink, keyset, s3_sink
-    from ujobs.exports.sinks import ObjectStoreSink
-    from ujobs.exports.writer import copies_csv
     from ujobs.drivers.base import ClaimOptions
     from ujobs.drivers.postgres import postgres_driver
     from ujobs.execution.attempt import execute_job
+    from ujobs.exports import CsvEncoder, export_rows, filesystem_sink, keyset, s3_sink
+    from ujobs.exports.sinks import ObjectStoreSink
+    from ujobs.exports.writer import copies_csv
     from ujobs.jobs.schema import t
 
     def sink() -> ObjectStoreSink:

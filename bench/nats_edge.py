@@ -188,10 +188,10 @@ select id, run_id, name, tenant_id, 'completed', null, 2, now() from x_jobs
 
 
 async def main() -> dict[str, Any]:
-    from ujobs.services.nats.names import NatsNames
-    from ujobs.services.api.tokens import TokenStore
     from ujobs.drivers.base import ClaimOptions
     from ujobs.drivers.postgres import postgres_driver
+    from ujobs.services.api.tokens import TokenStore
+    from ujobs.services.nats.names import NatsNames
 
     names = NatsNames(PREFIX)
     dsn = await fresh_database(DB_NAME)

@@ -53,7 +53,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_history import HISTORY_SQL  # beside this script: on sys.path when it runs
 
-from ujobs.services.config.variables import CLAIM_AHEAD_PER_SLOT
 from ujobs import job, t
 from ujobs.backfill import KeysetSource, backfill, keyset
 from ujobs.drivers.postgres.driver import PostgresDriver, postgres_driver
@@ -66,6 +65,7 @@ from ujobs.jobs.registry import Registry
 from ujobs.lifecycle import Lifecycle
 from ujobs.metrics import JobMetrics
 from ujobs.retention import jobs_purge_target
+from ujobs.services.config.variables import CLAIM_AHEAD_PER_SLOT
 from ujobs.worker import job_worker
 
 ADMIN = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")

@@ -41,7 +41,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_history import insert_history  # beside this script: on sys.path when it runs
 
-from ujobs.services.config.variables import CLAIM_AHEAD_PER_SLOT
 from ujobs import job, t
 from ujobs.drivers.postgres.driver import postgres_driver
 from ujobs.drivers.postgres.migrate import migrate
@@ -51,6 +50,7 @@ from ujobs.execution.run import Run
 from ujobs.jobs.registry import Registry
 from ujobs.lifecycle import Lifecycle
 from ujobs.metrics import JobMetrics
+from ujobs.services.config.variables import CLAIM_AHEAD_PER_SLOT
 from ujobs.worker import job_worker
 
 ADMIN = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")

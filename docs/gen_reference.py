@@ -24,12 +24,13 @@ from typing import Any
 
 import typer
 
+from ujobs.errors import UltimateError, registered_retry
+from ujobs.jobs.registry import Registry
+
 # --- the project: every import of it, in one place ----------------------------------------
 from ujobs.services.api.openapi import openapi_document
 from ujobs.services.cli.app import app as cli_app
 from ujobs.services.config.variables import VARIABLES
-from ujobs.errors import UltimateError, registered_retry
-from ujobs.jobs.registry import Registry
 
 ERROR_MODULES = (
     "ujobs.errors",

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
 
+from ujobs.drivers.base import JobRow
 from ujobs.exports.family import ExportSpec, export_of
 from ujobs.exports.manifest import Manifest, manifest_key, part_key
 from ujobs.exports.sinks import ExportNotFoundError, ExportSink
-from ujobs.drivers.base import JobRow
 from ujobs.jobs.job import JobHandle
 
 __all__ = [

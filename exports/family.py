@@ -38,15 +38,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ujobs.durations import Duration
+from ujobs.errors import register_error_retry
+from ujobs.execution.run import Run
 from ujobs.exports.encoders import Encoder, encoder_for
 from ujobs.exports.manifest import Manifest, manifest_key, validate_prefix
 from ujobs.exports.rate import RowRate, valid_rate
 from ujobs.exports.sinks import ExportSink, default_sink
 from ujobs.exports.sources import ExportSource
 from ujobs.exports.writer import START, PageState, PartSpec, copies_csv, write_page
-from ujobs.durations import Duration
-from ujobs.errors import register_error_retry
-from ujobs.execution.run import Run
 from ujobs.jobs.declaration_rules import declaration_invalid, validate_name
 from ujobs.jobs.job import JobHandle, job
 from ujobs.jobs.retry import Retry

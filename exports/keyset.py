@@ -48,6 +48,12 @@ from decimal import Decimal
 from typing import Any, Protocol
 from uuid import UUID
 
+from ujobs.context import cross_tenant_reason, current_tenant
+from ujobs.errors import (
+    ExportTenancyUndeclaredError,
+    InvariantError,
+    TenancyActorOrgRequiredError,
+)
 from ujobs.exports.keyset_sql import (
     CSV_SETTINGS,
     MAX_TYPES,
@@ -56,12 +62,6 @@ from ujobs.exports.keyset_sql import (
     key_name,
     keyset_statements,
     quote_ident,
-)
-from ujobs.context import cross_tenant_reason, current_tenant
-from ujobs.errors import (
-    ExportTenancyUndeclaredError,
-    InvariantError,
-    TenancyActorOrgRequiredError,
 )
 
 __all__ = ["COPY_AHEAD", "CsvPage", "KeysetSource", "decode_cursor", "encode_cursor", "keyset"]

@@ -23,11 +23,11 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ujobs.errors import ExportPartTooLargeError, ExportRowInvalidError
 from ujobs.exports.encoders import Encoder
 from ujobs.exports.manifest import part_key
 from ujobs.exports.sinks import ExportSink
 from ujobs.exports.sources import ExportSource
-from ujobs.errors import ExportPartTooLargeError, ExportRowInvalidError
 
 __all__ = ["ENCODE_ROWS", "PageState", "PartSpec", "copies_csv", "write_page"]
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import sys
 
-from ujobs.services.config.settings import RelayConfig
-from ujobs.services.runtime.metrics_server import serve_metrics
-from ujobs.services.runtime.service_run import ServiceRun
-from ujobs.services.runtime.service_metrics import relay_metrics
-from ujobs.services.runtime.wiring import Wired, wire
 from ujobs.outbox import OUTBOX_WAKE_CHANNEL, outbox_relay, postgres_outbox_store
 from ujobs.outbox.relay import OutboxRelay, RelayOptions
+from ujobs.services.config.settings import RelayConfig
+from ujobs.services.runtime.metrics_server import serve_metrics
+from ujobs.services.runtime.service_metrics import relay_metrics
+from ujobs.services.runtime.service_run import ServiceRun
+from ujobs.services.runtime.wiring import Wired, wire
 from ujobs.wake.listener import postgres_wake
 
 

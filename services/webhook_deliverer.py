@@ -18,20 +18,20 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ujobs.services.runtime.app_loader import load_api
-from ujobs.services.config.settings import WorkerConfig
-from ujobs.services.config.parse import choice, whole
-from ujobs.services.runtime.service_run import ServiceRun
-from ujobs.services.runtime.secret_key import secret_key_text
-from ujobs.services.runtime.wiring import wire
 from ujobs.jobs.registry import Registry
-from ujobs.worker import JobWorker
+from ujobs.services.config.parse import choice, whole
+from ujobs.services.config.settings import WorkerConfig
+from ujobs.services.runtime.app_loader import load_api
+from ujobs.services.runtime.secret_key import secret_key_text
+from ujobs.services.runtime.service_run import ServiceRun
+from ujobs.services.runtime.wiring import wire
 from ujobs.webhooks import builtin
 from ujobs.webhooks.client import WebhookClient
 from ujobs.webhooks.family import WEBHOOKS_QUEUE, install_client
 from ujobs.webhooks.secrets import SecretBox
 from ujobs.webhooks.ssrf import GuardPolicy
 from ujobs.webhooks.store_pg import PgWebhookStore
+from ujobs.worker import JobWorker
 
 log = logging.getLogger("ujobs.webhooks")
 

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 
+from ujobs.drivers.base import DEFAULT_QUEUE
 from ujobs.exports.family import EXPORTS_QUEUE
-from ujobs.services.runtime.app_loader import load_api
+from ujobs.jobs.registry import Registry
 from ujobs.services.cli.retention import register_purge
 from ujobs.services.config.settings import WorkerConfig
+from ujobs.services.runtime.app_loader import load_api
 from ujobs.services.runtime.metrics_server import serve_metrics
 from ujobs.services.runtime.service_run import ServiceRun
 from ujobs.services.runtime.wiring import Wired, wire
-from ujobs.drivers.base import DEFAULT_QUEUE
-from ujobs.jobs.registry import Registry
-from ujobs.worker.job_worker import JobWorker, job_worker
 from ujobs.webhooks.family import WEBHOOKS_QUEUE
+from ujobs.worker.job_worker import JobWorker, job_worker
 
 PINNED_QUEUES = (WEBHOOKS_QUEUE, EXPORTS_QUEUE)
 """Served by their own services (the deliverer, the exporter), never by a default worker."""

@@ -20,7 +20,14 @@ from ujobs.errors import DriverUnavailableError, JobDeclarationInvalidError
 from ujobs.jobs.job import JobHandle, KeyedConcurrency
 from ujobs.jobs.registry import Registry
 from ujobs.webhooks.errors import WebhookEndpointUnknownError, WebhookEventUnknownError
-from ujobs.webhooks.family import Endpoint, Event, WebhookInput, endpoint_key, fan_out_inputs, webhook
+from ujobs.webhooks.family import (
+    Endpoint,
+    Event,
+    WebhookInput,
+    endpoint_key,
+    fan_out_inputs,
+    webhook,
+)
 from ujobs.webhooks.ledger import DeliveryAttempt
 from ujobs.webhooks.store_pg import Loaded, PgWebhookStore
 

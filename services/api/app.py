@@ -38,7 +38,22 @@ import asyncpg
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.drivers.postgres.unreachable import store_unreachable, unreachable
+from ujobs.errors import (
+    ConfigInvalidError,
+    DriverUnavailableError,
+    InputInvalidError,
+    JobDrainedError,
+    RateLimitedError,
+    UltimateError,
+)
+from ujobs.events.bus import set_event_bus
+from ujobs.events.bus_postgres import postgres_event_bus
+from ujobs.lifecycle import Deadline, register_shutdown_hooks
+from ujobs.metrics import JobMetrics, job_metrics
 from ujobs.services import api_enqueue, api_jobs, api_queues, api_tokens
+from ujobs.services.api.auth import NO_TOKENS, TokenLookup
 from ujobs.services.api.common import (
     BACKEND,
     CONFIG,
@@ -57,33 +72,18 @@ from ujobs.services.api.exports import add_export_routes, token_reader
 from ujobs.services.api.openapi import openapi_document
 from ujobs.services.api.ratelimit import TokenBuckets, retry_after_header
 from ujobs.services.api.strict_batch import strict_batch
+from ujobs.services.api.token_facts import KnownTokens
 from ujobs.services.api.token_guard import token_guard
+from ujobs.services.api.tokens import BatchedLookup, TokenStore
 from ujobs.services.api.webhooks import add_webhook_routes
-from ujobs.services.runtime.app_loader import load_api
-from ujobs.services.api.auth import NO_TOKENS, TokenLookup
-from ujobs.services.runtime.backends import open_backend
 from ujobs.services.config.settings import ApiConfig
 from ujobs.services.dashboard.routes import setup_dashboard
 from ujobs.services.nats.edge import NatsEdge
 from ujobs.services.nats.names import NatsNames
-from ujobs.services.runtime.service_run import ServiceRun
+from ujobs.services.runtime.app_loader import load_api
+from ujobs.services.runtime.backends import open_backend
 from ujobs.services.runtime.schema_check import schema_problem
-from ujobs.services.api.token_facts import KnownTokens
-from ujobs.services.api.tokens import BatchedLookup, TokenStore
-from ujobs.clock import SYSTEM_CLOCK, Clock
-from ujobs.drivers.postgres.unreachable import store_unreachable, unreachable
-from ujobs.errors import (
-    ConfigInvalidError,
-    DriverUnavailableError,
-    InputInvalidError,
-    JobDrainedError,
-    RateLimitedError,
-    UltimateError,
-)
-from ujobs.events.bus import set_event_bus
-from ujobs.events.bus_postgres import postgres_event_bus
-from ujobs.lifecycle import Deadline, register_shutdown_hooks
-from ujobs.metrics import JobMetrics, job_metrics
+from ujobs.services.runtime.service_run import ServiceRun
 from ujobs.wake.announce import announcing, redis_announcer
 
 log = logging.getLogger("ujobs.api")

@@ -24,10 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ujobs.services.api.token_facts import KnownTokens
-from ujobs.services.api.tokens import TokenRecord
 from ujobs.context import Actor
 from ujobs.errors import DriverUnavailableError, TenancyActorMismatchError, UltimateError
+from ujobs.services.api.token_facts import KnownTokens
+from ujobs.services.api.tokens import TokenRecord
 
 MAX_SECRET_LENGTH = 256
 """The longest bearer secret read (a token is 49 characters): a longer one is no token."""

@@ -15,19 +15,19 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from ujobs.services.api.enqueue_batcher import EnqueueBatcher
-from ujobs.services.api.ratelimit import TokenBuckets
-from ujobs.services.api.strict_batch import StrictBatch
-from ujobs.services.api.auth import Principal, TokenLookup, authenticate
-from ujobs.services.runtime.backends import Backend
-from ujobs.services.config.settings import ApiConfig
-from ujobs.services.redact import redact_text
-from ujobs.services.api.token_facts import KnownTokens
 from ujobs.drivers.base import JobDriver
 from ujobs.errors import InputInvalidError, UltimateError
 from ujobs.jobs.registry import Registry
 from ujobs.limits import depth_refused, too_deep_to_parse
 from ujobs.metrics import JobMetrics
+from ujobs.services.api.auth import Principal, TokenLookup, authenticate
+from ujobs.services.api.enqueue_batcher import EnqueueBatcher
+from ujobs.services.api.ratelimit import TokenBuckets
+from ujobs.services.api.strict_batch import StrictBatch
+from ujobs.services.api.token_facts import KnownTokens
+from ujobs.services.config.settings import ApiConfig
+from ujobs.services.redact import redact_text
+from ujobs.services.runtime.backends import Backend
 
 _STATUS_BY_CODE = {
     "X_INPUT_INVALID": 400,

@@ -25,18 +25,6 @@ from typing import Any, Protocol, cast
 
 from aiohttp import web
 
-from ujobs.services.api.common import EDGE, REGISTRY, accepted, caller, read_object
-from ujobs.services.api.enqueue_batcher import EnqueueBatcher
-from ujobs.services.api.ratelimit import TokenBuckets
-from ujobs.services.api.auth import (
-    Principal,
-    TokenLookup,
-    UnauthorizedError,
-    authenticate,
-    authenticate_known,
-    bearer_secret,
-)
-from ujobs.services.api.token_facts import KnownTokens
 from ujobs.clock import Clock
 from ujobs.drivers.base import Enqueued, EnqueueRequest, JobDriver
 from ujobs.durations import duration_ms
@@ -53,6 +41,18 @@ from ujobs.events.bus import publish_event
 from ujobs.jobs.job import JobHandle, OnConflict, conflict_checked
 from ujobs.jobs.registry import Registry
 from ujobs.limits import check_text
+from ujobs.services.api.auth import (
+    Principal,
+    TokenLookup,
+    UnauthorizedError,
+    authenticate,
+    authenticate_known,
+    bearer_secret,
+)
+from ujobs.services.api.common import EDGE, REGISTRY, accepted, caller, read_object
+from ujobs.services.api.enqueue_batcher import EnqueueBatcher
+from ujobs.services.api.ratelimit import TokenBuckets
+from ujobs.services.api.token_facts import KnownTokens
 
 MAX_BATCH_INPUTS = 1_000
 """The most inputs one ``/batch`` request carries (``MAX_BULK_ROWS`` of the operator surface)."""

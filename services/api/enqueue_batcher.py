@@ -32,10 +32,10 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Protocol
 
-from ujobs.services.api.auth import UnauthorizedError, revoked
 from ujobs.drivers.base import Enqueued, EnqueueRequest, JobDriver
 from ujobs.drivers.postgres.enqueue import GuardedAnswers
 from ujobs.errors import InvariantError
+from ujobs.services.api.auth import UnauthorizedError, revoked
 
 DEFAULT_MAX_BATCH = 256
 DEFAULT_MAX_IN_FLIGHT = 1

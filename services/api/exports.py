@@ -31,14 +31,14 @@ from typing import Any
 
 from aiohttp import web
 
+from ujobs.drivers.base import JobDriver
+from ujobs.errors import UltimateError
 from ujobs.exports.downloads import FoundExport, describe_export, find_export, read_manifest
 from ujobs.exports.manifest import Manifest
 from ujobs.exports.sinks import ExportNotFoundError
-from ujobs.services.exporter import ExportSettings
-from ujobs.services.api.public_url import public_base
-from ujobs.drivers.base import JobDriver
-from ujobs.errors import UltimateError
 from ujobs.jobs.registry import Registry
+from ujobs.services.api.public_url import public_base
+from ujobs.services.exporter import ExportSettings
 
 __all__ = [
     "AUTHORIZE",

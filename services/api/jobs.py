@@ -22,8 +22,6 @@ from typing import Any
 
 from aiohttp import web
 
-from ujobs.services.api.common import EDGE, caller, json_ok, read_object
-from ujobs.services.api.auth import Principal
 from ujobs.drivers.base import ALL_STATES, DEFAULT_JOB_PAGE, MAX_JOB_PAGE, JobFilter, JobRow
 from ujobs.errors import InputInvalidError, JobNotFoundError, JobPageInvalidError
 from ujobs.introspect import (
@@ -36,6 +34,8 @@ from ujobs.introspect import (
     remove_job,
     retry_job,
 )
+from ujobs.services.api.auth import Principal
+from ujobs.services.api.common import EDGE, caller, json_ok, read_object
 
 routes = web.RouteTableDef()
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ujobs.services.api.common import EDGE, REGISTRY, caller, json_ok
-from ujobs.services.api.task_rows import fires_and_pauses, task_rows
 from ujobs.errors import InputInvalidError, UltimateError
 from ujobs.introspect import inspect_queues, pause_queues, pause_tasks
 from ujobs.jobs.declaration_rules import NAME_PATTERN
+from ujobs.services.api.common import EDGE, REGISTRY, caller, json_ok
+from ujobs.services.api.task_rows import fires_and_pauses, task_rows
 
 routes = web.RouteTableDef()
 

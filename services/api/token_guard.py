@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ujobs.services.api.tokens import TokenStore
 from ujobs.drivers.base import Enqueued, EnqueueRequest, JobDriver, stores_in
 from ujobs.drivers.postgres.driver import PostgresDriver
 from ujobs.drivers.postgres.enqueue import GuardedAnswers
+from ujobs.services.api.tokens import TokenStore
 from ujobs.wake.announce import AnnouncingDriver
 from ujobs.wake.protocol import WAKE_DUE_WITHIN_MS
 

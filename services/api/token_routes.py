@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from ujobs.errors import DriverUnavailableError
 from ujobs.services.api.common import BACKEND, EDGE, caller, json_ok
 from ujobs.services.api.tokens import TokenStore
-from ujobs.errors import DriverUnavailableError
 
 routes = web.RouteTableDef()
 

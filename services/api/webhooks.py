@@ -28,10 +28,6 @@ from typing import Any
 
 from aiohttp import web
 
-from ujobs.services.api.common import BACKEND, EDGE, caller, json_ok, read_object
-from ujobs.services.api.auth import Principal
-from ujobs.services.runtime.secret_key import secret_key_text
-from ujobs.services.webhook_deliverer import WebhookSettings, webhook_settings
 from ujobs.errors import (
     DriverUnavailableError,
     InputInvalidError,
@@ -39,6 +35,10 @@ from ujobs.errors import (
     WebhookEndpointInvalidError,
 )
 from ujobs.limits import check_text
+from ujobs.services.api.auth import Principal
+from ujobs.services.api.common import BACKEND, EDGE, caller, json_ok, read_object
+from ujobs.services.runtime.secret_key import secret_key_text
+from ujobs.services.webhook_deliverer import WebhookSettings, webhook_settings
 from ujobs.webhooks.errors import WebhookEndpointUnknownError
 from ujobs.webhooks.store_pg import ROTATION_GRACE_MS, PgWebhookStore
 

@@ -17,12 +17,11 @@ from typing import Annotated
 
 import typer
 
-from ujobs.services.runtime.app_loader import load_api
 from ujobs.services.cli.common import AppOption, JsonOption
 from ujobs.services.cli.db import db_app
 from ujobs.services.cli.exports import exports_app
 from ujobs.services.cli.jobs import jobs_app
-from ujobs.services.runtime.output import emit_json, reported, set_debug
+from ujobs.services.cli.nats import nats_app
 from ujobs.services.cli.queues import queues_app, workers_command
 from ujobs.services.cli.services import (
     api_command,
@@ -38,7 +37,8 @@ from ujobs.services.cli.tasks import tasks_app
 from ujobs.services.cli.tokens import tokens_app
 from ujobs.services.cli.webhooks import webhooks_app
 from ujobs.services.config.settings import environment
-from ujobs.services.cli.nats import nats_app
+from ujobs.services.runtime.app_loader import load_api
+from ujobs.services.runtime.output import emit_json, reported, set_debug
 
 app = typer.Typer(
     name="ujobs",

@@ -28,18 +28,6 @@ from typing import Annotated, Any, cast
 
 import typer
 
-from ujobs.services.runtime.app_loader import load_api
-from ujobs.services.runtime.backends import Backend
-from ujobs.services.cli.common import AppOption, DatabaseUrlOption, JsonOption, operate
-from ujobs.services.runtime.output import (
-    Progress,
-    emit_json,
-    note,
-    print_fields,
-    print_table,
-    reported,
-)
-from ujobs.services.config.settings import environment, read_common
 from ujobs.backfill.declare import BackfillDefinition
 from ujobs.backfill.ledger_view import (
     applied_migrations,
@@ -53,6 +41,18 @@ from ujobs.context import cross_tenant
 from ujobs.drivers.base import BackfillStatus, JobDriver, require_backfills
 from ujobs.errors import BackfillAppliedError, InvariantError, UltimateError
 from ujobs.jobs.job import JobHandle
+from ujobs.services.cli.common import AppOption, DatabaseUrlOption, JsonOption, operate
+from ujobs.services.config.settings import environment, read_common
+from ujobs.services.runtime.app_loader import load_api
+from ujobs.services.runtime.backends import Backend
+from ujobs.services.runtime.output import (
+    Progress,
+    emit_json,
+    note,
+    print_fields,
+    print_table,
+    reported,
+)
 
 EXIT_PENDING = 3
 FOLLOW_POLL_S = 1.0

@@ -15,10 +15,10 @@ from typing import Annotated, TypeVar
 import click
 import typer
 
-from ujobs.services.runtime.backends import Backend, open_backend
-from ujobs.services.runtime.output import Progress, reported
 from ujobs.services.cli.remote import Remote, remote_refused, remote_target
 from ujobs.services.config.settings import OperatorConfig, environment
+from ujobs.services.runtime.backends import Backend, open_backend
+from ujobs.services.runtime.output import Progress, reported
 
 T = TypeVar("T")
 

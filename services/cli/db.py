@@ -14,9 +14,9 @@ import typer
 
 from ujobs.services.cli.backfill import backfill_command
 from ujobs.services.cli.common import DatabaseUrlOption, JsonOption
-from ujobs.services.runtime.output import Progress, emit_json, reported
 from ujobs.services.cli.retention import purge_command
 from ujobs.services.config.settings import environment, read_common
+from ujobs.services.runtime.output import Progress, emit_json, reported
 
 db_app = typer.Typer(help="The database schema.", no_args_is_help=True)
 

@@ -24,13 +24,13 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, TransferSpeedColumn
 from rich.progress import Progress as Bar
 
+from ujobs.drivers.base import DEFAULT_JOB_PAGE, JobFilter
 from ujobs.exports.downloads import FoundExport, describe_export, find_export, read_manifest
 from ujobs.exports.family import EXPORTS_QUEUE
 from ujobs.exports.manifest import Manifest
 from ujobs.exports.sinks import ExportNotFoundError
+from ujobs.introspect import list_jobs
 from ujobs.services.api.exports import LINK_TTL
-from ujobs.services.runtime.app_loader import load_api
-from ujobs.services.runtime.backends import Backend, open_backend
 from ujobs.services.cli.common import (
     AppOption,
     DatabaseUrlOption,
@@ -38,11 +38,11 @@ from ujobs.services.cli.common import (
     JsonOption,
     refuse_remote,
 )
-from ujobs.services.runtime.output import emit_json, note, print_fields, print_table, reported
 from ujobs.services.config.settings import OperatorConfig, environment
 from ujobs.services.exporter import ExportSettings
-from ujobs.drivers.base import DEFAULT_JOB_PAGE, JobFilter
-from ujobs.introspect import list_jobs
+from ujobs.services.runtime.app_loader import load_api
+from ujobs.services.runtime.backends import Backend, open_backend
+from ujobs.services.runtime.output import emit_json, note, print_fields, print_table, reported
 
 exports_app = typer.Typer(help="List, inspect and download exports.", no_args_is_help=True)
 

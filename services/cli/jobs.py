@@ -19,7 +19,16 @@ from urllib.parse import quote
 
 import typer
 
-from ujobs.services.runtime.backends import Backend
+from ujobs.clock import SYSTEM_CLOCK
+from ujobs.drivers.base import DEFAULT_JOB_PAGE, MAX_JOB_PAGE, JobFilter
+from ujobs.errors import JobIdAmbiguousError, JobNotFoundError
+from ujobs.introspect import (
+    AMBIGUOUS_LISTED,
+    FULL_ID_LENGTH,
+    inspect_job,
+    list_jobs,
+    resolve_job_id,
+)
 from ujobs.services.cli.backfill import backfill_of_run, backfills_in_flight, note_in_flight
 from ujobs.services.cli.common import DatabaseUrlOption, DriverOption, JsonOption, operate
 from ujobs.services.cli.jobs_common import (
@@ -33,6 +42,9 @@ from ujobs.services.cli.jobs_common import (
     progress_text,
 )
 from ujobs.services.cli.jobs_move import jobs_cancel, jobs_promote, jobs_remove, jobs_retry
+from ujobs.services.cli.remote import Remote, remote_get
+from ujobs.services.config.parse import invalid
+from ujobs.services.runtime.backends import Backend
 from ujobs.services.runtime.output import (
     Progress,
     duration,
@@ -42,18 +54,6 @@ from ujobs.services.runtime.output import (
     print_fields,
     print_table,
     when,
-)
-from ujobs.services.cli.remote import Remote, remote_get
-from ujobs.services.config.parse import invalid
-from ujobs.clock import SYSTEM_CLOCK
-from ujobs.drivers.base import DEFAULT_JOB_PAGE, MAX_JOB_PAGE, JobFilter
-from ujobs.errors import JobIdAmbiguousError, JobNotFoundError
-from ujobs.introspect import (
-    AMBIGUOUS_LISTED,
-    FULL_ID_LENGTH,
-    inspect_job,
-    list_jobs,
-    resolve_job_id,
 )
 
 jobs_app = typer.Typer(help="List, inspect and move jobs.", no_args_is_help=True)

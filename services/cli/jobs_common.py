@@ -9,8 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ujobs.services.config.parse import choice, invalid
 from ujobs.drivers.base import ALL_STATES, BulkFilter, JobState
+from ujobs.services.config.parse import choice, invalid
 
 QueueOption = Annotated[str | None, typer.Option("--queue", "-q", help="only this queue")]
 NameOption = Annotated[str | None, typer.Option("--name", "-n", help="only this job name")]

@@ -11,18 +11,6 @@ from typing import Annotated, Any
 
 import typer
 
-from ujobs.services.runtime.backends import Backend
-from ujobs.services.cli.common import DatabaseUrlOption, DriverOption, JsonOption, operate
-from ujobs.services.cli.jobs_common import (
-    JobIdArg,
-    NameOption,
-    QueueOption,
-    StateOption,
-    TenantOption,
-    bulk_filter,
-)
-from ujobs.services.runtime.output import Progress, emit_json, reported
-from ujobs.services.config.parse import invalid
 from ujobs.drivers.base import BulkFilter
 from ujobs.errors import UltimateError
 from ujobs.introspect import (
@@ -35,6 +23,18 @@ from ujobs.introspect import (
     resolve_job_id,
     retry_job,
 )
+from ujobs.services.cli.common import DatabaseUrlOption, DriverOption, JsonOption, operate
+from ujobs.services.cli.jobs_common import (
+    JobIdArg,
+    NameOption,
+    QueueOption,
+    StateOption,
+    TenantOption,
+    bulk_filter,
+)
+from ujobs.services.config.parse import invalid
+from ujobs.services.runtime.backends import Backend
+from ujobs.services.runtime.output import Progress, emit_json, reported
 
 
 def _target(job_id: str | None, state: str | None, verb: str) -> None:

@@ -14,14 +14,14 @@ from typing import Annotated, Any
 
 import typer
 
-from ujobs.services.runtime.backends import open_pool, open_redis
+from ujobs.drivers.postgres.sql import query
 from ujobs.services.cli.common import JsonOption
-from ujobs.services.runtime.output import Progress, emit_json, note, print_table, reported
 from ujobs.services.config.settings import NatsStatusConfig, environment
 from ujobs.services.nats.names import NatsNames
 from ujobs.services.nats.service import connect
 from ujobs.services.nats.streams import stream_status
-from ujobs.drivers.postgres.sql import query
+from ujobs.services.runtime.backends import open_pool, open_redis
+from ujobs.services.runtime.output import Progress, emit_json, note, print_table, reported
 
 _PENDING = query("settlements_pending")
 

@@ -11,12 +11,12 @@ from typing import Annotated, Any
 
 import typer
 
-from ujobs.services.runtime.backends import Backend
+from ujobs.introspect import inspect_queues, list_workers, pause_queues
 from ujobs.services.cli.common import DatabaseUrlOption, DriverOption, JsonOption, operate
-from ujobs.services.runtime.output import Progress, duration, emit_json, note, print_table, when
 from ujobs.services.cli.remote import Remote, remote_get
 from ujobs.services.config.parse import parse_queues
-from ujobs.introspect import inspect_queues, list_workers, pause_queues
+from ujobs.services.runtime.backends import Backend
+from ujobs.services.runtime.output import Progress, duration, emit_json, note, print_table, when
 
 queues_app = typer.Typer(help="Queues: depth per state, pauses.", no_args_is_help=True)
 

@@ -27,8 +27,8 @@ from typing import Any
 
 import orjson
 
-from ujobs.services.config.parse import invalid
 from ujobs.errors import ConfigInvalidError, UltimateError
+from ujobs.services.config.parse import invalid
 
 REMOTE_COMMANDS = ("jobs list", "jobs show", "queues list", "tokens list")
 """The operator commands that work against UJOBS_URL (each has an HTTP route)."""

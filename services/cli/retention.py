@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ujobs.services.runtime.backends import Backend
-from ujobs.services.cli.common import DatabaseUrlOption, JsonOption, operate
-from ujobs.services.runtime.output import Progress, emit_json, print_table, reported
-from ujobs.services.config.settings import CommonConfig, environment, read_common
 from ujobs.backfill.settings import configure_backfills
 from ujobs.clock import SYSTEM_CLOCK
 from ujobs.jobs.registry import Registry
 from ujobs.retention.builtin import RetentionWindows, builtin_targets, register_builtin_purge
 from ujobs.retention.jobs_target import JobsPurgeTarget
+from ujobs.services.cli.common import DatabaseUrlOption, JsonOption, operate
+from ujobs.services.config.settings import CommonConfig, environment, read_common
+from ujobs.services.runtime.backends import Backend
+from ujobs.services.runtime.output import Progress, emit_json, print_table, reported
 
 if TYPE_CHECKING:
     import asyncpg

@@ -14,9 +14,15 @@ from typing import Annotated
 import typer
 
 from ujobs.services.cli.common import AppOption, JsonOption
-from ujobs.services.runtime.output import reported
-from ujobs.services.config.settings import ApiConfig, RelayConfig, SchedulerConfig, WorkerConfig, environment
+from ujobs.services.config.settings import (
+    ApiConfig,
+    RelayConfig,
+    SchedulerConfig,
+    WorkerConfig,
+    environment,
+)
 from ujobs.services.config.variables import VARIABLES
+from ujobs.services.runtime.output import reported
 from ujobs.services.runtime.service_run import ServiceRun, run_service
 
 
@@ -68,7 +74,8 @@ def scheduler_command(app_spec: AppOption = None, as_json: JsonOption = False) -
 def dev_command(
     app_spec: AppOption = None,
     example: Annotated[
-        bool, typer.Option("--example", help="load ujobs.services.example_app and enqueue onboard_org")
+        bool,
+        typer.Option("--example", help="load ujobs.services.example_app and enqueue onboard_org"),
     ] = False,
     port: Annotated[
         int | None, typer.Option(help="the api's port; 0 picks a free one [default: 8080]")

@@ -10,16 +10,16 @@ from typing import Annotated, Any
 
 import typer
 
-from ujobs.services.runtime.app_loader import load_api
-from ujobs.services.runtime.backends import Backend
-from ujobs.services.cli.common import AppOption, DatabaseUrlOption, JsonOption, operate
-from ujobs.services.runtime.output import Progress, emit_json, iso, print_table, reported
-from ujobs.services.config.settings import environment, read_common
 from ujobs.clock import SYSTEM_CLOCK
 from ujobs.drivers.base import JobDriver, TaskFire
 from ujobs.introspect import introspection_of, pause_tasks
 from ujobs.jobs.task import TaskHandle
 from ujobs.scheduler.cron import next_task_run
+from ujobs.services.cli.common import AppOption, DatabaseUrlOption, JsonOption, operate
+from ujobs.services.config.settings import environment, read_common
+from ujobs.services.runtime.app_loader import load_api
+from ujobs.services.runtime.backends import Backend
+from ujobs.services.runtime.output import Progress, emit_json, iso, print_table, reported
 
 tasks_app = typer.Typer(help="The app's cron tasks.", no_args_is_help=True)
 

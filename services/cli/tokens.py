@@ -10,14 +10,14 @@ from typing import Annotated, Any
 
 import typer
 
-from ujobs.services.runtime.backends import Backend
-from ujobs.services.cli.common import DatabaseUrlOption, JsonOption, operate
-from ujobs.services.runtime.output import Progress, emit_json, iso, note, print_table, reported
-from ujobs.services.cli.remote import Remote, remote_get
-from ujobs.services.config.parse import invalid
-from ujobs.services.api.tokens import TokenStore, check_tenant, parse_scopes
 from ujobs.durations import duration_ms
 from ujobs.errors import InvariantError
+from ujobs.services.api.tokens import TokenStore, check_tenant, parse_scopes
+from ujobs.services.cli.common import DatabaseUrlOption, JsonOption, operate
+from ujobs.services.cli.remote import Remote, remote_get
+from ujobs.services.config.parse import invalid
+from ujobs.services.runtime.backends import Backend
+from ujobs.services.runtime.output import Progress, emit_json, iso, note, print_table, reported
 
 tokens_app = typer.Typer(help="The api's bearer tokens.", no_args_is_help=True)
 

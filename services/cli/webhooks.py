@@ -17,15 +17,15 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from ujobs.services.runtime.backends import Backend, open_backend
-from ujobs.services.cli.common import DatabaseUrlOption, DriverOption, JsonOption, refuse_remote
-from ujobs.services.runtime.output import Progress, emit_json, iso, note, print_table, reported
-from ujobs.services.config.settings import OperatorConfig, environment
-from ujobs.services.runtime.secret_key import write_key_file
-from ujobs.services.webhook_deliverer import WebhookSettings, webhook_settings
 from ujobs.clock import to_epoch_ms
 from ujobs.errors import InputInvalidError
 from ujobs.jobs.enqueue_target import reset_job_driver, set_job_driver
+from ujobs.services.cli.common import DatabaseUrlOption, DriverOption, JsonOption, refuse_remote
+from ujobs.services.config.settings import OperatorConfig, environment
+from ujobs.services.runtime.backends import Backend, open_backend
+from ujobs.services.runtime.output import Progress, emit_json, iso, note, print_table, reported
+from ujobs.services.runtime.secret_key import write_key_file
+from ujobs.services.webhook_deliverer import WebhookSettings, webhook_settings
 from ujobs.webhooks import builtin
 from ujobs.webhooks.store_pg import PgWebhookStore, new_secret_key
 

@@ -14,9 +14,14 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from ujobs.services.config.variables import DRIVERS, JOBS_CONCURRENCY_DEFAULT, MAX_QUEUE_NAME, DriverName
-from ujobs.services.redact import redact_url
 from ujobs.errors import ConfigInvalidError
+from ujobs.services.config.variables import (
+    DRIVERS,
+    JOBS_CONCURRENCY_DEFAULT,
+    MAX_QUEUE_NAME,
+    DriverName,
+)
+from ujobs.services.redact import redact_url
 
 T = TypeVar("T")
 

@@ -21,6 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from ujobs.drivers.base import DEFAULT_QUEUE, DEFAULT_VISIBILITY_MS
+from ujobs.errors import DriverUnavailableError
+from ujobs.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
+from ujobs.outbox.relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
+from ujobs.retention.builtin import RetentionWindows
+from ujobs.retention.purge import DEFAULT_PURGE_CRON
 from ujobs.services.config.parse import (
     Concurrency,
     app_spec,
@@ -61,12 +67,6 @@ from ujobs.services.config.variables import (
     Env,
 )
 from ujobs.services.redact import redact_url
-from ujobs.drivers.base import DEFAULT_QUEUE, DEFAULT_VISIBILITY_MS
-from ujobs.errors import DriverUnavailableError
-from ujobs.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
-from ujobs.outbox.relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
-from ujobs.retention.builtin import RetentionWindows
-from ujobs.retention.purge import DEFAULT_PURGE_CRON
 
 T = TypeVar("T")
 _DEFAULT_QUEUES: tuple[str, ...] = (DEFAULT_QUEUE,)

@@ -22,17 +22,17 @@ import logging
 from aiohttp import web
 from yarl import URL
 
+from ujobs.errors import InputInvalidError
+from ujobs.introspect import cancel_job, pause_queues, pause_tasks, promote_job, retry_job
+from ujobs.jobs.declaration_rules import NAME_PATTERN
+from ujobs.services.api.auth import Principal
 from ujobs.services.api.common import EDGE, REGISTRY
 from ujobs.services.api.queues import TaskUnknownError
-from ujobs.services.api.auth import Principal
 from ujobs.services.dashboard.pages import visible_job
 from ujobs.services.dashboard.pages_webhooks import set_endpoint_state
 from ujobs.services.dashboard.render import page
 from ujobs.services.dashboard.session import PREFIX, check_csrf, safe_next, viewer
 from ujobs.services.dashboard.views import guarded
-from ujobs.errors import InputInvalidError
-from ujobs.introspect import cancel_job, pause_queues, pause_tasks, promote_job, retry_job
-from ujobs.jobs.declaration_rules import NAME_PATTERN
 
 log = logging.getLogger("ujobs.dashboard")
 

@@ -19,13 +19,6 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from ujobs.services.api.common import EDGE, REGISTRY
-from ujobs.services.api.auth import Principal
-from ujobs.services.cli.jobs_common import first_line, progress_text
-from ujobs.services.api.task_rows import fires_and_pauses, task_rows
-from ujobs.services.dashboard.render import page
-from ujobs.services.dashboard.session import PREFIX, viewer
-from ujobs.services.dashboard.views import flash, guarded
 from ujobs.drivers.base import (
     ALL_STATES,
     MAX_JOB_PAGE,
@@ -44,6 +37,13 @@ from ujobs.introspect import (
     job_json,
     list_workers,
 )
+from ujobs.services.api.auth import Principal
+from ujobs.services.api.common import EDGE, REGISTRY
+from ujobs.services.api.task_rows import fires_and_pauses, task_rows
+from ujobs.services.cli.jobs_common import first_line, progress_text
+from ujobs.services.dashboard.render import page
+from ujobs.services.dashboard.session import PREFIX, viewer
+from ujobs.services.dashboard.views import flash, guarded
 
 routes = web.RouteTableDef()
 

@@ -20,16 +20,16 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from ujobs.drivers.base import JobFilter
 from ujobs.exports.downloads import describe_export, find_export, read_manifest
 from ujobs.exports.family import EXPORTS_QUEUE
+from ujobs.introspect import introspection_of
 from ujobs.services.api.common import EDGE, REGISTRY
 from ujobs.services.api.exports import LINK_TTL, SETTINGS, part_path, sign_path
 from ujobs.services.dashboard.pages import PAGE_SIZE, one_page, pager, row_view
 from ujobs.services.dashboard.render import page
 from ujobs.services.dashboard.session import PREFIX, viewer
 from ujobs.services.dashboard.views import guarded
-from ujobs.drivers.base import JobFilter
-from ujobs.introspect import introspection_of
 
 routes = web.RouteTableDef()
 

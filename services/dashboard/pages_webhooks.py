@@ -19,14 +19,14 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from ujobs.services.api.common import BACKEND, EDGE
+from ujobs.errors import UltimateError
 from ujobs.services.api.auth import Principal
+from ujobs.services.api.common import BACKEND, EDGE
 from ujobs.services.config.settings import environment
 from ujobs.services.dashboard.render import page
 from ujobs.services.dashboard.session import PREFIX, viewer
 from ujobs.services.dashboard.views import flash, guarded
 from ujobs.services.webhook_deliverer import WebhookSettings, webhook_settings
-from ujobs.errors import UltimateError
 from ujobs.webhooks.errors import WebhookEndpointUnknownError
 from ujobs.webhooks.store_pg import EndpointInfo, PgWebhookStore
 

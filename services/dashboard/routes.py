@@ -18,6 +18,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from ujobs.errors import UltimateError
 from ujobs.services.api.auth import UnauthorizedError
 from ujobs.services.dashboard import actions, pages, pages_backfills, pages_exports, pages_webhooks
 from ujobs.services.dashboard.not_found import html_not_found
@@ -35,7 +36,6 @@ from ujobs.services.dashboard.session import (
     viewer,
 )
 from ujobs.services.dashboard.views import guarded
-from ujobs.errors import UltimateError
 
 log = logging.getLogger("ujobs.dashboard")
 

@@ -23,9 +23,9 @@ from urllib.parse import urlsplit
 from aiohttp import web
 from yarl import URL
 
-from ujobs.services.api.common import EDGE
-from ujobs.services.api.auth import Principal, UnauthorizedError, authenticate
 from ujobs.errors import UltimateError
+from ujobs.services.api.auth import Principal, UnauthorizedError, authenticate
+from ujobs.services.api.common import EDGE
 
 COOKIE = "ujobs_x"
 PREFIX = "/_x"

@@ -8,9 +8,9 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from ujobs.errors import UltimateError
 from ujobs.services.dashboard.render import error_page
 from ujobs.services.dashboard.session import VIEWER
-from ujobs.errors import UltimateError
 
 FLASHES = {
     "retry": "Job re-queued.",

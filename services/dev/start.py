@@ -28,8 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from ujobs.drivers.base import DEFAULT_QUEUE
 from ujobs.exports.sinks import DEFAULT_EXPORT_ROOT, set_default_sink, sink_from_url
-from ujobs.services.runtime.app_loader import load_api
+from ujobs.introspect import introspection_of
+from ujobs.jobs.registry import Registry
+from ujobs.lifecycle import register_shutdown_hooks
 from ujobs.services.cli.db import migrate_url
 from ujobs.services.config.settings import (
     ApiConfig,
@@ -39,16 +42,13 @@ from ujobs.services.config.settings import (
     WorkerConfig,
     environment,
 )
-from ujobs.services.dev.watch import DevWatch
 from ujobs.services.dev.embedded import start_embedded_postgres
+from ujobs.services.dev.watch import DevWatch
 from ujobs.services.exporter import ExportSettings
-from ujobs.services.runtime.logging import JsonLineFormatter, configure_logging, log_to_file
 from ujobs.services.redact import redact_url
+from ujobs.services.runtime.app_loader import load_api
+from ujobs.services.runtime.logging import JsonLineFormatter, configure_logging, log_to_file
 from ujobs.services.runtime.service_run import ServiceRun
-from ujobs.drivers.base import DEFAULT_QUEUE
-from ujobs.introspect import introspection_of
-from ujobs.jobs.registry import Registry
-from ujobs.lifecycle import register_shutdown_hooks
 
 C = TypeVar("C", WorkerConfig, ApiConfig, SchedulerConfig, RelayConfig)
 EXAMPLE_APP = "ujobs.services.example_app:api"
@@ -147,8 +147,8 @@ async def start_dev(run: ServiceRun, config: DevConfig) -> None:
     """Bring up the database, the schema and every role; narrate until drained."""
     from ujobs.services.api.app import address, start_api
     from ujobs.services.relay import start_relay
-    from ujobs.services.scheduler import start_scheduler
     from ujobs.services.runtime.wiring import wire
+    from ujobs.services.scheduler import start_scheduler
     from ujobs.services.worker import start_worker
 
     started = False

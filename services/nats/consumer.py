@@ -54,17 +54,17 @@ from nats.aio.msg import Msg
 from nats.errors import NotJSMessageError
 from nats.js import JetStreamContext
 
-from ujobs.services.api.common import status_for
+from ujobs.drivers.base import Enqueued, EnqueueRequest
+from ujobs.errors import InputInvalidError
+from ujobs.ids import derived_id
 from ujobs.services.api.auth import Principal, UnauthorizedError
+from ujobs.services.api.common import status_for
 from ujobs.services.config.variables import DEFAULT_NATS_MAX_DELIVERIES
-from ujobs.services.runtime.log_limit import LogLimiter
 from ujobs.services.nats.edge import NatsEdge, answer_bytes, error_body
 from ujobs.services.nats.names import NatsNames
 from ujobs.services.nats.pull import PullFeed
 from ujobs.services.nats.streams import MAX_ACK_PENDING
-from ujobs.drivers.base import Enqueued, EnqueueRequest
-from ujobs.errors import InputInvalidError
-from ujobs.ids import derived_id
+from ujobs.services.runtime.log_limit import LogLimiter
 
 log = logging.getLogger("ujobs.nats")
 

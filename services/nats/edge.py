@@ -32,6 +32,18 @@ from typing import Any
 import asyncpg
 import orjson
 
+from ujobs.drivers.base import EnqueueRequest, JobDriver
+from ujobs.errors import InputInvalidError, UltimateError
+from ujobs.events.bus import publish_event
+from ujobs.jobs.registry import Registry
+from ujobs.limits import check_text, depth_refused, too_deep_to_parse
+from ujobs.services.api.auth import (
+    Principal,
+    TokenLookup,
+    UnauthorizedError,
+    authenticate,
+    bearer_secret,
+)
 from ujobs.services.api.enqueue import (
     SINGLE_FIELDS,
     STREAM_FIELDS,
@@ -41,14 +53,8 @@ from ujobs.services.api.enqueue import (
 )
 from ujobs.services.api.enqueue_batcher import EnqueueBatcher
 from ujobs.services.api.ratelimit import TokenBuckets
-from ujobs.services.api.auth import Principal, TokenLookup, UnauthorizedError, authenticate, bearer_secret
-from ujobs.services.redact import redact_text
 from ujobs.services.api.token_facts import KnownTokens
-from ujobs.drivers.base import EnqueueRequest, JobDriver
-from ujobs.errors import InputInvalidError, UltimateError
-from ujobs.events.bus import publish_event
-from ujobs.jobs.registry import Registry
-from ujobs.limits import check_text, depth_refused, too_deep_to_parse
+from ujobs.services.redact import redact_text
 
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_576
 """The largest message body the edge reads (NATS's own default ``max_payload``)."""

@@ -32,10 +32,10 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from ujobs.services.runtime.log_limit import LogLimiter
+from ujobs.errors import UltimateError
 from ujobs.services.nats.edge import NatsEdge, answer_bytes, error_body
 from ujobs.services.nats.names import NatsNames
-from ujobs.errors import UltimateError
+from ujobs.services.runtime.log_limit import LogLimiter
 
 log = logging.getLogger("ujobs.nats")
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import nats
 from nats.aio.client import Client
 
+from ujobs.errors import DriverUnavailableError
 from ujobs.services.nats.consumer import MAX_DELIVERIES, StreamConsumer
 from ujobs.services.nats.edge import NatsEdge
 from ujobs.services.nats.names import NatsNames
@@ -27,7 +28,6 @@ from ujobs.services.nats.settlements import SettlementsRelay
 from ujobs.services.nats.settlements_redis import RedisSettlementsRelay
 from ujobs.services.nats.streams import ACK_WAIT_S, MAX_ACK_PENDING, ensure_streams
 from ujobs.services.redact import redact_url
-from ujobs.errors import DriverUnavailableError
 
 if TYPE_CHECKING:
     import asyncpg

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from ujobs.services.config.settings import Connections
 from ujobs.clock import SYSTEM_CLOCK, Clock
 from ujobs.drivers.base import JobDriver
 from ujobs.drivers.postgres.pool import postgres_pool
 from ujobs.errors import DriverUnavailableError
+from ujobs.services.config.settings import Connections
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

@@ -21,10 +21,6 @@ from dataclasses import dataclass
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
-from ujobs.services.runtime.backends import Backend
-from ujobs.services.config.settings import MetricsEndpoint
-from ujobs.services.runtime.service_run import ServiceRun
-from ujobs.services.runtime.schema_check import schema_problem
 from ujobs.errors import (
     ConfigInvalidError,
     DriverUnavailableError,
@@ -32,6 +28,10 @@ from ujobs.errors import (
     UltimateError,
 )
 from ujobs.lifecycle import register_shutdown_hooks
+from ujobs.services.config.settings import MetricsEndpoint
+from ujobs.services.runtime.backends import Backend
+from ujobs.services.runtime.schema_check import schema_problem
+from ujobs.services.runtime.service_run import ServiceRun
 
 log = logging.getLogger("ujobs.metrics")
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 
-from ujobs.services.runtime.backends import Backend
 from ujobs.drivers.postgres.migrate import schema_error, schema_state
 from ujobs.errors import SchemaOutdatedError
+from ujobs.services.runtime.backends import Backend
 
 SCHEMA_READ_TIMEOUT_S = 2.0
 

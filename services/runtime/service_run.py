@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 
 import typer
 
-from ujobs.services.runtime.output import reported
-from ujobs.services.config.settings import CommonConfig
-from ujobs.services.runtime.logging import configure_logging
 from ujobs.clock import shift_system_clock
 from ujobs.lifecycle import configure_lifecycle, process_lifecycle
+from ujobs.services.config.settings import CommonConfig
+from ujobs.services.runtime.logging import configure_logging
+from ujobs.services.runtime.output import reported
 
 log = logging.getLogger("ujobs.service")
 

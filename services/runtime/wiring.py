@@ -22,15 +22,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from ujobs.services.runtime.autovacuum_check import warn_without_autovacuum
-from ujobs.services.runtime.backends import Backend, open_backend
-from ujobs.services.config.settings import Connections
-from ujobs.services.runtime.service_run import ServiceRun
 from ujobs.drivers.base import JobDriver
 from ujobs.drivers.postgres.migrate import require_current_schema
 from ujobs.events.bus import set_event_bus
 from ujobs.events.bus_postgres import postgres_event_bus
 from ujobs.jobs.enqueue_target import reset_job_driver, set_job_driver
+from ujobs.services.config.settings import Connections
+from ujobs.services.runtime.autovacuum_check import warn_without_autovacuum
+from ujobs.services.runtime.backends import Backend, open_backend
+from ujobs.services.runtime.service_run import ServiceRun
 from ujobs.wake.announce import announcing, redis_announcer
 from ujobs.wake.listener import ChannelWake, postgres_wake, redis_wake
 

@@ -8,15 +8,15 @@ import base64
 from dataclasses import dataclass
 from typing import Any
 
+from tests.browser.support import ORG_A, ORG_B
+from tests.exports.export_app.jobs import orders_export
+from tests.services.api_support import Api
+from tests.services.backfill_app.sweeps import drop_legacy, rewrite_slugs
 from ujobs.backfill.declare import definition_of
 from ujobs.drivers.base import ClaimOptions, JobDriver
 from ujobs.drivers.postgres import postgres_driver
 from ujobs.execution.attempt import execute_job
 from ujobs.jobs.enqueue_target import reset_job_driver, set_job_driver
-from tests.browser.support import ORG_A, ORG_B
-from tests.exports.export_app.jobs import orders_export
-from tests.services.api_support import Api
-from tests.services.backfill_app.sweeps import drop_legacy, rewrite_slugs
 from ujobs.webhooks import builtin
 from ujobs.webhooks.ledger import DeliveryAttempt
 from ujobs.webhooks.secrets import SecretBox

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.conformance import claim, claim_one, make_in_state, queue_stats, req
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import (
     MAX_BULK_ROWS,
@@ -15,7 +16,6 @@ from ujobs.drivers.base import (
     NackOptions,
 )
 from ujobs.errors import JobNotPromotableError, JobNotRemovableError, JobNotRequeueableError
-from tests.support.conformance import claim, claim_one, make_in_state, queue_stats, req
 
 
 async def _dead(

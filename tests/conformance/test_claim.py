@@ -5,6 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.conformance import (
+    ExhaustedLog,
+    claim,
+    claim_one,
+    queue_stats,
+    req,
+)
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import (
     LEASE_LAPSED_FINAL_ATTEMPT,
@@ -13,13 +20,6 @@ from ujobs.drivers.base import (
     JobIntrospection,
 )
 from ujobs.errors import ClaimQueuesEmptyError, InvariantError
-from tests.support.conformance import (
-    ExhaustedLog,
-    claim,
-    claim_one,
-    queue_stats,
-    req,
-)
 
 
 async def test_a_delayed_row_waits_for_its_run_at(driver: JobDriver, clock: FrozenClock) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from tests.support.conformance import VISIBILITY_MS, ExhaustedLog, claim, req
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import (
     AHEAD_RETURNS_MAX,
@@ -16,7 +17,6 @@ from ujobs.drivers.base import (
     JobDriver,
     NackOptions,
 )
-from tests.support.conformance import VISIBILITY_MS, ExhaustedLog, claim, req
 
 
 async def _enqueue(driver: JobDriver, n: int, **kw: Any) -> list[str]:

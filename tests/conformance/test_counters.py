@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tests.support.conformance import claim, claim_one, req
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import (
     COUNTER_TIERS,
@@ -10,7 +11,6 @@ from ujobs.drivers.base import (
     JobIntrospection,
     NackOptions,
 )
-from tests.support.conformance import claim, claim_one, req
 
 MINUTE, FIVE_MINUTES, HOUR = (tier[0] for tier in COUNTER_TIERS)
 DAY = 86_400_000

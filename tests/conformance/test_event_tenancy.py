@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.support.conformance import claim_one
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import JobDriver
 from ujobs.events.bus import MemoryEventBus, memory_event_bus
@@ -13,7 +14,6 @@ from ujobs.execution.attempt import execute_job
 from ujobs.execution.outcome import JobExecution
 from ujobs.jobs.job import JobHandle, job
 from ujobs.jobs.schema import t
-from tests.support.conformance import claim_one
 
 POLL_MS = 1_000
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.conformance import claim, claim_one, make_in_state, queue_stats, req
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import ClaimedJob, JobDriver, JobIntrospection, JobState, NackOptions
 from ujobs.errors import (
@@ -14,7 +15,6 @@ from ujobs.errors import (
     JobNotRequeueableError,
 )
 from ujobs.ids import new_id
-from tests.support.conformance import claim, claim_one, make_in_state, queue_stats, req
 
 
 async def _live(driver: JobDriver, clock: FrozenClock, state: JobState) -> str:

@@ -7,6 +7,7 @@ import base64
 import orjson
 import pytest
 
+from tests.support.conformance import claim_one, make_in_state, req
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import (
     DEFAULT_JOB_PAGE,
@@ -18,7 +19,6 @@ from ujobs.drivers.base import (
     job_cursor,
 )
 from ujobs.errors import JobPageInvalidError
-from tests.support.conformance import claim_one, make_in_state, req
 
 
 async def _rows(driver: JobDriver, clock: FrozenClock, n: int) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.conformance import claim_one, req
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import (
     MAX_TASK_FIRES,
@@ -14,7 +15,6 @@ from ujobs.drivers.base import (
     NackOptions,
     TaskFire,
 )
-from tests.support.conformance import claim_one, req
 
 
 async def _progress(introspect: JobIntrospection, job_id: str) -> object:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import asyncpg
 import orjson
 
-from ujobs.services.api.tokens import TokenStore
 from tests.e2e.service_process import ROOT, service_env
+from ujobs.services.api.tokens import TokenStore
 
 START_TIMEOUT_S = 60.0
 

@@ -23,9 +23,9 @@ import asyncpg
 import pytest
 import yaml  # type: ignore[import-untyped]  # no stubs installed (types-PyYAML)
 
+from tests.e2e.service_process import ROOT, ServiceProcess, service_env
 from ujobs.drivers.base import EnqueueRequest
 from ujobs.outbox import postgres_outbox_store
-from tests.e2e.service_process import ROOT, ServiceProcess, service_env
 
 pytestmark = pytest.mark.slow
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ujobs.services.nats.names import NatsNames
 from tests.e2e.live_api import live_api
 from tests.e2e.test_nats_node import _cleanup, _drained, _wait_rows
 from tests.services.nats_support import unique_prefix
+from ujobs.services.nats.names import NatsNames
 
 pytestmark = pytest.mark.slow
 

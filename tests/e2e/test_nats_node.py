@@ -18,10 +18,10 @@ import nats
 import orjson
 import pytest
 
-from ujobs.services.nats.names import NatsNames
 from tests.e2e.live_api import live_api
 from tests.services.nats_support import drop_streams, unique_prefix
 from tests.support.docs import first_block, page
+from ujobs.services.nats.names import NatsNames
 
 pytestmark = pytest.mark.slow
 

@@ -17,13 +17,16 @@ import orjson
 import pytest
 from nats.aio.msg import Msg
 
-from ujobs.services.config.variables import DEFAULT_NATS_MAX_ACK_PENDING, DEFAULT_NATS_MAX_DELIVERIES
-from ujobs.services.nats.names import NatsNames
-from ujobs.services.api.tokens import TokenStore
 from tests.e2e.service_process import ServiceProcess, service_env
 from tests.services.api_support import ORG_A, ORG_B
 from tests.services.nats_support import drop_streams, unique_prefix
 from tests.services.poison_app import POISON
+from ujobs.services.api.tokens import TokenStore
+from ujobs.services.config.variables import (
+    DEFAULT_NATS_MAX_ACK_PENDING,
+    DEFAULT_NATS_MAX_DELIVERIES,
+)
+from ujobs.services.nats.names import NatsNames
 
 pytestmark = pytest.mark.slow
 

@@ -14,10 +14,10 @@ from typing import Any
 import asyncpg
 import orjson
 
-from ujobs.services.api.tokens import TokenStore
 from tests.e2e.live_api import LiveApi, live_api
 from tests.e2e.service_process import ROOT, service_env
 from tests.services.api_support import ORG_A, ORG_B, mail
+from ujobs.services.api.tokens import TokenStore
 
 
 def _cli(*args: str, **env: str) -> tuple[int, Any]:

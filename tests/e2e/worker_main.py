@@ -17,11 +17,11 @@ from typing import Any
 import asyncpg
 import orjson
 
+from tests.e2e.worker_app import QUEUE, app_registry
 from ujobs.drivers.base import JobDriver
 from ujobs.drivers.postgres.driver import postgres_driver
 from ujobs.lifecycle import configure_lifecycle, handle_signals, wait_drained
 from ujobs.worker import job_worker
-from tests.e2e.worker_app import QUEUE, app_registry
 
 
 def _say(event: str, **fields: object) -> None:

@@ -6,12 +6,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from ujobs.exports.sources import IteratorSource, iterate
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import ClaimOptions, JobDriver
 from ujobs.drivers.memory import MemoryDriver, memory_driver
 from ujobs.execution.attempt import execute_job
 from ujobs.execution.outcome import JobExecution
+from ujobs.exports.sources import IteratorSource, iterate
 from ujobs.jobs.job import JobHandle
 
 T0 = 1_700_000_000_000

@@ -15,14 +15,14 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
-from ujobs.services.api.app import create_app
-from ujobs.services.config.settings import ApiConfig
-from ujobs.services.api.tokens import TokenStore
+from tests.exports.export_app.jobs import expected_csv, orders_export
+from tests.exports.kit import attempt, enqueue
 from ujobs.drivers.postgres import PostgresDriver, postgres_driver
 from ujobs.errors import ConfigInvalidError
 from ujobs.metrics import JobMetrics
-from tests.exports.export_app.jobs import expected_csv, orders_export
-from tests.exports.kit import attempt, enqueue
+from ujobs.services.api.app import create_app
+from ujobs.services.api.tokens import TokenStore
+from ujobs.services.config.settings import ApiConfig
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]

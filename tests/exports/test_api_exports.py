@@ -14,6 +14,11 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
+from tests.exports.conftest import LocalS3
+from tests.exports.export_app.jobs import expected_csv, orders_export, plain_job
+from tests.exports.kit import attempt, enqueue
+from ujobs.drivers.postgres import PostgresDriver, postgres_driver
+from ujobs.metrics import JobMetrics
 from ujobs.services.api.app import create_app
 from ujobs.services.api.exports import (
     AUTHORIZE,
@@ -22,13 +27,8 @@ from ujobs.services.api.exports import (
     sign_path,
     verify_path,
 )
-from ujobs.services.config.settings import ApiConfig
 from ujobs.services.api.tokens import TokenStore
-from ujobs.drivers.postgres import PostgresDriver, postgres_driver
-from ujobs.metrics import JobMetrics
-from tests.exports.conftest import LocalS3
-from tests.exports.export_app.jobs import expected_csv, orders_export, plain_job
-from tests.exports.kit import attempt, enqueue
+from ujobs.services.config.settings import ApiConfig
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]

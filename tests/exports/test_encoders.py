@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ujobs.errors import ExportRowInvalidError, InvariantError
 from ujobs.exports.encoders import (
     BOM,
     CsvEncoder,
@@ -24,7 +25,6 @@ from ujobs.exports.encoders import (
     float_text,
     neutralise,
 )
-from ujobs.errors import ExportRowInvalidError, InvariantError
 
 PLAIN_NEGATIVE = re.compile(r"-(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 

@@ -10,19 +10,19 @@ from typing import Any
 import orjson
 import pytest
 
-from ujobs.exports.family import export_of, export_rows
-from ujobs.exports.manifest import Manifest, part_key
-from ujobs.exports.rate import RowRate
-from ujobs.exports.sinks import filesystem_sink
-from ujobs.exports.sources import iterate
+from tests.exports.kit import attempt, enqueue, files, frozen_driver, numbered
 from ujobs.context import cross_tenant_reason, require_tenant
 from ujobs.errors import (
     JobDeclarationInvalidError,
     JobMaxAttemptsError,
     TenancyActorOrgRequiredError,
 )
+from ujobs.exports.family import export_of, export_rows
+from ujobs.exports.manifest import Manifest, part_key
+from ujobs.exports.rate import RowRate
+from ujobs.exports.sinks import filesystem_sink
+from ujobs.exports.sources import iterate
 from ujobs.jobs.schema import t
-from tests.exports.kit import attempt, enqueue, files, frozen_driver, numbered
 
 INPUT = t.object(org_id=t.string, export_id=t.string)
 ORG = {"org_id": "org-1", "export_id": "e1"}

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from ujobs.errors import ConfigInvalidError
 from ujobs.exports.sinks import ObjectStoreSink, default_sink
 from ujobs.services.exporter import ExportSettings, exporter_config
-from ujobs.errors import ConfigInvalidError
 from ujobs.webhooks.secrets import SecretBox
 
 

@@ -12,6 +12,9 @@ import aiohttp
 import obstore
 import pytest
 
+from tests.exports.conftest import LocalS3
+from tests.exports.kit import attempt, enqueue, frozen_driver, numbered
+from ujobs.errors import ConfigInvalidError, ExportPartTooLargeError
 from ujobs.exports.family import export_rows
 from ujobs.exports.sinks import (
     MULTIPART_MIN_BYTES,
@@ -22,10 +25,7 @@ from ujobs.exports.sinks import (
     set_default_sink,
     sink_from_url,
 )
-from ujobs.errors import ConfigInvalidError, ExportPartTooLargeError
 from ujobs.jobs.schema import t
-from tests.exports.conftest import LocalS3
-from tests.exports.kit import attempt, enqueue, frozen_driver, numbered
 
 MIB = 1024 * 1024
 

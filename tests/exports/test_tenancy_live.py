@@ -25,10 +25,10 @@ import asyncpg
 import orjson
 import pytest
 
-from ujobs.services.dashboard.session import COOKIE, csrf_token
-from ujobs.services.api.tokens import TokenStore
-from ujobs.ids import new_id
 from tests.e2e.service_process import ServiceProcess, service_env
+from ujobs.ids import new_id
+from ujobs.services.api.tokens import TokenStore
+from ujobs.services.dashboard.session import COOKIE, csrf_token
 
 pytestmark = pytest.mark.slow
 

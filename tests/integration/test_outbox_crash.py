@@ -13,11 +13,6 @@ from typing import Any
 
 import pytest
 
-from ujobs.clock import SYSTEM_CLOCK, FrozenClock
-from ujobs.context import transaction
-from ujobs.drivers.base import ClaimOptions
-from ujobs.execution.attempt import execute_job
-from ujobs.jobs.job import JobHandle
 from tests.support.outbox import (
     Pool,
     Wired,
@@ -27,6 +22,11 @@ from tests.support.outbox import (
     relay_for,
     wire,
 )
+from ujobs.clock import SYSTEM_CLOCK, FrozenClock
+from ujobs.context import transaction
+from ujobs.drivers.base import ClaimOptions
+from ujobs.execution.attempt import execute_job
+from ujobs.jobs.job import JobHandle
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE = 30_000

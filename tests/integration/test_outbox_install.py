@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.outbox import Pool, billing_jobs
 from ujobs.context import transaction
 from ujobs.errors import DriverUnavailableError, OutboxNoTxError
 from ujobs.jobs.enqueue_target import job_driver, jobs_facade
@@ -14,7 +15,6 @@ from ujobs.jobs.job import JobHandle
 from ujobs.outbox import install_outbox
 from ujobs.outbox.staging_facade import OutboxJobsFacade
 from ujobs.wake.announce import AnnouncingDriver
-from tests.support.outbox import Pool, billing_jobs
 
 
 async def _job_ids(pool: Pool) -> list[str]:

@@ -15,6 +15,15 @@ from typing import Any
 
 import pytest
 
+from tests.support.outbox import (
+    Billing,
+    Pool,
+    billing_jobs,
+    job_rows,
+    outbox_rows,
+    split_options,
+)
+from tests.support.redis_keys import prefix_keys, redis_test_driver
 from ujobs.clock import SYSTEM_CLOCK, FrozenClock
 from ujobs.context import bind_transaction, transaction
 from ujobs.drivers.base import ClaimedJob, ClaimOptions
@@ -30,15 +39,6 @@ from ujobs.outbox import (
     outbox_relay,
     postgres_outbox_store,
 )
-from tests.support.outbox import (
-    Billing,
-    Pool,
-    billing_jobs,
-    job_rows,
-    outbox_rows,
-    split_options,
-)
-from tests.support.redis_keys import prefix_keys, redis_test_driver
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE = 30_000

@@ -10,11 +10,6 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ujobs.context import bind_transaction, transaction
-from ujobs.drivers.base import ClaimOptions
-from ujobs.errors import OutboxNoTxError
-from ujobs.execution.attempt import execute_job
-from ujobs.jobs.enqueue_target import jobs_facade
 from tests.support.outbox import (
     Pool,
     billing_jobs,
@@ -23,6 +18,11 @@ from tests.support.outbox import (
     relay_for,
     wire,
 )
+from ujobs.context import bind_transaction, transaction
+from ujobs.drivers.base import ClaimOptions
+from ujobs.errors import OutboxNoTxError
+from ujobs.execution.attempt import execute_job
+from ujobs.jobs.enqueue_target import jobs_facade
 
 
 class Boom(Exception):

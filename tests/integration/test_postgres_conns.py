@@ -11,12 +11,12 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tests.support.pg_relay import PgRelay
+from tests.support.servers import free_port
 from ujobs.drivers.postgres.driver import postgres_driver
 from ujobs.drivers.postgres.held_connections import HeldConnections, ended
 from ujobs.drivers.postgres.pool import postgres_pool
 from ujobs.errors import DriverUnreachableError
-from tests.support.pg_relay import PgRelay
-from tests.support.servers import free_port
 
 
 async def backend(conn: Any) -> int:

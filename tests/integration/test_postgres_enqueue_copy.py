@@ -9,6 +9,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tests.integration.test_postgres_driver import listen, wait_quiet
 from ujobs import Run, job, t
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import EnqueueRequest
@@ -18,7 +19,6 @@ from ujobs.drivers.postgres.enqueue_rows import COPY_CHUNK_ROWS
 from ujobs.drivers.postgres.sql import query
 from ujobs.errors import InputInvalidError
 from ujobs.jobs.enqueue_target import set_job_driver
-from tests.integration.test_postgres_driver import listen, wait_quiet
 
 AWKWARD = "tab\there, line\nbreak, cr\rreturn, back\\slash, \\N, \\., é ☃ 𝄞"
 

@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from tests.support.redis_keys import drop_prefix, redis_test_driver
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import (
     LEASE_LAPSED_FINAL_ATTEMPT,
@@ -37,7 +38,6 @@ from ujobs.errors import (
     InvariantError,
     NotImplementedByDriverError,
 )
-from tests.support.redis_keys import drop_prefix, redis_test_driver
 
 
 @pytest.fixture

@@ -14,13 +14,13 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 import ujobs.drivers.redis.codec as codec
+from tests.support.redis_keys import redis_test_driver
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import ClaimOptions, ClaimRef, EnqueueRequest, NackOptions
 from ujobs.drivers.redis.batch import ScriptBatcher
 from ujobs.drivers.redis.driver import RedisDriver, redis_driver
 from ujobs.drivers.redis.scripts import SCRIPTS, LuaScript
 from ujobs.errors import DriverUnavailableError, DriverUnreachableError
-from tests.support.redis_keys import redis_test_driver
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.redis_keys import redis_test_driver
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import (
     ClaimedJob,
@@ -35,7 +36,6 @@ from ujobs.drivers.base import (
 )
 from ujobs.drivers.memory.driver import MemoryDriver, memory_driver
 from ujobs.drivers.redis.driver import RedisDriver
-from tests.support.redis_keys import redis_test_driver
 
 SEED = 20_261_202
 OPERATIONS = 420

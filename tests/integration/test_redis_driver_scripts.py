@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.redis_keys import redis_test_driver
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import COUNTER_TIERS, ClaimOptions, EnqueueRequest, NackOptions
 from ujobs.drivers.redis.driver import RedisDriver
 from ujobs.drivers.redis.scripts import OPERATIONS, PRELUDE, SCRIPTS, read_lua
-from tests.support.redis_keys import redis_test_driver
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_MODULES = {

@@ -12,6 +12,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 from redis.asyncio import Redis
 
+from tests.support.redis_keys import redis_test_driver
+from tests.support.wake import WAIT_S
+from tests.support.worker import declare, registry_of
 from ujobs.clock import SYSTEM_CLOCK, FrozenClock
 from ujobs.drivers.base import EnqueueRequest
 from ujobs.drivers.redis.driver import DEFAULT_WAKE_SLOT_MS, RedisDriver, redis_driver
@@ -22,9 +25,6 @@ from ujobs.metrics import JobMetrics
 from ujobs.wake.listener import redis_wake
 from ujobs.wake.protocol import WAKE_DUE_WITHIN_MS
 from ujobs.worker import job_worker
-from tests.support.redis_keys import redis_test_driver
-from tests.support.wake import WAIT_S
-from tests.support.worker import declare, registry_of
 
 MINUTE_MS = 60_000
 

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from tests.support.redis_keys import redis_test_driver
+from tests.support.worker import declare, registry_of, sample
 from ujobs import introspect as operator
 from ujobs.clock import SYSTEM_CLOCK
 from ujobs.drivers.base import (
@@ -33,8 +35,6 @@ from ujobs.lifecycle import Lifecycle
 from ujobs.metrics import JobMetrics
 from ujobs.wake.announce import announcing
 from ujobs.worker.job_worker import JobWorker, job_worker
-from tests.support.redis_keys import redis_test_driver
-from tests.support.worker import declare, registry_of, sample
 
 
 @pytest.fixture

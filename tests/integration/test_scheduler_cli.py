@@ -9,11 +9,11 @@ import asyncpg
 import orjson
 from typer.testing import CliRunner
 
-from ujobs.services.cli.app import app
+from tests.support import scheduler_app
 from ujobs.drivers.postgres.driver import postgres_driver
 from ujobs.jobs.task import TaskHandle
 from ujobs.scheduler.state_postgres import postgres_scheduler_state
-from tests.support import scheduler_app
+from ujobs.services.cli.app import app
 
 APP = "tests.support.scheduler_app:api"
 OCCURRENCE = 1_700_000_000_000

@@ -16,6 +16,10 @@ import asyncpg
 import pytest
 from prometheus_client import CollectorRegistry
 
+from tests.support.redis_keys import redis_test_driver
+from tests.support.scheduler import T0, hours_from, occurrences_of, tick_job, ticking_task
+from tests.support.wake import WAIT_S, Heard
+from tests.support.worker import declare, registry_of
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import ClaimOptions, JobDriver
 from ujobs.drivers.memory.driver import memory_driver
@@ -32,10 +36,6 @@ from ujobs.scheduler.state_postgres import postgres_scheduler_state
 from ujobs.wake.announce import announcing, redis_announcer
 from ujobs.wake.listener import redis_wake
 from ujobs.worker import job_worker
-from tests.support.redis_keys import redis_test_driver
-from tests.support.scheduler import T0, hours_from, occurrences_of, tick_job, ticking_task
-from tests.support.wake import WAIT_S, Heard
-from tests.support.worker import declare, registry_of
 
 if TYPE_CHECKING:
     Pool = asyncpg.Pool[Any]

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 import pytest
 
+from tests.support.scheduler import HOUR, T0, hours_from, occurrences_of, tick_job, ticking_task
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import EnqueueRequest
 from ujobs.drivers.postgres.driver import PostgresDriver, postgres_driver
@@ -17,7 +18,6 @@ from ujobs.jobs.task import TaskHandle
 from ujobs.scheduler.job_scheduler import PAUSE_RECHECK_MS, JobScheduler, job_scheduler
 from ujobs.scheduler.leader_postgres import PostgresLeaseLeader, postgres_lease_leader
 from ujobs.scheduler.state_postgres import PostgresSchedulerState, postgres_scheduler_state
-from tests.support.scheduler import HOUR, T0, hours_from, occurrences_of, tick_job, ticking_task
 
 if TYPE_CHECKING:
     Pool = asyncpg.Pool[Any]

@@ -14,6 +14,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tests.support.wake import WAIT_S, Heard, is_live, wake_logs
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import EnqueueRequest
 from ujobs.drivers.postgres.driver import postgres_driver
@@ -25,7 +26,6 @@ from ujobs.wake.protocol import (
     idle_ceiling_ms,
 )
 from ujobs.wake.transport_postgres import SESSION_APPLICATION_NAME
-from tests.support.wake import WAIT_S, Heard, is_live, wake_logs
 
 
 @pytest.fixture

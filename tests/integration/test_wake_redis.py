@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
+from tests.support.wake import WAIT_S, Heard, is_live, wake_logs
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import ClaimOptions, EnqueueRequest
 from ujobs.drivers.memory.driver import memory_driver
@@ -26,7 +27,6 @@ from ujobs.wake.protocol import (
     idle_ceiling_ms,
 )
 from ujobs.wake.transport_redis import session_client_name
-from tests.support.wake import WAIT_S, Heard, is_live, wake_logs
 
 UNREACHABLE = "redis://127.0.0.1:1/0"
 

@@ -16,6 +16,8 @@ import asyncpg
 import pytest
 from prometheus_client import CollectorRegistry
 
+from tests.support.wake import WAIT_S
+from tests.support.worker import declare, registry_of
 from ujobs.drivers.postgres.driver import postgres_driver
 from ujobs.execution.run import Run
 from ujobs.lifecycle import Lifecycle
@@ -24,8 +26,6 @@ from ujobs.wake.announce import redis_announcer
 from ujobs.wake.listener import ChannelWake, postgres_wake, redis_wake
 from ujobs.wake.protocol import IDLE_POLL_CEILING_MS, WOKEN_IDLE_POLL_CEILING_MS
 from ujobs.worker.job_worker import JobWorker, job_worker
-from tests.support.wake import WAIT_S
-from tests.support.worker import declare, registry_of
 
 MINUTE_MS = 60_000
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from tests.support.worker import T0, Gate, declare, registry_of, sample
 from ujobs.clock import FrozenClock
 from ujobs.drivers.postgres.driver import postgres_driver
 from ujobs.execution.run import Run
@@ -14,7 +15,6 @@ from ujobs.lifecycle import Lifecycle
 from ujobs.metrics import JobMetrics
 from ujobs.worker import job_worker
 from ujobs.worker.concurrency import job_lease_key, parse_holder
-from tests.support.worker import T0, Gate, declare, registry_of, sample
 
 
 def _worker(driver: Any, *handles: Any, **kw: Any) -> Any:

@@ -11,11 +11,11 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
-from ujobs.services.api.app import create_app
-from ujobs.services.config.settings import ApiConfig
-from ujobs.services.api.tokens import IssuedToken, TokenStore
 from ujobs.clock import SYSTEM_CLOCK, Clock
 from ujobs.metrics import JobMetrics
+from ujobs.services.api.app import create_app
+from ujobs.services.api.tokens import IssuedToken, TokenStore
+from ujobs.services.config.settings import ApiConfig
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]

@@ -12,13 +12,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
-from ujobs.services.api.app import REGISTRY, STATE, create_app, status_for
-from ujobs.services.api.openapi import enqueue_paths_of
-from ujobs.services.config.settings import ApiConfig
+from tests.support.cli import enqueue, run_to
 from ujobs.drivers.postgres.driver import postgres_driver
 from ujobs.errors import ConfigInvalidError
 from ujobs.metrics import JobMetrics
-from tests.support.cli import enqueue, run_to
+from ujobs.services.api.app import REGISTRY, STATE, create_app, status_for
+from ujobs.services.api.openapi import enqueue_paths_of
+from ujobs.services.config.settings import ApiConfig
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]

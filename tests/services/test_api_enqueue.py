@@ -10,13 +10,13 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
+from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
+from ujobs.clock import FrozenClock
+from ujobs.metrics import JobMetrics
 from ujobs.services.api.app import create_app
 from ujobs.services.api.common import EDGE
 from ujobs.services.api.enqueue import MAX_BATCH_INPUTS
 from ujobs.services.config.settings import ApiConfig
-from ujobs.clock import FrozenClock
-from ujobs.metrics import JobMetrics
-from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
 
 
 @pytest.fixture

@@ -17,15 +17,15 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from ujobs.services.api.app import EDGE, create_app
-from ujobs.services.api.common import json_ok
-from ujobs.services.config.settings import ApiConfig
-from ujobs.services.api.tokens import TokenStore
+from tests.services.api_support import ORG_A, Client, MakeClient, mail
+from tests.support.restartable import PrivatePostgres, postgres_bin_dir
 from ujobs.drivers.postgres.migrate import migrate
 from ujobs.introspect import inspect_queues
 from ujobs.metrics import JobMetrics
-from tests.services.api_support import ORG_A, Client, MakeClient, mail
-from tests.support.restartable import PrivatePostgres, postgres_bin_dir
+from ujobs.services.api.app import EDGE, create_app
+from ujobs.services.api.common import json_ok
+from ujobs.services.api.tokens import TokenStore
+from ujobs.services.config.settings import ApiConfig
 
 OUTAGE_CODES = {"X_DRIVER_UNREACHABLE", "X_DRIVER_UNAVAILABLE"}
 

@@ -11,18 +11,18 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ujobs.services.api.common import EDGE
-from ujobs.services.api.enqueue_batcher import EnqueueBatcher
-from ujobs.services.api.token_guard import PostgresTokenGuard
-from ujobs.services.api.auth import UnauthorizedError
-from ujobs.services.api.token_facts import KnownTokens
-from ujobs.services.api.tokens import TokenStore
+from tests.services.api_support import ORG_A, Api, MakeClient, mail, make_api
+from tests.services.test_api_group_commit import GatedDriver, request
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import Enqueued
 from ujobs.drivers.postgres import postgres_driver
+from ujobs.services.api.auth import UnauthorizedError
+from ujobs.services.api.common import EDGE
+from ujobs.services.api.enqueue_batcher import EnqueueBatcher
+from ujobs.services.api.token_facts import KnownTokens
+from ujobs.services.api.token_guard import PostgresTokenGuard
+from ujobs.services.api.tokens import TokenStore
 from ujobs.wake.announce import announcing
-from tests.services.api_support import ORG_A, Api, MakeClient, mail, make_api
-from tests.services.test_api_group_commit import GatedDriver, request
 
 
 def known(api: Api) -> KnownTokens:

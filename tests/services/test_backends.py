@@ -10,14 +10,14 @@ from typing import Any
 import asyncpg
 from prometheus_client import CollectorRegistry
 
-from ujobs.services.api.app import BACKEND, create_app
-from ujobs.services.runtime.backends import open_backend
-from ujobs.services.config.settings import ApiConfig, Connections, WorkerConfig
-from ujobs.services.runtime.service_run import ServiceRun
-from ujobs.services.worker import start_worker
+from tests.services.test_api import MakeClient
 from ujobs.drivers.base import ClaimOptions, EnqueueRequest
 from ujobs.metrics import JobMetrics
-from tests.services.test_api import MakeClient
+from ujobs.services.api.app import BACKEND, create_app
+from ujobs.services.config.settings import ApiConfig, Connections, WorkerConfig
+from ujobs.services.runtime.backends import open_backend
+from ujobs.services.runtime.service_run import ServiceRun
+from ujobs.services.worker import start_worker
 
 
 async def _plan_mode(pool: asyncpg.Pool[Any] | None) -> str:

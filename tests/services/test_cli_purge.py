@@ -10,14 +10,14 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tests.support.cli import json_of, ujobs
+from ujobs.errors import ConfigInvalidError
+from ujobs.jobs.registry import Registry
+from ujobs.scheduler.job_scheduler import job_scheduler
 from ujobs.services.cli.retention import register_purge
 from ujobs.services.config.settings import SchedulerConfig, WorkerConfig, read_common
 from ujobs.services.runtime.service_run import ServiceRun
 from ujobs.services.scheduler import start_scheduler
-from ujobs.errors import ConfigInvalidError
-from ujobs.jobs.registry import Registry
-from ujobs.scheduler.job_scheduler import job_scheduler
-from tests.support.cli import json_of, ujobs
 
 DAY = 86_400_000
 NOW = 1_700_000_000_000

@@ -7,7 +7,9 @@ import dataclasses
 
 import pytest
 
+from ujobs.errors import ConfigInvalidError, DriverUnavailableError, UltimateError
 from ujobs.services.cli.services import reads
+from ujobs.services.config.parse import Concurrency
 from ujobs.services.config.settings import (
     ApiConfig,
     OperatorConfig,
@@ -15,9 +17,7 @@ from ujobs.services.config.settings import (
     WorkerConfig,
     read_common,
 )
-from ujobs.services.config.parse import Concurrency
 from ujobs.services.config.variables import VARIABLES
-from ujobs.errors import ConfigInvalidError, DriverUnavailableError, UltimateError
 
 PG = "postgresql://app:s3cret@db.internal:5432/app"
 

@@ -18,9 +18,9 @@ import orjson
 import pytest
 from nats.aio.msg import Msg
 
-from ujobs.limits import MAX_JSON_DEPTH
 from tests.services.api_support import ORG_A, MakeClient, make_api
 from tests.services.nats_support import NatsApi, start_nats_api
+from ujobs.limits import MAX_JSON_DEPTH
 
 APP = "tests.services.hostile_app:api"
 JOB = "open.input"

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from ujobs.services.runtime.logging import configure_logging
-from ujobs.services.redact import redact_text, redact_url
 from ujobs.errors import DriverUnavailableError
+from ujobs.services.redact import redact_text, redact_url
+from ujobs.services.runtime.logging import configure_logging
 
 
 @pytest.fixture

@@ -13,10 +13,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
-from ujobs.services.api.app import create_app
-from ujobs.services.runtime.backends import open_backend
-from ujobs.services.config.settings import ApiConfig, WorkerConfig
-from ujobs.services.runtime.metrics_server import metrics_app
+from tests.support.execute import attempt, frozen_driver
+from tests.support.pg_relay import PgRelay
+from tests.support.worker import T0, declare, enqueue, frozen, make_worker, row
 from ujobs import Actor, Run, job, t
 from ujobs.clock import FrozenClock
 from ujobs.context import cross_tenant, cross_tenant_reason, require_tenant
@@ -24,10 +23,11 @@ from ujobs.errors import InvariantError, JobMaxAttemptsError, TenancyActorMismat
 from ujobs.execution.settle import HAND_BACK_DELAY_MS
 from ujobs.jobs.enqueue_target import set_job_driver
 from ujobs.metrics import JobMetrics
+from ujobs.services.api.app import create_app
+from ujobs.services.config.settings import ApiConfig, WorkerConfig
+from ujobs.services.runtime.backends import open_backend
+from ujobs.services.runtime.metrics_server import metrics_app
 from ujobs.worker.limits import LimitConfig, Limiter, LimitLease, Rate
-from tests.support.execute import attempt, frozen_driver
-from tests.support.pg_relay import PgRelay
-from tests.support.worker import T0, declare, enqueue, frozen, make_worker, row
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]

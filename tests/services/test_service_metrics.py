@@ -14,14 +14,14 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
-from ujobs.services.runtime.backends import open_backend
-from ujobs.services.config.settings import MetricsEndpoint, WorkerConfig
-from ujobs.services.runtime.metrics_server import SERVED, metrics_app, serve_metrics
-from ujobs.services.runtime.service_run import ServiceRun
-from ujobs.services.runtime.service_metrics import RelayMetrics
 from ujobs.drivers.base import EnqueueRequest
 from ujobs.errors import ConfigInvalidError
 from ujobs.outbox import postgres_outbox_store
+from ujobs.services.config.settings import MetricsEndpoint, WorkerConfig
+from ujobs.services.runtime.backends import open_backend
+from ujobs.services.runtime.metrics_server import SERVED, metrics_app, serve_metrics
+from ujobs.services.runtime.service_metrics import RelayMetrics
+from ujobs.services.runtime.service_run import ServiceRun
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]

@@ -11,6 +11,11 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tests.support.cli import json_of, ujobs
+from tests.support.pg_relay import PgRelay
+from ujobs.clock import FrozenClock
+from ujobs.drivers.postgres.pool import postgres_pool
+from ujobs.errors import ConfigInvalidError, DriverUnreachableError, TenancyActorMismatchError
 from ujobs.services.api.auth import ForbiddenError, Principal, UnauthorizedError, authenticate
 from ujobs.services.api.tokens import (
     BatchedLookup,
@@ -19,11 +24,6 @@ from ujobs.services.api.tokens import (
     TokenStore,
     parse_scopes,
 )
-from ujobs.clock import FrozenClock
-from ujobs.drivers.postgres.pool import postgres_pool
-from ujobs.errors import ConfigInvalidError, DriverUnreachableError, TenancyActorMismatchError
-from tests.support.cli import json_of, ujobs
-from tests.support.pg_relay import PgRelay
 
 
 async def test_only_the_hash_is_stored(pg_pool: asyncpg.Pool[Any]) -> None:

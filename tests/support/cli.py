@@ -14,9 +14,9 @@ import asyncpg
 import orjson
 from typer.testing import CliRunner, Result
 
-from ujobs.services.cli.app import app
 from ujobs.drivers.base import ClaimOptions, EnqueueRequest, NackOptions
 from ujobs.drivers.postgres.driver import PostgresDriver, postgres_driver
+from ujobs.services.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ujobs.services.runtime.app_loader import OUR_PACKAGES, load_api, shadowing_package
 from ujobs.errors import ConfigInvalidError
+from ujobs.services.runtime.app_loader import OUR_PACKAGES, load_api, shadowing_package
 
 
 @pytest.fixture

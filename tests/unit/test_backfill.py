@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.execute import T0, attempt, enqueue, frozen_driver, records
+from tests.unit.backfill_kit import Table, Writer
 from ujobs.backfill import DEFAULT_BACKFILL_RATE, Throttle, backfill, configure_backfills
 from ujobs.backfill.settings import reset_backfill_settings
 from ujobs.backfill.source import CATCH_UP_S
@@ -20,8 +22,6 @@ from ujobs.errors import JobDeclarationInvalidError, JobTenantRequiredError
 from ujobs.jobs.enqueue_target import set_job_driver
 from ujobs.jobs.job import JobHandle
 from ujobs.signal import Signal
-from tests.support.execute import T0, attempt, enqueue, frozen_driver, records
-from tests.unit.backfill_kit import Table, Writer
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.unit.backfill_kit import Table, Writer
 from ujobs import job
 from ujobs.backfill import (
     backfill,
@@ -28,7 +29,6 @@ from ujobs.errors import (
     BackfillUnknownError,
 )
 from ujobs.jobs.job import JobHandle
-from tests.unit.backfill_kit import Table, Writer
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,18 @@ from typing import Any
 
 import pytest
 
+from tests.support.execute import (
+    attempt,
+    claim,
+    counts,
+    enqueue,
+    frozen_driver,
+    last_error,
+    records,
+    row,
+    steps_of,
+    told_input,
+)
 from ujobs.context import current_actor, current_traceparent, require_tenant
 from ujobs.drivers.base import EnqueueRequest
 from ujobs.errors import (
@@ -24,18 +36,6 @@ from ujobs.jobs.job import job
 from ujobs.jobs.retry import Retry
 from ujobs.jobs.schema import t
 from ujobs.signal import Signal
-from tests.support.execute import (
-    attempt,
-    claim,
-    counts,
-    enqueue,
-    frozen_driver,
-    last_error,
-    records,
-    row,
-    steps_of,
-    told_input,
-)
 
 ORG = "0b6c3f0e-8f5c-4f43-9d77-4b6a3a1c8e10"
 

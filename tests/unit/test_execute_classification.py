@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.execute import attempt, counts, enqueue, frozen_driver, records, row
 from ujobs.errors import (
     OperationTimeoutError,
     OverloadedError,
@@ -20,7 +21,6 @@ from ujobs.execution.run import Run
 from ujobs.execution.settle import decide_failure, last_error_text
 from ujobs.jobs.job import job
 from ujobs.jobs.retry import Retry
-from tests.support.execute import attempt, counts, enqueue, frozen_driver, records, row
 
 register_error_retry({"X_TEST_FATAL": "terminal"})
 

@@ -9,6 +9,16 @@ from typing import Any
 
 import pytest
 
+from tests.support.execute import (
+    attempt,
+    claim,
+    enqueue,
+    frozen_driver,
+    last_error,
+    records,
+    row,
+    steps_of,
+)
 from ujobs.drivers.base import ClaimOptions
 from ujobs.errors import (
     JobAbortedError,
@@ -22,16 +32,6 @@ from ujobs.execution.run import Run, Settled
 from ujobs.jobs.job import job
 from ujobs.jobs.retry import Retry
 from ujobs.signal import Signal
-from tests.support.execute import (
-    attempt,
-    claim,
-    enqueue,
-    frozen_driver,
-    last_error,
-    records,
-    row,
-    steps_of,
-)
 
 
 def _declare(body: Any, *, timeout: str | None = "30ms", **options: Any) -> Any:

@@ -14,14 +14,6 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from ujobs.clock import FrozenClock
-from ujobs.drivers.base import EnqueueRequest, JobDriver
-from ujobs.drivers.memory.driver import MemoryDriver, memory_driver
-from ujobs.jobs.registry import define_api
-from ujobs.jobs.task import CatchUp, TaskHandle
-from ujobs.scheduler.job_scheduler import PAUSE_RECHECK_MS, JobScheduler, job_scheduler
-from ujobs.scheduler.leader import always_leader
-from ujobs.scheduler.state import MemorySchedulerState, memory_scheduler_state
 from tests.support.scheduler import (
     HOUR,
     T0,
@@ -34,6 +26,14 @@ from tests.support.scheduler import (
     tick_job,
     ticking_task,
 )
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import EnqueueRequest, JobDriver
+from ujobs.drivers.memory.driver import MemoryDriver, memory_driver
+from ujobs.jobs.registry import define_api
+from ujobs.jobs.task import CatchUp, TaskHandle
+from ujobs.scheduler.job_scheduler import PAUSE_RECHECK_MS, JobScheduler, job_scheduler
+from ujobs.scheduler.leader import always_leader
+from ujobs.scheduler.state import MemorySchedulerState, memory_scheduler_state
 
 
 @pytest.fixture

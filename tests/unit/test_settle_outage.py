@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 import ujobs.execution.outage as execute_outage
+from tests.support.execute import T0, claim, records, row
+from tests.support.worker import Gate, declare, enqueue, make_worker, settled
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import ClaimRef, NackOptions, StepRecord
 from ujobs.drivers.memory.driver import MemoryDriver
@@ -17,8 +19,6 @@ from ujobs.errors import DriverUnreachableError
 from ujobs.execution.attempt import execute_job
 from ujobs.execution.outage import MAX_UNREACHABLE_RETURNS
 from ujobs.execution.run import Run
-from tests.support.execute import T0, claim, records, row
-from tests.support.worker import Gate, declare, enqueue, make_worker, settled
 
 WINDOW = 30_000
 INTERVAL = 10_000

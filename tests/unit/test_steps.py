@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from tests.support.execute import claim, enqueue, frozen_driver
 from ujobs.drivers.base import ClaimedJob, NackOptions
 from ujobs.drivers.memory.driver import MemoryDriver
 from ujobs.errors import (
@@ -23,7 +24,6 @@ from ujobs.errors import (
 from ujobs.execution.steps import Step, StepSuspension
 from ujobs.jobs.job import job
 from ujobs.signal import Signal
-from tests.support.execute import claim, enqueue, frozen_driver
 
 
 @job(idempotency_key="k", tenant="none")

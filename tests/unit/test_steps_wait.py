@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.execute import T0, claim, enqueue, frozen_driver
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import ClaimedJob
 from ujobs.drivers.memory.driver import MemoryDriver
@@ -14,7 +15,6 @@ from ujobs.events.bus import MemoryEventBus, memory_event_bus
 from ujobs.execution.steps import WAIT_START_SUFFIX, Step, StepSuspension
 from ujobs.jobs.job import job
 from ujobs.signal import Signal
-from tests.support.execute import T0, claim, enqueue, frozen_driver
 
 
 @job(idempotency_key="k", tenant="none")

@@ -8,9 +8,9 @@ import logging
 
 import pytest
 
+from tests.support.worker import records
 from ujobs.drivers.base import ClaimedJob
 from ujobs.execution.store_loss import StoreLossReport
-from tests.support.worker import records
 
 
 class HandMark:

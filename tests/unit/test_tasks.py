@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.unit.conftest import RecordingFacade
 from ujobs import Run, job, t, task
 from ujobs.clock import FrozenClock
 from ujobs.errors import (
@@ -20,7 +21,6 @@ from ujobs.errors import (
 )
 from ujobs.jobs.job import JobHandle
 from ujobs.jobs.task import DEFAULT_MAX_CATCH_UP, TaskHandle
-from tests.unit.conftest import RecordingFacade
 
 
 def make_job(name: str, **options: Any) -> JobHandle[Any]:

@@ -10,10 +10,6 @@ from typing import Any
 import pytest
 
 import ujobs.worker.claim_ahead as prefetch_module
-from ujobs.drivers.base import ClaimRef
-from ujobs.drivers.memory import MemoryDriver, memory_driver
-from ujobs.errors import InvariantError
-from ujobs.execution.run import Run
 from tests.support.worker import (
     Gate,
     declare,
@@ -24,6 +20,10 @@ from tests.support.worker import (
     row,
     settled,
 )
+from ujobs.drivers.base import ClaimRef
+from ujobs.drivers.memory import MemoryDriver, memory_driver
+from ujobs.errors import InvariantError
+from ujobs.execution.run import Run
 
 
 async def test_rows_claimed_ahead_run_once_each_in_order_and_count_one_attempt() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.worker import T0, Gate, declare, enqueue, frozen, make_worker, row, sample
 from ujobs.clock import Clock, FrozenClock
 from ujobs.drivers.base import ClaimedJob, ClaimOptions, EnqueueRequest, LeaseStore
 from ujobs.drivers.memory.driver import MemoryDriver
@@ -23,7 +24,6 @@ from ujobs.worker.concurrency import (
     parse_holder,
 )
 from ujobs.worker.limits import LimitConfig
-from tests.support.worker import T0, Gate, declare, enqueue, frozen, make_worker, row, sample
 
 POLL = 250
 

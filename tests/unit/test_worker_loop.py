@@ -10,12 +10,6 @@ from typing import Any
 
 import pytest
 
-from ujobs.clock import SYSTEM_CLOCK
-from ujobs.drivers.memory.driver import memory_driver
-from ujobs.errors import InvariantError
-from ujobs.execution.run import Run
-from ujobs.wake.local import signal_enqueued
-from ujobs.worker.claim_loop import ClaimAsk
 from tests.support.worker import (
     ControlledDriver,
     Gate,
@@ -27,6 +21,12 @@ from tests.support.worker import (
     row,
     settled,
 )
+from ujobs.clock import SYSTEM_CLOCK
+from ujobs.drivers.memory.driver import memory_driver
+from ujobs.errors import InvariantError
+from ujobs.execution.run import Run
+from ujobs.wake.local import signal_enqueued
+from ujobs.worker.claim_loop import ClaimAsk
 
 
 class StandInWake:

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from tests.support.webhook_receiver import Receiver
+from tests.webhooks.kit import T0, Kit, make_kit
 from ujobs.errors import JobDrainedError, JobTenantMismatchError, LeaseLostError
 from ujobs.jobs.retry import Retry
 from ujobs.signal import Signal
-from tests.support.webhook_receiver import Receiver
-from tests.webhooks.kit import T0, Kit, make_kit
 from ujobs.webhooks.signature import verify_standard, verify_ultimate
 
 KitFactory = Callable[..., Kit]

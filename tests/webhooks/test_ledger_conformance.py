@@ -11,7 +11,12 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ujobs.webhooks.ledger import AttemptOutcome, DeliveryAttempt, MemoryWebhookLedger, WebhookLedger
+from ujobs.webhooks.ledger import (
+    AttemptOutcome,
+    DeliveryAttempt,
+    MemoryWebhookLedger,
+    WebhookLedger,
+)
 from ujobs.webhooks.secrets import SecretBox
 from ujobs.webhooks.store_pg import PgWebhookStore
 

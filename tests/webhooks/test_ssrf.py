@@ -9,8 +9,8 @@ import socket
 import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from ujobs.errors import ConfigInvalidError
 from tests.support.webhook_receiver import Receiver
+from ujobs.errors import ConfigInvalidError
 from ujobs.webhooks.client import WebhookClient
 from ujobs.webhooks.errors import WebhookEndpointInvalidError
 from ujobs.webhooks.ssrf import GuardPolicy, check_url, refused_reason

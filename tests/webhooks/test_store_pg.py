@@ -14,14 +14,14 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tests.support.webhook_receiver import Receiver
+from tests.webhooks.kit import LOCAL
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import ClaimOptions
 from ujobs.drivers.postgres import PostgresDriver, postgres_driver
 from ujobs.execution.attempt import execute_job
 from ujobs.execution.outcome import JobExecution
 from ujobs.jobs.enqueue_target import reset_job_driver, set_job_driver
-from tests.support.webhook_receiver import Receiver
-from tests.webhooks.kit import LOCAL
 from ujobs.webhooks import builtin
 from ujobs.webhooks.client import WebhookClient
 from ujobs.webhooks.errors import (

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ujobs.drivers.postgres import postgres_driver
 from tests.chaos.fleet import Role, service_env
 from tests.chaos.participant import StormContext
 from tests.support.webhook_receiver import Receiver
+from ujobs.drivers.postgres import postgres_driver
 from ujobs.webhooks.builtin import GLOBAL_FAMILY, deliver_global
 from ujobs.webhooks.errors import WebhookSignatureInvalidError
 from ujobs.webhooks.family import fan_out_inputs

@@ -6,7 +6,7 @@ sent: what a caller needs to reach ``ujobs.limits`` (depth, lengths) through eve
 
 from __future__ import annotations
 
-from ujobs import define_api
 from tests.services.hostile_app import open_input
+from ujobs import define_api
 
 api = define_api(jobs=[open_input])
