@@ -33,7 +33,7 @@ def start_api(dsn: str, **settings: str) -> tuple[subprocess.Popen[str], str]:
     )
     env.update(settings)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "api", "--port", "0"],
+        [sys.executable, "-m", "ujobs.services.cli", "api", "--port", "0"],
         cwd=ROOT, env=env,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -13,10 +13,10 @@ from typing import Any
 
 import orjson
 
-from shared.drivers.base import AHEAD_RETURNS_MAX
-from shared.drivers.postgres.driver import QUEUE_COUNT_CAP, counter_bucket
-from shared.drivers.postgres.pool import postgres_pool
-from shared.drivers.postgres.sql import query
+from ujobs.drivers.base import AHEAD_RETURNS_MAX
+from ujobs.drivers.postgres.driver import QUEUE_COUNT_CAP, counter_bucket
+from ujobs.drivers.postgres.pool import postgres_pool
+from ujobs.drivers.postgres.sql import query
 
 RUNS = 3
 

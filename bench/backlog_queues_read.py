@@ -6,7 +6,7 @@ scanned x_jobs whole).
 
 The full scenario also measures claims, enqueues and the relay; this one fills the same ``ready``
 backlog (``backlog_fill.fill_jobs``) into its own database and times only
-``shared.introspect.inspect_queues``, median of 5. ``BENCH_BACKLOG_SIZES`` and
+``ujobs.introspect.inspect_queues``, median of 5. ``BENCH_BACKLOG_SIZES`` and
 ``BENCH_BACKLOG_WINDOW`` as there. Runs under the bench lock.
 """
 
@@ -30,8 +30,8 @@ from backlog_scaling import SIZES, WINDOW, queues_ms, ratio  # noqa: E402
 from bench_db import drop_database, fresh_database  # noqa: E402
 from harness_run import bench_lock  # noqa: E402
 
-from shared.drivers.postgres.driver import postgres_driver  # noqa: E402
-from shared.drivers.postgres.pool import postgres_pool  # noqa: E402
+from ujobs.drivers.postgres.driver import postgres_driver  # noqa: E402
+from ujobs.drivers.postgres.pool import postgres_pool  # noqa: E402
 
 DB_NAME = "bench_queues_read"
 

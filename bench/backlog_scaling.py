@@ -19,7 +19,7 @@ for Redis), then measures, with the backlog in place:
 - ``pickup_p50_ms``: 60 jobs enqueued 30 ms apart on a second queue with its own idle worker
   (the Redis wake, as deployed), from the enqueue call to the body's start: what the claim
   costs a fresh job while the backlog sits in the same table.
-- ``queues_ms``: ``GET /v1/queues``'s body (``shared.introspect.inspect_queues``), median of 5.
+- ``queues_ms``: ``GET /v1/queues``'s body (``ujobs.introspect.inspect_queues``), median of 5.
 - Postgres only, the plans behind the figures: the claim's ``EXPLAIN (ANALYZE)`` on the
   worker's session settings (its execution ms, whether it was JIT-compiled, the index its
   head walk used) and the same of the queues read (``stats.sql``), so a figure that misses
@@ -71,21 +71,21 @@ from harness_run import bench_lock  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 
-from shared import job, t  # noqa: E402
-from shared.drivers.base import JobDriver  # noqa: E402
-from shared.drivers.postgres.driver import postgres_driver  # noqa: E402
-from shared.drivers.postgres.pool import postgres_pool  # noqa: E402
-from shared.drivers.redis.driver import RedisDriver  # noqa: E402
-from shared.execution.run import Run  # noqa: E402
-from shared.introspect import inspect_queues  # noqa: E402
-from shared.jobs.enqueue_target import reset_job_driver, set_job_driver  # noqa: E402
-from shared.jobs.registry import Registry  # noqa: E402
-from shared.lifecycle import Lifecycle  # noqa: E402
-from shared.metrics import JobMetrics  # noqa: E402
-from shared.outbox import outbox_relay, postgres_outbox_store  # noqa: E402
-from shared.wake.announce import RedisAnnouncer, announcing  # noqa: E402
-from shared.wake.listener import redis_wake  # noqa: E402
-from shared.worker import job_worker  # noqa: E402
+from ujobs import job, t  # noqa: E402
+from ujobs.drivers.base import JobDriver  # noqa: E402
+from ujobs.drivers.postgres.driver import postgres_driver  # noqa: E402
+from ujobs.drivers.postgres.pool import postgres_pool  # noqa: E402
+from ujobs.drivers.redis.driver import RedisDriver  # noqa: E402
+from ujobs.execution.run import Run  # noqa: E402
+from ujobs.introspect import inspect_queues  # noqa: E402
+from ujobs.jobs.enqueue_target import reset_job_driver, set_job_driver  # noqa: E402
+from ujobs.jobs.registry import Registry  # noqa: E402
+from ujobs.lifecycle import Lifecycle  # noqa: E402
+from ujobs.metrics import JobMetrics  # noqa: E402
+from ujobs.outbox import outbox_relay, postgres_outbox_store  # noqa: E402
+from ujobs.wake.announce import RedisAnnouncer, announcing  # noqa: E402
+from ujobs.wake.listener import redis_wake  # noqa: E402
+from ujobs.worker import job_worker  # noqa: E402
 
 SIZES = [int(s) for s in os.environ.get("BENCH_BACKLOG_SIZES", "10000,100000,1000000").split(",")]
 WINDOW = int(os.environ.get("BENCH_BACKLOG_WINDOW", "40000"))

@@ -25,11 +25,11 @@ import aiohttp
 import asyncpg
 import webhook_deliveries as wd
 
-from shared.drivers.postgres.migrate import migrate
-from shared.drivers.postgres.sql import query
-from shared.introspect import pause_queues
-from webhooks import builtin
-from webhooks.family import WEBHOOKS_QUEUE, fan_out_inputs
+from ujobs.drivers.postgres.migrate import migrate
+from ujobs.drivers.postgres.sql import query
+from ujobs.introspect import pause_queues
+from ujobs.webhooks import builtin
+from ujobs.webhooks.family import WEBHOOKS_QUEUE, fan_out_inputs
 
 SMALL = int(os.environ.get("BENCH_BACKLOG_WEBHOOKS_SMALL", "2000"))
 BIG = int(os.environ.get("BENCH_BACKLOG_WEBHOOKS_BIG", "100000"))

@@ -25,7 +25,7 @@ async def drop_database(name: str) -> None:
 
 async def fresh_database(name: str) -> str:
     """``name`` dropped, created and migrated; answers its DSN."""
-    from shared.drivers.postgres.migrate import migrate
+    from ujobs.drivers.postgres.migrate import migrate
 
     await drop_database(name)
     await admin(f'CREATE DATABASE "{name}"')

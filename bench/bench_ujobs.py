@@ -40,7 +40,7 @@ that exists. Settings, by environment:
   reports the rows and the seconds it took on stderr as a ``bench-note`` line
   (``bench/harness_run.py`` collects those).
 - ``BENCH_UJOBS_CLAIM_AHEAD`` (default 48, three per slot): the worker's ``claim_ahead`` (rows
-  claimed beyond its free slots, ``shared.worker.claim_ahead``) — what ``ujobs worker`` on one
+  claimed beyond its free slots, ``ujobs.worker.claim_ahead``) — what ``ujobs worker`` on one
   queue uses when ``UJOBS_CLAIM_AHEAD`` is unset (``WorkerConfig.claim_ahead_rows()``); 0 is
   the library's own default (the runs that chose it: bench/RESULTS.md).
 - ``BENCH_UJOBS_SETTLEMENTS=1`` (Postgres only): the worker's driver writes the NATS edge's
@@ -95,31 +95,31 @@ import asyncpg  # noqa: E402
 import common  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 
-from services.config_vars import CLAIM_AHEAD_PER_SLOT  # noqa: E402
-from shared import job, t  # noqa: E402
-from shared.drivers.base import JobDriver  # noqa: E402
-from shared.drivers.postgres.driver import postgres_driver  # noqa: E402
-from shared.drivers.postgres.pool import postgres_pool  # noqa: E402
-from shared.execution.run import Run  # noqa: E402
-from shared.jobs.registry import Registry  # noqa: E402
-from shared.lifecycle import Lifecycle  # noqa: E402
-from shared.metrics import JobMetrics  # noqa: E402
-from shared.wake.listener import (  # noqa: E402
+from ujobs import job, t  # noqa: E402
+from ujobs.drivers.base import JobDriver  # noqa: E402
+from ujobs.drivers.postgres.driver import postgres_driver  # noqa: E402
+from ujobs.drivers.postgres.pool import postgres_pool  # noqa: E402
+from ujobs.execution.run import Run  # noqa: E402
+from ujobs.jobs.registry import Registry  # noqa: E402
+from ujobs.lifecycle import Lifecycle  # noqa: E402
+from ujobs.metrics import JobMetrics  # noqa: E402
+from ujobs.services.config_vars import CLAIM_AHEAD_PER_SLOT  # noqa: E402
+from ujobs.wake.listener import (  # noqa: E402
     OUTBOX_WAKE_CHANNEL,
     POSTGRES_WAKE_CHANNEL,
     ChannelWake,
     postgres_wake,
     redis_wake,
 )
-from shared.wake.protocol import REDIS_WAKE_SLOT_MS  # noqa: E402
-from shared.worker import job_worker  # noqa: E402
+from ujobs.wake.protocol import REDIS_WAKE_SLOT_MS  # noqa: E402
+from ujobs.worker import job_worker  # noqa: E402
 
 # The drain's wall time starts at the worker's spawn, so the worker process imports only what
 # it runs: the harness's side (setup, enqueue, the announcer), the outbox and the Redis driver
 # are imported where they are used. Only typing sees them here.
 if TYPE_CHECKING:
-    from shared.drivers.redis.driver import RedisDriver
-    from shared.wake.announce import RedisAnnouncer
+    from ujobs.drivers.redis.driver import RedisDriver
+    from ujobs.wake.announce import RedisAnnouncer
 
 WAKE = os.environ.get("BENCH_UJOBS_WAKE", "redis")
 if WAKE not in ("redis", "postgres", "none"):
@@ -268,7 +268,7 @@ def bench_redis_driver() -> RedisDriver:
     announce on the wake channel from inside the script when the wake is on."""
     from redis.asyncio import Redis
 
-    from shared.drivers.redis.driver import RedisDriver
+    from ujobs.drivers.redis.driver import RedisDriver
 
     return RedisDriver(
         Redis.from_url(common.redis_url(REDIS_DB)),
@@ -319,7 +319,7 @@ def setup() -> None:
     async def go() -> None:
         from bench_history import insert_history
 
-        from shared.drivers.postgres.migrate import migrate
+        from ujobs.drivers.postgres.migrate import migrate
 
         conn = await asyncpg.connect(DSN)
         try:
@@ -339,9 +339,9 @@ def setup() -> None:
 
 
 async def connect() -> None:
-    from shared.jobs.enqueue_target import set_job_driver, set_jobs_facade
-    from shared.outbox import outbox_jobs_facade, postgres_outbox_store
-    from shared.wake.announce import RedisAnnouncer, announcing
+    from ujobs.jobs.enqueue_target import set_job_driver, set_jobs_facade
+    from ujobs.outbox import outbox_jobs_facade, postgres_outbox_store
+    from ujobs.wake.announce import RedisAnnouncer, announcing
 
     global _pool, _announcer, _redis
     if DRIVER == "postgres" or OUTBOX:
@@ -365,7 +365,7 @@ async def connect() -> None:
 
 
 async def close() -> None:
-    from shared.jobs.enqueue_target import set_job_driver, set_jobs_facade
+    from ujobs.jobs.enqueue_target import set_job_driver, set_jobs_facade
 
     global _pool, _announcer, _redis
     set_job_driver(None)
@@ -385,7 +385,7 @@ async def enqueue_one(seq: int, ts: float) -> None:
     if not OUTBOX:
         await bench_noop.enqueue({"seq": seq, "ts": ts})
         return
-    from shared.context import transaction
+    from ujobs.context import transaction
 
     assert _pool is not None
     async with _pool.acquire() as conn, transaction(conn):
@@ -397,7 +397,7 @@ async def enqueue_one(seq: int, ts: float) -> None:
 
 
 async def enqueue_batch(items: list[tuple[int, float]]) -> None:
-    from shared.context import transaction
+    from ujobs.context import transaction
 
     # The handle's enqueue_many builds each request as the driver's COPY goes out.
     inputs = ({"seq": s, "ts": ts} for s, ts in items)
@@ -476,8 +476,8 @@ async def worker_main() -> None:
         else:
             outbox_wake = postgres_wake(DSN, pool, channels=(OUTBOX_WAKE_CHANNEL,))
             outbox_listen = outbox_wake.channel(OUTBOX_WAKE_CHANNEL)
-        from shared.outbox import outbox_relay, postgres_outbox_store
-        from shared.wake.announce import announcing
+        from ujobs.outbox import outbox_relay, postgres_outbox_store
+        from ujobs.wake.announce import announcing
 
         relay = outbox_relay(
             store=postgres_outbox_store(executor=pool),

@@ -39,9 +39,9 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from shared.drivers.postgres.migrate import migrate
-from shared.drivers.postgres.sql import query
-from shared.ids import new_ids
+from ujobs.drivers.postgres.migrate import migrate
+from ujobs.drivers.postgres.sql import query
+from ujobs.ids import new_ids
 
 PG_BASE = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
 DB_NAME = os.environ.get("BENCH_FLOOR_DB", "bench_floor")

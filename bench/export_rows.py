@@ -137,8 +137,8 @@ async def copy_ceiling(out: Path) -> float:
 async def decode_only() -> float:
     """Seconds to fetch every default page of the table as the decoded export does, decoded by
     asyncpg into records and dropped: what the decoded path costs before our code runs."""
-    from exports import keyset
-    from exports.family import DEFAULT_BATCH
+    from ujobs.exports import keyset
+    from ujobs.exports.family import DEFAULT_BATCH
 
     pool = await asyncpg.create_pool(DSN, min_size=1, max_size=2)
     assert pool is not None
@@ -192,13 +192,13 @@ def run_child(target: str, root: str, env: dict[str, str]) -> dict[str, Any]:
 async def child(target: str, root: str) -> dict[str, Any]:
     """One export, as the exporter runs it; answers its time, the road its pages took and this
     process's peak RSS."""
-    from exports import CsvEncoder, export_rows, filesystem_sink, keyset, s3_sink
-    from exports.sinks import ObjectStoreSink
-    from exports.writer import copies_csv
-    from shared.drivers.base import ClaimOptions
-    from shared.drivers.postgres import postgres_driver
-    from shared.execution.attempt import execute_job
-    from shared.jobs.schema import t
+    from ujobs.drivers.base import ClaimOptions
+    from ujobs.drivers.postgres import postgres_driver
+    from ujobs.execution.attempt import execute_job
+    from ujobs.exports import CsvEncoder, export_rows, filesystem_sink, keyset, s3_sink
+    from ujobs.exports.sinks import ObjectStoreSink
+    from ujobs.exports.writer import copies_csv
+    from ujobs.jobs.schema import t
 
     def sink() -> ObjectStoreSink:
         if target == "fs":

@@ -132,7 +132,7 @@ def run_load(mode: str, api: dict[str, str], clients: int, n: int, start: int) -
 
 
 async def mint(pool: asyncpg.Pool[Any]) -> str:
-    from services.tokens import TokenStore
+    from ujobs.services.tokens import TokenStore
 
     issued = await TokenStore(pool).create(tenant=None, scopes=["enqueue:*"], name="bench")
     return issued.secret
@@ -195,8 +195,8 @@ def median(rounds: list[dict[str, float]], key: str) -> float:
 
 
 async def main() -> dict[str, Any]:
-    from shared.drivers.postgres import postgres_driver
-    from shared.jobs.enqueue_target import set_job_driver
+    from ujobs.drivers.postgres import postgres_driver
+    from ujobs.jobs.enqueue_target import set_job_driver
 
     dsn = await fresh_database(DB_NAME)
     pool = await asyncpg.create_pool(dsn, min_size=1, max_size=4)

@@ -188,10 +188,10 @@ select id, run_id, name, tenant_id, 'completed', null, 2, now() from x_jobs
 
 
 async def main() -> dict[str, Any]:
-    from services.nats.names import NatsNames
-    from services.tokens import TokenStore
-    from shared.drivers.base import ClaimOptions
-    from shared.drivers.postgres import postgres_driver
+    from ujobs.drivers.base import ClaimOptions
+    from ujobs.drivers.postgres import postgres_driver
+    from ujobs.services.nats.names import NatsNames
+    from ujobs.services.tokens import TokenStore
 
     names = NatsNames(PREFIX)
     dsn = await fresh_database(DB_NAME)

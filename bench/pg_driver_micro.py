@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_db import drop_database, fresh_database  # beside this script
 
-from shared.drivers.base import ClaimedJob, ClaimOptions, EnqueueRequest
-from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
-from shared.drivers.postgres.pool import postgres_pool
+from ujobs.drivers.base import ClaimedJob, ClaimOptions, EnqueueRequest
+from ujobs.drivers.postgres.driver import PostgresDriver, postgres_driver
+from ujobs.drivers.postgres.pool import postgres_pool
 
 DB = os.environ.get("BENCH_DB", "ujobs_bench_micro")
 N = int(os.environ.get("BENCH_N", "20000"))

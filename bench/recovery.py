@@ -50,11 +50,11 @@ import asyncpg  # noqa: E402
 import recovery_app  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 
-from shared.drivers.postgres import postgres_driver  # noqa: E402
-from shared.drivers.postgres.migrate import migrate  # noqa: E402
-from shared.drivers.postgres.pool import postgres_pool  # noqa: E402
-from shared.drivers.redis import redis_driver  # noqa: E402
 from tests.support.restartable import PrivatePostgres, PrivateRedis  # noqa: E402
+from ujobs.drivers.postgres import postgres_driver  # noqa: E402
+from ujobs.drivers.postgres.migrate import migrate  # noqa: E402
+from ujobs.drivers.postgres.pool import postgres_pool  # noqa: E402
+from ujobs.drivers.redis import redis_driver  # noqa: E402
 
 UJOBS = Path(sys.executable).parent / "ujobs"
 POLL_S = 0.02

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from shared import Retry, Run, define_api, job, t
+from ujobs import Retry, Run, define_api, job, t
 
 
 def mark(run: Run[Any], step: str) -> None:

@@ -37,9 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from redis.asyncio import Redis
 
-from shared.clock import SYSTEM_CLOCK
-from shared.drivers.base import ClaimOptions, EnqueueRequest
-from shared.drivers.redis.driver import RedisDriver, redis_driver
+from ujobs.clock import SYSTEM_CLOCK
+from ujobs.drivers.base import ClaimOptions, EnqueueRequest
+from ujobs.drivers.redis.driver import RedisDriver, redis_driver
 
 BATCH = 500
 

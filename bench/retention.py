@@ -53,20 +53,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_history import HISTORY_SQL  # beside this script: on sys.path when it runs
 
-from services.config_vars import CLAIM_AHEAD_PER_SLOT
-from shared import job, t
-from shared.backfill import KeysetSource, backfill, keyset
-from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
-from shared.drivers.postgres.migrate import migrate
-from shared.drivers.postgres.pool import postgres_pool
-from shared.execution.run import Run
-from shared.jobs.enqueue_target import set_job_driver
-from shared.jobs.job import JobHandle
-from shared.jobs.registry import Registry
-from shared.lifecycle import Lifecycle
-from shared.metrics import JobMetrics
-from shared.retention import jobs_purge_target
-from shared.worker import job_worker
+from ujobs import job, t
+from ujobs.backfill import KeysetSource, backfill, keyset
+from ujobs.drivers.postgres.driver import PostgresDriver, postgres_driver
+from ujobs.drivers.postgres.migrate import migrate
+from ujobs.drivers.postgres.pool import postgres_pool
+from ujobs.execution.run import Run
+from ujobs.jobs.enqueue_target import set_job_driver
+from ujobs.jobs.job import JobHandle
+from ujobs.jobs.registry import Registry
+from ujobs.lifecycle import Lifecycle
+from ujobs.metrics import JobMetrics
+from ujobs.retention import jobs_purge_target
+from ujobs.services.config_vars import CLAIM_AHEAD_PER_SLOT
+from ujobs.worker import job_worker
 
 ADMIN = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 DAY_MS = 86_400_000

@@ -35,11 +35,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_db import drop_database, fresh_database  # noqa: E402
 
-from services.nats.names import NatsNames  # noqa: E402
-from services.nats.settlements import SettlementsRelay  # noqa: E402
-from services.nats.settlements_redis import RedisSettlementsRelay  # noqa: E402
-from services.nats.streams import ensure_streams  # noqa: E402
-from shared.drivers.redis.settlements import RedisSettlementsOutbox  # noqa: E402
+from ujobs.drivers.redis.settlements import RedisSettlementsOutbox  # noqa: E402
+from ujobs.services.nats.names import NatsNames  # noqa: E402
+from ujobs.services.nats.settlements import SettlementsRelay  # noqa: E402
+from ujobs.services.nats.settlements_redis import RedisSettlementsRelay  # noqa: E402
+from ujobs.services.nats.streams import ensure_streams  # noqa: E402
 
 NATS_URL = os.environ.get("BENCH_NATS_URL", "nats://127.0.0.1:4222")
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -16,7 +16,7 @@ What it measures, against a local aiohttp receiver running in its own process:
 - ``raw_posts_per_s``: a bare aiohttp client POSTing the same signed bodies and headers at the
   same concurrency to the same receiver: the HTTP ceiling of this machine.
 - ``delivery_p50_ms`` / ``delivery_p95_ms``: ``BENCH_WEBHOOKS_LAT_N`` (200) events published one
-  at a time (``webhooks.builtin.publish``: the event row, then the delivery's enqueue with its
+  at a time (``ujobs.webhooks.builtin.publish``: the event row, then the delivery's enqueue with its
   wake) to one endpoint, from the call to the receipt (both clocks are this machine's).
 - ``deliverer_cpu_ms_per_delivery`` (the deliverer process's user + system CPU over the
   throughput phase, per delivery) beside ``client_cpu_ms_per_raw_post`` (the bare client's):
@@ -74,18 +74,18 @@ from aiohttp import web  # noqa: E402
 from harness_run import bench_lock  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 
-from shared.drivers.postgres import postgres_driver  # noqa: E402
-from shared.drivers.postgres.migrate import migrate  # noqa: E402
-from shared.drivers.postgres.sql import query  # noqa: E402
-from shared.introspect import pause_queues  # noqa: E402
-from shared.jobs.enqueue_target import reset_job_driver, set_job_driver  # noqa: E402
-from shared.wake.announce import announcing, redis_announcer  # noqa: E402
-from webhooks import builtin  # noqa: E402
-from webhooks.family import WEBHOOKS_QUEUE, fan_out_inputs  # noqa: E402
-from webhooks.secrets import SecretBox  # noqa: E402
-from webhooks.signature import standard_headers  # noqa: E402
-from webhooks.ssrf import GuardPolicy  # noqa: E402
-from webhooks.store_pg import PgWebhookStore  # noqa: E402
+from ujobs.drivers.postgres import postgres_driver  # noqa: E402
+from ujobs.drivers.postgres.migrate import migrate  # noqa: E402
+from ujobs.drivers.postgres.sql import query  # noqa: E402
+from ujobs.introspect import pause_queues  # noqa: E402
+from ujobs.jobs.enqueue_target import reset_job_driver, set_job_driver  # noqa: E402
+from ujobs.wake.announce import announcing, redis_announcer  # noqa: E402
+from ujobs.webhooks import builtin  # noqa: E402
+from ujobs.webhooks.family import WEBHOOKS_QUEUE, fan_out_inputs  # noqa: E402
+from ujobs.webhooks.secrets import SecretBox  # noqa: E402
+from ujobs.webhooks.signature import standard_headers  # noqa: E402
+from ujobs.webhooks.ssrf import GuardPolicy  # noqa: E402
+from ujobs.webhooks.store_pg import PgWebhookStore  # noqa: E402
 
 N = int(os.environ.get("BENCH_WEBHOOKS_N", "10000"))
 CONCURRENCY = int(os.environ.get("BENCH_WEBHOOKS_CONCURRENCY", "32"))
@@ -187,7 +187,7 @@ def start_deliverer(dsn: str, log: Path, *, app: str | None = None) -> subproces
     profile = os.environ.get("BENCH_WEBHOOKS_PROFILE") if app is None else None
     head = [sys.executable, "-m", "cProfile", "-o", profile] if profile else [sys.executable]
     return subprocess.Popen(
-        [*head, "-m", "services.cli", "webhook-deliverer"],
+        [*head, "-m", "ujobs.services.cli", "webhook-deliverer"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

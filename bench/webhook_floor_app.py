@@ -13,9 +13,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from shared import KeyedConcurrency, Run, define_api, job, t
-from webhooks.builtin import ENDPOINT_CONCURRENCY
-from webhooks.family import WEBHOOKS_QUEUE
+from ujobs import KeyedConcurrency, Run, define_api, job, t
+from ujobs.webhooks.builtin import ENDPOINT_CONCURRENCY
+from ujobs.webhooks.family import WEBHOOKS_QUEUE
 
 
 @job(

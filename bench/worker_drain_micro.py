@@ -41,17 +41,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_history import insert_history  # beside this script: on sys.path when it runs
 
-from services.config_vars import CLAIM_AHEAD_PER_SLOT
-from shared import job, t
-from shared.drivers.postgres.driver import postgres_driver
-from shared.drivers.postgres.migrate import migrate
-from shared.drivers.postgres.pool import postgres_pool
-from shared.drivers.postgres.sql import query
-from shared.execution.run import Run
-from shared.jobs.registry import Registry
-from shared.lifecycle import Lifecycle
-from shared.metrics import JobMetrics
-from shared.worker import job_worker
+from ujobs import job, t
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.drivers.postgres.migrate import migrate
+from ujobs.drivers.postgres.pool import postgres_pool
+from ujobs.drivers.postgres.sql import query
+from ujobs.execution.run import Run
+from ujobs.jobs.registry import Registry
+from ujobs.lifecycle import Lifecycle
+from ujobs.metrics import JobMetrics
+from ujobs.services.config_vars import CLAIM_AHEAD_PER_SLOT
+from ujobs.worker import job_worker
 
 ADMIN = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 

@@ -24,27 +24,28 @@ from typing import Any
 
 import typer
 
+from ujobs.errors import UltimateError, registered_retry
+from ujobs.jobs.registry import Registry
+
 # --- the project: every import of it, in one place ----------------------------------------
-from services.api_openapi import openapi_document
-from services.cli import app as cli_app
-from services.config_vars import VARIABLES
-from shared.errors import UltimateError, registered_retry
-from shared.jobs.registry import Registry
+from ujobs.services.api_openapi import openapi_document
+from ujobs.services.cli import app as cli_app
+from ujobs.services.config_vars import VARIABLES
 
 ERROR_MODULES = (
-    "shared.errors",
-    "shared.backfill.pass_run",
-    "services.api_common",
-    "services.api_exports",
-    "services.api_queues",
-    "services.auth",
-    "services.dashboard.not_found",
-    "services.dashboard.session",
-    "services.nats.edge",
-    "services.tokens",
-    "webhooks.errors",
-    "exports.family",
-    "exports.sinks",
+    "ujobs.errors",
+    "ujobs.backfill.pass_run",
+    "ujobs.services.api_common",
+    "ujobs.services.api_exports",
+    "ujobs.services.api_queues",
+    "ujobs.services.auth",
+    "ujobs.services.dashboard.not_found",
+    "ujobs.services.dashboard.session",
+    "ujobs.services.nats.edge",
+    "ujobs.services.tokens",
+    "ujobs.webhooks.errors",
+    "ujobs.exports.family",
+    "ujobs.exports.sinks",
 )
 """The modules that declare error classes (or classify codes): imported here, and only their
 classes are listed, so the page does not depend on what else a process imported."""

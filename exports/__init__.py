@@ -1,6 +1,6 @@
 """The export job family: ``export_rows()`` streams a paged read to object storage.
 
-from exports import export_rows, keyset, iterate, filesystem_sink, s3_sink
+from ujobs.exports import export_rows, keyset, iterate, filesystem_sink, s3_sink
 
 Map: ``family`` (the declaration and its job body), ``writer`` (one page → one part),
 ``encoders`` (CSV and JSONL), ``sources`` (the source protocol, ``iterate``), ``keyset``
@@ -10,11 +10,11 @@ Map: ``family`` (the declaration and its job body), ``writer`` (one page → one
 
 from __future__ import annotations
 
-from exports.encoders import CsvEncoder, JsonlEncoder, neutralise
-from exports.family import EXPORTS_QUEUE, ExportSpec, export_of, export_rows
-from exports.keyset import KeysetSource, keyset
-from exports.manifest import Manifest, manifest_key, part_key
-from exports.sinks import (
+from ujobs.exports.encoders import CsvEncoder, JsonlEncoder, neutralise
+from ujobs.exports.family import EXPORTS_QUEUE, ExportSpec, export_of, export_rows
+from ujobs.exports.keyset import KeysetSource, keyset
+from ujobs.exports.manifest import Manifest, manifest_key, part_key
+from ujobs.exports.sinks import (
     ExportNotFoundError,
     ExportSink,
     ObjectStoreSink,
@@ -24,7 +24,7 @@ from exports.sinks import (
     set_default_sink,
     sink_from_url,
 )
-from exports.sources import ExportSource, iterate, skip
+from ujobs.exports.sources import ExportSource, iterate, skip
 
 __all__ = [
     "EXPORTS_QUEUE",

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
 
-from exports.family import ExportSpec, export_of
-from exports.manifest import Manifest, manifest_key, part_key
-from exports.sinks import ExportNotFoundError, ExportSink
-from shared.drivers.base import JobRow
-from shared.jobs.job import JobHandle
+from ujobs.drivers.base import JobRow
+from ujobs.exports.family import ExportSpec, export_of
+from ujobs.exports.manifest import Manifest, manifest_key, part_key
+from ujobs.exports.sinks import ExportNotFoundError, ExportSink
+from ujobs.jobs.job import JobHandle
 
 __all__ = [
     "FoundExport",

@@ -33,8 +33,8 @@ from uuid import UUID
 
 import orjson
 
-from exports.csv_lines import csv_lines, quoted
-from shared.errors import ExportRowInvalidError, InvariantError
+from ujobs.errors import ExportRowInvalidError, InvariantError
+from ujobs.exports.csv_lines import csv_lines, quoted
 
 __all__ = [
     "BOM",

@@ -38,18 +38,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from exports.encoders import Encoder, encoder_for
-from exports.manifest import Manifest, manifest_key, validate_prefix
-from exports.rate import RowRate, valid_rate
-from exports.sinks import ExportSink, default_sink
-from exports.sources import ExportSource
-from exports.writer import START, PageState, PartSpec, copies_csv, write_page
-from shared.durations import Duration
-from shared.errors import register_error_retry
-from shared.execution.run import Run
-from shared.jobs.declaration_rules import declaration_invalid, validate_name
-from shared.jobs.job import JobHandle, job
-from shared.jobs.retry import Retry
+from ujobs.durations import Duration
+from ujobs.errors import register_error_retry
+from ujobs.execution.run import Run
+from ujobs.exports.encoders import Encoder, encoder_for
+from ujobs.exports.manifest import Manifest, manifest_key, validate_prefix
+from ujobs.exports.rate import RowRate, valid_rate
+from ujobs.exports.sinks import ExportSink, default_sink
+from ujobs.exports.sources import ExportSource
+from ujobs.exports.writer import START, PageState, PartSpec, copies_csv, write_page
+from ujobs.jobs.declaration_rules import declaration_invalid, validate_name
+from ujobs.jobs.job import JobHandle, job
+from ujobs.jobs.retry import Retry
 
 __all__ = [
     "COPY_BATCH",

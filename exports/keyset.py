@@ -21,7 +21,7 @@ another connection before it answers, so Postgres reads page N+1 while page N is
 read-only transaction, instead of one ``fetch`` of the whole page: the page is never a list in
 memory, which matters for wide rows and big batches.
 
-The statements are composed by ``exports.keyset_sql`` from named templates, identifiers that
+The statements are composed by ``ujobs.exports.keyset_sql`` from named templates, identifiers that
 are checked and double-quoted, and a ``where`` fragment the caller wrote; every value travels as
 a parameter. ``where`` and ``args`` number their parameters from ``$1``; the tenant's, the
 cursor's and the limit's come after them.
@@ -48,7 +48,13 @@ from decimal import Decimal
 from typing import Any, Protocol
 from uuid import UUID
 
-from exports.keyset_sql import (
+from ujobs.context import cross_tenant_reason, current_tenant
+from ujobs.errors import (
+    ExportTenancyUndeclaredError,
+    InvariantError,
+    TenancyActorOrgRequiredError,
+)
+from ujobs.exports.keyset_sql import (
     CSV_SETTINGS,
     MAX_TYPES,
     PLAIN_TYPES,
@@ -56,12 +62,6 @@ from exports.keyset_sql import (
     key_name,
     keyset_statements,
     quote_ident,
-)
-from shared.context import cross_tenant_reason, current_tenant
-from shared.errors import (
-    ExportTenancyUndeclaredError,
-    InvariantError,
-    TenancyActorOrgRequiredError,
 )
 
 __all__ = ["COPY_AHEAD", "CsvPage", "KeysetSource", "decode_cursor", "encode_cursor", "keyset"]

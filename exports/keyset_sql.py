@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from shared.errors import InvariantError
+from ujobs.errors import InvariantError
 
 __all__ = [
     "CSV_SETTINGS",
@@ -54,7 +54,7 @@ CSV_SETTINGS = (
     "SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, MDY'; "
     "SET LOCAL IntervalStyle = 'postgres'; SET LOCAL extra_float_digits = 1"
 )
-# A cell neutralised by Postgres as ``exports.encoders.neutralise`` does it in Python: a ``'``
+# A cell neutralised by Postgres as ``ujobs.exports.encoders.neutralise`` does it in Python: a ``'``
 # in front when it leads with a formula character (also behind spaces and quotes), unless it
 # is a plain negative number. ``ascii()`` reads the first character without a copy, so a cell
 # that cannot lead with one costs a single comparison.

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from shared.errors import InputInvalidError
+from ujobs.errors import InputInvalidError
 
 __all__ = [
     "MANIFEST_NAME",

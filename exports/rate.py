@@ -12,7 +12,7 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from shared.clock import SYSTEM_CLOCK, Clock
+from ujobs.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["RowRate", "valid_rate"]
 

@@ -24,7 +24,7 @@ import obstore
 from obstore.exceptions import NotFoundError
 from obstore.store import AzureStore, GCSStore, LocalStore, ObjectStore, S3Store
 
-from shared.errors import ConfigInvalidError, UltimateError
+from ujobs.errors import ConfigInvalidError, UltimateError
 
 if TYPE_CHECKING:
     from obstore.store import ClientConfig

@@ -5,7 +5,7 @@ A source answers ``rows(after, limit)`` — at most ``limit`` rows that follow t
 ``row``. The export stores that cursor in a step after every page, so a killed exporter asks
 for the page after the last one it finished, and never holds more than a page.
 
-* ``keyset(...)`` (``exports.keyset``) reads a table or a query over asyncpg by its key:
+* ``keyset(...)`` (``ujobs.exports.keyset``) reads a table or a query over asyncpg by its key:
   ``WHERE key > $cursor ORDER BY key LIMIT n``, never ``OFFSET``.
 * ``iterate(factory)`` exports from ANY async iterator: ``factory(after)`` is called with the
   number of rows already exported and answers an iterator of the rows from there. An iterator

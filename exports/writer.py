@@ -23,11 +23,11 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from exports.encoders import Encoder
-from exports.manifest import part_key
-from exports.sinks import ExportSink
-from exports.sources import ExportSource
-from shared.errors import ExportPartTooLargeError, ExportRowInvalidError
+from ujobs.errors import ExportPartTooLargeError, ExportRowInvalidError
+from ujobs.exports.encoders import Encoder
+from ujobs.exports.manifest import part_key
+from ujobs.exports.sinks import ExportSink
+from ujobs.exports.sources import ExportSource
 
 __all__ = ["ENCODE_ROWS", "PageState", "PartSpec", "copies_csv", "write_page"]
 

@@ -6,7 +6,7 @@ backend is opened and closed by a ``cleanup_ctx``, state lives under typed ``web
 (``api_common``), and each concern is a ``RouteTableDef`` of its own module: ``api_enqueue``
 (jobs, batches, events), ``api_jobs`` (one job, pages, moves), ``api_queues`` (queues, tasks),
 ``api_webhooks`` (webhook endpoints and their deliveries).
-Who may call what is ``services.auth`` (shared with the NATS edge); the per-token rate limit is
+Who may call what is ``ujobs.services.auth`` (shared with the NATS edge); the per-token rate limit is
 ``api_ratelimit``; concurrent single enqueues share a commit through ``api_enqueue_batcher``.
 Tests drive it with ``aiohttp_client(create_app(config))``.
 
@@ -18,7 +18,7 @@ Tests drive it with ``aiohttp_client(create_app(config))``.
 | ``GET /v1/manifest`` | every job and task descriptor of the app (``UJOBS_APP``) |
 | ``GET /v1/openapi.json`` | the OpenAPI 3.1 document of every route, a typed input per job |
 | ``/v1/jobs…``, ``/v1/events…``, ``/v1/queues…``, ``/v1/tasks…``, ``/v1/webhooks…`` | see the route modules |
-| ``/_x…`` | the operator dashboard (HTML, a login cookie): ``services.dashboard`` |
+| ``/_x…`` | the operator dashboard (HTML, a login cookie): ``ujobs.services.dashboard`` |
 
 Errors are ``{"error": {"code", "message", "meta"}}`` with the status ``status_for(code)``
 names; Postgres away (refusing, restarting, a session ended) is 503 ``X_DRIVER_UNREACHABLE``
@@ -38,8 +38,22 @@ import asyncpg
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from services import api_enqueue, api_jobs, api_queues
-from services.api_common import (
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.drivers.postgres.unreachable import store_unreachable, unreachable
+from ujobs.errors import (
+    ConfigInvalidError,
+    DriverUnavailableError,
+    InputInvalidError,
+    JobDrainedError,
+    RateLimitedError,
+    UltimateError,
+)
+from ujobs.events.bus import set_event_bus
+from ujobs.events.bus_postgres import postgres_event_bus
+from ujobs.lifecycle import Deadline, register_shutdown_hooks
+from ujobs.metrics import JobMetrics, job_metrics
+from ujobs.services import api_enqueue, api_jobs, api_queues
+from ujobs.services.api_common import (
     BACKEND,
     CONFIG,
     EDGE,
@@ -52,39 +66,25 @@ from services.api_common import (
     json_ok,
     status_for,
 )
-from services.api_enqueue_batcher import EnqueueBatcher
-from services.api_exports import add_export_routes, token_reader
-from services.api_openapi import openapi_document
-from services.api_ratelimit import TokenBuckets, retry_after_header
-from services.api_strict_batch import strict_batch
-from services.api_token_guard import token_guard
-from services.api_webhooks import add_webhook_routes
-from services.app_loader import load_api
-from services.auth import NO_TOKENS, TokenLookup
-from services.backends import open_backend
-from services.config import ApiConfig
-from services.dashboard.routes import setup_dashboard
-from services.nats.edge import NatsEdge
-from services.nats.names import NatsNames
-from services.runtime import ServiceRun
-from services.schema_check import schema_problem
-from services.token_facts import KnownTokens
-from services.tokens import BatchedLookup, TokenStore
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.postgres.unreachable import store_unreachable, unreachable
-from shared.errors import (
-    ConfigInvalidError,
-    DriverUnavailableError,
-    InputInvalidError,
-    JobDrainedError,
-    RateLimitedError,
-    UltimateError,
-)
-from shared.events.bus import set_event_bus
-from shared.events.bus_postgres import postgres_event_bus
-from shared.lifecycle import Deadline, register_shutdown_hooks
-from shared.metrics import JobMetrics, job_metrics
-from shared.wake.announce import announcing, redis_announcer
+from ujobs.services.api_enqueue_batcher import EnqueueBatcher
+from ujobs.services.api_exports import add_export_routes, token_reader
+from ujobs.services.api_openapi import openapi_document
+from ujobs.services.api_ratelimit import TokenBuckets, retry_after_header
+from ujobs.services.api_strict_batch import strict_batch
+from ujobs.services.api_token_guard import token_guard
+from ujobs.services.api_webhooks import add_webhook_routes
+from ujobs.services.app_loader import load_api
+from ujobs.services.auth import NO_TOKENS, TokenLookup
+from ujobs.services.backends import open_backend
+from ujobs.services.config import ApiConfig
+from ujobs.services.dashboard.routes import setup_dashboard
+from ujobs.services.nats.edge import NatsEdge
+from ujobs.services.nats.names import NatsNames
+from ujobs.services.runtime import ServiceRun
+from ujobs.services.schema_check import schema_problem
+from ujobs.services.token_facts import KnownTokens
+from ujobs.services.tokens import BatchedLookup, TokenStore
+from ujobs.wake.announce import announcing, redis_announcer
 
 log = logging.getLogger("ujobs.api")
 
@@ -275,12 +275,12 @@ async def _edge(app: web.Application, clock: Clock) -> AsyncIterator[None]:
         )
         nats_url = config.common.connections.nats_url
         if nats_url is not None:
-            from services.nats.service import nats_edge
+            from ujobs.services.nats.service import nats_edge
 
             connections = config.common.connections
             redis_outbox = None
             if connections.driver == "redis" and backend.redis is not None:
-                from shared.drivers.redis.settlements import RedisSettlementsOutbox
+                from ujobs.drivers.redis.settlements import RedisSettlementsOutbox
 
                 redis_outbox = RedisSettlementsOutbox(backend.redis, connections.redis_prefix)
 

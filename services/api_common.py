@@ -15,19 +15,19 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from services.api_enqueue_batcher import EnqueueBatcher
-from services.api_ratelimit import TokenBuckets
-from services.api_strict_batch import StrictBatch
-from services.auth import Principal, TokenLookup, authenticate
-from services.backends import Backend
-from services.config import ApiConfig
-from services.redact import redact_text
-from services.token_facts import KnownTokens
-from shared.drivers.base import JobDriver
-from shared.errors import InputInvalidError, UltimateError
-from shared.jobs.registry import Registry
-from shared.limits import depth_refused, too_deep_to_parse
-from shared.metrics import JobMetrics
+from ujobs.drivers.base import JobDriver
+from ujobs.errors import InputInvalidError, UltimateError
+from ujobs.jobs.registry import Registry
+from ujobs.limits import depth_refused, too_deep_to_parse
+from ujobs.metrics import JobMetrics
+from ujobs.services.api_enqueue_batcher import EnqueueBatcher
+from ujobs.services.api_ratelimit import TokenBuckets
+from ujobs.services.api_strict_batch import StrictBatch
+from ujobs.services.auth import Principal, TokenLookup, authenticate
+from ujobs.services.backends import Backend
+from ujobs.services.config import ApiConfig
+from ujobs.services.redact import redact_text
+from ujobs.services.token_facts import KnownTokens
 
 _STATUS_BY_CODE = {
     "X_INPUT_INVALID": 400,

@@ -24,22 +24,10 @@ from typing import Any, Protocol, cast
 
 from aiohttp import web
 
-from services.api_common import EDGE, REGISTRY, accepted, caller, read_object
-from services.api_enqueue_batcher import EnqueueBatcher
-from services.api_ratelimit import TokenBuckets
-from services.auth import (
-    Principal,
-    TokenLookup,
-    UnauthorizedError,
-    authenticate,
-    authenticate_known,
-    bearer_secret,
-)
-from services.token_facts import KnownTokens
-from shared.clock import Clock
-from shared.drivers.base import Enqueued, EnqueueRequest, JobDriver
-from shared.durations import duration_ms
-from shared.errors import (
+from ujobs.clock import Clock
+from ujobs.drivers.base import Enqueued, EnqueueRequest, JobDriver
+from ujobs.durations import duration_ms
+from ujobs.errors import (
     InputInvalidError,
     InvariantError,
     JobDuplicateError,
@@ -48,10 +36,22 @@ from shared.errors import (
     TenancyActorMismatchError,
     UltimateError,
 )
-from shared.events.bus import publish_event
-from shared.jobs.job import JobHandle, OnConflict, conflict_checked
-from shared.jobs.registry import Registry
-from shared.limits import check_text
+from ujobs.events.bus import publish_event
+from ujobs.jobs.job import JobHandle, OnConflict, conflict_checked
+from ujobs.jobs.registry import Registry
+from ujobs.limits import check_text
+from ujobs.services.api_common import EDGE, REGISTRY, accepted, caller, read_object
+from ujobs.services.api_enqueue_batcher import EnqueueBatcher
+from ujobs.services.api_ratelimit import TokenBuckets
+from ujobs.services.auth import (
+    Principal,
+    TokenLookup,
+    UnauthorizedError,
+    authenticate,
+    authenticate_known,
+    bearer_secret,
+)
+from ujobs.services.token_facts import KnownTokens
 
 MAX_BATCH_INPUTS = 1_000
 """The most inputs one ``/batch`` request carries (``MAX_BULK_ROWS`` of the operator surface)."""
@@ -78,7 +78,7 @@ def _handle(request: web.Request) -> JobHandle[Any]:
 
 def job_handle(registry: Registry, name: str) -> JobHandle[Any]:
     """The job ``name`` names in the app (404 ``X_JOB_UNKNOWN`` when none; a name past
-    ``shared.limits`` is 400, as every other field past its limit)."""
+    ``ujobs.limits`` is 400, as every other field past its limit)."""
     handle = registry.job(check_text("name", name))
     if handle is None:
         raise JobUnknownError(

@@ -15,7 +15,7 @@ before they get here; what can still fail is the database).
 
 A request may carry the token it came with (``token_id``) when the api took the token's facts
 from its cache: then the batcher checks that the token is still live as part of the enqueue
-(``services.api_token_guard``). A request sent alone goes in the guarded insert's single
+(``ujobs.services.api_token_guard``). A request sent alone goes in the guarded insert's single
 statement; a group carrying tokens goes in the guarded group insert's single statement, which
 inserts the rows of the live tokens only (one round trip a group, as a group without tokens).
 A dead token's request is ``X_UNAUTHORIZED`` and inserts nothing.
@@ -32,17 +32,17 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Protocol
 
-from services.auth import UnauthorizedError, revoked
-from shared.drivers.base import Enqueued, EnqueueRequest, JobDriver
-from shared.drivers.postgres.enqueue import GuardedAnswers
-from shared.errors import InvariantError
+from ujobs.drivers.base import Enqueued, EnqueueRequest, JobDriver
+from ujobs.drivers.postgres.enqueue import GuardedAnswers
+from ujobs.errors import InvariantError
+from ujobs.services.auth import UnauthorizedError, revoked
 
 DEFAULT_MAX_BATCH = 256
 DEFAULT_MAX_IN_FLIGHT = 1
 
 
 class TokenGuard(Protocol):
-    """Enqueue only while a token is live (``services.api_token_guard``)."""
+    """Enqueue only while a token is live (``ujobs.services.api_token_guard``)."""
 
     async def enqueue_while_live(
         self, request: EnqueueRequest, token_id: str

@@ -11,7 +11,7 @@ through the api. A part on the filesystem links back here: ``sig`` is HMAC-SHA25
 ``UJOBS_SECRET_KEY``, over the path and the expiry, so the link is the credential — it opens
 that one part until ``expires`` (epoch seconds) and nothing else. Without a key, such parts get
 no link (``ujobs exports get`` still reads them from the store). The link's host is
-``UJOBS_PUBLIC_URL`` (``services.public_url``), never the request's ``Host``; an api without it
+``UJOBS_PUBLIC_URL`` (``ujobs.services.public_url``), never the request's ``Host``; an api without it
 (outside ``ujobs dev``) answers such a part ``"url": null`` with the ``X_CONFIG_INVALID`` saying
 so as its ``"error"``.
 
@@ -31,14 +31,14 @@ from typing import Any
 
 from aiohttp import web
 
-from exports.downloads import FoundExport, describe_export, find_export, read_manifest
-from exports.manifest import Manifest
-from exports.sinks import ExportNotFoundError
-from services.exporter import ExportSettings
-from services.public_url import public_base
-from shared.drivers.base import JobDriver
-from shared.errors import UltimateError
-from shared.jobs.registry import Registry
+from ujobs.drivers.base import JobDriver
+from ujobs.errors import UltimateError
+from ujobs.exports.downloads import FoundExport, describe_export, find_export, read_manifest
+from ujobs.exports.manifest import Manifest
+from ujobs.exports.sinks import ExportNotFoundError
+from ujobs.jobs.registry import Registry
+from ujobs.services.exporter import ExportSettings
+from ujobs.services.public_url import public_base
 
 __all__ = [
     "AUTHORIZE",
@@ -70,7 +70,7 @@ async def token_reader(request: web.Request) -> Sees:
     """The api's rule, the HTTP edge's: a bearer token with the ``read`` scope (401/403),
     checked before any lookup (so an id's existence is never told to a caller without one);
     another tenant's export does not exist for a tenant token (the 404 of an unknown id)."""
-    from services.api_common import caller
+    from ujobs.services.api_common import caller
 
     principal = await caller(request, "read")
     return principal.sees
@@ -121,13 +121,13 @@ def verify_path(keys: Sequence[bytes], path: str, expires: str, sig: str, now_s:
 
 
 def _driver(request: web.Request) -> JobDriver:
-    from services.api import BACKEND
+    from ujobs.services.api import BACKEND
 
     return request.app[BACKEND].driver
 
 
 def _registry(request: web.Request) -> Registry:
-    from services.api import REGISTRY
+    from ujobs.services.api import REGISTRY
 
     return request.app[REGISTRY]
 
@@ -153,7 +153,7 @@ _STATUS = {
 def _status(error: UltimateError) -> int:
     if error.code in _STATUS:
         return _STATUS[error.code]
-    from services.api import status_for
+    from ujobs.services.api import status_for
 
     return status_for(error.code)
 
@@ -316,7 +316,7 @@ def add_export_routes(
     """Serve the export routes on ``app`` (the api's); ``settings`` default to the
     environment's, whose ``UJOBS_EXPORT_URL`` becomes this process's default sink."""
     if settings is None:
-        from services.config import environment
+        from ujobs.services.config import environment
 
         settings = ExportSettings.load(environment())
     settings.install()

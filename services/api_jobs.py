@@ -1,4 +1,4 @@
-"""The operator surface over HTTP, one job at a time: the same ``shared.introspect`` functions
+"""The operator surface over HTTP, one job at a time: the same ``ujobs.introspect`` functions
 ``ujobs jobs`` calls (one implementation, two faces), behind a token.
 
 | Route | Scope | Answers (the CLI's ``--json`` document) |
@@ -22,11 +22,9 @@ from typing import Any
 
 from aiohttp import web
 
-from services.api_common import EDGE, caller, json_ok, read_object
-from services.auth import Principal
-from shared.drivers.base import ALL_STATES, DEFAULT_JOB_PAGE, MAX_JOB_PAGE, JobFilter, JobRow
-from shared.errors import InputInvalidError, JobNotFoundError, JobPageInvalidError
-from shared.introspect import (
+from ujobs.drivers.base import ALL_STATES, DEFAULT_JOB_PAGE, MAX_JOB_PAGE, JobFilter, JobRow
+from ujobs.errors import InputInvalidError, JobNotFoundError, JobPageInvalidError
+from ujobs.introspect import (
     cancel_job,
     get_job,
     job_document,
@@ -36,6 +34,8 @@ from shared.introspect import (
     remove_job,
     retry_job,
 )
+from ujobs.services.api_common import EDGE, caller, json_ok, read_object
+from ujobs.services.auth import Principal
 
 routes = web.RouteTableDef()
 

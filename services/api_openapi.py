@@ -14,11 +14,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from services.api_exports import export_paths
-from services.api_openapi_schemas import SCHEMAS
-from services.api_openapi_webhooks import webhook_paths
-from shared.drivers.base import ALL_STATES, MAX_JOB_PAGE
-from shared.jobs.registry import Registry
+from ujobs.drivers.base import ALL_STATES, MAX_JOB_PAGE
+from ujobs.jobs.registry import Registry
+from ujobs.services.api_exports import export_paths
+from ujobs.services.api_openapi_schemas import SCHEMAS
+from ujobs.services.api_openapi_webhooks import webhook_paths
 
 MAX_BATCH_DOC = 1_000
 """``api_enqueue.MAX_BATCH_INPUTS``, repeated so this module imports no route module."""

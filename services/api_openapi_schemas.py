@@ -1,4 +1,4 @@
-"""The api's component schemas of its OpenAPI document (``services.api_openapi``): the error
+"""The api's component schemas of its OpenAPI document (``ujobs.services.api_openapi``): the error
 envelope, a job row, a page, and the answers of the operator routes; the per-job input
 components are added to these when the document is built."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.drivers.base import ALL_STATES
+from ujobs.drivers.base import ALL_STATES
 
 _ERROR = {
     "type": "object",

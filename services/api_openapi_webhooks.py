@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from webhooks.endpoint_headers import MAX_HEADERS, MAX_VALUE_CHARS
+from ujobs.webhooks.endpoint_headers import MAX_HEADERS, MAX_VALUE_CHARS
 
 Op = Callable[..., dict[str, Any]]
 

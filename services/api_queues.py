@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from services.api_common import EDGE, REGISTRY, caller, json_ok
-from services.cli_tasks import fires_and_pauses, task_rows
-from shared.errors import InputInvalidError, UltimateError
-from shared.introspect import inspect_queues, pause_queues, pause_tasks
-from shared.jobs.declaration_rules import NAME_PATTERN
+from ujobs.errors import InputInvalidError, UltimateError
+from ujobs.introspect import inspect_queues, pause_queues, pause_tasks
+from ujobs.jobs.declaration_rules import NAME_PATTERN
+from ujobs.services.api_common import EDGE, REGISTRY, caller, json_ok
+from ujobs.services.cli_tasks import fires_and_pauses, task_rows
 
 routes = web.RouteTableDef()
 

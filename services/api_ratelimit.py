@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from shared.clock import Clock
-from shared.errors import RateLimitedError
+from ujobs.clock import Clock
+from ujobs.errors import RateLimitedError
 
 
 @dataclass(slots=True)

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shared.drivers.base import Enqueued, EnqueueRequest, JobDriver
-from shared.drivers.postgres.driver import PostgresDriver
-from shared.wake.announce import AnnouncingDriver
-from shared.wake.protocol import WAKE_DUE_WITHIN_MS
+from ujobs.drivers.base import Enqueued, EnqueueRequest, JobDriver
+from ujobs.drivers.postgres.driver import PostgresDriver
+from ujobs.wake.announce import AnnouncingDriver
+from ujobs.wake.protocol import WAKE_DUE_WITHIN_MS
 
 
 class StrictBatch:

@@ -2,7 +2,7 @@
 
 The api used to read a token's row and then insert the job: two round trips per request, the
 first of them only to learn whether the token was revoked. With the token's fixed facts kept
-in process (``services.token_facts``), revocation is the one thing left to read, and the
+in process (``ujobs.services.token_facts``), revocation is the one thing left to read, and the
 Postgres driver reads it in the insert's own statement (``enqueue_while_live``): a dead token
 inserts nothing and answers 401. A group of requests coalesced by the batcher goes in one
 statement too (``enqueue_many_while_live``): each row is inserted only while its token is live,
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from services.tokens import TokenStore
-from shared.drivers.base import Enqueued, EnqueueRequest, JobDriver, stores_in
-from shared.drivers.postgres.driver import PostgresDriver
-from shared.drivers.postgres.enqueue import GuardedAnswers
-from shared.wake.announce import AnnouncingDriver
-from shared.wake.protocol import WAKE_DUE_WITHIN_MS
+from ujobs.drivers.base import Enqueued, EnqueueRequest, JobDriver, stores_in
+from ujobs.drivers.postgres.driver import PostgresDriver
+from ujobs.drivers.postgres.enqueue import GuardedAnswers
+from ujobs.services.tokens import TokenStore
+from ujobs.wake.announce import AnnouncingDriver
+from ujobs.wake.protocol import WAKE_DUE_WITHIN_MS
 
 
 class PostgresTokenGuard:

@@ -28,19 +28,19 @@ from typing import Any
 
 from aiohttp import web
 
-from services.api_common import BACKEND, EDGE, caller, json_ok, read_object
-from services.auth import Principal
-from services.secret_key import secret_key_text
-from services.webhook_deliverer import WebhookSettings, webhook_settings
-from shared.errors import (
+from ujobs.errors import (
     DriverUnavailableError,
     InputInvalidError,
     TenancyActorMismatchError,
     WebhookEndpointInvalidError,
 )
-from shared.limits import check_text
-from webhooks.errors import WebhookEndpointUnknownError
-from webhooks.store_pg import ROTATION_GRACE_MS, PgWebhookStore
+from ujobs.limits import check_text
+from ujobs.services.api_common import BACKEND, EDGE, caller, json_ok, read_object
+from ujobs.services.auth import Principal
+from ujobs.services.secret_key import secret_key_text
+from ujobs.services.webhook_deliverer import WebhookSettings, webhook_settings
+from ujobs.webhooks.errors import WebhookEndpointUnknownError
+from ujobs.webhooks.store_pg import ROTATION_GRACE_MS, PgWebhookStore
 
 routes = web.RouteTableDef()
 
@@ -243,7 +243,7 @@ def add_webhook_routes(app: web.Application, settings: WebhookSettings | None = 
     environment's. With no key these routes answer 503 saying so; a key that cannot seal is
     ``X_CONFIG_INVALID`` here, at start (its message names the variable, never the value)."""
     if settings is None:
-        from services.config import environment
+        from ujobs.services.config import environment
 
         env = environment()
         if secret_key_text(env) is not None:

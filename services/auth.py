@@ -1,7 +1,7 @@
 """Who is calling and what they may do: one implementation for every edge (HTTP, NATS).
 
 Nothing here knows aiohttp. An edge hands ``authenticate`` the ``Authorization`` value it
-received and a ``TokenLookup`` (``services.tokens.TokenStore``); it gets a ``Principal`` back,
+received and a ``TokenLookup`` (``ujobs.services.tokens.TokenStore``); it gets a ``Principal`` back,
 or ``X_UNAUTHORIZED`` (no, unknown, revoked or expired token). The principal then answers the
 rules:
 
@@ -15,8 +15,8 @@ rules:
 The enqueue's actor is the token (``actor()``): ``enqueued_by`` names the token's id.
 
 ``authenticate`` reads the token on every call. ``authenticate_known`` is the single enqueue's
-reading: a token's fixed facts from ``services.token_facts`` (expiry checked here), its
-revocation left to the enqueue's own statement (``services.api_token_guard``).
+reading: a token's fixed facts from ``ujobs.services.token_facts`` (expiry checked here), its
+revocation left to the enqueue's own statement (``ujobs.services.api_token_guard``).
 """  # noqa: E501
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from services.token_facts import KnownTokens
-from services.tokens import TokenRecord
-from shared.context import Actor
-from shared.errors import DriverUnavailableError, TenancyActorMismatchError, UltimateError
+from ujobs.context import Actor
+from ujobs.errors import DriverUnavailableError, TenancyActorMismatchError, UltimateError
+from ujobs.services.token_facts import KnownTokens
+from ujobs.services.tokens import TokenRecord
 
 MAX_SECRET_LENGTH = 256
 """The longest bearer secret read (a token is 49 characters): a longer one is no token."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from shared.drivers.postgres.sql import query
+from ujobs.drivers.postgres.sql import query
 
 log = logging.getLogger("ujobs.service")
 

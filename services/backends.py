@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from services.config import Connections
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.base import JobDriver
-from shared.drivers.postgres.pool import postgres_pool
-from shared.errors import DriverUnavailableError
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.drivers.base import JobDriver
+from ujobs.drivers.postgres.pool import postgres_pool
+from ujobs.errors import DriverUnavailableError
+from ujobs.services.config import Connections
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -123,8 +123,8 @@ def _driver(
             raise DriverUnavailableError(
                 "UJOBS_DRIVER=redis needs REDIS_URL=redis://…", meta={"variable": "REDIS_URL"}
             )
-        from shared import drivers
-        from shared.wake.listener import REDIS_WAKE_CHANNEL
+        from ujobs import drivers
+        from ujobs.wake.listener import REDIS_WAKE_CHANNEL
 
         # The enqueue script announces on the wake channel itself (one round trip, no second
         # publish from Python), so wiring installs no announcer for this driver.
@@ -141,6 +141,6 @@ def _driver(
             "the Postgres driver needs DATABASE_URL=postgresql://…",
             meta={"variable": "DATABASE_URL"},
         )
-    from shared.drivers.postgres.driver import postgres_driver
+    from ujobs.drivers.postgres.driver import postgres_driver
 
     return postgres_driver(pool, clock=clock, settlements=connections.settlements)

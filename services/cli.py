@@ -17,14 +17,14 @@ from typing import Annotated
 
 import typer
 
-from services.app_loader import load_api
-from services.cli_common import AppOption, JsonOption
-from services.cli_db import db_app
-from services.cli_exports import exports_app
-from services.cli_jobs import jobs_app
-from services.cli_output import emit_json, reported, set_debug
-from services.cli_queues import queues_app, workers_command
-from services.cli_services import (
+from ujobs.services.app_loader import load_api
+from ujobs.services.cli_common import AppOption, JsonOption
+from ujobs.services.cli_db import db_app
+from ujobs.services.cli_exports import exports_app
+from ujobs.services.cli_jobs import jobs_app
+from ujobs.services.cli_output import emit_json, reported, set_debug
+from ujobs.services.cli_queues import queues_app, workers_command
+from ujobs.services.cli_services import (
     api_command,
     dev_command,
     exporter_command,
@@ -34,11 +34,11 @@ from services.cli_services import (
     webhook_deliverer_command,
     worker_command,
 )
-from services.cli_tasks import tasks_app
-from services.cli_tokens import tokens_app
-from services.cli_webhooks import webhooks_app
-from services.config import environment
-from services.nats.cli import nats_app
+from ujobs.services.cli_tasks import tasks_app
+from ujobs.services.cli_tokens import tokens_app
+from ujobs.services.cli_webhooks import webhooks_app
+from ujobs.services.config import environment
+from ujobs.services.nats.cli import nats_app
 
 app = typer.Typer(
     name="ujobs",

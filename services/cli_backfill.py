@@ -28,10 +28,23 @@ from typing import Annotated, Any, cast
 
 import typer
 
-from services.app_loader import load_api
-from services.backends import Backend
-from services.cli_common import AppOption, DatabaseUrlOption, JsonOption, operate
-from services.cli_output import (
+from ujobs.backfill.declare import BackfillDefinition
+from ujobs.backfill.ledger_view import (
+    applied_migrations,
+    backfill_named,
+    gate_backfill,
+    inspect_backfills,
+    pending_backfills,
+)
+from ujobs.backfill.source import maybe_await
+from ujobs.context import cross_tenant
+from ujobs.drivers.base import BackfillStatus, JobDriver, require_backfills
+from ujobs.errors import BackfillAppliedError, InvariantError, UltimateError
+from ujobs.jobs.job import JobHandle
+from ujobs.services.app_loader import load_api
+from ujobs.services.backends import Backend
+from ujobs.services.cli_common import AppOption, DatabaseUrlOption, JsonOption, operate
+from ujobs.services.cli_output import (
     Progress,
     emit_json,
     note,
@@ -39,20 +52,7 @@ from services.cli_output import (
     print_table,
     reported,
 )
-from services.config import environment, read_common
-from shared.backfill.declare import BackfillDefinition
-from shared.backfill.ledger_view import (
-    applied_migrations,
-    backfill_named,
-    gate_backfill,
-    inspect_backfills,
-    pending_backfills,
-)
-from shared.backfill.source import maybe_await
-from shared.context import cross_tenant
-from shared.drivers.base import BackfillStatus, JobDriver, require_backfills
-from shared.errors import BackfillAppliedError, InvariantError, UltimateError
-from shared.jobs.job import JobHandle
+from ujobs.services.config import environment, read_common
 
 EXIT_PENDING = 3
 FOLLOW_POLL_S = 1.0
@@ -108,7 +108,7 @@ def backfill_command(
 
 
 def _usage(message: str, as_json: bool) -> None:
-    from services.cli_output import fail
+    from ujobs.services.cli_output import fail
 
     fail(InvariantError(f"ujobs db backfill: {message}"), as_json=as_json, exit_code=2)
 
@@ -152,7 +152,7 @@ def _list(
 
 
 def _iso(ms: int | None) -> str | None:
-    from services.cli_output import iso
+    from ujobs.services.cli_output import iso
 
     return iso(ms)
 

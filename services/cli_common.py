@@ -3,7 +3,7 @@
 An operator command is ``operate(work, ...)``: build ``OperatorConfig`` from the environment
 (a flag overriding its variable), open the driver, run ``work(backend, progress)`` under a
 progress line, close everything, and turn any failure into its ``X_…`` code. The commands
-themselves only read ``driver.introspect`` through ``shared.introspect``.
+themselves only read ``driver.introspect`` through ``ujobs.introspect``.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Annotated, TypeVar
 
 import typer
 
-from services.backends import Backend, open_backend
-from services.cli_output import Progress, reported
-from services.config import OperatorConfig, environment
+from ujobs.services.backends import Backend, open_backend
+from ujobs.services.cli_output import Progress, reported
+from ujobs.services.config import OperatorConfig, environment
 
 T = TypeVar("T")
 

@@ -1,4 +1,4 @@
-"""``ujobs db migrate``: apply the schema (``shared.drivers.postgres.migrate``), idempotent and
+"""``ujobs db migrate``: apply the schema (``ujobs.drivers.postgres.migrate``), idempotent and
 ordered.
 
 Every other service applies nothing to the schema on its own; compose runs this once, as the
@@ -12,11 +12,11 @@ import asyncio
 import asyncpg
 import typer
 
-from services.cli_backfill import backfill_command
-from services.cli_common import DatabaseUrlOption, JsonOption
-from services.cli_output import Progress, emit_json, reported
-from services.cli_retention import purge_command
-from services.config import environment, read_common
+from ujobs.services.cli_backfill import backfill_command
+from ujobs.services.cli_common import DatabaseUrlOption, JsonOption
+from ujobs.services.cli_output import Progress, emit_json, reported
+from ujobs.services.cli_retention import purge_command
+from ujobs.services.config import environment, read_common
 
 db_app = typer.Typer(help="The database schema.", no_args_is_help=True)
 
@@ -39,7 +39,7 @@ def db_migrate(database_url: DatabaseUrlOption = None, as_json: JsonOption = Fal
 
 async def migrate_url(database_url: str) -> list[str]:
     """Apply pending migrations over one connection; answers the ids applied."""
-    from shared.drivers.postgres.migrate import migrate
+    from ujobs.drivers.postgres.migrate import migrate
 
     conn = await asyncpg.connect(database_url, timeout=10)
     try:

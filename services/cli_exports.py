@@ -24,19 +24,19 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, TransferSpeedColumn
 from rich.progress import Progress as Bar
 
-from exports.downloads import FoundExport, describe_export, find_export, read_manifest
-from exports.family import EXPORTS_QUEUE
-from exports.manifest import Manifest
-from exports.sinks import ExportNotFoundError
-from services.api_exports import LINK_TTL
-from services.app_loader import load_api
-from services.backends import Backend, open_backend
-from services.cli_common import AppOption, DatabaseUrlOption, DriverOption, JsonOption
-from services.cli_output import emit_json, note, print_fields, print_table, reported
-from services.config import OperatorConfig, environment
-from services.exporter import ExportSettings
-from shared.drivers.base import DEFAULT_JOB_PAGE, JobFilter
-from shared.introspect import list_jobs
+from ujobs.drivers.base import DEFAULT_JOB_PAGE, JobFilter
+from ujobs.exports.downloads import FoundExport, describe_export, find_export, read_manifest
+from ujobs.exports.family import EXPORTS_QUEUE
+from ujobs.exports.manifest import Manifest
+from ujobs.exports.sinks import ExportNotFoundError
+from ujobs.introspect import list_jobs
+from ujobs.services.api_exports import LINK_TTL
+from ujobs.services.app_loader import load_api
+from ujobs.services.backends import Backend, open_backend
+from ujobs.services.cli_common import AppOption, DatabaseUrlOption, DriverOption, JsonOption
+from ujobs.services.cli_output import emit_json, note, print_fields, print_table, reported
+from ujobs.services.config import OperatorConfig, environment
+from ujobs.services.exporter import ExportSettings
 
 exports_app = typer.Typer(help="List, inspect and download exports.", no_args_is_help=True)
 

@@ -1,11 +1,11 @@
 """``ujobs jobs list | show | retry | cancel | remove | promote``: the operator surface.
 
-Every command reads and moves rows only through ``shared.introspect`` (``driver.introspect``),
+Every command reads and moves rows only through ``ujobs.introspect`` (``driver.introspect``),
 takes ``--json``, and names its ``X_…`` code on failure. This module holds ``list`` and
 ``show``; the moves (``retry``, ``cancel``, ``remove``, ``promote``) are ``cli_jobs_move``.
 
 ``show`` prints the input's keys with the values masked unless ``--show-input``, and never a
-step's output unless ``--show-output`` (see ``shared.introspect``).
+step's output unless ``--show-output`` (see ``ujobs.introspect``).
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ from typing import Annotated, Any
 
 import typer
 
-from services.backends import Backend
-from services.cli_backfill import backfill_of_run, backfills_in_flight, note_in_flight
-from services.cli_common import DatabaseUrlOption, DriverOption, JsonOption, operate
-from services.cli_jobs_common import (
+from ujobs.drivers.base import DEFAULT_JOB_PAGE, MAX_JOB_PAGE, JobFilter
+from ujobs.introspect import inspect_job, list_jobs, resolve_job_id
+from ujobs.services.backends import Backend
+from ujobs.services.cli_backfill import backfill_of_run, backfills_in_flight, note_in_flight
+from ujobs.services.cli_common import DatabaseUrlOption, DriverOption, JsonOption, operate
+from ujobs.services.cli_jobs_common import (
     NameOption,
     QueueOption,
     StateOption,
@@ -27,8 +29,8 @@ from services.cli_jobs_common import (
     parse_state,
     progress_text,
 )
-from services.cli_jobs_move import jobs_cancel, jobs_promote, jobs_remove, jobs_retry
-from services.cli_output import (
+from ujobs.services.cli_jobs_move import jobs_cancel, jobs_promote, jobs_remove, jobs_retry
+from ujobs.services.cli_output import (
     Progress,
     duration,
     emit_json,
@@ -38,8 +40,6 @@ from services.cli_output import (
     print_table,
     when,
 )
-from shared.drivers.base import DEFAULT_JOB_PAGE, MAX_JOB_PAGE, JobFilter
-from shared.introspect import inspect_job, list_jobs, resolve_job_id
 
 jobs_app = typer.Typer(help="List, inspect and move jobs.", no_args_is_help=True)
 

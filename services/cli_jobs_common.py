@@ -9,8 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from services.config_parse import choice, invalid
-from shared.drivers.base import ALL_STATES, BulkFilter, JobState
+from ujobs.drivers.base import ALL_STATES, BulkFilter, JobState
+from ujobs.services.config_parse import choice, invalid
 
 QueueOption = Annotated[str | None, typer.Option("--queue", "-q", help="only this queue")]
 NameOption = Annotated[str | None, typer.Option("--name", "-n", help="only this job name")]

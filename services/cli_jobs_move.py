@@ -11,21 +11,9 @@ from typing import Annotated, Any
 
 import typer
 
-from services.backends import Backend
-from services.cli_common import DatabaseUrlOption, DriverOption, JsonOption, operate
-from services.cli_jobs_common import (
-    JobIdArg,
-    NameOption,
-    QueueOption,
-    StateOption,
-    TenantOption,
-    bulk_filter,
-)
-from services.cli_output import Progress, emit_json, reported
-from services.config_parse import invalid
-from shared.drivers.base import BulkFilter
-from shared.errors import UltimateError
-from shared.introspect import (
+from ujobs.drivers.base import BulkFilter
+from ujobs.errors import UltimateError
+from ujobs.introspect import (
     bulk_json,
     bulk_move,
     cancel_job,
@@ -35,6 +23,18 @@ from shared.introspect import (
     resolve_job_id,
     retry_job,
 )
+from ujobs.services.backends import Backend
+from ujobs.services.cli_common import DatabaseUrlOption, DriverOption, JsonOption, operate
+from ujobs.services.cli_jobs_common import (
+    JobIdArg,
+    NameOption,
+    QueueOption,
+    StateOption,
+    TenantOption,
+    bulk_filter,
+)
+from ujobs.services.cli_output import Progress, emit_json, reported
+from ujobs.services.config_parse import invalid
 
 
 def _target(job_id: str | None, state: str | None, verb: str) -> None:

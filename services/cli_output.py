@@ -25,8 +25,8 @@ import typer
 from rich.console import Console
 from rich.status import Status
 
-from services.redact import redact_text, redact_value
-from shared.errors import DriverUnavailableError, UltimateError
+from ujobs.errors import DriverUnavailableError, UltimateError
+from ujobs.services.redact import redact_text, redact_value
 
 EXIT_ERROR = 1
 EXIT_INTERNAL = 70

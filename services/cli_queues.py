@@ -11,11 +11,11 @@ from typing import Annotated, Any
 
 import typer
 
-from services.backends import Backend
-from services.cli_common import DatabaseUrlOption, DriverOption, JsonOption, operate
-from services.cli_output import Progress, duration, emit_json, note, print_table, when
-from services.config_parse import parse_queues
-from shared.introspect import inspect_queues, list_workers, pause_queues
+from ujobs.introspect import inspect_queues, list_workers, pause_queues
+from ujobs.services.backends import Backend
+from ujobs.services.cli_common import DatabaseUrlOption, DriverOption, JsonOption, operate
+from ujobs.services.cli_output import Progress, duration, emit_json, note, print_table, when
+from ujobs.services.config_parse import parse_queues
 
 queues_app = typer.Typer(help="Queues: depth per state, pauses.", no_args_is_help=True)
 

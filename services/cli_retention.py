@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from services.backends import Backend
-from services.cli_common import DatabaseUrlOption, JsonOption, operate
-from services.cli_output import Progress, emit_json, print_table, reported
-from services.config import CommonConfig, environment, read_common
-from shared.backfill.settings import configure_backfills
-from shared.clock import SYSTEM_CLOCK
-from shared.jobs.registry import Registry
-from shared.retention.builtin import RetentionWindows, builtin_targets, register_builtin_purge
-from shared.retention.jobs_target import JobsPurgeTarget
+from ujobs.backfill.settings import configure_backfills
+from ujobs.clock import SYSTEM_CLOCK
+from ujobs.jobs.registry import Registry
+from ujobs.retention.builtin import RetentionWindows, builtin_targets, register_builtin_purge
+from ujobs.retention.jobs_target import JobsPurgeTarget
+from ujobs.services.backends import Backend
+from ujobs.services.cli_common import DatabaseUrlOption, JsonOption, operate
+from ujobs.services.cli_output import Progress, emit_json, print_table, reported
+from ujobs.services.config import CommonConfig, environment, read_common
 
 if TYPE_CHECKING:
     import asyncpg

@@ -13,11 +13,11 @@ from typing import Annotated
 
 import typer
 
-from services.cli_common import AppOption, JsonOption
-from services.cli_output import reported
-from services.config import ApiConfig, RelayConfig, SchedulerConfig, WorkerConfig, environment
-from services.config_vars import VARIABLES
-from services.runtime import ServiceRun, run_service
+from ujobs.services.cli_common import AppOption, JsonOption
+from ujobs.services.cli_output import reported
+from ujobs.services.config import ApiConfig, RelayConfig, SchedulerConfig, WorkerConfig, environment
+from ujobs.services.config_vars import VARIABLES
+from ujobs.services.runtime import ServiceRun, run_service
 
 
 def reads(service: str) -> str:
@@ -45,7 +45,7 @@ def api_command(
         config = ApiConfig.load(environment(), app=app_spec, host=host, port=port)
 
     async def start(run: ServiceRun) -> None:
-        from services.api import start_api  # aiohttp's server side only where it serves
+        from ujobs.services.api import start_api  # aiohttp's server side only where it serves
 
         await start_api(run, config)
 
@@ -58,7 +58,7 @@ def scheduler_command(app_spec: AppOption = None, as_json: JsonOption = False) -
         config = SchedulerConfig.load(environment(), app=app_spec)
 
     async def start(run: ServiceRun) -> None:
-        from services.scheduler import start_scheduler
+        from ujobs.services.scheduler import start_scheduler
 
         await start_scheduler(run, config)
 
@@ -68,7 +68,8 @@ def scheduler_command(app_spec: AppOption = None, as_json: JsonOption = False) -
 def dev_command(
     app_spec: AppOption = None,
     example: Annotated[
-        bool, typer.Option("--example", help="load services.example_app and enqueue onboard_org")
+        bool,
+        typer.Option("--example", help="load ujobs.services.example_app and enqueue onboard_org"),
     ] = False,
     port: Annotated[
         int | None, typer.Option(help="the api's port; 0 picks a free one [default: 8080]")
@@ -80,13 +81,13 @@ def dev_command(
     as_json: JsonOption = False,
 ) -> None:
     """Run every service in this process; with no DATABASE_URL, on an embedded Postgres."""
-    from services.dev import DevConfig
+    from ujobs.services.dev import DevConfig
 
     with reported(as_json=as_json):
         config = DevConfig.load(app=app_spec, example=example, port=port, queues=queues)
 
     async def start(run: ServiceRun) -> None:
-        from services.dev import start_dev
+        from ujobs.services.dev import start_dev
 
         await start_dev(run, config)
 
@@ -107,7 +108,7 @@ DriverOption = Annotated[
 
 def _run_worker(config: WorkerConfig, *, as_json: bool) -> None:
     async def start(run: ServiceRun) -> None:
-        from services.worker import start_worker
+        from ujobs.services.worker import start_worker
 
         await start_worker(run, config)
 
@@ -130,7 +131,7 @@ def webhook_deliverer_command(
     app_spec: AppOption = None, driver: DriverOption = None, as_json: JsonOption = False
 ) -> None:
     """Run a worker pinned to the webhooks queue (outbound webhook deliveries)."""
-    from services.webhook_deliverer import (
+    from ujobs.services.webhook_deliverer import (
         start_webhook_deliverer,
         webhook_deliverer_config,
         webhook_settings,
@@ -151,7 +152,7 @@ def exporter_command(
     app_spec: AppOption = None, driver: DriverOption = None, as_json: JsonOption = False
 ) -> None:
     """Run a worker pinned to the exports queue (large dataset exports)."""
-    from services.exporter import exporter_config
+    from ujobs.services.exporter import exporter_config
 
     with reported(as_json=as_json):
         config = exporter_config(environment(), app=app_spec, driver=driver)
@@ -164,7 +165,7 @@ def relay_command(app_spec: AppOption = None, as_json: JsonOption = False) -> No
         config = RelayConfig.load(environment(), app=app_spec)
 
     async def start(run: ServiceRun) -> None:
-        from services.relay import start_relay
+        from ujobs.services.relay import start_relay
 
         await start_relay(run, config)
 

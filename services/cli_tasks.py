@@ -10,16 +10,16 @@ from typing import Annotated, Any
 
 import typer
 
-from services.app_loader import load_api
-from services.backends import Backend
-from services.cli_common import AppOption, DatabaseUrlOption, JsonOption, operate
-from services.cli_output import Progress, emit_json, iso, print_table, reported
-from services.config import environment, read_common
-from shared.clock import SYSTEM_CLOCK
-from shared.drivers.base import JobDriver, TaskFire
-from shared.introspect import introspection_of, pause_tasks
-from shared.jobs.task import TaskHandle
-from shared.scheduler.cron import next_task_run
+from ujobs.clock import SYSTEM_CLOCK
+from ujobs.drivers.base import JobDriver, TaskFire
+from ujobs.introspect import introspection_of, pause_tasks
+from ujobs.jobs.task import TaskHandle
+from ujobs.scheduler.cron import next_task_run
+from ujobs.services.app_loader import load_api
+from ujobs.services.backends import Backend
+from ujobs.services.cli_common import AppOption, DatabaseUrlOption, JsonOption, operate
+from ujobs.services.cli_output import Progress, emit_json, iso, print_table, reported
+from ujobs.services.config import environment, read_common
 
 tasks_app = typer.Typer(help="The app's cron tasks.", no_args_is_help=True)
 

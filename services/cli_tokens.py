@@ -1,4 +1,4 @@
-"""``ujobs tokens create | list | revoke``: the api's bearer tokens (``services.tokens``).
+"""``ujobs tokens create | list | revoke``: the api's bearer tokens (``ujobs.services.tokens``).
 
 ``create`` prints the secret ONCE (only its hash is stored); ``revoke`` takes effect on the
 next request every api process serves.
@@ -10,13 +10,13 @@ from typing import Annotated, Any
 
 import typer
 
-from services.backends import Backend
-from services.cli_common import DatabaseUrlOption, JsonOption, operate
-from services.cli_output import Progress, emit_json, iso, note, print_table, reported
-from services.config_parse import invalid
-from services.tokens import TokenStore, check_tenant, parse_scopes
-from shared.durations import duration_ms
-from shared.errors import InvariantError
+from ujobs.durations import duration_ms
+from ujobs.errors import InvariantError
+from ujobs.services.backends import Backend
+from ujobs.services.cli_common import DatabaseUrlOption, JsonOption, operate
+from ujobs.services.cli_output import Progress, emit_json, iso, note, print_table, reported
+from ujobs.services.config_parse import invalid
+from ujobs.services.tokens import TokenStore, check_tenant, parse_scopes
 
 tokens_app = typer.Typer(help="The api's bearer tokens.", no_args_is_help=True)
 

@@ -17,17 +17,17 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from services.backends import Backend, open_backend
-from services.cli_common import DatabaseUrlOption, DriverOption, JsonOption
-from services.cli_output import Progress, emit_json, iso, note, print_table, reported
-from services.config import OperatorConfig, environment
-from services.secret_key import write_key_file
-from services.webhook_deliverer import WebhookSettings, webhook_settings
-from shared.clock import to_epoch_ms
-from shared.errors import InputInvalidError
-from shared.jobs.enqueue_target import reset_job_driver, set_job_driver
-from webhooks import builtin
-from webhooks.store_pg import PgWebhookStore, new_secret_key
+from ujobs.clock import to_epoch_ms
+from ujobs.errors import InputInvalidError
+from ujobs.jobs.enqueue_target import reset_job_driver, set_job_driver
+from ujobs.services.backends import Backend, open_backend
+from ujobs.services.cli_common import DatabaseUrlOption, DriverOption, JsonOption
+from ujobs.services.cli_output import Progress, emit_json, iso, note, print_table, reported
+from ujobs.services.config import OperatorConfig, environment
+from ujobs.services.secret_key import write_key_file
+from ujobs.services.webhook_deliverer import WebhookSettings, webhook_settings
+from ujobs.webhooks import builtin
+from ujobs.webhooks.store_pg import PgWebhookStore, new_secret_key
 
 T = TypeVar("T")
 

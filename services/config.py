@@ -21,7 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from services.config_parse import (
+from ujobs.drivers.base import DEFAULT_QUEUE, DEFAULT_VISIBILITY_MS
+from ujobs.errors import DriverUnavailableError
+from ujobs.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
+from ujobs.outbox.relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
+from ujobs.retention.builtin import RetentionWindows
+from ujobs.retention.purge import DEFAULT_PURGE_CRON
+from ujobs.services.config_parse import (
     Concurrency,
     app_spec,
     choice,
@@ -43,7 +49,7 @@ from services.config_parse import (
     urls,
     whole_from,
 )
-from services.config_vars import (
+from ujobs.services.config_vars import (
     CLAIM_AHEAD_PER_SLOT,
     DEFAULT_API_MAX_BODY_BYTES,
     DEFAULT_API_PORT,
@@ -60,13 +66,7 @@ from services.config_vars import (
     DriverName,
     Env,
 )
-from services.redact import redact_url
-from shared.drivers.base import DEFAULT_QUEUE, DEFAULT_VISIBILITY_MS
-from shared.errors import DriverUnavailableError
-from shared.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
-from shared.outbox.relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
-from shared.retention.builtin import RetentionWindows
-from shared.retention.purge import DEFAULT_PURGE_CRON
+from ujobs.services.redact import redact_url
 
 T = TypeVar("T")
 _DEFAULT_QUEUES: tuple[str, ...] = (DEFAULT_QUEUE,)
@@ -179,7 +179,7 @@ class CommonConfig:
     """``UJOBS_PURGE_*_RETENTION_MS``: how old a row must be for ``x.purge`` to delete it."""
     clock_offset_ms: int = 0
     """``UJOBS_CLOCK_OFFSET_MS``: test-only, how far ahead of the wall clock this service's
-    clock reads (``shared.clock.shift_system_clock``)."""
+    clock reads (``ujobs.clock.shift_system_clock``)."""
 
     @property
     def log_level_number(self) -> int:
@@ -360,7 +360,7 @@ class ApiConfig:
     rate_per_token: int | None = None
     """Requests per second per token (a bucket of one second's worth); None: no limit."""
     nats_prefix: str = "ujobs"
-    """The NATS edge's subject and stream prefix (``services.nats.names``)."""
+    """The NATS edge's subject and stream prefix (``ujobs.services.nats.names``)."""
     nats_ack_wait_ms: int = 30_000
     """How long the enqueue stream's consumer waits for an ack before redelivering."""
     nats_max_ack_pending: int = DEFAULT_NATS_MAX_ACK_PENDING
@@ -369,7 +369,8 @@ class ApiConfig:
     nats_max_deliveries: int = DEFAULT_NATS_MAX_DELIVERIES
     """The delivery on which a stream message still failing unexpectedly is refused."""
     public_url: str | None = None
-    """``UJOBS_PUBLIC_URL``: where the links the api hands out point (``services.public_url``)."""
+    """``UJOBS_PUBLIC_URL``: where the links the api hands out point
+    (``ujobs.services.public_url``)."""
 
     @classmethod
     def load(

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from services.config_vars import DRIVERS, JOBS_CONCURRENCY_DEFAULT, MAX_QUEUE_NAME, DriverName
-from services.redact import redact_url
-from shared.errors import ConfigInvalidError
+from ujobs.errors import ConfigInvalidError
+from ujobs.services.config_vars import DRIVERS, JOBS_CONCURRENCY_DEFAULT, MAX_QUEUE_NAME, DriverName
+from ujobs.services.redact import redact_url
 
 T = TypeVar("T")
 
@@ -175,8 +175,8 @@ def purge_on(name: str, raw: str) -> bool:
 
 
 def cron_expression(name: str, raw: str) -> str:
-    from shared.errors import TaskDeclarationInvalidError
-    from shared.jobs.task import validate_cron
+    from ujobs.errors import TaskDeclarationInvalidError
+    from ujobs.jobs.task import validate_cron
 
     try:
         return validate_cron("x.purge.cron", raw)

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from shared.drivers.base import DEFAULT_QUEUE, DEFAULT_VISIBILITY_MS
-from shared.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
-from shared.outbox.relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
+from ujobs.drivers.base import DEFAULT_QUEUE, DEFAULT_VISIBILITY_MS
+from ujobs.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
+from ujobs.outbox.relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
 
 DriverName = Literal["postgres", "redis"]
 DRIVERS: tuple[DriverName, ...] = ("postgres", "redis")

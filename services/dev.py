@@ -5,7 +5,7 @@ Unix socket only, kept between runs) and applies the schema; without ``REDIS_URL
 uses Postgres LISTEN/NOTIFY. Then it runs the worker (every queue the app's jobs name), the
 scheduler, the outbox relay and the api in this one process, prints where everything is and
 how to enqueue, and narrates each job's state changes on stdout (``dev_watch``). It enqueues
-nothing by itself — except with ``--example``, which loads ``services.example_app`` and
+nothing by itself — except with ``--example``, which loads ``ujobs.services.example_app`` and
 enqueues its ``onboard_org`` so the first minute shows a step replay, a sleep resume and a
 task fire. Ctrl-C (or SIGTERM) drains everything, says so, and exits 0.
 
@@ -28,10 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from exports.sinks import DEFAULT_EXPORT_ROOT, set_default_sink, sink_from_url
-from services.app_loader import load_api
-from services.cli_db import migrate_url
-from services.config import (
+from ujobs.drivers.base import DEFAULT_QUEUE
+from ujobs.exports.sinks import DEFAULT_EXPORT_ROOT, set_default_sink, sink_from_url
+from ujobs.introspect import introspection_of
+from ujobs.jobs.registry import Registry
+from ujobs.lifecycle import register_shutdown_hooks
+from ujobs.services.app_loader import load_api
+from ujobs.services.cli_db import migrate_url
+from ujobs.services.config import (
     ApiConfig,
     Connections,
     RelayConfig,
@@ -39,19 +43,15 @@ from services.config import (
     WorkerConfig,
     environment,
 )
-from services.dev_watch import DevWatch
-from services.embedded import start_embedded_postgres
-from services.exporter import ExportSettings
-from services.logging import JsonLineFormatter, configure_logging, log_to_file
-from services.redact import redact_url
-from services.runtime import ServiceRun
-from shared.drivers.base import DEFAULT_QUEUE
-from shared.introspect import introspection_of
-from shared.jobs.registry import Registry
-from shared.lifecycle import register_shutdown_hooks
+from ujobs.services.dev_watch import DevWatch
+from ujobs.services.embedded import start_embedded_postgres
+from ujobs.services.exporter import ExportSettings
+from ujobs.services.logging import JsonLineFormatter, configure_logging, log_to_file
+from ujobs.services.redact import redact_url
+from ujobs.services.runtime import ServiceRun
 
 C = TypeVar("C", WorkerConfig, ApiConfig, SchedulerConfig, RelayConfig)
-EXAMPLE_APP = "services.example_app:api"
+EXAMPLE_APP = "ujobs.services.example_app:api"
 DATA_DIR = Path(".ujobs") / "pg"
 LOG_FILE = Path(".ujobs") / "dev.log"
 
@@ -145,11 +145,11 @@ async def _database(run: ServiceRun, config: DevConfig) -> DevConfig:
 
 async def start_dev(run: ServiceRun, config: DevConfig) -> None:
     """Bring up the database, the schema and every role; narrate until drained."""
-    from services.api import address, start_api
-    from services.relay import start_relay
-    from services.scheduler import start_scheduler
-    from services.wiring import wire
-    from services.worker import start_worker
+    from ujobs.services.api import address, start_api
+    from ujobs.services.relay import start_relay
+    from ujobs.services.scheduler import start_scheduler
+    from ujobs.services.wiring import wire
+    from ujobs.services.worker import start_worker
 
     started = False
 
@@ -188,7 +188,7 @@ async def start_dev(run: ServiceRun, config: DevConfig) -> None:
     )
     started = True
     if config.example:
-        from services.example_app import onboard_org
+        from ujobs.services.example_app import onboard_org
 
         queued = await onboard_org.enqueue({"org_id": "acme"})
         say(f"--example: enqueued onboard_org {queued.id} — watch it below")

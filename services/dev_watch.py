@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from shared.drivers.base import MAX_JOB_PAGE, JobFilter, JobIntrospection, JobRow
-from shared.introspect import short_id
+from ujobs.drivers.base import MAX_JOB_PAGE, JobFilter, JobIntrospection, JobRow
+from ujobs.introspect import short_id
 
 POLL_S = 0.5
 FINISHED = ("done", "failed", "dead", "cancelled")

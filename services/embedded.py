@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from shared.errors import DriverUnavailableError
+from ujobs.errors import DriverUnavailableError
 
 Cleanup = Literal["stop", "delete"]
 

@@ -11,7 +11,7 @@ Small on purpose, and shaped so a first run SHOWS the three ideas within a minut
   own step so a replay re-enqueues nothing.
 
 Each body says what it is doing on stdout (``example: …``), beside the dev runner's own
-job-state lines. Point ``UJOBS_APP`` at ``services.example_app:api`` to use it elsewhere.
+job-state lines. Point ``UJOBS_APP`` at ``ujobs.services.example_app:api`` to use it elsewhere.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from shared import Retry, Run, Signal, define_api, job, t, task
-from shared.jobs.task import TaskEntry
+from ujobs import Retry, Run, Signal, define_api, job, t, task
+from ujobs.jobs.task import TaskEntry
 
 SLEEP = "5s"
 TICK_S = 20

@@ -10,7 +10,7 @@ worker or ``ujobs dev`` running exports), the api (to serve downloads) and ``ujo
 ``file://``, ``s3://bucket/prefix``, ``gs://``, ``az://``; the store's own variables —
 ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, … — configure the client), and
 ``UJOBS_SECRET_KEY`` signs the api's expiring download links for parts on the filesystem: the
-same value, read the same way (``webhooks.secrets.parse_keys``), as the key that seals webhook
+same value, read the same way (``ujobs.webhooks.secrets.parse_keys``), as the key that seals webhook
 endpoint secrets, so one key made by ``ujobs webhooks new-key`` serves both and a value one of
 them would refuse is refused by both. The first key signs; a link signed under any key of the
 list opens, so a rotation does not break the links handed out before it.
@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from exports.family import EXPORTS_QUEUE
-from exports.sinks import set_default_sink, sink_from_url
-from services.config import WorkerConfig
-from services.secret_key import secret_key_text
-from webhooks.secrets import parse_keys
+from ujobs.exports.family import EXPORTS_QUEUE
+from ujobs.exports.sinks import set_default_sink, sink_from_url
+from ujobs.services.config import WorkerConfig
+from ujobs.services.secret_key import secret_key_text
+from ujobs.webhooks.secrets import parse_keys
 
 __all__ = ["EXPORTS_QUEUE", "ExportSettings", "exporter_config"]
 

@@ -21,7 +21,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from shared.clock import SYSTEM_CLOCK, Clock
+from ujobs.clock import SYSTEM_CLOCK, Clock
 
 DEFAULT_EVERY_MS = 10_000
 """One line per reason per ten seconds: a failure that persists still shows every window."""

@@ -22,7 +22,7 @@ from typing import IO, Any
 
 import orjson
 
-from services.redact import redact_text, redact_value
+from ujobs.services.redact import redact_text, redact_value
 
 # Attributes every LogRecord has; anything else on a record came from ``extra``.
 _STANDARD = frozenset(vars(logging.LogRecord("", logging.INFO, "", 0, "", None, None))) | {

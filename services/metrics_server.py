@@ -5,7 +5,7 @@ They listen on ``UJOBS_METRICS_HOST:UJOBS_METRICS_PORT`` (default 127.0.0.1:9464
 0.0.0.0). ``/metrics`` is the Prometheus text format of the process's default registry — the
 spec's worker series (``jobs_total{queue,outcome}``, ``job_leases_lost_total{queue}``,
 ``job_worker_in_flight``, ``job_worker_capacity``) and the relay's and scheduler's own
-(``services.service_metrics``). ``/healthz`` answers 200 while the process runs; ``/readyz``
+(``ujobs.services.service_metrics``). ``/healthz`` answers 200 while the process runs; ``/readyz``
 200 while the backend answers with this code's schema and the process is not draining, else
 503 with the error's code. The endpoint stays up through the drain (scrapes see it finish) and
 closes with the process.
@@ -21,17 +21,17 @@ from dataclasses import dataclass
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
-from services.backends import Backend
-from services.config import MetricsEndpoint
-from services.runtime import ServiceRun
-from services.schema_check import schema_problem
-from shared.errors import (
+from ujobs.errors import (
     ConfigInvalidError,
     DriverUnavailableError,
     JobDrainedError,
     UltimateError,
 )
-from shared.lifecycle import register_shutdown_hooks
+from ujobs.lifecycle import register_shutdown_hooks
+from ujobs.services.backends import Backend
+from ujobs.services.config import MetricsEndpoint
+from ujobs.services.runtime import ServiceRun
+from ujobs.services.schema_check import schema_problem
 
 log = logging.getLogger("ujobs.metrics")
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from services.api_common import CONFIG
-from services.config_parse import invalid
+from ujobs.services.api_common import CONFIG
+from ujobs.services.config_parse import invalid
 
 VARIABLE = "UJOBS_PUBLIC_URL"
 

@@ -3,7 +3,7 @@
 ``run_service(common, start)`` is what ``ujobs api`` / ``worker`` / ``relay`` / ``scheduler``
 / ``dev`` do after building their config: JSON log lines labelled with the service, the
 drain budget from ``UJOBS_DRAIN_DEADLINE_MS``, SIGTERM/SIGINT handlers that run the process
-lifecycle's drain (``shared.lifecycle``: every role's ``accept``, the in-flight work, every
+lifecycle's drain (``ujobs.lifecycle``: every role's ``accept``, the in-flight work, every
 ``close``, one deadline), and the exit code: 0 after a clean drain, 1 when a role reports its
 drain abandoned. ``start`` registers each role's hooks and returns; what it opened is closed by
 the ``AsyncExitStack`` it is handed, after the drain.
@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 
 import typer
 
-from services.cli_output import reported
-from services.config import CommonConfig
-from services.logging import configure_logging
-from shared.clock import shift_system_clock
-from shared.lifecycle import configure_lifecycle, process_lifecycle
+from ujobs.clock import shift_system_clock
+from ujobs.lifecycle import configure_lifecycle, process_lifecycle
+from ujobs.services.cli_output import reported
+from ujobs.services.config import CommonConfig
+from ujobs.services.logging import configure_logging
 
 log = logging.getLogger("ujobs.service")
 

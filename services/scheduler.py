@@ -4,7 +4,7 @@ The only safe wiring: ``postgres_scheduler_state`` for durable watermarks and
 ``postgres_lease_leader`` for one leader at a time, both over the Postgres pool of
 ``DATABASE_URL`` (the scheduler always needs it, whatever the queue's driver), for the app's
 tasks (``--app`` / ``UJOBS_APP``). The jobs go on the queue the workers claim from —
-``UJOBS_DRIVER``, through the same announcing driver every service uses (``services.wiring``):
+``UJOBS_DRIVER``, through the same announcing driver every service uses (``ujobs.services.wiring``):
 
 * ``postgres`` (the default): the driver and the state share the pool, so an occurrence fires in
   ONE statement — watermark, jobs and the fire's record together.
@@ -22,20 +22,20 @@ lapses on its own). Standalone it serves /metrics (``scheduler_task_fires_total{
 
 from __future__ import annotations
 
-from services.app_loader import load_api
-from services.cli_retention import register_purge
-from services.config import SchedulerConfig
-from services.metrics_server import serve_metrics
-from services.runtime import ServiceRun
-from services.service_metrics import scheduler_metrics
-from services.wiring import Wired, wire
-from shared.scheduler.job_scheduler import (
+from ujobs.scheduler.job_scheduler import (
     JobScheduler,
     SchedulerOptions,
     job_scheduler,
     postgres_lease_leader,
     postgres_scheduler_state,
 )
+from ujobs.services.app_loader import load_api
+from ujobs.services.cli_retention import register_purge
+from ujobs.services.config import SchedulerConfig
+from ujobs.services.metrics_server import serve_metrics
+from ujobs.services.runtime import ServiceRun
+from ujobs.services.service_metrics import scheduler_metrics
+from ujobs.services.wiring import Wired, wire
 
 POOL_SIZE = 4
 

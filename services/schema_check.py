@@ -1,6 +1,6 @@
 """Readiness's schema check: the api answers 503 ``X_SCHEMA_OUTDATED`` until ``ujobs db
 migrate`` has applied exactly this code's migrations (the other services refuse to start:
-``services.wiring``).
+``ujobs.services.wiring``).
 
 The api keeps serving ``/healthz`` and ``/metrics`` meanwhile — the process is alive, it is the
 database that is not ready — and turns ready on its own once the migrations land.
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 
-from services.backends import Backend
-from shared.drivers.postgres.migrate import schema_error, schema_state
-from shared.errors import SchemaOutdatedError
+from ujobs.drivers.postgres.migrate import schema_error, schema_state
+from ujobs.errors import SchemaOutdatedError
+from ujobs.services.backends import Backend
 
 SCHEMA_READ_TIMEOUT_S = 2.0
 

@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from shared.errors import ConfigInvalidError
+from ujobs.errors import ConfigInvalidError
 
 KEY_VARIABLE = "UJOBS_SECRET_KEY"
 FILE_VARIABLE = "UJOBS_SECRET_KEY_FILE"

@@ -1,4 +1,4 @@
-"""The relay's and the scheduler's own Prometheus series (the worker's are ``shared.metrics``).
+"""The relay's and the scheduler's own Prometheus series (the worker's are ``ujobs.metrics``).
 
 | Series | Kind | Answers |
 |---|---|---|
@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 
-from shared.drivers.postgres.sql import query
-from shared.outbox.relay import OutboxRelay, RelayPass
-from shared.scheduler.job_scheduler import JobScheduler
-from shared.scheduler.rounds import Fired
+from ujobs.drivers.postgres.sql import query
+from ujobs.outbox.relay import OutboxRelay, RelayPass
+from ujobs.scheduler.job_scheduler import JobScheduler
+from ujobs.scheduler.rounds import Fired
 
 if TYPE_CHECKING:
     import asyncpg

@@ -15,7 +15,7 @@ dead by a statement is forgotten, so its next request reads the table and says w
 
 from __future__ import annotations
 
-from services.tokens import TokenRecord, hash_token
+from ujobs.services.tokens import TokenRecord, hash_token
 
 MAX_KNOWN_TOKENS = 10_000
 """Past this many tokens the oldest remembered one is dropped (it is read again on its next

@@ -5,9 +5,9 @@ A token is ``ujobs_`` and 32 random bytes (base64url). Only its SHA-256 is store
 never again. A token belongs to one tenant, or to none (an operator token), and carries scopes
 (``parse_scopes``). A revoke or an expiry is read by the next request, in every api process,
 with no restart: the lookup caches nothing, and the single enqueue, which keeps a token's fixed
-facts (``services.token_facts``), checks revocation in its own insert statement.
+facts (``ujobs.services.token_facts``), checks revocation in its own insert statement.
 
-``TokenStore`` is the Postgres store; ``services.auth`` turns what it finds into a
+``TokenStore`` is the Postgres store; ``ujobs.services.auth`` turns what it finds into a
 ``Principal`` for both edges (HTTP now, NATS later) and holds the rules of who may do what.
 """
 
@@ -20,12 +20,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.postgres.pooled import pooled
-from shared.drivers.postgres.sql import query
-from shared.errors import ConfigInvalidError, UltimateError
-from shared.jobs.declaration_rules import NAME_PATTERN
-from shared.limits import MAX_TENANT_BYTES, text_problem
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.drivers.postgres.pooled import pooled
+from ujobs.drivers.postgres.sql import query
+from ujobs.errors import ConfigInvalidError, UltimateError
+from ujobs.jobs.declaration_rules import NAME_PATTERN
+from ujobs.limits import MAX_TENANT_BYTES, text_problem
 
 if TYPE_CHECKING:
     import asyncpg
@@ -149,7 +149,7 @@ def _record(row: Any) -> TokenRecord:
 class TokenStore:
     """Tokens in Postgres; ``clock`` stamps creation, expiry and revocation. Postgres being
     away (refusing, restarting, a session it ended) is ``X_DRIVER_UNREACHABLE``
-    (``shared.drivers.postgres.pooled``), which the api answers 503."""
+    (``ujobs.drivers.postgres.pooled``), which the api answers 503."""
 
     def __init__(self, pool: Pool, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self._pool = pool

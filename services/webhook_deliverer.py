@@ -8,7 +8,7 @@ apply; everything else a worker reads does, plus the webhook settings: ``UJOBS_S
 or ``UJOBS_SECRET_KEY_FILE`` (endpoint secrets are sealed at rest),
 ``UJOBS_WEBHOOK_ALLOW_PRIVATE`` and ``UJOBS_WEBHOOK_ALLOW_HTTP`` (the SSRF guard's exceptions).
 
-The built-in families (``webhooks.builtin``) are always registered, with or without an app;
+The built-in families (``ujobs.webhooks.builtin``) are always registered, with or without an app;
 the app's own ``webhook()`` families on the ``webhooks`` queue run here too.
 """
 
@@ -18,20 +18,20 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from services.app_loader import load_api
-from services.config import WorkerConfig
-from services.config_parse import choice, whole
-from services.runtime import ServiceRun
-from services.secret_key import secret_key_text
-from services.wiring import wire
-from shared.jobs.registry import Registry
-from shared.worker import JobWorker
-from webhooks import builtin
-from webhooks.client import WebhookClient
-from webhooks.family import WEBHOOKS_QUEUE, install_client
-from webhooks.secrets import SecretBox
-from webhooks.ssrf import GuardPolicy
-from webhooks.store_pg import PgWebhookStore
+from ujobs.jobs.registry import Registry
+from ujobs.services.app_loader import load_api
+from ujobs.services.config import WorkerConfig
+from ujobs.services.config_parse import choice, whole
+from ujobs.services.runtime import ServiceRun
+from ujobs.services.secret_key import secret_key_text
+from ujobs.services.wiring import wire
+from ujobs.webhooks import builtin
+from ujobs.webhooks.client import WebhookClient
+from ujobs.webhooks.family import WEBHOOKS_QUEUE, install_client
+from ujobs.webhooks.secrets import SecretBox
+from ujobs.webhooks.ssrf import GuardPolicy
+from ujobs.webhooks.store_pg import PgWebhookStore
+from ujobs.worker import JobWorker
 
 log = logging.getLogger("ujobs.webhooks")
 
@@ -89,8 +89,8 @@ async def start_webhook_deliverer(
     """Open the backend (Postgres always: the endpoints and the ledger live there), seal the
     header values a row from before migration 0019 keeps in clear, install the store and the
     guarded client, and start the worker; all undone after the drain."""
-    from services.metrics_server import serve_metrics
-    from services.worker import start_worker
+    from ujobs.services.metrics_server import serve_metrics
+    from ujobs.services.worker import start_worker
 
     wired = await wire(run, config.common.connections, listen=True, need_database=True)
     await serve_metrics(run, config.metrics, wired.backend)

@@ -14,7 +14,7 @@ its loops listen to — the same for every role, so no service gets it subtly di
 * **schema**: a service on Postgres refuses to start (``X_SCHEMA_OUTDATED``, exit 1) on a
   database whose migrations are missing, older or newer than its code's — one line saying to
   run ``ujobs db migrate`` instead of a claim failure every poll. A server running without
-  autovacuum is said once (``ujobs.service.autovacuum-off``, ``services.autovacuum_check``).
+  autovacuum is said once (``ujobs.service.autovacuum-off``, ``ujobs.services.autovacuum_check``).
 """
 
 from __future__ import annotations
@@ -22,17 +22,17 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from services.autovacuum_check import warn_without_autovacuum
-from services.backends import Backend, open_backend
-from services.config import Connections
-from services.runtime import ServiceRun
-from shared.drivers.base import JobDriver
-from shared.drivers.postgres.migrate import require_current_schema
-from shared.events.bus import set_event_bus
-from shared.events.bus_postgres import postgres_event_bus
-from shared.jobs.enqueue_target import reset_job_driver, set_job_driver
-from shared.wake.announce import announcing, redis_announcer
-from shared.wake.listener import ChannelWake, postgres_wake, redis_wake
+from ujobs.drivers.base import JobDriver
+from ujobs.drivers.postgres.migrate import require_current_schema
+from ujobs.events.bus import set_event_bus
+from ujobs.events.bus_postgres import postgres_event_bus
+from ujobs.jobs.enqueue_target import reset_job_driver, set_job_driver
+from ujobs.services.autovacuum_check import warn_without_autovacuum
+from ujobs.services.backends import Backend, open_backend
+from ujobs.services.config import Connections
+from ujobs.services.runtime import ServiceRun
+from ujobs.wake.announce import announcing, redis_announcer
+from ujobs.wake.listener import ChannelWake, postgres_wake, redis_wake
 
 log = logging.getLogger("ujobs.service")
 

@@ -7,19 +7,19 @@ and the two-phase drain: stop claiming, finish what is held within
 ``jobs.worker.drain-abandoned``; its lease lapses and the queue delivers it again) and the
 process exits 1 instead of 0. The webhook deliverer and the exporter are this service pinned to
 one queue. Standalone it serves /metrics, /healthz and /readyz on ``UJOBS_METRICS_PORT``
-(``services.metrics_server``); under ``ujobs dev`` the api's /metrics carries the same series.
+(``ujobs.services.metrics_server``); under ``ujobs dev`` the api's /metrics carries the same series.
 """
 
 from __future__ import annotations
 
-from services.app_loader import load_api
-from services.cli_retention import register_purge
-from services.config import WorkerConfig
-from services.metrics_server import serve_metrics
-from services.runtime import ServiceRun
-from services.wiring import Wired, wire
-from shared.jobs.registry import Registry
-from shared.worker.job_worker import JobWorker, job_worker
+from ujobs.jobs.registry import Registry
+from ujobs.services.app_loader import load_api
+from ujobs.services.cli_retention import register_purge
+from ujobs.services.config import WorkerConfig
+from ujobs.services.metrics_server import serve_metrics
+from ujobs.services.runtime import ServiceRun
+from ujobs.services.wiring import Wired, wire
+from ujobs.worker.job_worker import JobWorker, job_worker
 
 
 async def start_worker(

@@ -1,6 +1,6 @@
 """ultimate-jobs core: declare jobs and tasks, enqueue them, run them durably.
 
-from shared import job, task, t, Retry, Run, define_api, publish_event, Enqueued
+from ujobs import job, task, t, Retry, Run, define_api, publish_event, Enqueued
 
 The map (each package's ``__init__`` is its own):
 
@@ -32,18 +32,18 @@ The map (each package's ``__init__`` is its own):
 
 from __future__ import annotations
 
-from shared.clock import Clock, FrozenClock, SystemClock
-from shared.context import Actor, bind_transaction, cross_tenant, transaction
-from shared.drivers.records import Enqueued
-from shared.errors import UltimateError, register_error_retry, retry_for
-from shared.events.bus import publish_event
-from shared.execution.run import Run, Settled
-from shared.jobs.job import JobHandle, KeyedConcurrency, job
-from shared.jobs.registry import Api, define_api
-from shared.jobs.retry import Retry, is_final_attempt, retry_schedule
-from shared.jobs.schema import t
-from shared.jobs.task import TaskHandle, task
-from shared.signal import Signal
+from ujobs.clock import Clock, FrozenClock, SystemClock
+from ujobs.context import Actor, bind_transaction, cross_tenant, transaction
+from ujobs.drivers.records import Enqueued
+from ujobs.errors import UltimateError, register_error_retry, retry_for
+from ujobs.events.bus import publish_event
+from ujobs.execution.run import Run, Settled
+from ujobs.jobs.job import JobHandle, KeyedConcurrency, job
+from ujobs.jobs.registry import Api, define_api
+from ujobs.jobs.retry import Retry, is_final_attempt, retry_schedule
+from ujobs.jobs.schema import t
+from ujobs.jobs.task import TaskHandle, task
+from ujobs.signal import Signal
 
 __all__ = [
     "Actor",

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.errors import InvariantError, TenancyActorMismatchError, TenancyActorOrgRequiredError
+from ujobs.errors import InvariantError, TenancyActorMismatchError, TenancyActorOrgRequiredError
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ import math
 import re
 from datetime import timedelta
 
-from shared.errors import InvariantError
+from ujobs.errors import InvariantError
 
 Duration = str | int | float | timedelta
 

@@ -177,7 +177,7 @@ class DriverUnreachableError(DriverUnavailableError):
     A subclass so ``except DriverUnavailableError`` still catches it; its own code so the
     worker can tell "the store was away" from everything else: a settle that fails with it is
     sent again while the lease lasts, and an attempt that fails with it is handed back
-    uncounted (a few times per row at most; ``shared.execution.outage``).
+    uncounted (a few times per row at most; ``ujobs.execution.outage``).
     """
 
     code = "X_DRIVER_UNREACHABLE"

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from shared.drivers.base import (
+from ujobs.drivers.base import (
     BulkFilter,
     BulkResult,
     JobDriver,
@@ -41,14 +41,14 @@ from shared.drivers.base import (
     WorkerRow,
     require_introspection,
 )
-from shared.errors import (
+from ujobs.errors import (
     CancelUnsupportedError,
     JobIdAmbiguousError,
     JobNotCancellableError,
     JobNotFoundError,
     StepNotFoundError,
 )
-from shared.execution.settle import error_summary
+from ujobs.execution.settle import error_summary
 
 FULL_ID_LENGTH = 36
 SHORT_ID_LENGTH = 18

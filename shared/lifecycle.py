@@ -26,7 +26,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from shared.errors import ConfigInvalidError
+from ujobs.errors import ConfigInvalidError
 
 log = logging.getLogger("ujobs.lifecycle")
 

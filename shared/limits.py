@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.errors import InputInvalidError
+from ujobs.errors import InputInvalidError
 
 MAX_JSON_DEPTH = 64
 """The deepest a job's input or an event's payload nests (``[[1]]`` is 2 levels)."""

@@ -13,8 +13,8 @@ from typing import Literal
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, disable_created_metrics
 
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.base import JobDriver
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.drivers.base import JobDriver
 
 JobsTotalOutcome = Literal["ok", "failed", "dead"]
 

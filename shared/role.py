@@ -3,7 +3,7 @@
 A role's ``phase`` goes ``new`` → ``running`` → ``draining`` → ``stopped``:
 
 * ``start()`` checks what must hold before anything runs (``_before_start``; it may refuse),
-  registers the role's pair of hooks with its lifecycle (``shared.lifecycle``; unless the role
+  registers the role's pair of hooks with its lifecycle (``ujobs.lifecycle``; unless the role
   was built with ``drain_on_shutdown=False``), and starts the loop (``_begin``). A second call
   does nothing.
 * ``accept`` (the lifecycle's first phase, or ``drain()``) stops taking work (``_halt``) and
@@ -27,7 +27,7 @@ import math
 from collections.abc import Callable
 from typing import Any, Literal
 
-from shared.lifecycle import Deadline, Lifecycle, process_lifecycle
+from ujobs.lifecycle import Deadline, Lifecycle, process_lifecycle
 
 RolePhase = Literal["new", "running", "draining", "stopped"]
 

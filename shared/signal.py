@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from shared.errors import JobAbortedError
+from ujobs.errors import JobAbortedError
 
 AbortCallback = Callable[[BaseException], None]
 

@@ -2,7 +2,7 @@
 
 ::
 
-    from shared.testing import drain, enqueued, install_memory_driver
+    from ujobs.testing import drain, enqueued, install_memory_driver
 
     async def test_onboarding_finishes() -> None:
         driver = install_memory_driver()        # a frozen clock; every enqueue lands here
@@ -23,20 +23,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimOptions, JobRow
-from shared.drivers.memory.driver import MemoryDriver, memory_driver
-from shared.errors import InvariantError, JobUnknownError
-from shared.execution.attempt import execute_job
-from shared.execution.outcome import ExecutionOutcome, JobExecution
-from shared.execution.scope import ContextSpec
-from shared.jobs.enqueue_target import has_job_driver, job_driver, set_job_driver
-from shared.jobs.job import JobHandle
-from shared.jobs.registry import Api, registry
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimOptions, JobRow
+from ujobs.drivers.memory.driver import MemoryDriver, memory_driver
+from ujobs.errors import InvariantError, JobUnknownError
+from ujobs.execution.attempt import execute_job
+from ujobs.execution.outcome import ExecutionOutcome, JobExecution
+from ujobs.execution.scope import ContextSpec
+from ujobs.jobs.enqueue_target import has_job_driver, job_driver, set_job_driver
+from ujobs.jobs.job import JobHandle
+from ujobs.jobs.registry import Api, registry
 
 # 2023-11-14 22:13:20 UTC: a fixed start, so a test's timestamps are the same every run.
 DEFAULT_START_MS = 1_700_000_000_000
-DRAIN_WORKER_ID = "shared.testing.drain"
+DRAIN_WORKER_ID = "ujobs.testing.drain"
 DRAIN_VISIBILITY_MS = 30_000
 DEFAULT_MAX_ATTEMPTS = 1_000
 
@@ -163,7 +163,7 @@ def installed_memory_driver() -> MemoryDriver:
     current = job_driver() if has_job_driver() else None
     if not isinstance(current, MemoryDriver):
         raise InvariantError(
-            "shared.testing runs jobs on the memory driver: call install_memory_driver() first "
+            "ujobs.testing runs jobs on the memory driver: call install_memory_driver() first "
             "(or pass driver=)",
             meta={"installed": type(current).__name__},
         )

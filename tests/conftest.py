@@ -7,10 +7,10 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
-from shared.events.bus import reset_event_bus
-from shared.jobs.enqueue_target import reset_job_driver, reset_jobs_facade
-from shared.jobs.job import reset_declared_names
-from shared.jobs.registry import reset_registry
+from ujobs.events.bus import reset_event_bus
+from ujobs.jobs.enqueue_target import reset_job_driver, reset_jobs_facade
+from ujobs.jobs.job import reset_declared_names
+from ujobs.jobs.registry import reset_registry
 
 pytest_plugins = ["tests.support.services"]
 

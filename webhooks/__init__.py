@@ -1,23 +1,23 @@
 """Outbound webhooks as a job family: signing, delivery, the ledger, the SSRF guard.
 
-    from webhooks import webhook, Endpoint, Event, MemoryWebhookLedger
-    from webhooks import sign_standard, verify_standard, sign_ultimate, verify_ultimate
+    from ujobs.webhooks import webhook, Endpoint, Event, MemoryWebhookLedger
+    from ujobs.webhooks import sign_standard, verify_standard, sign_ultimate, verify_ultimate
 
-``webhooks.builtin`` holds the families ``ujobs webhook-deliverer`` always runs (endpoints and
+``ujobs.webhooks.builtin`` holds the families ``ujobs webhook-deliverer`` always runs (endpoints and
 subscriptions in Postgres); ``webhooks/verify/`` is the partner kit.
 """
 
 from __future__ import annotations
 
-from webhooks.errors import WebhookSecretInvalidError, WebhookSignatureInvalidError
-from webhooks.family import Endpoint, Event, WebhookInput, webhook
-from webhooks.ledger import (
+from ujobs.webhooks.errors import WebhookSecretInvalidError, WebhookSignatureInvalidError
+from ujobs.webhooks.family import Endpoint, Event, WebhookInput, webhook
+from ujobs.webhooks.ledger import (
     DeliveryAttempt,
     MemoryWebhookLedger,
     WebhookLedger,
     memory_webhook_ledger,
 )
-from webhooks.signature import sign_standard, sign_ultimate, verify_standard, verify_ultimate
+from ujobs.webhooks.signature import sign_standard, sign_ultimate, verify_standard, verify_ultimate
 
 __all__ = [
     "DeliveryAttempt",

@@ -15,14 +15,21 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from shared.drivers.base import Enqueued
-from shared.errors import DriverUnavailableError, JobDeclarationInvalidError
-from shared.jobs.job import JobHandle, KeyedConcurrency
-from shared.jobs.registry import Registry
-from webhooks.errors import WebhookEndpointUnknownError, WebhookEventUnknownError
-from webhooks.family import Endpoint, Event, WebhookInput, endpoint_key, fan_out_inputs, webhook
-from webhooks.ledger import DeliveryAttempt
-from webhooks.store_pg import Loaded, PgWebhookStore
+from ujobs.drivers.base import Enqueued
+from ujobs.errors import DriverUnavailableError, JobDeclarationInvalidError
+from ujobs.jobs.job import JobHandle, KeyedConcurrency
+from ujobs.jobs.registry import Registry
+from ujobs.webhooks.errors import WebhookEndpointUnknownError, WebhookEventUnknownError
+from ujobs.webhooks.family import (
+    Endpoint,
+    Event,
+    WebhookInput,
+    endpoint_key,
+    fan_out_inputs,
+    webhook,
+)
+from ujobs.webhooks.ledger import DeliveryAttempt
+from ujobs.webhooks.store_pg import Loaded, PgWebhookStore
 
 ORG_FAMILY = "ujobs.webhooks"
 GLOBAL_FAMILY = "ujobs.webhooks.global"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import aiohttp
 from aiohttp.abc import AbstractResolver
 
-from webhooks.ssrf import GuardedResolver, GuardPolicy, check_url
+from ujobs.webhooks.ssrf import GuardedResolver, GuardPolicy, check_url
 
 DEFAULT_RESPONSE_LIMIT = 4096
 DEFAULT_CONNECTIONS = 256

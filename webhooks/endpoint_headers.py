@@ -7,7 +7,7 @@ endpoint is added (``X_WEBHOOK_ENDPOINT_INVALID``) and, for a row stored before 
 a delivery is about to send it (a counted failure, toward ``disable_after``).
 
 Values often are credentials, so they are sealed at rest with the endpoint's secret's box
-(``webhooks.secrets.SecretBox``, ``<endpoint id>/headers`` as associated data, so a sealed
+(``ujobs.webhooks.secrets.SecretBox``, ``<endpoint id>/headers`` as associated data, so a sealed
 value copied onto another row or column does not open), and the row's ``headers`` column keeps
 each name mapped to ``""`` for listings. No message here quotes a value.
 """
@@ -20,8 +20,8 @@ from typing import Any
 
 import orjson
 
-from webhooks.errors import WebhookEndpointInvalidError
-from webhooks.secrets import SecretBox
+from ujobs.webhooks.errors import WebhookEndpointInvalidError
+from ujobs.webhooks.secrets import SecretBox
 
 TOKEN_CHARS = frozenset(string.ascii_letters + string.digits + "!#$%&'*+-.^_`|~")
 MAX_HEADERS = 32

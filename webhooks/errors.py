@@ -1,13 +1,13 @@
 """The webhook family's error codes and how the queue treats each one.
 
-The delivery codes are declared in ``shared.errors`` (one tree of codes); the two a receiver
+The delivery codes are declared in ``ujobs.errors`` (one tree of codes); the two a receiver
 meets when verifying are declared here, beside the module that raises them. Importing this
 module registers the retry classes, which is why ``webhooks/__init__`` imports it first.
 """
 
 from __future__ import annotations
 
-from shared.errors import (
+from ujobs.errors import (
     UltimateError,
     WebhookDeliveryFailedError,
     WebhookDeliveryRejectedError,

@@ -32,15 +32,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.durations import Duration, duration_ms
-from shared.errors import JobDeclarationInvalidError, JobTenantMismatchError
-from shared.execution.run import Run
-from shared.jobs.job import JobHandle, KeyedConcurrency, job
-from shared.jobs.retry import Retry
-from webhooks.client import HttpAnswer, TransportError, WebhookClient
-from webhooks.endpoint_headers import check_headers
-from webhooks.errors import (
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.durations import Duration, duration_ms
+from ujobs.errors import JobDeclarationInvalidError, JobTenantMismatchError
+from ujobs.execution.run import Run
+from ujobs.jobs.job import JobHandle, KeyedConcurrency, job
+from ujobs.jobs.retry import Retry
+from ujobs.webhooks.client import HttpAnswer, TransportError, WebhookClient
+from ujobs.webhooks.endpoint_headers import check_headers
+from ujobs.webhooks.errors import (
     WebhookDeliveryFailedError,
     WebhookDeliveryRejectedError,
     WebhookDeliveryThrottledError,
@@ -49,10 +49,10 @@ from webhooks.errors import (
     WebhookEndpointUnknownError,
     WebhookEventUnknownError,
 )
-from webhooks.ledger import AttemptOutcome, DeliveryAttempt, WebhookLedger, excerpt
-from webhooks.pace import LocalPace, Pace
-from webhooks.signature import FRAMEWORK_HEADERS, Scheme, delivery_headers
-from webhooks.ssrf import GuardPolicy
+from ujobs.webhooks.ledger import AttemptOutcome, DeliveryAttempt, WebhookLedger, excerpt
+from ujobs.webhooks.pace import LocalPace, Pace
+from ujobs.webhooks.signature import FRAMEWORK_HEADERS, Scheme, delivery_headers
+from ujobs.webhooks.ssrf import GuardPolicy
 
 WEBHOOKS_QUEUE = "webhooks"
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000

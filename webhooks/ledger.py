@@ -6,7 +6,7 @@ before every socket, and calls ``disable`` when ``disable_after`` consecutive fa
 or the receiver answers 410. Re-enabling is always the operator's.
 
 ``MemoryWebhookLedger`` is for tests and development: a bounded ring in one heap. The Postgres
-ledger (``webhooks.store_pg``) keeps rows for as long as the operator's retention says.
+ledger (``ujobs.webhooks.store_pg``) keeps rows for as long as the operator's retention says.
 """
 
 from __future__ import annotations

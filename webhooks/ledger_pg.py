@@ -9,9 +9,9 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.postgres.sql import query
-from webhooks.ledger import DeliveryAttempt
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.drivers.postgres.sql import query
+from ujobs.webhooks.ledger import DeliveryAttempt
 
 if TYPE_CHECKING:
     import asyncpg

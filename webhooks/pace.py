@@ -4,7 +4,7 @@ send instant, ``1 / rate`` after the previous one, and waits until then.
 A ``Pace`` answers ``reserve(endpoint_id, rate_per_s)`` with the seconds to wait. Where the
 reservations live decides what the rate bounds: ``LocalPace`` keeps them in this process (a
 family of your own, tests), so N deliverers send N times the rate; the built-in families use
-``PgPace`` (``webhooks.pace_pg``), one row per endpoint in Postgres, so the rate holds across
+``PgPace`` (``ujobs.webhooks.pace_pg``), one row per endpoint in Postgres, so the rate holds across
 the fleet however many deliverers run.
 """
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.postgres.plan_settings import JitCheck
-from shared.drivers.postgres.sql import query
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.drivers.postgres.plan_settings import JitCheck
+from ujobs.drivers.postgres.sql import query
 
 if TYPE_CHECKING:
     import asyncpg

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from shared.errors import ConfigInvalidError
-from webhooks.errors import WebhookSecretInvalidError
+from ujobs.errors import ConfigInvalidError
+from ujobs.webhooks.errors import WebhookSecretInvalidError
 
 VARIABLE = "UJOBS_SECRET_KEY"
 VERSION = "v1"
@@ -37,7 +37,7 @@ def _config_error(message: str) -> ConfigInvalidError:
 def parse_keys(text: str) -> list[tuple[str, bytes]]:
     """``UJOBS_SECRET_KEY``'s keys, first first, as ``(id, 32 bytes)``: one base64 key (id
     ``k1``) or ``id:base64key,...``. The one reading of the variable, for the secrets sealed
-    here and the export links the api signs (``services.exporter``)."""
+    here and the export links the api signs (``ujobs.services.exporter``)."""
     keys: list[tuple[str, bytes]] = []
     items = [p.strip() for p in text.split(",") if p.strip()]
     for index, item in enumerate(items):

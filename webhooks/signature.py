@@ -30,7 +30,7 @@ from typing import Literal
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from webhooks.errors import (
+from ujobs.webhooks.errors import (
     WebhookEventInvalidError,
     WebhookSecretInvalidError,
     WebhookSignatureInvalidError,

@@ -29,8 +29,8 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 from yarl import URL
 
-from shared.errors import ConfigInvalidError
-from webhooks.errors import WebhookEndpointInvalidError
+from ujobs.errors import ConfigInvalidError
+from ujobs.webhooks.errors import WebhookEndpointInvalidError
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address

@@ -1,9 +1,9 @@
 """Endpoints, subscriptions, events and the delivery ledger in Postgres (``0010_webhooks.sql``).
 
 ``PgWebhookStore`` is what the operator commands and the built-in family read and write; its
-``ledger`` (``webhooks.ledger_pg``) is the ``WebhookLedger`` the family records into. Secrets
+``ledger`` (``ujobs.webhooks.ledger_pg``) is the ``WebhookLedger`` the family records into. Secrets
 and the values of an endpoint's own headers are sealed by a ``SecretBox`` before they reach a
-row and opened only to deliver (``webhooks.endpoint_headers``); a row whose header values are
+row and opened only to deliver (``ujobs.webhooks.endpoint_headers``); a row whose header values are
 still in clear (written before migration 0019) is sealed by ``seal_clear_headers`` (the
 deliverer's start) and by ``reseal``. Every statement is a named file under
 ``sql/queries/webhooks_*.sql``.
@@ -18,23 +18,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.postgres.read_batch import ReadBatcher
-from shared.drivers.postgres.sql import query
-from shared.ids import new_id
-from webhooks.endpoint_headers import check_headers, header_names, open_headers, seal_headers
-from webhooks.errors import (
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.drivers.postgres.read_batch import ReadBatcher
+from ujobs.drivers.postgres.sql import query
+from ujobs.ids import new_id
+from ujobs.webhooks.endpoint_headers import check_headers, header_names, open_headers, seal_headers
+from ujobs.webhooks.errors import (
     WebhookEndpointInvalidError,
     WebhookEndpointUnknownError,
     WebhookEventInvalidError,
 )
-from webhooks.family import Endpoint, Event, check_rate
-from webhooks.ledger import DeliveryAttempt
-from webhooks.ledger_pg import PgWebhookLedger
-from webhooks.pace_pg import PgPace
-from webhooks.secrets import SecretBox
-from webhooks.signature import SCHEMES, Scheme, generate_secret, hmac_key
-from webhooks.ssrf import GuardPolicy, check_url
+from ujobs.webhooks.family import Endpoint, Event, check_rate
+from ujobs.webhooks.ledger import DeliveryAttempt
+from ujobs.webhooks.ledger_pg import PgWebhookLedger
+from ujobs.webhooks.pace_pg import PgPace
+from ujobs.webhooks.secrets import SecretBox
+from ujobs.webhooks.signature import SCHEMES, Scheme, generate_secret, hmac_key
+from ujobs.webhooks.ssrf import GuardPolicy, check_url
 
 if TYPE_CHECKING:
     import asyncpg

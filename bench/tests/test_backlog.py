@@ -13,9 +13,9 @@ from typing import Any
 
 import asyncpg
 
-from shared.drivers.base import ClaimOptions
-from shared.drivers.postgres.driver import postgres_driver
-from shared.ids import new_id
+from ujobs.drivers.base import ClaimOptions
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.ids import new_id
 
 BENCH = Path(__file__).resolve().parents[1]
 

@@ -13,9 +13,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.drivers.base import ClaimOptions
-from shared.drivers.postgres.driver import postgres_driver
-from shared.drivers.postgres.sql import query
+from ujobs.drivers.base import ClaimOptions
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.drivers.postgres.sql import query
 
 BENCH = Path(__file__).resolve().parents[1]
 

@@ -17,8 +17,8 @@ import nats
 import orjson
 from redis.asyncio import Redis
 
-from shared.drivers.redis.settlements import settlements_key
 from tests.support import servers
+from ujobs.drivers.redis.settlements import settlements_key
 
 ROOT = Path(__file__).resolve().parents[2]
 

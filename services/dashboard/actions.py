@@ -12,7 +12,7 @@ through the operator function the CLI and ``/v1`` call, and written to the log a
 | ``endpoint-disable`` · ``-enable`` | the webhook store's ``disable`` · ``enable`` | ``operate``; an endpoint it sees |
 
 A form without ``confirm=yes`` answers the confirmation page; every form carries the CSRF
-token (``services.dashboard.session``).
+token (``ujobs.services.dashboard.session``).
 """  # noqa: E501
 
 from __future__ import annotations
@@ -22,17 +22,17 @@ import logging
 from aiohttp import web
 from yarl import URL
 
-from services.api_common import EDGE, REGISTRY
-from services.api_queues import TaskUnknownError
-from services.auth import Principal
-from services.dashboard.pages import visible_job
-from services.dashboard.pages_webhooks import set_endpoint_state
-from services.dashboard.render import page
-from services.dashboard.session import PREFIX, check_csrf, safe_next, viewer
-from services.dashboard.views import guarded
-from shared.errors import InputInvalidError
-from shared.introspect import cancel_job, pause_queues, pause_tasks, promote_job, retry_job
-from shared.jobs.declaration_rules import NAME_PATTERN
+from ujobs.errors import InputInvalidError
+from ujobs.introspect import cancel_job, pause_queues, pause_tasks, promote_job, retry_job
+from ujobs.jobs.declaration_rules import NAME_PATTERN
+from ujobs.services.api_common import EDGE, REGISTRY
+from ujobs.services.api_queues import TaskUnknownError
+from ujobs.services.auth import Principal
+from ujobs.services.dashboard.pages import visible_job
+from ujobs.services.dashboard.pages_webhooks import set_endpoint_state
+from ujobs.services.dashboard.render import page
+from ujobs.services.dashboard.session import PREFIX, check_csrf, safe_next, viewer
+from ujobs.services.dashboard.views import guarded
 
 log = logging.getLogger("ujobs.dashboard")
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from services.auth import UnauthorizedError
-from services.dashboard.render import page
-from services.dashboard.session import PREFIX, cookie_secret, principal_for
-from services.dashboard.views import Handler
-from shared.errors import UltimateError
+from ujobs.errors import UltimateError
+from ujobs.services.auth import UnauthorizedError
+from ujobs.services.dashboard.render import page
+from ujobs.services.dashboard.session import PREFIX, cookie_secret, principal_for
+from ujobs.services.dashboard.views import Handler
 
 
 class PageNotFoundError(UltimateError):

@@ -19,14 +19,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from services.api_common import EDGE, REGISTRY
-from services.auth import Principal
-from services.cli_jobs_common import first_line, progress_text
-from services.cli_tasks import fires_and_pauses, task_rows
-from services.dashboard.render import page
-from services.dashboard.session import PREFIX, viewer
-from services.dashboard.views import flash, guarded
-from shared.drivers.base import (
+from ujobs.drivers.base import (
     ALL_STATES,
     MAX_JOB_PAGE,
     JobDriver,
@@ -35,8 +28,8 @@ from shared.drivers.base import (
     JobState,
     job_cursor,
 )
-from shared.errors import InputInvalidError, JobNotFoundError, JobPageInvalidError
-from shared.introspect import (
+from ujobs.errors import InputInvalidError, JobNotFoundError, JobPageInvalidError
+from ujobs.introspect import (
     get_job,
     inspect_queues,
     introspection_of,
@@ -44,6 +37,13 @@ from shared.introspect import (
     job_json,
     list_workers,
 )
+from ujobs.services.api_common import EDGE, REGISTRY
+from ujobs.services.auth import Principal
+from ujobs.services.cli_jobs_common import first_line, progress_text
+from ujobs.services.cli_tasks import fires_and_pauses, task_rows
+from ujobs.services.dashboard.render import page
+from ujobs.services.dashboard.session import PREFIX, viewer
+from ujobs.services.dashboard.views import flash, guarded
 
 routes = web.RouteTableDef()
 

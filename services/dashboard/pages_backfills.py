@@ -14,15 +14,15 @@ from typing import Any
 
 from aiohttp import web
 
-from services.api_common import CONFIG, EDGE, REGISTRY
-from services.dashboard.render import page
-from services.dashboard.session import PREFIX, viewer
-from services.dashboard.views import guarded
-from shared.backfill.declare import definition_of
-from shared.backfill.ledger_view import inspect_backfills, pending_backfills
-from shared.drivers.base import MAX_JOB_PAGE, BackfillStatus, JobDriver, JobFilter
-from shared.errors import InputInvalidError
-from shared.introspect import introspection_of
+from ujobs.backfill.declare import definition_of
+from ujobs.backfill.ledger_view import inspect_backfills, pending_backfills
+from ujobs.drivers.base import MAX_JOB_PAGE, BackfillStatus, JobDriver, JobFilter
+from ujobs.errors import InputInvalidError
+from ujobs.introspect import introspection_of
+from ujobs.services.api_common import CONFIG, EDGE, REGISTRY
+from ujobs.services.dashboard.render import page
+from ujobs.services.dashboard.session import PREFIX, viewer
+from ujobs.services.dashboard.views import guarded
 
 routes = web.RouteTableDef()
 

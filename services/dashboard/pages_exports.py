@@ -20,16 +20,16 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from exports.downloads import describe_export, find_export, read_manifest
-from exports.family import EXPORTS_QUEUE
-from services.api_common import EDGE, REGISTRY
-from services.api_exports import LINK_TTL, SETTINGS, part_path, sign_path
-from services.dashboard.pages import PAGE_SIZE, one_page, pager, row_view
-from services.dashboard.render import page
-from services.dashboard.session import PREFIX, viewer
-from services.dashboard.views import guarded
-from shared.drivers.base import JobFilter
-from shared.introspect import introspection_of
+from ujobs.drivers.base import JobFilter
+from ujobs.exports.downloads import describe_export, find_export, read_manifest
+from ujobs.exports.family import EXPORTS_QUEUE
+from ujobs.introspect import introspection_of
+from ujobs.services.api_common import EDGE, REGISTRY
+from ujobs.services.api_exports import LINK_TTL, SETTINGS, part_path, sign_path
+from ujobs.services.dashboard.pages import PAGE_SIZE, one_page, pager, row_view
+from ujobs.services.dashboard.render import page
+from ujobs.services.dashboard.session import PREFIX, viewer
+from ujobs.services.dashboard.views import guarded
 
 routes = web.RouteTableDef()
 

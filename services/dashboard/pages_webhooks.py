@@ -1,6 +1,6 @@
 """``/_x/webhooks``: the endpoints and each one's delivery attempts, read and moved through the
 store ``ujobs webhooks endpoints list|disable|enable`` and ``ujobs webhooks deliveries`` use
-(``webhooks.store_pg.PgWebhookStore``).
+(``ujobs.webhooks.store_pg.PgWebhookStore``).
 
 | Page | Reads | Who |
 |---|---|---|
@@ -19,16 +19,16 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from services.api_common import BACKEND, EDGE
-from services.auth import Principal
-from services.config import environment
-from services.dashboard.render import page
-from services.dashboard.session import PREFIX, viewer
-from services.dashboard.views import flash, guarded
-from services.webhook_deliverer import WebhookSettings, webhook_settings
-from shared.errors import UltimateError
-from webhooks.errors import WebhookEndpointUnknownError
-from webhooks.store_pg import EndpointInfo, PgWebhookStore
+from ujobs.errors import UltimateError
+from ujobs.services.api_common import BACKEND, EDGE
+from ujobs.services.auth import Principal
+from ujobs.services.config import environment
+from ujobs.services.dashboard.render import page
+from ujobs.services.dashboard.session import PREFIX, viewer
+from ujobs.services.dashboard.views import flash, guarded
+from ujobs.services.webhook_deliverer import WebhookSettings, webhook_settings
+from ujobs.webhooks.errors import WebhookEndpointUnknownError
+from ujobs.webhooks.store_pg import EndpointInfo, PgWebhookStore
 
 routes = web.RouteTableDef()
 

@@ -11,13 +11,13 @@ import jinja2
 from aiohttp import web
 from markupsafe import Markup
 
-from services.api_common import status_for
-from services.auth import Principal
-from services.cli_output import duration
-from services.dashboard.session import PREFIX, csrf_token
-from services.redact import redact_text
-from shared.errors import UltimateError
-from shared.introspect import short_id
+from ujobs.errors import UltimateError
+from ujobs.introspect import short_id
+from ujobs.services.api_common import status_for
+from ujobs.services.auth import Principal
+from ujobs.services.cli_output import duration
+from ujobs.services.dashboard.session import PREFIX, csrf_token
+from ujobs.services.redact import redact_text
 
 ENV = web.AppKey("dashboard_env", jinja2.Environment)
 
@@ -52,7 +52,7 @@ def span(ms: int | None) -> str:
 
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("services.dashboard", "templates"),
+        loader=jinja2.PackageLoader("ujobs.services.dashboard", "templates"),
         autoescape=jinja2.select_autoescape(["html"]),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

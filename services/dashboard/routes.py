@@ -1,5 +1,5 @@
 """``setup_dashboard(app)``: the login form, the static assets and every page and action of
-``/_x`` on the api's application (``services.api.create_app`` calls it).
+``/_x`` on the api's application (``ujobs.services.api.create_app`` calls it).
 
 | Route | Does |
 |---|---|
@@ -18,11 +18,12 @@ from pathlib import Path
 
 from aiohttp import web
 
-from services.auth import UnauthorizedError
-from services.dashboard import actions, pages, pages_backfills, pages_exports, pages_webhooks
-from services.dashboard.not_found import html_not_found
-from services.dashboard.render import ENV, environment, page
-from services.dashboard.session import (
+from ujobs.errors import UltimateError
+from ujobs.services.auth import UnauthorizedError
+from ujobs.services.dashboard import actions, pages, pages_backfills, pages_exports, pages_webhooks
+from ujobs.services.dashboard.not_found import html_not_found
+from ujobs.services.dashboard.render import ENV, environment, page
+from ujobs.services.dashboard.session import (
     COOKIE,
     PREFIX,
     CsrfError,
@@ -34,8 +35,7 @@ from services.dashboard.session import (
     set_login_cookie,
     viewer,
 )
-from services.dashboard.views import guarded
-from shared.errors import UltimateError
+from ujobs.services.dashboard.views import guarded
 
 log = logging.getLogger("ujobs.dashboard")
 

@@ -23,9 +23,9 @@ from urllib.parse import urlsplit
 from aiohttp import web
 from yarl import URL
 
-from services.api_common import EDGE
-from services.auth import Principal, UnauthorizedError, authenticate
-from shared.errors import UltimateError
+from ujobs.errors import UltimateError
+from ujobs.services.api_common import EDGE
+from ujobs.services.auth import Principal, UnauthorizedError, authenticate
 
 COOKIE = "ujobs_x"
 PREFIX = "/_x"

@@ -8,9 +8,9 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from services.dashboard.render import error_page
-from services.dashboard.session import VIEWER
-from shared.errors import UltimateError
+from ujobs.errors import UltimateError
+from ujobs.services.dashboard.render import error_page
+from ujobs.services.dashboard.session import VIEWER
 
 FLASHES = {
     "retry": "Job re-queued.",

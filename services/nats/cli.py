@@ -14,14 +14,14 @@ from typing import Annotated, Any
 
 import typer
 
-from services.backends import open_pool, open_redis
-from services.cli_common import JsonOption
-from services.cli_output import Progress, emit_json, note, print_table, reported
-from services.config import NatsStatusConfig, environment
-from services.nats.names import NatsNames
-from services.nats.service import connect
-from services.nats.streams import stream_status
-from shared.drivers.postgres.sql import query
+from ujobs.drivers.postgres.sql import query
+from ujobs.services.backends import open_pool, open_redis
+from ujobs.services.cli_common import JsonOption
+from ujobs.services.cli_output import Progress, emit_json, note, print_table, reported
+from ujobs.services.config import NatsStatusConfig, environment
+from ujobs.services.nats.names import NatsNames
+from ujobs.services.nats.service import connect
+from ujobs.services.nats.streams import stream_status
 
 _PENDING = query("settlements_pending")
 
@@ -39,7 +39,7 @@ async def _status(config: NatsStatusConfig) -> dict[str, Any]:
     connections = config.common.connections
     database_url = connections.database_url
     if connections.driver == "redis" and connections.redis_url is not None:
-        from shared.drivers.redis.settlements import RedisSettlementsOutbox
+        from ujobs.drivers.redis.settlements import RedisSettlementsOutbox
 
         redis = open_redis(connections.redis_url)
         try:

@@ -3,7 +3,7 @@
 A producer publishes ``{"input", "runId"?, "delay"?, "queue"?}`` to ``ujobs.js.enqueue.<job>``
 (or ``{"payload"}`` to ``ujobs.js.events.<name>``) with the ``Authorization`` header, through
 JetStream, and holds the stream's publish ack. The api takes messages from its ``PullFeed``
-(``services.nats.pull``) in batches, runs each through ``NatsEdge`` (the HTTP edge's rules),
+(``ujobs.services.nats.pull``) in batches, runs each through ``NatsEdge`` (the HTTP edge's rules),
 enqueues a batch's jobs in one statement and one commit (``EnqueueBatcher.enqueue_group``;
 each distinct token read as the HTTP edge's single enqueue reads it: its fixed facts from the
 api's ``KnownTokens``, its liveness checked in one statement just before the batch's insert,
@@ -24,7 +24,7 @@ consumer's ``max_ack_pending`` for at most ``max_deliveries - 1`` retry delays (
 then frees it: messages of other tenants behind a flood of them are late, never stranded. A
 batch is never held back by one message: the batch's statement goes first with every message
 that validated, and one it failed on (or a message that did not validate) is settled alone.
-The lines about failing messages are rate-limited (``services.log_limit``): one per reason
+The lines about failing messages are rate-limited (``ujobs.services.log_limit``): one per reason
 (event and code) per ten seconds of the api's clock, the next one counting those left out
 (``suppressed``).
 
@@ -54,17 +54,17 @@ from nats.aio.msg import Msg
 from nats.errors import NotJSMessageError
 from nats.js import JetStreamContext
 
-from services.api_common import status_for
-from services.auth import Principal, UnauthorizedError
-from services.config_vars import DEFAULT_NATS_MAX_DELIVERIES
-from services.log_limit import LogLimiter
-from services.nats.edge import NatsEdge, answer_bytes, error_body
-from services.nats.names import NatsNames
-from services.nats.pull import PullFeed
-from services.nats.streams import MAX_ACK_PENDING
-from shared.drivers.base import Enqueued, EnqueueRequest
-from shared.errors import InputInvalidError
-from shared.ids import derived_id
+from ujobs.drivers.base import Enqueued, EnqueueRequest
+from ujobs.errors import InputInvalidError
+from ujobs.ids import derived_id
+from ujobs.services.api_common import status_for
+from ujobs.services.auth import Principal, UnauthorizedError
+from ujobs.services.config_vars import DEFAULT_NATS_MAX_DELIVERIES
+from ujobs.services.log_limit import LogLimiter
+from ujobs.services.nats.edge import NatsEdge, answer_bytes, error_body
+from ujobs.services.nats.names import NatsNames
+from ujobs.services.nats.pull import PullFeed
+from ujobs.services.nats.streams import MAX_ACK_PENDING
 
 log = logging.getLogger("ujobs.nats")
 

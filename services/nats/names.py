@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from shared.errors import ConfigInvalidError
+from ujobs.errors import ConfigInvalidError
 
 DEFAULT_PREFIX = "ujobs"
 _PREFIX = re.compile(r"^[A-Za-z0-9_\-]{1,32}$")

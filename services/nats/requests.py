@@ -16,7 +16,7 @@ so it is not acted on either (fire-and-forget goes through the enqueue stream).
 Whatever a request's handling raises is answered, never left to the requester's timeout: an
 error that is not ours is ``X_INTERNAL`` (its message redacted, the traceback in the api's
 log), and a reply that cannot be serialised goes without its ``meta``. The log lines of
-unexpected errors are rate-limited (``services.log_limit``: one per code per ten seconds,
+unexpected errors are rate-limited (``ujobs.services.log_limit``: one per code per ten seconds,
 the next counting those left out), so a requester repeating a poison body cannot flood the
 log.
 """
@@ -32,10 +32,10 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from services.log_limit import LogLimiter
-from services.nats.edge import NatsEdge, answer_bytes, error_body
-from services.nats.names import NatsNames
-from shared.errors import UltimateError
+from ujobs.errors import UltimateError
+from ujobs.services.log_limit import LogLimiter
+from ujobs.services.nats.edge import NatsEdge, answer_bytes, error_body
+from ujobs.services.nats.names import NatsNames
 
 log = logging.getLogger("ujobs.nats")
 

@@ -19,20 +19,20 @@ from typing import TYPE_CHECKING, Any
 import nats
 from nats.aio.client import Client
 
-from services.nats.consumer import MAX_DELIVERIES, StreamConsumer
-from services.nats.edge import NatsEdge
-from services.nats.names import NatsNames
-from services.nats.requests import RequestResponder
-from services.nats.settlements import SettlementsRelay
-from services.nats.settlements_redis import RedisSettlementsRelay
-from services.nats.streams import ACK_WAIT_S, MAX_ACK_PENDING, ensure_streams
-from services.redact import redact_url
-from shared.errors import DriverUnavailableError
+from ujobs.errors import DriverUnavailableError
+from ujobs.services.nats.consumer import MAX_DELIVERIES, StreamConsumer
+from ujobs.services.nats.edge import NatsEdge
+from ujobs.services.nats.names import NatsNames
+from ujobs.services.nats.requests import RequestResponder
+from ujobs.services.nats.settlements import SettlementsRelay
+from ujobs.services.nats.settlements_redis import RedisSettlementsRelay
+from ujobs.services.nats.streams import ACK_WAIT_S, MAX_ACK_PENDING, ensure_streams
+from ujobs.services.redact import redact_url
 
 if TYPE_CHECKING:
     import asyncpg
 
-    from shared.drivers.redis.settlements import RedisSettlementsOutbox
+    from ujobs.drivers.redis.settlements import RedisSettlementsOutbox
 
     Pool = asyncpg.Pool[Any]
 

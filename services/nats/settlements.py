@@ -49,9 +49,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from nats.js import JetStreamContext
 
-from services.nats.names import NatsNames
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.postgres.sql import query
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.drivers.postgres.sql import query
+from ujobs.services.nats.names import NatsNames
 
 if TYPE_CHECKING:
     import asyncpg

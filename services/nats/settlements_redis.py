@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 
 from nats.js import JetStreamContext
 
-from services.nats.names import NatsNames
-from services.nats.settlements import (
+from ujobs.services.nats.names import NatsNames
+from ujobs.services.nats.settlements import (
     DEFAULT_BATCH,
     IDLE_S,
     PUBLISH_TIMEOUT_S,
@@ -43,7 +43,7 @@ from services.nats.settlements import (
 )
 
 if TYPE_CHECKING:  # a Postgres deployment never loads the redis client
-    from shared.drivers.redis.settlements import RedisSettlementsOutbox
+    from ujobs.drivers.redis.settlements import RedisSettlementsOutbox
 
 
 class RedisSettlementsRelay(RelayLoop):

@@ -9,7 +9,7 @@ at start by the api (their owner), with these limits:
 The consumer ``ujobs-api`` on ``UJOBS_ENQUEUE``: durable, pull, explicit acks, ``ack_wait``
 30 s (``UJOBS_NATS_ACK_WAIT_MS``: a message a crashed api held comes back after it), redelivered until acked or terminated,
 at most 2,048 unacked (``UJOBS_NATS_MAX_ACK_PENDING``). The server's ``max_deliver`` is
-unlimited: the api bounds deliveries itself (``services.nats.consumer``: a message still
+unlimited: the api bounds deliveries itself (``ujobs.services.nats.consumer``: a message still
 failing with an unexpected error on its ``UJOBS_NATS_MAX_DELIVERIES``th delivery is
 terminated to the rejected subject), because a server-side bound would also stop the
 deliveries a database outage needs, and would leave the message in the work queue, unseen,
@@ -19,7 +19,7 @@ with nothing said to the producer.
 differ (an operator's change to a limit is put back at the next start: the table above is the
 contract). ``stream_status`` answers what ``ujobs nats status`` prints, ``subjects_note`` among
 it: the enqueue stream's subjects are not DESIGN.md's ``ujobs.enqueue.>`` (see
-``services.nats.names`` for why no stream option reconciles the two).
+``ujobs.services.nats.names`` for why no stream option reconciles the two).
 """  # noqa: E501
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from nats.js.api import (
 )
 from nats.js.errors import NotFoundError
 
-from services.config_vars import DEFAULT_NATS_MAX_ACK_PENDING
-from services.nats.names import NatsNames
+from ujobs.services.config_vars import DEFAULT_NATS_MAX_ACK_PENDING
+from ujobs.services.nats.names import NatsNames
 
 DAY_S = 86_400.0
 GIB = 1 << 30

@@ -14,13 +14,13 @@ The map:
 - ``settings``: What a process tells its backfills about itself: the deployment's environment
   name and the app version.
 
-The ledger stores themselves are the drivers' (``shared.drivers.{memory,postgres}.backfills``).
+The ledger stores themselves are the drivers' (``ujobs.drivers.{memory,postgres}.backfills``).
 """
 
 from __future__ import annotations
 
-from shared.backfill.declare import BackfillDefinition, backfill, definition_checksum
-from shared.backfill.ledger_view import (
+from ujobs.backfill.declare import BackfillDefinition, backfill, definition_checksum
+from ujobs.backfill.ledger_view import (
     applied_migrations,
     backfill_named,
     gate_backfill,
@@ -29,8 +29,8 @@ from shared.backfill.ledger_view import (
     pending_backfills,
     registered_backfills,
 )
-from shared.backfill.settings import configure_backfills
-from shared.backfill.source import (
+from ujobs.backfill.settings import configure_backfills
+from ujobs.backfill.source import (
     DEFAULT_BACKFILL_BATCH,
     DEFAULT_BACKFILL_RATE,
     BatchSource,

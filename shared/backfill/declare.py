@@ -20,18 +20,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.backfill.source import (
+from ujobs.backfill.source import (
     DEFAULT_BACKFILL_BATCH,
     DEFAULT_BACKFILL_RATE,
     BatchSource,
     valid_batch,
     valid_rate,
 )
-from shared.drivers.base import DEFAULT_QUEUE
-from shared.errors import JobDeclarationInvalidError
-from shared.jobs.job import JobHandle, TenantSpec, job
-from shared.jobs.retry import Retry
-from shared.jobs.schema import t
+from ujobs.drivers.base import DEFAULT_QUEUE
+from ujobs.errors import JobDeclarationInvalidError
+from ujobs.jobs.job import JobHandle, TenantSpec, job
+from ujobs.jobs.retry import Retry
+from ujobs.jobs.schema import t
 
 SourceFn = Callable[[Any], BatchSource]
 CountFn = Callable[[Any], Any]
@@ -188,7 +188,7 @@ def backfill(
         count=count,
         checksum=checksum,
     )
-    from shared.backfill.pass_run import pass_body
+    from ujobs.backfill.pass_run import pass_body
 
     declared = job(
         name=name,

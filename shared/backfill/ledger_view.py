@@ -21,13 +21,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any, Literal
 
-from shared.backfill.declare import BackfillDefinition, declared_backfills, definition_of
-from shared.backfill.pass_run import check_environment
-from shared.drivers.base import BackfillLedger, BackfillRow, BackfillStatus
-from shared.drivers.postgres.sql import query
-from shared.errors import BackfillMigrationPendingError, BackfillUnknownError
-from shared.jobs.job import JobHandle
-from shared.outbox.store_postgres import PgFetch
+from ujobs.backfill.declare import BackfillDefinition, declared_backfills, definition_of
+from ujobs.backfill.pass_run import check_environment
+from ujobs.drivers.base import BackfillLedger, BackfillRow, BackfillStatus
+from ujobs.drivers.postgres.sql import query
+from ujobs.errors import BackfillMigrationPendingError, BackfillUnknownError
+from ujobs.jobs.job import JobHandle
+from ujobs.outbox.store_postgres import PgFetch
 
 _APPLIED = query("migrations_applied")
 

@@ -34,22 +34,22 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from shared.backfill.settings import backfill_settings
-from shared.backfill.source import BatchSource, Throttle, maybe_await
-from shared.context import cross_tenant
-from shared.drivers.base import BackfillLedger
-from shared.errors import (
+from ujobs.backfill.settings import backfill_settings
+from ujobs.backfill.source import BatchSource, Throttle, maybe_await
+from ujobs.context import cross_tenant
+from ujobs.drivers.base import BackfillLedger
+from ujobs.errors import (
     BackfillEnvironmentError,
     BackfillStalledError,
     InvariantError,
     JobDrainedError,
     register_error_retry,
 )
-from shared.execution.run import Run
-from shared.jobs.enqueue_target import has_job_driver, job_driver
+from ujobs.execution.run import Run
+from ujobs.jobs.enqueue_target import has_job_driver, job_driver
 
 if TYPE_CHECKING:
-    from shared.backfill.declare import BackfillDefinition
+    from ujobs.backfill.declare import BackfillDefinition
 
 log = logging.getLogger("ujobs.jobs")
 

@@ -26,8 +26,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from shared.errors import JobAbortedError
-from shared.signal import Signal
+from ujobs.errors import JobAbortedError
+from ujobs.signal import Signal
 
 JSONValue = Any
 DEFAULT_BACKFILL_RATE = 5

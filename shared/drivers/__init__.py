@@ -21,13 +21,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from shared.drivers.base import JobDriver
-from shared.jobs.enqueue_target import job_driver, reset_job_driver, set_job_driver
+from ujobs.drivers.base import JobDriver
+from ujobs.jobs.enqueue_target import job_driver, reset_job_driver, set_job_driver
 
 if TYPE_CHECKING:
-    from shared.drivers.memory.driver import memory_driver
-    from shared.drivers.postgres.driver import postgres_driver
-    from shared.drivers.redis.driver import redis_driver
+    from ujobs.drivers.memory.driver import memory_driver
+    from ujobs.drivers.postgres.driver import postgres_driver
+    from ujobs.drivers.redis.driver import redis_driver
 
 __all__ = [
     "JobDriver",
@@ -40,9 +40,9 @@ __all__ = [
 ]
 
 _LAZY = {
-    "memory_driver": "shared.drivers.memory.driver",
-    "postgres_driver": "shared.drivers.postgres.driver",
-    "redis_driver": "shared.drivers.redis.driver",
+    "memory_driver": "ujobs.drivers.memory.driver",
+    "postgres_driver": "ujobs.drivers.postgres.driver",
+    "redis_driver": "ujobs.drivers.redis.driver",
 }
 
 if not TYPE_CHECKING:
@@ -51,5 +51,5 @@ if not TYPE_CHECKING:
     def __getattr__(name: str) -> object:
         module_name = _LAZY.get(name)
         if module_name is None:
-            raise AttributeError(f"module 'shared.drivers' has no attribute {name!r}")
+            raise AttributeError(f"module 'ujobs.drivers' has no attribute {name!r}")
         return getattr(importlib.import_module(module_name), name)

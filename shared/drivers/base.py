@@ -22,7 +22,7 @@ The contract lives in four modules, all re-exported here so callers import from 
 (``JobIntrospection`` and its rows), ``fleet`` (``LeaseStore``, ``WorkerRegistry``,
 ``BackfillLedger``) and this one (the ``JobDriver`` Protocol and the capability checks, among
 them ``announces_enqueues`` and ``stores_in``, which see through any wrapper built on
-``shared.drivers.delegating``).
+``ujobs.drivers.delegating``).
 """
 
 from __future__ import annotations
@@ -31,16 +31,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from shared.clock import Clock
-from shared.drivers.fleet import (
+from ujobs.clock import Clock
+from ujobs.drivers.fleet import (
     BackfillLedger,
     BackfillRow,
     BackfillStatus,
     LeaseStore,
     WorkerRegistry,
 )
-from shared.drivers.keyspace import StoreWatch
-from shared.drivers.operator_surface import (
+from ujobs.drivers.keyspace import StoreWatch
+from ujobs.drivers.operator_surface import (
     BulkFilter,
     BulkResult,
     CounterBucket,
@@ -56,7 +56,7 @@ from shared.drivers.operator_surface import (
     parse_job_cursor,
     validate_job_filter,
 )
-from shared.drivers.records import (
+from ujobs.drivers.records import (
     AHEAD_RETURNS_MAX,
     ALL_STATES,
     CLAIMABLE_STATES,
@@ -94,7 +94,7 @@ from shared.drivers.records import (
     nack_counter,
     nack_state,
 )
-from shared.errors import NotImplementedByDriverError
+from ujobs.errors import NotImplementedByDriverError
 
 
 @runtime_checkable
@@ -198,7 +198,7 @@ def capabilities_of(driver: JobDriver) -> Capabilities:
 @runtime_checkable
 class AnnouncesEnqueues(Protocol):
     """A driver that tells this process's loops (and maybe others) about what it enqueued
-    itself (``shared.wake.announce``): whoever enqueues around it need not."""
+    itself (``ujobs.wake.announce``): whoever enqueues around it need not."""
 
     def announce(self, queue: str, *, throttled: bool = True) -> None: ...
 

@@ -1,8 +1,8 @@
 """``DelegatingDriver`` and ``DelegatingIntrospection``: a driver (and its operator surface)
 that hands every call to an ``inner`` one, written once, so a wrapper overrides only what it
-changes (``shared.wake.announce`` overrides the calls that announce).
+changes (``ujobs.wake.announce`` overrides the calls that announce).
 
-The optional capabilities a caller asks about (``stores_in``; ``shared.drivers.base``) are
+The optional capabilities a caller asks about (``stores_in``; ``ujobs.drivers.base``) are
 passed through too, so a wrapped driver answers them as the driver it wraps; a wrapper that
 adds one (``announce``) answers that one itself. The type checker proves each class still
 implements its Protocol whole.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterable
 
-from shared.drivers.base import (
+from ujobs.drivers.base import (
     BackfillLedger,
     BulkFilter,
     BulkResult,

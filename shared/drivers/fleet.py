@@ -1,6 +1,6 @@
 """The fleet's shared state a driver may carry: ``LeaseStore`` (fleet-wide slots),
 ``WorkerRegistry`` (the worker rows) and ``BackfillLedger`` (one row per backfill pass).
-Re-exported by ``shared.drivers.base``.
+Re-exported by ``ujobs.drivers.base``.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from shared.drivers.operator_surface import WorkerInfo
-from shared.drivers.records import JSONValue
+from ujobs.drivers.operator_surface import WorkerInfo
+from ujobs.drivers.records import JSONValue
 
 
 @runtime_checkable

@@ -7,7 +7,7 @@ worker still holding rows only sees its renewals and settles refused, one row at
 each lease had been lost. The Redis driver keeps a MARK in its keyspace (``{prefix}:store``, a
 random token, written by the first claim that finds none); every claim reads it back, and a
 process that finds another token than the one it saw — or none — knows the keyspace was wiped.
-``shared.execution.store_loss`` turns that into ONE error per loss instead of a warning per row.
+``ujobs.execution.store_loss`` turns that into ONE error per loss instead of a warning per row.
 
 Postgres and memory drivers answer ``store_watch = None``: a Postgres restart keeps what was
 committed, and the memory driver dies with its process.

@@ -1,6 +1,6 @@
 """The operator surface's contract: the rows, filters, pages and counters an operator reads, and
 the ``JobIntrospection`` Protocol a driver with an index of its rows implements (Postgres,
-memory). Re-exported by ``shared.drivers.base``.
+memory). Re-exported by ``ujobs.drivers.base``.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from typing import Literal, Protocol, runtime_checkable
 
 import orjson
 
-from shared.drivers.records import (
+from ujobs.drivers.records import (
     DEFAULT_JOB_PAGE,
     MAX_JOB_PAGE,
     ClaimRef,
     JobState,
     JSONValue,
 )
-from shared.errors import JobPageInvalidError
+from ujobs.errors import JobPageInvalidError
 
 # --- the operator surface -------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """The values a driver takes and answers: job states, the limits, and the messages of the core
 operations (enqueue, claim, settle, heartbeat, steps, stats).
 
-Split out of ``shared.drivers.base`` (which re-exports every name here) so the contract's data
+Split out of ``ujobs.drivers.base`` (which re-exports every name here) so the contract's data
 and its Protocols read separately; the rules for states and attempts are in that module's
 docstring.
 """
@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shared.errors import InvariantError
-from shared.execution.frozen_init import slot_init
+from ujobs.errors import InvariantError
+from ujobs.execution.frozen_init import slot_init
 
 JSONValue = Any
 
@@ -59,7 +59,7 @@ CounterKind = Literal["done", "retried", "failed", "dead"]
 # --- enqueue --------------------------------------------------------------------------------
 
 
-@slot_init  # a batch enqueue builds hundreds: see shared.execution.frozen_init
+@slot_init  # a batch enqueue builds hundreds: see ujobs.execution.frozen_init
 @dataclass(frozen=True, slots=True)
 class EnqueueRequest:
     """One job to queue. ``id`` / ``run_id`` are minted by the driver when None.
@@ -114,7 +114,7 @@ class Enqueued:
 # --- claim ----------------------------------------------------------------------------------
 
 
-@slot_init  # built per claimed row and per settle: see shared.execution.frozen_init
+@slot_init  # built per claimed row and per settle: see ujobs.execution.frozen_init
 @dataclass(frozen=True, slots=True)
 class ClaimRef:
     """The fence every settle, renewal and step write carries: who claimed, and which claim."""

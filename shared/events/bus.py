@@ -21,11 +21,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.context import current_tenant
-from shared.errors import InputInvalidError, InvariantError
-from shared.ids import new_id
-from shared.limits import MAX_EVENT_NAME_BYTES, depth_refused, json_depth_over, text_problem
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.context import current_tenant
+from ujobs.errors import InputInvalidError, InvariantError
+from ujobs.ids import new_id
+from ujobs.limits import MAX_EVENT_NAME_BYTES, depth_refused, json_depth_over, text_problem
 
 JSONValue = Any
 Match = Mapping[str, Any] | Callable[[Any], bool]
@@ -111,7 +111,7 @@ class EventBus(Protocol):
 class MemoryEventBus:
     """Events in one process's heap, stamped by ``clock`` — the bus's one clock.
 
-    ``x dev`` and tests use it; a fleet uses the Postgres bus (``shared.events.bus_postgres``),
+    ``x dev`` and tests use it; a fleet uses the Postgres bus (``ujobs.events.bus_postgres``),
     whose clock is the database's. Payloads are stored as JSON (an equal, independent copy),
     so a publisher mutating its dict afterwards cannot change what a wait receives.
     """

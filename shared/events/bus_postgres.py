@@ -3,9 +3,9 @@
 One clock: ``published_at``, the expiry and ``now()`` all come from the DATABASE (to the
 millisecond), never from the process, so a worker whose clock runs ahead of the database still
 matches an event published after it asked. A dict ``match`` is prefiltered in SQL with jsonb
-containment and then checked exactly by ``shared.events.bus.matches`` (containment is looser on
+containment and then checked exactly by ``ujobs.events.bus.matches`` (containment is looser on
 arrays); a callable match pages through the name's live events in order. The tenant rule
-(``shared.events.bus.reaches``) is the statement's: only events that reach the waiter's
+(``ujobs.events.bus.reaches``) is the statement's: only events that reach the waiter's
 tenant are read at all.
 """
 
@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from shared.drivers.postgres.rows import dumps, loads
-from shared.drivers.postgres.sql import query
-from shared.errors import InvariantError
-from shared.events.bus import (
+from ujobs.drivers.postgres.rows import dumps, loads
+from ujobs.drivers.postgres.sql import query
+from ujobs.errors import InvariantError
+from ujobs.events.bus import (
     DEFAULT_EVENT_TTL_MS,
     EventRecord,
     JSONValue,
@@ -27,7 +27,7 @@ from shared.events.bus import (
     matches,
     validate_event_name,
 )
-from shared.ids import new_id
+from ujobs.ids import new_id
 
 if TYPE_CHECKING:
     Pool = asyncpg.Pool[Any]

@@ -1,18 +1,18 @@
 """``execute_job``: ONE attempt of one claimed job, from the stored input to the settled row.
 
-The worker (``shared.worker.claimed_run``) calls it once per claimed row it runs, with its own
+The worker (``ujobs.worker.claimed_run``) calls it once per claimed row it runs, with its own
 abort signal (a drain, a lost lease) and ``before_settle`` (it stops the row's heartbeat there);
-``shared.testing.drain`` calls it the same way, one row at a time. It never raises for the
-body's errors: it answers a ``JobExecution`` (``shared.execution.outcome``).
+``ujobs.testing.drain`` calls it the same way, one row at a time. It never raises for the
+body's errors: it answers a ``JobExecution`` (``ujobs.execution.outcome``).
 
 What one attempt does, in order:
 
 1. Parse the stored input under the job's schema and derive its tenant. A failure there fails
    the attempt without running the body (``X_JOB_INPUT_UNPARSEABLE`` on the ordinary retry path;
    its final dead-letter tells ``on_settled`` ``input=None``).
-2. Install the job's scope (``shared.execution.scope``): an actor whose ``org_id`` is the declared
+2. Install the job's scope (``ujobs.execution.scope``): an actor whose ``org_id`` is the declared
    tenant (none for ``tenant='none'``), and the job's span — a child of the row's
-   ``traceparent`` (``shared.tracing``); build ``ctx``.
+   ``traceparent`` (``ujobs.tracing``); build ``ctx``.
 3. Build the step runner (it reads the run's stored steps on the body's first step call, so a
    body that never calls a step costs no round trip), the ``Run``, and start the body as a task.
 4. Wait for it, bounded by the job's ``timeout``. The deadline aborts ``run.signal`` with
@@ -21,7 +21,7 @@ What one attempt does, in order:
    ``before_settle`` (the worker stops its heartbeat there — the ack/nack is on the wire next),
    and settle. Only a settle that landed tells ``on_settled``, and only for an ending.
 
-When the store is away (``shared.execution.outage``): a settle that fails with
+When the store is away (``ujobs.execution.outage``): a settle that fails with
 ``X_DRIVER_UNREACHABLE`` is sent again while ``lease_left()`` says the row is still ours, and
 an attempt that failed with it (a step could not load or save) is ``interrupted`` — handed back
 uncounted, due now — unless the row was handed back that way ``MAX_UNREACHABLE_RETURNS``
@@ -55,23 +55,23 @@ import random
 from functools import partial
 from typing import Any, cast
 
-from shared.clock import Clock
-from shared.drivers.base import ClaimedJob, JobDriver, NackOptions
-from shared.errors import (
+from ujobs.clock import Clock
+from ujobs.drivers.base import ClaimedJob, JobDriver, NackOptions
+from ujobs.errors import (
     JobAbortedError,
     JobDrainedError,
     LeaseLostError,
     error_code_of,
 )
-from shared.events.bus import EventBus
-from shared.execution.body import ABANDON_GRACE_MS, Attempt, BodyEnd, verdict_error
-from shared.execution.on_settled import ON_SETTLED_ATTEMPTS, announce_exhausted, tell_settled
-from shared.execution.outage import MAX_UNREACHABLE_RETURNS, LeaseLeft, unreachable_failure
-from shared.execution.outcome import OUTCOMES, ExecutionOutcome, JobExecution, JobOutcome
-from shared.execution.progress import ProgressReporter
-from shared.execution.run import Run, Settled, SettledOutcome
-from shared.execution.scope import ContextSpec, build_ctx, job_scope, parse_stored
-from shared.execution.settle import (
+from ujobs.events.bus import EventBus
+from ujobs.execution.body import ABANDON_GRACE_MS, Attempt, BodyEnd, verdict_error
+from ujobs.execution.on_settled import ON_SETTLED_ATTEMPTS, announce_exhausted, tell_settled
+from ujobs.execution.outage import MAX_UNREACHABLE_RETURNS, LeaseLeft, unreachable_failure
+from ujobs.execution.outcome import OUTCOMES, ExecutionOutcome, JobExecution, JobOutcome
+from ujobs.execution.progress import ProgressReporter
+from ujobs.execution.run import Run, Settled, SettledOutcome
+from ujobs.execution.scope import ContextSpec, build_ctx, job_scope, parse_stored
+from ujobs.execution.settle import (
     BeforeSettle,
     FailureVerdict,
     decide_failure,
@@ -80,12 +80,12 @@ from shared.execution.settle import (
     refuse_job,
     settle_answer,
 )
-from shared.execution.steps import LeaseCheck, Step
-from shared.execution.store_loss import store_lost
-from shared.jobs.job import JobHandle
-from shared.jobs.retry import StopReason, is_final_attempt
-from shared.signal import Signal
-from shared.tracing import job_span
+from ujobs.execution.steps import LeaseCheck, Step
+from ujobs.execution.store_loss import store_lost
+from ujobs.jobs.job import JobHandle
+from ujobs.jobs.retry import StopReason, is_final_attempt
+from ujobs.signal import Signal
+from ujobs.tracing import job_span
 
 log = logging.getLogger("ujobs.jobs")
 
@@ -129,7 +129,7 @@ async def execute_job(
     the run's concurrency key (``key(input)`` threw), which must never fail the claim round.
     ``lease_left`` answers how much of the row's lease the worker still holds (the heartbeat's
     window); a settle the store could not take is sent again within it (default: the claim's
-    own lease; ``shared.execution.outage``). ``lease_check`` is asked before the body starts,
+    own lease; ``ujobs.execution.outage``). ``lease_check`` is asked before the body starts,
     before each step starts and before a step's result is saved (the worker's: the lease
     window on its clock, which aborts ``signal`` when lapsed); none outside a worker.
     """
@@ -270,7 +270,7 @@ async def _settle(
         )
         if not draining and unreachable_failure(error):
             # The store was away, not the job at fault: handed back uncounted while the row's
-            # tally allows; the ordinary verdict is the fallback (shared.execution.outage).
+            # tally allows; the ordinary verdict is the fallback (ujobs.execution.outage).
             fallback, verdict = verdict, outage_verdict(verdict, now)
         outcome, stop, resume_at, nack = (
             verdict.outcome,
@@ -279,7 +279,7 @@ async def _settle(
             verdict.options,
         )
         # A step refused or a renewal answered "not ours" because the row's whole keyspace is
-        # gone (a Redis back empty): reported once for every row (shared.execution.store_loss).
+        # gone (a Redis back empty): reported once for every row (ujobs.execution.store_loss).
         wiped = error_code_of(error) == LeaseLostError.code and await store_lost(driver, claimed)
         _log_failure(claimed, handle, outcome, stop, error, resume_at, now, quiet=wiped)
         exhausted = verdict.settled_error

@@ -14,12 +14,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shared.drivers.base import ClaimedJob
-from shared.errors import JobAbortedError, JobDrainedError, JobTimeoutError, error_code_of
-from shared.execution.run import Run
-from shared.execution.steps import Step, StepSuspension
-from shared.jobs.job import JobHandle
-from shared.signal import Signal
+from ujobs.drivers.base import ClaimedJob
+from ujobs.errors import JobAbortedError, JobDrainedError, JobTimeoutError, error_code_of
+from ujobs.execution.run import Run
+from ujobs.execution.steps import Step, StepSuspension
+from ujobs.jobs.job import JobHandle
+from ujobs.signal import Signal
 
 log = logging.getLogger("ujobs.jobs")
 

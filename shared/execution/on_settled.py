@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.drivers.base import LEASE_LAPSED_FINAL_ATTEMPT, ExhaustedJob
-from shared.errors import JobOnSettledFailedError, error_code_of
-from shared.execution.run import Settled, SettledOutcome
-from shared.execution.scope import ContextSpec, build_ctx, job_scope, lookup_handle, parse_stored
-from shared.jobs.job import JobHandle
+from ujobs.drivers.base import LEASE_LAPSED_FINAL_ATTEMPT, ExhaustedJob
+from ujobs.errors import JobOnSettledFailedError, error_code_of
+from ujobs.execution.run import Settled, SettledOutcome
+from ujobs.execution.scope import ContextSpec, build_ctx, job_scope, lookup_handle, parse_stored
+from ujobs.jobs.job import JobHandle
 
 log = logging.getLogger("ujobs.jobs")
 

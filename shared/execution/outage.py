@@ -3,7 +3,7 @@ again while the lease lasts, and an attempt the outage failed is handed back unc
 
 What counts as "away" is decided once, by the drivers: a call that could not reach the store
 leaves the driver as ``X_DRIVER_UNREACHABLE`` (``DriverUnreachableError``; the Postgres
-driver's ``shared.drivers.postgres.unreachable``, the Redis driver's connection and timeout
+driver's ``ujobs.drivers.postgres.unreachable``, the Redis driver's connection and timeout
 errors). Nothing else qualifies — not a script error, not a constraint, not a user's body
 failing on a connection of its own (a raw client error is the body's failure, counted like any
 other).
@@ -34,9 +34,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shared.clock import Clock
-from shared.drivers.base import ClaimedJob, NackOptions
-from shared.errors import DriverUnreachableError, error_code_of
+from ujobs.clock import Clock
+from ujobs.drivers.base import ClaimedJob, NackOptions
+from ujobs.errors import DriverUnreachableError, error_code_of
 
 log = logging.getLogger("ujobs.jobs")
 

@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shared.errors import UltimateError
-from shared.execution.frozen_init import slot_init
-from shared.jobs.retry import StopReason
+from ujobs.errors import UltimateError
+from ujobs.execution.frozen_init import slot_init
+from ujobs.jobs.retry import StopReason
 
 JobOutcome = Literal[
     "completed", "suspended", "retried", "dead-lettered", "dropped", "interrupted", "refused"
@@ -55,7 +55,7 @@ OUTCOMES: Mapping[ExecutionOutcome, OutcomeRule] = {
 }
 
 
-@slot_init  # one per attempt: see shared.execution.frozen_init
+@slot_init  # one per attempt: see ujobs.execution.frozen_init
 @dataclass(frozen=True, slots=True)
 class JobExecution:
     """What one attempt did.

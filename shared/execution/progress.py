@@ -15,9 +15,9 @@ import logging
 import math
 from typing import Any
 
-from shared.clock import Clock
-from shared.drivers.base import PROGRESS_INTERVAL_MS, ClaimRef, JobIntrospection
-from shared.errors import InvariantError
+from ujobs.clock import Clock
+from ujobs.drivers.base import PROGRESS_INTERVAL_MS, ClaimRef, JobIntrospection
+from ujobs.errors import InvariantError
 
 log = logging.getLogger("ujobs.jobs")
 

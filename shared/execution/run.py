@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, Literal, Protocol, TypeVar, overload
 
-from shared.execution.frozen_init import slot_init
-from shared.signal import Signal
+from ujobs.execution.frozen_init import slot_init
+from ujobs.signal import Signal
 
 InputT = TypeVar("InputT")
 R = TypeVar("R")
@@ -56,7 +56,7 @@ class StepApi(Protocol):
 ProgressFn = Callable[..., None]
 
 
-@slot_init  # one per attempt: see shared.execution.frozen_init
+@slot_init  # one per attempt: see ujobs.execution.frozen_init
 @dataclass(frozen=True, slots=True)
 class Run(Generic[InputT]):
     """One attempt of one job, as its body sees it."""

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from shared.context import Actor, ActorTrace
-from shared.drivers.base import JSONValue
-from shared.errors import InputInvalidError, JobInputUnparseableError, error_code_of
-from shared.jobs.job import JobHandle
+from ujobs.context import Actor, ActorTrace
+from ujobs.drivers.base import JSONValue
+from ujobs.errors import InputInvalidError, JobInputUnparseableError, error_code_of
+from ujobs.jobs.job import JobHandle
 
 ContextSpec = Any
 """The app's ``ctx``: a value, or a zero-argument callable answering it (called per attempt,

@@ -16,9 +16,9 @@ The verdict reads the thrown error's retry classification (``retry_class_of``):
 ``retry.dead_letter=False`` turns every dead-letter into ``dropped`` (the row ``failed``). A
 failure while the attempt's signal says ``X_DRAINING`` is none of these: it is ``interrupted``,
 handed back uncounted and due at once. So is ``X_DRIVER_UNREACHABLE`` (the store was away, not
-the job at fault), a few times per row at most (``outage_verdict``, ``shared.execution.outage``).
+the job at fault), a few times per row at most (``outage_verdict``, ``ujobs.execution.outage``).
 
-Every settle here is sent through ``shared.execution.outage.send_until_landed``: one that fails
+Every settle here is sent through ``ujobs.execution.outage.send_until_landed``: one that fails
 because the store is unreachable is sent again while the lease lasts.
 """
 
@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
-from shared.clock import Clock
-from shared.drivers.base import ClaimedJob, JobDriver, NackOptions
-from shared.errors import (
+from ujobs.clock import Clock
+from ujobs.drivers.base import ClaimedJob, JobDriver, NackOptions
+from ujobs.errors import (
     JobKeyBusyError,
     JobMaxAttemptsError,
     RetryClass,
@@ -42,20 +42,20 @@ from shared.errors import (
     error_code_of,
     retry_class_of,
 )
-from shared.execution.on_settled import tell_settled
-from shared.execution.outage import (
+from ujobs.execution.on_settled import tell_settled
+from ujobs.execution.outage import (
     LeaseLeft,
     SettleAnswer,
     claim_lease_left,
     outage_hand_back,
     send_until_landed,
 )
-from shared.execution.outcome import JobExecution
-from shared.execution.run import Settled
-from shared.execution.scope import ContextSpec, build_ctx, job_scope, parse_stored
-from shared.execution.store_loss import store_lost
-from shared.jobs.job import JobHandle
-from shared.jobs.retry import Retry, StopReason, retry_delay_ms, stop_reason
+from ujobs.execution.outcome import JobExecution
+from ujobs.execution.run import Settled
+from ujobs.execution.scope import ContextSpec, build_ctx, job_scope, parse_stored
+from ujobs.execution.store_loss import store_lost
+from ujobs.jobs.job import JobHandle
+from ujobs.jobs.retry import Retry, StopReason, retry_delay_ms, stop_reason
 
 log = logging.getLogger("ujobs.jobs")
 
@@ -186,7 +186,7 @@ def decide_failure(
 
 def outage_verdict(ordinary: FailureVerdict, now_ms: int) -> FailureVerdict:
     """An attempt that failed only because the store was unreachable: ``interrupted``, handed
-    back uncounted and due now, fenced on the row's outage tally (``shared.execution.outage``);
+    back uncounted and due now, fenced on the row's outage tally (``ujobs.execution.outage``);
     ``ordinary`` is what is sent instead once the row reached its cap."""
     return FailureVerdict(
         "interrupted", None, ordinary.retry_class, outage_hand_back(now_ms), now_ms, None
@@ -230,9 +230,9 @@ async def settle_answer(
     """``before_settle`` (the worker stops its heartbeat), then the ack (``nack=None``) or the
     nack. A driver that could not reach its store (``X_DRIVER_UNREACHABLE``) is asked again
     while ``lease_left()`` (default: the claim's own lease) says the row is still ours
-    (``shared.execution.outage``). A refusal logs ``jobs.settle.unowned`` unless
+    (``ujobs.execution.outage``). A refusal logs ``jobs.settle.unowned`` unless
     ``report_refusal=False`` (the caller has a second settle to try), at debug when the row's
-    keyspace was wiped (``shared.execution.store_loss`` reports that once); a driver error logs
+    keyspace was wiped (``ujobs.execution.store_loss`` reports that once); a driver error logs
     ``jobs.settle.failed`` — the row stays running and its lease lapses, which is what
     at-least-once already promises."""
     if before_settle is not None:
@@ -254,7 +254,7 @@ async def settle_answer(
     if result.answer == "refused" and report_refusal:
         # After a try that could not reach the store, the refusal may be that try's own
         # landing, its answer lost with the connection. A row whose whole keyspace went (a
-        # Redis back empty) is reported once for all of them (shared.execution.store_loss).
+        # Redis back empty) is reported once for all of them (ujobs.execution.store_loss).
         wiped = await store_lost(driver, claimed)
         log.log(
             logging.DEBUG if wiped else logging.WARNING,

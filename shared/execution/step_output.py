@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
-from shared.errors import StepOutputInvalidError
+from ujobs.errors import StepOutputInvalidError
 
 JSONValue = Any
 

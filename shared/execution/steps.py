@@ -56,11 +56,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any, Literal, TypeVar, cast, overload
 
-from shared.clock import Clock
-from shared.context import current_tenant
-from shared.drivers.base import ClaimRef, JobDriver, StepRecord
-from shared.durations import duration_label, duration_ms
-from shared.errors import (
+from ujobs.clock import Clock
+from ujobs.context import current_tenant
+from ujobs.drivers.base import ClaimRef, JobDriver, StepRecord
+from ujobs.durations import duration_label, duration_ms
+from ujobs.errors import (
     InvariantError,
     JobAbortedError,
     JobDrainedError,
@@ -69,11 +69,11 @@ from shared.errors import (
     StepDuplicateError,
     error_code_of,
 )
-from shared.events.bus import EventBus, event_bus
-from shared.execution.run import JSONValue, Match, StepFn
-from shared.execution.step_output import copy_output as _copy
-from shared.execution.step_output import stored_form
-from shared.signal import Signal
+from ujobs.events.bus import EventBus, event_bus
+from ujobs.execution.run import JSONValue, Match, StepFn
+from ujobs.execution.step_output import copy_output as _copy
+from ujobs.execution.step_output import stored_form
+from ujobs.signal import Signal
 
 R = TypeVar("R")
 

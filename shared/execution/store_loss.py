@@ -4,7 +4,7 @@ A Redis restarted without persistence loses the whole deployment (every row, ste
 and counter). A worker holding rows then meets it row by row: renewals answer "not ours", step
 writes and settles are refused — each of which, alone, means a lapsed lease and is reported per
 row (``jobs.lease.lost``, ``jobs.settle.unowned``, ``X_JOB_LEASE_LOST``). On a driver with a
-``store_watch`` (``shared.drivers.keyspace``) those refusals are first checked against the
+``store_watch`` (``ujobs.drivers.keyspace``) those refusals are first checked against the
 keyspace mark: a row claimed under a mark that is no longer there is explained by the loss, and
 the loss is logged ONCE per process, as an error::
 
@@ -26,7 +26,7 @@ import logging
 import weakref
 from collections.abc import Callable
 
-from shared.drivers.base import ClaimedJob, JobDriver, StoreWatch
+from ujobs.drivers.base import ClaimedJob, JobDriver, StoreWatch
 
 log = logging.getLogger("ujobs.jobs")
 

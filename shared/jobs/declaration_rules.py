@@ -16,21 +16,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shared.durations import Duration, duration_ms
-from shared.errors import (
+from ujobs.durations import Duration, duration_ms
+from ujobs.errors import (
     InvariantError,
     JobConcurrencyInvalidError,
     JobDeclarationInvalidError,
     JobNameTakenError,
 )
-from shared.limits import MAX_CONCURRENCY_KEY_BYTES, MAX_IDEMPOTENCY_KEY_BYTES, MAX_JOB_NAME_BYTES
+from ujobs.limits import MAX_CONCURRENCY_KEY_BYTES, MAX_IDEMPOTENCY_KEY_BYTES, MAX_JOB_NAME_BYTES
 
 MAX_CONCURRENCY_KEY_LENGTH = MAX_CONCURRENCY_KEY_BYTES
 MAX_IDEMPOTENCY_KEY_LENGTH = MAX_IDEMPOTENCY_KEY_BYTES
 DEFAULT_EVENT_POLL_MS = 30_000
 NAME_PATTERN = re.compile(rf"^[A-Za-z0-9_][A-Za-z0-9_.:/\-]{{0,{MAX_JOB_NAME_BYTES - 1}}}\Z")
 """A job's, a task's and a queue's name: ASCII, so its characters are its bytes
-(``shared.limits``: ``name`` and ``queue`` are one length). ``\\Z``, not ``$``: a name
+(``ujobs.limits``: ``name`` and ``queue`` are one length). ``\\Z``, not ``$``: a name
 does not end in a newline."""
 
 WhenBusy = Literal["wait", "fail"]

@@ -15,10 +15,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shared.durations import Duration
-from shared.errors import IdempotencyRequiredError, JobTenantRequiredError, UltimateError
-from shared.execution.run import OnSettled, Run
-from shared.jobs.declaration_rules import (
+from ujobs.durations import Duration
+from ujobs.errors import IdempotencyRequiredError, JobTenantRequiredError, UltimateError
+from ujobs.execution.run import OnSettled, Run
+from ujobs.jobs.declaration_rules import (
     DEFAULT_EVENT_POLL_MS,
     Concurrency,
     KeyedConcurrency,
@@ -27,8 +27,8 @@ from shared.jobs.declaration_rules import (
     validate_concurrency,
     validate_name,
 )
-from shared.jobs.retry import Retry, coerce_retry
-from shared.jobs.schema import InputSchema, as_input_schema
+from ujobs.jobs.retry import Retry, coerce_retry
+from ujobs.jobs.schema import InputSchema, as_input_schema
 
 __all__ = ["JobDefinition", "KeySpec", "RunFn", "TenantSpec", "build_definition"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
-from shared.drivers.base import Enqueued, EnqueueRequest, JobDriver
-from shared.errors import DriverUnavailableError
+from ujobs.drivers.base import Enqueued, EnqueueRequest, JobDriver
+from ujobs.errors import DriverUnavailableError
 
 
 @runtime_checkable

@@ -1,6 +1,6 @@
 """``job()``: declare a job (as a decorator or a factory) and answer its handle.
 
-The declaration is checked where it is written (``shared.jobs.definition``).
+The declaration is checked where it is written (``ujobs.jobs.definition``).
 ``idempotency_key`` and ``tenant`` are required keyword-only arguments: omitting one is a
 ``TypeError`` (and a type-checker error); passing ``None`` is the runtime code.
 """
@@ -12,11 +12,11 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, Literal, TypeVar, overload
 
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.context import Actor, acting_as, current_actor, current_traceparent
-from shared.drivers.base import DEFAULT_QUEUE, Enqueued, EnqueueRequest
-from shared.durations import Duration, duration_ms
-from shared.errors import (
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.context import Actor, acting_as, current_actor, current_traceparent
+from ujobs.drivers.base import DEFAULT_QUEUE, Enqueued, EnqueueRequest
+from ujobs.durations import Duration, duration_ms
+from ujobs.errors import (
     IdempotencyRequiredError,
     InvariantError,
     JobConcurrencyKeyInvalidError,
@@ -25,8 +25,8 @@ from shared.errors import (
     JobTenantMismatchError,
     JobTenantRequiredError,
 )
-from shared.execution.run import OnSettled, Run
-from shared.jobs.declaration_rules import (
+from ujobs.execution.run import OnSettled, Run
+from ujobs.jobs.declaration_rules import (
     DEFAULT_EVENT_POLL_MS,
     MAX_CONCURRENCY_KEY_LENGTH,
     MAX_IDEMPOTENCY_KEY_LENGTH,
@@ -40,10 +40,10 @@ from shared.jobs.declaration_rules import (
     validate_concurrency,
     validate_name,
 )
-from shared.jobs.definition import JobDefinition, KeySpec, RunFn, TenantSpec, build_definition
-from shared.jobs.enqueue_target import jobs_facade
-from shared.jobs.retry import Retry
-from shared.limits import check_depth, check_text, text_problem
+from ujobs.jobs.definition import JobDefinition, KeySpec, RunFn, TenantSpec, build_definition
+from ujobs.jobs.enqueue_target import jobs_facade
+from ujobs.jobs.retry import Retry
+from ujobs.limits import check_depth, check_text, text_problem
 
 __all__ = [
     "DEFAULT_EVENT_POLL_MS",
@@ -153,7 +153,7 @@ class JobHandle(Generic[InputT]):
         return self._checked_key(key)
 
     def _checked_key(self, key: object) -> str:
-        """An idempotency key within ``shared.limits`` (bytes of UTF-8, no NUL), whether the
+        """An idempotency key within ``ujobs.limits`` (bytes of UTF-8, no NUL), whether the
         declaration answered it or the caller passed it."""
         problem = text_problem(key, MAX_IDEMPOTENCY_KEY_LENGTH)
         if problem is not None:
@@ -214,7 +214,7 @@ class JobHandle(Generic[InputT]):
 
         A batch enqueue builds hundreds of these per call, so the definition is read once
         here rather than through the handle's properties. Every text field is checked against
-        ``shared.limits`` and the input's nesting before pydantic walks it (a dict or list as
+        ``ujobs.limits`` and the input's nesting before pydantic walks it (a dict or list as
         sent), or, for a model instance, in the form it is stored in."""
         d = self._definition
         raw = {} if input is None else input

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from shared.errors import InvariantError, JobDuplicateError
-from shared.jobs.job import JobHandle, validate_name
-from shared.jobs.task import TaskHandle
+from ujobs.errors import InvariantError, JobDuplicateError
+from ujobs.jobs.job import JobHandle, validate_name
+from ujobs.jobs.task import TaskHandle
 
 Namespace = ModuleType | object
 

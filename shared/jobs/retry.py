@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shared.durations import Duration, duration_ms
-from shared.errors import InvariantError, UltimateError, retry_class_of
+from ujobs.durations import Duration, duration_ms
+from ujobs.errors import InvariantError, UltimateError, retry_class_of
 
 Backoff = Literal["exponential", "linear", "fixed"]
 StopReason = Literal["terminal", "attempts-exhausted"]

@@ -29,8 +29,8 @@ from pydantic import (
     WithJsonSchema,
 )
 
-from shared.errors import InputInvalidError, InvariantError
-from shared.jobs.typeddicts import portable_typeddicts
+from ujobs.errors import InputInvalidError, InvariantError
+from ujobs.jobs.typeddicts import portable_typeddicts
 
 T = TypeVar("T")
 

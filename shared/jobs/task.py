@@ -13,12 +13,12 @@ import zoneinfo
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, overload
 
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.base import Enqueued, EnqueueRequest
-from shared.errors import TaskDeclarationInvalidError
-from shared.ids import derived_id
-from shared.jobs.enqueue_target import jobs_facade
-from shared.jobs.job import JobHandle, claim_declared_name, validate_name
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.drivers.base import Enqueued, EnqueueRequest
+from ujobs.errors import TaskDeclarationInvalidError
+from ujobs.ids import derived_id
+from ujobs.jobs.enqueue_target import jobs_facade
+from ujobs.jobs.job import JobHandle, claim_declared_name, validate_name
 
 CatchUp = Literal["skip", "run-once", "run-all"]
 CATCH_UP_POLICIES: tuple[CatchUp, ...] = ("skip", "run-once", "run-all")
@@ -66,7 +66,7 @@ _NONDETERMINISTIC = re.compile(r"(?<![A-Za-z])[HR](?![A-Za-z])")
 
 def validate_cron(name: str, cron: Any) -> str:
     """Five fields (minute hour day-of-month month day-of-week), or six with seconds LAST
-    (croniter's layout, which ``shared.scheduler.cron`` resolves), or an ``@daily``-style alias;
+    (croniter's layout, which ``ujobs.scheduler.cron`` resolves), or an ``@daily``-style alias;
     deterministic, and with at least one occurrence (``0 0 31 2 *`` never fires)."""
     # Imported here: only a process declaring a task reads a cron, and a worker's start-up
     # (which imports this module through the registry) counts against its first claims.

@@ -10,7 +10,7 @@ default; three things make it true in a process::
 
 with ``wake = postgres_wake(dsn, pool, channels=(OUTBOX_WAKE_CHANNEL,))`` started first.
 
-Inside ``transaction(conn)`` / ``bind_transaction(conn)`` (``shared.context``),
+Inside ``transaction(conn)`` / ``bind_transaction(conn)`` (``ujobs.context``),
 ``handle.enqueue()`` STAGES the job on the caller's connection — one insert — and answers
 ``Enqueued(id, run_id, deduped=False)`` with the job's real ids, both minted at staging (the
 outbox row id IS the job id). Outside a transaction it publishes straight to the driver, or
@@ -30,26 +30,26 @@ The map:
   ``RelayOptions``.
 - ``purge_target``: retention for ``x_outbox``, a target for the purge job.
 
-The relay's wake is the worker's: ``shared.wake.listener``'s ``postgres_wake(dsn, pool,
+The relay's wake is the worker's: ``ujobs.wake.listener``'s ``postgres_wake(dsn, pool,
 channels=(OUTBOX_WAKE_CHANNEL,))`` (LISTEN ``x_outbox_wake``).
 """
 
 from __future__ import annotations
 
-from shared.outbox.contract import (
+from ujobs.outbox.contract import (
     OUTBOX_WAKE_CHANNEL,
     OutboxRecord,
     OutboxStore,
     OutboxWake,
     Staged,
 )
-from shared.outbox.install import InstalledOutbox, install_outbox
-from shared.outbox.options import RelayOptions
-from shared.outbox.purge_target import outbox_purge_target
-from shared.outbox.relay import OutboxRelay, RelayPass, outbox_relay
-from shared.outbox.staging_facade import OutboxJobsFacade, OutboxMode, outbox_jobs_facade
-from shared.outbox.store_memory import MemoryOutboxStore, memory_outbox_store
-from shared.outbox.store_postgres import PostgresOutboxStore, postgres_outbox_store
+from ujobs.outbox.install import InstalledOutbox, install_outbox
+from ujobs.outbox.options import RelayOptions
+from ujobs.outbox.purge_target import outbox_purge_target
+from ujobs.outbox.relay import OutboxRelay, RelayPass, outbox_relay
+from ujobs.outbox.staging_facade import OutboxJobsFacade, OutboxMode, outbox_jobs_facade
+from ujobs.outbox.store_memory import MemoryOutboxStore, memory_outbox_store
+from ujobs.outbox.store_postgres import PostgresOutboxStore, postgres_outbox_store
 
 __all__ = [
     "OUTBOX_WAKE_CHANNEL",

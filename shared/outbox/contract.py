@@ -1,4 +1,4 @@
-"""The outbox's contracts: what a store, a claimed row and a wake are (see ``shared.outbox``).
+"""The outbox's contracts: what a store, a claimed row and a wake are (see ``ujobs.outbox``).
 
 Kept apart from the facade and the relay so every store, the relay and the facade depend on
 this one small file and not on each other.
@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from shared.drivers.base import EnqueueRequest
-from shared.wake.listener import OUTBOX_WAKE_CHANNEL
-from shared.wake.protocol import QueueWake, WakeCallback
+from ujobs.drivers.base import EnqueueRequest
+from ujobs.wake.listener import OUTBOX_WAKE_CHANNEL
+from ujobs.wake.protocol import QueueWake, WakeCallback
 
 __all__ = [
     "OUTBOX_WAKE_CHANNEL",
@@ -74,7 +74,7 @@ class OutboxRecord:
 OutboxWake = QueueWake
 """What tells an idle relay that a row was committed: the worker's wake shape
 (``subscribe(callback(payload))`` and ``live``, True once a probe proved the channel). For
-Postgres, ``postgres_wake(dsn, pool, channels=(OUTBOX_WAKE_CHANNEL,))`` (``shared.wake.listener``),
+Postgres, ``postgres_wake(dsn, pool, channels=(OUTBOX_WAKE_CHANNEL,))`` (``ujobs.wake.listener``),
 or
 ``wake.channel(OUTBOX_WAKE_CHANNEL)`` of a wake that listens to several channels."""
 
@@ -87,7 +87,7 @@ class OutboxStore(Protocol):
     @property
     def wake(self) -> OutboxWake | None:
         """The store's own in-process wake (memory), or None (Postgres: the relay LISTENs on
-        ``x_outbox_wake`` through ``shared.wake.listener.postgres_wake``)."""
+        ``x_outbox_wake`` through ``ujobs.wake.listener.postgres_wake``)."""
         ...
 
     async def stage(self, tx: Any, requests: Sequence[EnqueueRequest]) -> list[Staged]:

@@ -13,20 +13,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from shared.drivers.base import JobDriver
-from shared.drivers.postgres.driver import postgres_driver
-from shared.jobs.enqueue_target import set_job_driver, set_jobs_facade
-from shared.outbox.contract import OUTBOX_WAKE_CHANNEL
-from shared.outbox.relay import OutboxRelay, outbox_relay
-from shared.outbox.staging_facade import OutboxJobsFacade, OutboxMode, outbox_jobs_facade
-from shared.outbox.store_postgres import PostgresOutboxStore, postgres_outbox_store
-from shared.wake.announce import announcing
-from shared.wake.listener import ChannelWake, postgres_wake
+from ujobs.drivers.base import JobDriver
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.jobs.enqueue_target import set_job_driver, set_jobs_facade
+from ujobs.outbox.contract import OUTBOX_WAKE_CHANNEL
+from ujobs.outbox.relay import OutboxRelay, outbox_relay
+from ujobs.outbox.staging_facade import OutboxJobsFacade, OutboxMode, outbox_jobs_facade
+from ujobs.outbox.store_postgres import PostgresOutboxStore, postgres_outbox_store
+from ujobs.wake.announce import announcing
+from ujobs.wake.listener import ChannelWake, postgres_wake
 
 if TYPE_CHECKING:
     import asyncpg
 
-    from shared.wake.transport_postgres import ConnectFactory
+    from ujobs.wake.transport_postgres import ConnectFactory
 
 __all__ = ["InstalledOutbox", "install_outbox"]
 

@@ -3,7 +3,7 @@
 A bad value fails at construction with its option's name: ``claim_lease_ms`` with
 ``X_INVARIANT`` (it fences rows between relays), the rest with ``X_CONFIG_INVALID``.
 ``idle_poll_max_ms`` is the idle ceiling and cannot be below ``interval_ms``, the floor; with
-none the ceiling follows the wake (``shared.wake.protocol.idle_ceiling_ms``). ``relay_id``
+none the ceiling follows the wake (``ujobs.wake.protocol.idle_ceiling_ms``). ``relay_id``
 defaults to ``<host>:<pid>:<6 hex>``; ``drain_on_shutdown=False`` keeps the relay out of the
 process lifecycle (it then stops only when told).
 """
@@ -14,8 +14,8 @@ import os
 import socket
 from dataclasses import dataclass, field
 
-from shared.errors import ConfigInvalidError, InvariantError, UltimateError
-from shared.ids import new_id
+from ujobs.errors import ConfigInvalidError, InvariantError, UltimateError
+from ujobs.ids import new_id
 
 DEFAULT_CLAIM_LEASE_MS = 30_000
 DEFAULT_BATCH_SIZE = 100

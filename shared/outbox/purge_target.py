@@ -11,14 +11,14 @@ database's. A pass deletes at most ``max_batches`` batches of ``batch_size`` row
 
 from __future__ import annotations
 
-from shared.drivers.postgres.executor import PgExecutor
-from shared.drivers.postgres.ledger_purge import (
+from ujobs.drivers.postgres.executor import PgExecutor
+from ujobs.drivers.postgres.ledger_purge import (
     DEFAULT_LEDGER_BATCH_SIZE,
     DEFAULT_LEDGER_MAX_BATCHES,
     LedgerPurgeTarget,
     check_purge_options,
 )
-from shared.drivers.postgres.sql import query
+from ujobs.drivers.postgres.sql import query
 
 OUTBOX_PURGE_TARGET = "x_outbox"
 DEFAULT_PUBLISHED_RETENTION_MS = 7 * 86_400_000

@@ -34,7 +34,7 @@ parallel, so rows that straddle their two batches can land out of order; run one
 the order across transactions matters (rows of one transaction sit in one batch unless that
 transaction staged more than ``batch_size`` rows).
 
-Shutdown is every role's (``shared.role``): ``accept`` stops polling, ``close`` waits out the
+Shutdown is every role's (``ujobs.role``): ``accept`` stops polling, ``close`` waits out the
 pass in flight under the drain's deadline (unless ``RelayOptions.drain_on_shutdown`` is False),
 and ``await stop(deadline=None)`` does the same by hand (await it before closing the pool: the
 pass in flight is a publish and then a mark). The deadline binds late, the earliest winning. A
@@ -50,20 +50,20 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.base import Enqueued, JobDriver, announces_enqueues
-from shared.lifecycle import Lifecycle
-from shared.loop_probes import Signals
-from shared.outbox.contract import OutboxRecord, OutboxStore, OutboxWake
-from shared.outbox.options import (
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.drivers.base import Enqueued, JobDriver, announces_enqueues
+from ujobs.lifecycle import Lifecycle
+from ujobs.loop_probes import Signals
+from ujobs.outbox.contract import OutboxRecord, OutboxStore, OutboxWake
+from ujobs.outbox.options import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_CLAIM_LEASE_MS,
     DEFAULT_INTERVAL_MS,
     RelayOptions,
 )
-from shared.role import Role
-from shared.wake.local import signal_enqueued
-from shared.wake.protocol import (
+from ujobs.role import Role
+from ujobs.wake.local import signal_enqueued
+from ujobs.wake.protocol import (
     IDLE_POLL_CEILING_MS,
     WAKE_DUE_WITHIN_MS,
     WOKEN_IDLE_POLL_CEILING_MS,
@@ -318,7 +318,7 @@ def outbox_relay(
 ) -> OutboxRelay:
     """The relay role (see the module doc), with ``RelayOptions()`` by default. ``wake``
     defaults to the store's own (memory); for Postgres pass ``postgres_wake(dsn, pool,
-    channels=(OUTBOX_WAKE_CHANNEL,))`` (``shared.wake.listener``; start it before the relay,
+    channels=(OUTBOX_WAKE_CHANNEL,))`` (``ujobs.wake.listener``; start it before the relay,
     stop it after). ``on_published`` is awaited between a row's publish and its mark (tests
     stall or kill a relay there)."""
     return OutboxRelay(

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
-from shared.context import current_transaction
-from shared.drivers.base import Enqueued, EnqueueRequest, JobDriver
-from shared.errors import InvariantError, OutboxNoTxError
-from shared.outbox.contract import OutboxStore
+from ujobs.context import current_transaction
+from ujobs.drivers.base import Enqueued, EnqueueRequest, JobDriver
+from ujobs.errors import InvariantError, OutboxNoTxError
+from ujobs.outbox.contract import OutboxStore
 
 OutboxMode = Literal["optional", "required"]
 
@@ -46,7 +46,7 @@ class OutboxJobsFacade:
         if tx is None and self.mode == "required":
             raise OutboxNoTxError(
                 f"{what} outside a transaction, and the outbox is installed with "
-                "mode='required'; wrap it in `async with transaction(conn):` (shared.context)",
+                "mode='required'; wrap it in `async with transaction(conn):` (ujobs.context)",
                 meta={"mode": self.mode},
             )
         return tx

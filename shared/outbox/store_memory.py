@@ -18,10 +18,10 @@ from typing import Any
 
 import orjson
 
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.base import EnqueueRequest
-from shared.ids import new_id
-from shared.outbox.contract import OutboxRecord, OutboxWake, Staged, WakeCallback
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.drivers.base import EnqueueRequest
+from ujobs.ids import new_id
+from ujobs.outbox.contract import OutboxRecord, OutboxWake, Staged, WakeCallback
 
 
 @dataclass(frozen=True, slots=True)

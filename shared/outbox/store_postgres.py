@@ -17,14 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.base import EnqueueRequest
-from shared.drivers.postgres.plan_settings import JitCheck
-from shared.drivers.postgres.rows import dumps, loads
-from shared.drivers.postgres.sql import query
-from shared.errors import OutboxNoTxError
-from shared.ids import new_id
-from shared.outbox.contract import OutboxRecord, OutboxWake, Staged
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.drivers.base import EnqueueRequest
+from ujobs.drivers.postgres.plan_settings import JitCheck
+from ujobs.drivers.postgres.rows import dumps, loads
+from ujobs.drivers.postgres.sql import query
+from ujobs.errors import OutboxNoTxError
+from ujobs.ids import new_id
+from ujobs.outbox.contract import OutboxRecord, OutboxWake, Staged
 
 _STAGE = query("outbox_stage")
 _STAGE_MANY = query("outbox_stage_many")
@@ -65,7 +65,7 @@ class PostgresOutboxStore:
     @property
     def wake(self) -> OutboxWake | None:
         """None: a Postgres stage wakes the relay through LISTEN ``x_outbox_wake`` on commit
-        (``shared.wake.listener.postgres_wake``), not in process — the row is not committed yet."""
+        (``ujobs.wake.listener.postgres_wake``), not in process — the row is not committed yet."""
         return None
 
     def _staged_at(self) -> int:

@@ -10,26 +10,26 @@ The map:
   edge's settlements outbox.
 - ``builtin``: ``x.purge``: the sweep the services register with no app code.
 
-The other targets live beside their stores: ``outbox_purge_target`` (``shared.outbox``) and
-``events_purge_target`` (``shared.events.bus``); both are re-exported here.
+The other targets live beside their stores: ``outbox_purge_target`` (``ujobs.outbox``) and
+``events_purge_target`` (``ujobs.events.bus``); both are re-exported here.
 """
 
 from __future__ import annotations
 
-from shared.drivers.postgres.ledger_purge import LedgerPurgeTarget
-from shared.events.bus import EVENTS_PURGE_TARGET, EventsPurgeTarget, events_purge_target
-from shared.outbox.purge_target import (
+from ujobs.drivers.postgres.ledger_purge import LedgerPurgeTarget
+from ujobs.events.bus import EVENTS_PURGE_TARGET, EventsPurgeTarget, events_purge_target
+from ujobs.outbox.purge_target import (
     OUTBOX_PURGE_TARGET,
     outbox_purge_target,
 )
-from shared.retention.jobs_target import (
+from ujobs.retention.jobs_target import (
     DEFAULT_DEAD_RETENTION_MS,
     DEFAULT_DONE_RETENTION_MS,
     JOBS_PURGE_TARGET,
     JobsPurgeTarget,
     jobs_purge_target,
 )
-from shared.retention.ledger_targets import (
+from ujobs.retention.ledger_targets import (
     SETTLEMENTS_PURGE_TARGET,
     WEBHOOK_DELIVERIES_PURGE_TARGET,
     WEBHOOK_EVENTS_PURGE_TARGET,
@@ -37,7 +37,7 @@ from shared.retention.ledger_targets import (
     webhook_deliveries_purge_target,
     webhook_events_purge_target,
 )
-from shared.retention.purge import DEFAULT_PURGE_CRON, Purge, PurgeTarget, purge, purge_task
+from ujobs.retention.purge import DEFAULT_PURGE_CRON, Purge, PurgeTarget, purge, purge_task
 
 __all__ = [
     "DEFAULT_DEAD_RETENTION_MS",

@@ -14,26 +14,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from shared.errors import DriverUnavailableError
-from shared.events.bus import events_purge_target
-from shared.events.bus_postgres import PostgresEventBus
-from shared.jobs.job import JobHandle
-from shared.jobs.registry import Registry
-from shared.jobs.task import TaskHandle
-from shared.outbox.purge_target import DEFAULT_PUBLISHED_RETENTION_MS, outbox_purge_target
-from shared.retention.jobs_target import (
+from ujobs.errors import DriverUnavailableError
+from ujobs.events.bus import events_purge_target
+from ujobs.events.bus_postgres import PostgresEventBus
+from ujobs.jobs.job import JobHandle
+from ujobs.jobs.registry import Registry
+from ujobs.jobs.task import TaskHandle
+from ujobs.outbox.purge_target import DEFAULT_PUBLISHED_RETENTION_MS, outbox_purge_target
+from ujobs.retention.jobs_target import (
     DEFAULT_DEAD_RETENTION_MS,
     DEFAULT_DONE_RETENTION_MS,
     jobs_purge_target,
 )
-from shared.retention.ledger_targets import (
+from ujobs.retention.ledger_targets import (
     DEFAULT_SETTLEMENTS_RETENTION_MS,
     DEFAULT_WEBHOOKS_RETENTION_MS,
     settlements_purge_target,
     webhook_deliveries_purge_target,
     webhook_events_purge_target,
 )
-from shared.retention.purge import Purge, PurgeTarget, purge, purge_task
+from ujobs.retention.purge import Purge, PurgeTarget, purge, purge_task
 
 if TYPE_CHECKING:
     import asyncpg

@@ -28,10 +28,10 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from shared.drivers.postgres.plan_settings import JitCheck
-from shared.drivers.postgres.sql import query
-from shared.errors import ConfigInvalidError
-from shared.outbox.store_postgres import PgFetch
+from ujobs.drivers.postgres.plan_settings import JitCheck
+from ujobs.drivers.postgres.sql import query
+from ujobs.errors import ConfigInvalidError
+from ujobs.outbox.store_postgres import PgFetch
 
 _PURGE = query("jobs_purge")
 _FOLLOW_UP = query("jobs_purge_steps")

@@ -1,7 +1,7 @@
 """Purge targets for the ledgers the other families keep: webhook deliveries and events, and
 the NATS edge's settlements outbox.
 
-Each is one ``LedgerPurgeTarget`` (``shared.drivers.postgres.ledger_purge``: a window, a
+Each is one ``LedgerPurgeTarget`` (``ujobs.drivers.postgres.ledger_purge``: a window, a
 bounded ``skip locked`` delete, its count), as the outbox's is. What is not yet delivered is
 never deleted:
 
@@ -24,14 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shared.drivers.postgres.executor import PgExecutor
-from shared.drivers.postgres.ledger_purge import (
+from ujobs.drivers.postgres.executor import PgExecutor
+from ujobs.drivers.postgres.ledger_purge import (
     DEFAULT_LEDGER_BATCH_SIZE,
     DEFAULT_LEDGER_MAX_BATCHES,
     LedgerPurgeTarget,
     check_purge_options,
 )
-from shared.drivers.postgres.sql import query
+from ujobs.drivers.postgres.sql import query
 
 DAY_MS = 86_400_000
 
@@ -41,7 +41,7 @@ SETTLEMENTS_PURGE_TARGET = "x_settlements"
 DEFAULT_WEBHOOKS_RETENTION_MS = 30 * DAY_MS
 DEFAULT_SETTLEMENTS_RETENTION_MS = DAY_MS
 BUILTIN_WEBHOOK_FAMILIES: tuple[str, ...] = ("ujobs.webhooks", "ujobs.webhooks.global")
-"""The families whose deliveries read ``x_webhook_events`` (``webhooks.builtin``; ``shared``
+"""The families whose deliveries read ``x_webhook_events`` (``ujobs.webhooks.builtin``; ``shared``
 does not import ``webhooks``, and a test holds the two lists equal)."""
 
 

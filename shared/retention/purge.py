@@ -19,15 +19,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.base import DEFAULT_QUEUE
-from shared.errors import InvariantError
-from shared.execution.run import Run
-from shared.jobs.enqueue_target import has_job_driver, job_driver
-from shared.jobs.job import JobHandle, job
-from shared.jobs.retry import Retry
-from shared.jobs.schema import t
-from shared.jobs.task import TaskHandle, task
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.drivers.base import DEFAULT_QUEUE
+from ujobs.errors import InvariantError
+from ujobs.execution.run import Run
+from ujobs.jobs.enqueue_target import has_job_driver, job_driver
+from ujobs.jobs.job import JobHandle, job
+from ujobs.jobs.retry import Retry
+from ujobs.jobs.schema import t
+from ujobs.jobs.task import TaskHandle, task
 
 DEFAULT_PURGE_CRON = "0 * * * *"
 """Hourly, on the hour (UTC)."""

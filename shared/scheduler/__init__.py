@@ -26,14 +26,14 @@ What this package exports is the public import path of DESIGN.md; code inside
 
 from __future__ import annotations
 
-from shared.scheduler.cron import next_task_run
-from shared.scheduler.job_scheduler import JobScheduler, job_scheduler
-from shared.scheduler.leader import Leader, always_leader
-from shared.scheduler.leader_postgres import postgres_lease_leader
-from shared.scheduler.options import SchedulerOptions
-from shared.scheduler.rounds import PAUSE_RECHECK_MS, Fired, RoundResult
-from shared.scheduler.state import SchedulerState, memory_scheduler_state
-from shared.scheduler.state_postgres import postgres_scheduler_state
+from ujobs.scheduler.cron import next_task_run
+from ujobs.scheduler.job_scheduler import JobScheduler, job_scheduler
+from ujobs.scheduler.leader import Leader, always_leader
+from ujobs.scheduler.leader_postgres import postgres_lease_leader
+from ujobs.scheduler.options import SchedulerOptions
+from ujobs.scheduler.rounds import PAUSE_RECHECK_MS, Fired, RoundResult
+from ujobs.scheduler.state import SchedulerState, memory_scheduler_state
+from ujobs.scheduler.state_postgres import postgres_scheduler_state
 
 __all__ = [
     "PAUSE_RECHECK_MS",

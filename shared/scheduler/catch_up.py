@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.jobs.task import TaskHandle
-from shared.scheduler.cron import CronSchedule, latest_occurrence
+from ujobs.jobs.task import TaskHandle
+from ujobs.scheduler.cron import CronSchedule, latest_occurrence
 
 
 @dataclass(frozen=True, slots=True)

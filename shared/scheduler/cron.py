@@ -49,7 +49,7 @@ from datetime import datetime, timedelta
 
 from croniter import CroniterError, croniter
 
-from shared.jobs.task import TaskHandle
+from ujobs.jobs.task import TaskHandle
 
 MAX_BACKWARD_JUMP = timedelta(hours=3)
 _JUMP_MS = int(MAX_BACKWARD_JUMP.total_seconds() * 1000)

@@ -36,7 +36,7 @@ through an ``announcing()`` driver's announcer (Redis) and, on Postgres, the sta
 ``pg_notify``.
 
 Drain (``stop(deadline)``, ``drain()`` or the process lifecycle's pair of hooks, as every role:
-``shared.role``): stop dispatching, finish the round in flight, release the lease. A round still
+``ujobs.role``): stop dispatching, finish the round in flight, release the lease. A round still
 ENQUEUEING at the deadline keeps the lease instead — promoting a standby onto an occurrence
 this node is mid-dispatch for is the double fire leader election exists to prevent — and the
 lease lapses on its own.
@@ -49,21 +49,21 @@ import logging
 import math
 from collections.abc import Iterable
 
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.base import JobDriver
-from shared.jobs.registry import registry
-from shared.jobs.task import TaskHandle
-from shared.lifecycle import Lifecycle
-from shared.loop_probes import Signals
-from shared.role import Role
-from shared.scheduler.cron import next_task_run
-from shared.scheduler.leader import Leader, always_leader
-from shared.scheduler.leader_postgres import postgres_lease_leader
-from shared.scheduler.leader_watch import Leadership
-from shared.scheduler.options import DEFAULT_TICK_INTERVAL_MS, SchedulerOptions
-from shared.scheduler.rounds import PAUSE_RECHECK_MS, Dispatcher, Fired, RoundResult
-from shared.scheduler.state import SchedulerState, memory_scheduler_state
-from shared.scheduler.state_postgres import postgres_scheduler_state
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.drivers.base import JobDriver
+from ujobs.jobs.registry import registry
+from ujobs.jobs.task import TaskHandle
+from ujobs.lifecycle import Lifecycle
+from ujobs.loop_probes import Signals
+from ujobs.role import Role
+from ujobs.scheduler.cron import next_task_run
+from ujobs.scheduler.leader import Leader, always_leader
+from ujobs.scheduler.leader_postgres import postgres_lease_leader
+from ujobs.scheduler.leader_watch import Leadership
+from ujobs.scheduler.options import DEFAULT_TICK_INTERVAL_MS, SchedulerOptions
+from ujobs.scheduler.rounds import PAUSE_RECHECK_MS, Dispatcher, Fired, RoundResult
+from ujobs.scheduler.state import SchedulerState, memory_scheduler_state
+from ujobs.scheduler.state_postgres import postgres_scheduler_state
 
 log = logging.getLogger("ujobs.scheduler")
 

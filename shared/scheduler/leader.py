@@ -7,7 +7,7 @@ stops dispatching on its own once ``ttl_ms`` has passed since the last renewal t
 node whose store went away does not keep firing on a lease that lapsed.
 
 ``always_leader()`` is the default and is not safe to deploy: a rolling update runs two
-leaders. ``postgres_lease_leader`` (``shared.scheduler.leader_postgres``) is a lease ROW with an
+leaders. ``postgres_lease_leader`` (``ujobs.scheduler.leader_postgres``) is a lease ROW with an
 expiry, never a session advisory lock — the executor is a pool, and an advisory lock is released the
 moment its connection goes back to it, so every node would read itself as leader.
 """

@@ -19,11 +19,11 @@ import socket
 import uuid
 from dataclasses import dataclass
 
-from shared.clock import Clock
-from shared.drivers.postgres.executor import PgExecutor
-from shared.drivers.postgres.sql import query
-from shared.errors import ConfigInvalidError
-from shared.scheduler.leader import DEFAULT_LEASE_TTL_MS, renew_every
+from ujobs.clock import Clock
+from ujobs.drivers.postgres.executor import PgExecutor
+from ujobs.drivers.postgres.sql import query
+from ujobs.errors import ConfigInvalidError
+from ujobs.scheduler.leader import DEFAULT_LEASE_TTL_MS, renew_every
 
 DEFAULT_LEADER_KEY = "scheduler"
 

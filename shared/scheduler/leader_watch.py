@@ -13,7 +13,7 @@ import logging
 import math
 from typing import Literal
 
-from shared.scheduler.leader import Leader
+from ujobs.scheduler.leader import Leader
 
 log = logging.getLogger("ujobs.scheduler")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.errors import ConfigInvalidError
+from ujobs.errors import ConfigInvalidError
 
 DEFAULT_TICK_INTERVAL_MS = 1_000
 

@@ -14,12 +14,12 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from shared.drivers.base import JobDriver
-from shared.jobs.task import CatchUp, TaskHandle
-from shared.loop_probes import Signals
-from shared.scheduler.catch_up import Planned, plan_fires
-from shared.scheduler.cron import CronSchedule, schedule_of
-from shared.scheduler.state import SchedulerState
+from ujobs.drivers.base import JobDriver
+from ujobs.jobs.task import CatchUp, TaskHandle
+from ujobs.loop_probes import Signals
+from ujobs.scheduler.catch_up import Planned, plan_fires
+from ujobs.scheduler.cron import CronSchedule, schedule_of
+from ujobs.scheduler.state import SchedulerState
 
 log = logging.getLogger("ujobs.scheduler")
 

@@ -9,14 +9,14 @@ is refused (answers False) when the stored watermark already reached the occurre
 the Postgres driver's own pool) it is one statement, and a crash between "enqueued" and
 "watermark moved" cannot exist. Anywhere else the jobs go through the driver FIRST and the
 watermark moves AFTER; a crash between the two leaves the occurrence due, and firing it again
-is harmless because its jobs carry ids derived from (task, occurrence, entry) (``shared.jobs.task.
+is harmless because its jobs carry ids derived from (task, occurrence, entry) (``ujobs.jobs.task.
 occurrence_ids``) and every driver's enqueue inserts nothing under an id that already names a
 row. Either way an occurrence's jobs exist once: the refusal keeps a second fire out once the
 watermark moved, the ids dedupe one that raced it there.
 
 The memory state is the default and is not safe to deploy: a restarted process has no
 watermark, so it arms to "now" and never learns which occurrences the process it replaced
-dropped. ``postgres_scheduler_state`` (``shared.scheduler.state_postgres``) is the durable one.
+dropped. ``postgres_scheduler_state`` (``ujobs.scheduler.state_postgres``) is the durable one.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from shared.drivers.base import EnqueueRequest, JobDriver
-from shared.jobs.enqueue_target import job_driver
+from ujobs.drivers.base import EnqueueRequest, JobDriver
+from ujobs.jobs.enqueue_target import job_driver
 
 
 @runtime_checkable

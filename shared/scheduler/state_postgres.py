@@ -21,7 +21,7 @@ and the jobs move "together":
   driver; move the watermark while it is still before the occurrence, recording the fire in
   the same statement (``scheduler_fired.sql``) unless the driver records it itself
   (``introspect.record_task_fire``). A crash between the enqueue and the move leaves the
-  occurrence due and it is fired again — with the SAME job and run ids (``shared.jobs.task.
+  occurrence due and it is fired again — with the SAME job and run ids (``ujobs.jobs.task.
   occurrence_ids``), which every driver's enqueue dedupes, live row or finished. Two schedulers
   racing (a lease lapsed mid-round) enqueue the same ids and one of them moves the watermark:
   still one job per entry.
@@ -31,15 +31,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.base import AnnouncesEnqueues, EnqueueRequest, JobDriver, stores_in
-from shared.drivers.postgres.executor import PgExecutor
-from shared.drivers.postgres.plan_settings import JitCheck
-from shared.drivers.postgres.rows import dumps
-from shared.drivers.postgres.sql import query
-from shared.errors import InvariantError
-from shared.ids import new_id
-from shared.wake.local import signal_enqueued
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.drivers.base import AnnouncesEnqueues, EnqueueRequest, JobDriver, stores_in
+from ujobs.drivers.postgres.executor import PgExecutor
+from ujobs.drivers.postgres.plan_settings import JitCheck
+from ujobs.drivers.postgres.rows import dumps
+from ujobs.drivers.postgres.sql import query
+from ujobs.errors import InvariantError
+from ujobs.ids import new_id
+from ujobs.wake.local import signal_enqueued
 
 _LOAD = query("scheduler_load")
 _ADVANCE = query("scheduler_advance")

@@ -10,7 +10,7 @@ within ``WAKE_DUE_WITHIN_MS`` — never for a deduped key, never for a row due l
    here, since they all enqueue through the process's driver);
 2. hands the queue to the announcer, which publishes it on ``ujobs:wake`` at most once per
    queue per ``REDIS_WAKE_SLOT_MS`` (10 ms) slot of THIS process's clock (a ``PUBLISH`` holds
-   no commit lock, unlike the 250 ms-throttled ``NOTIFY``; see ``shared.wake.protocol``). The
+   no commit lock, unlike the 250 ms-throttled ``NOTIFY``; see ``ujobs.wake.protocol``). The
    pass a wake causes finds the rows its slot kept silent too; the rest start on the woken
    loop's next pass.
 
@@ -36,21 +36,21 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.base import (
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.drivers.base import (
     Enqueued,
     EnqueueRequest,
     JobDriver,
     JobIntrospection,
     announces_enqueues,
 )
-from shared.drivers.delegating import DelegatingDriver
-from shared.errors import ConfigInvalidError
-from shared.loop_probes import Signals
-from shared.wake.announce_introspect import AnnouncingIntrospection
-from shared.wake.listener import REDIS_WAKE_CHANNEL
-from shared.wake.local import signal_enqueued
-from shared.wake.protocol import REDIS_WAKE_SLOT_MS, WAKE_DUE_WITHIN_MS, WAKE_SLOT_MS
+from ujobs.drivers.delegating import DelegatingDriver
+from ujobs.errors import ConfigInvalidError
+from ujobs.loop_probes import Signals
+from ujobs.wake.announce_introspect import AnnouncingIntrospection
+from ujobs.wake.listener import REDIS_WAKE_CHANNEL
+from ujobs.wake.local import signal_enqueued
+from ujobs.wake.protocol import REDIS_WAKE_SLOT_MS, WAKE_DUE_WITHIN_MS, WAKE_SLOT_MS
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis

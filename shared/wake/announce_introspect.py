@@ -3,15 +3,15 @@ rows due announce their queue (unthrottled — the spec never has them stay sile
 
 ``requeue`` and ``promote`` answer the moved row, so its queue is known. ``requeue_many`` and
 ``promote_many`` answer counts only: they announce the filter's ``queue`` when one was given
-and something moved; with no queue filter they name nothing (see ``shared.wake.announce``).
+and something moved; with no queue filter they name nothing (see ``ujobs.wake.announce``).
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from shared.drivers.base import BulkFilter, BulkResult, JobIntrospection, JobRow
-from shared.drivers.delegating import DelegatingIntrospection
+from ujobs.drivers.base import BulkFilter, BulkResult, JobIntrospection, JobRow
+from ujobs.drivers.delegating import DelegatingIntrospection
 
 
 class Announce(Protocol):

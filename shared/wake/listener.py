@@ -2,7 +2,7 @@
 
 One ``ChannelWake`` holds ONE subscription session (a Redis pub/sub connection, or a Postgres
 ``LISTEN`` connection) and feeds every ``subscribe`` callback. The transport is a
-``WakeSession`` (``shared.wake.transport_redis``, ``shared.wake.transport_postgres``); everything
+``WakeSession`` (``ujobs.wake.transport_redis``, ``ujobs.wake.transport_postgres``); everything
 else — the proof, the re-dial, the logs — lives here once, so both transports behave alike:
 
 - **Proven before trusted.** After each dial a probe token is published through the OTHER path
@@ -32,16 +32,16 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from shared.errors import ConfigInvalidError
-from shared.loop_probes import Signals
-from shared.wake.protocol import QueueWake, WakeCallback
-from shared.wake.session import WakeSession
+from ujobs.errors import ConfigInvalidError
+from ujobs.loop_probes import Signals
+from ujobs.wake.protocol import QueueWake, WakeCallback
+from ujobs.wake.session import WakeSession
 
 if TYPE_CHECKING:
     import asyncpg
     import redis.asyncio as aioredis
 
-    from shared.wake.transport_postgres import ConnectFactory, ProbeExecutor
+    from ujobs.wake.transport_postgres import ConnectFactory, ProbeExecutor
 
 log = logging.getLogger("ujobs.wake")
 
@@ -351,7 +351,7 @@ def redis_wake(
     heard through ``channel(name)``. ``options``: ``probe_timeout_s``, ``reprobe_every_s``,
     ``backoff_min_s``, ``backoff_max_s``.
     """
-    from shared.wake.transport_redis import redis_session_factory
+    from ujobs.wake.transport_redis import redis_session_factory
 
     factory, close = redis_session_factory(client_or_url)
     return ChannelWake(
@@ -379,7 +379,7 @@ def postgres_wake(
     else), proven by ``select pg_notify(...)`` sent through ``executor`` (the pool).
     ``channels``: the first is the jobs channel ``subscribe`` hears; add ``x_outbox_wake``
     and present it to the relay with ``wake.channel('x_outbox_wake')``."""
-    from shared.wake.transport_postgres import postgres_session_factory
+    from ujobs.wake.transport_postgres import postgres_session_factory
 
     return ChannelWake(
         postgres_session_factory(connect, executor),

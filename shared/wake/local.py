@@ -2,7 +2,7 @@
 
 A direct enqueue, the relay's publish and the scheduler's fire all happen in a process that may
 also run workers; telling those workers needs no network hop and no throttle, only a function
-call. ``announcing()`` (``shared.wake.announce``) calls ``signal_enqueued`` after every enqueue
+call. ``announcing()`` (``ujobs.wake.announce``) calls ``signal_enqueued`` after every enqueue
 that created a row due within ``WAKE_DUE_WITHIN_MS``; a worker registers with
 ``on_enqueued``. With the memory driver this is the whole wake.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from shared.wake.protocol import WakeCallback
+from ujobs.wake.protocol import WakeCallback
 
 log = logging.getLogger("ujobs.wake")
 

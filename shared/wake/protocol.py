@@ -1,7 +1,7 @@
 """What an idle loop needs from the wake, and how long it may sleep without one.
 
 The worker (and the outbox relay) code against ``QueueWake`` only: a callback per announce and
-a ``live`` flag. Which transport carries the announces — Redis pub/sub (``shared.wake.listener``'s
+a ``live`` flag. Which transport carries the announces — Redis pub/sub (``ujobs.wake.listener``'s
 ``redis_wake``, the default) or Postgres LISTEN/NOTIFY (``postgres_wake``) — is the boot's
 choice, so this module imports neither.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-from shared.errors import ConfigInvalidError
+from ujobs.errors import ConfigInvalidError
 
 WAKE_SLOT_MS = 250
 """A Postgres enqueue ``pg_notify``s its queue at most once per slot of this width (per queue).

@@ -1,7 +1,7 @@
 """What a wake transport provides: one dialled subscription (``WakeSession``).
 
-``shared.wake.listener.ChannelWake`` owns the proof, the re-dial and the logs once for every
-transport; a transport (``shared.wake.transport_redis``, ``shared.wake.transport_postgres``) only
+``ujobs.wake.listener.ChannelWake`` owns the proof, the re-dial and the logs once for every
+transport; a transport (``ujobs.wake.transport_redis``, ``ujobs.wake.transport_postgres``) only
 dials, publishes a probe through its other path, and says when the session is gone.
 """
 

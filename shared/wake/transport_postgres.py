@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 import asyncpg
 
-from shared.drivers.postgres.sql import query
-from shared.wake.session import Deliver, WakeSession
+from ujobs.drivers.postgres.sql import query
+from ujobs.wake.session import Deliver, WakeSession
 
 _PROBE = query("wake_probe")
 OPEN_TIMEOUT_S = 10.0

@@ -15,7 +15,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from shared.wake.session import Deliver, WakeSession
+from ujobs.wake.session import Deliver, WakeSession
 
 SESSION_CLIENT_NAME = "ujobs-wake"
 OPEN_TIMEOUT_S = 5.0

@@ -31,10 +31,10 @@ What this package exports is the public import path of DESIGN.md; code inside
 
 from __future__ import annotations
 
-from shared.worker.concurrency import job_lease_key
-from shared.worker.job_worker import JobWorker, job_worker
-from shared.worker.options import WorkerOptions
-from shared.worker.stats import WorkerStats
+from ujobs.worker.concurrency import job_lease_key
+from ujobs.worker.job_worker import JobWorker, job_worker
+from ujobs.worker.options import WorkerOptions
+from ujobs.worker.stats import WorkerStats
 
 __all__ = [
     "JobWorker",

@@ -21,7 +21,7 @@ What a buffered row keeps, and how it is never lost:
   the attempt back), so a row that never ran never spends one.
 * **the crash case** — the claim marked the rows past the free slots AHEAD
   (``ClaimOptions.ahead_after``), and a row's mark is cleared (``start_ahead``) only once its
-  body has run ``START_MARK_DELAY_MS`` (``shared.worker.claimed_run``). A row still marked when its
+  body has run ``START_MARK_DELAY_MS`` (``ujobs.worker.claimed_run``). A row still marked when its
   lease lapses — its worker died with it here — is claimed again with the SAME attempt and
   never buried, even on its final attempt; so a row on its final attempt is buffered like any
   other. A body that kills its worker before its mark landed looks unstarted too, so those
@@ -40,8 +40,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from shared.drivers.base import ClaimedJob, JobDriver
-from shared.execution.attempt import hand_back
+from ujobs.drivers.base import ClaimedJob, JobDriver
+from ujobs.execution.attempt import hand_back
 
 log = logging.getLogger("ujobs.worker")
 

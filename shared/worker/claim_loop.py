@@ -3,7 +3,7 @@
 A PASS reads the room BEFORE it claims (``Slots.room()``: the free pool slots, bounded by the
 process cap), so a worker at the cap asks the queue for nothing (claim-ahead aside). Then:
 
-A worker serving ONE queue also claims AHEAD (``shared.worker.claim_ahead``): its claim asks for
+A worker serving ONE queue also claims AHEAD (``ujobs.worker.claim_ahead``): its claim asks for
 the free slots plus what the prefetch buffer may still hold, and the rows beyond the free slots
 wait there for the next slot (the claim marks them AHEAD: ``ClaimOptions.ahead_after``). The
 rest of this applies to every other worker (and to one whose claim-ahead is paused).
@@ -37,12 +37,12 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from shared.clock import Clock
-from shared.drivers.base import ClaimedJob, ClaimOptions, JobDriver, OnExhausted
-from shared.execution.store_loss import store_loss_report
-from shared.loop_probes import Signals
-from shared.worker.options import WorkerOptions
-from shared.worker.slots import Slots
+from ujobs.clock import Clock
+from ujobs.drivers.base import ClaimedJob, ClaimOptions, JobDriver, OnExhausted
+from ujobs.execution.store_loss import store_loss_report
+from ujobs.loop_probes import Signals
+from ujobs.worker.options import WorkerOptions
+from ujobs.worker.slots import Slots
 
 log = logging.getLogger("ujobs.worker")
 
@@ -197,7 +197,7 @@ class ClaimLoop:
         room = self.slots.room()
         ahead = self._ahead() if self._ahead is not None and len(self.options.queues) == 1 else 0
         if ahead > 0:
-            # One queue, claiming ahead (``shared.worker.claim_ahead``): the free slots plus the
+            # One queue, claiming ahead (``ujobs.worker.claim_ahead``): the free slots plus the
             # rows the buffer may still take, in one statement.
             queue = self.options.queues[0]
             free = max(0, min(room, self.slots.free(queue)))

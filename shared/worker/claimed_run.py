@@ -17,7 +17,7 @@ releases the fleet slot and frees whatever the settle did not (a path that never
 A row claimed AHEAD (``ClaimedJob.ahead``: it may have waited in the claim-ahead buffer) is
 marked started (``driver.start_ahead``, not awaited) once its body has run
 ``START_MARK_DELAY_MS``; a row handed back, shed or refused never needs it
-(``shared.worker.claim_ahead``).
+(``ujobs.worker.claim_ahead``).
 
 Only settled executions move ``jobs_total`` (``JobExecution.jobs_total``); a row handed back
 due inside a minute arms the loop's timer.
@@ -33,21 +33,21 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from shared.clock import Clock
-from shared.drivers.base import JobDriver
-from shared.events.bus import EventBus
-from shared.execution.attempt import execute_job, hand_back, refuse_job
-from shared.execution.outage import LeaseLeft
-from shared.execution.outcome import JobExecution
-from shared.execution.scope import ContextSpec
-from shared.jobs.registry import Registry
-from shared.lifecycle import Lifecycle
-from shared.loop_probes import Signals
-from shared.metrics import JobMetrics
-from shared.worker.concurrency import acquire_slot
-from shared.worker.heartbeat import HeldRun
-from shared.worker.limits import Limiter
-from shared.worker.options import WorkerOptions
+from ujobs.clock import Clock
+from ujobs.drivers.base import JobDriver
+from ujobs.events.bus import EventBus
+from ujobs.execution.attempt import execute_job, hand_back, refuse_job
+from ujobs.execution.outage import LeaseLeft
+from ujobs.execution.outcome import JobExecution
+from ujobs.execution.scope import ContextSpec
+from ujobs.jobs.registry import Registry
+from ujobs.lifecycle import Lifecycle
+from ujobs.loop_probes import Signals
+from ujobs.metrics import JobMetrics
+from ujobs.worker.concurrency import acquire_slot
+from ujobs.worker.heartbeat import HeldRun
+from ujobs.worker.limits import Limiter
+from ujobs.worker.options import WorkerOptions
 
 log = logging.getLogger("ujobs.worker")
 
@@ -249,7 +249,7 @@ class Runner:
     def _lease_left(self, held: HeldRun) -> LeaseLeft:
         """How much of ``held``'s lease is left: the heartbeat's window, from the last renewal
         that landed (the claim counts as the first), on the worker's clock. A settle the store
-        could not take is sent again within it (``shared.execution.outage``); the heartbeat is
+        could not take is sent again within it (``ujobs.execution.outage``); the heartbeat is
         stopped by then, so the window only shrinks."""
         window, clock = self.options.visibility_timeout_ms, self.clock
         return lambda: held.last_landed_ms + window - clock.now_ms()

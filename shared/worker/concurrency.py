@@ -34,12 +34,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote, unquote
 
-from shared.drivers.base import ClaimedJob, JobDriver, LeaseStore
-from shared.errors import ConcurrencyUnenforceableError
-from shared.execution.scope import parse_stored
-from shared.jobs.job import JobHandle, KeyedConcurrency
-from shared.jobs.registry import Registry
-from shared.worker.heartbeat import FleetSlot
+from ujobs.drivers.base import ClaimedJob, JobDriver, LeaseStore
+from ujobs.errors import ConcurrencyUnenforceableError
+from ujobs.execution.scope import parse_stored
+from ujobs.jobs.job import JobHandle, KeyedConcurrency
+from ujobs.jobs.registry import Registry
+from ujobs.worker.heartbeat import FleetSlot
 
 log = logging.getLogger("ujobs.worker")
 

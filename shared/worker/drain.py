@@ -16,10 +16,10 @@ import logging
 import math
 from collections.abc import Mapping
 
-from shared.errors import JobDrainedError
-from shared.lifecycle import Deadline
-from shared.loop_probes import Signals
-from shared.worker.heartbeat import HeldRun
+from ujobs.errors import JobDrainedError
+from ujobs.lifecycle import Deadline
+from ujobs.loop_probes import Signals
+from ujobs.worker.heartbeat import HeldRun
 
 log = logging.getLogger("ujobs.worker")
 

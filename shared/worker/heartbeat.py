@@ -11,7 +11,7 @@ renewal can answer, and what is reported (§ Leases):
   ``job_leases_lost_total{queue}``; the run's signal is aborted with ``X_JOB_LEASE_LOST``.
 * the row refused it — another claim holds it, or it is gone: ``jobs.lease.lost`` (error,
   ``reason: not-ours``) + the counter; aborted the same way. When the row's whole keyspace
-  is gone (a Redis back empty, ``shared.execution.store_loss``) the reason is ``store-lost``, the
+  is gone (a Redis back empty, ``ujobs.execution.store_loss``) the reason is ``store-lost``, the
   line drops to debug and ``jobs.store.lost`` is logged once for every row.
 * the row refused it because it was cancelled: ``jobs.lease.cancelled`` (info); aborted the
   same way, never counted.
@@ -19,7 +19,7 @@ renewal can answer, and what is reported (§ Leases):
   ``X_JOB_SLOT_LOST``.
 
 The timer is not the only reader of the window: ``Renewals.lapsed`` checks it on the spot
-before a run's body, each step and each step's save (``shared.execution.steps``' ``lease_check``),
+before a run's body, each step and each step's save (``ujobs.execution.steps``' ``lease_check``),
 so a process frozen past its lease reports and aborts the run there, whichever timer fires first.
 
 The window is measured from the last renewal that LANDED (the claim counts as the first), on
@@ -40,13 +40,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.clock import Clock
-from shared.drivers.base import ClaimedJob, JobDriver, LeaseStore
-from shared.errors import JobSlotLostError, LeaseLostError
-from shared.execution.store_loss import STORE_LOST_REASON, store_lost
-from shared.metrics import JobMetrics
-from shared.signal import Signal
-from shared.worker.limits import LimitLease
+from ujobs.clock import Clock
+from ujobs.drivers.base import ClaimedJob, JobDriver, LeaseStore
+from ujobs.errors import JobSlotLostError, LeaseLostError
+from ujobs.execution.store_loss import STORE_LOST_REASON, store_lost
+from ujobs.metrics import JobMetrics
+from ujobs.signal import Signal
+from ujobs.worker.limits import LimitLease
 
 log = logging.getLogger("ujobs.worker")
 
@@ -220,7 +220,7 @@ class Renewals:
                 )
             )
         elif await store_lost(self.driver, c):
-            # the loss is reported once for every row (shared.execution.store_loss)
+            # the loss is reported once for every row (ujobs.execution.store_loss)
             if run.renewable:
                 self._lost(run, STORE_LOST_REASON, self.clock.now_ms(), level=logging.DEBUG)
         elif run.renewable:

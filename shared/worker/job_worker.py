@@ -1,9 +1,9 @@
 """``job_worker()``: the worker role — per-queue pools under one optional process cap, lease
 heartbeats, fleet concurrency, the two-phase drain.
 
-Its parts are the package's other modules (``shared.worker``'s map).
+Its parts are the package's other modules (``ujobs.worker``'s map).
 
-The drain (§ Roles; the start/stop/drain shape is every role's, ``shared.role``): ``start()``
+The drain (§ Roles; the start/stop/drain shape is every role's, ``ujobs.role``): ``start()``
 registers a PAIR of lifecycle hooks (unless ``drain_on_shutdown=False``). ``accept`` stops
 claiming, aborts every held run's signal with ``X_DRAINING`` (``JobDrainedError`` naming the
 worker and the signal) and announces ``draining`` on the registry row at once — a body that
@@ -31,29 +31,29 @@ import asyncio
 import logging
 from collections.abc import Iterable, Sequence
 
-from shared.clock import Clock
-from shared.drivers.base import ClaimedJob, ExhaustedJob, JobDriver
-from shared.errors import JobDrainedError
-from shared.events.bus import EventBus
-from shared.execution.on_settled import announce_exhausted
-from shared.execution.scope import ContextSpec
-from shared.execution.store_loss import store_loss_report
-from shared.jobs.registry import Api, Registry
-from shared.jobs.registry import registry as process_registry
-from shared.lifecycle import Lifecycle
-from shared.loop_probes import Signals
-from shared.metrics import JobMetrics, job_metrics
-from shared.role import Role
-from shared.wake.local import on_enqueued
-from shared.wake.protocol import QueueWake, idle_ceiling_ms
-from shared.worker.claim_ahead import Prefetch
-from shared.worker.claim_loop import ClaimLoop, PassResult
-from shared.worker.claimed_run import Runner
-from shared.worker.concurrency import check_enforceable, job_lease_key
-from shared.worker.drain import drain_reason, wait_out
-from shared.worker.heartbeat import HeartbeatTimer, HeldRun, Renewals
-from shared.worker.limits import LimitConfig
-from shared.worker.options import (
+from ujobs.clock import Clock
+from ujobs.drivers.base import ClaimedJob, ExhaustedJob, JobDriver
+from ujobs.errors import JobDrainedError
+from ujobs.events.bus import EventBus
+from ujobs.execution.on_settled import announce_exhausted
+from ujobs.execution.scope import ContextSpec
+from ujobs.execution.store_loss import store_loss_report
+from ujobs.jobs.registry import Api, Registry
+from ujobs.jobs.registry import registry as process_registry
+from ujobs.lifecycle import Lifecycle
+from ujobs.loop_probes import Signals
+from ujobs.metrics import JobMetrics, job_metrics
+from ujobs.role import Role
+from ujobs.wake.local import on_enqueued
+from ujobs.wake.protocol import QueueWake, idle_ceiling_ms
+from ujobs.worker.claim_ahead import Prefetch
+from ujobs.worker.claim_loop import ClaimLoop, PassResult
+from ujobs.worker.claimed_run import Runner
+from ujobs.worker.concurrency import check_enforceable, job_lease_key
+from ujobs.worker.drain import drain_reason, wait_out
+from ujobs.worker.heartbeat import HeartbeatTimer, HeldRun, Renewals
+from ujobs.worker.limits import LimitConfig
+from ujobs.worker.options import (
     CLAIM_AHEAD_MAX_PER_SLOT,
     DEFAULT_POLL_INTERVAL_MS,
     DEFAULT_VISIBILITY_TIMEOUT_MS,
@@ -63,9 +63,9 @@ from shared.worker.options import (
     build_options,
     unregistered_queues,
 )
-from shared.worker.presence import RegistryBeat
-from shared.worker.slots import Slots
-from shared.worker.stats import WorkerState, WorkerStats
+from ujobs.worker.presence import RegistryBeat
+from ujobs.worker.slots import Slots
+from ujobs.worker.stats import WorkerState, WorkerStats
 
 log = logging.getLogger("ujobs.worker")
 
@@ -408,11 +408,11 @@ def job_worker(
     claim_ahead: int = 0,
 ) -> JobWorker:
     """The worker role. ``driver`` and ``context`` are required; everything else defaults
-    (see ``shared.worker.options``). ``clock`` defaults to the driver's (every lease window,
+    (see ``ujobs.worker.options``). ``clock`` defaults to the driver's (every lease window,
     timer and step stamp then reads one clock). ``registry`` defaults to the process registry (what
     ``define_api`` installed); ``lifecycle`` to the process lifecycle; ``metrics`` to the
     process's series; ``wake`` to none (in-process enqueues still wake it); ``claim_ahead`` to 0
-    (see ``shared.worker.options``)."""
+    (see ``ujobs.worker.options``)."""
     reg = registry.registry() if isinstance(registry, Api) else registry or process_registry()
     options = build_options(
         queues=queues,

@@ -13,9 +13,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.durations import Duration, duration_ms
-from shared.errors import InvariantError
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.durations import Duration, duration_ms
+from ujobs.errors import InvariantError
 
 
 @dataclass(frozen=True, slots=True)

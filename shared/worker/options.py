@@ -17,9 +17,9 @@ fields of ``WorkerOptions``; what each option means:
 * ``poll_interval_ms`` — the wait between passes while there is work; an idle loop doubles it
   up to the ceiling.
 * ``idle_poll_max_ms`` — the idle ceiling when declared; else the wake's
-  (``shared.wake.protocol.idle_ceiling_ms``).
+  (``ujobs.wake.protocol.idle_ceiling_ms``).
 * ``claim_ahead`` — how many rows a worker serving ONE queue may claim beyond its free slots,
-  to start the next run without a claim round trip (``shared.worker.claim_ahead``; at most
+  to start the next run without a claim round trip (``ujobs.worker.claim_ahead``; at most
   ``CLAIM_AHEAD_MAX_PER_SLOT`` times the worker's capacity). Off unless asked for, because a
   row claimed ahead is one another worker of the fleet cannot take until it runs or goes back;
   on short jobs it is the drain's largest lever. A whole number >= 0; ignored on a worker of
@@ -35,11 +35,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.errors import InvariantError, JobDeclarationInvalidError
-from shared.ids import new_id
-from shared.jobs.job import validate_name
-from shared.jobs.registry import Registry
-from shared.worker.limits import LimitConfig
+from ujobs.errors import InvariantError, JobDeclarationInvalidError
+from ujobs.ids import new_id
+from ujobs.jobs.job import validate_name
+from ujobs.jobs.registry import Registry
+from ujobs.worker.limits import LimitConfig
 
 JOBS_CONCURRENCY_DEFAULT = 8
 """The slots of a queue ``concurrency`` does not name."""

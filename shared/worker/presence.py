@@ -17,8 +17,8 @@ import os
 import socket
 from collections.abc import Callable, Sequence
 
-from shared.clock import Clock
-from shared.drivers.base import WorkerInfo, WorkerRegistry
+from ujobs.clock import Clock
+from ujobs.drivers.base import WorkerInfo, WorkerRegistry
 
 log = logging.getLogger("ujobs.worker")
 

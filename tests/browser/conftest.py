@@ -11,10 +11,10 @@ import asyncpg
 import pytest
 from playwright.async_api import Browser, async_playwright
 
-from exports.sinks import reset_default_sink
 from tests.browser.families import FAMILIES_APP, SECRET_KEY
 from tests.browser.support import CHROMIUM, Dash
 from tests.services.api_support import MakeClient, make_api
+from ujobs.exports.sinks import reset_default_sink
 
 
 @pytest.fixture

@@ -8,19 +8,19 @@ import base64
 from dataclasses import dataclass
 from typing import Any
 
-from shared.backfill.declare import definition_of
-from shared.drivers.base import ClaimOptions, JobDriver
-from shared.drivers.postgres import postgres_driver
-from shared.execution.attempt import execute_job
-from shared.jobs.enqueue_target import reset_job_driver, set_job_driver
 from tests.browser.support import ORG_A, ORG_B
 from tests.exports.export_app.jobs import orders_export
 from tests.services.api_support import Api
 from tests.services.backfill_app.sweeps import drop_legacy, rewrite_slugs
-from webhooks import builtin
-from webhooks.ledger import DeliveryAttempt
-from webhooks.secrets import SecretBox
-from webhooks.store_pg import PgWebhookStore
+from ujobs.backfill.declare import definition_of
+from ujobs.drivers.base import ClaimOptions, JobDriver
+from ujobs.drivers.postgres import postgres_driver
+from ujobs.execution.attempt import execute_job
+from ujobs.jobs.enqueue_target import reset_job_driver, set_job_driver
+from ujobs.webhooks import builtin
+from ujobs.webhooks.ledger import DeliveryAttempt
+from ujobs.webhooks.secrets import SecretBox
+from ujobs.webhooks.store_pg import PgWebhookStore
 
 FAMILIES_APP = "tests.browser.families_app:api"
 SECRET_KEY = base64.b64encode(bytes(range(32))).decode()

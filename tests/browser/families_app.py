@@ -4,9 +4,9 @@ pages (backfills, webhooks, exports) are tested against
 
 from __future__ import annotations
 
-from shared import define_api
 from tests.exports.export_app import jobs as exports
 from tests.services.backfill_app import sweeps
 from tests.unit.sample_app import billing, mail, schedules
+from ujobs import define_api
 
 api = define_api(jobs=[mail, billing, sweeps, exports], tasks=[schedules])

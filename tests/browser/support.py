@@ -13,11 +13,11 @@ from typing import Any
 
 from playwright.async_api import Browser, Page
 
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimOptions, NackOptions, WorkerInfo
-from shared.drivers.postgres import postgres_driver
 from tests.services.api_support import ORG_A, ORG_B, Api, mail
 from tests.support.cli import json_of, ujobs
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimOptions, NackOptions, WorkerInfo
+from ujobs.drivers.postgres import postgres_driver
 
 README_SHOTS = ("queues", "job")
 """The screenshots the README shows; ``DASHBOARD_README_SHOTS=<dir>`` copies them there too (the

@@ -7,10 +7,10 @@ import asyncio
 
 from playwright.async_api import expect
 
-from shared.drivers.postgres import postgres_driver
 from tests.browser.families import FAMILIES_APP, seed_backfills
 from tests.browser.support import ORG_A, Dash, cli
 from tests.support.cli import json_of, ujobs
+from ujobs.drivers.postgres import postgres_driver
 
 
 async def test_the_ledger_pending_passes_and_a_moved_checksum_are_shown(

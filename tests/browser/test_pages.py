@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from playwright.async_api import Page, expect
 
-from shared.introspect import MASK
 from tests.browser.support import ORG_A, Dash, cli, enqueue, seed
+from ujobs.introspect import MASK
 
 
 async def operator_page(dash: Dash, **kw: object) -> Page:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from shared import Run, define_api, job, t
 from tests.exports.export_app import jobs as export_jobs
 from tests.unit.sample_app import billing, mail
+from ujobs import Run, define_api, job, t
 
 
 @job(

@@ -22,12 +22,12 @@ from typing import Any
 
 import asyncpg
 
-from shared.drivers.postgres.migrate import migrate
 from tests.chaos.checker import SETTLED, Disruptions, check_core
 from tests.chaos.fleet import Fleet, Role, service_env
 from tests.chaos.participant import Participant, StormContext
 from tests.chaos.storm_app import LEDGER_DDL
 from tests.support.restartable import PrivatePostgres
+from ujobs.drivers.postgres.migrate import migrate
 
 JOB_ROWS = (
     "select id, name, state, input, run_at > now() - interval '5 seconds' as fresh"

@@ -19,11 +19,11 @@ from typing import Any
 import asyncpg
 from redis.asyncio import Redis
 
-from shared.drivers.redis import redis_driver
 from tests.chaos import storm_app
 from tests.chaos.fleet import Fleet, Role, service_env
 from tests.chaos.harness import fresh_database
 from tests.support.restartable import PrivatePostgres, PrivateRedis
+from ujobs.drivers.redis import redis_driver
 
 PREFIX = "storm"
 ENDED = "select distinct job_id from storm_ledger where step = 'end'"

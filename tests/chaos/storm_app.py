@@ -31,8 +31,8 @@ from typing import Any
 
 import asyncpg
 
-from exports import export_rows, keyset
-from shared import Retry, Run, define_api, job, t, task
+from ujobs import Retry, Run, define_api, job, t, task
+from ujobs.exports import export_rows, keyset
 
 LEDGER_DDL = """
 create table if not exists storm_ledger (

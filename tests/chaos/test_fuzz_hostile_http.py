@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from tests.chaos import hostile
 from tests.chaos.tenants import Planted, plant
 from tests.e2e.live_api import live_api
-from webhooks.store_pg import new_secret_key
+from ujobs.webhooks.store_pg import new_secret_key
 
 pytestmark = pytest.mark.chaos
 

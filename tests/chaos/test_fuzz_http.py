@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from tests.e2e.live_api import live_api
-from webhooks.store_pg import new_secret_key
+from ujobs.webhooks.store_pg import new_secret_key
 
 pytestmark = pytest.mark.chaos
 

@@ -25,9 +25,9 @@ import orjson
 import pytest
 from nats.aio.client import Client
 
-from services.nats.names import NatsNames
 from tests.e2e.live_api import TENANT, LiveApi, live_api
 from tests.services.nats_support import drop_streams, unique_prefix
+from ujobs.services.nats.names import NatsNames
 
 pytestmark = pytest.mark.chaos
 

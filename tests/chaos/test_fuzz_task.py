@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared import task
-from shared.errors import UltimateError
-from shared.scheduler.cron import schedule_of
+from ujobs import task
+from ujobs.errors import UltimateError
+from ujobs.scheduler.cron import schedule_of
 
 pytestmark = pytest.mark.chaos
 

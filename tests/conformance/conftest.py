@@ -9,7 +9,7 @@ yields a ready, EMPTY driver that reads that clock for every time decision; code
 
     @driver_factory("postgres", needs=("pg_pool",))
     async def _postgres(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
-        from shared.drivers.postgres.driver import postgres_driver
+        from ujobs.drivers.postgres.driver import postgres_driver
 
         driver = postgres_driver(deps["pg_pool"], clock=clock)
         yield driver
@@ -40,8 +40,8 @@ from typing import Any
 
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import (
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import (
     BackfillLedger,
     JobDriver,
     JobIntrospection,
@@ -80,10 +80,10 @@ def driver_factory(name: str, *, needs: tuple[str, ...] = ()) -> Callable[[Facto
 
 @driver_factory("memory+announcing")
 async def _memory_announcing(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
-    # The wake's driver wrapper (shared.wake.announce) delegates every operation: held to the
+    # The wake's driver wrapper (ujobs.wake.announce) delegates every operation: held to the
     # same suite, so a member it forgets or bends fails here.
-    from shared.drivers.memory.driver import memory_driver
-    from shared.wake.announce import announcing
+    from ujobs.drivers.memory.driver import memory_driver
+    from ujobs.wake.announce import announcing
 
     driver = announcing(memory_driver(clock=clock))
     yield driver
@@ -92,7 +92,7 @@ async def _memory_announcing(clock: FrozenClock, deps: Deps) -> AsyncIterator[Jo
 
 @driver_factory("memory")
 async def _memory(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
-    from shared.drivers.memory.driver import memory_driver
+    from ujobs.drivers.memory.driver import memory_driver
 
     driver = memory_driver(clock=clock)
     yield driver
@@ -101,7 +101,7 @@ async def _memory(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
 
 @driver_factory("postgres", needs=("pg_pool",))
 async def _postgres(clock: FrozenClock, deps: Deps) -> AsyncIterator[JobDriver]:
-    from shared.drivers.postgres.driver import postgres_driver
+    from ujobs.drivers.postgres.driver import postgres_driver
 
     driver = postgres_driver(deps["pg_pool"], clock=clock)
     yield driver

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from shared.clock import FrozenClock
-from shared.drivers.base import BackfillLedger
-from shared.ids import new_id
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import BackfillLedger
+from ujobs.ids import new_id
 
 
 async def test_a_pass_begins_progresses_and_completes(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import (
+from tests.support.conformance import claim, claim_one, make_in_state, queue_stats, req
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import (
     MAX_BULK_ROWS,
     BulkFilter,
     BulkResult,
@@ -14,8 +15,7 @@ from shared.drivers.base import (
     JobState,
     NackOptions,
 )
-from shared.errors import JobNotPromotableError, JobNotRemovableError, JobNotRequeueableError
-from tests.support.conformance import claim, claim_one, make_in_state, queue_stats, req
+from ujobs.errors import JobNotPromotableError, JobNotRemovableError, JobNotRequeueableError
 
 
 async def _dead(

@@ -5,14 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import (
-    LEASE_LAPSED_FINAL_ATTEMPT,
-    ClaimOptions,
-    JobDriver,
-    JobIntrospection,
-)
-from shared.errors import ClaimQueuesEmptyError, InvariantError
 from tests.support.conformance import (
     ExhaustedLog,
     claim,
@@ -20,6 +12,14 @@ from tests.support.conformance import (
     queue_stats,
     req,
 )
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import (
+    LEASE_LAPSED_FINAL_ATTEMPT,
+    ClaimOptions,
+    JobDriver,
+    JobIntrospection,
+)
+from ujobs.errors import ClaimQueuesEmptyError, InvariantError
 
 
 async def test_a_delayed_row_waits_for_its_run_at(driver: JobDriver, clock: FrozenClock) -> None:

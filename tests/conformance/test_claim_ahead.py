@@ -8,15 +8,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from shared.clock import FrozenClock
-from shared.drivers.base import (
+from tests.support.conformance import VISIBILITY_MS, ExhaustedLog, claim, req
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import (
     AHEAD_RETURNS_MAX,
     ClaimedJob,
     ClaimRef,
     JobDriver,
     NackOptions,
 )
-from tests.support.conformance import VISIBILITY_MS, ExhaustedLog, claim, req
 
 
 async def _enqueue(driver: JobDriver, n: int, **kw: Any) -> list[str]:

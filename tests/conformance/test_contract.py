@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shared.clock import FrozenClock
-from shared.drivers.base import (
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import (
     BackfillLedger,
     ClaimOptions,
     EnqueueRequest,

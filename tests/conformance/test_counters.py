@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from shared.clock import FrozenClock
-from shared.drivers.base import (
+from tests.support.conformance import claim, claim_one, req
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import (
     COUNTER_TIERS,
     CounterTotals,
     JobDriver,
     JobIntrospection,
     NackOptions,
 )
-from tests.support.conformance import claim, claim_one, req
 
 MINUTE, FIVE_MINUTES, HOUR = (tier[0] for tier in COUNTER_TIERS)
 DAY = 86_400_000

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import EnqueueRequest, JobDriver, JobIntrospection, JobState, NackOptions
-from shared.errors import InvariantError
-from shared.ids import new_id
 from tests.support.conformance import claim, claim_one, make_in_state, queue_stats, req
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import EnqueueRequest, JobDriver, JobIntrospection, JobState, NackOptions
+from ujobs.errors import InvariantError
+from ujobs.ids import new_id
 
 
 async def test_enqueue_mints_uuid_ids(driver: JobDriver) -> None:

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.clock import FrozenClock
-from shared.drivers.base import JobDriver
-from shared.events.bus import MemoryEventBus, memory_event_bus
-from shared.execution.attempt import execute_job
-from shared.execution.outcome import JobExecution
-from shared.jobs.job import JobHandle, job
-from shared.jobs.schema import t
 from tests.support.conformance import claim_one
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import JobDriver
+from ujobs.events.bus import MemoryEventBus, memory_event_bus
+from ujobs.execution.attempt import execute_job
+from ujobs.execution.outcome import JobExecution
+from ujobs.jobs.job import JobHandle, job
+from ujobs.jobs.schema import t
 
 POLL_MS = 1_000
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shared.clock import FrozenClock
-from shared.drivers.base import LeaseStore
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import LeaseStore
 
 
 async def test_acquire_up_to_the_limit(leases: LeaseStore) -> None:

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimedJob, JobDriver, JobIntrospection, JobState, NackOptions
-from shared.errors import (
+from tests.support.conformance import claim, claim_one, make_in_state, queue_stats, req
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimedJob, JobDriver, JobIntrospection, JobState, NackOptions
+from ujobs.errors import (
     JobDuplicateError,
     JobNotFoundError,
     JobNotPromotableError,
     JobNotRemovableError,
     JobNotRequeueableError,
 )
-from shared.ids import new_id
-from tests.support.conformance import claim, claim_one, make_in_state, queue_stats, req
+from ujobs.ids import new_id
 
 
 async def _live(driver: JobDriver, clock: FrozenClock, state: JobState) -> str:

@@ -7,8 +7,9 @@ import base64
 import orjson
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import (
+from tests.support.conformance import claim_one, make_in_state, req
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import (
     DEFAULT_JOB_PAGE,
     MAX_JOB_PAGE,
     JobDriver,
@@ -17,8 +18,7 @@ from shared.drivers.base import (
     JobRow,
     job_cursor,
 )
-from shared.errors import JobPageInvalidError
-from tests.support.conformance import claim_one, make_in_state, req
+from ujobs.errors import JobPageInvalidError
 
 
 async def _rows(driver: JobDriver, clock: FrozenClock, n: int) -> list[str]:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import (
+from tests.support.conformance import claim_one, req
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import (
     MAX_TASK_FIRES,
     PROGRESS_INTERVAL_MS,
     ClaimRef,
@@ -14,7 +15,6 @@ from shared.drivers.base import (
     NackOptions,
     TaskFire,
 )
-from tests.support.conformance import claim_one, req
 
 
 async def _progress(introspect: JobIntrospection, job_id: str) -> object:

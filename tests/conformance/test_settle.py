@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimRef, JobDriver, JobIntrospection, NackOptions, claim_of
-from shared.ids import new_id
 from tests.support.conformance import claim, claim_one, queue_stats, req
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimRef, JobDriver, JobIntrospection, NackOptions, claim_of
+from ujobs.ids import new_id
 
 
 async def test_ack_settles_done_once(driver: JobDriver) -> None:

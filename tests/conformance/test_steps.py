@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from shared.clock import FrozenClock
-from shared.drivers.base import JobDriver, NackOptions
-from shared.ids import new_id
 from tests.support.conformance import claim_one, req
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import JobDriver, NackOptions
+from ujobs.ids import new_id
 
 
 async def test_steps_load_in_start_order_with_their_outputs(

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimedJob, JobDriver, JobIntrospection, NackOptions
-from shared.errors import StepNotFoundError
-from shared.execution.steps import Step
-from shared.introspect import job_document, retry_job
-from shared.signal import Signal
 from tests.support.conformance import claim_one, req
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimedJob, JobDriver, JobIntrospection, NackOptions
+from ujobs.errors import StepNotFoundError
+from ujobs.execution.steps import Step
+from ujobs.introspect import job_document, retry_job
+from ujobs.signal import Signal
 
 RUN = "order-42"  # a readable id, as the README invites: the one two tenants will both pick
 TENANT_A = "org-a"

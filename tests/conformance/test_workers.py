@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from shared.clock import FrozenClock
-from shared.drivers.base import (
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import (
     MAX_WORKER_IN_FLIGHT,
     JobIntrospection,
     WorkerInfo,
     WorkerRegistry,
 )
-from shared.ids import new_id
+from ujobs.ids import new_id
 
 
 def _info(worker_id: str, started_at_ms: int) -> WorkerInfo:

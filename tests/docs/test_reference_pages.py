@@ -11,8 +11,8 @@ import pytest
 import yaml  # type: ignore[import-untyped]  # no stubs installed (types-PyYAML)
 
 from docs.gen_reference import COMMAND, ROOT, pages
-from shared import errors
 from tests.support.docs import DOCS, page
+from ujobs import errors
 
 GENERATED = pages()
 

@@ -18,12 +18,12 @@ from typing import Any
 import asyncpg
 import orjson
 
-from shared.backfill import KeysetSource, backfill, keyset
-from shared.drivers.postgres.driver import postgres_driver
-from shared.jobs.enqueue_target import set_job_driver
-from shared.jobs.registry import Registry
-from shared.lifecycle import configure_lifecycle, handle_signals, wait_drained
-from shared.worker import job_worker
+from ujobs.backfill import KeysetSource, backfill, keyset
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.jobs.enqueue_target import set_job_driver
+from ujobs.jobs.registry import Registry
+from ujobs.lifecycle import configure_lifecycle, handle_signals, wait_drained
+from ujobs.worker import job_worker
 
 BATCH = 10
 _PAGE = "select id from bf_posts where id > coalesce($1::int, 0) order by id limit $2"

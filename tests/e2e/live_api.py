@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import asyncpg
 import orjson
 
-from services.tokens import TokenStore
 from tests.e2e.service_process import ROOT, service_env
+from ujobs.services.tokens import TokenStore
 
 START_TIMEOUT_S = 60.0
 
@@ -53,7 +53,7 @@ def live_api(
 ) -> Iterator[LiveApi]:
     """Start ``ujobs api --port 0`` and yield where it listens; SIGTERM and wait afterwards."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "api", "--port", "0"],
+        [sys.executable, "-m", "ujobs.services.cli", "api", "--port", "0"],
         cwd=ROOT,
         env=service_env(DATABASE_URL=dsn, UJOBS_APP=app, **env),
         stdout=subprocess.DEVNULL,

@@ -40,7 +40,7 @@ class ServiceProcess:
     @classmethod
     async def start(cls, *args: str, env: dict[str, str], cwd: Path = ROOT) -> ServiceProcess:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "services.cli", *args,
+            sys.executable, "-m", "ujobs.services.cli", *args,
             cwd=cwd, env=env,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip

@@ -7,8 +7,8 @@ import asyncio
 import sys
 from typing import Any
 
-from shared import Retry, Run, define_api, job, t, task
-from shared.jobs.task import TaskEntry
+from ujobs import Retry, Run, define_api, job, t, task
+from ujobs.jobs.task import TaskEntry
 
 
 @job(

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from openapi_spec_validator import validate
 
-from services.api_openapi import openapi_document
-from services.app_loader import load_api
 from tests.e2e.live_api import live_api
 from tests.e2e.service_process import ROOT
-from webhooks.store_pg import new_secret_key
+from ujobs.services.api_openapi import openapi_document
+from ujobs.services.app_loader import load_api
+from ujobs.webhooks.store_pg import new_secret_key
 
 SEED = "23"
 MAX_EXAMPLES = "8"

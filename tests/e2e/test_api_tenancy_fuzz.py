@@ -34,7 +34,7 @@ import pytest
 from tests.chaos.tenants import Planted, plant
 from tests.e2e.live_api import live_api
 from tests.e2e.service_process import ROOT
-from webhooks.store_pg import new_secret_key
+from ujobs.webhooks.store_pg import new_secret_key
 
 APP = "tests.chaos.fuzz_app:api"
 SEED = "37"

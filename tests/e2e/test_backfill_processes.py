@@ -15,8 +15,8 @@ import asyncpg
 import orjson
 import pytest
 
-from shared.drivers.base import EnqueueRequest
-from shared.drivers.postgres.driver import postgres_driver
+from ujobs.drivers.base import EnqueueRequest
+from ujobs.drivers.postgres.driver import postgres_driver
 
 pytestmark = pytest.mark.slow
 

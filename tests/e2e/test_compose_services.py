@@ -23,9 +23,9 @@ import asyncpg
 import pytest
 import yaml  # type: ignore[import-untyped]  # no stubs installed (types-PyYAML)
 
-from shared.drivers.base import EnqueueRequest
-from shared.outbox import postgres_outbox_store
 from tests.e2e.service_process import ROOT, ServiceProcess, service_env
+from ujobs.drivers.base import EnqueueRequest
+from ujobs.outbox import postgres_outbox_store
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +43,7 @@ LOCAL_ONLY = {
 USER_APP = """
 import sys
 
-from shared import Run, define_api, job, t, task
+from ujobs import Run, define_api, job, t, task
 
 
 @job(input=t.object(n=t.number.int()), idempotency_key=lambda i: f"greet:{i.n}", tenant="none")

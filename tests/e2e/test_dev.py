@@ -40,7 +40,7 @@ async def test_ujobs_dev_example_on_a_bare_machine(tmp_path: Path) -> None:
         "UJOBS_API_PORT": "0",  # a free port: 8080 may be taken on this machine
     }
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.cli", "dev", "--example",
+        sys.executable, "-m", "ujobs.services.cli", "dev", "--example",
         cwd=work, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip

@@ -20,11 +20,11 @@ import orjson
 import pytest
 from nats.aio.client import Client
 
-from services.nats.names import NatsNames
-from services.tokens import TokenStore
-from shared.drivers.postgres.driver import postgres_driver
 from tests.e2e.service_process import ServiceProcess, service_env
 from tests.services.nats_support import drop_streams, unique_prefix
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.services.nats.names import NatsNames
+from ujobs.services.tokens import TokenStore
 
 pytestmark = pytest.mark.slow
 

@@ -11,10 +11,10 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.drivers.base import EnqueueRequest
-from shared.drivers.operator_surface import JobRow
-from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
 from tests.e2e.service_process import ServiceProcess, service_env
+from ujobs.drivers.base import EnqueueRequest
+from ujobs.drivers.operator_surface import JobRow
+from ujobs.drivers.postgres.driver import PostgresDriver, postgres_driver
 
 pytestmark = pytest.mark.slow
 

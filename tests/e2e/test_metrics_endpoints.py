@@ -12,10 +12,10 @@ import aiohttp
 import asyncpg
 import pytest
 
-from shared.drivers.base import EnqueueRequest
-from shared.drivers.postgres.driver import postgres_driver
-from shared.outbox import postgres_outbox_store
 from tests.e2e.service_process import ServiceProcess, service_env
+from ujobs.drivers.base import EnqueueRequest
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.outbox import postgres_outbox_store
 
 pytestmark = pytest.mark.slow
 

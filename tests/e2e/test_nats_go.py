@@ -14,10 +14,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from services.nats.names import NatsNames
 from tests.e2e.live_api import live_api
 from tests.e2e.test_nats_node import _cleanup, _drained, _wait_rows
 from tests.services.nats_support import unique_prefix
+from ujobs.services.nats.names import NatsNames
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +32,7 @@ def test_a_go_producer_enqueues_through_jetstream(
     names = NatsNames(unique_prefix())
     env = {"NATS_URL": nats_url, "UJOBS_NATS_PREFIX": names.prefix}
     try:
-        with live_api(pg_dsn, app="services.example_app:api", **env) as api:
+        with live_api(pg_dsn, app="ujobs.services.example_app:api", **env) as api:
             done = subprocess.run(
                 ["go", "run", str(PRODUCER)],
                 cwd=tmp_path,

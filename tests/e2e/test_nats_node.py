@@ -18,10 +18,10 @@ import nats
 import orjson
 import pytest
 
-from services.nats.names import NatsNames
 from tests.e2e.live_api import live_api
 from tests.services.nats_support import drop_streams, unique_prefix
 from tests.support.docs import first_block, page
+from ujobs.services.nats.names import NatsNames
 
 pytestmark = pytest.mark.slow
 
@@ -107,7 +107,7 @@ def test_node_producers_enqueue_over_nats(pg_dsn: str, nats_url: str, tmp_path: 
     names = NatsNames(unique_prefix())
     env = {"NATS_URL": nats_url, "UJOBS_NATS_PREFIX": names.prefix}
     try:
-        with live_api(pg_dsn, app="services.example_app:api", tenant="acme", **env) as api:
+        with live_api(pg_dsn, app="ujobs.services.example_app:api", tenant="acme", **env) as api:
             lines = _run_node(
                 guide_snippet(), tmp_path / "guide", {**env, "UJOBS_TOKEN": api.tenant_token}
             )

@@ -14,15 +14,15 @@ import nats
 import orjson
 import pytest
 
-from services.nats.names import NatsNames
-from services.nats.service import connect
-from services.nats.settlements import SettlementsRelay
-from services.nats.streams import ensure_streams
-from shared.drivers.base import NackOptions
-from shared.drivers.postgres.driver import postgres_driver
 from tests.services.nats_support import unique_prefix
 from tests.support.conformance import claim, req
 from tests.support.restartable import PrivateNats
+from ujobs.drivers.base import NackOptions
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.services.nats.names import NatsNames
+from ujobs.services.nats.service import connect
+from ujobs.services.nats.settlements import SettlementsRelay
+from ujobs.services.nats.streams import ensure_streams
 
 pytestmark = pytest.mark.slow
 

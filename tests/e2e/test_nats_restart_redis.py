@@ -14,16 +14,16 @@ import nats
 import orjson
 import pytest
 
-from services.nats.names import NatsNames
-from services.nats.service import connect
-from services.nats.settlements_redis import RedisSettlementsRelay
-from services.nats.streams import ensure_streams
-from shared.drivers.base import NackOptions
-from shared.drivers.redis.settlements import RedisSettlementsOutbox
 from tests.services.nats_support import unique_prefix
 from tests.support.conformance import claim, req
 from tests.support.redis_keys import redis_test_driver
 from tests.support.restartable import PrivateNats
+from ujobs.drivers.base import NackOptions
+from ujobs.drivers.redis.settlements import RedisSettlementsOutbox
+from ujobs.services.nats.names import NatsNames
+from ujobs.services.nats.service import connect
+from ujobs.services.nats.settlements_redis import RedisSettlementsRelay
+from ujobs.services.nats.streams import ensure_streams
 
 pytestmark = pytest.mark.slow
 

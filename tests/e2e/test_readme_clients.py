@@ -39,7 +39,7 @@ def test_the_section_has_a_snippet_per_language() -> None:
 def test_every_snippet_enqueues_through_a_live_api(pg_dsn: str, tmp_path: Path) -> None:
     found = snippets()
     languages = [lang for lang in RUNNERS if lang != "go" or shutil.which("go")]
-    with live_api(pg_dsn, app="services.example_app:api", tenant="acme") as api:
+    with live_api(pg_dsn, app="ujobs.services.example_app:api", tenant="acme") as api:
         env = {
             **os.environ,
             "UJOBS_URL": api.url,

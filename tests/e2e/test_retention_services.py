@@ -15,8 +15,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.clock import SYSTEM_CLOCK, FrozenClock
 from tests.e2e.service_process import ServiceProcess, service_env
+from ujobs.clock import SYSTEM_CLOCK, FrozenClock
 
 pytestmark = pytest.mark.slow
 

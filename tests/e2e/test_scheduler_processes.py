@@ -51,7 +51,7 @@ class Scheduler:
         self.log = log
         self._stderr: IO[bytes] = log.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "services.cli", "scheduler"],
+            [sys.executable, "-m", "ujobs.services.cli", "scheduler"],
             cwd=ROOT,
             env=env,
             stdout=subprocess.DEVNULL,

@@ -16,15 +16,15 @@ import pytest
 from prometheus_client import CollectorRegistry
 from redis.asyncio import Redis
 
-from shared.drivers.postgres.driver import postgres_driver
-from shared.drivers.redis.driver import redis_driver
-from shared.lifecycle import Lifecycle
-from shared.metrics import JobMetrics
-from shared.wake.listener import redis_wake
-from shared.worker import job_worker
 from tests.e2e import services_app
 from tests.e2e.service_process import ServiceProcess, service_env
 from tests.support.redis_keys import drop_prefix
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.drivers.redis.driver import redis_driver
+from ujobs.lifecycle import Lifecycle
+from ujobs.metrics import JobMetrics
+from ujobs.wake.listener import redis_wake
+from ujobs.worker import job_worker
 
 pytestmark = pytest.mark.slow
 

@@ -12,13 +12,13 @@ import aiohttp
 import asyncpg
 import pytest
 
-from shared.context import transaction
-from shared.drivers.base import JobFilter
-from shared.drivers.postgres.driver import postgres_driver
-from shared.jobs.enqueue_target import set_jobs_facade
-from shared.outbox import outbox_jobs_facade, postgres_outbox_store
 from tests.e2e import services_app
 from tests.e2e.service_process import ServiceProcess, service_env
+from ujobs.context import transaction
+from ujobs.drivers.base import JobFilter
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.jobs.enqueue_target import set_jobs_facade
+from ujobs.outbox import outbox_jobs_facade, postgres_outbox_store
 
 pytestmark = pytest.mark.slow
 

@@ -13,10 +13,6 @@ from typing import Any
 
 import pytest
 
-from shared.clock import SYSTEM_CLOCK
-from shared.drivers.base import AHEAD_RETURNS_MAX, LEASE_LAPSED_FINAL_ATTEMPT
-from shared.drivers.postgres import postgres_driver
-from shared.drivers.redis import RedisDriver
 from tests.e2e.test_worker_processes import (
     ROOT,
     VISIBILITY_MS,
@@ -26,6 +22,10 @@ from tests.e2e.test_worker_processes import (
 )
 from tests.e2e.worker_app import pill, quick, sticky, two_steps
 from tests.support.redis_keys import redis_test_driver
+from ujobs.clock import SYSTEM_CLOCK
+from ujobs.drivers.base import AHEAD_RETURNS_MAX, LEASE_LAPSED_FINAL_ATTEMPT
+from ujobs.drivers.postgres import postgres_driver
+from ujobs.drivers.redis import RedisDriver
 
 pytestmark = pytest.mark.slow
 

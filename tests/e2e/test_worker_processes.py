@@ -15,9 +15,9 @@ import asyncpg
 import orjson
 import pytest
 
-from shared.drivers.base import LEASE_LAPSED_FINAL_ATTEMPT
-from shared.drivers.postgres.driver import postgres_driver
 from tests.e2e.worker_app import cooperative, doomed, sticky, stubborn
+from ujobs.drivers.base import LEASE_LAPSED_FINAL_ATTEMPT
+from ujobs.drivers.postgres.driver import postgres_driver
 
 pytestmark = pytest.mark.slow
 

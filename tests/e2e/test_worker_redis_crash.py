@@ -13,11 +13,11 @@ from typing import Any
 import orjson
 import pytest
 
-from shared.clock import SYSTEM_CLOCK
-from shared.drivers.redis.driver import RedisDriver
 from tests.e2e.test_worker_processes import WAIT_S, WorkerProcess
 from tests.e2e.worker_app import QUEUE, doomed, quick, sticky
 from tests.support.redis_keys import redis_test_driver
+from ujobs.clock import SYSTEM_CLOCK
+from ujobs.drivers.redis.driver import RedisDriver
 
 pytestmark = pytest.mark.slow
 

@@ -10,11 +10,11 @@ import signal
 import pytest
 from redis.asyncio import Redis
 
-from shared.clock import SYSTEM_CLOCK
-from shared.drivers.redis import RedisDriver
 from tests.e2e.test_worker_processes import VISIBILITY_MS, WAIT_S, WorkerProcess
 from tests.e2e.worker_app import quick, sticky
 from tests.support.restartable import PrivateRedis
+from ujobs.clock import SYSTEM_CLOCK
+from ujobs.drivers.redis import RedisDriver
 
 pytestmark = pytest.mark.slow
 

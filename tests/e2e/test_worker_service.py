@@ -11,10 +11,10 @@ import asyncpg
 import pytest
 from redis.asyncio import Redis
 
-from shared.drivers.base import EnqueueRequest
-from shared.drivers.postgres.driver import postgres_driver
-from shared.drivers.redis.driver import redis_driver
 from tests.e2e.service_process import ServiceProcess, service_env
+from ujobs.drivers.base import EnqueueRequest
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.drivers.redis.driver import redis_driver
 
 pytestmark = pytest.mark.slow
 

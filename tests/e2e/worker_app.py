@@ -14,9 +14,9 @@ from typing import Any
 
 import orjson
 
-from shared import job, t
-from shared.execution.run import Run
-from shared.jobs.registry import Registry
+from ujobs import job, t
+from ujobs.execution.run import Run
+from ujobs.jobs.registry import Registry
 
 QUEUE = "e2e"
 

@@ -17,11 +17,11 @@ from typing import Any
 import asyncpg
 import orjson
 
-from shared.drivers.base import JobDriver
-from shared.drivers.postgres.driver import postgres_driver
-from shared.lifecycle import configure_lifecycle, handle_signals, wait_drained
-from shared.worker import job_worker
 from tests.e2e.worker_app import QUEUE, app_registry
+from ujobs.drivers.base import JobDriver
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.lifecycle import configure_lifecycle, handle_signals, wait_drained
+from ujobs.worker import job_worker
 
 
 def _say(event: str, **fields: object) -> None:
@@ -46,7 +46,7 @@ async def main() -> None:
     if args.dsn.startswith("redis://"):
         from redis.asyncio import Redis
 
-        from shared.drivers.redis.driver import RedisDriver
+        from ujobs.drivers.redis.driver import RedisDriver
 
         driver = RedisDriver(Redis.from_url(args.dsn), prefix=args.redis_prefix, owns_client=True)
     else:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pytest
 from moto.server import ThreadedMotoServer
 
-from exports.sinks import ObjectStoreSink, reset_default_sink, s3_sink
+from ujobs.exports.sinks import ObjectStoreSink, reset_default_sink, s3_sink
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from exports.sources import IteratorSource, iterate
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimOptions, JobDriver
-from shared.drivers.memory import MemoryDriver, memory_driver
-from shared.execution.attempt import execute_job
-from shared.execution.outcome import JobExecution
-from shared.jobs.job import JobHandle
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimOptions, JobDriver
+from ujobs.drivers.memory import MemoryDriver, memory_driver
+from ujobs.execution.attempt import execute_job
+from ujobs.execution.outcome import JobExecution
+from ujobs.exports.sources import IteratorSource, iterate
+from ujobs.jobs.job import JobHandle
 
 T0 = 1_700_000_000_000
 

@@ -15,14 +15,14 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
-from services.api import create_app
-from services.config import ApiConfig
-from services.tokens import TokenStore
-from shared.drivers.postgres import PostgresDriver, postgres_driver
-from shared.errors import ConfigInvalidError
-from shared.metrics import JobMetrics
 from tests.exports.export_app.jobs import expected_csv, orders_export
 from tests.exports.kit import attempt, enqueue
+from ujobs.drivers.postgres import PostgresDriver, postgres_driver
+from ujobs.errors import ConfigInvalidError
+from ujobs.metrics import JobMetrics
+from ujobs.services.api import create_app
+from ujobs.services.config import ApiConfig
+from ujobs.services.tokens import TokenStore
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]

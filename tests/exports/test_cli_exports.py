@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from exports.sinks import filesystem_sink, set_default_sink
-from shared.drivers.postgres import PostgresDriver
 from tests.exports.export_app.jobs import expected_csv, orders_export
 from tests.exports.kit import attempt, enqueue
 from tests.support.cli import json_of, ujobs, ujobs_process, with_driver
+from ujobs.drivers.postgres import PostgresDriver
+from ujobs.exports.sinks import filesystem_sink, set_default_sink
 
 APP = "tests.exports.export_app:api"
 

@@ -20,13 +20,13 @@ import asyncpg
 import orjson
 import pytest
 
-from exports.encoders import CsvEncoder
-from exports.family import export_rows
-from exports.keyset import keyset
-from exports.sinks import ObjectStoreSink, filesystem_sink
-from exports.writer import copies_csv
-from shared.jobs.schema import t
 from tests.exports.kit import attempt, enqueue, files, frozen_driver
+from ujobs.exports.encoders import CsvEncoder
+from ujobs.exports.family import export_rows
+from ujobs.exports.keyset import keyset
+from ujobs.exports.sinks import ObjectStoreSink, filesystem_sink
+from ujobs.exports.writer import copies_csv
+from ujobs.jobs.schema import t
 
 COLUMNS = [
     "id",

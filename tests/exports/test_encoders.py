@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exports.encoders import (
+from ujobs.errors import ExportRowInvalidError, InvariantError
+from ujobs.exports.encoders import (
     BOM,
     CsvEncoder,
     JsonlEncoder,
@@ -24,7 +25,6 @@ from exports.encoders import (
     float_text,
     neutralise,
 )
-from shared.errors import ExportRowInvalidError, InvariantError
 
 PLAIN_NEGATIVE = re.compile(r"-(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 

@@ -10,19 +10,19 @@ from typing import Any
 import orjson
 import pytest
 
-from exports.family import export_of, export_rows
-from exports.manifest import Manifest, part_key
-from exports.rate import RowRate
-from exports.sinks import filesystem_sink
-from exports.sources import iterate
-from shared.context import cross_tenant_reason, require_tenant
-from shared.errors import (
+from tests.exports.kit import attempt, enqueue, files, frozen_driver, numbered
+from ujobs.context import cross_tenant_reason, require_tenant
+from ujobs.errors import (
     JobDeclarationInvalidError,
     JobMaxAttemptsError,
     TenancyActorOrgRequiredError,
 )
-from shared.jobs.schema import t
-from tests.exports.kit import attempt, enqueue, files, frozen_driver, numbered
+from ujobs.exports.family import export_of, export_rows
+from ujobs.exports.manifest import Manifest, part_key
+from ujobs.exports.rate import RowRate
+from ujobs.exports.sinks import filesystem_sink
+from ujobs.exports.sources import iterate
+from ujobs.jobs.schema import t
 
 INPUT = t.object(org_id=t.string, export_id=t.string)
 ORG = {"org_id": "org-1", "export_id": "e1"}
@@ -320,7 +320,7 @@ async def test_a_declared_rate_paces_the_read_after_every_page(
             paced.append((self.rows_per_s, rows))
             return 0.0
 
-    monkeypatch.setattr("exports.family.RowRate", Recorded)
+    monkeypatch.setattr("ujobs.exports.family.RowRate", Recorded)
     driver = frozen_driver()
     handle = declare(tmp_path, numbered(25), rate=200)
     await enqueue(driver, handle, ORG)

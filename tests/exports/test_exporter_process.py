@@ -11,12 +11,12 @@ from typing import Any
 import asyncpg
 import pytest
 
-from exports.manifest import Manifest
-from shared.drivers.base import EnqueueRequest
-from shared.drivers.postgres import PostgresDriver, postgres_driver
 from tests.e2e.service_process import ServiceProcess, service_env
 from tests.exports.export_app.jobs import expected_csv, orders_export
 from tests.exports.kit import files
+from ujobs.drivers.base import EnqueueRequest
+from ujobs.drivers.postgres import PostgresDriver, postgres_driver
+from ujobs.exports.manifest import Manifest
 
 pytestmark = pytest.mark.slow
 

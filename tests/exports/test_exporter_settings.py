@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from exports.sinks import ObjectStoreSink, default_sink
-from services.exporter import ExportSettings, exporter_config
-from shared.errors import ConfigInvalidError
-from webhooks.secrets import SecretBox
+from ujobs.errors import ConfigInvalidError
+from ujobs.exports.sinks import ObjectStoreSink, default_sink
+from ujobs.services.exporter import ExportSettings, exporter_config
+from ujobs.webhooks.secrets import SecretBox
 
 
 def test_the_exporter_serves_the_exports_queue_and_installs_the_store(tmp_path: Path) -> None:

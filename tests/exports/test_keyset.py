@@ -15,12 +15,12 @@ import asyncpg
 import orjson
 import pytest
 
-from exports.family import export_rows
-from exports.keyset import COPY_AHEAD, KeysetSource, decode_cursor, encode_cursor, keyset
-from exports.sinks import filesystem_sink
-from shared.errors import InvariantError
-from shared.jobs.schema import t
 from tests.exports.kit import attempt, enqueue, files, frozen_driver
+from ujobs.errors import InvariantError
+from ujobs.exports.family import export_rows
+from ujobs.exports.keyset import COPY_AHEAD, KeysetSource, decode_cursor, encode_cursor, keyset
+from ujobs.exports.sinks import filesystem_sink
+from ujobs.jobs.schema import t
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 

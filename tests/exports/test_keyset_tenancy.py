@@ -15,13 +15,13 @@ from typing import Any
 import asyncpg
 import pytest
 
-from exports.family import export_rows
-from exports.keyset import keyset
-from exports.sinks import filesystem_sink
-from shared.context import Actor, acting_as, cross_tenant
-from shared.errors import ExportTenancyUndeclaredError, TenancyActorOrgRequiredError
-from shared.jobs.schema import t
 from tests.exports.kit import attempt, enqueue, files, frozen_driver
+from ujobs.context import Actor, acting_as, cross_tenant
+from ujobs.errors import ExportTenancyUndeclaredError, TenancyActorOrgRequiredError
+from ujobs.exports.family import export_rows
+from ujobs.exports.keyset import keyset
+from ujobs.exports.sinks import filesystem_sink
+from ujobs.jobs.schema import t
 
 HOSTILE = "org-1' OR '1'='1"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from exports.rate import RowRate, valid_rate
-from shared.clock import FrozenClock
+from ujobs.clock import FrozenClock
+from ujobs.exports.rate import RowRate, valid_rate
 
 
 async def test_the_pace_waits_out_rows_read_faster_than_the_rate() -> None:

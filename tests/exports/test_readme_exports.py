@@ -5,10 +5,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from exports.family import export_of
-from exports.keyset import KeysetSource
-from shared.execution.scope import job_scope
 from tests.support.docs import first_block, page, section
+from ujobs.execution.scope import job_scope
+from ujobs.exports.family import export_of
+from ujobs.exports.keyset import KeysetSource
 
 GUIDE = page("guides/exports.md")
 

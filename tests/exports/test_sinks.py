@@ -12,8 +12,11 @@ import aiohttp
 import obstore
 import pytest
 
-from exports.family import export_rows
-from exports.sinks import (
+from tests.exports.conftest import LocalS3
+from tests.exports.kit import attempt, enqueue, frozen_driver, numbered
+from ujobs.errors import ConfigInvalidError, ExportPartTooLargeError
+from ujobs.exports.family import export_rows
+from ujobs.exports.sinks import (
     MULTIPART_MIN_BYTES,
     ExportNotFoundError,
     ObjectStoreSink,
@@ -22,10 +25,7 @@ from exports.sinks import (
     set_default_sink,
     sink_from_url,
 )
-from shared.errors import ConfigInvalidError, ExportPartTooLargeError
-from shared.jobs.schema import t
-from tests.exports.conftest import LocalS3
-from tests.exports.kit import attempt, enqueue, frozen_driver, numbered
+from ujobs.jobs.schema import t
 
 MIB = 1024 * 1024
 

@@ -25,10 +25,10 @@ import asyncpg
 import orjson
 import pytest
 
-from services.dashboard.session import COOKIE, csrf_token
-from services.tokens import TokenStore
-from shared.ids import new_id
 from tests.e2e.service_process import ServiceProcess, service_env
+from ujobs.ids import new_id
+from ujobs.services.dashboard.session import COOKIE, csrf_token
+from ujobs.services.tokens import TokenStore
 
 pytestmark = pytest.mark.slow
 

@@ -8,8 +8,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
+from ujobs.clock import FrozenClock
+from ujobs.drivers.postgres.driver import PostgresDriver, postgres_driver
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ import sys
 
 import asyncpg
 
-from shared.drivers.base import Enqueued, JobDriver
-from shared.drivers.postgres.driver import postgres_driver
-from shared.outbox import OutboxRecord, RelayOptions, outbox_relay, postgres_outbox_store
+from ujobs.drivers.base import Enqueued, JobDriver
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.outbox import OutboxRecord, RelayOptions, outbox_relay, postgres_outbox_store
 
 
 async def main(dsn: str, stall_at: int, redis_target: list[str]) -> None:
@@ -27,7 +27,7 @@ async def main(dsn: str, stall_at: int, redis_target: list[str]) -> None:
     if redis_target:
         from redis.asyncio import Redis
 
-        from shared.drivers.redis.driver import redis_driver
+        from ujobs.drivers.redis.driver import redis_driver
 
         url, prefix = redis_target
         driver = redis_driver(Redis.from_url(url), prefix=prefix)

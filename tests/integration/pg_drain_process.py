@@ -12,9 +12,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from shared.drivers.base import ClaimOptions
-from shared.drivers.postgres.driver import postgres_driver
-from shared.drivers.postgres.pool import postgres_pool
+from ujobs.drivers.base import ClaimOptions
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.drivers.postgres.pool import postgres_pool
 
 RECORD = "insert into drain_runs (job_id, claim, worker_id) values ($1, $2, $3)"
 LEFT = "select count(*) from x_jobs where state <> 'done'"

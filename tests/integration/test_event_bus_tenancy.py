@@ -9,9 +9,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.events.bus import EventBus, memory_event_bus, publish_event, set_event_bus
-from shared.events.bus_postgres import PostgresEventBus
-from shared.execution.scope import job_scope
+from ujobs.events.bus import EventBus, memory_event_bus, publish_event, set_event_bus
+from ujobs.events.bus_postgres import PostgresEventBus
+from ujobs.execution.scope import job_scope
 
 
 @pytest.fixture(params=["memory", "postgres"])

@@ -9,12 +9,12 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared import Actor, Run, job, t
-from shared.drivers.base import ClaimOptions
-from shared.drivers.memory.driver import memory_driver
-from shared.drivers.postgres.driver import postgres_driver
-from shared.errors import InvariantError, JobDuplicateError
-from shared.jobs.enqueue_target import set_job_driver
+from ujobs import Actor, Run, job, t
+from ujobs.drivers.base import ClaimOptions
+from ujobs.drivers.memory.driver import memory_driver
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.errors import InvariantError, JobDuplicateError
+from ujobs.jobs.enqueue_target import set_job_driver
 
 
 @pytest.fixture(params=["postgres", "memory"])

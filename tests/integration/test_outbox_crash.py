@@ -13,11 +13,6 @@ from typing import Any
 
 import pytest
 
-from shared.clock import SYSTEM_CLOCK, FrozenClock
-from shared.context import transaction
-from shared.drivers.base import ClaimOptions
-from shared.execution.attempt import execute_job
-from shared.jobs.job import JobHandle
 from tests.support.outbox import (
     Pool,
     Wired,
@@ -27,6 +22,11 @@ from tests.support.outbox import (
     relay_for,
     wire,
 )
+from ujobs.clock import SYSTEM_CLOCK, FrozenClock
+from ujobs.context import transaction
+from ujobs.drivers.base import ClaimOptions
+from ujobs.execution.attempt import execute_job
+from ujobs.jobs.job import JobHandle
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE = 30_000
@@ -123,7 +123,7 @@ async def test_ujobs_relay_publishes_and_drains_on_sigterm(pg_dsn: str, pg_pool:
     billing = billing_jobs()
     wire(pg_pool)
     env = {"DATABASE_URL": pg_dsn, "UJOBS_METRICS_PORT": "0"}
-    service = await _spawn("-m", "services.cli", "relay", env=env)
+    service = await _spawn("-m", "ujobs.services.cli", "relay", env=env)
     try:
         await _line_starting(service, "ujobs relay: publishing")
         async with pg_pool.acquire() as conn, transaction(conn):

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from shared.context import transaction
-from shared.errors import DriverUnavailableError, OutboxNoTxError
-from shared.jobs.enqueue_target import job_driver, jobs_facade
-from shared.jobs.job import JobHandle
-from shared.outbox import install_outbox
-from shared.outbox.staging_facade import OutboxJobsFacade
-from shared.wake.announce import AnnouncingDriver
 from tests.support.outbox import Pool, billing_jobs
+from ujobs.context import transaction
+from ujobs.errors import DriverUnavailableError, OutboxNoTxError
+from ujobs.jobs.enqueue_target import job_driver, jobs_facade
+from ujobs.jobs.job import JobHandle
+from ujobs.outbox import install_outbox
+from ujobs.outbox.staging_facade import OutboxJobsFacade
+from ujobs.wake.announce import AnnouncingDriver
 
 
 async def _job_ids(pool: Pool) -> list[str]:

@@ -3,11 +3,11 @@ clock; an unpublished row is a job not yet handed over and is never deleted."""
 
 from __future__ import annotations
 
-from shared.clock import FrozenClock
-from shared.context import transaction
-from shared.jobs.enqueue_target import set_jobs_facade
-from shared.outbox import outbox_jobs_facade, outbox_purge_target, postgres_outbox_store
 from tests.support.outbox import Pool, Wired, billing_jobs, outbox_rows, relay_for, wire
+from ujobs.clock import FrozenClock
+from ujobs.context import transaction
+from ujobs.jobs.enqueue_target import set_jobs_facade
+from ujobs.outbox import outbox_jobs_facade, outbox_purge_target, postgres_outbox_store
 
 T0 = 1_700_000_000_000
 DAY = 86_400_000

@@ -15,21 +15,6 @@ from typing import Any
 
 import pytest
 
-from shared.clock import SYSTEM_CLOCK, FrozenClock
-from shared.context import bind_transaction, transaction
-from shared.drivers.base import ClaimedJob, ClaimOptions
-from shared.drivers.redis.driver import RedisDriver
-from shared.execution.attempt import execute_job
-from shared.jobs.enqueue_target import set_jobs_facade
-from shared.jobs.job import JobHandle
-from shared.lifecycle import Lifecycle
-from shared.outbox import (
-    OutboxRelay,
-    PostgresOutboxStore,
-    outbox_jobs_facade,
-    outbox_relay,
-    postgres_outbox_store,
-)
 from tests.support.outbox import (
     Billing,
     Pool,
@@ -39,6 +24,21 @@ from tests.support.outbox import (
     split_options,
 )
 from tests.support.redis_keys import prefix_keys, redis_test_driver
+from ujobs.clock import SYSTEM_CLOCK, FrozenClock
+from ujobs.context import bind_transaction, transaction
+from ujobs.drivers.base import ClaimedJob, ClaimOptions
+from ujobs.drivers.redis.driver import RedisDriver
+from ujobs.execution.attempt import execute_job
+from ujobs.jobs.enqueue_target import set_jobs_facade
+from ujobs.jobs.job import JobHandle
+from ujobs.lifecycle import Lifecycle
+from ujobs.outbox import (
+    OutboxRelay,
+    PostgresOutboxStore,
+    outbox_jobs_facade,
+    outbox_relay,
+    postgres_outbox_store,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE = 30_000

@@ -10,12 +10,6 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.clock import FrozenClock
-from shared.context import transaction
-from shared.drivers.base import Enqueued
-from shared.jobs.enqueue_target import jobs_facade
-from shared.lifecycle import Deadline, Lifecycle
-from shared.outbox import OutboxRecord, RelayPass, postgres_outbox_store
 from tests.support.outbox import (
     Billing,
     Pool,
@@ -26,6 +20,12 @@ from tests.support.outbox import (
     relay_for,
     wire,
 )
+from ujobs.clock import FrozenClock
+from ujobs.context import transaction
+from ujobs.drivers.base import Enqueued
+from ujobs.jobs.enqueue_target import jobs_facade
+from ujobs.lifecycle import Deadline, Lifecycle
+from ujobs.outbox import OutboxRecord, RelayPass, postgres_outbox_store
 
 T0 = 1_700_000_000_000
 LEASE = 30_000

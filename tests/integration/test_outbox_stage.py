@@ -10,11 +10,6 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.context import bind_transaction, transaction
-from shared.drivers.base import ClaimOptions
-from shared.errors import OutboxNoTxError
-from shared.execution.attempt import execute_job
-from shared.jobs.enqueue_target import jobs_facade
 from tests.support.outbox import (
     Pool,
     billing_jobs,
@@ -23,6 +18,11 @@ from tests.support.outbox import (
     relay_for,
     wire,
 )
+from ujobs.context import bind_transaction, transaction
+from ujobs.drivers.base import ClaimOptions
+from ujobs.errors import OutboxNoTxError
+from ujobs.execution.attempt import execute_job
+from ujobs.jobs.enqueue_target import jobs_facade
 
 
 class Boom(Exception):
@@ -226,12 +226,12 @@ async def test_a_committed_transaction_runs_on_the_real_worker_through_the_relay
     between (the relay hears the COMMIT, its publish wakes this process's worker)."""
     from prometheus_client import CollectorRegistry
 
-    from shared.jobs.registry import Registry
-    from shared.lifecycle import Lifecycle
-    from shared.metrics import JobMetrics
-    from shared.outbox import OUTBOX_WAKE_CHANNEL
-    from shared.wake.listener import postgres_wake
-    from shared.worker import job_worker
+    from ujobs.jobs.registry import Registry
+    from ujobs.lifecycle import Lifecycle
+    from ujobs.metrics import JobMetrics
+    from ujobs.outbox import OUTBOX_WAKE_CHANNEL
+    from ujobs.wake.listener import postgres_wake
+    from ujobs.worker import job_worker
 
     billing = billing_jobs()
     wired = wire(pg_pool)

@@ -8,13 +8,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from shared.context import transaction
-from shared.outbox import OUTBOX_WAKE_CHANNEL
-from shared.outbox.relay import IDLE_POLL_CEILING_MS, WOKEN_IDLE_POLL_CEILING_MS
-from shared.wake.announce import announcing
-from shared.wake.listener import POSTGRES_WAKE_CHANNEL, postgres_wake
-from shared.wake.local import on_enqueued
 from tests.support.outbox import Pool, Wired, billing_jobs, relay_for, wire
+from ujobs.context import transaction
+from ujobs.outbox import OUTBOX_WAKE_CHANNEL
+from ujobs.outbox.relay import IDLE_POLL_CEILING_MS, WOKEN_IDLE_POLL_CEILING_MS
+from ujobs.wake.announce import announcing
+from ujobs.wake.listener import POSTGRES_WAKE_CHANNEL, postgres_wake
+from ujobs.wake.local import on_enqueued
 
 HOUR_MS = 3_600_000
 

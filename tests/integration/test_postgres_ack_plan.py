@@ -13,10 +13,6 @@ import asyncpg
 import orjson
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimOptions, EnqueueRequest
-from shared.drivers.postgres.driver import PostgresDriver, counter_bucket
-from shared.drivers.postgres.sql import query
 from tests.support.plans import (
     explain_prepared,
     fresh_jobs_table,
@@ -24,6 +20,10 @@ from tests.support.plans import (
     looped_nodes,
     rows_read,
 )
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimOptions, EnqueueRequest
+from ujobs.drivers.postgres.driver import PostgresDriver, counter_bucket
+from ujobs.drivers.postgres.sql import query
 
 RUNNING = 2_000
 BATCH = 200

@@ -11,16 +11,16 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimOptions, EnqueueRequest
-from shared.drivers.postgres.driver import PostgresDriver, counter_bucket
-from shared.drivers.postgres.sql import query
 from tests.support.plans import (
     explain_prepared,
     fresh_jobs_table,
     job_scans,
     rows_read,
 )
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimOptions, EnqueueRequest
+from ujobs.drivers.postgres.driver import PostgresDriver, counter_bucket
+from ujobs.drivers.postgres.sql import query
 
 RUNNING = 2_000
 LAPSED = 3

@@ -11,12 +11,12 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.drivers.postgres.driver import postgres_driver
-from shared.drivers.postgres.held_connections import HeldConnections, ended
-from shared.drivers.postgres.pool import postgres_pool
-from shared.errors import DriverUnreachableError
 from tests.support.pg_relay import PgRelay
 from tests.support.servers import free_port
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.drivers.postgres.held_connections import HeldConnections, ended
+from ujobs.drivers.postgres.pool import postgres_pool
+from ujobs.errors import DriverUnreachableError
 
 
 async def backend(conn: Any) -> int:
@@ -135,7 +135,7 @@ async def test_a_connection_that_read_its_fatal_is_never_handed_out_again(pg_dsn
 
 
 async def test_the_driver_says_unreachable_when_postgres_does_not_answer() -> None:
-    from shared.drivers.base import ClaimOptions, ClaimRef, EnqueueRequest, NackOptions
+    from ujobs.drivers.base import ClaimOptions, ClaimRef, EnqueueRequest, NackOptions
 
     pool = await asyncpg.create_pool(
         f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere", min_size=0, max_size=1

@@ -10,8 +10,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import (
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import (
     LEASE_LAPSED_FINAL_ATTEMPT,
     ClaimOptions,
     ClaimRef,
@@ -20,10 +20,10 @@ from shared.drivers.base import (
     ExhaustedJob,
     NackOptions,
 )
-from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
-from shared.drivers.postgres.enqueue import COPY_PAUSE_BATCHES
-from shared.drivers.postgres.sql import query
-from shared.errors import ClaimQueuesEmptyError, InputInvalidError, InvariantError
+from ujobs.drivers.postgres.driver import PostgresDriver, postgres_driver
+from ujobs.drivers.postgres.enqueue import COPY_PAUSE_BATCHES
+from ujobs.drivers.postgres.sql import query
+from ujobs.errors import ClaimQueuesEmptyError, InputInvalidError, InvariantError
 
 
 def req(key: str, **kw: Any) -> EnqueueRequest:

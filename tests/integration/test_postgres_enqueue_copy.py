@@ -9,16 +9,16 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared import Run, job, t
-from shared.clock import FrozenClock
-from shared.drivers.base import EnqueueRequest
-from shared.drivers.postgres.copy import COLUMNS, copy_target, timestamp
-from shared.drivers.postgres.driver import PostgresDriver
-from shared.drivers.postgres.enqueue_rows import COPY_CHUNK_ROWS
-from shared.drivers.postgres.sql import query
-from shared.errors import InputInvalidError
-from shared.jobs.enqueue_target import set_job_driver
 from tests.integration.test_postgres_driver import listen, wait_quiet
+from ujobs import Run, job, t
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import EnqueueRequest
+from ujobs.drivers.postgres.copy import COLUMNS, copy_target, timestamp
+from ujobs.drivers.postgres.driver import PostgresDriver
+from ujobs.drivers.postgres.enqueue_rows import COPY_CHUNK_ROWS
+from ujobs.drivers.postgres.sql import query
+from ujobs.errors import InputInvalidError
+from ujobs.jobs.enqueue_target import set_job_driver
 
 AWKWARD = "tab\there, line\nbreak, cr\rreturn, back\\slash, \\N, \\., é ☃ 𝄞"
 

@@ -14,9 +14,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.postgres.sql import query
 from tests.support.plans import explain_prepared, fresh_jobs_table, looped_nodes
+from ujobs.clock import FrozenClock
+from ujobs.drivers.postgres.sql import query
 
 JOBS = 300
 # The nodes of the per-job probes (sql/queries/scheduler_fire.sql, `found`).

@@ -20,10 +20,10 @@ import asyncpg
 import orjson
 import pytest
 
-from shared.drivers.postgres.held_connections import HeldConnections
-from shared.drivers.postgres.pool import postgres_pool
-from shared.drivers.postgres.sql import query
 from tests.support.plans import plan_nodes
+from ujobs.drivers.postgres.held_connections import HeldConnections
+from ujobs.drivers.postgres.pool import postgres_pool
+from ujobs.drivers.postgres.sql import query
 
 READY = 800_000
 FINISHED = 50_000

@@ -8,8 +8,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import (
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import (
     MAX_BULK_ROWS,
     MAX_JOB_PAGE,
     BulkFilter,
@@ -18,8 +18,8 @@ from shared.drivers.base import (
     JobFilter,
     NackOptions,
 )
-from shared.drivers.postgres.driver import PostgresDriver
-from shared.errors import (
+from ujobs.drivers.postgres.driver import PostgresDriver
+from ujobs.errors import (
     JobDuplicateError,
     JobNotFoundError,
     JobNotPromotableError,

@@ -13,12 +13,12 @@ import asyncpg
 import pytest
 from asyncpg.exceptions._base import InternalClientError
 
-from shared.drivers.base import ClaimOptions, EnqueueRequest
-from shared.drivers.postgres.driver import postgres_driver
-from shared.drivers.postgres.held_connections import HeldConnections
-from shared.drivers.postgres.plan_settings import JIT_ON
-from shared.drivers.postgres.pool import postgres_pool
-from shared.outbox import postgres_outbox_store
+from ujobs.drivers.base import ClaimOptions, EnqueueRequest
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.drivers.postgres.held_connections import HeldConnections
+from ujobs.drivers.postgres.plan_settings import JIT_ON
+from ujobs.drivers.postgres.pool import postgres_pool
+from ujobs.outbox import postgres_outbox_store
 
 JIT = "select current_setting('jit')"
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import asyncpg
 
-from shared.clock import FrozenClock
-from shared.drivers.postgres.leases import PostgresLeaseStore
+from ujobs.clock import FrozenClock
+from ujobs.drivers.postgres.leases import PostgresLeaseStore
 
 
 class CountingPool:

@@ -12,9 +12,9 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from services.cli import app
-from shared.drivers.postgres.migrate import migrate
-from shared.drivers.postgres.sql import migration_files
+from ujobs.drivers.postgres.migrate import migrate
+from ujobs.drivers.postgres.sql import migration_files
+from ujobs.services.cli import app
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "pg_schema.txt"
 

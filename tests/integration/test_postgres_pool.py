@@ -3,9 +3,9 @@ the same on it (settles, dedupe) as on a plain pool."""
 
 from __future__ import annotations
 
-from shared.drivers.base import ClaimOptions, EnqueueRequest
-from shared.drivers.postgres.driver import postgres_driver
-from shared.drivers.postgres.pool import postgres_pool
+from ujobs.drivers.base import ClaimOptions, EnqueueRequest
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.drivers.postgres.pool import postgres_pool
 
 
 async def test_pool_settings_and_a_round_trip(pg_dsn: str) -> None:

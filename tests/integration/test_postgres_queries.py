@@ -10,19 +10,19 @@ from typing import Any
 
 import asyncpg
 
-import shared.drivers.postgres.backfills as postgres_backfills
-import shared.drivers.postgres.driver as postgres
-import shared.drivers.postgres.introspect as postgres_introspect
-import shared.drivers.postgres.leases as postgres_leases
-import shared.drivers.postgres.workers as postgres_workers
-from shared.drivers.base import (
+import ujobs.drivers.postgres.backfills as postgres_backfills
+import ujobs.drivers.postgres.driver as postgres
+import ujobs.drivers.postgres.introspect as postgres_introspect
+import ujobs.drivers.postgres.leases as postgres_leases
+import ujobs.drivers.postgres.workers as postgres_workers
+from ujobs.drivers.base import (
     BackfillLedger,
     JobDriver,
     JobIntrospection,
     LeaseStore,
     WorkerRegistry,
 )
-from shared.drivers.postgres.sql import QUERIES
+from ujobs.drivers.postgres.sql import QUERIES
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE_DIRS = ("shared", "services", "webhooks", "exports")

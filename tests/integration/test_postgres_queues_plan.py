@@ -13,11 +13,6 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.postgres.driver import QUEUE_COUNT_CAP, postgres_driver
-from shared.drivers.postgres.held_connections import HeldConnections
-from shared.drivers.postgres.pool import postgres_pool
-from shared.drivers.postgres.sql import query
 from tests.integration.test_postgres_hot_plans import (
     NOW,
     RUNNING,
@@ -26,6 +21,11 @@ from tests.integration.test_postgres_hot_plans import (
     indexes_used,
     whole_scans,
 )
+from ujobs.clock import FrozenClock
+from ujobs.drivers.postgres.driver import QUEUE_COUNT_CAP, postgres_driver
+from ujobs.drivers.postgres.held_connections import HeldConnections
+from ujobs.drivers.postgres.pool import postgres_pool
+from ujobs.drivers.postgres.sql import query
 
 
 @pytest.fixture

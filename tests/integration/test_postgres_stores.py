@@ -9,12 +9,12 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimOptions, EnqueueRequest, WorkerInfo
-from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
-from shared.drivers.postgres.leases import job_lease_key
-from shared.errors import InputInvalidError, InvariantError
-from shared.events.bus_postgres import PostgresEventBus
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimOptions, EnqueueRequest, WorkerInfo
+from ujobs.drivers.postgres.driver import PostgresDriver, postgres_driver
+from ujobs.drivers.postgres.leases import job_lease_key
+from ujobs.errors import InputInvalidError, InvariantError
+from ujobs.events.bus_postgres import PostgresEventBus
 
 
 async def test_leases_hold_at_most_limit_in_slot_order_and_reclaim_by_ttl(

@@ -11,8 +11,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.drivers.base import EnqueueRequest
-from shared.drivers.postgres.driver import postgres_driver
+from ujobs.drivers.base import EnqueueRequest
+from ujobs.drivers.postgres.driver import postgres_driver
 
 SCRIPT = Path(__file__).with_name("pg_drain_process.py")
 JOBS = 10_000

@@ -16,8 +16,9 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from shared.clock import FrozenClock
-from shared.drivers.base import (
+from tests.support.redis_keys import drop_prefix, redis_test_driver
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import (
     LEASE_LAPSED_FINAL_ATTEMPT,
     ClaimedJob,
     ClaimOptions,
@@ -29,15 +30,14 @@ from shared.drivers.base import (
     require_backfills,
     require_introspection,
 )
-from shared.drivers.redis.driver import RedisDriver, redis_driver
-from shared.errors import (
+from ujobs.drivers.redis.driver import RedisDriver, redis_driver
+from ujobs.errors import (
     ClaimQueuesEmptyError,
     ConfigInvalidError,
     DriverUnavailableError,
     InvariantError,
     NotImplementedByDriverError,
 )
-from tests.support.redis_keys import drop_prefix, redis_test_driver
 
 
 @pytest.fixture

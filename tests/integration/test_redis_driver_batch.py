@@ -13,14 +13,14 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-import shared.drivers.redis.codec as codec
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimOptions, ClaimRef, EnqueueRequest, NackOptions
-from shared.drivers.redis.batch import ScriptBatcher
-from shared.drivers.redis.driver import RedisDriver, redis_driver
-from shared.drivers.redis.scripts import SCRIPTS, LuaScript
-from shared.errors import DriverUnavailableError, DriverUnreachableError
+import ujobs.drivers.redis.codec as codec
 from tests.support.redis_keys import redis_test_driver
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimOptions, ClaimRef, EnqueueRequest, NackOptions
+from ujobs.drivers.redis.batch import ScriptBatcher
+from ujobs.drivers.redis.driver import RedisDriver, redis_driver
+from ujobs.drivers.redis.scripts import SCRIPTS, LuaScript
+from ujobs.errors import DriverUnavailableError, DriverUnreachableError
 
 
 @pytest.fixture

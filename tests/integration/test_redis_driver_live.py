@@ -21,8 +21,9 @@ from typing import Any
 
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import (
+from tests.support.redis_keys import redis_test_driver
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import (
     ClaimedJob,
     ClaimOptions,
     DriverStats,
@@ -33,9 +34,8 @@ from shared.drivers.base import (
     NackOptions,
     StepRecord,
 )
-from shared.drivers.memory.driver import MemoryDriver, memory_driver
-from shared.drivers.redis.driver import RedisDriver
-from tests.support.redis_keys import redis_test_driver
+from ujobs.drivers.memory.driver import MemoryDriver, memory_driver
+from ujobs.drivers.redis.driver import RedisDriver
 
 SEED = 20_261_202
 OPERATIONS = 420

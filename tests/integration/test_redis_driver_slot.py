@@ -15,10 +15,10 @@ from redis.asyncio import Redis, RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import ResponseError
 
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimOptions, EnqueueRequest, ExhaustedJob, NackOptions
-from shared.drivers.redis.driver import RedisDriver
 from tests.support.redis_cluster import private_cluster_node
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimOptions, EnqueueRequest, ExhaustedJob, NackOptions
+from ujobs.drivers.redis.driver import RedisDriver
 
 PREFIX = "ujobs-slot"
 SLOT = key_slot(f"{{{PREFIX}}}".encode())

@@ -12,19 +12,19 @@ import pytest
 from prometheus_client import CollectorRegistry
 from redis.asyncio import Redis
 
-from shared.clock import SYSTEM_CLOCK, FrozenClock
-from shared.drivers.base import EnqueueRequest
-from shared.drivers.redis.driver import DEFAULT_WAKE_SLOT_MS, RedisDriver, redis_driver
-from shared.errors import ConfigInvalidError
-from shared.execution.run import Run
-from shared.lifecycle import Lifecycle
-from shared.metrics import JobMetrics
-from shared.wake.listener import redis_wake
-from shared.wake.protocol import WAKE_DUE_WITHIN_MS
-from shared.worker import job_worker
 from tests.support.redis_keys import redis_test_driver
 from tests.support.wake import WAIT_S
 from tests.support.worker import declare, registry_of
+from ujobs.clock import SYSTEM_CLOCK, FrozenClock
+from ujobs.drivers.base import EnqueueRequest
+from ujobs.drivers.redis.driver import DEFAULT_WAKE_SLOT_MS, RedisDriver, redis_driver
+from ujobs.errors import ConfigInvalidError
+from ujobs.execution.run import Run
+from ujobs.lifecycle import Lifecycle
+from ujobs.metrics import JobMetrics
+from ujobs.wake.listener import redis_wake
+from ujobs.wake.protocol import WAKE_DUE_WITHIN_MS
+from ujobs.worker import job_worker
 
 MINUTE_MS = 60_000
 

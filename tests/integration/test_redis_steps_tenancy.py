@@ -3,9 +3,9 @@ done run's steps expire touches only its tenant's steps hash (issue 34, item 1).
 
 from __future__ import annotations
 
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimOptions, EnqueueRequest, NackOptions
 from tests.support.redis_keys import redis_test_driver
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimOptions, EnqueueRequest, NackOptions
 
 RUN = "order-42"
 

@@ -16,14 +16,14 @@ import pytest
 from prometheus_client import CollectorRegistry
 from redis.asyncio import Redis
 
-from shared.clock import SYSTEM_CLOCK
-from shared.drivers.redis import RedisDriver, redis_driver
-from shared.execution.run import Run
-from shared.lifecycle import Lifecycle
-from shared.metrics import JobMetrics
-from shared.worker import JobWorker, job_worker
 from tests.support.restartable import PrivateRedis
 from tests.support.worker import declare, records, registry_of
+from ujobs.clock import SYSTEM_CLOCK
+from ujobs.drivers.redis import RedisDriver, redis_driver
+from ujobs.execution.run import Run
+from ujobs.lifecycle import Lifecycle
+from ujobs.metrics import JobMetrics
+from ujobs.worker import JobWorker, job_worker
 
 PER_ROW_EVENTS = ("jobs.settle.unowned", "jobs.lease.lost", "jobs.attempt.failed")
 

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from shared import introspect as operator
-from shared.clock import SYSTEM_CLOCK
-from shared.drivers.base import (
+from tests.support.redis_keys import redis_test_driver
+from tests.support.worker import declare, registry_of, sample
+from ujobs import introspect as operator
+from ujobs.clock import SYSTEM_CLOCK
+from ujobs.drivers.base import (
     BulkFilter,
     JobDriver,
     JobFilter,
@@ -22,19 +24,17 @@ from shared.drivers.base import (
     require_backfills,
     require_introspection,
 )
-from shared.drivers.redis.driver import RedisDriver
-from shared.errors import (
+from ujobs.drivers.redis.driver import RedisDriver
+from ujobs.errors import (
     ConcurrencyUnenforceableError,
     JobNotCancellableError,
     NotImplementedByDriverError,
 )
-from shared.execution.run import Run
-from shared.lifecycle import Lifecycle
-from shared.metrics import JobMetrics
-from shared.wake.announce import announcing
-from shared.worker.job_worker import JobWorker, job_worker
-from tests.support.redis_keys import redis_test_driver
-from tests.support.worker import declare, registry_of, sample
+from ujobs.execution.run import Run
+from ujobs.lifecycle import Lifecycle
+from ujobs.metrics import JobMetrics
+from ujobs.wake.announce import announcing
+from ujobs.worker.job_worker import JobWorker, job_worker
 
 
 @pytest.fixture
@@ -136,7 +136,7 @@ async def test_operator_calls_answer_not_implemented_naming_postgres(driver: Red
 async def test_every_operator_function_answers_not_implemented_on_redis(
     driver: RedisDriver,
 ) -> None:
-    """``shared.introspect`` is what ``ujobs jobs/queues/workers`` (and any dashboard) call."""
+    """``ujobs.introspect`` is what ``ujobs jobs/queues/workers`` (and any dashboard) call."""
     on = announcing(driver)
     job_id = (await driver.enqueue(declare(lambda run: None).request({"n": 1}))).id
     calls: dict[str, Callable[[], Awaitable[object]]] = {

@@ -10,14 +10,14 @@ from typing import Any
 import asyncpg
 from prometheus_client import CollectorRegistry
 
-from shared import job, t
-from shared.drivers.postgres.driver import postgres_driver
-from shared.execution.run import Run
-from shared.jobs.registry import Registry
-from shared.lifecycle import Lifecycle
-from shared.metrics import JobMetrics
-from shared.retention import jobs_purge_target
-from shared.worker import job_worker
+from ujobs import job, t
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.execution.run import Run
+from ujobs.jobs.registry import Registry
+from ujobs.lifecycle import Lifecycle
+from ujobs.metrics import JobMetrics
+from ujobs.retention import jobs_purge_target
+from ujobs.worker import job_worker
 
 JOBS = 300
 HISTORY = 6_000

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 import pytest
 
-from shared.errors import ConfigInvalidError
-from shared.events.bus import events_purge_target
-from shared.events.bus_postgres import PostgresEventBus
-from shared.retention import jobs_purge_target, purge
+from ujobs.errors import ConfigInvalidError
+from ujobs.events.bus import events_purge_target
+from ujobs.events.bus_postgres import PostgresEventBus
+from ujobs.retention import jobs_purge_target, purge
 
 if TYPE_CHECKING:
     Pool = asyncpg.Pool[Any]
@@ -237,7 +237,7 @@ async def test_a_sweep_rests_between_batches_as_long_as_rest_ratio_says(
         slept.append(seconds)
         await real_sleep(0)
 
-    monkeypatch.setattr("shared.retention.jobs_target.asyncio.sleep", sleep)
+    monkeypatch.setattr("ujobs.retention.jobs_target.asyncio.sleep", sleep)
     for n in range(3):
         await job_row(pool, f"k{n}", "done", T0 - 30 * DAY, steps=0)
     resting = jobs_purge_target(executor=pool, batch_size=1, rest_ratio=2)

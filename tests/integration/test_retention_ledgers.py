@@ -9,16 +9,16 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import pytest
 
-from shared.errors import ConfigInvalidError
-from shared.retention import (
+from ujobs.errors import ConfigInvalidError
+from ujobs.retention import (
     LedgerPurgeTarget,
     settlements_purge_target,
     webhook_deliveries_purge_target,
     webhook_events_purge_target,
 )
-from shared.retention.builtin import RetentionWindows, builtin_targets
-from shared.retention.ledger_targets import BUILTIN_WEBHOOK_FAMILIES
-from webhooks.builtin import GLOBAL_FAMILY, ORG_FAMILY
+from ujobs.retention.builtin import RetentionWindows, builtin_targets
+from ujobs.retention.ledger_targets import BUILTIN_WEBHOOK_FAMILIES
+from ujobs.webhooks.builtin import GLOBAL_FAMILY, ORG_FAMILY
 
 if TYPE_CHECKING:
     import asyncpg

@@ -10,8 +10,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.drivers.postgres.sql import query
 from tests.support.plans import explain_prepared, fresh_jobs_table, job_scans
+from ujobs.drivers.postgres.sql import query
 
 T0 = 1_700_000_000_000
 DAY = 86_400_000

@@ -9,11 +9,11 @@ import asyncpg
 import orjson
 from typer.testing import CliRunner
 
-from services.cli import app
-from shared.drivers.postgres.driver import postgres_driver
-from shared.jobs.task import TaskHandle
-from shared.scheduler.state_postgres import postgres_scheduler_state
 from tests.support import scheduler_app
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.jobs.task import TaskHandle
+from ujobs.scheduler.state_postgres import postgres_scheduler_state
+from ujobs.services.cli import app
 
 APP = "tests.support.scheduler_app:api"
 OCCURRENCE = 1_700_000_000_000

@@ -16,26 +16,26 @@ import asyncpg
 import pytest
 from prometheus_client import CollectorRegistry
 
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimOptions, JobDriver
-from shared.drivers.memory.driver import memory_driver
-from shared.drivers.postgres.driver import postgres_driver
-from shared.drivers.redis.driver import RedisDriver
-from shared.execution.run import Run
-from shared.jobs.task import TaskHandle, occurrence_ids
-from shared.lifecycle import Lifecycle
-from shared.metrics import JobMetrics
-from shared.scheduler.job_scheduler import JobScheduler, job_scheduler
-from shared.scheduler.leader_postgres import postgres_lease_leader
-from shared.scheduler.rounds import FIRE_RETRY_MS
-from shared.scheduler.state_postgres import postgres_scheduler_state
-from shared.wake.announce import announcing, redis_announcer
-from shared.wake.listener import redis_wake
-from shared.worker import job_worker
 from tests.support.redis_keys import redis_test_driver
 from tests.support.scheduler import T0, hours_from, occurrences_of, tick_job, ticking_task
 from tests.support.wake import WAIT_S, Heard
 from tests.support.worker import declare, registry_of
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimOptions, JobDriver
+from ujobs.drivers.memory.driver import memory_driver
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.drivers.redis.driver import RedisDriver
+from ujobs.execution.run import Run
+from ujobs.jobs.task import TaskHandle, occurrence_ids
+from ujobs.lifecycle import Lifecycle
+from ujobs.metrics import JobMetrics
+from ujobs.scheduler.job_scheduler import JobScheduler, job_scheduler
+from ujobs.scheduler.leader_postgres import postgres_lease_leader
+from ujobs.scheduler.rounds import FIRE_RETRY_MS
+from ujobs.scheduler.state_postgres import postgres_scheduler_state
+from ujobs.wake.announce import announcing, redis_announcer
+from ujobs.wake.listener import redis_wake
+from ujobs.worker import job_worker
 
 if TYPE_CHECKING:
     Pool = asyncpg.Pool[Any]

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import EnqueueRequest
-from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
-from shared.jobs.task import TaskHandle
-from shared.scheduler.job_scheduler import PAUSE_RECHECK_MS, JobScheduler, job_scheduler
-from shared.scheduler.leader_postgres import PostgresLeaseLeader, postgres_lease_leader
-from shared.scheduler.state_postgres import PostgresSchedulerState, postgres_scheduler_state
 from tests.support.scheduler import HOUR, T0, hours_from, occurrences_of, tick_job, ticking_task
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import EnqueueRequest
+from ujobs.drivers.postgres.driver import PostgresDriver, postgres_driver
+from ujobs.jobs.task import TaskHandle
+from ujobs.scheduler.job_scheduler import PAUSE_RECHECK_MS, JobScheduler, job_scheduler
+from ujobs.scheduler.leader_postgres import PostgresLeaseLeader, postgres_lease_leader
+from ujobs.scheduler.state_postgres import PostgresSchedulerState, postgres_scheduler_state
 
 if TYPE_CHECKING:
     Pool = asyncpg.Pool[Any]

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from shared.drivers.postgres.sql import migration_files
-from shared.retention import jobs_purge_target
+from ujobs.drivers.postgres.sql import migration_files
+from ujobs.retention import jobs_purge_target
 
 if TYPE_CHECKING:
     Pool = asyncpg.Pool[Any]

@@ -14,18 +14,18 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import EnqueueRequest
-from shared.drivers.postgres.driver import postgres_driver
-from shared.wake.listener import OUTBOX_WAKE_CHANNEL, PROBE_PREFIX, ChannelWake, postgres_wake
-from shared.wake.protocol import (
+from tests.support.wake import WAIT_S, Heard, is_live, wake_logs
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import EnqueueRequest
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.wake.listener import OUTBOX_WAKE_CHANNEL, PROBE_PREFIX, ChannelWake, postgres_wake
+from ujobs.wake.protocol import (
     IDLE_POLL_CEILING_MS,
     WAKE_SLOT_MS,
     WOKEN_IDLE_POLL_CEILING_MS,
     idle_ceiling_ms,
 )
-from shared.wake.transport_postgres import SESSION_APPLICATION_NAME
-from tests.support.wake import WAIT_S, Heard, is_live, wake_logs
+from ujobs.wake.transport_postgres import SESSION_APPLICATION_NAME
 
 
 @pytest.fixture

@@ -13,20 +13,20 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimOptions, EnqueueRequest
-from shared.drivers.memory.driver import memory_driver
-from shared.wake.announce import AnnouncingDriver, RedisAnnouncer, announcing, redis_announcer
-from shared.wake.listener import PROBE_PREFIX, ChannelWake, redis_wake
-from shared.wake.local import on_enqueued
-from shared.wake.protocol import (
+from tests.support.wake import WAIT_S, Heard, is_live, wake_logs
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimOptions, EnqueueRequest
+from ujobs.drivers.memory.driver import memory_driver
+from ujobs.wake.announce import AnnouncingDriver, RedisAnnouncer, announcing, redis_announcer
+from ujobs.wake.listener import PROBE_PREFIX, ChannelWake, redis_wake
+from ujobs.wake.local import on_enqueued
+from ujobs.wake.protocol import (
     IDLE_POLL_CEILING_MS,
     REDIS_WAKE_SLOT_MS,
     WOKEN_IDLE_POLL_CEILING_MS,
     idle_ceiling_ms,
 )
-from shared.wake.transport_redis import session_client_name
-from tests.support.wake import WAIT_S, Heard, is_live, wake_logs
+from ujobs.wake.transport_redis import session_client_name
 
 UNREACHABLE = "redis://127.0.0.1:1/0"
 

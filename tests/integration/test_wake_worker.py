@@ -16,16 +16,16 @@ import asyncpg
 import pytest
 from prometheus_client import CollectorRegistry
 
-from shared.drivers.postgres.driver import postgres_driver
-from shared.execution.run import Run
-from shared.lifecycle import Lifecycle
-from shared.metrics import JobMetrics
-from shared.wake.announce import redis_announcer
-from shared.wake.listener import ChannelWake, postgres_wake, redis_wake
-from shared.wake.protocol import IDLE_POLL_CEILING_MS, WOKEN_IDLE_POLL_CEILING_MS
-from shared.worker.job_worker import JobWorker, job_worker
 from tests.support.wake import WAIT_S
 from tests.support.worker import declare, registry_of
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.execution.run import Run
+from ujobs.lifecycle import Lifecycle
+from ujobs.metrics import JobMetrics
+from ujobs.wake.announce import redis_announcer
+from ujobs.wake.listener import ChannelWake, postgres_wake, redis_wake
+from ujobs.wake.protocol import IDLE_POLL_CEILING_MS, WOKEN_IDLE_POLL_CEILING_MS
+from ujobs.worker.job_worker import JobWorker, job_worker
 
 MINUTE_MS = 60_000
 

@@ -7,14 +7,14 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from shared.clock import FrozenClock
-from shared.drivers.postgres.driver import postgres_driver
-from shared.execution.run import Run
-from shared.lifecycle import Lifecycle
-from shared.metrics import JobMetrics
-from shared.worker import job_worker
-from shared.worker.concurrency import job_lease_key, parse_holder
 from tests.support.worker import T0, Gate, declare, registry_of, sample
+from ujobs.clock import FrozenClock
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.execution.run import Run
+from ujobs.lifecycle import Lifecycle
+from ujobs.metrics import JobMetrics
+from ujobs.worker import job_worker
+from ujobs.worker.concurrency import job_lease_key, parse_holder
 
 
 def _worker(driver: Any, *handles: Any, **kw: Any) -> Any:

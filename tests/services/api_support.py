@@ -11,11 +11,11 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
-from services.api import create_app
-from services.config import ApiConfig
-from services.tokens import IssuedToken, TokenStore
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.metrics import JobMetrics
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.metrics import JobMetrics
+from ujobs.services.api import create_app
+from ujobs.services.config import ApiConfig
+from ujobs.services.tokens import IssuedToken, TokenStore
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]

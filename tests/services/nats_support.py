@@ -15,21 +15,21 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
-from services.api_enqueue_batcher import EnqueueBatcher
-from services.api_token_guard import token_guard
-from services.app_loader import load_api
-from services.nats.consumer import StreamConsumer
-from services.nats.edge import NatsEdge
-from services.nats.names import NatsNames
-from services.nats.streams import ensure_streams
-from services.token_facts import KnownTokens
-from services.tokens import TokenRecord, TokenStore
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.postgres.driver import postgres_driver
-from shared.events.bus import set_event_bus
-from shared.events.bus_postgres import postgres_event_bus
-from shared.wake.announce import announcing
 from tests.services.api_support import Api, MakeClient, make_api
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.events.bus import set_event_bus
+from ujobs.events.bus_postgres import postgres_event_bus
+from ujobs.services.api_enqueue_batcher import EnqueueBatcher
+from ujobs.services.api_token_guard import token_guard
+from ujobs.services.app_loader import load_api
+from ujobs.services.nats.consumer import StreamConsumer
+from ujobs.services.nats.edge import NatsEdge
+from ujobs.services.nats.names import NatsNames
+from ujobs.services.nats.streams import ensure_streams
+from ujobs.services.token_facts import KnownTokens
+from ujobs.services.tokens import TokenRecord, TokenStore
+from ujobs.wake.announce import announcing
 
 SAMPLE_APP = "tests.unit.sample_app:api"
 

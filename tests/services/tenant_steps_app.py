@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from shared import Run, define_api, job, t
+from ujobs import Run, define_api, job, t
 
 
 @job(

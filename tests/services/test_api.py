@@ -12,13 +12,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
-from services.api import REGISTRY, STATE, create_app, status_for
-from services.api_openapi import enqueue_paths_of
-from services.config import ApiConfig
-from shared.drivers.postgres.driver import postgres_driver
-from shared.errors import ConfigInvalidError
-from shared.metrics import JobMetrics
 from tests.support.cli import enqueue, run_to
+from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.errors import ConfigInvalidError
+from ujobs.metrics import JobMetrics
+from ujobs.services.api import REGISTRY, STATE, create_app, status_for
+from ujobs.services.api_openapi import enqueue_paths_of
+from ujobs.services.config import ApiConfig
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]

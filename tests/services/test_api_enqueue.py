@@ -10,13 +10,13 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
-from services.api import create_app
-from services.api_common import EDGE
-from services.api_enqueue import MAX_BATCH_INPUTS
-from services.config import ApiConfig
-from shared.clock import FrozenClock
-from shared.metrics import JobMetrics
 from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
+from ujobs.clock import FrozenClock
+from ujobs.metrics import JobMetrics
+from ujobs.services.api import create_app
+from ujobs.services.api_common import EDGE
+from ujobs.services.api_enqueue import MAX_BATCH_INPUTS
+from ujobs.services.config import ApiConfig
 
 
 @pytest.fixture

@@ -11,11 +11,11 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services.api_enqueue_batcher import EnqueueBatcher
-from shared.drivers.base import Enqueued, EnqueueRequest
-from shared.drivers.postgres import PostgresDriver, postgres_driver
-from shared.errors import InvariantError
 from tests.services.api_support import ORG_A, MakeClient, mail, make_api
+from ujobs.drivers.base import Enqueued, EnqueueRequest
+from ujobs.drivers.postgres import PostgresDriver, postgres_driver
+from ujobs.errors import InvariantError
+from ujobs.services.api_enqueue_batcher import EnqueueBatcher
 
 
 class GatedDriver:

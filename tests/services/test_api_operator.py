@@ -9,13 +9,13 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimOptions, NackOptions
-from shared.drivers.postgres import postgres_driver
-from shared.execution.settle import last_error_text
-from shared.introspect import MASK, inspect_job, inspect_queues
 from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
 from tests.support.cli import run_to
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimOptions, NackOptions
+from ujobs.drivers.postgres import postgres_driver
+from ujobs.execution.settle import last_error_text
+from ujobs.introspect import MASK, inspect_job, inspect_queues
 
 
 @pytest.fixture

@@ -17,15 +17,15 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from services.api import EDGE, create_app
-from services.api_common import json_ok
-from services.config import ApiConfig
-from services.tokens import TokenStore
-from shared.drivers.postgres.migrate import migrate
-from shared.introspect import inspect_queues
-from shared.metrics import JobMetrics
 from tests.services.api_support import ORG_A, Client, MakeClient, mail
 from tests.support.restartable import PrivatePostgres, postgres_bin_dir
+from ujobs.drivers.postgres.migrate import migrate
+from ujobs.introspect import inspect_queues
+from ujobs.metrics import JobMetrics
+from ujobs.services.api import EDGE, create_app
+from ujobs.services.api_common import json_ok
+from ujobs.services.config import ApiConfig
+from ujobs.services.tokens import TokenStore
 
 OUTAGE_CODES = {"X_DRIVER_UNREACHABLE", "X_DRIVER_UNAVAILABLE"}
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from services.api_ratelimit import TokenBuckets
-from services.config import ApiConfig
-from shared.clock import FrozenClock
-from shared.errors import ConfigInvalidError, RateLimitedError
 from tests.services.api_support import MakeClient, make_api
+from ujobs.clock import FrozenClock
+from ujobs.errors import ConfigInvalidError, RateLimitedError
+from ujobs.services.api_ratelimit import TokenBuckets
+from ujobs.services.config import ApiConfig
 
 
 def test_a_bucket_holds_one_seconds_worth_and_refills() -> None:

@@ -9,11 +9,11 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.drivers.base import ClaimOptions
-from shared.drivers.postgres import postgres_driver
-from shared.execution.attempt import execute_job
 from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, make_api
 from tests.services.tenant_steps_app import quote
+from ujobs.drivers.base import ClaimOptions
+from ujobs.drivers.postgres import postgres_driver
+from ujobs.execution.attempt import execute_job
 
 RUN_ID = "order-42"
 

@@ -14,15 +14,15 @@ import asyncpg
 import pytest
 from prometheus_client import CollectorRegistry
 
-from services.api import create_app
-from services.config import ApiConfig
-from services.webhook_deliverer import webhook_settings
-from shared.errors import ConfigInvalidError
-from shared.metrics import JobMetrics
 from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, make_api
 from tests.support.cli import json_of, ujobs
-from webhooks.ledger import DeliveryAttempt
-from webhooks.store_pg import PgWebhookStore
+from ujobs.errors import ConfigInvalidError
+from ujobs.metrics import JobMetrics
+from ujobs.services.api import create_app
+from ujobs.services.config import ApiConfig
+from ujobs.services.webhook_deliverer import webhook_settings
+from ujobs.webhooks.ledger import DeliveryAttempt
+from ujobs.webhooks.store_pg import PgWebhookStore
 
 KEY = base64.b64encode(os.urandom(32)).decode()
 BASE = "/v1/webhooks/endpoints"

@@ -10,14 +10,14 @@ from typing import Any
 import asyncpg
 from prometheus_client import CollectorRegistry
 
-from services.api import BACKEND, create_app
-from services.backends import open_backend
-from services.config import ApiConfig, Connections, WorkerConfig
-from services.runtime import ServiceRun
-from services.worker import start_worker
-from shared.drivers.base import ClaimOptions, EnqueueRequest
-from shared.metrics import JobMetrics
 from tests.services.test_api import MakeClient
+from ujobs.drivers.base import ClaimOptions, EnqueueRequest
+from ujobs.metrics import JobMetrics
+from ujobs.services.api import BACKEND, create_app
+from ujobs.services.backends import open_backend
+from ujobs.services.config import ApiConfig, Connections, WorkerConfig
+from ujobs.services.runtime import ServiceRun
+from ujobs.services.worker import start_worker
 
 
 async def _plan_mode(pool: asyncpg.Pool[Any] | None) -> str:

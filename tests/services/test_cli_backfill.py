@@ -11,9 +11,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.drivers.postgres.driver import PostgresDriver
 from tests.services.backfill_app import sweeps
 from tests.support.cli import json_of, ujobs, with_driver
+from ujobs.drivers.postgres.driver import PostgresDriver
 
 APP = "tests.services.backfill_app:api"
 MIGRATION = "20260814120000_add_publish_at"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shared.drivers.postgres.driver import PostgresDriver
 from tests.support.cli import enqueue, json_of, run_to, ujobs, with_driver
+from ujobs.drivers.postgres.driver import PostgresDriver
 
 
 def seed(dsn: str) -> dict[str, str]:

@@ -12,11 +12,11 @@ import asyncpg
 import pytest
 import typer
 
-from services.cli_output import EXIT_INTERNAL, reported, set_debug
-from shared.drivers.base import WorkerInfo
-from shared.drivers.postgres.driver import PostgresDriver
-from shared.drivers.postgres.migrate import MIGRATE_LOCK_KEY
 from tests.support.cli import ROOT, enqueue, json_of, ujobs, ujobs_process, with_driver
+from ujobs.drivers.base import WorkerInfo
+from ujobs.drivers.postgres.driver import PostgresDriver
+from ujobs.drivers.postgres.migrate import MIGRATE_LOCK_KEY
+from ujobs.services.cli_output import EXIT_INTERNAL, reported, set_debug
 
 
 def test_queues_list_pause_resume(pg_dsn: str) -> None:
@@ -164,7 +164,7 @@ def test_a_slow_command_shows_progress_on_stderr(pg_dsn: str) -> None:
             env = {k: v for k, v in os.environ.items() if not k.startswith("UJOBS_")}
             env["DATABASE_URL"] = pg_dsn
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "services.cli", "db", "migrate",
+                sys.executable, "-m", "ujobs.services.cli", "db", "migrate",
                 cwd=ROOT, env=env,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             )  # fmt: skip

@@ -10,14 +10,14 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services.cli_retention import register_purge
-from services.config import SchedulerConfig, WorkerConfig, read_common
-from services.runtime import ServiceRun
-from services.scheduler import start_scheduler
-from shared.errors import ConfigInvalidError
-from shared.jobs.registry import Registry
-from shared.scheduler.job_scheduler import job_scheduler
 from tests.support.cli import json_of, ujobs
+from ujobs.errors import ConfigInvalidError
+from ujobs.jobs.registry import Registry
+from ujobs.scheduler.job_scheduler import job_scheduler
+from ujobs.services.cli_retention import register_purge
+from ujobs.services.config import SchedulerConfig, WorkerConfig, read_common
+from ujobs.services.runtime import ServiceRun
+from ujobs.services.scheduler import start_scheduler
 
 DAY = 86_400_000
 NOW = 1_700_000_000_000
@@ -140,7 +140,7 @@ def test_the_worker_gets_the_job_and_the_scheduler_the_task_unless_it_is_off() -
 async def test_the_scheduler_service_is_handed_x_purge_with_no_app_code(
     pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import services.scheduler as scheduler_service
+    import ujobs.services.scheduler as scheduler_service
 
     handed: list[Any] = []
     real = job_scheduler

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import typer.main
 
-from services.cli import app
 from tests.support.cli import json_of, ujobs
+from ujobs.services.cli import app
 
 
 def leaves(command: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:

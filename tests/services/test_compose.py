@@ -14,20 +14,20 @@ import pytest
 import typer.main
 import yaml  # type: ignore[import-untyped]  # no stubs installed (types-PyYAML)
 
-from exports.sinks import reset_default_sink, sink_from_url
-from services.cli import app
-from services.config import (
+from ujobs.exports.sinks import reset_default_sink, sink_from_url
+from ujobs.services.cli import app
+from ujobs.services.config import (
     ApiConfig,
     RelayConfig,
     SchedulerConfig,
     WorkerConfig,
     read_common,
 )
-from services.config_vars import VARIABLES
-from services.exporter import ExportSettings, exporter_config
-from services.secret_key import write_key_file
-from services.webhook_deliverer import webhook_deliverer_config, webhook_settings
-from webhooks.store_pg import new_secret_key
+from ujobs.services.config_vars import VARIABLES
+from ujobs.services.exporter import ExportSettings, exporter_config
+from ujobs.services.secret_key import write_key_file
+from ujobs.services.webhook_deliverer import webhook_deliverer_config, webhook_settings
+from ujobs.webhooks.store_pg import new_secret_key
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text(encoding="utf-8"))

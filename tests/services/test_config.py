@@ -7,16 +7,16 @@ import dataclasses
 
 import pytest
 
-from services.config import (
+from ujobs.errors import ConfigInvalidError, DriverUnavailableError, UltimateError
+from ujobs.services.config import (
     ApiConfig,
     OperatorConfig,
     SchedulerConfig,
     WorkerConfig,
     read_common,
 )
-from services.config_parse import Concurrency
-from services.config_vars import VARIABLES
-from shared.errors import ConfigInvalidError, DriverUnavailableError, UltimateError
+from ujobs.services.config_parse import Concurrency
+from ujobs.services.config_vars import VARIABLES
 
 PG = "postgresql://app:s3cret@db.internal:5432/app"
 

@@ -9,13 +9,13 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services.dashboard.session import COOKIE, csrf_token, safe_next
-from shared.drivers.postgres import postgres_driver
-from shared.execution.settle import last_error_text
-from shared.introspect import get_job
 from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
 from tests.support.cli import run_to
 from tests.support.docs import DOCS, page
+from ujobs.drivers.postgres import postgres_driver
+from ujobs.execution.settle import last_error_text
+from ujobs.introspect import get_job
+from ujobs.services.dashboard.session import COOKIE, csrf_token, safe_next
 
 
 @pytest.fixture

@@ -3,11 +3,11 @@ the operator surface; what was there before it started is not narrated."""
 
 from __future__ import annotations
 
-from services.dev_watch import DevWatch
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimedJob, ClaimOptions, EnqueueRequest, NackOptions
-from shared.drivers.memory.driver import MemoryDriver, memory_driver
-from shared.introspect import short_id
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimedJob, ClaimOptions, EnqueueRequest, NackOptions
+from ujobs.drivers.memory.driver import MemoryDriver, memory_driver
+from ujobs.introspect import short_id
+from ujobs.services.dev_watch import DevWatch
 
 
 def request(key: str, queue: str = "default") -> EnqueueRequest:

@@ -1,4 +1,4 @@
-"""``shared.limits`` at every edge of a live api, black-box: HTTP single and batch, NATS
+"""``ujobs.limits`` at every edge of a live api, black-box: HTTP single and batch, NATS
 request/reply, the NATS enqueue stream, and events. An input nested past ``MAX_JSON_DEPTH`` or
 a text field past its bytes is 400 ``X_INPUT_INVALID`` (on the stream: published to
 ``rejected`` and terminated) whatever the depth or the length, and nothing is queued."""
@@ -18,9 +18,9 @@ import orjson
 import pytest
 from nats.aio.msg import Msg
 
-from shared.limits import MAX_JSON_DEPTH
 from tests.services.api_support import ORG_A, MakeClient, make_api
 from tests.services.nats_support import NatsApi, start_nats_api
+from ujobs.limits import MAX_JSON_DEPTH
 
 APP = "tests.services.hostile_app:api"
 JOB = "open.input"

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from services.logging import configure_logging
-from services.redact import redact_text, redact_url
-from shared.errors import DriverUnavailableError
+from ujobs.errors import DriverUnavailableError
+from ujobs.services.logging import configure_logging
+from ujobs.services.redact import redact_text, redact_url
 
 
 @pytest.fixture

@@ -25,12 +25,12 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import NotJSMessageError
 
-from services.nats.consumer import delivery_count
-from services.nats.edge import answer_bytes
-from shared.clock import FrozenClock
 from tests.services.api_support import ORG_A, ORG_B, MakeClient
 from tests.services.nats_support import NatsApi, start_nats_api
 from tests.services.poison_app import POISON
+from ujobs.clock import FrozenClock
+from ujobs.services.nats.consumer import delivery_count
+from ujobs.services.nats.edge import answer_bytes
 
 POISON_APP = "tests.services.poison_app:api"
 WAIT_S = 60.0

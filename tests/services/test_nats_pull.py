@@ -11,10 +11,10 @@ import nats
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.nats.names import NatsNames
-from services.nats.pull import PullFeed
-from services.nats.streams import ensure_streams
 from tests.services.nats_support import drop_streams, unique_prefix
+from ujobs.services.nats.names import NatsNames
+from ujobs.services.nats.pull import PullFeed
+from ujobs.services.nats.streams import ensure_streams
 
 
 @contextlib.asynccontextmanager

@@ -14,10 +14,10 @@ import orjson
 import pytest
 from nats.aio.client import Client
 
-from services.nats.names import NatsNames
-from shared.clock import FrozenClock
 from tests.services.api_support import Api, MakeClient, mail, make_api
 from tests.services.nats_support import drop_streams, unique_prefix
+from ujobs.clock import FrozenClock
+from ujobs.services.nats.names import NatsNames
 
 RATE = 2
 

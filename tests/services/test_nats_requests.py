@@ -10,12 +10,12 @@ import asyncpg
 import orjson
 import pytest
 
-from services.api_common import EDGE
-from services.token_facts import KnownTokens
-from shared.errors import DriverUnavailableError
 from tests.services.api_support import ORG_A, ORG_B, MakeClient, mail, make_api
 from tests.services.nats_support import NatsApi, start_nats_api
 from tests.support.servers import free_port
+from ujobs.errors import DriverUnavailableError
+from ujobs.services.api_common import EDGE
+from ujobs.services.token_facts import KnownTokens
 
 
 @pytest.fixture

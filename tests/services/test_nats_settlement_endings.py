@@ -15,16 +15,16 @@ import orjson
 import pytest
 from nats.js import JetStreamContext
 
-from services.nats.names import NatsNames
-from services.nats.settlements import SettlementsRelay
-from services.nats.streams import ensure_streams
-from shared.clock import FrozenClock
-from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
-from shared.introspect import cancel_job, retry_job
 from tests.services.api_support import ORG_A, MakeClient, mail, make_api
 from tests.services.nats_support import drop_streams, unique_prefix
 from tests.support.cli import json_of, ujobs
 from tests.support.conformance import claim, claim_one, req
+from ujobs.clock import FrozenClock
+from ujobs.drivers.postgres.driver import PostgresDriver, postgres_driver
+from ujobs.introspect import cancel_job, retry_job
+from ujobs.services.nats.names import NatsNames
+from ujobs.services.nats.settlements import SettlementsRelay
+from ujobs.services.nats.streams import ensure_streams
 
 LAPSE_MS = 1_000
 

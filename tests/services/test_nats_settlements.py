@@ -15,13 +15,13 @@ import orjson
 import pytest
 from nats.js import JetStreamContext
 
-from services.nats.names import NatsNames
-from services.nats.settlements import SettlementsRelay, idle_pauses, waves
-from services.nats.streams import ensure_streams
-from shared.drivers.base import NackOptions
-from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
 from tests.services.nats_support import drop_streams, unique_prefix
 from tests.support.conformance import claim_one, req
+from ujobs.drivers.base import NackOptions
+from ujobs.drivers.postgres.driver import PostgresDriver, postgres_driver
+from ujobs.services.nats.names import NatsNames
+from ujobs.services.nats.settlements import SettlementsRelay, idle_pauses, waves
+from ujobs.services.nats.streams import ensure_streams
 
 
 @pytest.fixture

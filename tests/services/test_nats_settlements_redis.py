@@ -15,18 +15,18 @@ import orjson
 import pytest
 from nats.js import JetStreamContext
 
-from services.nats.names import NatsNames
-from services.nats.settlements_redis import RedisSettlementsRelay
-from services.nats.streams import ensure_streams
-from shared.clock import SYSTEM_CLOCK, FrozenClock
-from shared.drivers.base import NackOptions
-from shared.drivers.redis.driver import RedisDriver
-from shared.drivers.redis.settlements import RedisSettlementsOutbox
 from tests.services.api_support import ORG_A, MakeClient, mail, make_api
 from tests.services.nats_support import drop_streams, unique_prefix
 from tests.support.cli import ujobs
 from tests.support.conformance import claim, claim_one, req
 from tests.support.redis_keys import redis_test_driver
+from ujobs.clock import SYSTEM_CLOCK, FrozenClock
+from ujobs.drivers.base import NackOptions
+from ujobs.drivers.redis.driver import RedisDriver
+from ujobs.drivers.redis.settlements import RedisSettlementsOutbox
+from ujobs.services.nats.names import NatsNames
+from ujobs.services.nats.settlements_redis import RedisSettlementsRelay
+from ujobs.services.nats.streams import ensure_streams
 
 FAR = 4_000_000_000_000
 LAPSE_MS = 1_000

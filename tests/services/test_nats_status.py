@@ -11,10 +11,10 @@ import nats
 import orjson
 import pytest
 
-from services.nats.names import NatsNames
-from services.nats.streams import ensure_streams
 from tests.services.nats_support import drop_streams, unique_prefix
 from tests.support.cli import ujobs
+from ujobs.services.nats.names import NatsNames
+from ujobs.services.nats.streams import ensure_streams
 
 
 @pytest.fixture

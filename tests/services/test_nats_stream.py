@@ -13,10 +13,10 @@ import pytest
 from nats.aio.msg import Msg
 from nats.errors import NotJSMessageError
 
-from services.nats.consumer import reply_position, stream_job_id
-from shared.ids import derived_id
 from tests.services.api_support import ORG_A, ORG_B, MakeClient, mail
 from tests.services.nats_support import CountedLookup, InProcess, in_process, start_nats_api
+from ujobs.ids import derived_id
+from ujobs.services.nats.consumer import reply_position, stream_job_id
 
 
 async def _rows(pool: asyncpg.Pool[Any]) -> list[asyncpg.Record]:

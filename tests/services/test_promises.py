@@ -13,21 +13,21 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
-from services.api import create_app
-from services.backends import open_backend
-from services.config import ApiConfig, WorkerConfig
-from services.metrics_server import metrics_app
-from shared import Actor, Run, job, t
-from shared.clock import FrozenClock
-from shared.context import cross_tenant, cross_tenant_reason, require_tenant
-from shared.errors import InvariantError, JobMaxAttemptsError, TenancyActorMismatchError
-from shared.execution.settle import HAND_BACK_DELAY_MS
-from shared.jobs.enqueue_target import set_job_driver
-from shared.metrics import JobMetrics
-from shared.worker.limits import LimitConfig, Limiter, LimitLease, Rate
 from tests.support.execute import attempt, frozen_driver
 from tests.support.pg_relay import PgRelay
 from tests.support.worker import T0, declare, enqueue, frozen, make_worker, row
+from ujobs import Actor, Run, job, t
+from ujobs.clock import FrozenClock
+from ujobs.context import cross_tenant, cross_tenant_reason, require_tenant
+from ujobs.errors import InvariantError, JobMaxAttemptsError, TenancyActorMismatchError
+from ujobs.execution.settle import HAND_BACK_DELAY_MS
+from ujobs.jobs.enqueue_target import set_job_driver
+from ujobs.metrics import JobMetrics
+from ujobs.services.api import create_app
+from ujobs.services.backends import open_backend
+from ujobs.services.config import ApiConfig, WorkerConfig
+from ujobs.services.metrics_server import metrics_app
+from ujobs.worker.limits import LimitConfig, Limiter, LimitLease, Rate
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]

@@ -15,10 +15,10 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services.config_vars import VARIABLES
-from shared.drivers.postgres.sql import query
-from shared.jobs.enqueue_target import reset_job_driver
 from tests.support.docs import blocks, first_block, marked_block, page, pages
+from ujobs.drivers.postgres.sql import query
+from ujobs.jobs.enqueue_target import reset_job_driver
+from ujobs.services.config_vars import VARIABLES
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -135,7 +135,7 @@ async def test_the_outbox_example_runs_as_pasted(pg_dsn: str, tmp_path: Path) ->
 
 
 BILLING_APP = """
-from shared import Run, job, t
+from ujobs import Run, job, t
 
 @job(input=t.object(order_id=t.string), idempotency_key=lambda i: f"inv:{i.order_id}",
      tenant="none")

@@ -12,12 +12,12 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
-from services.api import create_app
-from services.config import ApiConfig
-from shared.drivers.postgres.migrate import migrate, schema_state
-from shared.drivers.postgres.sql import migration_files
-from shared.metrics import JobMetrics
 from tests.e2e.service_process import ServiceProcess, service_env
+from ujobs.drivers.postgres.migrate import migrate, schema_state
+from ujobs.drivers.postgres.sql import migration_files
+from ujobs.metrics import JobMetrics
+from ujobs.services.api import create_app
+from ujobs.services.config import ApiConfig
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]

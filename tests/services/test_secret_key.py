@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from services.exporter import ExportSettings
-from services.secret_key import secret_key_text, write_key_file
-from services.webhook_deliverer import webhook_settings
-from shared.errors import ConfigInvalidError
 from tests.support.cli import json_of, ujobs
-from webhooks.store_pg import new_secret_key
+from ujobs.errors import ConfigInvalidError
+from ujobs.services.exporter import ExportSettings
+from ujobs.services.secret_key import secret_key_text, write_key_file
+from ujobs.services.webhook_deliverer import webhook_settings
+from ujobs.webhooks.store_pg import new_secret_key
 
 
 def test_the_key_is_read_from_the_variable_or_from_the_file(tmp_path: Path) -> None:

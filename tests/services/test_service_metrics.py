@@ -15,14 +15,14 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
-from services.backends import open_backend
-from services.config import MetricsEndpoint, WorkerConfig
-from services.metrics_server import SERVED, metrics_app, serve_metrics
-from services.runtime import ServiceRun
-from services.service_metrics import RelayMetrics
-from shared.drivers.base import EnqueueRequest
-from shared.errors import ConfigInvalidError
-from shared.outbox import postgres_outbox_store
+from ujobs.drivers.base import EnqueueRequest
+from ujobs.errors import ConfigInvalidError
+from ujobs.outbox import postgres_outbox_store
+from ujobs.services.backends import open_backend
+from ujobs.services.config import MetricsEndpoint, WorkerConfig
+from ujobs.services.metrics_server import SERVED, metrics_app, serve_metrics
+from ujobs.services.runtime import ServiceRun
+from ujobs.services.service_metrics import RelayMetrics
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]

@@ -1,5 +1,5 @@
 """Tokens: only a hash is stored, expiry and revocation hold from the next lookup, scopes and
-tenancy rules (``services.auth``), and ``ujobs tokens create | list | revoke``."""
+tenancy rules (``ujobs.services.auth``), and ``ujobs tokens create | list | revoke``."""
 
 from __future__ import annotations
 
@@ -11,19 +11,19 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services.auth import ForbiddenError, Principal, UnauthorizedError, authenticate
-from services.tokens import (
+from tests.support.cli import json_of, ujobs
+from tests.support.pg_relay import PgRelay
+from ujobs.clock import FrozenClock
+from ujobs.drivers.postgres.pool import postgres_pool
+from ujobs.errors import ConfigInvalidError, DriverUnreachableError, TenancyActorMismatchError
+from ujobs.services.auth import ForbiddenError, Principal, UnauthorizedError, authenticate
+from ujobs.services.tokens import (
     BatchedLookup,
     TokenNotFoundError,
     TokenRecord,
     TokenStore,
     parse_scopes,
 )
-from shared.clock import FrozenClock
-from shared.drivers.postgres.pool import postgres_pool
-from shared.errors import ConfigInvalidError, DriverUnreachableError, TenancyActorMismatchError
-from tests.support.cli import json_of, ujobs
-from tests.support.pg_relay import PgRelay
 
 
 async def test_only_the_hash_is_stored(pg_pool: asyncpg.Pool[Any]) -> None:

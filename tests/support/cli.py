@@ -14,9 +14,9 @@ import asyncpg
 import orjson
 from typer.testing import CliRunner, Result
 
-from services.cli import app
-from shared.drivers.base import ClaimOptions, EnqueueRequest, NackOptions
-from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
+from ujobs.drivers.base import ClaimOptions, EnqueueRequest, NackOptions
+from ujobs.drivers.postgres.driver import PostgresDriver, postgres_driver
+from ujobs.services.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -37,7 +37,7 @@ def ujobs_process(
     environment.pop("DATABASE_URL", None)
     environment.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "services.cli", *args],
+        [sys.executable, "-m", "ujobs.services.cli", *args],
         cwd=ROOT,
         env=environment,
         capture_output=True,

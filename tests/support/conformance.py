@@ -10,7 +10,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
-from shared.drivers.base import (
+from ujobs.drivers.base import (
     ClaimedJob,
     ClaimOptions,
     DriverStats,

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimedJob, ClaimOptions, JobRow, StepRecord
-from shared.drivers.memory.driver import MemoryDriver, memory_driver
-from shared.execution.attempt import execute_job
-from shared.execution.outcome import JobExecution
-from shared.execution.run import Settled
-from shared.jobs.job import JobHandle
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimedJob, ClaimOptions, JobRow, StepRecord
+from ujobs.drivers.memory.driver import MemoryDriver, memory_driver
+from ujobs.execution.attempt import execute_job
+from ujobs.execution.outcome import JobExecution
+from ujobs.execution.run import Settled
+from ujobs.jobs.job import JobHandle
 
 T0 = 1_700_000_000_000
 

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
-from shared.execution.run import Run
-from shared.jobs.enqueue_target import set_jobs_facade
-from shared.jobs.job import JobHandle, job
-from shared.jobs.schema import t
-from shared.lifecycle import Lifecycle
-from shared.outbox import (
+from ujobs.drivers.postgres.driver import PostgresDriver, postgres_driver
+from ujobs.execution.run import Run
+from ujobs.jobs.enqueue_target import set_jobs_facade
+from ujobs.jobs.job import JobHandle, job
+from ujobs.jobs.schema import t
+from ujobs.lifecycle import Lifecycle
+from ujobs.outbox import (
     OutboxRelay,
     PostgresOutboxStore,
     RelayOptions,

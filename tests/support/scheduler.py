@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from shared import job, t
-from shared.drivers.base import MAX_JOB_PAGE, JobDriver, JobFilter, JobRow
-from shared.execution.run import Run
-from shared.jobs.job import JobHandle
-from shared.jobs.task import CatchUp, TaskHandle, task
+from ujobs import job, t
+from ujobs.drivers.base import MAX_JOB_PAGE, JobDriver, JobFilter, JobRow
+from ujobs.execution.run import Run
+from ujobs.jobs.job import JobHandle
+from ujobs.jobs.task import CatchUp, TaskHandle, task
 
 HOUR = 3_600_000
 DAY = 24 * HOUR

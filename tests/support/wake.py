@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from shared.wake.listener import ChannelWake
+from ujobs.wake.listener import ChannelWake
 
 WAIT_S = 10.0
 

@@ -11,17 +11,17 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from shared import job, t
-from shared.clock import Clock, FrozenClock
-from shared.drivers.base import ClaimRef, HeartbeatResult, JobRow
-from shared.drivers.memory.driver import MemoryDriver, memory_driver
-from shared.execution.outcome import JobExecution
-from shared.execution.run import Run
-from shared.jobs.job import JobHandle
-from shared.jobs.registry import Registry
-from shared.lifecycle import Lifecycle
-from shared.metrics import JobMetrics
-from shared.worker.job_worker import JobWorker, job_worker
+from ujobs import job, t
+from ujobs.clock import Clock, FrozenClock
+from ujobs.drivers.base import ClaimRef, HeartbeatResult, JobRow
+from ujobs.drivers.memory.driver import MemoryDriver, memory_driver
+from ujobs.execution.outcome import JobExecution
+from ujobs.execution.run import Run
+from ujobs.jobs.job import JobHandle
+from ujobs.jobs.registry import Registry
+from ujobs.lifecycle import Lifecycle
+from ujobs.metrics import JobMetrics
+from ujobs.worker.job_worker import JobWorker, job_worker
 
 T0 = 1_700_000_000_000
 

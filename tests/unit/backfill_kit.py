@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.backfill import KeysetSource, keyset
-from shared.context import cross_tenant_reason
-from shared.signal import Signal
+from ujobs.backfill import KeysetSource, keyset
+from ujobs.context import cross_tenant_reason
+from ujobs.signal import Signal
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from shared import Run, define_api, job
+from ujobs import Run, define_api, job
 
 
 @job(idempotency_key=lambda i: "k", tenant="none")

@@ -6,8 +6,8 @@ from collections.abc import Iterable, Iterator
 
 import pytest
 
-from shared.drivers.base import Enqueued, EnqueueRequest
-from shared.jobs.enqueue_target import reset_jobs_facade, set_jobs_facade
+from ujobs.drivers.base import Enqueued, EnqueueRequest
+from ujobs.jobs.enqueue_target import reset_jobs_facade, set_jobs_facade
 
 
 class RecordingFacade:

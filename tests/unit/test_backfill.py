@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
-from shared.backfill import DEFAULT_BACKFILL_RATE, Throttle, backfill, configure_backfills
-from shared.backfill.settings import reset_backfill_settings
-from shared.backfill.source import CATCH_UP_S
-from shared.drivers.memory.driver import MemoryDriver
-from shared.errors import JobDeclarationInvalidError, JobTenantRequiredError
-from shared.jobs.enqueue_target import set_job_driver
-from shared.jobs.job import JobHandle
-from shared.signal import Signal
 from tests.support.execute import T0, attempt, enqueue, frozen_driver, records
 from tests.unit.backfill_kit import Table, Writer
+from ujobs.backfill import DEFAULT_BACKFILL_RATE, Throttle, backfill, configure_backfills
+from ujobs.backfill.settings import reset_backfill_settings
+from ujobs.backfill.source import CATCH_UP_S
+from ujobs.drivers.memory.driver import MemoryDriver
+from ujobs.errors import JobDeclarationInvalidError, JobTenantRequiredError
+from ujobs.jobs.enqueue_target import set_job_driver
+from ujobs.jobs.job import JobHandle
+from ujobs.signal import Signal
 
 
 @pytest.fixture(autouse=True)
@@ -244,13 +244,13 @@ def test_rate_is_not_part_of_the_checksum_but_batch_is() -> None:
     writer = Writer(table)
     slow = backfill(name="a", source=table.source, handle=writer, tenant="none", rate=1)
     fast = backfill(name="b", source=table.source, handle=writer, tenant="none", rate=200)
-    from shared.backfill.declare import definition_of
+    from ujobs.backfill.declare import definition_of
 
     a, b = definition_of(slow), definition_of(fast)
     assert a is not None
     assert b is not None
     assert a.checksum != b.checksum  # the names differ
-    from shared.backfill import definition_checksum
+    from ujobs.backfill import definition_checksum
 
     same: dict[str, Any] = {"name": "n", "source": table.source, "handle": writer, "count": None}
     base = definition_checksum(batch=10, requires=None, environments=None, **same)
@@ -305,7 +305,7 @@ async def test_a_moved_checksum_warns_and_never_refuses(caplog: pytest.LogCaptur
     rewrite = declare(table, Writer(table))
     await enqueue(driver, rewrite)
     assert (await attempt(driver, rewrite)).outcome == "completed"
-    from shared.jobs.job import reset_declared_names
+    from ujobs.jobs.job import reset_declared_names
 
     reset_declared_names()
     moved = declare(table, Writer(table), batch=5)  # a new definition under the same name

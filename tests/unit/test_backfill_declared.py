@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from shared import job
-from shared.backfill import (
+from tests.unit.backfill_kit import Table, Writer
+from ujobs import job
+from ujobs.backfill import (
     backfill,
     gate_backfill,
     inspect_backfills,
@@ -18,17 +19,16 @@ from shared.backfill import (
     pending_backfills,
     registered_backfills,
 )
-from shared.backfill.declare import definition_of
-from shared.backfill.ledger_view import backfill_named
-from shared.clock import FrozenClock
-from shared.drivers.memory.backfills import MemoryBackfillLedger
-from shared.errors import (
+from ujobs.backfill.declare import definition_of
+from ujobs.backfill.ledger_view import backfill_named
+from ujobs.clock import FrozenClock
+from ujobs.drivers.memory.backfills import MemoryBackfillLedger
+from ujobs.errors import (
     BackfillEnvironmentError,
     BackfillMigrationPendingError,
     BackfillUnknownError,
 )
-from shared.jobs.job import JobHandle
-from tests.unit.backfill_kit import Table, Writer
+from ujobs.jobs.job import JobHandle
 
 
 @pytest.fixture(autouse=True)

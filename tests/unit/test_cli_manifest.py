@@ -20,7 +20,7 @@ def ujobs(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
     environment = {k: v for k, v in os.environ.items() if k != "UJOBS_APP"}
     environment.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "services.cli", *args],
+        [sys.executable, "-m", "ujobs.services.cli", *args],
         cwd=ROOT,
         env=environment,
         capture_output=True,

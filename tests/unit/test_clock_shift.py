@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from services.config import read_common
-from shared.clock import SYSTEM_CLOCK, FrozenClock, shift_system_clock
-from shared.errors import ConfigInvalidError
+from ujobs.clock import SYSTEM_CLOCK, FrozenClock, shift_system_clock
+from ujobs.errors import ConfigInvalidError
+from ujobs.services.config import read_common
 
 DAY = 86_400_000
 

@@ -14,9 +14,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from croniter import croniter
 
-from shared.errors import TaskDeclarationInvalidError
-from shared.jobs.task import TaskEntry, task
-from shared.scheduler.cron import (
+from ujobs.errors import TaskDeclarationInvalidError
+from ujobs.jobs.task import TaskEntry, task
+from ujobs.scheduler.cron import (
     cron_schedule,
     is_fixed_time,
     latest_occurrence,

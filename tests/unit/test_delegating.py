@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.clock import FrozenClock
-from shared.drivers.base import (
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import (
     JobDriver,
     JobIntrospection,
     announces_enqueues,
     stores_in,
 )
-from shared.drivers.delegating import DelegatingDriver, DelegatingIntrospection
-from shared.drivers.memory.driver import memory_driver
-from shared.wake.announce import AnnouncingDriver, announcing
-from shared.wake.announce_introspect import AnnouncingIntrospection
+from ujobs.drivers.delegating import DelegatingDriver, DelegatingIntrospection
+from ujobs.drivers.memory.driver import memory_driver
+from ujobs.wake.announce import AnnouncingDriver, announcing
+from ujobs.wake.announce_introspect import AnnouncingIntrospection
 
 
 def _members(protocol: type) -> set[str]:

@@ -1,4 +1,4 @@
-"""``EnqueueRequest``'s ``__init__`` is ``slot_init``'s (speed, see shared.execution.frozen_init):
+"""``EnqueueRequest``'s ``__init__`` is ``slot_init``'s (speed, see ujobs.execution.frozen_init):
 it must stay exactly the dataclass's fields, in order, with their defaults, and the value frozen."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import inspect
 
 import pytest
 
-from shared.drivers.records import EnqueueRequest
+from ujobs.drivers.records import EnqueueRequest
 
 
 def test_the_init_takes_the_fields_in_order_with_their_defaults() -> None:

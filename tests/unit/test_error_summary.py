@@ -3,8 +3,8 @@ part of the stack, whatever shape the stack has (chained, grouped, no traceback 
 
 from __future__ import annotations
 
-from shared.errors import InputInvalidError
-from shared.execution.settle import error_summary, last_error_text
+from ujobs.errors import InputInvalidError
+from ujobs.execution.settle import error_summary, last_error_text
 
 
 def _raised(make: type[BaseException] | None = None) -> BaseException:

@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-from shared import errors
-from shared.errors import (
+from ujobs import errors
+from ujobs.errors import (
     InvariantError,
     UltimateError,
     error_code_of,

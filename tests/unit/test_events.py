@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from shared.clock import FrozenClock
-from shared.errors import InputInvalidError, InvariantError
-from shared.events.bus import (
+from ujobs.clock import FrozenClock
+from ujobs.errors import InputInvalidError, InvariantError
+from ujobs.events.bus import (
     EVENTS_PURGE_TARGET,
     EventBus,
     event_bus,

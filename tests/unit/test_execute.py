@@ -7,23 +7,6 @@ from typing import Any
 
 import pytest
 
-from shared.context import current_actor, current_traceparent, require_tenant
-from shared.drivers.base import EnqueueRequest
-from shared.errors import (
-    JobDrainedError,
-    JobMaxAttemptsError,
-    JobTimeoutError,
-    TenancyActorOrgRequiredError,
-    UltimateError,
-    register_error_retry,
-)
-from shared.events.bus import memory_event_bus
-from shared.execution.attempt import execute_job, hand_back, refuse_job
-from shared.execution.run import Run, Settled
-from shared.jobs.job import job
-from shared.jobs.retry import Retry
-from shared.jobs.schema import t
-from shared.signal import Signal
 from tests.support.execute import (
     attempt,
     claim,
@@ -36,6 +19,23 @@ from tests.support.execute import (
     steps_of,
     told_input,
 )
+from ujobs.context import current_actor, current_traceparent, require_tenant
+from ujobs.drivers.base import EnqueueRequest
+from ujobs.errors import (
+    JobDrainedError,
+    JobMaxAttemptsError,
+    JobTimeoutError,
+    TenancyActorOrgRequiredError,
+    UltimateError,
+    register_error_retry,
+)
+from ujobs.events.bus import memory_event_bus
+from ujobs.execution.attempt import execute_job, hand_back, refuse_job
+from ujobs.execution.run import Run, Settled
+from ujobs.jobs.job import job
+from ujobs.jobs.retry import Retry
+from ujobs.jobs.schema import t
+from ujobs.signal import Signal
 
 ORG = "0b6c3f0e-8f5c-4f43-9d77-4b6a3a1c8e10"
 

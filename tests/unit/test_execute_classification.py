@@ -9,18 +9,18 @@ from typing import Any
 
 import pytest
 
-from shared.errors import (
+from tests.support.execute import attempt, counts, enqueue, frozen_driver, records, row
+from ujobs.errors import (
     OperationTimeoutError,
     OverloadedError,
     RateLimitedError,
     UltimateError,
     register_error_retry,
 )
-from shared.execution.run import Run
-from shared.execution.settle import decide_failure, last_error_text
-from shared.jobs.job import job
-from shared.jobs.retry import Retry
-from tests.support.execute import attempt, counts, enqueue, frozen_driver, records, row
+from ujobs.execution.run import Run
+from ujobs.execution.settle import decide_failure, last_error_text
+from ujobs.jobs.job import job
+from ujobs.jobs.retry import Retry
 
 register_error_retry({"X_TEST_FATAL": "terminal"})
 

@@ -9,19 +9,6 @@ from typing import Any
 
 import pytest
 
-from shared.drivers.base import ClaimOptions
-from shared.errors import (
-    JobAbortedError,
-    JobMaxAttemptsError,
-    JobTimeoutError,
-    LeaseLostError,
-    UltimateError,
-)
-from shared.execution.attempt import execute_job
-from shared.execution.run import Run, Settled
-from shared.jobs.job import job
-from shared.jobs.retry import Retry
-from shared.signal import Signal
 from tests.support.execute import (
     attempt,
     claim,
@@ -32,6 +19,19 @@ from tests.support.execute import (
     row,
     steps_of,
 )
+from ujobs.drivers.base import ClaimOptions
+from ujobs.errors import (
+    JobAbortedError,
+    JobMaxAttemptsError,
+    JobTimeoutError,
+    LeaseLostError,
+    UltimateError,
+)
+from ujobs.execution.attempt import execute_job
+from ujobs.execution.run import Run, Settled
+from ujobs.jobs.job import job
+from ujobs.jobs.retry import Retry
+from ujobs.signal import Signal
 
 
 def _declare(body: Any, *, timeout: str | None = "30ms", **options: Any) -> Any:

@@ -7,17 +7,6 @@ from typing import Any
 
 import pytest
 
-from shared.context import current_actor
-from shared.drivers.base import LEASE_LAPSED_FINAL_ATTEMPT, ClaimOptions, EnqueueRequest
-from shared.errors import JobDrainedError, JobInputUnparseableError, JobMaxAttemptsError
-from shared.execution.attempt import announce_exhausted, execute_job
-from shared.execution.on_settled import ON_SETTLED_ATTEMPTS
-from shared.execution.run import Run, Settled
-from shared.jobs.job import job
-from shared.jobs.registry import Registry
-from shared.jobs.retry import Retry
-from shared.jobs.schema import t
-from shared.signal import Signal
 from tests.support.execute import (
     attempt,
     claim,
@@ -29,6 +18,17 @@ from tests.support.execute import (
     row,
     told_input,
 )
+from ujobs.context import current_actor
+from ujobs.drivers.base import LEASE_LAPSED_FINAL_ATTEMPT, ClaimOptions, EnqueueRequest
+from ujobs.errors import JobDrainedError, JobInputUnparseableError, JobMaxAttemptsError
+from ujobs.execution.attempt import announce_exhausted, execute_job
+from ujobs.execution.on_settled import ON_SETTLED_ATTEMPTS
+from ujobs.execution.run import Run, Settled
+from ujobs.jobs.job import job
+from ujobs.jobs.registry import Registry
+from ujobs.jobs.retry import Retry
+from ujobs.jobs.schema import t
+from ujobs.signal import Signal
 
 ORG = "6f1c1b7e-2c1a-4a53-9d2e-0d5f7a1b2c3d"
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from shared.drivers.base import PROGRESS_INTERVAL_MS
-from shared.errors import InvariantError
-from shared.execution.progress import ProgressReporter
-from shared.execution.run import Run
-from shared.jobs.job import job
 from tests.support.execute import attempt, claim, enqueue, frozen_driver, row
+from ujobs.drivers.base import PROGRESS_INTERVAL_MS
+from ujobs.errors import InvariantError
+from ujobs.execution.progress import ProgressReporter
+from ujobs.execution.run import Run
+from ujobs.jobs.job import job
 
 
 def _declare(body: Any) -> Any:

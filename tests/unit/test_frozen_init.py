@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from shared.drivers.records import ClaimedJob, ClaimRef
-from shared.execution.frozen_init import slot_init
-from shared.execution.outcome import JobExecution
+from ujobs.drivers.records import ClaimedJob, ClaimRef
+from ujobs.execution.frozen_init import slot_init
+from ujobs.execution.outcome import JobExecution
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from shared import ids
-from shared.ids import new_id, new_ids
+from ujobs import ids
+from ujobs.ids import new_id, new_ids
 
 
 def test_a_batch_is_uuidv7_strictly_increasing_and_after_every_earlier_id() -> None:
@@ -49,7 +49,7 @@ def test_batches_and_single_ids_interleaved_from_threads_stay_unique() -> None:
 
 def test_a_clock_step_back_keeps_the_order(monkeypatch: pytest.MonkeyPatch) -> None:
     first = new_ids(3)
-    monkeypatch.setattr("shared.ids.time.time_ns", lambda: 1_000_000_000)  # 1970: far behind
+    monkeypatch.setattr("ujobs.ids.time.time_ns", lambda: 1_000_000_000)  # 1970: far behind
     later = [*new_ids(4_100), new_id()]
     assert first[-1] < later[0]
     assert later == sorted(later)

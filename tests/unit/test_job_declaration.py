@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from shared import KeyedConcurrency, Retry, Run, job, t, task
-from shared.errors import (
+from ujobs import KeyedConcurrency, Retry, Run, job, t, task
+from ujobs.errors import (
     IdempotencyRequiredError,
     JobDeclarationInvalidError,
     JobDuplicateError,
     JobTenantRequiredError,
 )
-from shared.jobs.job import DEFAULT_EVENT_POLL_MS, JobHandle
+from ujobs.jobs.job import DEFAULT_EVENT_POLL_MS, JobHandle
 
 
 async def body(run: Run[Any]) -> None:

@@ -9,11 +9,12 @@ from typing import Any
 import orjson
 import pytest
 
-from shared import Actor, Retry, Run, Signal, is_final_attempt, job, t
-from shared.clock import FrozenClock
-from shared.context import acting_as, traced
-from shared.drivers.memory.driver import memory_driver
-from shared.errors import (
+from tests.unit.conftest import RecordingFacade
+from ujobs import Actor, Retry, Run, Signal, is_final_attempt, job, t
+from ujobs.clock import FrozenClock
+from ujobs.context import acting_as, traced
+from ujobs.drivers.memory.driver import memory_driver
+from ujobs.errors import (
     DriverUnavailableError,
     IdempotencyRequiredError,
     InputInvalidError,
@@ -22,9 +23,8 @@ from shared.errors import (
     JobTenantMismatchError,
     JobTenantRequiredError,
 )
-from shared.jobs.enqueue_target import set_job_driver
-from shared.jobs.job import MAX_CONCURRENCY_KEY_LENGTH, JobHandle, RunFn
-from tests.unit.conftest import RecordingFacade
+from ujobs.jobs.enqueue_target import set_job_driver
+from ujobs.jobs.job import MAX_CONCURRENCY_KEY_LENGTH, JobHandle, RunFn
 
 ORG = "0b6c3f0e-8f5c-4f43-9d77-4b6a3a1c8e10"
 OTHER_ORG = "7d1f2b9a-3c4e-4f5a-8b6c-9d0e1f2a3b4c"

@@ -9,8 +9,8 @@ import signal
 
 import pytest
 
-from shared.errors import ConfigInvalidError
-from shared.lifecycle import (
+from ujobs.errors import ConfigInvalidError
+from ujobs.lifecycle import (
     DEFAULT_DRAIN_DEADLINE_MS,
     Deadline,
     Lifecycle,

@@ -1,4 +1,4 @@
-"""``shared.limits`` through the Python API: ``job.request`` (every enqueue's path) and
+"""``ujobs.limits`` through the Python API: ``job.request`` (every enqueue's path) and
 ``publish_event`` refuse an input or a payload nested past ``MAX_JSON_DEPTH`` and a text
 field past its UTF-8 bytes with ``X_INPUT_INVALID``, before pydantic or orjson walk it."""
 
@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from shared import Run, job, t
-from shared.errors import (
+from ujobs import Run, job, t
+from ujobs.errors import (
     IdempotencyRequiredError,
     InputInvalidError,
     JobConcurrencyKeyInvalidError,
 )
-from shared.events.bus import MemoryEventBus
-from shared.jobs.job import JobHandle, RunFn
-from shared.limits import (
+from ujobs.events.bus import MemoryEventBus
+from ujobs.jobs.job import JobHandle, RunFn
+from ujobs.limits import (
     MAX_JSON_DEPTH,
     TEXT_LIMITS,
     check_text,

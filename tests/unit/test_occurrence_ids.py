@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import uuid
 
-from shared.ids import derived_id
-from shared.jobs.task import occurrence_ids
 from tests.support.scheduler import HOUR, T0, tick_job, ticking_task
+from ujobs.ids import derived_id
+from ujobs.jobs.task import occurrence_ids
 
 
 def test_firing_an_occurrence_twice_names_the_same_jobs_and_runs() -> None:

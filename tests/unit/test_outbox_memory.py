@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
-from shared.clock import FrozenClock
-from shared.context import bind_transaction
-from shared.drivers.base import JobFilter
-from shared.drivers.memory.driver import memory_driver
-from shared.errors import ConfigInvalidError, InvariantError
-from shared.execution.run import Run
-from shared.jobs.enqueue_target import set_jobs_facade
-from shared.jobs.job import job
-from shared.jobs.schema import t
-from shared.lifecycle import Lifecycle
-from shared.outbox import (
+from ujobs.clock import FrozenClock
+from ujobs.context import bind_transaction
+from ujobs.drivers.base import JobFilter
+from ujobs.drivers.memory.driver import memory_driver
+from ujobs.errors import ConfigInvalidError, InvariantError
+from ujobs.execution.run import Run
+from ujobs.jobs.enqueue_target import set_jobs_facade
+from ujobs.jobs.job import job
+from ujobs.jobs.schema import t
+from ujobs.lifecycle import Lifecycle
+from ujobs.outbox import (
     RelayOptions,
     memory_outbox_store,
     outbox_jobs_facade,
@@ -175,8 +175,8 @@ def test_purge_options_must_be_positive_whole_numbers(option: str) -> None:
 
 
 async def test_the_postgres_store_never_stages_without_the_callers_transaction() -> None:
-    from shared.errors import OutboxNoTxError
-    from shared.outbox import postgres_outbox_store
+    from ujobs.errors import OutboxNoTxError
+    from ujobs.outbox import postgres_outbox_store
 
     invoice, _ = _jobs()
     store = postgres_outbox_store(executor=None)  # type: ignore[arg-type]  # never reached

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from shared.drivers.postgres.deadlock_retry import DEADLOCK_RETRIES, retry_deadlock
+from ujobs.drivers.postgres.deadlock_retry import DEADLOCK_RETRIES, retry_deadlock
 
 
 async def test_a_deadlock_victim_runs_again() -> None:

@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from shared.errors import InvariantError
-from shared.events.bus import EVENTS_PURGE_TARGET, MemoryEventBus, events_purge_target
-from shared.jobs.enqueue_target import set_job_driver
-from shared.jobs.registry import Registry, define_api
-from shared.retention import DEFAULT_PURGE_CRON, purge
-from shared.retention.builtin import BUILTIN_PURGE, register_builtin_purge
 from tests.support.execute import T0, attempt, enqueue, frozen_driver
+from ujobs.errors import InvariantError
+from ujobs.events.bus import EVENTS_PURGE_TARGET, MemoryEventBus, events_purge_target
+from ujobs.jobs.enqueue_target import set_job_driver
+from ujobs.jobs.registry import Registry, define_api
+from ujobs.retention import DEFAULT_PURGE_CRON, purge
+from ujobs.retention.builtin import BUILTIN_PURGE, register_builtin_purge
 
 
 @dataclass

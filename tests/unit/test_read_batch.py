@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import pytest
 
-from shared.drivers.postgres.read_batch import ReadBatcher
+from ujobs.drivers.postgres.read_batch import ReadBatcher
 
 
 async def until(condition: Callable[[], object]) -> None:

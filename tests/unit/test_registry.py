@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from shared import define_api, job, task
-from shared.errors import InvariantError, JobDuplicateError
-from shared.jobs.job import JobHandle
-from shared.jobs.registry import registry
-from shared.jobs.task import TaskHandle
+from ujobs import define_api, job, task
+from ujobs.errors import InvariantError, JobDuplicateError
+from ujobs.jobs.job import JobHandle
+from ujobs.jobs.registry import registry
+from ujobs.jobs.task import TaskHandle
 
 
 def declared_in(module: str, fn_name: str, **options: Any) -> JobHandle[Any]:

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.errors import InvariantError, RateLimitedError, UltimateError, register_error_retry
-from shared.jobs.retry import (
+from ujobs.errors import InvariantError, RateLimitedError, UltimateError, register_error_retry
+from ujobs.jobs.retry import (
     STATED_SPREAD_CAP_MS,
     STATED_SPREAD_RATIO,
     Retry,

@@ -1,4 +1,4 @@
-"""``shared.role.Role``: the worker, the scheduler and the relay start, stop, drain and register
+"""``ujobs.role.Role``: the worker, the scheduler and the relay start, stop, drain and register
 with their lifecycle the same way; a later, earlier deadline bounds a wind-down in flight."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from shared.drivers.memory.driver import memory_driver
-from shared.jobs.registry import Registry
-from shared.lifecycle import Deadline, Lifecycle
-from shared.metrics import JobMetrics
-from shared.outbox import RelayOptions, memory_outbox_store, outbox_relay
-from shared.role import Role, RolePhase
-from shared.scheduler import SchedulerOptions, job_scheduler
-from shared.worker.job_worker import job_worker
+from ujobs.drivers.memory.driver import memory_driver
+from ujobs.jobs.registry import Registry
+from ujobs.lifecycle import Deadline, Lifecycle
+from ujobs.metrics import JobMetrics
+from ujobs.outbox import RelayOptions, memory_outbox_store, outbox_relay
+from ujobs.role import Role, RolePhase
+from ujobs.scheduler import SchedulerOptions, job_scheduler
+from ujobs.worker.job_worker import job_worker
 
 Build = Callable[[Lifecycle, bool], Role]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.drivers.base import ClaimedJob, ExhaustedJob, JobRow
+from ujobs.drivers.base import ClaimedJob, ExhaustedJob, JobRow
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVERS = ROOT / "shared" / "drivers"

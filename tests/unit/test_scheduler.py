@@ -14,14 +14,6 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import EnqueueRequest, JobDriver
-from shared.drivers.memory.driver import MemoryDriver, memory_driver
-from shared.jobs.registry import define_api
-from shared.jobs.task import CatchUp, TaskHandle
-from shared.scheduler.job_scheduler import PAUSE_RECHECK_MS, JobScheduler, job_scheduler
-from shared.scheduler.leader import always_leader
-from shared.scheduler.state import MemorySchedulerState, memory_scheduler_state
 from tests.support.scheduler import (
     HOUR,
     T0,
@@ -34,6 +26,14 @@ from tests.support.scheduler import (
     tick_job,
     ticking_task,
 )
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import EnqueueRequest, JobDriver
+from ujobs.drivers.memory.driver import MemoryDriver, memory_driver
+from ujobs.jobs.registry import define_api
+from ujobs.jobs.task import CatchUp, TaskHandle
+from ujobs.scheduler.job_scheduler import PAUSE_RECHECK_MS, JobScheduler, job_scheduler
+from ujobs.scheduler.leader import always_leader
+from ujobs.scheduler.state import MemorySchedulerState, memory_scheduler_state
 
 
 @pytest.fixture
@@ -366,8 +366,8 @@ async def test_a_standby_asks_for_the_lease_every_renewal_not_every_round(
 async def test_the_defaults_warn_loudly_at_start(
     driver: MemoryDriver, clock: FrozenClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from shared.lifecycle import Lifecycle
-    from shared.scheduler import SchedulerOptions
+    from ujobs.lifecycle import Lifecycle
+    from ujobs.scheduler import SchedulerOptions
 
     scheduler = job_scheduler(
         driver=driver,

@@ -8,13 +8,13 @@ from collections.abc import Sequence
 
 import pytest
 
-from shared.drivers.base import EnqueueRequest, JobDriver
-from shared.drivers.memory.driver import MemoryDriver, memory_driver
-from shared.lifecycle import Lifecycle
-from shared.scheduler.job_scheduler import Fired, job_scheduler
-from shared.scheduler.leader import AlwaysLeader
-from shared.scheduler.state import MemorySchedulerState, memory_scheduler_state
 from tests.support.scheduler import queued_occurrences, tick_job, ticking_task
+from ujobs.drivers.base import EnqueueRequest, JobDriver
+from ujobs.drivers.memory.driver import MemoryDriver, memory_driver
+from ujobs.lifecycle import Lifecycle
+from ujobs.scheduler.job_scheduler import Fired, job_scheduler
+from ujobs.scheduler.leader import AlwaysLeader
+from ujobs.scheduler.state import MemorySchedulerState, memory_scheduler_state
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from shared.errors import InputInvalidError, InvariantError
-from shared.jobs.schema import MAX_SAFE_INT, InputSchema, SchemaType, as_input_schema, t
+from ujobs.errors import InputInvalidError, InvariantError
+from ujobs.jobs.schema import MAX_SAFE_INT, InputSchema, SchemaType, as_input_schema, t
 
 ORG = "0b6c3f0e-8f5c-4f43-9d77-4b6a3a1c8e10"
 

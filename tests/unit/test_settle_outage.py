@@ -1,4 +1,4 @@
-"""When the store is away (``shared.execution.outage``): a settle sent again until it lands, but
+"""When the store is away (``ujobs.execution.outage``): a settle sent again until it lands, but
 never past the lease the worker holds; an attempt the outage failed handed back uncounted, a
 few times per row at most. The memory driver with a store that goes away (the outside world)
 and a frozen clock."""
@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-import shared.execution.outage as execute_outage
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimRef, NackOptions, StepRecord
-from shared.drivers.memory.driver import MemoryDriver
-from shared.errors import DriverUnreachableError
-from shared.execution.attempt import execute_job
-from shared.execution.outage import MAX_UNREACHABLE_RETURNS
-from shared.execution.run import Run
+import ujobs.execution.outage as execute_outage
 from tests.support.execute import T0, claim, records, row
 from tests.support.worker import Gate, declare, enqueue, make_worker, settled
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimRef, NackOptions, StepRecord
+from ujobs.drivers.memory.driver import MemoryDriver
+from ujobs.errors import DriverUnreachableError
+from ujobs.execution.attempt import execute_job
+from ujobs.execution.outage import MAX_UNREACHABLE_RETURNS
+from ujobs.execution.run import Run
 
 WINDOW = 30_000
 INTERVAL = 10_000

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from shared.drivers.postgres.sql import query
+from ujobs.drivers.postgres.sql import query
 
 
 def statement_core(text: str) -> str:

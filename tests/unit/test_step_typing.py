@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 BODY = """
 from typing import Any, assert_type
-from shared.execution.run import Run
-from shared.signal import Signal
+from ujobs.execution.run import Run
+from ujobs.signal import Signal
 
 async def fetch(n: int) -> dict[str, int]:
     return {"n": n}

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from shared.drivers.base import ClaimedJob, NackOptions
-from shared.drivers.memory.driver import MemoryDriver
-from shared.errors import (
+from tests.support.execute import claim, enqueue, frozen_driver
+from ujobs.drivers.base import ClaimedJob, NackOptions
+from ujobs.drivers.memory.driver import MemoryDriver
+from ujobs.errors import (
     InvariantError,
     JobAbortedError,
     JobTimeoutError,
@@ -20,10 +21,9 @@ from shared.errors import (
     StepDuplicateError,
     StepOutputInvalidError,
 )
-from shared.execution.steps import Step, StepSuspension
-from shared.jobs.job import job
-from shared.signal import Signal
-from tests.support.execute import claim, enqueue, frozen_driver
+from ujobs.execution.steps import Step, StepSuspension
+from ujobs.jobs.job import job
+from ujobs.signal import Signal
 
 
 @job(idempotency_key="k", tenant="none")

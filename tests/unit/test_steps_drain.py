@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from shared.drivers.base import ClaimedJob, StepRecord
-from shared.drivers.memory.driver import MemoryDriver
-from shared.errors import JobAbortedError, JobDrainedError, JobTimeoutError, LeaseLostError
-from shared.execution.steps import Step
-from shared.signal import Signal
 from tests.support.execute import claim, enqueue, frozen_driver
 from tests.unit.test_steps import stepper
+from ujobs.drivers.base import ClaimedJob, StepRecord
+from ujobs.drivers.memory.driver import MemoryDriver
+from ujobs.errors import JobAbortedError, JobDrainedError, JobTimeoutError, LeaseLostError
+from ujobs.execution.steps import Step
+from ujobs.signal import Signal
 
 
 class CountingDriver(MemoryDriver):

@@ -6,15 +6,15 @@ from typing import Any
 
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimedJob
-from shared.drivers.memory.driver import MemoryDriver
-from shared.errors import InvariantError, JobTimeoutError
-from shared.events.bus import MemoryEventBus, memory_event_bus
-from shared.execution.steps import WAIT_START_SUFFIX, Step, StepSuspension
-from shared.jobs.job import job
-from shared.signal import Signal
 from tests.support.execute import T0, claim, enqueue, frozen_driver
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimedJob
+from ujobs.drivers.memory.driver import MemoryDriver
+from ujobs.errors import InvariantError, JobTimeoutError
+from ujobs.events.bus import MemoryEventBus, memory_event_bus
+from ujobs.execution.steps import WAIT_START_SUFFIX, Step, StepSuspension
+from ujobs.jobs.job import job
+from ujobs.signal import Signal
 
 
 @job(idempotency_key="k", tenant="none")

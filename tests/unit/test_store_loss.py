@@ -1,4 +1,4 @@
-"""``shared.execution.store_loss`` over a hand-driven keyspace mark: a refusal is explained only by
+"""``ujobs.execution.store_loss`` over a hand-driven keyspace mark: a refusal is explained only by
 a mark that changed, each lost mark is reported once (with the rows the workers still count),
 and a mark that cannot be read explains nothing."""
 
@@ -8,9 +8,9 @@ import logging
 
 import pytest
 
-from shared.drivers.base import ClaimedJob
-from shared.execution.store_loss import StoreLossReport
 from tests.support.worker import records
+from ujobs.drivers.base import ClaimedJob
+from ujobs.execution.store_loss import StoreLossReport
 
 
 class HandMark:

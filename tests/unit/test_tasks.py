@@ -9,18 +9,18 @@ from typing import Any
 import orjson
 import pytest
 
-from shared import Run, job, t, task
-from shared.clock import FrozenClock
-from shared.errors import (
+from tests.unit.conftest import RecordingFacade
+from ujobs import Run, job, t, task
+from ujobs.clock import FrozenClock
+from ujobs.errors import (
     DriverUnavailableError,
     InputInvalidError,
     JobDeclarationInvalidError,
     JobDuplicateError,
     TaskDeclarationInvalidError,
 )
-from shared.jobs.job import JobHandle
-from shared.jobs.task import DEFAULT_MAX_CATCH_UP, TaskHandle
-from tests.unit.conftest import RecordingFacade
+from ujobs.jobs.job import JobHandle
+from ujobs.jobs.task import DEFAULT_MAX_CATCH_UP, TaskHandle
 
 
 def make_job(name: str, **options: Any) -> JobHandle[Any]:

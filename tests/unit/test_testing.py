@@ -1,4 +1,4 @@
-"""``shared.testing``: a user's test runs a job to its end in-process on the memory driver,
+"""``ujobs.testing``: a user's test runs a job to its end in-process on the memory driver,
 with sleeps and retry waits passed on a frozen clock, and reads what is still enqueued."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from shared import Retry, Run, define_api, job, t
-from shared.clock import FrozenClock
-from shared.drivers.memory.driver import memory_driver
-from shared.errors import InvariantError, JobUnknownError
-from shared.jobs.enqueue_target import set_job_driver
-from shared.jobs.job import JobHandle
-from shared.testing import (
+from ujobs import Retry, Run, define_api, job, t
+from ujobs.clock import FrozenClock
+from ujobs.drivers.memory.driver import memory_driver
+from ujobs.errors import InvariantError, JobUnknownError
+from ujobs.jobs.enqueue_target import set_job_driver
+from ujobs.jobs.job import JobHandle
+from ujobs.testing import (
     DEFAULT_START_MS,
     drain,
     enqueued,

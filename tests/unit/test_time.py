@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.clock import SYSTEM_CLOCK, Clock, FrozenClock, from_epoch_ms, to_epoch_ms
-from shared.durations import duration_label, duration_ms
-from shared.errors import InvariantError
+from ujobs.clock import SYSTEM_CLOCK, Clock, FrozenClock, from_epoch_ms, to_epoch_ms
+from ujobs.durations import duration_label, duration_ms
+from ujobs.errors import InvariantError
 
 
 @pytest.mark.parametrize(

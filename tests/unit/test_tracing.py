@@ -12,14 +12,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from shared import tracing
-from shared.context import current_traceparent, traced
-from shared.drivers.base import EnqueueRequest
-from shared.execution.run import Run
-from shared.jobs.job import job
-from shared.jobs.schema import t
-from shared.tracing import child_traceparent, job_span, parse_traceparent
 from tests.support.execute import attempt, frozen_driver
+from ujobs import tracing
+from ujobs.context import current_traceparent, traced
+from ujobs.drivers.base import EnqueueRequest
+from ujobs.execution.run import Run
+from ujobs.jobs.job import job
+from ujobs.jobs.schema import t
+from ujobs.tracing import child_traceparent, job_span, parse_traceparent
 
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 

@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-import shared.drivers.postgres.driver as pg_driver
-from shared.clock import FrozenClock
-from shared.drivers.base import EnqueueRequest, JobDriver, JobIntrospection
-from shared.drivers.memory.driver import memory_driver
-from shared.errors import ConfigInvalidError
-from shared.wake.announce import RedisAnnouncer, SlotThrottle, announcing, redis_announcer
-from shared.wake.listener import PROBE_PREFIX, ChannelWake, redis_wake
-from shared.wake.local import listener_count, on_enqueued, signal_enqueued
-from shared.wake.protocol import (
+import ujobs.drivers.postgres.driver as pg_driver
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import EnqueueRequest, JobDriver, JobIntrospection
+from ujobs.drivers.memory.driver import memory_driver
+from ujobs.errors import ConfigInvalidError
+from ujobs.wake.announce import RedisAnnouncer, SlotThrottle, announcing, redis_announcer
+from ujobs.wake.listener import PROBE_PREFIX, ChannelWake, redis_wake
+from ujobs.wake.local import listener_count, on_enqueued, signal_enqueued
+from ujobs.wake.protocol import (
     IDLE_POLL_CEILING_MS,
     REDIS_WAKE_SLOT_MS,
     WAKE_DUE_WITHIN_MS,
@@ -123,7 +123,7 @@ def test_a_wake_needs_a_channel() -> None:
 
 
 def test_the_probe_prefix_can_never_be_a_queue_name() -> None:
-    from shared.jobs.job import NAME_PATTERN
+    from ujobs.jobs.job import NAME_PATTERN
 
     assert NAME_PATTERN.match(f"{PROBE_PREFIX}abc") is None
 

@@ -1,4 +1,4 @@
-"""webhooks.signature: the Standard Webhooks reference vector, rotation, v1a, freshness, and
+"""ujobs.webhooks.signature: the Standard Webhooks reference vector, rotation, v1a, freshness, and
 the spec's scheme with its ':' rule."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ import base64
 
 import pytest
 
-from webhooks.errors import (
+from ujobs.webhooks.errors import (
     WebhookEventInvalidError,
     WebhookSecretInvalidError,
     WebhookSignatureInvalidError,
 )
-from webhooks.signature import (
+from ujobs.webhooks.signature import (
     generate_keypair,
     generate_secret,
     public_key_of,

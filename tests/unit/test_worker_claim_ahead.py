@@ -1,4 +1,4 @@
-"""Claim-ahead (``shared.worker.claim_ahead``): rows claimed beyond the free slots wait in the
+"""Claim-ahead (``ujobs.worker.claim_ahead``): rows claimed beyond the free slots wait in the
 worker and lose nothing — each runs once, a row that goes back (the drain, a long wait) goes
 back uncounted, and a worker that dies with rows held costs them no attempt."""
 
@@ -9,11 +9,7 @@ from typing import Any
 
 import pytest
 
-import shared.worker.claim_ahead as prefetch_module
-from shared.drivers.base import ClaimRef
-from shared.drivers.memory import MemoryDriver, memory_driver
-from shared.errors import InvariantError
-from shared.execution.run import Run
+import ujobs.worker.claim_ahead as prefetch_module
 from tests.support.worker import (
     Gate,
     declare,
@@ -24,6 +20,10 @@ from tests.support.worker import (
     row,
     settled,
 )
+from ujobs.drivers.base import ClaimRef
+from ujobs.drivers.memory import MemoryDriver, memory_driver
+from ujobs.errors import InvariantError
+from ujobs.execution.run import Run
 
 
 async def test_rows_claimed_ahead_run_once_each_in_order_and_count_one_attempt() -> None:

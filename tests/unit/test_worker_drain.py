@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from shared.drivers.memory.driver import MemoryDriver, memory_driver
-from shared.errors import JobDrainedError, error_code_of
-from shared.execution.run import Run
-from shared.lifecycle import Lifecycle
-from shared.worker.job_worker import JobWorker
-from shared.worker.stats import WorkerState
 from tests.support.worker import Gate, declare, enqueue, make_worker, records, row, settled
+from ujobs.drivers.memory.driver import MemoryDriver, memory_driver
+from ujobs.errors import JobDrainedError, error_code_of
+from ujobs.execution.run import Run
+from ujobs.lifecycle import Lifecycle
+from ujobs.worker.job_worker import JobWorker
+from ujobs.worker.stats import WorkerState
 
 
 async def _draining_at(driver: MemoryDriver) -> int | None:

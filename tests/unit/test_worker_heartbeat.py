@@ -9,12 +9,6 @@ from typing import Any
 
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimOptions
-from shared.errors import error_code_of
-from shared.execution.run import Run, Settled
-from shared.worker.concurrency import job_cap_key
-from shared.worker.job_worker import JobWorker
 from tests.support.worker import (
     T0,
     ControlledDriver,
@@ -27,6 +21,12 @@ from tests.support.worker import (
     sample,
     settled,
 )
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimOptions
+from ujobs.errors import error_code_of
+from ujobs.execution.run import Run, Settled
+from ujobs.worker.concurrency import job_cap_key
+from ujobs.worker.job_worker import JobWorker
 
 WINDOW = 3_000
 INTERVAL = 1_000

@@ -11,10 +11,6 @@ from typing import Any
 
 import pytest
 
-from shared.clock import FrozenClock
-from shared.execution.run import Run
-from shared.signal import Signal
-from shared.worker import JobWorker
 from tests.support.worker import (
     T0,
     ControlledDriver,
@@ -26,6 +22,10 @@ from tests.support.worker import (
     sample,
     settled,
 )
+from ujobs.clock import FrozenClock
+from ujobs.execution.run import Run
+from ujobs.signal import Signal
+from ujobs.worker import JobWorker
 
 WINDOW = 3_000
 

@@ -8,22 +8,22 @@ from typing import Any
 
 import pytest
 
-from shared.clock import Clock, FrozenClock
-from shared.drivers.base import ClaimedJob, ClaimOptions, EnqueueRequest, LeaseStore
-from shared.drivers.memory.driver import MemoryDriver
-from shared.drivers.memory.leases import MemoryLeaseStore
-from shared.errors import ConcurrencyUnenforceableError
-from shared.execution.run import Run, Settled
-from shared.execution.settle import HAND_BACK_DELAY_MS
-from shared.worker.concurrency import (
+from tests.support.worker import T0, Gate, declare, enqueue, frozen, make_worker, row, sample
+from ujobs.clock import Clock, FrozenClock
+from ujobs.drivers.base import ClaimedJob, ClaimOptions, EnqueueRequest, LeaseStore
+from ujobs.drivers.memory.driver import MemoryDriver
+from ujobs.drivers.memory.leases import MemoryLeaseStore
+from ujobs.errors import ConcurrencyUnenforceableError
+from ujobs.execution.run import Run, Settled
+from ujobs.execution.settle import HAND_BACK_DELAY_MS
+from ujobs.worker.concurrency import (
     job_cap_key,
     job_lease_key,
     lease_holder,
     own_earlier_claim,
     parse_holder,
 )
-from shared.worker.limits import LimitConfig
-from tests.support.worker import T0, Gate, declare, enqueue, frozen, make_worker, row, sample
+from ujobs.worker.limits import LimitConfig
 
 POLL = 250
 

@@ -10,12 +10,6 @@ from typing import Any
 
 import pytest
 
-from shared.clock import SYSTEM_CLOCK
-from shared.drivers.memory.driver import memory_driver
-from shared.errors import InvariantError
-from shared.execution.run import Run
-from shared.wake.local import signal_enqueued
-from shared.worker.claim_loop import ClaimAsk
 from tests.support.worker import (
     ControlledDriver,
     Gate,
@@ -27,6 +21,12 @@ from tests.support.worker import (
     row,
     settled,
 )
+from ujobs.clock import SYSTEM_CLOCK
+from ujobs.drivers.memory.driver import memory_driver
+from ujobs.errors import InvariantError
+from ujobs.execution.run import Run
+from ujobs.wake.local import signal_enqueued
+from ujobs.worker.claim_loop import ClaimAsk
 
 
 class StandInWake:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from shared.drivers.memory.driver import memory_driver
-from shared.metrics import JobMetrics
 from tests.support.worker import Gate, declare, enqueue, make_worker, sample
+from ujobs.drivers.memory.driver import memory_driver
+from ujobs.metrics import JobMetrics
 
 
 async def test_stats_and_the_gauges_sum_the_live_workers_of_the_process() -> None:

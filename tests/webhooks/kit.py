@@ -6,19 +6,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimOptions
-from shared.drivers.memory import MemoryDriver, memory_driver
-from shared.execution.attempt import execute_job
-from shared.execution.outcome import JobExecution
-from shared.jobs.job import JobHandle
-from shared.jobs.retry import Retry
-from shared.signal import Signal
-from webhooks.client import WebhookClient
-from webhooks.family import Endpoint, Event, TenantOf, WebhookInput, webhook
-from webhooks.ledger import MemoryWebhookLedger
-from webhooks.signature import generate_secret
-from webhooks.ssrf import GuardPolicy
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimOptions
+from ujobs.drivers.memory import MemoryDriver, memory_driver
+from ujobs.execution.attempt import execute_job
+from ujobs.execution.outcome import JobExecution
+from ujobs.jobs.job import JobHandle
+from ujobs.jobs.retry import Retry
+from ujobs.signal import Signal
+from ujobs.webhooks.client import WebhookClient
+from ujobs.webhooks.family import Endpoint, Event, TenantOf, WebhookInput, webhook
+from ujobs.webhooks.ledger import MemoryWebhookLedger
+from ujobs.webhooks.signature import generate_secret
+from ujobs.webhooks.ssrf import GuardPolicy
 
 T0 = 1_700_000_000_000
 LOCAL = GuardPolicy.parse("127.0.0.1/32", allow_http=True)

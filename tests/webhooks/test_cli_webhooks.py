@@ -10,9 +10,9 @@ import os
 import asyncpg
 import pytest
 
-from services.webhook_deliverer import deliverer_registry, webhook_settings
-from shared.errors import ConfigInvalidError
 from tests.support.cli import json_of, ujobs
+from ujobs.errors import ConfigInvalidError
+from ujobs.services.webhook_deliverer import deliverer_registry, webhook_settings
 
 KEY = base64.b64encode(os.urandom(32)).decode()
 ENV = {"UJOBS_SECRET_KEY": KEY, "UJOBS_WEBHOOK_ALLOW_PRIVATE": "", "UJOBS_WEBHOOK_ALLOW_HTTP": ""}

@@ -16,16 +16,16 @@ import pytest
 from aiohttp import web
 from redis.asyncio import Redis
 
-from shared.drivers import redis_driver
-from shared.drivers.postgres import postgres_driver
-from shared.jobs.enqueue_target import reset_job_driver, set_job_driver
 from tests.e2e.service_process import ServiceProcess, service_env
 from tests.support.webhook_receiver import Receiver
 from tests.webhooks.kit import LOCAL
-from webhooks import builtin
-from webhooks.secrets import SecretBox
-from webhooks.signature import verify_standard
-from webhooks.store_pg import PgWebhookStore
+from ujobs.drivers import redis_driver
+from ujobs.drivers.postgres import postgres_driver
+from ujobs.jobs.enqueue_target import reset_job_driver, set_job_driver
+from ujobs.webhooks import builtin
+from ujobs.webhooks.secrets import SecretBox
+from ujobs.webhooks.signature import verify_standard
+from ujobs.webhooks.store_pg import PgWebhookStore
 
 pytestmark = pytest.mark.slow
 

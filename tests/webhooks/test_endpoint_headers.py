@@ -14,10 +14,10 @@ import pytest
 
 from tests.support.webhook_receiver import Receiver
 from tests.webhooks.kit import LOCAL, make_kit
-from webhooks.endpoint_headers import check_headers
-from webhooks.errors import WebhookEndpointInvalidError
-from webhooks.secrets import SecretBox
-from webhooks.store_pg import PgWebhookStore
+from ujobs.webhooks.endpoint_headers import check_headers
+from ujobs.webhooks.errors import WebhookEndpointInvalidError
+from ujobs.webhooks.secrets import SecretBox
+from ujobs.webhooks.store_pg import PgWebhookStore
 
 URL = "https://partner.example/hook"
 VALUE = "k-7f3a9c-credential"

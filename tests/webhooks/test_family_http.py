@@ -15,9 +15,9 @@ from aiohttp import web
 
 from tests.support.webhook_receiver import Receiver
 from tests.webhooks.kit import Kit, make_kit
-from webhooks.errors import WebhookEndpointInvalidError
-from webhooks.family import Endpoint
-from webhooks.ledger import EXCERPT_CHARS, DeliveryAttempt, MemoryWebhookLedger
+from ujobs.webhooks.errors import WebhookEndpointInvalidError
+from ujobs.webhooks.family import Endpoint
+from ujobs.webhooks.ledger import EXCERPT_CHARS, DeliveryAttempt, MemoryWebhookLedger
 
 
 @pytest.fixture

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from shared.errors import JobDrainedError, JobTenantMismatchError, LeaseLostError
-from shared.jobs.retry import Retry
-from shared.signal import Signal
 from tests.support.webhook_receiver import Receiver
 from tests.webhooks.kit import T0, Kit, make_kit
-from webhooks.signature import verify_standard, verify_ultimate
+from ujobs.errors import JobDrainedError, JobTenantMismatchError, LeaseLostError
+from ujobs.jobs.retry import Retry
+from ujobs.signal import Signal
+from ujobs.webhooks.signature import verify_standard, verify_ultimate
 
 KitFactory = Callable[..., Kit]
 

@@ -11,9 +11,14 @@ from typing import Any
 import asyncpg
 import pytest
 
-from webhooks.ledger import AttemptOutcome, DeliveryAttempt, MemoryWebhookLedger, WebhookLedger
-from webhooks.secrets import SecretBox
-from webhooks.store_pg import PgWebhookStore
+from ujobs.webhooks.ledger import (
+    AttemptOutcome,
+    DeliveryAttempt,
+    MemoryWebhookLedger,
+    WebhookLedger,
+)
+from ujobs.webhooks.secrets import SecretBox
+from ujobs.webhooks.store_pg import PgWebhookStore
 
 KEY = base64.b64encode(os.urandom(32)).decode()
 

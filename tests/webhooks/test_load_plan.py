@@ -10,8 +10,8 @@ from typing import Any
 
 import asyncpg
 
-from shared.drivers.postgres.sql import query
 from tests.support.plans import explain_prepared, plan_nodes
+from ujobs.drivers.postgres.sql import query
 
 WEBHOOK_TABLES = ("x_webhook_endpoints", "x_webhook_events")
 

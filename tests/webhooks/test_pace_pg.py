@@ -11,11 +11,11 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.clock import FrozenClock
-from webhooks.pace import LocalPace
-from webhooks.pace_pg import PgPace
-from webhooks.secrets import SecretBox
-from webhooks.store_pg import PgWebhookStore, new_secret_key
+from ujobs.clock import FrozenClock
+from ujobs.webhooks.pace import LocalPace
+from ujobs.webhooks.pace_pg import PgPace
+from ujobs.webhooks.secrets import SecretBox
+from ujobs.webhooks.store_pg import PgWebhookStore, new_secret_key
 
 T0 = 1_700_000_000_000
 

@@ -14,8 +14,8 @@ import orjson
 import pytest
 
 from tests.webhooks.vectors_source import render
-from webhooks.errors import WebhookSignatureInvalidError
-from webhooks.signature import verify_standard, verify_ultimate
+from ujobs.webhooks.errors import WebhookSignatureInvalidError
+from ujobs.webhooks.signature import verify_standard, verify_ultimate
 
 KIT = Path(__file__).resolve().parents[2] / "webhooks" / "verify"
 VECTORS = KIT / "vectors.json"

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from shared.errors import ConfigInvalidError
-from webhooks.errors import WebhookSecretInvalidError
-from webhooks.secrets import SecretBox
+from ujobs.errors import ConfigInvalidError
+from ujobs.webhooks.errors import WebhookSecretInvalidError
+from ujobs.webhooks.secrets import SecretBox
 
 
 def key() -> str:

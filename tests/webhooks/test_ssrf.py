@@ -9,11 +9,11 @@ import socket
 import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from shared.errors import ConfigInvalidError
 from tests.support.webhook_receiver import Receiver
-from webhooks.client import WebhookClient
-from webhooks.errors import WebhookEndpointInvalidError
-from webhooks.ssrf import GuardPolicy, check_url, refused_reason
+from ujobs.errors import ConfigInvalidError
+from ujobs.webhooks.client import WebhookClient
+from ujobs.webhooks.errors import WebhookEndpointInvalidError
+from ujobs.webhooks.ssrf import GuardPolicy, check_url, refused_reason
 
 STRICT = GuardPolicy(allow_http=True)
 

@@ -14,28 +14,28 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.clock import FrozenClock
-from shared.drivers.base import ClaimOptions
-from shared.drivers.postgres import PostgresDriver, postgres_driver
-from shared.execution.attempt import execute_job
-from shared.execution.outcome import JobExecution
-from shared.jobs.enqueue_target import reset_job_driver, set_job_driver
 from tests.support.webhook_receiver import Receiver
 from tests.webhooks.kit import LOCAL
-from webhooks import builtin
-from webhooks.client import WebhookClient
-from webhooks.errors import (
+from ujobs.clock import FrozenClock
+from ujobs.drivers.base import ClaimOptions
+from ujobs.drivers.postgres import PostgresDriver, postgres_driver
+from ujobs.execution.attempt import execute_job
+from ujobs.execution.outcome import JobExecution
+from ujobs.jobs.enqueue_target import reset_job_driver, set_job_driver
+from ujobs.webhooks import builtin
+from ujobs.webhooks.client import WebhookClient
+from ujobs.webhooks.errors import (
     WebhookEndpointInvalidError,
     WebhookEndpointUnknownError,
     WebhookEventInvalidError,
     WebhookEventUnknownError,
 )
-from webhooks.family import install_client
-from webhooks.ledger import DeliveryAttempt
-from webhooks.pace_pg import PgPace
-from webhooks.secrets import SecretBox
-from webhooks.signature import verify_standard
-from webhooks.store_pg import PgWebhookStore
+from ujobs.webhooks.family import install_client
+from ujobs.webhooks.ledger import DeliveryAttempt
+from ujobs.webhooks.pace_pg import PgPace
+from ujobs.webhooks.secrets import SecretBox
+from ujobs.webhooks.signature import verify_standard
+from ujobs.webhooks.store_pg import PgWebhookStore
 
 T0 = 1_700_000_000_000
 

@@ -1,4 +1,4 @@
-"""The partner kit's ``webhooks/verify/vectors.json``, built from ``webhooks.signature``.
+"""The partner kit's ``webhooks/verify/vectors.json``, built from ``ujobs.webhooks.signature``.
 
 Every case is deterministic (HMAC and ed25519 both are), so the committed file is exactly what
 this builds; ``test_partner_kit`` holds the two equal. Regenerate after a deliberate change:
@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from webhooks.signature import (
+from ujobs.webhooks.signature import (
     public_key_of,
     sign_standard,
     sign_ultimate,

@@ -20,7 +20,7 @@ What this package exports is the public import path of DESIGN.md; code inside
 
 from __future__ import annotations
 
-from shared.drivers.memory.driver import MemoryDriver, memory_driver
+from ujobs.drivers.memory.driver import MemoryDriver, memory_driver
 
 __all__ = [
     "MemoryDriver",

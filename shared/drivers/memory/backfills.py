@@ -11,10 +11,10 @@ import builtins
 from dataclasses import replace
 from typing import Any
 
-from shared.clock import Clock
-from shared.drivers.base import BackfillRow, BackfillStatus
-from shared.drivers.memory.state import json_copy
-from shared.errors import InvariantError
+from ujobs.clock import Clock
+from ujobs.drivers.base import BackfillRow, BackfillStatus
+from ujobs.drivers.memory.state import json_copy
+from ujobs.errors import InvariantError
 
 JSONValue = Any
 _STATUSES: frozenset[str] = frozenset({"running", "completed", "failed"})

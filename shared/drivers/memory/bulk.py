@@ -13,7 +13,7 @@ a second call could still move, so "call until zero" ends.
 
 from __future__ import annotations
 
-from shared.drivers.base import (
+from ujobs.drivers.base import (
     ALL_STATES,
     MAX_BULK_ROWS,
     PROMOTABLE_STATES,
@@ -21,8 +21,8 @@ from shared.drivers.base import (
     BulkFilter,
     BulkResult,
 )
-from shared.drivers.memory.state import LiveKey, MemoryRow, MemoryState, RunKey
-from shared.errors import (
+from ujobs.drivers.memory.state import LiveKey, MemoryRow, MemoryState, RunKey
+from ujobs.errors import (
     InvariantError,
     JobDuplicateError,
     JobNotFoundError,
@@ -30,7 +30,7 @@ from shared.errors import (
     JobNotRemovableError,
     JobNotRequeueableError,
 )
-from shared.introspect import redact_key
+from ujobs.introspect import redact_key
 
 
 def requeue_row(state: MemoryState, row: MemoryRow, now: int, from_step: str | None) -> None:

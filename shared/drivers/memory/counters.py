@@ -9,8 +9,8 @@ nothing to do (the rollup is idempotent).
 
 from __future__ import annotations
 
-from shared.drivers.base import COUNTER_TIERS, CounterBucket, CounterTotals
-from shared.drivers.memory.state import Bucket, MemoryState
+from ujobs.drivers.base import COUNTER_TIERS, CounterBucket, CounterTotals
+from ujobs.drivers.memory.state import Bucket, MemoryState
 
 
 def _view(job: str, width: int, start: int, b: Bucket) -> CounterBucket:

@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.base import (
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.drivers.base import (
     AHEAD_RETURNS_MAX,
     ALL_STATES,
     CLAIMABLE_STATES,
@@ -42,13 +42,13 @@ from shared.drivers.base import (
     nack_counter,
     nack_state,
 )
-from shared.drivers.memory.backfills import MemoryBackfillLedger
-from shared.drivers.memory.introspect import MemoryIntrospection
-from shared.drivers.memory.leases import MemoryLeaseStore
-from shared.drivers.memory.state import MemoryRow, MemoryState, json_copy, live_key, run_key
-from shared.drivers.memory.workers import MemoryWorkerRegistry
-from shared.errors import ClaimQueuesEmptyError, InvariantError
-from shared.ids import new_id
+from ujobs.drivers.memory.backfills import MemoryBackfillLedger
+from ujobs.drivers.memory.introspect import MemoryIntrospection
+from ujobs.drivers.memory.leases import MemoryLeaseStore
+from ujobs.drivers.memory.state import MemoryRow, MemoryState, json_copy, live_key, run_key
+from ujobs.drivers.memory.workers import MemoryWorkerRegistry
+from ujobs.errors import ClaimQueuesEmptyError, InvariantError
+from ujobs.ids import new_id
 
 JSONValue = Any
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import builtins
 from typing import Any
 
-from shared.clock import Clock
-from shared.drivers.base import (
+from ujobs.clock import Clock
+from ujobs.drivers.base import (
     LIVE_STATES,
     MAX_TASK_FIRES,
     PROGRESS_INTERVAL_MS,
@@ -27,17 +27,17 @@ from shared.drivers.base import (
     WorkerRow,
     validate_job_filter,
 )
-from shared.drivers.memory.bulk import (
+from ujobs.drivers.memory.bulk import (
     promote_many,
     promote_one,
     remove_many,
     requeue_many,
     requeue_one,
 )
-from shared.drivers.memory.counters import counter_totals, counters, rollup_counters
-from shared.drivers.memory.state import MemoryRow, MemoryState, json_copy
-from shared.drivers.memory.workers import MemoryWorkerRegistry
-from shared.errors import InvariantError, JobNotRemovableError
+from ujobs.drivers.memory.counters import counter_totals, counters, rollup_counters
+from ujobs.drivers.memory.state import MemoryRow, MemoryState, json_copy
+from ujobs.drivers.memory.workers import MemoryWorkerRegistry
+from ujobs.errors import InvariantError, JobNotRemovableError
 
 JSONValue = Any
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import builtins
 from dataclasses import dataclass
 
-from shared.clock import Clock
-from shared.errors import InvariantError
+from ujobs.clock import Clock
+from ujobs.errors import InvariantError
 
 
 @dataclass(slots=True)

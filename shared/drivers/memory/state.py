@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from shared.drivers.base import (
+from ujobs.drivers.base import (
     COUNTER_TIERS,
     LIVE_STATES,
     ClaimRef,

@@ -11,9 +11,9 @@ from __future__ import annotations
 import builtins
 from collections.abc import Sequence
 
-from shared.clock import Clock
-from shared.drivers.base import MAX_WORKER_IN_FLIGHT, WorkerInfo, WorkerRow
-from shared.errors import InvariantError
+from ujobs.clock import Clock
+from ujobs.drivers.base import MAX_WORKER_IN_FLIGHT, WorkerInfo, WorkerRow
+from ujobs.errors import InvariantError
 
 
 class MemoryWorkerRegistry:

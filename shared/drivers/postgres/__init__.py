@@ -45,8 +45,8 @@ What this package exports is the public import path of DESIGN.md; code inside
 
 from __future__ import annotations
 
-from shared.drivers.postgres.driver import PostgresDriver, postgres_driver
-from shared.drivers.postgres.enqueue import (
+from ujobs.drivers.postgres.driver import PostgresDriver, postgres_driver
+from ujobs.drivers.postgres.enqueue import (
     WAKE_CHANNEL,
     WAKE_DUE_WITHIN_MS,
     WAKE_SLOT_MS,

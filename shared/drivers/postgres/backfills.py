@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from shared.clock import Clock
-from shared.drivers.base import BackfillRow, BackfillStatus
-from shared.drivers.postgres.rows import backfill_row, dumps
-from shared.drivers.postgres.sql import query
+from ujobs.clock import Clock
+from ujobs.drivers.base import BackfillRow, BackfillStatus
+from ujobs.drivers.postgres.rows import backfill_row, dumps
+from ujobs.drivers.postgres.sql import query
 
 if TYPE_CHECKING:
     Pool = asyncpg.Pool[Any]

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import asyncpg
 
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.base import (
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.drivers.base import (
     AHEAD_RETURNS_MAX,
     ALL_STATES,
     COUNTER_TIERS,
@@ -45,9 +45,9 @@ from shared.drivers.base import (
     nack_counter,
     nack_state,
 )
-from shared.drivers.postgres.backfills import PostgresBackfillLedger
-from shared.drivers.postgres.deadlock_retry import retry_deadlock
-from shared.drivers.postgres.enqueue import (
+from ujobs.drivers.postgres.backfills import PostgresBackfillLedger
+from ujobs.drivers.postgres.deadlock_retry import retry_deadlock
+from ujobs.drivers.postgres.enqueue import (
     WAKE_CHANNEL,
     WAKE_DUE_WITHIN_MS,
     WAKE_SLOT_MS,
@@ -55,16 +55,16 @@ from shared.drivers.postgres.enqueue import (
     PostgresEnqueuer,
     wake_slot,
 )
-from shared.drivers.postgres.held_connections import HeldConnections
-from shared.drivers.postgres.introspect import PostgresIntrospection
-from shared.drivers.postgres.leases import PostgresLeaseStore
-from shared.drivers.postgres.progress import ProgressThrottle
-from shared.drivers.postgres.rows import claimed_job, dumps, exhausted_job, step_record
-from shared.drivers.postgres.settle_batch import SettleBatcher
-from shared.drivers.postgres.sql import query
-from shared.drivers.postgres.workers import PostgresWorkerRegistry
-from shared.errors import ClaimQueuesEmptyError, InvariantError
-from shared.execution.frozen_init import slot_init
+from ujobs.drivers.postgres.held_connections import HeldConnections
+from ujobs.drivers.postgres.introspect import PostgresIntrospection
+from ujobs.drivers.postgres.leases import PostgresLeaseStore
+from ujobs.drivers.postgres.progress import ProgressThrottle
+from ujobs.drivers.postgres.rows import claimed_job, dumps, exhausted_job, step_record
+from ujobs.drivers.postgres.settle_batch import SettleBatcher
+from ujobs.drivers.postgres.sql import query
+from ujobs.drivers.postgres.workers import PostgresWorkerRegistry
+from ujobs.errors import ClaimQueuesEmptyError, InvariantError
+from ujobs.execution.frozen_init import slot_init
 
 if TYPE_CHECKING:
     Pool = asyncpg.Pool[Any]
@@ -107,7 +107,7 @@ def counter_bucket(now_ms: int) -> tuple[int, int]:
     return width, now_ms - now_ms % width
 
 
-@slot_init  # one per ack: see shared.execution.frozen_init
+@slot_init  # one per ack: see ujobs.execution.frozen_init
 @dataclass(frozen=True, slots=True)
 class _Ack:
     id: str
@@ -199,7 +199,7 @@ class PostgresDriver:
     async def enqueue_while_live(self, request: EnqueueRequest, token_id: str) -> Enqueued | None:
         """``enqueue`` only while the api token ``token_id`` is live, checked in the insert's
         own statement; None (nothing inserted) when it is revoked or expired. Not part of the
-        driver contract: the api's tokens live in this database only (``services.tokens``)."""
+        driver contract: the api's tokens live in this database only (``ujobs.services.tokens``)."""
         return await self._enqueuer.enqueue_while_live(request, token_id)
 
     async def enqueue_many_while_live(

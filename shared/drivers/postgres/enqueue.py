@@ -24,15 +24,15 @@ from typing import Any
 
 import asyncpg
 
-from shared.clock import Clock
-from shared.drivers.base import Enqueued, EnqueueRequest, check_enqueue_request
-from shared.drivers.postgres.copy import COLUMNS as COPY_COLUMNS
-from shared.drivers.postgres.copy import copy_chunks, copy_target
-from shared.drivers.postgres.enqueue_rows import COPY_CHUNK_ROWS, BatchRows, StampedJob
-from shared.drivers.postgres.held_connections import HeldConnections
-from shared.drivers.postgres.rows import dumps
-from shared.drivers.postgres.sql import query
-from shared.errors import InputInvalidError, InvariantError, JobDuplicateError
+from ujobs.clock import Clock
+from ujobs.drivers.base import Enqueued, EnqueueRequest, check_enqueue_request
+from ujobs.drivers.postgres.copy import COLUMNS as COPY_COLUMNS
+from ujobs.drivers.postgres.copy import copy_chunks, copy_target
+from ujobs.drivers.postgres.enqueue_rows import COPY_CHUNK_ROWS, BatchRows, StampedJob
+from ujobs.drivers.postgres.held_connections import HeldConnections
+from ujobs.drivers.postgres.rows import dumps
+from ujobs.drivers.postgres.sql import query
+from ujobs.errors import InputInvalidError, InvariantError, JobDuplicateError
 
 WAKE_CHANNEL = "x_jobs_wake"
 WAKE_SLOT_MS = 250

@@ -1,4 +1,4 @@
-"""The rows an enqueue sends, resolved from its requests (``shared.drivers.postgres.enqueue``
+"""The rows an enqueue sends, resolved from its requests (``ujobs.drivers.postgres.enqueue``
 sends them): a single enqueue's statement arguments, and a batch's rows with its repeats
 collapsed onto their first occurrence.
 """
@@ -9,10 +9,10 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from shared.drivers.base import Enqueued, EnqueueRequest, check_enqueue_request
-from shared.drivers.postgres.rows import dumps
-from shared.errors import InputInvalidError
-from shared.ids import new_ids
+from ujobs.drivers.base import Enqueued, EnqueueRequest, check_enqueue_request
+from ujobs.drivers.postgres.rows import dumps
+from ujobs.errors import InputInvalidError
+from ujobs.ids import new_ids
 
 COPY_CHUNK_ROWS = 64
 """A batch's COPY is sent this many requests at a time, each piece encoded while the server

@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
 
-from shared.drivers.postgres.plan_settings import SessionPlanSettings
-from shared.drivers.postgres.unreachable import connection_broken, store_unreachable, unreachable
+from ujobs.drivers.postgres.plan_settings import SessionPlanSettings
+from ujobs.drivers.postgres.unreachable import connection_broken, store_unreachable, unreachable
 
 if TYPE_CHECKING:
     Pool = asyncpg.Pool[Any]

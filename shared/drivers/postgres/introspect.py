@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from shared.clock import Clock
-from shared.drivers.base import (
+from ujobs.clock import Clock
+from ujobs.drivers.base import (
     COUNTER_TIERS,
     MAX_BULK_ROWS,
     MAX_TASK_FIRES,
@@ -32,10 +32,10 @@ from shared.drivers.base import (
     WorkerRow,
     validate_job_filter,
 )
-from shared.drivers.postgres.progress import ProgressThrottle
-from shared.drivers.postgres.rows import dumps, job_row, worker_row
-from shared.drivers.postgres.sql import query
-from shared.errors import (
+from ujobs.drivers.postgres.progress import ProgressThrottle
+from ujobs.drivers.postgres.rows import dumps, job_row, worker_row
+from ujobs.drivers.postgres.sql import query
+from ujobs.errors import (
     JobDuplicateError,
     JobNotFoundError,
     JobNotPromotableError,

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from shared.clock import Clock
-from shared.drivers.postgres.deadlock_retry import retry_deadlock
-from shared.drivers.postgres.settle_batch import SettleBatcher
-from shared.drivers.postgres.sql import query
-from shared.errors import InvariantError
+from ujobs.clock import Clock
+from ujobs.drivers.postgres.deadlock_retry import retry_deadlock
+from ujobs.drivers.postgres.settle_batch import SettleBatcher
+from ujobs.drivers.postgres.sql import query
+from ujobs.errors import InvariantError
 
 if TYPE_CHECKING:
     Pool = asyncpg.Pool[Any]

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.drivers.postgres.executor import PgExecutor
-from shared.errors import ConfigInvalidError
+from ujobs.drivers.postgres.executor import PgExecutor
+from ujobs.errors import ConfigInvalidError
 
 DEFAULT_LEDGER_BATCH_SIZE = 1_000
 DEFAULT_LEDGER_MAX_BATCHES = 50

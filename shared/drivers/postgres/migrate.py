@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 import asyncpg
 
-from shared.drivers.postgres.sql import migration_files, query
-from shared.errors import SchemaOutdatedError
+from ujobs.drivers.postgres.sql import migration_files, query
+from ujobs.errors import SchemaOutdatedError
 
 # Any fixed 64-bit key; "ujobs-migrate" hashed once, written out so it never moves.
 MIGRATE_LOCK_KEY = 0x756A6F6273_4D47

@@ -33,8 +33,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from shared.drivers.postgres.executor import PgExecutor
-from shared.drivers.postgres.sql import query
+from ujobs.drivers.postgres.executor import PgExecutor
+from ujobs.drivers.postgres.sql import query
 
 if TYPE_CHECKING:
     import asyncpg

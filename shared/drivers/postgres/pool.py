@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from shared.drivers.postgres.plan_settings import DRIVER_SESSION_SETTINGS
+from ujobs.drivers.postgres.plan_settings import DRIVER_SESSION_SETTINGS
 
 if TYPE_CHECKING:
     Pool = asyncpg.Pool[Any]

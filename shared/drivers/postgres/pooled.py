@@ -20,7 +20,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from shared.drivers.postgres.unreachable import store_unreachable, unreachable
+from ujobs.drivers.postgres.unreachable import store_unreachable, unreachable
 
 if TYPE_CHECKING:
     import asyncpg

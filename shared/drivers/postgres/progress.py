@@ -9,8 +9,8 @@ The state is per driver (per process), keyed by job id: one run holds one job id
 
 from __future__ import annotations
 
-from shared.clock import Clock
-from shared.drivers.base import PROGRESS_INTERVAL_MS
+from ujobs.clock import Clock
+from ujobs.drivers.base import PROGRESS_INTERVAL_MS
 
 MAX_TRACKED = 10_000
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import TypeVar
 
-from shared.drivers.postgres.settle_batch import Coalescer
+from ujobs.drivers.postgres.settle_batch import Coalescer
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")

@@ -14,7 +14,7 @@ from typing import Any, Literal, cast
 
 import orjson
 
-from shared.drivers.base import (
+from ujobs.drivers.base import (
     LEASE_LAPSED_FINAL_ATTEMPT,
     BackfillRow,
     BackfillStatus,
@@ -25,7 +25,7 @@ from shared.drivers.base import (
     StepRecord,
     WorkerRow,
 )
-from shared.errors import StepOutputInvalidError, UltimateError
+from ujobs.errors import StepOutputInvalidError, UltimateError
 
 JSONValue = Any
 Record = Mapping[str, Any]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shared.errors import InvariantError
+from ujobs.errors import InvariantError
 
 
 def _sql_root() -> Path:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from shared.errors import DriverUnreachableError
+from ujobs.errors import DriverUnreachableError
 
 SERVER_AWAY_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "53300"})
 """admin_shutdown, crash_shutdown, cannot_connect_now, too_many_connections."""

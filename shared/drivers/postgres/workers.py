@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from shared.clock import Clock
-from shared.drivers.base import MAX_WORKER_IN_FLIGHT, WorkerInfo
-from shared.drivers.postgres.sql import query
+from ujobs.clock import Clock
+from ujobs.drivers.base import MAX_WORKER_IN_FLIGHT, WorkerInfo
+from ujobs.drivers.postgres.sql import query
 
 if TYPE_CHECKING:
     Pool = asyncpg.Pool[Any]

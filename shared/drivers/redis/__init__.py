@@ -6,7 +6,7 @@ The map:
   one read.
 - ``codec``: What crosses the wire to the Redis driver's scripts, both ways.
 - ``driver``: The Redis driver: the queue off the database, one Lua script per operation.
-- ``mark``: The Redis driver's keyspace mark (``shared.drivers.keyspace.StoreWatch``).
+- ``mark``: The Redis driver's keyspace mark (``ujobs.drivers.keyspace.StoreWatch``).
 - ``scripts``: The Redis driver's Lua scripts: read once from ``shared/drivers/redis/lua/``,
   called by SHA.
 - ``settlements``: The Redis driver's settlements outbox, read from outside the driver (the
@@ -18,7 +18,7 @@ What this package exports is the public import path of DESIGN.md; code inside
 
 from __future__ import annotations
 
-from shared.drivers.redis.driver import (
+from ujobs.drivers.redis.driver import (
     DEFAULT_DONE_TTL_MS,
     DEFAULT_WAKE_SLOT_MS,
     RedisDriver,

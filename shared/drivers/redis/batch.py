@@ -42,7 +42,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
-from shared.drivers.redis.scripts import LuaScript
+from ujobs.drivers.redis.scripts import LuaScript
 
 
 @dataclass(slots=True)

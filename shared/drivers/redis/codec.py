@@ -14,7 +14,7 @@ from typing import Any, Literal, cast
 
 import orjson
 
-from shared.drivers.base import (
+from ujobs.drivers.base import (
     ALL_STATES,
     COUNTER_TIERS,
     LEASE_LAPSED_FINAL_ATTEMPT,

@@ -29,7 +29,7 @@ pickup-latency path) is sent from its caller's own task, one loop turn after the
 
 Keyspace loss: every claim reads the deployment's mark (``{prefix}:store``, see
 ``redis_mark.py``) and stamps its rows with it, so a Redis that came back empty (restarted
-without persistence) is told from a lost lease: ``store_watch`` (``shared.drivers.keyspace``).
+without persistence) is told from a lost lease: ``store_watch`` (``ujobs.drivers.keyspace``).
 
 Settlements (``settlements=True``, the NATS edge's outbox, as the Postgres driver's): the
 script that ends a run — an ack, a nack that ends an attempt, a claim burying a lapsed final
@@ -44,7 +44,7 @@ Retention: a ``done`` row and its steps expire ``done_ttl_ms`` after the ack (Re
 no sweep; ``0`` keeps them); ``dead`` and ``failed`` rows are kept. Its ids stop deduping an
 enqueue once expired.
 
-This module is imported only when asked for (``shared.drivers.redis_driver`` is lazy), and no
+This module is imported only when asked for (``ujobs.drivers.redis_driver`` is lazy), and no
 other module in ``shared`` imports redis: a Postgres deployment never loads it.
 """
 
@@ -59,9 +59,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-import shared.drivers.redis.codec as codec
-from shared.clock import SYSTEM_CLOCK, Clock
-from shared.drivers.base import (
+import ujobs.drivers.redis.codec as codec
+from ujobs.clock import SYSTEM_CLOCK, Clock
+from ujobs.drivers.base import (
     AHEAD_RETURNS_MAX,
     ClaimedJob,
     ClaimOptions,
@@ -77,18 +77,18 @@ from shared.drivers.base import (
     nack_counter,
     nack_state,
 )
-from shared.drivers.redis.batch import ScriptBatcher
-from shared.drivers.redis.mark import KeyspaceMark
-from shared.drivers.redis.scripts import SCRIPTS
-from shared.errors import (
+from ujobs.drivers.redis.batch import ScriptBatcher
+from ujobs.drivers.redis.mark import KeyspaceMark
+from ujobs.drivers.redis.scripts import SCRIPTS
+from ujobs.errors import (
     ClaimQueuesEmptyError,
     ConfigInvalidError,
     DriverUnavailableError,
     DriverUnreachableError,
     InvariantError,
 )
-from shared.ids import new_id
-from shared.wake.protocol import REDIS_WAKE_SLOT_MS, WAKE_DUE_WITHIN_MS
+from ujobs.ids import new_id
+from ujobs.wake.protocol import REDIS_WAKE_SLOT_MS, WAKE_DUE_WITHIN_MS
 
 JSONValue = Any
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -96,7 +96,7 @@ DEFAULT_PREFIX = "ujobs"
 DEFAULT_DONE_TTL_MS = 7 * 86_400_000
 DEFAULT_WAKE_SLOT_MS = REDIS_WAKE_SLOT_MS
 """The announce slot on the Redis channel, the same as every Redis announcer's
-(``shared.wake.protocol.REDIS_WAKE_SLOT_MS``: a PUBLISH per queue per 10 ms at most; a Postgres
+(``ujobs.wake.protocol.REDIS_WAKE_SLOT_MS``: a PUBLISH per queue per 10 ms at most; a Postgres
 NOTIFY serialises commits, a PUBLISH does not)."""
 _HEARTBEAT_RESULTS: dict[str, HeartbeatResult] = {
     "renewed": "renewed",
@@ -358,7 +358,7 @@ def redis_driver(
     settlements: bool = False,
 ) -> RedisDriver:
     """A Redis driver; with no ``client``, one to ``REDIS_URL`` (default the local Redis).
-    ``wake_channel`` (e.g. ``shared.wake.listener.REDIS_WAKE_CHANNEL``) makes every enqueue announce
+    ``wake_channel`` (e.g. ``ujobs.wake.listener.REDIS_WAKE_CHANNEL``) makes every enqueue announce
     its queue from inside the script; ``settlements`` writes the settlements outbox in every
     ending's script (see the module docstring)."""
     owns = client is None

@@ -1,4 +1,4 @@
-"""The Redis driver's keyspace mark (``shared.drivers.keyspace.StoreWatch``).
+"""The Redis driver's keyspace mark (``ujobs.drivers.keyspace.StoreWatch``).
 
 The mark is ``{prefix}:store``, a random token. ``claim.lua`` reads it (writing the claim's
 fresh candidate token when there is none) and answers it with the rows, so every claim stamps
@@ -16,8 +16,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import shared.drivers.redis.codec as codec
-from shared.ids import new_id
+import ujobs.drivers.redis.codec as codec
+from ujobs.ids import new_id
 
 RunScript = Callable[[str, list[Any]], Awaitable[Any]]
 

@@ -45,7 +45,7 @@ OPERATIONS = (
 
 def read_lua(file_name: str) -> str:
     """One file of ``shared/drivers/redis/lua/``, as shipped in the package."""
-    return (resources.files("shared.drivers.redis") / LUA_DIR / file_name).read_text(
+    return (resources.files("ujobs.drivers.redis") / LUA_DIR / file_name).read_text(
         encoding="utf-8"
     )
 

@@ -8,7 +8,7 @@ endings happened, so in order per job), ``forget(seqs)`` deletes the ones JetStr
 ``pending()`` says how many wait. An entry is only ever deleted after its publish was acked:
 with NATS away the stream keeps growing, never losing one; nothing trims it.
 
-A row is the shape ``services.nats.settlements.settlement_message`` reads, with ``seq`` the
+A row is the shape ``ujobs.services.nats.settlements.settlement_message`` reads, with ``seq`` the
 entry's stream id (a string here, a bigint on Postgres).
 """
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from shared.drivers.postgres import postgres_driver
 from tests.chaos import storm_app
 from tests.chaos.participant import StormContext
+from ujobs.drivers.postgres import postgres_driver
 
 if TYPE_CHECKING:
     from tests.chaos.fleet import Member, Role

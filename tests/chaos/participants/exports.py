@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from shared.drivers.postgres import postgres_driver
 from tests.chaos import storm_app
 from tests.chaos.fleet import Role, service_env
 from tests.chaos.participant import StormContext
+from ujobs.drivers.postgres import postgres_driver
 
 if TYPE_CHECKING:
     from tests.chaos.fleet import Member

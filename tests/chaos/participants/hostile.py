@@ -31,13 +31,13 @@ import nats
 import orjson
 from nats.js.api import AckPolicy, ConsumerConfig, StorageType, StreamConfig
 
-from services.tokens import TokenStore
-from shared.ids import derived_id
 from tests.chaos.checker import check_hostile, server_error
 from tests.chaos.hostile import deep
 from tests.chaos.participant import StormContext
 from tests.chaos.participants.http import HttpEnqueue
 from tests.chaos.participants.nats_edge import NAMES, NatsEdgeEnqueue
+from ujobs.ids import derived_id
+from ujobs.services.tokens import TokenStore
 
 if TYPE_CHECKING:
     from nats.aio.client import Client

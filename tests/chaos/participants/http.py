@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-from services.tokens import TokenStore
 from tests.chaos.fleet import Role, service_env
 from tests.chaos.participant import StormContext
 from tests.support.servers import free_port
+from ujobs.services.tokens import TokenStore
 
 if TYPE_CHECKING:
     from tests.chaos.fleet import Member

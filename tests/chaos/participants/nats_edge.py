@@ -24,12 +24,12 @@ import nats
 import orjson
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from services.nats.names import NatsNames
-from services.tokens import TokenStore
-from shared.ids import derived_id
 from tests.chaos.fleet import Role, service_env
 from tests.chaos.participant import StormContext
 from tests.support.servers import free_port
+from ujobs.ids import derived_id
+from ujobs.services.nats.names import NatsNames
+from ujobs.services.tokens import TokenStore
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -51,7 +51,7 @@ NAMES = NatsNames()
 
 def stream_job_id(msg_id: str) -> str:
     """The job id the api's consumer gives a stream message with ``Nats-Msg-Id: msg_id``
-    (``services.nats.consumer.stream_job_id``: the contract a producer can rely on)."""
+    (``ujobs.services.nats.consumer.stream_job_id``: the contract a producer can rely on)."""
     return derived_id(0, "nats-msg-id", NAMES.enqueue_stream, JOB, msg_id)
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from shared.outbox import postgres_outbox_store
 from tests.chaos import storm_app
 from tests.chaos.fleet import Role, service_env
 from tests.chaos.participant import StormContext
+from ujobs.outbox import postgres_outbox_store
 
 if TYPE_CHECKING:
     from tests.chaos.fleet import Member

@@ -26,17 +26,17 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from shared.drivers.postgres import postgres_driver
 from tests.chaos.fleet import Role, service_env
 from tests.chaos.participant import StormContext
 from tests.support.webhook_receiver import Receiver
-from webhooks.builtin import GLOBAL_FAMILY, deliver_global
-from webhooks.errors import WebhookSignatureInvalidError
-from webhooks.family import fan_out_inputs
-from webhooks.secrets import SecretBox
-from webhooks.signature import STANDARD_ID_HEADER, verify_standard
-from webhooks.ssrf import GuardPolicy
-from webhooks.store_pg import PgWebhookStore
+from ujobs.drivers.postgres import postgres_driver
+from ujobs.webhooks.builtin import GLOBAL_FAMILY, deliver_global
+from ujobs.webhooks.errors import WebhookSignatureInvalidError
+from ujobs.webhooks.family import fan_out_inputs
+from ujobs.webhooks.secrets import SecretBox
+from ujobs.webhooks.signature import STANDARD_ID_HEADER, verify_standard
+from ujobs.webhooks.ssrf import GuardPolicy
+from ujobs.webhooks.store_pg import PgWebhookStore
 
 if TYPE_CHECKING:
     from tests.chaos.fleet import Member

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from shared import define_api
 from tests.exports.export_app import jobs
+from ujobs import define_api
 
 api = define_api(jobs=[jobs])

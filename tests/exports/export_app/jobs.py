@@ -17,9 +17,9 @@ from typing import Any
 
 import asyncpg
 
-from exports import export_rows, iterate, keyset
-from exports.sources import IteratorSource
-from shared import Run, job, t
+from ujobs import Run, job, t
+from ujobs.exports import export_rows, iterate, keyset
+from ujobs.exports.sources import IteratorSource
 
 
 def numbered(run: Run[Any]) -> IteratorSource[dict[str, Any]]:

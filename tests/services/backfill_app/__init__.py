@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from shared import define_api
 from tests.services.backfill_app import sweeps
+from ujobs import define_api
 
 api = define_api(jobs=[sweeps])

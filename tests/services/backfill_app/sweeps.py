@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from shared.backfill import KeysetSource, backfill, keyset
+from ujobs.backfill import KeysetSource, backfill, keyset
 
 LEFT = {"rows": 42}
 

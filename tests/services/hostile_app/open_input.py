@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared import Run, job, t
+from ujobs import Run, job, t
 
 
 @job(

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from shared import define_api
 from tests.unit.sample_app import billing, mail, schedules
+from ujobs import define_api
 
 api = define_api(jobs=[mail, billing], tasks=[schedules])

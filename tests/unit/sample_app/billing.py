@@ -7,8 +7,8 @@ from typing import Any, TypedDict
 
 from pydantic import BaseModel
 
-from shared import Run, job
 from tests.unit.sample_app.mail import send_mail as mailer  # imported: keeps its own name
+from ujobs import Run, job
 
 __all__ = ["charge", "invoice", "mailer", "refund"]
 

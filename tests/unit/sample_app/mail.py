@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared import Retry, Run, job, t
+from ujobs import Retry, Run, job, t
 
 
 @job(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared import task
 from tests.unit.sample_app.mail import notify
+from ujobs import task
 
 USER = "0b6c3f0e-8f5c-4f43-9d77-4b6a3a1c8e10"
 
