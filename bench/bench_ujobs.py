@@ -103,7 +103,7 @@ from ujobs.execution.run import Run  # noqa: E402
 from ujobs.jobs.registry import Registry  # noqa: E402
 from ujobs.lifecycle import Lifecycle  # noqa: E402
 from ujobs.metrics import JobMetrics  # noqa: E402
-from ujobs.services.config_vars import CLAIM_AHEAD_PER_SLOT  # noqa: E402
+from ujobs.services.config.variables import CLAIM_AHEAD_PER_SLOT  # noqa: E402
 from ujobs.wake.listener import (  # noqa: E402
     OUTBOX_WAKE_CHANNEL,
     POSTGRES_WAKE_CHANNEL,
@@ -450,7 +450,7 @@ def count_claims(driver: JobDriver, path: str) -> None:
 async def worker_main() -> None:
     pool: asyncpg.Pool[Any] | None = None
     if DRIVER == "postgres" or OUTBOX:
-        # The pool ``ujobs worker`` builds (services/backends.py): generic plans, no reset.
+        # The pool ``ujobs worker`` builds (services/runtime/backends.py): generic plans, no reset.
         pool = await postgres_pool(DSN, min_size=2, max_size=8)
     driver: JobDriver
     if DRIVER == "redis":

@@ -132,7 +132,7 @@ def run_load(mode: str, api: dict[str, str], clients: int, n: int, start: int) -
 
 
 async def mint(pool: asyncpg.Pool[Any]) -> str:
-    from ujobs.services.tokens import TokenStore
+    from ujobs.services.api.tokens import TokenStore
 
     issued = await TokenStore(pool).create(tenant=None, scopes=["enqueue:*"], name="bench")
     return issued.secret

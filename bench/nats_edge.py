@@ -190,8 +190,8 @@ select id, run_id, name, tenant_id, 'completed', null, 2, now() from x_jobs
 async def main() -> dict[str, Any]:
     from ujobs.drivers.base import ClaimOptions
     from ujobs.drivers.postgres import postgres_driver
+    from ujobs.services.api.tokens import TokenStore
     from ujobs.services.nats.names import NatsNames
-    from ujobs.services.tokens import TokenStore
 
     names = NatsNames(PREFIX)
     dsn = await fresh_database(DB_NAME)

@@ -65,7 +65,7 @@ from ujobs.jobs.registry import Registry
 from ujobs.lifecycle import Lifecycle
 from ujobs.metrics import JobMetrics
 from ujobs.retention import jobs_purge_target
-from ujobs.services.config_vars import CLAIM_AHEAD_PER_SLOT
+from ujobs.services.config.variables import CLAIM_AHEAD_PER_SLOT
 from ujobs.worker import job_worker
 
 ADMIN = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")

@@ -28,21 +28,21 @@ from ujobs.errors import UltimateError, registered_retry
 from ujobs.jobs.registry import Registry
 
 # --- the project: every import of it, in one place ----------------------------------------
-from ujobs.services.api_openapi import openapi_document
-from ujobs.services.cli import app as cli_app
-from ujobs.services.config_vars import VARIABLES
+from ujobs.services.api.openapi import openapi_document
+from ujobs.services.cli.app import app as cli_app
+from ujobs.services.config.variables import VARIABLES
 
 ERROR_MODULES = (
     "ujobs.errors",
     "ujobs.backfill.pass_run",
-    "ujobs.services.api_common",
-    "ujobs.services.api_exports",
-    "ujobs.services.api_queues",
-    "ujobs.services.auth",
+    "ujobs.services.api.common",
+    "ujobs.services.api.exports",
+    "ujobs.services.api.queues",
+    "ujobs.services.api.auth",
     "ujobs.services.dashboard.not_found",
     "ujobs.services.dashboard.session",
     "ujobs.services.nats.edge",
-    "ujobs.services.tokens",
+    "ujobs.services.api.tokens",
     "ujobs.webhooks.errors",
     "ujobs.exports.family",
     "ujobs.exports.sinks",
@@ -86,7 +86,7 @@ variable no service reads — a typo never silently runs on a default. Passwords
 masked in every log line and message. `ujobs <service> --help` lists the variables each service
 reads.
 
-The table is `VARIABLES` in `services/config_vars.py`, the same table the services parse and
+The table is `VARIABLES` in `services/config/variables.py`, the same table the services parse and
 the compose test reads."""
 
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from ujobs.exports.family import EXPORTS_QUEUE
 from ujobs.exports.sinks import set_default_sink, sink_from_url
-from ujobs.services.config import WorkerConfig
-from ujobs.services.secret_key import secret_key_text
+from ujobs.services.config.settings import WorkerConfig
+from ujobs.services.runtime.secret_key import secret_key_text
 from ujobs.webhooks.secrets import parse_keys
 
 __all__ = ["EXPORTS_QUEUE", "ExportSettings", "exporter_config"]

@@ -3,7 +3,8 @@
 Publishes committed ``x_outbox`` rows onto the queue — the configured driver, Postgres or
 Redis; the outbox itself always stages in Postgres. It is woken by a LISTEN session on
 ``x_outbox_wake`` (``postgres_wake``, proven by a probe; the poll is the guarantee), and each
-publish is announced the way a direct enqueue is (``ujobs.services.wiring``: the enqueue statement's
+publish is announced the way a direct enqueue is (``ujobs.services.runtime.wiring``: the enqueue
+statement's
 own ``pg_notify`` for LISTEN workers, the Redis wake channel when ``REDIS_URL`` is set). The
 drain stops polling, waits out the pass in flight (a publish, then its mark) within the budget,
 closes, and exits 0. It applies nothing to the schema: run ``ujobs db migrate`` first.
@@ -17,11 +18,11 @@ import sys
 
 from ujobs.outbox import OUTBOX_WAKE_CHANNEL, outbox_relay, postgres_outbox_store
 from ujobs.outbox.relay import OutboxRelay, RelayOptions
-from ujobs.services.config import RelayConfig
-from ujobs.services.metrics_server import serve_metrics
-from ujobs.services.runtime import ServiceRun
-from ujobs.services.service_metrics import relay_metrics
-from ujobs.services.wiring import Wired, wire
+from ujobs.services.config.settings import RelayConfig
+from ujobs.services.runtime.metrics_server import serve_metrics
+from ujobs.services.runtime.service_metrics import relay_metrics
+from ujobs.services.runtime.service_run import ServiceRun
+from ujobs.services.runtime.wiring import Wired, wire
 from ujobs.wake.listener import postgres_wake
 
 

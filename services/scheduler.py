@@ -4,7 +4,8 @@ The only safe wiring: ``postgres_scheduler_state`` for durable watermarks and
 ``postgres_lease_leader`` for one leader at a time, both over the Postgres pool of
 ``DATABASE_URL`` (the scheduler always needs it, whatever the queue's driver), for the app's
 tasks (``--app`` / ``UJOBS_APP``). The jobs go on the queue the workers claim from —
-``UJOBS_DRIVER``, through the same announcing driver every service uses (``ujobs.services.wiring``):
+``UJOBS_DRIVER``, through the same announcing driver every service uses
+(``ujobs.services.runtime.wiring``):
 
 * ``postgres`` (the default): the driver and the state share the pool, so an occurrence fires in
   ONE statement — watermark, jobs and the fire's record together.
@@ -29,13 +30,13 @@ from ujobs.scheduler.job_scheduler import (
     postgres_lease_leader,
     postgres_scheduler_state,
 )
-from ujobs.services.app_loader import load_api
-from ujobs.services.cli_retention import register_purge
-from ujobs.services.config import SchedulerConfig
-from ujobs.services.metrics_server import serve_metrics
-from ujobs.services.runtime import ServiceRun
-from ujobs.services.service_metrics import scheduler_metrics
-from ujobs.services.wiring import Wired, wire
+from ujobs.services.cli.retention import register_purge
+from ujobs.services.config.settings import SchedulerConfig
+from ujobs.services.runtime.app_loader import load_api
+from ujobs.services.runtime.metrics_server import serve_metrics
+from ujobs.services.runtime.service_metrics import scheduler_metrics
+from ujobs.services.runtime.service_run import ServiceRun
+from ujobs.services.runtime.wiring import Wired, wire
 
 POOL_SIZE = 4
 

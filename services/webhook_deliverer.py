@@ -19,12 +19,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ujobs.jobs.registry import Registry
-from ujobs.services.app_loader import load_api
-from ujobs.services.config import WorkerConfig
-from ujobs.services.config_parse import choice, whole
-from ujobs.services.runtime import ServiceRun
-from ujobs.services.secret_key import secret_key_text
-from ujobs.services.wiring import wire
+from ujobs.services.config.parse import choice, whole
+from ujobs.services.config.settings import WorkerConfig
+from ujobs.services.runtime.app_loader import load_api
+from ujobs.services.runtime.secret_key import secret_key_text
+from ujobs.services.runtime.service_run import ServiceRun
+from ujobs.services.runtime.wiring import wire
 from ujobs.webhooks import builtin
 from ujobs.webhooks.client import WebhookClient
 from ujobs.webhooks.family import WEBHOOKS_QUEUE, install_client
@@ -89,7 +89,7 @@ async def start_webhook_deliverer(
     """Open the backend (Postgres always: the endpoints and the ledger live there), seal the
     header values a row from before migration 0019 keeps in clear, install the store and the
     guarded client, and start the worker; all undone after the drain."""
-    from ujobs.services.metrics_server import serve_metrics
+    from ujobs.services.runtime.metrics_server import serve_metrics
     from ujobs.services.worker import start_worker
 
     wired = await wire(run, config.common.connections, listen=True, need_database=True)

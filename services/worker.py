@@ -7,18 +7,19 @@ and the two-phase drain: stop claiming, finish what is held within
 ``jobs.worker.drain-abandoned``; its lease lapses and the queue delivers it again) and the
 process exits 1 instead of 0. The webhook deliverer and the exporter are this service pinned to
 one queue. Standalone it serves /metrics, /healthz and /readyz on ``UJOBS_METRICS_PORT``
-(``ujobs.services.metrics_server``); under ``ujobs dev`` the api's /metrics carries the same series.
+(``ujobs.services.runtime.metrics_server``); under ``ujobs dev`` the api's /metrics carries the
+same series.
 """
 
 from __future__ import annotations
 
 from ujobs.jobs.registry import Registry
-from ujobs.services.app_loader import load_api
-from ujobs.services.cli_retention import register_purge
-from ujobs.services.config import WorkerConfig
-from ujobs.services.metrics_server import serve_metrics
-from ujobs.services.runtime import ServiceRun
-from ujobs.services.wiring import Wired, wire
+from ujobs.services.cli.retention import register_purge
+from ujobs.services.config.settings import WorkerConfig
+from ujobs.services.runtime.app_loader import load_api
+from ujobs.services.runtime.metrics_server import serve_metrics
+from ujobs.services.runtime.service_run import ServiceRun
+from ujobs.services.runtime.wiring import Wired, wire
 from ujobs.worker.job_worker import JobWorker, job_worker
 
 

@@ -1,6 +1,6 @@
 """The operator dashboard at ``/_x`` on ``ujobs api``: server-rendered pages (Jinja2 templates
 and a little plain JavaScript, every asset shipped in this package) over the same operator
-functions the CLI and the HTTP edge call (``ujobs.introspect``, ``ujobs.services.cli_tasks``).
+functions the CLI and the HTTP edge call (``ujobs.introspect``, ``ujobs.services.cli.tasks``).
 
 | Module | Holds |
 |---|---|
@@ -14,7 +14,7 @@ functions the CLI and the HTTP edge call (``ujobs.introspect``, ``ujobs.services
 | ``views`` | ``guarded``: an ``X_…`` error as a page; the message an action's redirect shows |
 | ``actions`` | the confirmed, audit-logged moves: retry, cancel, promote, pause, resume, and
 disable or enable a webhook endpoint |
-| ``routes`` | ``setup_dashboard(app)``: what ``ujobs.services.api.create_app`` registers |
+| ``routes`` | ``setup_dashboard(app)``: what ``ujobs.services.api.app.create_app`` registers |
 
 A tenant token sees only its own tenant's jobs, endpoints and exports; queues, workers, tasks
 and the backfill ledger span every tenant and need an operator token, exactly as on ``/v1``.

@@ -25,9 +25,9 @@ from yarl import URL
 from ujobs.errors import InputInvalidError
 from ujobs.introspect import cancel_job, pause_queues, pause_tasks, promote_job, retry_job
 from ujobs.jobs.declaration_rules import NAME_PATTERN
-from ujobs.services.api_common import EDGE, REGISTRY
-from ujobs.services.api_queues import TaskUnknownError
-from ujobs.services.auth import Principal
+from ujobs.services.api.auth import Principal
+from ujobs.services.api.common import EDGE, REGISTRY
+from ujobs.services.api.queues import TaskUnknownError
 from ujobs.services.dashboard.pages import visible_job
 from ujobs.services.dashboard.pages_webhooks import set_endpoint_state
 from ujobs.services.dashboard.render import page

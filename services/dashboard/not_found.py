@@ -9,7 +9,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from ujobs.errors import UltimateError
-from ujobs.services.auth import UnauthorizedError
+from ujobs.services.api.auth import UnauthorizedError
 from ujobs.services.dashboard.render import page
 from ujobs.services.dashboard.session import PREFIX, cookie_secret, principal_for
 from ujobs.services.dashboard.views import Handler

@@ -37,10 +37,10 @@ from ujobs.introspect import (
     job_json,
     list_workers,
 )
-from ujobs.services.api_common import EDGE, REGISTRY
-from ujobs.services.auth import Principal
-from ujobs.services.cli_jobs_common import first_line, progress_text
-from ujobs.services.cli_tasks import fires_and_pauses, task_rows
+from ujobs.services.api.auth import Principal
+from ujobs.services.api.common import EDGE, REGISTRY
+from ujobs.services.api.task_rows import fires_and_pauses, task_rows
+from ujobs.services.cli.jobs_common import first_line, progress_text
 from ujobs.services.dashboard.render import page
 from ujobs.services.dashboard.session import PREFIX, viewer
 from ujobs.services.dashboard.views import flash, guarded

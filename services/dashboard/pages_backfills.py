@@ -19,7 +19,7 @@ from ujobs.backfill.ledger_view import inspect_backfills, pending_backfills
 from ujobs.drivers.base import MAX_JOB_PAGE, BackfillStatus, JobDriver, JobFilter
 from ujobs.errors import InputInvalidError
 from ujobs.introspect import introspection_of
-from ujobs.services.api_common import CONFIG, EDGE, REGISTRY
+from ujobs.services.api.common import CONFIG, EDGE, REGISTRY
 from ujobs.services.dashboard.render import page
 from ujobs.services.dashboard.session import PREFIX, viewer
 from ujobs.services.dashboard.views import guarded

@@ -24,8 +24,8 @@ from ujobs.drivers.base import JobFilter
 from ujobs.exports.downloads import describe_export, find_export, read_manifest
 from ujobs.exports.family import EXPORTS_QUEUE
 from ujobs.introspect import introspection_of
-from ujobs.services.api_common import EDGE, REGISTRY
-from ujobs.services.api_exports import LINK_TTL, SETTINGS, part_path, sign_path
+from ujobs.services.api.common import EDGE, REGISTRY
+from ujobs.services.api.exports import LINK_TTL, SETTINGS, part_path, sign_path
 from ujobs.services.dashboard.pages import PAGE_SIZE, one_page, pager, row_view
 from ujobs.services.dashboard.render import page
 from ujobs.services.dashboard.session import PREFIX, viewer

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from ujobs.errors import UltimateError
-from ujobs.services.api_common import BACKEND, EDGE
-from ujobs.services.auth import Principal
-from ujobs.services.config import environment
+from ujobs.services.api.auth import Principal
+from ujobs.services.api.common import BACKEND, EDGE
+from ujobs.services.config.settings import environment
 from ujobs.services.dashboard.render import page
 from ujobs.services.dashboard.session import PREFIX, viewer
 from ujobs.services.dashboard.views import flash, guarded

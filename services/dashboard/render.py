@@ -13,11 +13,11 @@ from markupsafe import Markup
 
 from ujobs.errors import UltimateError
 from ujobs.introspect import short_id
-from ujobs.services.api_common import status_for
-from ujobs.services.auth import Principal
-from ujobs.services.cli_output import duration
+from ujobs.services.api.auth import Principal
+from ujobs.services.api.common import status_for
 from ujobs.services.dashboard.session import PREFIX, csrf_token
 from ujobs.services.redact import redact_text
+from ujobs.services.runtime.output import duration
 
 ENV = web.AppKey("dashboard_env", jinja2.Environment)
 

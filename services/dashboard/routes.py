@@ -1,5 +1,5 @@
 """``setup_dashboard(app)``: the login form, the static assets and every page and action of
-``/_x`` on the api's application (``ujobs.services.api.create_app`` calls it).
+``/_x`` on the api's application (``ujobs.services.api.app.create_app`` calls it).
 
 | Route | Does |
 |---|---|
@@ -19,7 +19,7 @@ from pathlib import Path
 from aiohttp import web
 
 from ujobs.errors import UltimateError
-from ujobs.services.auth import UnauthorizedError
+from ujobs.services.api.auth import UnauthorizedError
 from ujobs.services.dashboard import actions, pages, pages_backfills, pages_exports, pages_webhooks
 from ujobs.services.dashboard.not_found import html_not_found
 from ujobs.services.dashboard.render import ENV, environment, page

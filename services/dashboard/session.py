@@ -24,8 +24,8 @@ from aiohttp import web
 from yarl import URL
 
 from ujobs.errors import UltimateError
-from ujobs.services.api_common import EDGE
-from ujobs.services.auth import Principal, UnauthorizedError, authenticate
+from ujobs.services.api.auth import Principal, UnauthorizedError, authenticate
+from ujobs.services.api.common import EDGE
 
 COOKIE = "ujobs_x"
 PREFIX = "/_x"

@@ -24,7 +24,7 @@ consumer's ``max_ack_pending`` for at most ``max_deliveries - 1`` retry delays (
 then frees it: messages of other tenants behind a flood of them are late, never stranded. A
 batch is never held back by one message: the batch's statement goes first with every message
 that validated, and one it failed on (or a message that did not validate) is settled alone.
-The lines about failing messages are rate-limited (``ujobs.services.log_limit``): one per reason
+The lines about failing messages are rate-limited (``ujobs.services.runtime.log_limit``): one per reason
 (event and code) per ten seconds of the api's clock, the next one counting those left out
 (``suppressed``).
 
@@ -57,14 +57,14 @@ from nats.js import JetStreamContext
 from ujobs.drivers.base import Enqueued, EnqueueRequest
 from ujobs.errors import InputInvalidError
 from ujobs.ids import derived_id
-from ujobs.services.api_common import status_for
-from ujobs.services.auth import Principal, UnauthorizedError
-from ujobs.services.config_vars import DEFAULT_NATS_MAX_DELIVERIES
-from ujobs.services.log_limit import LogLimiter
+from ujobs.services.api.auth import Principal, UnauthorizedError
+from ujobs.services.api.common import status_for
+from ujobs.services.config.variables import DEFAULT_NATS_MAX_DELIVERIES
 from ujobs.services.nats.edge import NatsEdge, answer_bytes, error_body
 from ujobs.services.nats.names import NatsNames
 from ujobs.services.nats.pull import PullFeed
 from ujobs.services.nats.streams import MAX_ACK_PENDING
+from ujobs.services.runtime.log_limit import LogLimiter
 
 log = logging.getLogger("ujobs.nats")
 

@@ -3,7 +3,7 @@
 enqueue stream's consumer alike.
 
 ``NatsEdge.enqueue(job, data, authorization)`` is the HTTP edge's single enqueue
-(``ujobs.services.api_enqueue.enqueue_one``, one implementation): it reads ``{"input", "runId"?,
+(``ujobs.services.api.enqueue.enqueue_one``, one implementation): it reads ``{"input", "runId"?,
 "delay"?, "queue"?, "onConflict"?}`` (the stream form: no ``onConflict``), authenticates the
 ``Authorization: Bearer …`` header (a token seen live before answers from the api's
 ``KnownTokens`` and its insert checks it was not revoked, as on HTTP), needs the scope
@@ -37,24 +37,24 @@ from ujobs.errors import InputInvalidError, UltimateError
 from ujobs.events.bus import publish_event
 from ujobs.jobs.registry import Registry
 from ujobs.limits import check_text, depth_refused, too_deep_to_parse
-from ujobs.services.api_enqueue import (
-    SINGLE_FIELDS,
-    STREAM_FIELDS,
-    enqueue_one,
-    enqueue_principal,
-    single_request,
-)
-from ujobs.services.api_enqueue_batcher import EnqueueBatcher
-from ujobs.services.api_ratelimit import TokenBuckets
-from ujobs.services.auth import (
+from ujobs.services.api.auth import (
     Principal,
     TokenLookup,
     UnauthorizedError,
     authenticate,
     bearer_secret,
 )
+from ujobs.services.api.enqueue import (
+    SINGLE_FIELDS,
+    STREAM_FIELDS,
+    enqueue_one,
+    enqueue_principal,
+    single_request,
+)
+from ujobs.services.api.enqueue_batcher import EnqueueBatcher
+from ujobs.services.api.ratelimit import TokenBuckets
+from ujobs.services.api.token_facts import KnownTokens
 from ujobs.services.redact import redact_text
-from ujobs.services.token_facts import KnownTokens
 
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_576
 """The largest message body the edge reads (NATS's own default ``max_payload``)."""

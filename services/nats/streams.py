@@ -39,7 +39,7 @@ from nats.js.api import (
 )
 from nats.js.errors import NotFoundError
 
-from ujobs.services.config_vars import DEFAULT_NATS_MAX_ACK_PENDING
+from ujobs.services.config.variables import DEFAULT_NATS_MAX_ACK_PENDING
 from ujobs.services.nats.names import NatsNames
 
 DAY_S = 86_400.0

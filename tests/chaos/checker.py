@@ -39,7 +39,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ujobs.services.api_common import TRANSIENT_CODES, status_for
+from ujobs.services.api.common import TRANSIENT_CODES, status_for
 
 SETTLED = ("done", "failed", "dead", "cancelled")
 SAMPLE = 10

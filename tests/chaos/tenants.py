@@ -17,7 +17,7 @@ import aiohttp
 import asyncpg
 import orjson
 
-from ujobs.services.tokens import TokenStore
+from ujobs.services.api.tokens import TokenStore
 
 SCOPES = ["enqueue:*", "read", "operate", "events:publish"]
 

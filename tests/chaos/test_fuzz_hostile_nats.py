@@ -37,8 +37,8 @@ from tests.chaos import hostile
 from tests.chaos.tenants import Planted, plant
 from tests.e2e.live_api import live_api
 from tests.services.nats_support import drop_streams, unique_prefix
-from ujobs.services.api_common import status_for
-from ujobs.services.config_vars import DEFAULT_NATS_MAX_DELIVERIES
+from ujobs.services.api.common import status_for
+from ujobs.services.config.variables import DEFAULT_NATS_MAX_DELIVERIES
 from ujobs.services.nats.names import NatsNames
 from ujobs.webhooks.store_pg import new_secret_key
 

@@ -16,7 +16,7 @@ import asyncpg
 import orjson
 
 from tests.e2e.service_process import ROOT, service_env
-from ujobs.services.tokens import TokenStore
+from ujobs.services.api.tokens import TokenStore
 
 START_TIMEOUT_S = 60.0
 

@@ -14,8 +14,8 @@ from openapi_spec_validator import validate
 
 from tests.e2e.live_api import live_api
 from tests.e2e.service_process import ROOT
-from ujobs.services.api_openapi import openapi_document
-from ujobs.services.app_loader import load_api
+from ujobs.services.api.openapi import openapi_document
+from ujobs.services.runtime.app_loader import load_api
 from ujobs.webhooks.store_pg import new_secret_key
 
 SEED = "23"

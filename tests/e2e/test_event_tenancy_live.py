@@ -23,8 +23,8 @@ from nats.aio.client import Client
 from tests.e2e.service_process import ServiceProcess, service_env
 from tests.services.nats_support import drop_streams, unique_prefix
 from ujobs.drivers.postgres.driver import postgres_driver
+from ujobs.services.api.tokens import TokenStore
 from ujobs.services.nats.names import NatsNames
-from ujobs.services.tokens import TokenStore
 
 pytestmark = pytest.mark.slow
 

@@ -17,9 +17,9 @@ import pytest
 
 from tests.e2e.service_process import ServiceProcess, service_env
 from tests.services.nats_support import drop_streams, unique_prefix
+from ujobs.services.api.tokens import TokenStore
 from ujobs.services.nats.names import NatsNames
 from ujobs.services.nats.streams import ensure_streams
-from ujobs.services.tokens import TokenStore
 
 pytestmark = pytest.mark.slow
 

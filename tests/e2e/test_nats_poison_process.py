@@ -21,9 +21,12 @@ from tests.e2e.service_process import ServiceProcess, service_env
 from tests.services.api_support import ORG_A, ORG_B
 from tests.services.nats_support import drop_streams, unique_prefix
 from tests.services.poison_app import POISON
-from ujobs.services.config_vars import DEFAULT_NATS_MAX_ACK_PENDING, DEFAULT_NATS_MAX_DELIVERIES
+from ujobs.services.api.tokens import TokenStore
+from ujobs.services.config.variables import (
+    DEFAULT_NATS_MAX_ACK_PENDING,
+    DEFAULT_NATS_MAX_DELIVERIES,
+)
 from ujobs.services.nats.names import NatsNames
-from ujobs.services.tokens import TokenStore
 
 pytestmark = pytest.mark.slow
 

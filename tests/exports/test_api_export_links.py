@@ -20,9 +20,9 @@ from tests.exports.kit import attempt, enqueue
 from ujobs.drivers.postgres import PostgresDriver, postgres_driver
 from ujobs.errors import ConfigInvalidError
 from ujobs.metrics import JobMetrics
-from ujobs.services.api import create_app
-from ujobs.services.config import ApiConfig
-from ujobs.services.tokens import TokenStore
+from ujobs.services.api.app import create_app
+from ujobs.services.api.tokens import TokenStore
+from ujobs.services.config.settings import ApiConfig
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]

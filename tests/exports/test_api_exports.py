@@ -19,16 +19,16 @@ from tests.exports.export_app.jobs import expected_csv, orders_export, plain_job
 from tests.exports.kit import attempt, enqueue
 from ujobs.drivers.postgres import PostgresDriver, postgres_driver
 from ujobs.metrics import JobMetrics
-from ujobs.services.api import create_app
-from ujobs.services.api_exports import (
+from ujobs.services.api.app import create_app
+from ujobs.services.api.exports import (
     AUTHORIZE,
     ExportLinkInvalidError,
     part_path,
     sign_path,
     verify_path,
 )
-from ujobs.services.config import ApiConfig
-from ujobs.services.tokens import TokenStore
+from ujobs.services.api.tokens import TokenStore
+from ujobs.services.config.settings import ApiConfig
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]

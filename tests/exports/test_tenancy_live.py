@@ -27,8 +27,8 @@ import pytest
 
 from tests.e2e.service_process import ServiceProcess, service_env
 from ujobs.ids import new_id
+from ujobs.services.api.tokens import TokenStore
 from ujobs.services.dashboard.session import COOKIE, csrf_token
-from ujobs.services.tokens import TokenStore
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from ujobs.drivers.postgres.migrate import migrate
 from ujobs.drivers.postgres.sql import migration_files
-from ujobs.services.cli import app
+from ujobs.services.cli.app import app
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "pg_schema.txt"
 

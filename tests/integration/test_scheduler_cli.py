@@ -13,7 +13,7 @@ from tests.support import scheduler_app
 from ujobs.drivers.postgres.driver import postgres_driver
 from ujobs.jobs.task import TaskHandle
 from ujobs.scheduler.state_postgres import postgres_scheduler_state
-from ujobs.services.cli import app
+from ujobs.services.cli.app import app
 
 APP = "tests.support.scheduler_app:api"
 OCCURRENCE = 1_700_000_000_000

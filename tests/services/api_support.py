@@ -13,9 +13,9 @@ from prometheus_client import CollectorRegistry
 
 from ujobs.clock import SYSTEM_CLOCK, Clock
 from ujobs.metrics import JobMetrics
-from ujobs.services.api import create_app
-from ujobs.services.config import ApiConfig
-from ujobs.services.tokens import IssuedToken, TokenStore
+from ujobs.services.api.app import create_app
+from ujobs.services.api.tokens import IssuedToken, TokenStore
+from ujobs.services.config.settings import ApiConfig
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]

@@ -20,15 +20,15 @@ from ujobs.clock import SYSTEM_CLOCK, Clock
 from ujobs.drivers.postgres.driver import postgres_driver
 from ujobs.events.bus import set_event_bus
 from ujobs.events.bus_postgres import postgres_event_bus
-from ujobs.services.api_enqueue_batcher import EnqueueBatcher
-from ujobs.services.api_token_guard import token_guard
-from ujobs.services.app_loader import load_api
+from ujobs.services.api.enqueue_batcher import EnqueueBatcher
+from ujobs.services.api.token_facts import KnownTokens
+from ujobs.services.api.token_guard import token_guard
+from ujobs.services.api.tokens import TokenRecord, TokenStore
 from ujobs.services.nats.consumer import StreamConsumer
 from ujobs.services.nats.edge import NatsEdge
 from ujobs.services.nats.names import NatsNames
 from ujobs.services.nats.streams import ensure_streams
-from ujobs.services.token_facts import KnownTokens
-from ujobs.services.tokens import TokenRecord, TokenStore
+from ujobs.services.runtime.app_loader import load_api
 from ujobs.wake.announce import announcing
 
 SAMPLE_APP = "tests.unit.sample_app:api"

@@ -16,9 +16,9 @@ from tests.support.cli import enqueue, run_to
 from ujobs.drivers.postgres.driver import postgres_driver
 from ujobs.errors import ConfigInvalidError
 from ujobs.metrics import JobMetrics
-from ujobs.services.api import REGISTRY, STATE, create_app, status_for
-from ujobs.services.api_openapi import enqueue_paths_of
-from ujobs.services.config import ApiConfig
+from ujobs.services.api.app import REGISTRY, STATE, create_app, status_for
+from ujobs.services.api.openapi import enqueue_paths_of
+from ujobs.services.config.settings import ApiConfig
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]

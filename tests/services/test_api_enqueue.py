@@ -13,10 +13,10 @@ from prometheus_client import CollectorRegistry
 from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
 from ujobs.clock import FrozenClock
 from ujobs.metrics import JobMetrics
-from ujobs.services.api import create_app
-from ujobs.services.api_common import EDGE
-from ujobs.services.api_enqueue import MAX_BATCH_INPUTS
-from ujobs.services.config import ApiConfig
+from ujobs.services.api.app import create_app
+from ujobs.services.api.common import EDGE
+from ujobs.services.api.enqueue import MAX_BATCH_INPUTS
+from ujobs.services.config.settings import ApiConfig
 
 
 @pytest.fixture

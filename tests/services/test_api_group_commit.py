@@ -15,7 +15,7 @@ from tests.services.api_support import ORG_A, MakeClient, mail, make_api
 from ujobs.drivers.base import Enqueued, EnqueueRequest
 from ujobs.drivers.postgres import PostgresDriver, postgres_driver
 from ujobs.errors import InvariantError
-from ujobs.services.api_enqueue_batcher import EnqueueBatcher
+from ujobs.services.api.enqueue_batcher import EnqueueBatcher
 
 
 class GatedDriver:

@@ -22,10 +22,10 @@ from tests.support.restartable import PrivatePostgres, postgres_bin_dir
 from ujobs.drivers.postgres.migrate import migrate
 from ujobs.introspect import inspect_queues
 from ujobs.metrics import JobMetrics
-from ujobs.services.api import EDGE, create_app
-from ujobs.services.api_common import json_ok
-from ujobs.services.config import ApiConfig
-from ujobs.services.tokens import TokenStore
+from ujobs.services.api.app import EDGE, create_app
+from ujobs.services.api.common import json_ok
+from ujobs.services.api.tokens import TokenStore
+from ujobs.services.config.settings import ApiConfig
 
 OUTAGE_CODES = {"X_DRIVER_UNREACHABLE", "X_DRIVER_UNAVAILABLE"}
 

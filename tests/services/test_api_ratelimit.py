@@ -9,8 +9,8 @@ import pytest
 from tests.services.api_support import MakeClient, make_api
 from ujobs.clock import FrozenClock
 from ujobs.errors import ConfigInvalidError, RateLimitedError
-from ujobs.services.api_ratelimit import TokenBuckets
-from ujobs.services.config import ApiConfig
+from ujobs.services.api.ratelimit import TokenBuckets
+from ujobs.services.config.settings import ApiConfig
 
 
 def test_a_bucket_holds_one_seconds_worth_and_refills() -> None:

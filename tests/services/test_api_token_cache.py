@@ -16,12 +16,12 @@ from tests.services.test_api_group_commit import GatedDriver, request
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import Enqueued
 from ujobs.drivers.postgres import postgres_driver
-from ujobs.services.api_common import EDGE
-from ujobs.services.api_enqueue_batcher import EnqueueBatcher
-from ujobs.services.api_token_guard import PostgresTokenGuard
-from ujobs.services.auth import UnauthorizedError
-from ujobs.services.token_facts import KnownTokens
-from ujobs.services.tokens import TokenStore
+from ujobs.services.api.auth import UnauthorizedError
+from ujobs.services.api.common import EDGE
+from ujobs.services.api.enqueue_batcher import EnqueueBatcher
+from ujobs.services.api.token_facts import KnownTokens
+from ujobs.services.api.token_guard import PostgresTokenGuard
+from ujobs.services.api.tokens import TokenStore
 from ujobs.wake.announce import announcing
 
 
@@ -191,7 +191,7 @@ async def test_a_repeat_of_a_refused_request_in_a_group_is_sent_with_its_own_tok
 
 @pytest.mark.parametrize("size", [1, 3])
 def test_known_tokens_stay_bounded(size: int) -> None:
-    from ujobs.services.tokens import TokenRecord
+    from ujobs.services.api.tokens import TokenRecord
 
     cache = KnownTokens(max_size=size)
     for n in range(5):

@@ -18,8 +18,8 @@ from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, make_api
 from tests.support.cli import json_of, ujobs
 from ujobs.errors import ConfigInvalidError
 from ujobs.metrics import JobMetrics
-from ujobs.services.api import create_app
-from ujobs.services.config import ApiConfig
+from ujobs.services.api.app import create_app
+from ujobs.services.config.settings import ApiConfig
 from ujobs.services.webhook_deliverer import webhook_settings
 from ujobs.webhooks.ledger import DeliveryAttempt
 from ujobs.webhooks.store_pg import PgWebhookStore

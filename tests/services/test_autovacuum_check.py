@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ujobs.services.autovacuum_check import AUTOVACUUM_OFF, warn_without_autovacuum
+from ujobs.services.runtime.autovacuum_check import AUTOVACUUM_OFF, warn_without_autovacuum
 
 
 class Setting:

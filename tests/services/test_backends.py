@@ -13,10 +13,10 @@ from prometheus_client import CollectorRegistry
 from tests.services.test_api import MakeClient
 from ujobs.drivers.base import ClaimOptions, EnqueueRequest
 from ujobs.metrics import JobMetrics
-from ujobs.services.api import BACKEND, create_app
-from ujobs.services.backends import open_backend
-from ujobs.services.config import ApiConfig, Connections, WorkerConfig
-from ujobs.services.runtime import ServiceRun
+from ujobs.services.api.app import BACKEND, create_app
+from ujobs.services.config.settings import ApiConfig, Connections, WorkerConfig
+from ujobs.services.runtime.backends import open_backend
+from ujobs.services.runtime.service_run import ServiceRun
 from ujobs.services.worker import start_worker
 
 

@@ -16,7 +16,7 @@ from tests.support.cli import ROOT, enqueue, json_of, ujobs, ujobs_process, with
 from ujobs.drivers.base import WorkerInfo
 from ujobs.drivers.postgres.driver import PostgresDriver
 from ujobs.drivers.postgres.migrate import MIGRATE_LOCK_KEY
-from ujobs.services.cli_output import EXIT_INTERNAL, reported, set_debug
+from ujobs.services.runtime.output import EXIT_INTERNAL, reported, set_debug
 
 
 def test_queues_list_pause_resume(pg_dsn: str) -> None:

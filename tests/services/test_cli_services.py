@@ -9,7 +9,7 @@ import pytest
 import typer.main
 
 from tests.support.cli import json_of, ujobs
-from ujobs.services.cli import app
+from ujobs.services.cli.app import app
 
 
 def leaves(command: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:

@@ -14,8 +14,8 @@ from tests.support.cli import enqueue, json_of, run_to, ujobs, with_driver
 from tests.support.docs import page
 from ujobs.drivers.postgres.driver import PostgresDriver
 from ujobs.introspect import SHORT_ID_LENGTH, short_id
-from ujobs.services.cli import app
-from ujobs.services.config_vars import VARIABLES
+from ujobs.services.cli.app import app
+from ujobs.services.config.variables import VARIABLES
 
 
 def _done_job(dsn: str, key: str = "k-done") -> str:

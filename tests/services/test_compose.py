@@ -15,17 +15,17 @@ import typer.main
 import yaml  # type: ignore[import-untyped]  # no stubs installed (types-PyYAML)
 
 from ujobs.exports.sinks import reset_default_sink, sink_from_url
-from ujobs.services.cli import app
-from ujobs.services.config import (
+from ujobs.services.cli.app import app
+from ujobs.services.config.settings import (
     ApiConfig,
     RelayConfig,
     SchedulerConfig,
     WorkerConfig,
     read_common,
 )
-from ujobs.services.config_vars import VARIABLES
+from ujobs.services.config.variables import VARIABLES
 from ujobs.services.exporter import ExportSettings, exporter_config
-from ujobs.services.secret_key import write_key_file
+from ujobs.services.runtime.secret_key import write_key_file
 from ujobs.services.webhook_deliverer import webhook_deliverer_config, webhook_settings
 from ujobs.webhooks.store_pg import new_secret_key
 

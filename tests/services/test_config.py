@@ -8,15 +8,15 @@ import dataclasses
 import pytest
 
 from ujobs.errors import ConfigInvalidError, DriverUnavailableError, UltimateError
-from ujobs.services.config import (
+from ujobs.services.config.parse import Concurrency
+from ujobs.services.config.settings import (
     ApiConfig,
     OperatorConfig,
     SchedulerConfig,
     WorkerConfig,
     read_common,
 )
-from ujobs.services.config_parse import Concurrency
-from ujobs.services.config_vars import VARIABLES
+from ujobs.services.config.variables import VARIABLES
 
 PG = "postgresql://app:s3cret@db.internal:5432/app"
 

@@ -7,7 +7,7 @@ from ujobs.clock import FrozenClock
 from ujobs.drivers.base import ClaimedJob, ClaimOptions, EnqueueRequest, NackOptions
 from ujobs.drivers.memory.driver import MemoryDriver, memory_driver
 from ujobs.introspect import short_id
-from ujobs.services.dev_watch import DevWatch
+from ujobs.services.dev.watch import DevWatch
 
 
 def request(key: str, queue: str = "default") -> EnqueueRequest:

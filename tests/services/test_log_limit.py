@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from ujobs.clock import FrozenClock
-from ujobs.services.log_limit import LogLimiter
+from ujobs.services.runtime.log_limit import LogLimiter
 
 
 def test_one_line_per_reason_per_window_then_the_count_left_out() -> None:

@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from ujobs.errors import DriverUnavailableError
-from ujobs.services.logging import configure_logging
 from ujobs.services.redact import redact_text, redact_url
+from ujobs.services.runtime.logging import configure_logging
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from tests.services.api_support import ORG_A, ORG_B, MakeClient, mail, make_api
 from tests.services.nats_support import NatsApi, start_nats_api
 from tests.support.servers import free_port
 from ujobs.errors import DriverUnavailableError
-from ujobs.services.api_common import EDGE
-from ujobs.services.token_facts import KnownTokens
+from ujobs.services.api.common import EDGE
+from ujobs.services.api.token_facts import KnownTokens
 
 
 @pytest.fixture

@@ -23,10 +23,10 @@ from ujobs.errors import InvariantError, JobMaxAttemptsError, TenancyActorMismat
 from ujobs.execution.settle import HAND_BACK_DELAY_MS
 from ujobs.jobs.enqueue_target import set_job_driver
 from ujobs.metrics import JobMetrics
-from ujobs.services.api import create_app
-from ujobs.services.backends import open_backend
-from ujobs.services.config import ApiConfig, WorkerConfig
-from ujobs.services.metrics_server import metrics_app
+from ujobs.services.api.app import create_app
+from ujobs.services.config.settings import ApiConfig, WorkerConfig
+from ujobs.services.runtime.backends import open_backend
+from ujobs.services.runtime.metrics_server import metrics_app
 from ujobs.worker.limits import LimitConfig, Limiter, LimitLease, Rate
 
 Client = TestClient[web.Request, web.Application]

@@ -18,7 +18,7 @@ import pytest
 from tests.support.docs import blocks, first_block, marked_block, page, pages
 from ujobs.drivers.postgres.sql import query
 from ujobs.jobs.enqueue_target import reset_job_driver
-from ujobs.services.config_vars import VARIABLES
+from ujobs.services.config.variables import VARIABLES
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

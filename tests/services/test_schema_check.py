@@ -16,8 +16,8 @@ from tests.e2e.service_process import ServiceProcess, service_env
 from ujobs.drivers.postgres.migrate import migrate, schema_state
 from ujobs.drivers.postgres.sql import migration_files
 from ujobs.metrics import JobMetrics
-from ujobs.services.api import create_app
-from ujobs.services.config import ApiConfig
+from ujobs.services.api.app import create_app
+from ujobs.services.config.settings import ApiConfig
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]

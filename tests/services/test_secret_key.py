@@ -13,7 +13,7 @@ import pytest
 from tests.support.cli import json_of, ujobs
 from ujobs.errors import ConfigInvalidError
 from ujobs.services.exporter import ExportSettings
-from ujobs.services.secret_key import secret_key_text, write_key_file
+from ujobs.services.runtime.secret_key import secret_key_text, write_key_file
 from ujobs.services.webhook_deliverer import webhook_settings
 from ujobs.webhooks.store_pg import new_secret_key
 

@@ -18,11 +18,11 @@ from prometheus_client import CollectorRegistry
 from ujobs.drivers.base import EnqueueRequest
 from ujobs.errors import ConfigInvalidError
 from ujobs.outbox import postgres_outbox_store
-from ujobs.services.backends import open_backend
-from ujobs.services.config import MetricsEndpoint, WorkerConfig
-from ujobs.services.metrics_server import SERVED, metrics_app, serve_metrics
-from ujobs.services.runtime import ServiceRun
-from ujobs.services.service_metrics import RelayMetrics
+from ujobs.services.config.settings import MetricsEndpoint, WorkerConfig
+from ujobs.services.runtime.backends import open_backend
+from ujobs.services.runtime.metrics_server import SERVED, metrics_app, serve_metrics
+from ujobs.services.runtime.service_metrics import RelayMetrics
+from ujobs.services.runtime.service_run import ServiceRun
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]

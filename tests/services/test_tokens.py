@@ -1,5 +1,5 @@
 """Tokens: only a hash is stored, expiry and revocation hold from the next lookup, scopes and
-tenancy rules (``ujobs.services.auth``), and ``ujobs tokens create | list | revoke``."""
+tenancy rules (``ujobs.services.api.auth``), and ``ujobs tokens create | list | revoke``."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from tests.support.pg_relay import PgRelay
 from ujobs.clock import FrozenClock
 from ujobs.drivers.postgres.pool import postgres_pool
 from ujobs.errors import ConfigInvalidError, DriverUnreachableError, TenancyActorMismatchError
-from ujobs.services.auth import ForbiddenError, Principal, UnauthorizedError, authenticate
-from ujobs.services.tokens import (
+from ujobs.services.api.auth import ForbiddenError, Principal, UnauthorizedError, authenticate
+from ujobs.services.api.tokens import (
     BatchedLookup,
     TokenNotFoundError,
     TokenRecord,

@@ -16,7 +16,7 @@ from typer.testing import CliRunner, Result
 
 from ujobs.drivers.base import ClaimOptions, EnqueueRequest, NackOptions
 from ujobs.drivers.postgres.driver import PostgresDriver, postgres_driver
-from ujobs.services.cli import app
+from ujobs.services.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")

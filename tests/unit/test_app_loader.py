@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ujobs.errors import ConfigInvalidError
-from ujobs.services.app_loader import load_api
+from ujobs.services.runtime.app_loader import load_api
 
 APP = """
 import sys

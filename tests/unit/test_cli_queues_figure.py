@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ujobs.services.cli_queues import _figure
+from ujobs.services.cli.queues import _figure
 
 
 def test_a_capped_figure_reads_as_a_lower_bound_and_an_exact_one_as_is() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from ujobs.clock import SYSTEM_CLOCK, FrozenClock, shift_system_clock
 from ujobs.errors import ConfigInvalidError
-from ujobs.services.config import read_common
+from ujobs.services.config.settings import read_common
 
 DAY = 86_400_000
 

@@ -199,7 +199,8 @@ class PostgresDriver:
     async def enqueue_while_live(self, request: EnqueueRequest, token_id: str) -> Enqueued | None:
         """``enqueue`` only while the api token ``token_id`` is live, checked in the insert's
         own statement; None (nothing inserted) when it is revoked or expired. Not part of the
-        driver contract: the api's tokens live in this database only (``ujobs.services.tokens``)."""
+        driver contract: the api's tokens live in this database only
+        (``ujobs.services.api.tokens``)."""
         return await self._enqueuer.enqueue_while_live(request, token_id)
 
     async def enqueue_many_while_live(

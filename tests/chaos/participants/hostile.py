@@ -37,7 +37,7 @@ from tests.chaos.participant import StormContext
 from tests.chaos.participants.http import HttpEnqueue
 from tests.chaos.participants.nats_edge import NAMES, NatsEdgeEnqueue
 from ujobs.ids import derived_id
-from ujobs.services.tokens import TokenStore
+from ujobs.services.api.tokens import TokenStore
 
 if TYPE_CHECKING:
     from nats.aio.client import Client

@@ -14,7 +14,7 @@ import aiohttp
 from tests.chaos.fleet import Role, service_env
 from tests.chaos.participant import StormContext
 from tests.support.servers import free_port
-from ujobs.services.tokens import TokenStore
+from ujobs.services.api.tokens import TokenStore
 
 if TYPE_CHECKING:
     from tests.chaos.fleet import Member

@@ -28,8 +28,8 @@ from tests.chaos.fleet import Role, service_env
 from tests.chaos.participant import StormContext
 from tests.support.servers import free_port
 from ujobs.ids import derived_id
+from ujobs.services.api.tokens import TokenStore
 from ujobs.services.nats.names import NatsNames
-from ujobs.services.tokens import TokenStore
 
 if TYPE_CHECKING:
     from nats.aio.client import Client

@@ -1,0 +1,165 @@
+"""The api's component schemas of its OpenAPI document (``ujobs.services.api.openapi``): the error
+envelope, a job row, a page, and the answers of the operator routes; the per-job input
+components are added to these when the document is built."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ujobs.drivers.base import ALL_STATES
+
+_ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message", "meta"],
+            "properties": {
+                "code": {"type": "string", "pattern": "^X_[A-Z0-9_]+$"},
+                "message": {"type": "string"},
+                "meta": {"type": "object"},
+            },
+        }
+    },
+}
+_NULLABLE_STRING = {"type": ["string", "null"]}
+_NULLABLE_INT = {"type": ["integer", "null"]}
+_JOB = {
+    "type": "object",
+    "required": ["id", "runId", "name", "queue", "state", "attempt", "maxAttempts"],
+    "properties": {
+        "id": {"type": "string"},
+        "runId": {"type": "string"},
+        "name": {"type": "string"},
+        "queue": {"type": "string"},
+        "state": {"type": "string", "enum": list(ALL_STATES)},
+        "tenantId": _NULLABLE_STRING,
+        "idempotencyKey": {
+            "description": "masked ([redacted]) like the input's values: it is computed from them",
+            "type": "string",
+        },
+        "attempt": {"type": "integer"},
+        "maxAttempts": {"type": "integer"},
+        "runAtMs": {"type": "integer"},
+        "createdAtMs": {"type": "integer"},
+        "updatedAtMs": {"type": "integer"},
+        "finishedAtMs": _NULLABLE_INT,
+        "claimedBy": _NULLABLE_STRING,
+        "leaseExpiresAtMs": _NULLABLE_INT,
+        "progress": {},
+        "lastError": _NULLABLE_STRING,
+        "traceparent": _NULLABLE_STRING,
+        "enqueuedBy": _NULLABLE_STRING,
+    },
+}
+SCHEMAS: dict[str, Any] = {
+    "Error": _ERROR,
+    "Enqueued": {
+        "type": "object",
+        "required": ["id", "runId", "deduped"],
+        "properties": {
+            "id": {"type": "string"},
+            "runId": {"type": "string"},
+            "deduped": {"type": "boolean"},
+        },
+    },
+    "EnqueuedBatch": {
+        "type": "object",
+        "required": ["jobs"],
+        "properties": {
+            "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Enqueued"}}
+        },
+    },
+    "EnqueueOptions": {
+        "type": "object",
+        "properties": {
+            "runId": {
+                "description": "at most 200 bytes of UTF-8 (shared/limits.py), no NUL",
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 200,
+            },
+            "delay": {
+                "description": "a duration ('10s', '3d') or milliseconds",
+                "type": ["string", "integer"],
+            },
+            "queue": {"type": "string"},
+            "onConflict": {
+                "description": "dedupe (default): a live run holding the idempotency key is the "
+                "answer (deduped: true); error: that run is 409 X_JOB_DUPLICATE, meta.id naming it",
+                "type": "string",
+                "enum": ["dedupe", "error"],
+            },
+        },
+    },
+    "Job": _JOB,
+    "JobDocument": {
+        "allOf": [{"$ref": "#/components/schemas/Job"}],
+        "type": "object",
+        "required": ["input", "inputRedacted", "steps"],
+        "properties": {
+            "input": {"description": "the input's keys, every value masked"},
+            "inputRedacted": {"type": "boolean"},
+            "steps": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["name", "seq"],
+                    "properties": {
+                        "name": {"type": "string"},
+                        "seq": {"type": "integer"},
+                        "startedAtMs": {"type": "integer"},
+                        "finishedAtMs": {"type": "integer"},
+                        "durationMs": {"type": "integer"},
+                    },
+                },
+            },
+        },
+    },
+    "JobPage": {
+        "type": "object",
+        "required": ["jobs", "limit", "last", "next", "prev"],
+        "properties": {
+            "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},
+            "limit": {"type": "integer"},
+            "last": {"type": "boolean"},
+            "next": _NULLABLE_STRING,
+            "prev": _NULLABLE_STRING,
+        },
+    },
+    "Removed": {
+        "type": "object",
+        "required": ["id", "removed"],
+        "properties": {"id": {"type": "string"}, "removed": {"const": True}},
+    },
+    "Queues": {
+        "type": "object",
+        "required": ["queues"],
+        "properties": {"queues": {"type": "array", "items": {"type": "object"}}},
+    },
+    "Paused": {
+        "type": "object",
+        "required": ["paused"],
+        "properties": {
+            "queues": {"type": "array", "items": {"type": "string"}},
+            "tasks": {"type": "array", "items": {"type": "string"}},
+            "paused": {"type": "boolean"},
+        },
+    },
+    "Tasks": {
+        "type": "object",
+        "required": ["tasks"],
+        "properties": {"tasks": {"type": "array", "items": {"type": "object"}}},
+    },
+    "Event": {
+        "type": "object",
+        "required": ["id", "name", "publishedAtMs", "expiresAtMs"],
+        "properties": {
+            "id": {"type": "string"},
+            "name": {"type": "string"},
+            "publishedAtMs": {"type": "integer"},
+            "expiresAtMs": {"type": "integer"},
+        },
+    },
+}
