@@ -190,6 +190,12 @@ def _print_job(doc: dict[str, Any], now: int, *, show_input: bool, show_output: 
         typer.echo("last error")
         for line in str(doc["lastError"]).splitlines():
             typer.echo(f"  {line}")
+    if doc["attempts"]:
+        typer.echo(f"attempt errors ({len(doc['attempts'])}, oldest first)")
+        for a in doc["attempts"]:
+            typer.echo(
+                f"  attempt {a['attempt']} ({when(a['atMs'], now)}): {first_line(a['error'])}"
+            )
     steps = doc["steps"]
     typer.echo(f"steps ({len(steps)})")
     if steps:
