@@ -168,3 +168,23 @@ async def test_a_bulk_form_with_no_job_or_more_than_a_page_is_refused(
     )
     await page.locator('button[data-bulk="retry"]').click()
     await expect(page.locator("body")).to_contain_text("X_INPUT_INVALID")
+
+
+async def test_a_jobs_page_lists_each_failed_attempts_error(dash: Dash) -> None:
+    from ujobs.drivers.base import ClaimOptions, NackOptions
+    from ujobs.drivers.postgres import postgres_driver
+
+    job = await enqueue(dash.api, ORG_A, "twice@x.io", queue="mail")
+    driver = postgres_driver(dash.api.pool)
+    for error, dead in (("X_SMTP: 421 try later", False), ("X_SMTP: 550 no such user", True)):
+        [claimed] = await driver.claim(ClaimOptions(queues=["mail"], limit=1, worker_id="w"))
+        assert claimed.id == job
+        assert await driver.nack(job, claimed.ref, NackOptions(error=error, dead_letter=dead))
+    page = await operator_page(dash)
+    await page.goto(dash.url(f"/_x/jobs/{job}"))
+    rows = page.locator("#attempt-errors tbody tr")
+    await expect(rows).to_have_count(2)
+    await expect(rows.nth(0)).to_contain_text("421 try later")
+    await expect(rows.nth(1)).to_contain_text("550 no such user")
+    shown = await cli(dash.dsn, "jobs", "show", job)
+    assert [a["attempt"] for a in shown["attempts"]] == [1, 2]
