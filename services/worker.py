@@ -7,7 +7,8 @@ and the two-phase drain: stop claiming, finish what is held within
 ``jobs.worker.drain-abandoned``; its lease lapses and the queue delivers it again) and the
 process exits 1 instead of 0. The webhook deliverer and the exporter are this service pinned to
 one queue. Standalone it serves /metrics, /healthz and /readyz on ``UJOBS_METRICS_PORT``
-(``ujobs.services.runtime.metrics_server``); under ``ujobs dev`` the api's /metrics carries the same series.
+(``ujobs.services.runtime.metrics_server``); under ``ujobs dev`` the api's /metrics carries the
+same series.
 """
 
 from __future__ import annotations

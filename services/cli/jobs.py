@@ -6,7 +6,7 @@
 
 Every command reads and moves rows only through ``ujobs.introspect`` (``driver.introspect``),
 takes ``--json``, and names its ``X_…`` code on failure. This module holds ``list`` and
-``show``; the moves (``retry``, ``cancel``, ``remove``, ``promote``) are ``cli_jobs_move``.
+``show``; the moves (``retry``, ``cancel``, ``remove``, ``promote``) are ``cli.jobs_move``.
 
 ``show`` prints the input's keys with the values masked unless ``--show-input``, and never a
 step's output unless ``--show-output`` (see ``ujobs.introspect``).
@@ -270,6 +270,12 @@ def _print_job(doc: dict[str, Any], now: int, *, show_input: bool, show_output: 
         typer.echo("last error")
         for line in str(doc["lastError"]).splitlines():
             typer.echo(f"  {line}")
+    if doc["attempts"]:
+        typer.echo(f"attempt errors ({len(doc['attempts'])}, oldest first)")
+        for a in doc["attempts"]:
+            typer.echo(
+                f"  attempt {a['attempt']} ({when(a['atMs'], now)}): {first_line(a['error'])}"
+            )
     steps = doc["steps"]
     typer.echo(f"steps ({len(steps)})")
     if steps:

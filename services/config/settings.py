@@ -374,7 +374,8 @@ class ApiConfig:
     nats_max_deliveries: int = DEFAULT_NATS_MAX_DELIVERIES
     """The delivery on which a stream message still failing unexpectedly is refused."""
     public_url: str | None = None
-    """``UJOBS_PUBLIC_URL``: where the links the api hands out point (``ujobs.services.api.public_url``)."""
+    """``UJOBS_PUBLIC_URL``: where the links the api hands out point
+    (``ujobs.services.api.public_url``)."""
 
     @classmethod
     def load(

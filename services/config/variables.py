@@ -2,7 +2,7 @@
 
 ``VARIABLES`` is what the generated configuration page (docs/reference/configuration.md), the
 compose test and the unknown-variable check (``check_unknown``) read, so the documentation, the
-deployment files and the parser cannot drift apart. Parsing lives in ``config_parse``; the
+deployment files and the parser cannot drift apart. Parsing lives in ``config.parse``; the
 frozen per-service objects in ``config``.
 """
 

@@ -4,7 +4,7 @@ With no ``DATABASE_URL`` it starts a private Postgres under ``./.ujobs/pg`` (``p
 Unix socket only, kept between runs) and applies the schema; without ``REDIS_URL`` the wake
 uses Postgres LISTEN/NOTIFY. Then it runs the worker (every queue the app's jobs name), the
 scheduler, the outbox relay and the api in this one process, prints where everything is and
-how to enqueue, and narrates each job's state changes on stdout (``dev_watch``). It enqueues
+how to enqueue, and narrates each job's state changes on stdout (``dev.watch``). It enqueues
 nothing by itself — except with ``--example``, which loads ``ujobs.services.example_app`` and
 enqueues its ``onboard_org`` so the first minute shows a step replay, a sleep resume and a
 task fire. Ctrl-C (or SIGTERM) drains everything, says so, and exits 0.

@@ -5,7 +5,8 @@ They listen on ``UJOBS_METRICS_HOST:UJOBS_METRICS_PORT`` (default 127.0.0.1:9464
 0.0.0.0). ``/metrics`` is the Prometheus text format of the process's default registry — the
 spec's worker series (``jobs_total{queue,outcome}``, ``job_leases_lost_total{queue}``,
 ``job_worker_in_flight``, ``job_worker_capacity``) and the relay's and scheduler's own
-(``ujobs.services.runtime.service_metrics``). ``/healthz`` answers 200 while the process runs; ``/readyz``
+(``ujobs.services.runtime.service_metrics``). ``/healthz`` answers 200 while the process runs;
+``/readyz``
 200 while the backend answers with this code's schema and the process is not draining, else
 503 with the error's code. The endpoint stays up through the drain (scrapes see it finish) and
 closes with the process.
