@@ -41,6 +41,7 @@ from ujobs.exports.downloads import FoundExport, describe_export, find_export, r
 from ujobs.exports.manifest import Manifest
 from ujobs.exports.sinks import ExportNotFoundError
 from ujobs.jobs.registry import Registry
+from ujobs.services.api.common import BACKEND, REGISTRY, caller, status_for
 from ujobs.services.api.public_url import public_base
 from ujobs.services.exporter import ExportSettings
 
@@ -94,7 +95,6 @@ async def token_reader(request: web.Request) -> Reader:
     """The api's rule, the HTTP edge's: a bearer token with the ``read`` scope (401/403),
     checked before any lookup (so an id's existence is never told to a caller without one);
     another tenant's export does not exist for a tenant token (the 404 of an unknown id)."""
-    from ujobs.services.api.common import caller
 
     return await caller(request, "read")
 
@@ -144,14 +144,10 @@ def verify_path(keys: Sequence[bytes], path: str, expires: str, sig: str, now_s:
 
 
 def _driver(request: web.Request) -> JobDriver:
-    from ujobs.services.api.app import BACKEND
-
     return request.app[BACKEND].driver
 
 
 def _registry(request: web.Request) -> Registry:
-    from ujobs.services.api.app import REGISTRY
-
     return request.app[REGISTRY]
 
 
@@ -177,8 +173,6 @@ _STATUS = {
 def _status(error: UltimateError) -> int:
     if error.code in _STATUS:
         return _STATUS[error.code]
-    from ujobs.services.api.app import status_for
-
     return status_for(error.code)
 
 

@@ -214,6 +214,12 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
         {"name": "state", "in": "query", "schema": {"type": "string", "enum": list(ALL_STATES)}},
         {"name": "tenantId", "in": "query", "schema": {"type": "string"}},
         {
+            "name": "idPrefix",
+            "in": "query",
+            "description": "ids starting with this (ignoring case)",
+            "schema": {"type": "string"},
+        },
+        {
             "name": "limit",
             "in": "query",
             "schema": {"type": "integer", "minimum": 1, "maximum": MAX_JOB_PAGE},
@@ -340,6 +346,14 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
         "/v1/queues/{queue}/resume": {
             "parameters": [queue],
             "post": _op("resume_queue", "Resume a queue (operator)", paused, ("400", "403")),
+        },
+        "/v1/tokens": {
+            "get": _op(
+                "list_tokens",
+                "Every token, never a secret (operator token with admin; `ujobs tokens list`)",
+                ("200", "the tokens, newest first", _ref("Tokens")),
+                ("403",),
+            )
         },
         "/v1/tasks": {
             "get": _op(

@@ -37,7 +37,13 @@ from ujobs.exports.manifest import Manifest
 from ujobs.exports.sinks import ExportNotFoundError
 from ujobs.introspect import list_jobs, resolve_job_id
 from ujobs.services.api.exports import LINK_TTL
-from ujobs.services.cli.common import AppOption, DatabaseUrlOption, DriverOption, JsonOption
+from ujobs.services.cli.common import (
+    AppOption,
+    DatabaseUrlOption,
+    DriverOption,
+    JsonOption,
+    refuse_remote,
+)
 from ujobs.services.config.settings import OperatorConfig, environment
 from ujobs.services.exporter import ExportSettings
 from ujobs.services.runtime.app_loader import load_api
@@ -61,6 +67,7 @@ def _run(
 ) -> T:
     with reported(as_json=as_json):
         env = environment()
+        refuse_remote(env, database_url=database_url, driver=driver)
         config = OperatorConfig.load(env, database_url=database_url, driver=driver)
         ExportSettings.load(env).install()
 
