@@ -16,7 +16,7 @@ COPY pyproject.toml README.md ./
 RUN python -c "import tomllib; print(chr(10).join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
  && pip install -r /tmp/requirements.txt
 
-# The code and the schema, installed as a wheel would be: sql/ ships inside it as shared/_sql.
+# The code and the schema, installed as a wheel would be: sql/ ships inside it as ujobs/_sql.
 COPY sql ./sql
 COPY shared ./shared
 COPY services ./services

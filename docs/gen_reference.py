@@ -39,6 +39,7 @@ ERROR_MODULES = (
     "ujobs.services.api.exports",
     "ujobs.services.api.queues",
     "ujobs.services.api.auth",
+    "ujobs.services.cli.remote",
     "ujobs.services.dashboard.not_found",
     "ujobs.services.dashboard.session",
     "ujobs.services.nats.edge",

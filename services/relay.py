@@ -3,7 +3,8 @@
 Publishes committed ``x_outbox`` rows onto the queue — the configured driver, Postgres or
 Redis; the outbox itself always stages in Postgres. It is woken by a LISTEN session on
 ``x_outbox_wake`` (``postgres_wake``, proven by a probe; the poll is the guarantee), and each
-publish is announced the way a direct enqueue is (``ujobs.services.runtime.wiring``: the enqueue statement's
+publish is announced the way a direct enqueue is (``ujobs.services.runtime.wiring``: the enqueue
+statement's
 own ``pg_notify`` for LISTEN workers, the Redis wake channel when ``REDIS_URL`` is set). The
 drain stops polling, waits out the pass in flight (a publish, then its mark) within the budget,
 closes, and exits 0. It applies nothing to the schema: run ``ujobs db migrate`` first.

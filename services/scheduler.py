@@ -4,7 +4,8 @@ The only safe wiring: ``postgres_scheduler_state`` for durable watermarks and
 ``postgres_lease_leader`` for one leader at a time, both over the Postgres pool of
 ``DATABASE_URL`` (the scheduler always needs it, whatever the queue's driver), for the app's
 tasks (``--app`` / ``UJOBS_APP``). The jobs go on the queue the workers claim from —
-``UJOBS_DRIVER``, through the same announcing driver every service uses (``ujobs.services.runtime.wiring``):
+``UJOBS_DRIVER``, through the same announcing driver every service uses
+(``ujobs.services.runtime.wiring``):
 
 * ``postgres`` (the default): the driver and the state share the pool, so an occurrence fires in
   ONE statement — watermark, jobs and the fire's record together.

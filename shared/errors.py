@@ -62,6 +62,13 @@ class ConfigInvalidError(UltimateError):
     code = "X_CONFIG_INVALID"
 
 
+class AppContextFailedError(UltimateError):
+    """The app's ``define_api(context=)`` factory raised, or answered no async context manager,
+    while a service opened it at start: the service stops before it claims any job."""
+
+    code = "X_APP_CONTEXT_FAILED"
+
+
 class NotImplementedByDriverError(UltimateError):
     """The operation needs something this driver does not have (the operator surface,
     ``onConflict: error`` on a batch: Postgres only)."""

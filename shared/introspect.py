@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ujobs.drivers.base import (
+    AttemptError,
     BulkFilter,
     BulkResult,
     JobDriver,
@@ -126,6 +127,16 @@ def step_json(step: StepRecord, *, show_output: bool) -> dict[str, Any]:
     if show_output:
         doc["output"] = step.output
     return doc
+
+
+def attempt_json(attempt: AttemptError, *, error_detail: bool = True) -> dict[str, Any]:
+    """A failed attempt: its number, when it was settled, its error (without the stack for a
+    tenant, as ``lastError``)."""
+    return {
+        "attempt": attempt.attempt,
+        "atMs": attempt.at_ms,
+        "error": attempt.error if error_detail else error_summary(attempt.error),
+    }
 
 
 def page_json(page: JobPage, *, error_detail: bool = True) -> dict[str, Any]:
@@ -249,6 +260,8 @@ async def job_document(
     steps = await driver.load_steps(row.run_id, tenant_id=row.tenant_id)
     doc = job_json(row, input_="shown" if show_input else "redacted", error_detail=error_detail)
     doc["steps"] = [step_json(s, show_output=show_output) for s in steps]
+    attempts = await introspection_of(driver).attempt_errors(row.id)
+    doc["attempts"] = [attempt_json(a, error_detail=error_detail) for a in attempts]
     return doc
 
 

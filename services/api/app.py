@@ -3,11 +3,11 @@ bearer tokens, plus health, readiness, metrics and the manifest.
 
 Built the standard way (STYLE #13): ``create_app(config)`` answers an ``Application`` whose
 backend is opened and closed by a ``cleanup_ctx``, state lives under typed ``web.AppKey``s
-(``api_common``), and each concern is a ``RouteTableDef`` of its own module: ``api_enqueue``
-(jobs, batches, events), ``api_jobs`` (one job, pages, moves), ``api_queues`` (queues, tasks),
-``api_webhooks`` (webhook endpoints and their deliveries).
+(``api.common``), and each concern is a ``RouteTableDef`` of its own module: ``api.enqueue``
+(jobs, batches, events), ``api.jobs`` (one job, pages, moves), ``api.queues`` (queues, tasks),
+``api.token_routes`` (the token list), ``api.webhooks`` (webhook endpoints and their deliveries).
 Who may call what is ``ujobs.services.api.auth`` (shared with the NATS edge); the per-token rate limit is
-``api_ratelimit``; concurrent single enqueues share a commit through ``api_enqueue_batcher``.
+``api.ratelimit``; concurrent single enqueues share a commit through ``api.enqueue_batcher``.
 Tests drive it with ``aiohttp_client(create_app(config))``.
 
 | Route | Answers |
@@ -52,7 +52,10 @@ from ujobs.events.bus import set_event_bus
 from ujobs.events.bus_postgres import postgres_event_bus
 from ujobs.lifecycle import Deadline, register_shutdown_hooks
 from ujobs.metrics import JobMetrics, job_metrics
-from ujobs.services import api_enqueue, api_jobs, api_queues
+from ujobs.services.api import enqueue as api_enqueue
+from ujobs.services.api import jobs as api_jobs
+from ujobs.services.api import queues as api_queues
+from ujobs.services.api import token_routes as api_tokens
 from ujobs.services.api.auth import NO_TOKENS, TokenLookup
 from ujobs.services.api.common import (
     BACKEND,
@@ -225,6 +228,7 @@ def create_app(
     app.add_routes(api_enqueue.routes)
     app.add_routes(api_jobs.routes)
     app.add_routes(api_queues.routes)
+    app.add_routes(api_tokens.routes)
     setup_dashboard(app)
     add_export_routes(app, authorize=token_reader)
     add_webhook_routes(app)

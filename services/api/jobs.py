@@ -4,7 +4,7 @@
 | Route | Scope | Answers (the CLI's ``--json`` document) |
 |---|---|---|
 | ``GET /v1/jobs/{id}`` | ``read`` | the job, its steps, input values redacted (``ujobs jobs show``) |
-| ``GET /v1/jobs?queue=&name=&state=&tenantId=&limit=&after=&before=`` | ``read`` | one page, newest first; ``next`` / ``prev`` cursors (``ujobs jobs list``) |
+| ``GET /v1/jobs?queue=&name=&state=&tenantId=&idPrefix=&limit=&after=&before=`` | ``read`` | one page, newest first; ``next`` / ``prev`` cursors (``ujobs jobs list``) |
 | ``POST /v1/jobs/{job}/cancel`` ``{"reason"?}`` | ``operate`` | the cancelled job |
 | ``POST /v1/jobs/{job}/retry`` ``{"fromStep"?}`` | ``operate`` | the re-queued job |
 | ``POST /v1/jobs/{job}/promote`` | ``operate`` | the promoted job |
@@ -39,7 +39,9 @@ from ujobs.services.api.common import EDGE, caller, json_ok, read_object
 
 routes = web.RouteTableDef()
 
-_LIST_PARAMS = frozenset({"queue", "name", "state", "tenantId", "limit", "after", "before"})
+_LIST_PARAMS = frozenset(
+    {"queue", "name", "state", "tenantId", "idPrefix", "limit", "after", "before"}
+)
 
 
 async def _visible_job(request: web.Request, principal: Principal) -> JobRow:
@@ -112,6 +114,7 @@ def job_filter(query: Any, principal: Principal) -> JobFilter:
         name=query.get("name"),
         state=next((s for s in ALL_STATES if s == state), None),
         tenant_id=tenant,
+        id_prefix=query.get("idPrefix"),
         limit=limit,
         after=query.get("after"),
         before=query.get("before"),

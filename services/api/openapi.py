@@ -16,7 +16,7 @@ from typing import Any
 
 from ujobs.drivers.base import ALL_STATES, MAX_JOB_PAGE
 from ujobs.jobs.registry import Registry
-from ujobs.services.api.exports import export_paths
+from ujobs.services.api.exports import EXPORT_SCHEMAS, export_paths
 from ujobs.services.api.openapi_schemas import SCHEMAS
 from ujobs.services.api.openapi_webhooks import WEBHOOK_SCHEMAS, webhook_paths
 
@@ -214,6 +214,12 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
         {"name": "state", "in": "query", "schema": {"type": "string", "enum": list(ALL_STATES)}},
         {"name": "tenantId", "in": "query", "schema": {"type": "string"}},
         {
+            "name": "idPrefix",
+            "in": "query",
+            "description": "ids starting with this (ignoring case)",
+            "schema": {"type": "string"},
+        },
+        {
             "name": "limit",
             "in": "query",
             "schema": {"type": "integer", "minimum": 1, "maximum": MAX_JOB_PAGE},
@@ -341,6 +347,14 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
             "parameters": [queue],
             "post": _op("resume_queue", "Resume a queue (operator)", paused, ("400", "403")),
         },
+        "/v1/tokens": {
+            "get": _op(
+                "list_tokens",
+                "Every token, never a secret (operator token with admin; `ujobs tokens list`)",
+                ("200", "the tokens, newest first", _ref("Tokens")),
+                ("403",),
+            )
+        },
         "/v1/tasks": {
             "get": _op(
                 "list_tasks",
@@ -429,7 +443,7 @@ def enqueue_paths_of(registry: Registry) -> dict[str, str]:
 
 
 def openapi_document(registry: Registry) -> dict[str, Any]:
-    schemas = {**SCHEMAS, **WEBHOOK_SCHEMAS}
+    schemas = {**SCHEMAS, **EXPORT_SCHEMAS, **WEBHOOK_SCHEMAS}
     paths: dict[str, Any] = {
         **_service_paths(),
         **_operator_paths(sorted(registry.tasks)),

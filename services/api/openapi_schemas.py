@@ -97,10 +97,24 @@ SCHEMAS: dict[str, Any] = {
     "JobDocument": {
         "allOf": [{"$ref": "#/components/schemas/Job"}],
         "type": "object",
-        "required": ["input", "inputRedacted", "steps"],
+        "required": ["input", "inputRedacted", "steps", "attempts"],
         "properties": {
             "input": {"description": "the input's keys, every value masked"},
             "inputRedacted": {"type": "boolean"},
+            "attempts": {
+                "description": "each counted failed attempt's error, oldest first (the newest "
+                "10, each cut to 4,000 characters; a tenant token reads them without the stack)",
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["attempt", "atMs", "error"],
+                    "properties": {
+                        "attempt": {"type": "integer"},
+                        "atMs": {"type": "integer"},
+                        "error": {"type": ["string", "null"]},
+                    },
+                },
+            },
             "steps": {
                 "type": "array",
                 "items": {
@@ -145,6 +159,36 @@ SCHEMAS: dict[str, Any] = {
             "queues": {"type": "array", "items": {"type": "string"}},
             "tasks": {"type": "array", "items": {"type": "string"}},
             "paused": {"type": "boolean"},
+        },
+    },
+    "Tokens": {
+        "type": "object",
+        "required": ["tokens"],
+        "properties": {
+            "tokens": {"type": "array", "items": {"$ref": "#/components/schemas/Token"}}
+        },
+    },
+    "Token": {
+        "type": "object",
+        "required": [
+            "id",
+            "name",
+            "tenant",
+            "operator",
+            "scopes",
+            "createdAtMs",
+            "expiresAtMs",
+            "revokedAtMs",
+        ],
+        "properties": {
+            "id": {"type": "string"},
+            "name": _NULLABLE_STRING,
+            "tenant": _NULLABLE_STRING,
+            "operator": {"type": "boolean"},
+            "scopes": {"type": "array", "items": {"type": "string"}},
+            "createdAtMs": {"type": "integer"},
+            "expiresAtMs": {"type": ["integer", "null"]},
+            "revokedAtMs": {"type": ["integer", "null"]},
         },
     },
     "Tasks": {

@@ -1,6 +1,6 @@
-"""The webhook endpoint routes' entries of the api's OpenAPI document (``api_webhooks``).
+"""The webhook endpoint routes' entries of the api's OpenAPI document (``api.webhooks``).
 
-Kept apart from ``api_openapi`` (the other paths) so neither file outgrows one screenful of
+Kept apart from ``api.openapi`` (the other paths) so neither file outgrows one screenful of
 concerns; the operation builder is that module's, handed in, so every route reads alike.
 """
 

@@ -1,8 +1,8 @@
 """``ujobs``: every service and every operator command, one entry point (typer).
 
-This module is the root: it registers the sub-apps (``cli_jobs``, ``cli_queues``, ``cli_db``,
+This module is the root: it registers the sub-apps (``cli.jobs``, ``cli.queues``, ``cli.db``,
 the services) and holds ``manifest``. How a command prints, fails and shows progress is
-``cli_output``; how it reaches the backend is ``cli_common``.
+``runtime.output``; how it reaches the backend is ``cli.common``.
 
 Errors print their ``X_…`` code and a sentence of what to do, and exit non-zero (1; 70 for an
 unexpected failure, whose detail ``ujobs --debug …`` shows); ``--json`` prints machine-readable

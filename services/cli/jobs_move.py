@@ -2,7 +2,7 @@
 
 A set (``--state`` with ``--queue`` / ``--name`` / ``--tenant``) is moved ``MAX_BULK_ROWS`` at a
 time until none is left, the progress line saying how far it got; removing a set asks for
-``--yes``. Registered on ``jobs_app`` by ``cli_jobs``.
+``--yes``. Registered on ``jobs_app`` by ``cli.jobs``.
 """
 
 from __future__ import annotations

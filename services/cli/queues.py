@@ -13,6 +13,7 @@ import typer
 
 from ujobs.introspect import inspect_queues, list_workers, pause_queues
 from ujobs.services.cli.common import DatabaseUrlOption, DriverOption, JsonOption, operate
+from ujobs.services.cli.remote import Remote, remote_get
 from ujobs.services.config.parse import parse_queues
 from ujobs.services.runtime.backends import Backend
 from ujobs.services.runtime.output import Progress, duration, emit_json, note, print_table, when
@@ -28,13 +29,23 @@ def queues_list(
     driver: DriverOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Every queue with jobs (or a pause): rows per state, how many are due, the oldest."""
+    """Every queue with jobs (or a pause): rows per state, how many are due, the oldest.
+    Without DATABASE_URL it asks the api at UJOBS_URL (an operator token)."""
 
     async def work(backend: Backend, _: Progress) -> list[dict[str, Any]]:
         return await inspect_queues(backend.driver, backend.driver.clock.now_ms())
 
+    def remote(target: Remote) -> list[dict[str, Any]]:
+        queues: list[dict[str, Any]] = remote_get(target, "/v1/queues")["queues"]
+        return queues
+
     queues = operate(
-        work, as_json=as_json, label="reading queues", database_url=database_url, driver=driver
+        work,
+        as_json=as_json,
+        label="reading queues",
+        database_url=database_url,
+        driver=driver,
+        remote=remote,
     )
     if as_json:
         emit_json({"queues": queues})

@@ -12,16 +12,15 @@ operator-token ``/v1/tasks``.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from ujobs.clock import SYSTEM_CLOCK
-from ujobs.drivers.base import JobDriver, TaskFire
+from ujobs.drivers.base import TaskFire
 from ujobs.errors import TaskUnknownError
-from ujobs.introspect import introspection_of, pause_tasks
-from ujobs.jobs.task import TaskHandle
-from ujobs.scheduler.cron import next_task_run
+from ujobs.introspect import pause_tasks
+from ujobs.services.api.task_rows import fires_and_pauses, task_rows
 from ujobs.services.cli.common import AppOption, DatabaseUrlOption, JsonOption, operate
 from ujobs.services.config.settings import environment, read_common
 from ujobs.services.runtime.app_loader import load_api
@@ -29,52 +28,12 @@ from ujobs.services.runtime.backends import Backend
 from ujobs.services.runtime.output import (
     Progress,
     emit_json,
-    iso,
     print_fields,
     print_table,
     reported,
 )
 
 tasks_app = typer.Typer(help="The app's cron tasks.", no_args_is_help=True)
-
-
-def task_rows(
-    tasks: list[TaskHandle], fires: dict[str, TaskFire], paused: set[str] | None, now_ms: int
-) -> list[dict[str, Any]]:
-    """What ``tasks list`` prints, per task (by name): the declaration, the last fire, the
-    next fire (``next_task_run``) and whether it is paused (None: no database to ask)."""
-    rows = []
-    for handle in sorted(tasks, key=lambda t: t.name):
-        fire = fires.get(handle.name)
-        next_ms = next_task_run(handle, now_ms)
-        rows.append(
-            {
-                "name": handle.name,
-                "cron": handle.cron,
-                "tz": handle.tz,
-                "catchUp": handle.catch_up,
-                "maxCatchUp": handle.max_catch_up,
-                "lastFire": None
-                if fire is None
-                else {
-                    "occurrenceMs": fire.occurrence_ms,
-                    "occurrence": iso(fire.occurrence_ms),
-                    "firedAtMs": fire.fired_at_ms,
-                },
-                "nextFireMs": next_ms,
-                "nextFire": iso(next_ms),
-                "paused": None if paused is None else handle.name in paused,
-            }
-        )
-    return rows
-
-
-async def fires_and_pauses(driver: JobDriver) -> tuple[dict[str, TaskFire], set[str]]:
-    """Each task's last fire (by name) and the paused tasks: what ``task_rows`` adds from the
-    database."""
-    introspect = introspection_of(driver)
-    fires = {f.task: f for f in await introspect.task_fires()}
-    return fires, set(await introspect.paused_tasks())
 
 
 @tasks_app.command("list")

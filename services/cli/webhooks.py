@@ -20,7 +20,7 @@ import typer
 from ujobs.clock import to_epoch_ms
 from ujobs.errors import InputInvalidError
 from ujobs.jobs.enqueue_target import reset_job_driver, set_job_driver
-from ujobs.services.cli.common import DatabaseUrlOption, DriverOption, JsonOption
+from ujobs.services.cli.common import DatabaseUrlOption, DriverOption, JsonOption, refuse_remote
 from ujobs.services.config.settings import OperatorConfig, environment
 from ujobs.services.runtime.backends import Backend, open_backend
 from ujobs.services.runtime.output import Progress, emit_json, iso, note, print_table, reported
@@ -50,6 +50,7 @@ def _run(
 ) -> T:
     with reported(as_json=as_json):
         env = environment()
+        refuse_remote(env, database_url=database_url, driver=driver)
         config = OperatorConfig.load(env, database_url=database_url, driver=driver)
         settings = webhook_settings(env)
         with Progress(label):

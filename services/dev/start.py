@@ -4,7 +4,7 @@ With no ``DATABASE_URL`` it starts a private Postgres under ``./.ujobs/pg`` (``p
 Unix socket only, kept between runs) and applies the schema; without ``REDIS_URL`` the wake
 uses Postgres LISTEN/NOTIFY. Then it runs the worker (every queue the app's jobs name), the
 scheduler, the outbox relay and the api in this one process, prints where everything is and
-how to enqueue, and narrates each job's state changes on stdout (``dev_watch``). It enqueues
+how to enqueue, and narrates each job's state changes on stdout (``dev.watch``). It enqueues
 nothing by itself — except with ``--example``, which loads ``ujobs.services.example_app`` and
 enqueues its ``onboard_org`` so the first minute shows a step replay, a sleep resume and a
 task fire. Ctrl-C (or SIGTERM) drains everything, says so, and exits 0.
@@ -174,7 +174,7 @@ async def start_dev(run: ServiceRun, config: DevConfig) -> None:
     queues = served_queues(config, registry)
     await start_scheduler(run, config.scheduler, wired=wired)
     await start_relay(run, config.relay, wired=wired, say=False)
-    worker = dataclasses.replace(config.worker, queues=queues)
+    worker = dataclasses.replace(config.worker, queues=queues, queues_given=True)
     exports = install_export_store(config.exports)
     await start_worker(run, worker, registry=registry, wired=wired)
     runner = await start_api(run, config.api)

@@ -16,7 +16,8 @@ so it is not acted on either (fire-and-forget goes through the enqueue stream).
 Whatever a request's handling raises is answered, never left to the requester's timeout: an
 error that is not ours is ``X_INTERNAL`` (its message redacted, the traceback in the api's
 log), and a reply that cannot be serialised goes without its ``meta``. The log lines of
-unexpected errors are rate-limited (``ujobs.services.runtime.log_limit``: one per code per ten seconds,
+unexpected errors are rate-limited (``ujobs.services.runtime.log_limit``: one per code per ten
+seconds,
 the next counting those left out), so a requester repeating a poison body cannot flood the
 log.
 """

@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import sys
-from pathlib import Path
 
 from ujobs.errors import ConfigInvalidError, UltimateError
 from ujobs.jobs.registry import Api, Registry, registry
-
-# Our own top-level packages: an app package of one of these names is never the one imported.
-OUR_PACKAGES = ("shared", "services", "webhooks", "exports")
 
 
 def load_api(spec: str | None) -> Registry:
@@ -27,15 +22,6 @@ def load_api(spec: str | None) -> Registry:
         )
     if "" not in sys.path:
         sys.path.insert(0, "")
-    shadowed = shadowing_package(module_name)
-    if shadowed is not None:
-        top = module_name.split(".")[0]
-        raise ConfigInvalidError(
-            f"UJOBS_APP / --app: your app's top-level package {top!r} ({shadowed}) is named like "
-            f"one of ultimate-jobs' own packages ({', '.join(OUR_PACKAGES)}), so Python imports "
-            f"ours instead of yours; rename your package (e.g. 'myapp') and point --app at it",
-            meta={"variable": "UJOBS_APP", "app": spec, "package": top},
-        )
     try:
         module = importlib.import_module(module_name)
     except UltimateError:
@@ -60,25 +46,3 @@ def load_api(spec: str | None) -> Registry:
             meta={"variable": "UJOBS_APP", "app": spec},
         )
     return api.registry()
-
-
-def shadowing_package(module_name: str) -> Path | None:
-    """The user's own package or module on ``sys.path`` that ``module_name``'s top level names,
-    when that name is one of ``OUR_PACKAGES`` and the folder is not ours; None otherwise."""
-    top = module_name.split(".")[0]
-    if top not in OUR_PACKAGES:
-        return None
-    spec = importlib.util.find_spec(top)
-    ours = (
-        {Path(p).resolve() for p in spec.submodule_search_locations}
-        if spec is not None and spec.submodule_search_locations is not None
-        else set()
-    )
-    for entry in sys.path:
-        base = Path(entry or ".").resolve()
-        for candidate in (base / top, base / f"{top}.py"):
-            if candidate.exists() and candidate.resolve() not in ours:
-                if candidate.is_dir() and not any(candidate.glob("*.py")):
-                    continue  # a folder with no Python in it is not a package anyone imports
-                return candidate
-    return None

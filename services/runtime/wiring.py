@@ -14,7 +14,8 @@ its loops listen to — the same for every role, so no service gets it subtly di
 * **schema**: a service on Postgres refuses to start (``X_SCHEMA_OUTDATED``, exit 1) on a
   database whose migrations are missing, older or newer than its code's — one line saying to
   run ``ujobs db migrate`` instead of a claim failure every poll. A server running without
-  autovacuum is said once (``ujobs.service.autovacuum-off``, ``ujobs.services.runtime.autovacuum_check``).
+  autovacuum is said once (``ujobs.service.autovacuum-off``,
+  ``ujobs.services.runtime.autovacuum_check``).
 """
 
 from __future__ import annotations

@@ -41,6 +41,9 @@ from ujobs.drivers.fleet import (
 )
 from ujobs.drivers.keyspace import StoreWatch
 from ujobs.drivers.operator_surface import (
+    ATTEMPT_ERROR_CHARS,
+    ATTEMPT_ERRORS_KEPT,
+    AttemptError,
     BulkFilter,
     BulkResult,
     CounterBucket,
@@ -257,6 +260,8 @@ def require_backfills(driver: JobDriver) -> BackfillLedger:
 __all__ = [
     "AHEAD_RETURNS_MAX",
     "ALL_STATES",
+    "ATTEMPT_ERRORS_KEPT",
+    "ATTEMPT_ERROR_CHARS",
     "CLAIMABLE_STATES",
     "COUNTER_TIERS",
     "DEFAULT_JOB_PAGE",
@@ -272,6 +277,7 @@ __all__ = [
     "PROMOTABLE_STATES",
     "REQUEUEABLE_STATES",
     "AnnouncesEnqueues",
+    "AttemptError",
     "BackfillLedger",
     "BackfillRow",
     "BackfillStatus",

@@ -14,6 +14,7 @@ import builtins
 from collections.abc import Iterable
 
 from ujobs.drivers.base import (
+    AttemptError,
     BackfillLedger,
     BulkFilter,
     BulkResult,
@@ -132,6 +133,9 @@ class DelegatingIntrospection(JobIntrospection):
 
     async def get(self, job_id: str) -> JobRow | None:
         return await self.inner.get(job_id)
+
+    async def attempt_errors(self, job_id: str) -> builtins.list[AttemptError]:
+        return await self.inner.attempt_errors(job_id)
 
     async def requeue(self, job_id: str, *, from_step: str | None = None) -> JobRow:
         return await self.inner.requeue(job_id, from_step=from_step)

@@ -24,6 +24,23 @@ from ujobs.errors import JobPageInvalidError
 # --- the operator surface -------------------------------------------------------------------
 
 
+ATTEMPT_ERRORS_KEPT = 10
+"""How many attempts' errors a row keeps (the newest); older ones are dropped as new ones come."""
+
+ATTEMPT_ERROR_CHARS = 4_000
+"""An attempt's error is kept to this many characters (a traceback's head and its last lines are
+in ``last_error`` in full)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptError:
+    """One counted attempt that failed: its number, its error text, when it was settled."""
+
+    attempt: int
+    error: str
+    at_ms: int
+
+
 @dataclass(frozen=True, slots=True)
 class JobRow:
     """A job as the operator surface shows it."""
@@ -222,6 +239,13 @@ class JobIntrospection(Protocol):
     async def list(self, flt: JobFilter) -> JobPage: ...
 
     async def get(self, job_id: str) -> JobRow | None: ...
+
+    async def attempt_errors(self, job_id: str) -> builtins.list[AttemptError]:
+        """The errors of the row's counted failed attempts, oldest first: the newest
+        ``ATTEMPT_ERRORS_KEPT``, each cut to ``ATTEMPT_ERROR_CHARS``. A hand-back (uncounted) is
+        not an attempt and adds none; a retry keeps them (a later attempt 1 follows an earlier
+        one). An unknown id: empty."""
+        ...
 
     async def remove(self, job_id: str) -> bool:
         """Delete one job and its steps (when no other row shares the run: its ``run_id`` under

@@ -3,6 +3,8 @@
 
 The map:
 
+- ``app_context``: ``define_api(context=)``: the resources an app opens once per process for
+  its runs (``run.ctx``).
 - ``declaration_rules``: The rules a declaration is checked against where it is written.
 - ``definition``: A job's declaration checked where it is written: ``build_definition`` answers
   the frozen ``JobDefinition`` a handle wraps, or refuses it.

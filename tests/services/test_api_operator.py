@@ -280,3 +280,40 @@ async def test_queues_and_tasks_need_an_operator_token(api: Api, method: str, pa
     tenant = await api.token("admin", tenant=ORG_A)
     status, body = await api.call(method, path, tenant)
     assert (status, body["error"]["code"]) == (403, "X_FORBIDDEN")
+
+
+async def test_tokens_list_needs_an_operator_admin_token_and_never_shows_a_secret(
+    api: Api,
+) -> None:
+    """``GET /v1/tokens`` (what ``ujobs tokens list`` prints remotely): tokens span every
+    tenant, so neither tenant's token reads it, whatever its scopes."""
+    admin = await api.issue("admin")
+    a = await api.issue("admin", tenant=ORG_A)
+    b = await api.issue("read", "enqueue:*", tenant=ORG_B)
+    status, body = await api.call("GET", "/v1/tokens", admin.secret)
+    assert status == 200, body
+    assert {t["id"]: t["tenant"] for t in body["tokens"]} == {
+        admin.record.id: None,
+        a.record.id: ORG_A,
+        b.record.id: ORG_B,
+    }
+    listed = str(body)
+    assert all(t.secret not in listed for t in (admin, a, b))
+    assert all("token" not in t for t in body["tokens"])
+    for tenant_token in (a.secret, b.secret):
+        status, refused = await api.call("GET", "/v1/tokens", tenant_token)
+        assert (status, refused["error"]["code"]) == (403, "X_FORBIDDEN")
+    reader = await api.token("read")  # an operator, but not admin
+    status, refused = await api.call("GET", "/v1/tokens", reader)
+    assert (status, refused["error"]["code"]) == (403, "X_FORBIDDEN")
+    assert (await api.call("GET", "/v1/tokens", None))[0] == 401
+
+
+async def test_a_list_takes_an_id_prefix_within_the_tokens_tenant(api: Api) -> None:
+    mine = await enqueue(api, ORG_A, "a@x.io")
+    theirs = await enqueue(api, ORG_B, "b@x.io")
+    a = await api.token("read", tenant=ORG_A)
+    status, body = await api.call("GET", f"/v1/jobs?idPrefix={mine[:13].upper()}", a)
+    assert (status, [j["id"] for j in body["jobs"]]) == (200, [mine])
+    status, body = await api.call("GET", f"/v1/jobs?idPrefix={theirs[:20]}", a)
+    assert (status, body["jobs"]) == (200, [])

@@ -1,6 +1,7 @@
 """The tree shows the architecture and stays importable: each package's ``__init__`` docstring
-is its map (it names every module and sub-package in it), and code inside ``shared`` imports
-leaf modules, never a package's ``__init__``, so no import cycle can form through one."""
+is its map (it names every module and sub-package in it), and code inside ``ujobs`` (the shared/
+folder) imports leaf modules, never a package's ``__init__``, so no import cycle can form through
+one."""
 
 from __future__ import annotations
 
@@ -9,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-import shared
+import ujobs
 
-SHARED = Path(shared.__file__).resolve().parent
+SHARED = Path(ujobs.__file__).resolve().parent
 PACKAGES = sorted(p.parent for p in SHARED.rglob("__init__.py"))
 
 
 def _dotted(path: Path) -> str:
-    return ".".join(("shared", *path.relative_to(SHARED).parts))
+    return ".".join(("ujobs", *path.relative_to(SHARED).parts))
 
 
-PACKAGE_NAMES = {_dotted(p) if p != SHARED else "shared" for p in PACKAGES}
+PACKAGE_NAMES = {_dotted(p) if p != SHARED else "ujobs" for p in PACKAGES}
 
 
 def _imports_of(path: Path) -> list[tuple[int, str]]:
@@ -38,7 +39,7 @@ MODULES = sorted(SHARED.rglob("*.py"))
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(SHARED.parent)))
 def test_shared_imports_leaf_modules_never_a_package(path: Path) -> None:
-    own_package = _dotted(path.parent) if path.parent != SHARED else "shared"
+    own_package = _dotted(path.parent) if path.parent != SHARED else "ujobs"
     through_a_package = [
         f"line {line}: {module}"
         for line, module in _imports_of(path)

@@ -1,4 +1,4 @@
-"""The public import paths a user types: ``shared`` answers ``Enqueued``, and ``ujobs.drivers``
+"""The public import paths a user types: ``ujobs`` answers ``Enqueued``, and ``ujobs.drivers``
 is typed for a type checker (its lazily imported builders are not ``Any``, an unknown name is an
 error) while still importing no backend until one is asked for."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mypy import api
 
-import shared
+import ujobs
 from ujobs.drivers.records import Enqueued
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,16 +44,18 @@ def _mypy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: str) -> tuple[i
     source.write_text(code)
     config = tmp_path / "mypy.ini"
     config.write_text("[mypy]\nstrict = True\nfollow_imports = silent\n")
-    monkeypatch.chdir(ROOT)  # where ``shared`` is found
+    # Outside the checkout, as a user's project is: ``ujobs`` is found through the install (an
+    # editable one is a tree of links, so its real types are seen, not ``Any``).
+    monkeypatch.chdir(tmp_path)
     out, err, status = api.run(
         ["--config-file", str(config), "--cache-dir", str(tmp_path / "cache"), str(source)]
     )
     return status, out + err
 
 
-def test_enqueued_is_importable_from_shared() -> None:
-    assert shared.Enqueued is Enqueued
-    assert "Enqueued" in shared.__all__
+def test_enqueued_is_importable_from_ujobs() -> None:
+    assert ujobs.Enqueued is Enqueued
+    assert "Enqueued" in ujobs.__all__
 
 
 def test_the_driver_builders_are_typed_for_a_type_checker(
@@ -69,6 +71,25 @@ def test_a_misspelt_builder_is_a_type_error_not_any(
     status, output = _mypy(tmp_path, monkeypatch, MISTAKE)
     assert status == 1, output
     assert "postgres_drvier" in output
+
+
+@pytest.mark.parametrize("name", ["shared", "services", "webhooks", "exports"])
+def test_only_ujobs_is_installed_no_folder_name_leaks(tmp_path: Path, name: str) -> None:
+    """A user's own ``services`` (or ``shared``, ``webhooks``, ``exports``) package is theirs:
+    outside the checkout, those names are not importable from the install at all."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import ujobs, ujobs.{name if name != 'shared' else 'jobs'}; import {name}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"No module named '{name}'" in done.stderr
 
 
 def test_importing_shared_drivers_imports_no_backend() -> None:

@@ -15,6 +15,7 @@ from ujobs.drivers.base import (
     LIVE_STATES,
     MAX_TASK_FIRES,
     PROGRESS_INTERVAL_MS,
+    AttemptError,
     BulkFilter,
     BulkResult,
     ClaimRef,
@@ -89,6 +90,10 @@ class MemoryIntrospection:
     async def get(self, job_id: str) -> JobRow | None:
         row = self._state.rows.get(job_id)
         return row.view() if row is not None else None
+
+    async def attempt_errors(self, job_id: str) -> builtins.list[AttemptError]:
+        row = self._state.rows.get(job_id)
+        return list(row.attempt_errors) if row is not None else []
 
     # -- one row ------------------------------------------------------------------------
     async def remove(self, job_id: str) -> bool:

@@ -15,6 +15,7 @@ import orjson
 from ujobs.drivers.base import (
     COUNTER_TIERS,
     LIVE_STATES,
+    AttemptError,
     ClaimRef,
     CounterKind,
     JobRow,
@@ -73,6 +74,8 @@ class MemoryRow:
     ahead_returns: int = 0
     traceparent: str | None = None
     enqueued_by: str | None = None
+    # The newest counted failed attempts' errors (ATTEMPT_ERRORS_KEPT), oldest first.
+    attempt_errors: list[AttemptError] = field(default_factory=list)
 
     def view(self) -> JobRow:
         return JobRow(

@@ -31,6 +31,8 @@ from ujobs.clock import SYSTEM_CLOCK, Clock
 from ujobs.drivers.base import (
     AHEAD_RETURNS_MAX,
     ALL_STATES,
+    ATTEMPT_ERROR_CHARS,
+    ATTEMPT_ERRORS_KEPT,
     COUNTER_TIERS,
     ClaimedJob,
     ClaimOptions,
@@ -199,7 +201,8 @@ class PostgresDriver:
     async def enqueue_while_live(self, request: EnqueueRequest, token_id: str) -> Enqueued | None:
         """``enqueue`` only while the api token ``token_id`` is live, checked in the insert's
         own statement; None (nothing inserted) when it is revoked or expired. Not part of the
-        driver contract: the api's tokens live in this database only (``ujobs.services.api.tokens``)."""
+        driver contract: the api's tokens live in this database only
+        (``ujobs.services.api.tokens``)."""
         return await self._enqueuer.enqueue_while_live(request, token_id)
 
     async def enqueue_many_while_live(
@@ -297,6 +300,8 @@ class PostgresDriver:
             start,
             progress,
             options.unreachable_cap,
+            ATTEMPT_ERRORS_KEPT,
+            ATTEMPT_ERROR_CHARS,
         )
         return bool(settled)
 

@@ -12,6 +12,7 @@ import builtins
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
+import orjson
 
 from ujobs.clock import Clock
 from ujobs.drivers.base import (
@@ -20,6 +21,7 @@ from ujobs.drivers.base import (
     MAX_TASK_FIRES,
     PROMOTABLE_STATES,
     REQUEUEABLE_STATES,
+    AttemptError,
     BulkFilter,
     BulkResult,
     ClaimRef,
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
 JSONValue = Any
 
 _GET = query("get_job")
+_ATTEMPT_ERRORS = query("attempt_errors")
 _LIST = query("list_jobs")
 _LIST_BEFORE = query("list_jobs_before")
 _CANCEL = query("cancel_job")
@@ -71,6 +74,7 @@ _RECORD_TASK_FIRE = query("record_task_fire")
 OPERATION_QUERIES: dict[str, tuple[str, ...]] = {
     "list": ("list_jobs", "list_jobs_before"),
     "get": ("get_job",),
+    "attempt_errors": ("attempt_errors",),
     "remove": ("remove_job",),
     "requeue": ("requeue_job",),
     "cancel": ("cancel_job",),
@@ -134,6 +138,13 @@ class PostgresIntrospection:
     async def get(self, job_id: str) -> JobRow | None:
         row = await self._pool.fetchrow(_GET, job_id)
         return None if row is None else job_row(row)
+
+    async def attempt_errors(self, job_id: str) -> builtins.list[AttemptError]:
+        text = await self._pool.fetchval(_ATTEMPT_ERRORS, job_id)
+        return [
+            AttemptError(attempt=e["attempt"], error=e["error"], at_ms=e["atMs"])
+            for e in (orjson.loads(text) if text else [])
+        ]
 
     # -- one job ---------------------------------------------------------------------------
     async def remove(self, job_id: str) -> bool:

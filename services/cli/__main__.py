@@ -1,0 +1,5 @@
+"""``python -m ujobs.services.cli``: the ``ujobs`` command without its console script."""
+
+from ujobs.services.cli.app import main
+
+main()
