@@ -24,6 +24,7 @@ one org of a tenant-scoped one. ``--pending`` lists a row per name and org the l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 from typing import Annotated, Any, cast
@@ -47,6 +48,7 @@ from ujobs.errors import (
     InvariantError,
     UltimateError,
 )
+from ujobs.jobs.app_context import AppContext, open_app_context
 from ujobs.jobs.job import JobHandle
 from ujobs.services.cli.common import AppOption, DatabaseUrlOption, JsonOption, operate
 from ujobs.services.config.settings import environment, read_common
@@ -98,10 +100,12 @@ def backfill_command(
         _usage("--all only writes: ujobs db backfill --all --write (see --pending first)", as_json)
     if status is not None and status not in ("running", "completed", "failed"):
         _usage("--status is running, completed or failed", as_json)
+    app_context: AppContext | None = None
     with reported(as_json=as_json):
         common = read_common(environment(), "db backfill", app=app_spec)
         if not list_:
-            load_api(common.app)  # importing the app declares its backfills
+            # importing the app declares its backfills; its context= is what a pass's run.ctx is
+            app_context = load_api(common.app).context
     env_name = common.environment
     if list_:
         _list(only, cast("BackfillStatus | None", status), limit, database_url, as_json)
@@ -111,7 +115,7 @@ def backfill_command(
         _all(env_name, tenant, force, database_url, as_json)
     else:
         assert name is not None
-        _one(name, env_name, tenant, write, force, follow, database_url, as_json)
+        _one(name, env_name, tenant, write, force, follow, database_url, as_json, app_context)
 
 
 def _usage(message: str, as_json: bool) -> None:
@@ -238,14 +242,20 @@ async def _completed(
 
 
 async def _would_touch(
-    handle: JobHandle[Any], definition: BackfillDefinition, tenant: str | None
+    handle: JobHandle[Any],
+    definition: BackfillDefinition,
+    tenant: str | None,
+    app_context: AppContext | None,
 ) -> int | None:
-    """``count`` as the pass would call it: the ctx ``ujobs worker`` hands every run (the
-    service opens no app resources, so ``None``), under the actor of the org the pass is for
-    (``--tenant``, else the one ``--write`` would queue it for)."""
+    """``count`` as the pass would call it: with the ctx ``ujobs worker`` hands every run (the
+    app's ``define_api(context=)``, opened for the count and closed after it; None without
+    one), under the actor of the org the pass is for (``--tenant``, else the one ``--write``
+    would queue it for)."""
     if tenant is None and definition.tenant != "none":
         tenant = handle.request({}).tenant_id
-    return await dry_count(definition, None, tenant)
+    async with contextlib.AsyncExitStack() as stack:
+        ctx = await open_app_context(stack, app_context)
+        return await dry_count(definition, ctx, tenant)
 
 
 async def _enqueue(
@@ -290,6 +300,7 @@ def _one(
     follow: bool,
     database_url: str | None,
     as_json: bool,
+    app_context: AppContext | None = None,
 ) -> None:
     handle, definition = _named(name, as_json)
 
@@ -305,7 +316,7 @@ def _one(
             "dryRun": True,
             "gate": gate,
             "completedBy": None if done is None else done["runId"],
-            "wouldTouch": await _would_touch(handle, definition, tenant),
+            "wouldTouch": await _would_touch(handle, definition, tenant, app_context),
             "batch": definition.batch,
             "rate": definition.rate,
         }
@@ -331,7 +342,7 @@ def _one(
         return
     answer = operate(enqueue, as_json=as_json, label="enqueueing", database_url=database_url)
     if follow:
-        answer["final"] = _follow(answer, handle, definition, database_url, as_json)
+        answer["final"] = _follow(answer, handle, definition, database_url, as_json, app_context)
     if as_json:
         emit_json(answer)
         return
@@ -390,13 +401,14 @@ def _follow(
     definition: BackfillDefinition,
     database_url: str | None,
     as_json: bool,
+    app_context: AppContext | None = None,
 ) -> dict[str, Any] | None:
     """Poll the pass's ledger row until it ends; a bar on a terminal, nothing otherwise."""
     run_id = answer["enqueued"]["runId"]
 
     async def work(backend: Backend, _progress: Progress) -> dict[str, Any] | None:
         ledger = require_backfills(backend.driver)
-        total = await _would_touch(handle, definition, None)
+        total = await _would_touch(handle, definition, None, app_context)
         bar = _Bar(definition.name, total) if sys.stderr.isatty() and not as_json else None
         try:
             while True:

@@ -312,3 +312,21 @@ def test_jobs_list_shows_the_passes_in_flight_and_jobs_show_the_runs_ledger_row(
     )
     plain = json_of(ujobs("jobs", "show", "plain", "--json", dsn=dsn))
     assert plain["backfill"] is None
+
+
+def test_the_dry_run_counts_with_the_apps_context_as_a_pass_does(dsn: str) -> None:
+    from tests.services import backfill_ctx_app
+
+    backfill_ctx_app.OPENED.clear()
+    answer = ujobs(
+        "db",
+        "backfill",
+        "counted-through-ctx",
+        "--json",
+        "--app",
+        "tests.services.backfill_ctx_app:api",
+        dsn=dsn,
+    )
+    assert answer.exit_code == 0, answer.stdout + answer.stderr
+    assert json_of(answer)["wouldTouch"] == 17
+    assert backfill_ctx_app.OPENED == ["open", "close"]
