@@ -43,6 +43,7 @@ from ujobs.jobs.job import JobHandle, KeyedConcurrency, job
 from ujobs.jobs.registry import Api, define_api
 from ujobs.jobs.retry import Retry, is_final_attempt, retry_schedule
 from ujobs.jobs.schema import t
+from ujobs.jobs.snooze import Snooze
 from ujobs.jobs.task import TaskHandle, task
 from ujobs.signal import Signal
 
@@ -58,6 +59,7 @@ __all__ = [
     "Run",
     "Settled",
     "Signal",
+    "Snooze",
     "SystemClock",
     "TaskHandle",
     "UltimateError",

@@ -275,6 +275,13 @@ class JobKeyBusyError(UltimateError):
     code = "X_JOB_KEY_BUSY"
 
 
+class JobSnoozeLimitError(UltimateError):
+    """The run snoozed ``MAX_SNOOZES`` times already (``ujobs.jobs.snooze``): the next snooze
+    dead-letters it instead of cycling for ever."""
+
+    code = "X_JOB_SNOOZE_LIMIT"
+
+
 class ConcurrencyUnenforceableError(UltimateError):
     """A fleet-wide concurrency limit on a driver without a lease store: run those jobs on a
     driver with leases."""
@@ -542,6 +549,7 @@ register_error_retry(
     {
         "X_INPUT_INVALID": "terminal",
         "X_JOB_KEY_BUSY": "terminal",
+        "X_JOB_SNOOZE_LIMIT": "terminal",
         "X_JOB_TENANT_MISMATCH": "terminal",
         "X_JOB_TENANT_REQUIRED": "terminal",
         "X_JOB_DECLARATION_INVALID": "terminal",

@@ -14,6 +14,7 @@ The map:
 - ``registry``: ``define_api()``: the one way an app hands its jobs and tasks to the system.
 - ``retry``: Retry policy: the backoff schedule, equal jitter, the final attempt, a stated
   Retry-After.
+- ``snooze``: ``Snooze(seconds)``: run again later without spending an attempt, bounded.
 - ``schema``: ``t``: the input-schema builder, over pydantic, and the one place inputs are
   validated.
 - ``task``: ``task()``: a cron line, its IANA zone, and the jobs each occurrence puts on the

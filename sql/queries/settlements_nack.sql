@@ -6,7 +6,8 @@
 -- $1 id  $2 worker id  $3 claim  $4 target state  $5 counted  $6 error  $7 run_at ms (null:
 -- now)  $8 now ms  $9 counter kind  $10 bucket width ms  $11 bucket start ms  $12 progress
 -- $13 unreachable cap (null: not an outage hand-back)  $14 attempt errors kept  $15 characters
--- kept of each (a counted nack with an error appends one, migration 0021)
+-- kept of each (a counted nack with an error appends one, migration 0021)  $16 a snooze (adds
+-- one to snoozes, migration 0022)
 with settled as (
   update x_jobs j
      set state = $4::text,
@@ -24,7 +25,8 @@ with settled as (
          lease_expires_at = null,
          updated_at = x_ts($8::bigint),
          progress = coalesce($12::text::jsonb, j.progress),
-         unreachable_returns = j.unreachable_returns + (case when $13::int is null then 0 else 1 end)
+         unreachable_returns = j.unreachable_returns + (case when $13::int is null then 0 else 1 end),
+         snoozes = j.snoozes + (case when $16::bool then 1 else 0 end)
    where j.id = $1::text
      and j.claimed_by = $2::text
      and j.claim = $3::int

@@ -228,6 +228,7 @@ class MemoryDriver:
             traceparent=row.traceparent,
             enqueued_by=row.enqueued_by,
             ahead=row.ahead,
+            snoozes=row.snoozes,
             store_epoch=None,  # one process's heap: a loss of it is the process's own
         )
 
@@ -256,6 +257,8 @@ class MemoryDriver:
         self.state.land_pending_progress(row)
         if not options.count:
             row.attempt = max(0, row.attempt - 1)
+        if options.snooze:
+            row.snoozes += 1
         if options.error is not None:
             row.last_error = options.error
             if options.count:

@@ -74,6 +74,8 @@ class MemoryRow:
     ahead_returns: int = 0
     traceparent: str | None = None
     enqueued_by: str | None = None
+    # Snoozes taken by this run (ujobs.jobs.snooze); a requeue resets it.
+    snoozes: int = 0
     # The newest counted failed attempts' errors (ATTEMPT_ERRORS_KEPT), oldest first.
     attempt_errors: list[AttemptError] = field(default_factory=list)
 

@@ -302,6 +302,7 @@ class PostgresDriver:
             options.unreachable_cap,
             ATTEMPT_ERRORS_KEPT,
             ATTEMPT_ERROR_CHARS,
+            options.snooze,
         )
         return bool(settled)
 

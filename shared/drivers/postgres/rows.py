@@ -112,6 +112,7 @@ def claimed_job(r: Record) -> ClaimedJob:
         traceparent=r["traceparent"],
         enqueued_by=r["enqueued_by"],
         ahead=r["ahead"],
+        snoozes=r["snoozes"],
         store_epoch=None,  # a Postgres restart keeps what was committed: nothing to watch
     )
 
