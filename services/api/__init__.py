@@ -22,6 +22,7 @@
 | ``openapi`` | the OpenAPI document (``GET /v1/openapi.json``) |
 | ``openapi_schemas`` | its component schemas |
 | ``openapi_webhooks`` | its webhook endpoint paths |
+| ``openapi_shapes`` | the shapes generators read: named bodies, ``allOf`` of ``$ref``s |
 
 Route modules import ``common``, never ``app``: ``app`` imports them all.
 """

@@ -18,6 +18,7 @@ from ujobs.drivers.base import ALL_STATES, MAX_JOB_PAGE
 from ujobs.jobs.registry import Registry
 from ujobs.services.api.exports import EXPORT_SCHEMAS, export_paths
 from ujobs.services.api.openapi_schemas import SCHEMAS
+from ujobs.services.api.openapi_shapes import named_shapes
 from ujobs.services.api.openapi_webhooks import WEBHOOK_SCHEMAS, webhook_paths
 
 MAX_BATCH_DOC = 1_000
@@ -454,27 +455,29 @@ def openapi_document(registry: Registry) -> dict[str, Any]:
         component = component_name(name)
         schemas[component] = _hoist(registry.jobs[name].describe()["input"], component, schemas)
         paths.update(_enqueue_paths(name, _ref(component)))
-    return {
-        "openapi": "3.1.0",
-        "info": {
-            "title": "ultimate-jobs api",
-            "version": "1",
-            "description": "Enqueue jobs, publish events and operate the queue over HTTP. "
-            'Every error is {"error": {code, message, meta}} with an X_ code.',
-        },
-        "security": [{"bearer": []}],
-        "paths": paths,
-        "components": {
-            "schemas": schemas,
-            "securitySchemes": {
-                "bearer": {
-                    "type": "http",
-                    "scheme": "bearer",
-                    "description": "a token from `ujobs tokens create`",
-                }
+    return named_shapes(
+        {
+            "openapi": "3.1.0",
+            "info": {
+                "title": "ultimate-jobs api",
+                "version": "1",
+                "description": "Enqueue jobs, publish events and operate the queue over HTTP. "
+                'Every error is {"error": {code, message, meta}} with an X_ code.',
             },
-        },
-    }
+            "security": [{"bearer": []}],
+            "paths": paths,
+            "components": {
+                "schemas": schemas,
+                "securitySchemes": {
+                    "bearer": {
+                        "type": "http",
+                        "scheme": "bearer",
+                        "description": "a token from `ujobs tokens create`",
+                    }
+                },
+            },
+        }
+    )
 
 
 __all__ = ["component_name", "enqueue_paths_of", "openapi_document"]
