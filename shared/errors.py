@@ -150,6 +150,14 @@ class JobDuplicateError(UltimateError):
     code = "X_JOB_DUPLICATE"
 
 
+class EnqueueOptionUnsupportedError(UltimateError):
+    """An enqueue path that cannot honour ``debounce`` or ``unique_for`` (a batch under
+    ``onConflict: error``, an enqueue staged in the outbox, a batch mixing requests with and
+    without them): nothing was queued; enqueue those jobs alone."""
+
+    code = "X_ENQUEUE_OPTION_UNSUPPORTED"
+
+
 class JobNameTakenError(JobDuplicateError):
     code = "X_JOB_DUPLICATE"
 
@@ -550,6 +558,7 @@ register_error_retry(
         "X_INPUT_INVALID": "terminal",
         "X_JOB_KEY_BUSY": "terminal",
         "X_JOB_SNOOZE_LIMIT": "terminal",
+        "X_ENQUEUE_OPTION_UNSUPPORTED": "terminal",
         "X_JOB_TENANT_MISMATCH": "terminal",
         "X_JOB_TENANT_REQUIRED": "terminal",
         "X_JOB_DECLARATION_INVALID": "terminal",

@@ -71,6 +71,7 @@ from ujobs.drivers.records import (
     LIVE_STATES,
     MAX_BULK_ROWS,
     MAX_JOB_PAGE,
+    MAX_QUEUE_CONTROL_MS,
     MAX_TASK_FIRES,
     MAX_WORKER_IN_FLIGHT,
     PROGRESS_INTERVAL_MS,
@@ -96,6 +97,7 @@ from ujobs.drivers.records import (
     claim_of,
     nack_counter,
     nack_state,
+    refuse_controls,
 )
 from ujobs.errors import NotImplementedByDriverError
 
@@ -271,6 +273,7 @@ __all__ = [
     "LIVE_STATES",
     "MAX_BULK_ROWS",
     "MAX_JOB_PAGE",
+    "MAX_QUEUE_CONTROL_MS",
     "MAX_TASK_FIRES",
     "MAX_WORKER_IN_FLIGHT",
     "PROGRESS_INTERVAL_MS",
@@ -322,6 +325,7 @@ __all__ = [
     "nack_counter",
     "nack_state",
     "parse_job_cursor",
+    "refuse_controls",
     "require_backfills",
     "require_introspection",
     "stores_in",

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ujobs.errors import InvariantError
+from ujobs.errors import EnqueueOptionUnsupportedError, InvariantError
 from ujobs.execution.frozen_init import slot_init
 
 JSONValue = Any
@@ -67,6 +67,14 @@ class EnqueueRequest:
     An ``id`` that already names a row — live or finished — inserts nothing and answers that
     row (``deduped=True``): an outbox republish meets the job the first publish made. A live
     row holding ``(name, tenant_id, idempotency_key)`` dedupes too.
+
+    ``debounce_ms``: the run is due at the later of ``run_at_ms`` (or now) and now +
+    ``debounce_ms``; a run holding the key that was never claimed yet (``ready``/``delayed``,
+    claim 0) is not answered deduped but moved: it takes this due time and this input
+    (``debounced=True``). A key whose run has started (running, suspended, a retry or a snooze
+    waiting) dedupes as without it. ``unique_for_ms``: the key is held by a ``done`` run
+    enqueued with ``unique_for_ms`` that finished within the last ``unique_for_ms`` too (this
+    request's period): that run is answered, deduped.
     """
 
     name: str
@@ -80,6 +88,18 @@ class EnqueueRequest:
     run_id: str | None = None
     traceparent: str | None = None
     enqueued_by: str | None = None
+    debounce_ms: int | None = None
+    unique_for_ms: int | None = None
+
+    @property
+    def controlled(self) -> bool:
+        """Whether it carries ``debounce_ms`` or ``unique_for_ms`` (the statements that honour
+        them differ on Postgres)."""
+        return self.debounce_ms is not None or self.unique_for_ms is not None
+
+
+MAX_QUEUE_CONTROL_MS = 366 * 86_400_000
+"""The longest ``debounce`` or ``unique_for``: a year."""
 
 
 def check_enqueue_request(request: EnqueueRequest) -> None:
@@ -100,15 +120,45 @@ def check_enqueue_request(request: EnqueueRequest) -> None:
         raise InvariantError(
             "max_attempts must be at least 1", meta={"max_attempts": request.max_attempts}
         )
+    for field_name, value in (
+        ("debounce_ms", request.debounce_ms),
+        ("unique_for_ms", request.unique_for_ms),
+    ):
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or not 1 <= value <= MAX_QUEUE_CONTROL_MS
+        ):
+            raise InvariantError(
+                f"{field_name} must be between 1 ms and a year",
+                meta={field_name: repr(value), "max": MAX_QUEUE_CONTROL_MS},
+            )
+
+
+def refuse_controls(requests: Sequence[EnqueueRequest], path: str) -> None:
+    """``X_ENQUEUE_OPTION_UNSUPPORTED`` when a request of ``requests`` carries ``debounce_ms``
+    or ``unique_for_ms``, which ``path`` cannot honour (nothing was queued)."""
+    for index, request in enumerate(requests):
+        if request.controlled:
+            raise EnqueueOptionUnsupportedError(
+                f"{path} cannot honour debounce or unique_for (job {request.name!r}); "
+                "enqueue that job on its own",
+                meta={"job": request.name, "index": index, "path": path},
+            )
 
 
 @dataclass(frozen=True, slots=True)
 class Enqueued:
-    """What an enqueue answers: the job's own ids on every path, and whether it deduped."""
+    """What an enqueue answers: the job's own ids on every path, and whether it deduped.
+
+    ``debounced``: a run that had not started yet held the key and this enqueue moved it
+    (its start and input: ``EnqueueRequest.debounce_ms``); ``deduped`` is then True too, as no
+    new run was made."""
 
     id: str
     run_id: str
     deduped: bool
+    debounced: bool = False
 
 
 # --- claim ----------------------------------------------------------------------------------

@@ -48,7 +48,14 @@ from ujobs.drivers.base import (
 from ujobs.drivers.memory.backfills import MemoryBackfillLedger
 from ujobs.drivers.memory.introspect import MemoryIntrospection
 from ujobs.drivers.memory.leases import MemoryLeaseStore
-from ujobs.drivers.memory.state import MemoryRow, MemoryState, json_copy, live_key, run_key
+from ujobs.drivers.memory.state import (
+    MemoryRow,
+    MemoryState,
+    debounceable,
+    json_copy,
+    live_key,
+    run_key,
+)
 from ujobs.drivers.memory.workers import MemoryWorkerRegistry
 from ujobs.errors import ClaimQueuesEmptyError, InvariantError
 from ujobs.ids import new_id
@@ -98,11 +105,24 @@ class MemoryDriver:
         if request.id is not None and request.id in state.rows:
             existing = state.rows[request.id]
             return Enqueued(existing.id, existing.run_id, True)
-        holder = state.live.get(live_key(request.name, request.tenant_id, request.idempotency_key))
+        key = live_key(request.name, request.tenant_id, request.idempotency_key)
+        run_at = request.run_at_ms if request.run_at_ms is not None else now
+        if request.debounce_ms is not None:
+            run_at = max(run_at, now + request.debounce_ms)
+        holder = state.live.get(key)
         if holder is not None:
             live = state.rows[holder]
+            if request.debounce_ms is not None and debounceable(live):
+                live.run_at_ms = run_at
+                live.state = "delayed" if run_at > now else "ready"
+                live.input = json_copy(request.input)
+                live.updated_at_ms = now
+                return Enqueued(live.id, live.run_id, True, debounced=True)
             return Enqueued(live.id, live.run_id, True)
-        run_at = request.run_at_ms if request.run_at_ms is not None else now
+        if request.unique_for_ms is not None:
+            done = state.unique_holder(key, now - request.unique_for_ms)
+            if done is not None:
+                return Enqueued(done.id, done.run_id, True)
         row = MemoryRow(
             id=request.id or new_id(),
             run_id=request.run_id or new_id(),
@@ -120,6 +140,7 @@ class MemoryDriver:
             seq=state.next_seq(),
             traceparent=request.traceparent,
             enqueued_by=request.enqueued_by,
+            unique_for_ms=request.unique_for_ms,
         )
         state.insert(row)
         return Enqueued(row.id, row.run_id, False)

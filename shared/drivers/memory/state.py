@@ -74,6 +74,8 @@ class MemoryRow:
     ahead_returns: int = 0
     traceparent: str | None = None
     enqueued_by: str | None = None
+    # Enqueued with unique_for: once done it holds its key that long (EnqueueRequest).
+    unique_for_ms: int | None = None
     # Snoozes taken by this run (ujobs.jobs.snooze); a requeue resets it.
     snoozes: int = 0
     # The newest counted failed attempts' errors (ATTEMPT_ERRORS_KEPT), oldest first.
@@ -120,6 +122,11 @@ def live_key(name: str, tenant_id: str | None, idempotency_key: str) -> LiveKey:
     return (name, tenant_id or "", idempotency_key)
 
 
+def debounceable(row: MemoryRow) -> bool:
+    """Whether a debounced enqueue may move ``row``: waiting to start, never claimed."""
+    return row.state in ("ready", "delayed") and row.claim == 0
+
+
 def run_key(tenant_id: str | None, run_id: str) -> RunKey:
     """What a run's steps are keyed by: ``(coalesce(tenant_id, ''), run_id)``. A ``run_id`` is
     chosen by the caller, so it is a namespace of its tenant (x_job_steps' primary key)."""
@@ -149,6 +156,8 @@ class MemoryState:
     task_fires: dict[str, TaskFire] = field(default_factory=dict)
     # (tenant or "", run id) -> how many rows carry it, so a delete knows when a run's steps go
     run_rows: dict[RunKey, int] = field(default_factory=dict)
+    # live key -> id of the newest done row enqueued with unique_for (x_jobs_unique_done_idx)
+    unique_done: dict[LiveKey, str] = field(default_factory=dict)
     seq: int = 0
 
     def next_seq(self) -> int:
@@ -201,6 +210,22 @@ class MemoryState:
         row.updated_at_ms = now_ms
         row.lease_expires_at_ms = None
         self.release_key(row)
+        if state == "done" and row.unique_for_ms is not None:
+            self.unique_done[row.live_key()] = row.id
+
+    def unique_holder(self, key: LiveKey, finished_after_ms: int) -> MemoryRow | None:
+        """The done row enqueued with unique_for that holds ``key``, when it finished after
+        ``finished_after_ms``."""
+        held = self.unique_done.get(key)
+        row = self.rows.get(held) if held is not None else None
+        if (
+            row is None
+            or row.state != "done"
+            or row.finished_at_ms is None
+            or row.finished_at_ms <= finished_after_ms
+        ):
+            return None
+        return row
 
     def release_key(self, row: MemoryRow) -> None:
         key = row.live_key()
@@ -217,6 +242,8 @@ class MemoryState:
         if self.rows.pop(row.id, None) is None:
             return
         self.release_key(row)
+        if self.unique_done.get(row.live_key()) == row.id:
+            del self.unique_done[row.live_key()]
         run = row.run_key()
         left = self.run_rows.get(run, 1) - 1
         if left > 0:

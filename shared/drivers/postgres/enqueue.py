@@ -25,7 +25,12 @@ from typing import Any
 import asyncpg
 
 from ujobs.clock import Clock
-from ujobs.drivers.base import Enqueued, EnqueueRequest, check_enqueue_request
+from ujobs.drivers.base import (
+    Enqueued,
+    EnqueueRequest,
+    check_enqueue_request,
+    refuse_controls,
+)
 from ujobs.drivers.postgres.copy import COLUMNS as COPY_COLUMNS
 from ujobs.drivers.postgres.copy import copy_chunks, copy_target
 from ujobs.drivers.postgres.enqueue_rows import COPY_CHUNK_ROWS, BatchRows, StampedJob
@@ -47,6 +52,7 @@ statement (and leave its dead rows) on every batch."""
 MAX_ANNOUNCED_QUEUES = 1_000
 
 _ENQUEUE = query("enqueue")
+_ENQUEUE_CONTROLLED = query("enqueue_controlled")
 _ENQUEUE_INSERT = query("enqueue_insert")
 _ENQUEUE_INSERT_LIVE = query("enqueue_insert_live")
 _ENQUEUE_MANY = query("enqueue_many")
@@ -99,6 +105,10 @@ class PostgresEnqueuer:
         inserted nothing — ``enqueue``, which also answers the holder and announces."""
         check_enqueue_request(request)
         stamped = StampedJob(request)
+        if request.controlled:
+            answer = await self._enqueue_controlled(stamped, None)
+            assert answer is not None  # no token to find dead
+            return answer
         args = stamped.at(self.clock.now_ms())
         if self._slot_to_announce(request.queue, wake_slot(args[8], args[9])) is None:
             rows = await self._fetch(_ENQUEUE_INSERT, *args)
@@ -117,6 +127,8 @@ class PostgresEnqueuer:
         committed (once per queue per slot: the statement stays a plain insert)."""
         check_enqueue_request(request)
         stamped = StampedJob(request)
+        if request.controlled:
+            return await self._enqueue_controlled(stamped, token_id)
         args = stamped.at(self.clock.now_ms())
         [row] = await self._fetch(_ENQUEUE_INSERT_LIVE, *args, token_id)
         if not row["live"]:
@@ -138,6 +150,12 @@ class PostgresEnqueuer:
         two. A request repeating an earlier one of the group (its id or live key) answers that
         one's row, deduped, or None when that one's token was found dead. A bad request (or a
         statement error) raises, and nothing of the group is inserted."""
+        if any(r.controlled for r in requests):
+            for request in requests:
+                check_enqueue_request(request)
+            each = await self._enqueue_many_controlled(requests, tokens)
+            refused = {t for t, a in zip(tokens, each, strict=True) if a is None and t}
+            return GuardedAnswers(each, frozenset(refused))
         batch = BatchRows(requests)
         batch.resolve_all()
         for index, row in batch.todo:
@@ -153,6 +171,58 @@ class PostgresEnqueuer:
             "enqueue_many kept meeting concurrent enqueues of the same ids or keys; retry",
             meta={"pending": len(todo)},
         )
+
+    async def _enqueue_controlled(
+        self, stamped: StampedJob, token_id: str | None, conn: Any = None
+    ) -> Enqueued | None:
+        """``enqueue_controlled.sql``: a request with ``debounce_ms`` or ``unique_for_ms``,
+        inserted, moved (debounced) or answered in one statement; None when ``token_id`` is
+        not live. On ``conn`` when given (a batch's transaction), else a held connection."""
+        request = stamped.request
+        for _ in range(ENQUEUE_RETRIES):
+            args = stamped.at(self.clock.now_ms())
+            slot = wake_slot(args[8], args[9])
+            params = (
+                *args,
+                self._slot_to_announce(request.queue, slot),
+                request.debounce_ms,
+                request.unique_for_ms,
+                token_id,
+            )
+            if conn is not None:
+                rows = await conn.fetch(_ENQUEUE_CONTROLLED, *params)
+            else:
+                rows = await self._fetch(_ENQUEUE_CONTROLLED, *params)
+            [row] = rows
+            if not row["live"]:
+                return None
+            if row["id"] is not None:
+                if not row["deduped"] or row["debounced"]:
+                    self._seen_slot(request.queue, slot)
+                return Enqueued(row["id"], row["run_id"], row["deduped"], row["debounced"])
+        raise InvariantError(
+            "enqueue kept meeting a concurrent enqueue of the same id or key that neither "
+            "committed nor rolled back; retry the enqueue",
+            meta={"name": request.name, "id": stamped.job_id},
+        )
+
+    async def _enqueue_many_controlled(
+        self, requests: Sequence[EnqueueRequest], tokens: Sequence[str | None] | None
+    ) -> list[Enqueued | None]:
+        """A batch holding a debounced or unique_for request: one ``enqueue_controlled``
+        statement per request, in order, in ONE transaction (all or nothing, as the batch
+        statement is; each statement sees the ones before it, so a repeat of a key inside the
+        batch debounces or dedupes onto the earlier one). None: that request's token is dead."""
+        stamped = [StampedJob(r) for r in requests]
+
+        async def run(conn: Any) -> list[Enqueued | None]:
+            async with conn.transaction():
+                return [
+                    await self._enqueue_controlled(s, tokens[i] if tokens else None, conn)
+                    for i, s in enumerate(stamped)
+                ]
+
+        return await self._conns.run(run)
 
     async def _enqueue_or_answer(self, request: EnqueueRequest, stamped: StampedJob) -> Enqueued:
         """``enqueue.sql``: insert and announce, or answer the live holder (deduped)."""
@@ -177,8 +247,22 @@ class PostgresEnqueuer:
 
         ``requests`` is read as the COPY goes out, so a generator's requests are built while
         the server inserts the ones before. A bad request (or the iterable raising) anywhere
-        in it inserts nothing: the COPY is aborted and the error raised."""
-        batch = BatchRows(requests)
+        in it inserts nothing: the COPY is aborted and the error raised. A batch whose first
+        request carries ``debounce_ms`` or ``unique_for_ms`` goes as one statement per request
+        in one transaction (``_enqueue_many_controlled``): the COPY cannot honour them. One
+        that starts without and carries them later is already streaming out: it is refused,
+        ``X_ENQUEUE_OPTION_UNSUPPORTED``, and nothing is queued."""
+        source = iter(requests)
+        head = next(source, None)
+        if head is None:
+            return []
+        if head.controlled:
+            every = [head, *source]
+            for request in every:
+                check_enqueue_request(request)
+            controlled = await self._enqueue_many_controlled(every, None)
+            return [a for a in controlled if a is not None]
+        batch = BatchRows(itertools.chain([head], source))
         chunks = batch.resolve(COPY_CHUNK_ROWS)
         first = next(chunks, None)  # never raises: a refusal is kept in batch.error
         if batch.error is not None:
@@ -206,7 +290,11 @@ class PostgresEnqueuer:
         a request repeating an earlier one's id or key, or whose id names a row or whose key
         a live row holds, is ``X_JOB_DUPLICATE`` and nothing is inserted. ``meta.conflicts``
         names each such request's index with its holder's id (``sameAs``: the earlier index
-        of a repeat). The api's ``/batch`` under ``onConflict: error``."""
+        of a repeat). The api's ``/batch`` under ``onConflict: error``. A request with
+        ``debounce_ms`` or ``unique_for_ms`` is refused (``X_ENQUEUE_OPTION_UNSUPPORTED``):
+        "every one new or none" leaves nothing to debounce or dedupe onto."""
+        requests = list(requests)
+        refuse_controls(requests, "a batch under onConflict 'error'")
         batch = BatchRows(requests)
         batch.resolve_all()
         conflicts = [{"index": i, "sameAs": first} for i, first in batch.repeats()]

@@ -9,7 +9,7 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ujobs.drivers.base import Enqueued, EnqueueRequest, check_enqueue_request
+from ujobs.drivers.base import Enqueued, EnqueueRequest, check_enqueue_request, refuse_controls
 from ujobs.drivers.postgres.rows import dumps
 from ujobs.errors import InputInvalidError
 from ujobs.ids import new_ids
@@ -37,6 +37,8 @@ class StampedJob:
         """The statement's $1..$12, with $9 run_at and $10 now taken at ``now``."""
         request = self.request
         run_at = request.run_at_ms if request.run_at_ms is not None else now
+        if request.debounce_ms is not None:
+            run_at = max(run_at, now + request.debounce_ms)
         return (
             self.job_id,
             self.run_id,
@@ -82,6 +84,9 @@ class BatchRows:
                 taken = list(itertools.islice(self._source, chunk_rows))
                 for request in taken:
                     check_enqueue_request(request)
+                # Streamed as a COPY: debounce and unique_for need the per-job statement,
+                # which the driver chose only when the batch's first request asked for it.
+                refuse_controls(taken, "a batch whose first job has no debounce or unique_for")
             except Exception as error:  # the caller's iterable may raise anything
                 self.error = error
                 self._drained = True

@@ -28,7 +28,7 @@ from ujobs.drivers.base import (
 )
 
 JSONValue = Any
-ENQUEUE_STRIDE = 12
+ENQUEUE_STRIDE = 14
 """Arguments per job in ``enqueue.lua``."""
 
 
@@ -65,6 +65,9 @@ def enqueue_args(
     channel, slot_ms, horizon = wake if wake is not None else ("", 1, 0)
     args: list[Any] = [now, channel, slot_ms, horizon]
     for request, job_id, run_id in requests:
+        run_at = request.run_at_ms
+        if request.debounce_ms is not None:
+            run_at = max(now if run_at is None else run_at, now + request.debounce_ms)
         args += [
             job_id,
             run_id,
@@ -74,18 +77,20 @@ def enqueue_args(
             request.idempotency_key,
             live_key(request.name, request.tenant_id, request.idempotency_key),
             request.max_attempts,
-            opt_arg(request.run_at_ms),
+            opt_arg(run_at),
             dump_json(request.input),
             opt_arg(request.traceparent),
             opt_arg(request.enqueued_by),
+            opt_arg(request.debounce_ms),
+            opt_arg(request.unique_for_ms),
         ]
     return args
 
 
 def enqueued_from(reply: Sequence[Any]) -> list[Enqueued]:
     return [
-        Enqueued(text(reply[i]), text(reply[i + 1]), bool(reply[i + 2]))
-        for i in range(0, len(reply), 3)
+        Enqueued(text(reply[i]), text(reply[i + 1]), bool(reply[i + 2]), bool(reply[i + 3]))
+        for i in range(0, len(reply), 4)
     ]
 
 

@@ -9,6 +9,11 @@
 -- With done_ttl_ms > 0 the row and its steps expire that long after the ack (PEXPIRE: Redis
 -- drops them, no sweep), and the queue's done zset forgets rows finished that long ago by the
 -- driver's clock, so stats() counts the done rows still kept.
+--
+-- A row enqueued with unique_for (its 'uf') leaves its key's marker {p}:u:<live key> (its
+-- ids and finished_at) for that long: enqueue.lua answers it within the period. The marker
+-- expires with the period (PEXPIRE), so nothing sweeps it; enqueue.lua compares finished_at
+-- with its own clock, so a clock moved ahead sees the period end before Redis drops it.
 
 local ttl = tonumber(ARGV[1])
 local settlements = ARGV[2] == '1'
@@ -33,7 +38,7 @@ end
 local function ack(id, worker, claim, now, duration)
   local jk = job_key(id)
   local row = redis.call('HMGET', jk, 'state', 'claimed_by', 'claim', 'queue', 'name', 'lk',
-    'run_id', 'tenant_id')
+    'run_id', 'tenant_id', 'uf')
   if not owned(row, worker, claim) then
     return 0
   end
@@ -42,6 +47,11 @@ local function ack(id, worker, claim, now, duration)
   redis.call('HDEL', jk, 'lease')
   if redis.call('HGET', live, row[6]) == id then
     redis.call('HDEL', live, row[6])
+  end
+  if row[9] then
+    local marker = base .. ':u:' .. row[6]
+    redis.call('HSET', marker, 'id', id, 'run_id', row[7], 'finished_at', now)
+    redis.call('PEXPIRE', marker, row[9])
   end
   if ttl > 0 then
     redis.call('PEXPIRE', jk, ttl)

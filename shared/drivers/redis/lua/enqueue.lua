@@ -1,10 +1,11 @@
 -- enqueue.lua: queue N jobs (enqueue is N = 1), each deduped by its id and by its live key.
 --
 -- ARGV[1] now, ARGV[2] wake channel ('' for none), ARGV[3] wake slot ms, ARGV[4] wake due
--- horizon ms; then 12 arguments per job:
+-- horizon ms; then 14 arguments per job:
 --   id, run_id, name, queue, tenant_id (opt), idempotency_key, live key, max_attempts,
---   run_at (opt), input JSON, traceparent (opt), enqueued_by (opt)
--- Returns a flat list: id, run_id, deduped (0/1) per job, in the order given.
+--   run_at (opt; with a debounce the driver already made it at least now + debounce),
+--   input JSON, traceparent (opt), enqueued_by (opt), debounce ms (opt), unique_for ms (opt)
+-- Returns a flat list: id, run_id, deduped (0/1), debounced (0/1) per job, in the order given.
 --
 -- The wake, announced here when a channel is given: each queue that got a row due within the
 -- horizon is PUBLISHed on the channel (payload: the queue name only) — from inside the
@@ -15,7 +16,12 @@
 --
 -- An id that already names a row (live or finished) inserts nothing and answers that row, so
 -- an outbox republish meets the job its first publish made. A live row holding the same
--- (name, tenant or '', key) answers the same way. Rows in one call see the rows before them.
+-- (name, tenant or '', key) answers the same way, unless the job carries a debounce and that
+-- row is still waiting to start (ready or delayed, never claimed): then the row is moved to
+-- this job's run_at, takes its input, and is answered deduped and debounced. With no live
+-- holder, a job with unique_for is answered by the done run its key's marker {p}:u:<live key>
+-- names (written by ack.lua for a run enqueued with unique_for) when that run finished after
+-- now - unique_for. Rows in one call see the rows before them.
 
 local now = tonumber(ARGV[1])
 local channel = ARGV[2]
@@ -24,7 +30,7 @@ local horizon = tonumber(ARGV[4])
 local live = base .. ':live'
 local out = {}
 local due_queues = {}
-local STRIDE = 12
+local STRIDE = 14
 local WAKE_KEY_TTL_MS = 60000
 
 for i = 5, #ARGV, STRIDE do
@@ -40,6 +46,8 @@ for i = 5, #ARGV, STRIDE do
   local input = ARGV[i + 9]
   local traceparent = opt(ARGV[i + 10])
   local enqueued_by = opt(ARGV[i + 11])
+  local debounce = tonumber(opt(ARGV[i + 12]))
+  local unique_for = tonumber(opt(ARGV[i + 13]))
 
   local jk = job_key(id)
   local existing = redis.call('HMGET', jk, 'id', 'run_id')
@@ -47,16 +55,48 @@ for i = 5, #ARGV, STRIDE do
     out[#out + 1] = existing[1]
     out[#out + 1] = existing[2]
     out[#out + 1] = 1
+    out[#out + 1] = 0
   else
     local holder = redis.call('HGET', live, lk)
     local held = false
     if holder then
-      held = redis.call('HMGET', job_key(holder), 'id', 'run_id')
+      held = redis.call('HMGET', job_key(holder), 'id', 'run_id', 'state', 'claim', 'queue', 'm')
+    end
+    local recent = false
+    if not (held and held[1]) and unique_for ~= nil then
+      local marker = redis.call('HMGET', base .. ':u:' .. lk, 'id', 'run_id', 'finished_at')
+      if marker[1] and tonumber(marker[3]) > now - unique_for then
+        recent = marker
+      end
     end
     if held and held[1] then
+      local debounced = 0
+      if debounce ~= nil and (held[3] == 'ready' or held[3] == 'delayed')
+          and tonumber(held[4]) == 0 then
+        local state = 'ready'
+        if run_at > now then
+          state = 'delayed'
+        end
+        redis.call('HSET', job_key(holder), 'run_at', run_at, 'state', state, 'input', input,
+          'updated_at', now)
+        redis.call('ZADD', due_key(held[5]), run_at, held[6])
+        if state ~= held[3] then
+          tally(held[5], held[3], state)
+        end
+        if run_at <= now + horizon then
+          due_queues[held[5]] = true
+        end
+        debounced = 1
+      end
       out[#out + 1] = held[1]
       out[#out + 1] = held[2]
       out[#out + 1] = 1
+      out[#out + 1] = debounced
+    elseif recent then
+      out[#out + 1] = recent[1]
+      out[#out + 1] = recent[2]
+      out[#out + 1] = 1
+      out[#out + 1] = 0
     else
       local seq = redis.call('INCR', base .. ':seq')
       local member = string.format('%015d', seq) .. id
@@ -78,6 +118,9 @@ for i = 5, #ARGV, STRIDE do
       if enqueued_by ~= nil then
         redis.call('HSET', jk, 'enqueued_by', enqueued_by)
       end
+      if unique_for ~= nil then
+        redis.call('HSET', jk, 'uf', unique_for)
+      end
       redis.call('ZADD', due_key(queue), run_at, member)
       redis.call('HSET', live, lk, id)
       redis.call('SADD', base .. ':queues', queue)
@@ -87,6 +130,7 @@ for i = 5, #ARGV, STRIDE do
       end
       out[#out + 1] = id
       out[#out + 1] = run_id
+      out[#out + 1] = 0
       out[#out + 1] = 0
     end
   end
