@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ujobs.drivers.records import MAX_QUEUE_CONTROL_MS
 from ujobs.durations import Duration
 from ujobs.errors import IdempotencyRequiredError, JobTenantRequiredError, UltimateError
 from ujobs.execution.run import OnSettled, Run
@@ -54,6 +55,8 @@ class JobDefinition:
     run: RunFn
     description: str | None
     module: str | None
+    debounce_ms: int | None = None
+    unique_for_ms: int | None = None
 
 
 def build_definition(
@@ -71,6 +74,8 @@ def build_definition(
     concurrency: Concurrency | None,
     on_settled: OnSettled | None,
     description: str | None,
+    debounce: Duration | None = None,
+    unique_for: Duration | None = None,
 ) -> JobDefinition:
     explicit = name is not None
     job_name = validate_name(name if name is not None else getattr(fn, "__name__", None))
@@ -123,5 +128,15 @@ def build_definition(
         run=fn,
         description=description if description is not None else inspect.getdoc(fn),
         module=getattr(fn, "__module__", None),
+        debounce_ms=queue_control(job_name, "debounce", debounce),
+        unique_for_ms=queue_control(job_name, "unique_for", unique_for),
     )
     return definition
+
+
+def queue_control(name: str, field: str, value: Duration | None) -> int | None:
+    """``debounce`` / ``unique_for`` in ms: above zero and at most a year."""
+    ms = positive_duration(name, field, value)
+    if ms is not None and ms > MAX_QUEUE_CONTROL_MS:
+        raise declaration_invalid(name, f"{field} is at most a year", field=field)
+    return ms

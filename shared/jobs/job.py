@@ -14,7 +14,7 @@ from typing import Any, Generic, Literal, TypeVar, overload
 
 from ujobs.clock import SYSTEM_CLOCK, Clock
 from ujobs.context import Actor, acting_as, current_actor, current_traceparent
-from ujobs.drivers.base import DEFAULT_QUEUE, Enqueued, EnqueueRequest
+from ujobs.drivers.base import DEFAULT_QUEUE, MAX_QUEUE_CONTROL_MS, Enqueued, EnqueueRequest
 from ujobs.durations import Duration, duration_ms
 from ujobs.errors import (
     IdempotencyRequiredError,
@@ -40,7 +40,13 @@ from ujobs.jobs.declaration_rules import (
     validate_concurrency,
     validate_name,
 )
-from ujobs.jobs.definition import JobDefinition, KeySpec, RunFn, TenantSpec, build_definition
+from ujobs.jobs.definition import (
+    JobDefinition,
+    KeySpec,
+    RunFn,
+    TenantSpec,
+    build_definition,
+)
 from ujobs.jobs.enqueue_target import jobs_facade
 from ujobs.jobs.retry import Retry
 from ujobs.limits import check_depth, check_text, text_problem
@@ -87,7 +93,7 @@ def conflict_checked(
     """``answer``, unless ``on_conflict="error"`` and it is a dedupe (a live run holds the
     key): then ``X_JOB_DUPLICATE`` naming that run. The one rule of every enqueue path
     (``enqueue``, ``as_``, the HTTP edge's ``onConflict``)."""
-    if answer.deduped and on_conflict == "error":
+    if answer.deduped and not answer.debounced and on_conflict == "error":
         raise JobDuplicateError(
             f"job {request.name!r}: a live run ({answer.id}) holds its idempotency key; wait for "
             "it, or enqueue with another key",
@@ -215,6 +221,7 @@ class JobHandle(Generic[InputT]):
         idempotency_key: str | None = None,
         enqueued_by: str | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        debounce: Duration | None = None,
     ) -> EnqueueRequest:
         """The validated ``EnqueueRequest`` for ``input``; nothing invalid gets this far.
 
@@ -245,6 +252,14 @@ class JobHandle(Generic[InputT]):
             validate_name(queue, kind="queue")
         if run_id is not None:
             check_text("runId", run_id)
+        debounce_ms = d.debounce_ms
+        if debounce is not None:
+            debounce_ms = duration_ms(debounce, field="debounce")
+            if not 0 < debounce_ms <= MAX_QUEUE_CONTROL_MS:
+                raise InvariantError(
+                    "debounce must be above zero and at most a year",
+                    meta={"debounce_ms": debounce_ms},
+                )
         actor = current_actor()
         return EnqueueRequest(
             name=self._name,
@@ -258,6 +273,8 @@ class JobHandle(Generic[InputT]):
             run_id=run_id,
             traceparent=current_traceparent(),
             enqueued_by=enqueued_by if enqueued_by is not None else (actor.id if actor else None),
+            debounce_ms=debounce_ms,
+            unique_for_ms=d.unique_for_ms,
         )
 
     async def enqueue(
@@ -268,13 +285,16 @@ class JobHandle(Generic[InputT]):
         delay: Duration | None = None,
         queue: str | None = None,
         on_conflict: OnConflict = "dedupe",
+        debounce: Duration | None = None,
     ) -> Enqueued:
         """Queue one run through the installed facade (joining the ambient transaction).
 
         A live run holding the idempotency key answers that run (``deduped=True``); with
-        ``on_conflict="error"`` it is ``X_JOB_DUPLICATE`` naming it instead."""
+        ``on_conflict="error"`` it is ``X_JOB_DUPLICATE`` naming it instead. ``debounce``
+        overrides the declaration's for this enqueue (see ``job``): a run it moved answers
+        ``debounced=True``, which ``on_conflict="error"`` does not refuse."""
         _check_conflict(on_conflict)
-        request = self.request(input, run_id=run_id, delay=delay, queue=queue)
+        request = self.request(input, run_id=run_id, delay=delay, queue=queue, debounce=debounce)
         return conflict_checked(request, await jobs_facade().enqueue(request), on_conflict)
 
     async def enqueue_many(
@@ -283,6 +303,7 @@ class JobHandle(Generic[InputT]):
         *,
         delay: Duration | None = None,
         queue: str | None = None,
+        debounce: Duration | None = None,
     ) -> list[Enqueued]:
         """Queue one run per input in one operation (the facade's ``enqueue_many``), answered
         in input order; an input whose key a live run (or an earlier input) holds is deduped.
@@ -291,7 +312,7 @@ class JobHandle(Generic[InputT]):
         inputs overlaps inserting the earlier ones. A bad input anywhere queues none of them
         (``X_INPUT_INVALID`` with its path, as ``enqueue`` raises it)."""
         return await jobs_facade().enqueue_many(
-            self.request(value, delay=delay, queue=queue) for value in inputs
+            self.request(value, delay=delay, queue=queue, debounce=debounce) for value in inputs
         )
 
     async def as_(
@@ -303,6 +324,7 @@ class JobHandle(Generic[InputT]):
         delay: Duration | None = None,
         queue: str | None = None,
         on_conflict: OnConflict = "dedupe",
+        debounce: Duration | None = None,
     ) -> Enqueued:
         """Queue on behalf of ``actor``: attribution (``enqueued_by``), never authority.
 
@@ -313,7 +335,7 @@ class JobHandle(Generic[InputT]):
         """
         _check_conflict(on_conflict)
         with acting_as(actor):
-            req = self.request(input, run_id=run_id, delay=delay, queue=queue)
+            req = self.request(input, run_id=run_id, delay=delay, queue=queue, debounce=debounce)
         if actor.org_id is not None and req.tenant_id is None:
             req = dataclasses.replace(req, tenant_id=actor.org_id)
         if actor.org_id is not None and req.tenant_id is not None and req.tenant_id != actor.org_id:
@@ -350,6 +372,8 @@ class JobHandle(Generic[InputT]):
             "concurrency": conc,
             "tenant": "none" if d.tenant == "none" else "input",
             "onSettled": d.on_settled is not None,
+            "debounceMs": d.debounce_ms,
+            "uniqueForMs": d.unique_for_ms,
             "input": d.input.json_schema(),
         }
 
@@ -389,6 +413,8 @@ def job(
     concurrency: Concurrency | None = ...,
     on_settled: OnSettled | None = ...,
     description: str | None = ...,
+    debounce: Duration | None = ...,
+    unique_for: Duration | None = ...,
 ) -> JobHandle[Any]: ...
 
 
@@ -408,6 +434,8 @@ def job(
     concurrency: Concurrency | None = ...,
     on_settled: OnSettled | None = ...,
     description: str | None = ...,
+    debounce: Duration | None = ...,
+    unique_for: Duration | None = ...,
 ) -> Callable[[RunFn], JobHandle[Any]]: ...
 
 
@@ -426,12 +454,19 @@ def job(
     concurrency: Concurrency | None = None,
     on_settled: OnSettled | None = None,
     description: str | None = None,
+    debounce: Duration | None = None,
+    unique_for: Duration | None = None,
 ) -> JobHandle[Any] | Callable[[RunFn], JobHandle[Any]]:
     """Declare a job — as a decorator (``@job(...)`` on ``async def name(run)``) or a factory
     (``job(name=..., run=...)``, where ``name`` is required).
 
     ``idempotency_key`` and ``tenant`` have no defaults on purpose: queues deliver at least
     once, so every job must say how it is deduped and which org it acts under.
+
+    ``debounce``: each enqueue is due ``debounce`` from now, and one made while a run with its
+    key has not started yet moves that run there with the newer input instead of deduping
+    (``Enqueued.debounced``). ``unique_for``: a run with the key that completed within the
+    period still dedupes a new enqueue. Both are per key, within its tenant.
     """
     options: dict[str, Any] = {
         "input": input,
@@ -445,6 +480,8 @@ def job(
         "concurrency": concurrency,
         "on_settled": on_settled,
         "description": description,
+        "debounce": debounce,
+        "unique_for": unique_for,
     }
     if run is not None:
         if name is None:

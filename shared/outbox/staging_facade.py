@@ -4,7 +4,9 @@ Inside a bound transaction an enqueue is ONE insert on the caller's connection a
 the job's real ids (minted at staging); outside one it publishes straight to the driver, or,
 with ``mode="required"``, is ``X_OUTBOX_NO_TX``. ``deduped`` is only the publish's to give: a
 staged enqueue answers False, and if a LIVE job already holds its idempotency key when the
-relay publishes it, nothing is created and the answered ids name no row.
+relay publishes it, nothing is created and the answered ids name no row. A staged enqueue
+cannot carry ``debounce`` or ``unique_for`` (``X_ENQUEUE_OPTION_UNSUPPORTED``): enqueue those
+jobs outside the transaction.
 """
 
 from __future__ import annotations
@@ -13,11 +15,15 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from ujobs.context import current_transaction
-from ujobs.drivers.base import Enqueued, EnqueueRequest, JobDriver
+from ujobs.drivers.base import Enqueued, EnqueueRequest, JobDriver, refuse_controls
 from ujobs.errors import InvariantError, OutboxNoTxError
 from ujobs.outbox.contract import OutboxStore
 
 OutboxMode = Literal["optional", "required"]
+
+# The relay publishes a staged row when the transaction has long committed: a debounce would
+# time from then, and the outbox row keeps no unique_for; refused rather than dropped.
+_STAGED = "an enqueue staged in the outbox (inside a transaction)"
 
 
 class OutboxJobsFacade:
@@ -55,6 +61,7 @@ class OutboxJobsFacade:
         tx = self._tx(f"enqueue of {request.name!r}")
         if tx is None:
             return await self.driver.enqueue(request)
+        refuse_controls([request], _STAGED)
         (staged,) = await self.store.stage(tx, [request])
         return Enqueued(staged.id, staged.run_id, deduped=False)
 
@@ -66,6 +73,7 @@ class OutboxJobsFacade:
             return []
         tx = self._tx(f"enqueue_many of {len(batch)} jobs")  # X_OUTBOX_NO_TX when required
         assert tx is not None  # optional mode without a transaction returned above
+        refuse_controls(batch, _STAGED)
         staged = await self.store.stage(tx, batch)
         return [Enqueued(s.id, s.run_id, deduped=False) for s in staged]
 
