@@ -8,13 +8,18 @@ work (``X_TENANCY_ACTOR_MISMATCH``, 403).
 
 | Route | Scope | Answers |
 |---|---|---|
-| ``POST /v1/jobs/{name}`` ``{"input", "runId"?, "delay"?, "queue"?, "onConflict"?}`` | ``enqueue:<name>`` | 202 ``{"id", "runId", "deduped"}``; with ``"onConflict": "error"`` a live run holding the key is 409 ``X_JOB_DUPLICATE`` (``meta.id`` names it) |
-| ``POST /v1/jobs/{name}/batch`` ``{"inputs": [...], "delay"?, "queue"?, "onConflict"?}`` | ``enqueue:<name>`` | 202 ``{"jobs": [{"id", "runId", "deduped"}, ...]}`` in input order; at most ``MAX_BATCH_INPUTS``; under ``"onConflict": "error"`` all new or 409 and none |
+| ``POST /v1/jobs/{name}`` ``{"input", "runId"?, "delay"?, "debounce"?, "queue"?, "onConflict"?}`` | ``enqueue:<name>`` | 202 ``{"id", "runId", "deduped", "debounced"}``; with ``"onConflict": "error"`` a live run holding the key is 409 ``X_JOB_DUPLICATE`` (``meta.id`` names it), unless the enqueue debounced it |
+| ``POST /v1/jobs/{name}/batch`` ``{"inputs": [...], "delay"?, "debounce"?, "queue"?, "onConflict"?}`` | ``enqueue:<name>`` | 202 ``{"jobs": [{"id", "runId", "deduped", "debounced"}, ...]}`` in input order; at most ``MAX_BATCH_INPUTS``; under ``"onConflict": "error"`` all new or 409 and none (a debounce or a job's ``unique_for`` there is 400 ``X_ENQUEUE_OPTION_UNSUPPORTED``) |
 | ``POST /v1/events/{name}`` ``{"payload"}`` | ``events:publish`` | 202 ``{"id", "name", "publishedAtMs", "expiresAtMs"}``; the event carries the token's tenant: it resumes only that tenant's waits (an operator's, every wait) |
 
 A batch is all or nothing, through the driver's ``enqueue_many`` (the path of
 ``job.enqueue_many``): one refused input refuses the batch, nothing is queued, and the error's
 ``meta.failures`` names every failing index with its own code.
+
+``debounce`` (a duration, as ``delay``) overrides the job's declared one for this enqueue:
+a run with the key that has not started yet is moved to now + debounce with this input
+(``debounced: true``, ``deduped: true``). The key is the tenant's own (a tenant token's row
+carries its tenant), so a tenant debounces only its own runs.
 """  # noqa: E501
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any, Protocol, cast
 from aiohttp import web
 
 from ujobs.clock import Clock
-from ujobs.drivers.base import Enqueued, EnqueueRequest, JobDriver
+from ujobs.drivers.base import MAX_QUEUE_CONTROL_MS, Enqueued, EnqueueRequest, JobDriver
 from ujobs.durations import duration_ms
 from ujobs.errors import (
     InputInvalidError,
@@ -62,14 +67,14 @@ database's timestamps hold long before it left any plan worth queueing."""
 
 routes = web.RouteTableDef()
 
-SINGLE_FIELDS = frozenset({"input", "runId", "delay", "queue", "onConflict"})
+SINGLE_FIELDS = frozenset({"input", "runId", "delay", "debounce", "queue", "onConflict"})
 """A single enqueue's body on HTTP and NATS request/reply."""
 STREAM_FIELDS = SINGLE_FIELDS - {"onConflict"}
 """A single enqueue's body on the NATS enqueue stream: a redelivered message meets the row
 its first delivery made (its job id is derived from the message), a dedupe that must not
 be refused, and a stream message has nobody to answer a conflict to."""
 ON_CONFLICT_MODES = ("dedupe", "error")
-_BATCH_FIELDS = frozenset({"inputs", "delay", "queue", "onConflict"})
+_BATCH_FIELDS = frozenset({"inputs", "delay", "debounce", "queue", "onConflict"})
 _EVENT_FIELDS = frozenset({"payload"})
 
 
@@ -101,26 +106,40 @@ def _field(body: dict[str, Any], key: str, kinds: tuple[type, ...], what: str) -
 
 
 def _options(body: dict[str, Any]) -> dict[str, Any]:
-    delay = _field(body, "delay", (str, int), "a duration ('10s', '3d') or milliseconds")
     queue = _field(body, "queue", (str,), "a queue name")
-    if delay is not None:
-        try:
-            delay = duration_ms(delay, field="delay")
-        except InvariantError as exc:
-            raise InputInvalidError(
-                exc.message, meta={"issues": [{"path": "delay", "message": "duration"}]}
-            ) from None
-        if delay > MAX_DELAY_MS:
-            raise InputInvalidError(
-                f"delay is at most {MAX_DELAY_MS} ms (10 years)",
-                meta={"issues": [{"path": "delay", "message": "too long"}]},
-            )
-    return {"delay": delay, "queue": queue}
+    delay = _duration(body, "delay", MAX_DELAY_MS, "10 years")
+    debounce = _duration(body, "debounce", MAX_QUEUE_CONTROL_MS, "a year")
+    if debounce == 0:
+        raise InputInvalidError(
+            "debounce must be above zero; leave it out for none",
+            meta={"issues": [{"path": "debounce", "message": "zero"}]},
+        )
+    return {"delay": delay, "queue": queue, "debounce": debounce}
+
+
+def _duration(body: dict[str, Any], key: str, most: int, most_text: str) -> int | None:
+    """``body[key]`` as milliseconds (a duration like ``'10s'``, or a number of ms): 400
+    naming the field when it is none, or longer than ``most``."""
+    value = _field(body, key, (str, int), "a duration ('10s', '3d') or milliseconds")
+    if value is None:
+        return None
+    try:
+        ms = duration_ms(value, field=key)
+    except InvariantError as exc:
+        raise InputInvalidError(
+            exc.message, meta={"issues": [{"path": key, "message": "duration"}]}
+        ) from None
+    if ms > most:
+        raise InputInvalidError(
+            f"{key} is at most {most} ms ({most_text})",
+            meta={"issues": [{"path": key, "message": "too long"}]},
+        )
+    return ms
 
 
 def single_options(body: dict[str, Any]) -> dict[str, Any]:
-    """``runId``, ``delay`` and ``queue`` of a single enqueue's body, checked (400 naming the
-    field): the HTTP route's and the NATS edge's one reading."""
+    """``runId``, ``delay``, ``debounce`` and ``queue`` of a single enqueue's body, checked
+    (400 naming the field): the HTTP route's and the NATS edge's one reading."""
     run_id = _field(body, "runId", (str,), "a string")
     if run_id is not None:
         check_text("runId", run_id)
@@ -162,7 +181,12 @@ def build_request(
 
 
 def enqueued_json(answer: Enqueued) -> dict[str, Any]:
-    return {"id": answer.id, "runId": answer.run_id, "deduped": answer.deduped}
+    return {
+        "id": answer.id,
+        "runId": answer.run_id,
+        "deduped": answer.deduped,
+        "debounced": answer.debounced,
+    }
 
 
 class EnqueuePath(Protocol):

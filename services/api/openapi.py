@@ -17,7 +17,7 @@ from typing import Any
 from ujobs.drivers.base import ALL_STATES, MAX_JOB_PAGE
 from ujobs.jobs.registry import Registry
 from ujobs.services.api.exports import EXPORT_SCHEMAS, export_paths
-from ujobs.services.api.openapi_schemas import SCHEMAS
+from ujobs.services.api.openapi_schemas import DEBOUNCE, SCHEMAS
 from ujobs.services.api.openapi_shapes import named_shapes
 from ujobs.services.api.openapi_webhooks import WEBHOOK_SCHEMAS, webhook_paths
 
@@ -171,6 +171,7 @@ def _enqueue_paths(job: str, input_schema: dict[str, Any]) -> dict[str, Any]:
                 "items": input_schema,
             },
             "delay": {"type": ["string", "integer"]},
+            "debounce": DEBOUNCE,
             "queue": {"type": "string"},
             "onConflict": _BATCH_ON_CONFLICT,
         },
@@ -243,6 +244,7 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
         "properties": {
             "inputs": {"type": "array", "minItems": 1, "maxItems": MAX_BATCH_DOC, "items": {}},
             "delay": {"type": ["string", "integer"]},
+            "debounce": DEBOUNCE,
             "queue": {"type": "string"},
             "onConflict": _BATCH_ON_CONFLICT,
         },

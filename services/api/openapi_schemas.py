@@ -25,6 +25,12 @@ _ERROR = {
 }
 _NULLABLE_STRING = {"type": ["string", "null"]}
 _NULLABLE_INT = {"type": ["integer", "null"]}
+DEBOUNCE = {
+    "description": "a duration ('10s', '3d') or milliseconds, above zero, at most a year: "
+    "this enqueue's debounce (overrides the job's); a run with the key that has not started "
+    "yet is moved to now + debounce and takes this input",
+    "type": ["string", "integer"],
+}
 _JOB = {
     "type": "object",
     "required": ["id", "runId", "name", "queue", "state", "attempt", "maxAttempts"],
@@ -57,11 +63,20 @@ SCHEMAS: dict[str, Any] = {
     "Error": _ERROR,
     "Enqueued": {
         "type": "object",
-        "required": ["id", "runId", "deduped"],
+        "required": ["id", "runId", "deduped", "debounced"],
         "properties": {
             "id": {"type": "string"},
             "runId": {"type": "string"},
-            "deduped": {"type": "boolean"},
+            "deduped": {
+                "description": "no new run: the answer names the run that holds the key (live, "
+                "or done within the job's unique_for)",
+                "type": "boolean",
+            },
+            "debounced": {
+                "description": "that run had not started: this enqueue moved it to now + "
+                "debounce with this input (deduped is true too)",
+                "type": "boolean",
+            },
         },
     },
     "EnqueuedBatch": {
@@ -84,6 +99,7 @@ SCHEMAS: dict[str, Any] = {
                 "description": "a duration ('10s', '3d') or milliseconds",
                 "type": ["string", "integer"],
             },
+            "debounce": DEBOUNCE,
             "queue": {"type": "string"},
             "onConflict": {
                 "description": "dedupe (default): a live run holding the idempotency key is the "

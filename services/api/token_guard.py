@@ -57,6 +57,7 @@ class PostgresTokenGuard:
             for request, answer in zip(requests, answers, strict=True)
             if answer is not None
             and not answer.deduped
+            and request.debounce_ms is None  # due a debounce from now: the poll finds it
             and (request.run_at_ms is None or request.run_at_ms <= due_by)
         )
         for queue in queues:

@@ -1,6 +1,6 @@
 """The api's durable pull consumer on ``UJOBS_ENQUEUE``: fire-and-forget enqueues and events.
 
-A producer publishes ``{"input", "runId"?, "delay"?, "queue"?}`` to ``ujobs.js.enqueue.<job>``
+A producer publishes ``{"input", "runId"?, "delay"?, "debounce"?, "queue"?}`` to ``ujobs.js.enqueue.<job>``
 (or ``{"payload"}`` to ``ujobs.js.events.<name>``) with the ``Authorization`` header, through
 JetStream, and holds the stream's publish ack. The api takes messages from its ``PullFeed``
 (``ujobs.services.nats.pull``) in batches, runs each through ``NatsEdge`` (the HTTP edge's rules),

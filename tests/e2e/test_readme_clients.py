@@ -79,7 +79,7 @@ def test_every_snippet_enqueues_through_a_live_api(pg_dsn: str, tmp_path: Path) 
         assert tokens.returncode == 0, tokens.stderr
         assert "live-api" in tokens.stdout
     first = answers["sh"]
-    assert set(first) == {"id", "runId", "deduped"}
+    assert set(first) == {"id", "runId", "deduped", "debounced"}
     assert first["deduped"] is False
     # Every later client met the live run of the same key: one job, whatever the language.
     for lang in languages[1:]:

@@ -29,7 +29,7 @@ async def test_enqueue_is_202_and_dedupes_on_the_jobs_own_key(api: Api) -> None:
     token = await api.issue("enqueue:send_mail", tenant=ORG_A)
     status, body = await api.call("POST", "/v1/jobs/send_mail", token.secret, {"input": mail()})
     assert status == 202
-    assert set(body) == {"id", "runId", "deduped"}
+    assert set(body) == {"id", "runId", "deduped", "debounced"}
     assert body["deduped"] is False
     [row] = await api.jobs()
     assert row["id"] == body["id"]

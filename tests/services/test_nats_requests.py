@@ -30,7 +30,7 @@ async def test_request_enqueues_after_commit_and_dedupes(edge: NatsApi) -> None:
     issued = await edge.api.issue("enqueue:send_mail", tenant=ORG_A)
     subject = edge.names.enqueue_subject("send_mail")
     body = await edge.request(subject, {"input": mail()}, issued.secret)
-    assert set(body) == {"id", "runId", "deduped"}
+    assert set(body) == {"id", "runId", "deduped", "debounced"}
     assert body["deduped"] is False
     [row] = await edge.jobs()  # committed before the reply was sent
     assert row["id"] == body["id"]
@@ -60,7 +60,8 @@ async def test_a_jetstream_publish_on_the_request_subject_is_a_request_not_store
             headers={"Authorization": f"Bearer {token}", "Nats-Msg-Id": "same-id"},
         )
         replies.append(orjson.loads(reply.data))
-    assert [set(r) for r in replies] == [{"id", "runId", "deduped"}] * 2  # not {"stream", "seq"}
+    # Enqueue answers, not {"stream", "seq"}.
+    assert [set(r) for r in replies] == [{"id", "runId", "deduped", "debounced"}] * 2
     assert len(await edge.jobs()) == 2
     info = await js.stream_info(edge.names.enqueue_stream)
     assert info.state.messages == 0

@@ -249,14 +249,19 @@ class PostgresEnqueuer:
         the server inserts the ones before. A bad request (or the iterable raising) anywhere
         in it inserts nothing: the COPY is aborted and the error raised. A batch whose first
         request carries ``debounce_ms`` or ``unique_for_ms`` goes as one statement per request
-        in one transaction (``_enqueue_many_controlled``): the COPY cannot honour them. One
-        that starts without and carries them later is already streaming out: it is refused,
-        ``X_ENQUEUE_OPTION_UNSUPPORTED``, and nothing is queued."""
+        in one transaction (``_enqueue_many_controlled``), as does a list holding one anywhere:
+        the COPY cannot honour them. A generator that starts without and yields them later is
+        already streaming out: it is refused, ``X_ENQUEUE_OPTION_UNSUPPORTED``, and nothing is
+        queued."""
         source = iter(requests)
         head = next(source, None)
         if head is None:
             return []
-        if head.controlled:
+        # A list is seen whole; a generator only as the COPY streams it, so its first
+        # request decides.
+        if head.controlled or (
+            isinstance(requests, Sequence) and any(r.controlled for r in requests)
+        ):
             every = [head, *source]
             for request in every:
                 check_enqueue_request(request)
