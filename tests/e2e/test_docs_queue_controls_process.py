@@ -25,7 +25,8 @@ async def _done(pool: asyncpg.Pool[Any], job_id: str) -> asyncpg.Record:
         while True:
             row = await pool.fetchrow("select state, input from x_jobs where id = $1", job_id)
             if row is not None and row["state"] == "done":
-                return row
+                done: asyncpg.Record = row
+                return done
             await asyncio.sleep(0.05)
 
 

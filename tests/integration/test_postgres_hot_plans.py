@@ -79,6 +79,18 @@ STATEMENTS: dict[str, tuple[str, frozenset[str]]] = {
         f"({_ONE})",
         frozenset({"x_jobs_pkey", "x_jobs_name_tenant_idempotency_live_idx"}),
     ),
+    # debounce 5 s, unique_for 1 h, a token: the recent-done lookup reads the partial index of
+    # done unique_for rows, the debounce's UPDATE and the holder lookup the live-key index.
+    "enqueue_controlled": (
+        f"({_ONE}, 5000, 3600000, 'token-1')",
+        frozenset(
+            {
+                "x_jobs_pkey",
+                "x_jobs_name_tenant_idempotency_live_idx",
+                "x_jobs_unique_done_idx",
+            }
+        ),
+    ),
     # A bare INSERT ... ON CONFLICT DO NOTHING: it probes every unique index and reads nothing.
     "enqueue_insert": (f"({_ONE.rsplit(',', 1)[0]})", frozenset()),
     "enqueue_insert_live": (f"({_ONE.rsplit(',', 1)[0]}, 'token-1')", frozenset()),
