@@ -7,6 +7,7 @@ database is a fan-out *job* the task enqueues, not the task.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
 import zoneinfo
@@ -174,7 +175,11 @@ class TaskHandle:
             value = handle.parse_input(raw)
             key = f"{handle.idempotency_key_for(value)}@{self.name}:{occurrence_ms}"
             job_id, run_id = occurrence_ids(self.name, occurrence_ms, index, handle.name)
-            requests.append(handle.request(raw, idempotency_key=key, job_id=job_id, run_id=run_id))
+            request = handle.request(raw, idempotency_key=key, job_id=job_id, run_id=run_id)
+            # The key is the occurrence's own: a job's debounce would only delay the fire, and
+            # its unique_for has nothing to collapse (Postgres fires in a statement of its own,
+            # which reads neither).
+            requests.append(dataclasses.replace(request, debounce_ms=None, unique_for_ms=None))
         return requests
 
     async def enqueue(self, *, clock: Clock = SYSTEM_CLOCK) -> list[Enqueued]:

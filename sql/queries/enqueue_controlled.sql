@@ -4,6 +4,8 @@
 -- - unique_for ($15): when no live run holds the key, the newest done run of the key enqueued
 --   with unique_for (x_jobs_unique_done_idx) that finished after now - $15 holds it: nothing is inserted
 --   and that run is answered, deduped.
+--   A holder acked after this statement's snapshot is seen neither live (the insert's ON
+--   CONFLICT no longer meets it) nor done (the snapshot): the row is inserted (documented).
 -- - Otherwise the row is inserted as enqueue.sql inserts it (ON CONFLICT DO NOTHING over the
 --   primary key and the live-key index), with unique_for_ms = $15.
 -- - debounce ($14): when the live key was held, the holder is moved instead of answered, if it

@@ -119,3 +119,15 @@ async def test_the_outbox_refuses_to_stage_a_debounce_or_unique_for() -> None:
         assert (await debounced.enqueue({})).debounced is True
     finally:
         reset_jobs_facade()
+
+
+def test_a_tasks_fire_carries_no_debounce_or_unique_for() -> None:
+    """A fire's key is its occurrence's own: a debounce would only delay it (and Postgres
+    fires in a statement of its own), so every scheduler state fires it as declared."""
+    from ujobs import task
+
+    handle = declare(name="qc_cron", debounce="5s", unique_for="1h")
+    nightly = task(name="qc_nightly", cron="0 3 * * *", tz="UTC", enqueue=lambda o: [(handle, {})])
+    [request] = nightly.requests_for(T0)
+    assert (request.debounce_ms, request.unique_for_ms) == (None, None)
+    assert request.idempotency_key.endswith(f"@qc_nightly:{T0}")
