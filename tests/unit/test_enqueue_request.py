@@ -47,6 +47,8 @@ def test_a_request_is_a_frozen_value() -> None:
         "run",
         "tp",
         "me",
+        None,
+        None,
     )
     with pytest.raises(dataclasses.FrozenInstanceError):
         a.name = "other"  # type: ignore[misc]
