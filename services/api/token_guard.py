@@ -57,7 +57,8 @@ class PostgresTokenGuard:
             for request, answer in zip(requests, answers, strict=True)
             if answer is not None
             and not answer.deduped
-            and request.debounce_ms is None  # due a debounce from now: the poll finds it
+            # Due a debounce from now: past the wake's horizon the poll finds it.
+            and (request.debounce_ms is None or request.debounce_ms <= WAKE_DUE_WITHIN_MS)
             and (request.run_at_ms is None or request.run_at_ms <= due_by)
         )
         for queue in queues:

@@ -191,7 +191,11 @@ class AnnouncingDriver(DelegatingDriver):
     @staticmethod
     def _announces(request: EnqueueRequest, answer: Enqueued, due_by: int) -> bool:
         """A row this enqueue inserted (not deduped) that is due by ``due_by``."""
-        return not answer.deduped and (request.run_at_ms is None or request.run_at_ms <= due_by)
+        if answer.deduped:
+            return False
+        if request.debounce_ms is not None and request.debounce_ms > WAKE_DUE_WITHIN_MS:
+            return False  # due a debounce from now: the poll finds it
+        return request.run_at_ms is None or request.run_at_ms <= due_by
 
     async def enqueue(self, request: EnqueueRequest) -> Enqueued:
         answer = await self.inner.enqueue(request)

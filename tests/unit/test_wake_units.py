@@ -4,6 +4,7 @@ tests/integration/test_wake_*.py."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -146,7 +147,11 @@ async def test_the_wrapper_is_a_driver_once_and_announces_only_due_new_rows() ->
         await driver.enqueue(_request("1"))
         await driver.enqueue(_request("1"))  # deduped
         await driver.enqueue(_request("2", run_at_ms=clock.now_ms() + 5_000))  # not due soon
-        assert heard == ["q"]
+        debounced = dataclasses.replace(_request("d"), queue="later", debounce_ms=5_000)
+        await driver.enqueue(debounced)  # due a debounce from now
+        short = dataclasses.replace(_request("e"), queue="soon", debounce_ms=500)
+        await driver.enqueue(short)  # within the wake's horizon
+        assert heard == ["q", "soon"]
         # A generator: the inner driver reads it once; its due new rows announce as a list's.
         batch = (
             EnqueueRequest(name="n", input={}, idempotency_key=key, queue=queue)
@@ -154,6 +159,6 @@ async def test_the_wrapper_is_a_driver_once_and_announces_only_due_new_rows() ->
         )
         answers = await driver.enqueue_many(batch)
         assert [a.deduped for a in answers] == [False, True, False, False]
-        assert heard == ["q", "r", "s"]
+        assert heard == ["q", "soon", "r", "s"]
     finally:
         off()
