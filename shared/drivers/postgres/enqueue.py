@@ -12,7 +12,10 @@ neither a new row nor a holder met a concurrent enqueue of the same id or key th
 after its snapshot; it is simply sent again. ``enqueue_while_live`` is the api's single enqueue:
 the plain insert guarded, in the same statement, by the calling token being live;
 ``enqueue_many_while_live`` is a group of them (the api's group commit): ``enqueue_many.sql``
-with each row's token check in the same statement (``enqueue_many_live.sql``).
+with each row's token check in the same statement (``enqueue_many_live.sql``). A request with
+``debounce_ms`` or ``unique_for_ms`` goes through ``enqueue_controlled.sql`` instead, on every
+one of these paths: one statement per job (in one transaction for a batch) that inserts, moves
+the waiting holder, or answers the recent done run.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
--- 0023: per-period uniqueness (`unique_for=`): a run enqueued with it records its period here,
+-- 0024: per-period uniqueness (`unique_for=`): a run enqueued with it records its period here,
 -- and once done it still holds its (name, tenant, key) for that long after finished_at. Null
 -- (every other run) adds nothing: a nullable column without a default is no table rewrite.
 alter table x_jobs add column unique_for_ms bigint;
