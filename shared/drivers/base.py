@@ -112,8 +112,17 @@ class JobDriver(Protocol):
 
     async def claim(self, options: ClaimOptions) -> list[ClaimedJob]: ...
 
-    async def ack(self, job_id: str, ref: ClaimRef, *, duration_ms: int | None = None) -> bool:
-        """Settle ``done``. False when the row is not ``running`` under ``ref``."""
+    async def ack(
+        self,
+        job_id: str,
+        ref: ClaimRef,
+        *,
+        duration_ms: int | None = None,
+        result: str | None = None,
+    ) -> bool:
+        """Settle ``done``, storing ``result`` (the body's return value as encoded JSON text,
+        ``ujobs.results``; None: no result) in the same write. False when the row is not
+        ``running`` under ``ref``."""
         ...
 
     async def nack(self, job_id: str, ref: ClaimRef, options: NackOptions) -> bool:

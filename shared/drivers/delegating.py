@@ -41,6 +41,7 @@ from ujobs.drivers.base import (
     WorkerRow,
     stores_in,
 )
+from ujobs.drivers.results import JobResults, results_of
 
 __all__ = ["DelegatingDriver", "DelegatingIntrospection"]
 
@@ -62,8 +63,15 @@ class DelegatingDriver(JobDriver):
     async def claim(self, options: ClaimOptions) -> list[ClaimedJob]:
         return await self.inner.claim(options)
 
-    async def ack(self, job_id: str, ref: ClaimRef, *, duration_ms: int | None = None) -> bool:
-        return await self.inner.ack(job_id, ref, duration_ms=duration_ms)
+    async def ack(
+        self,
+        job_id: str,
+        ref: ClaimRef,
+        *,
+        duration_ms: int | None = None,
+        result: str | None = None,
+    ) -> bool:
+        return await self.inner.ack(job_id, ref, duration_ms=duration_ms, result=result)
 
     async def nack(self, job_id: str, ref: ClaimRef, options: NackOptions) -> bool:
         return await self.inner.nack(job_id, ref, options)
@@ -116,6 +124,10 @@ class DelegatingDriver(JobDriver):
     @property
     def store_watch(self) -> StoreWatch | None:
         return self.inner.store_watch
+
+    @property
+    def results(self) -> JobResults | None:
+        return results_of(self.inner)
 
     def stores_in(self, executor: object) -> bool:
         return stores_in(self.inner, executor)

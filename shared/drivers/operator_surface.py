@@ -49,6 +49,9 @@ class JobRow:
     progress: JSONValue = None
     traceparent: str | None = None
     enqueued_by: str | None = None
+    result: JSONValue = None
+    """What the body returned (``ujobs.results``); read it only while ``state`` is ``done``
+    (a requeued row keeps its last run's until the next ack writes over it)."""
 
 
 @dataclass(frozen=True, slots=True)

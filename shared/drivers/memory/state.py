@@ -7,6 +7,7 @@ or "a run's steps go when its last row goes" lives here once instead of in each 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +74,7 @@ class MemoryRow:
     ahead_returns: int = 0
     traceparent: str | None = None
     enqueued_by: str | None = None
+    result: JSONValue = None
 
     def view(self) -> JobRow:
         return JobRow(
@@ -97,6 +99,7 @@ class MemoryRow:
             progress=json_copy(self.progress),
             traceparent=self.traceparent,
             enqueued_by=self.enqueued_by,
+            result=json_copy(self.result),
         )
 
     def live_key(self) -> LiveKey:
@@ -145,6 +148,8 @@ class MemoryState:
     # (tenant or "", run id) -> how many rows carry it, so a delete knows when a run's steps go
     run_rows: dict[RunKey, int] = field(default_factory=dict)
     seq: int = 0
+    # Told the id of every row that reaches a finished state (the result waits' notification).
+    on_finish: list[Callable[[str], None]] = field(default_factory=list)
 
     def next_seq(self) -> int:
         self.seq += 1
@@ -196,6 +201,8 @@ class MemoryState:
         row.updated_at_ms = now_ms
         row.lease_expires_at_ms = None
         self.release_key(row)
+        for tell in tuple(self.on_finish):
+            tell(row.id)
 
     def release_key(self, row: MemoryRow) -> None:
         key = row.live_key()
