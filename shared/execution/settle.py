@@ -245,9 +245,7 @@ async def settle_answer(
 
     async def send() -> bool:
         if nack is None:
-            return await driver.ack(
-                claimed.id, claimed.ref, duration_ms=duration_ms, result=result
-            )
+            return await driver.ack(claimed.id, claimed.ref, duration_ms=duration_ms, result=result)
         return await driver.nack(claimed.id, claimed.ref, nack)
 
     landing = await send_until_landed(

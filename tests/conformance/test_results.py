@@ -46,7 +46,8 @@ async def test_an_ack_without_a_result_stores_none(driver: JobDriver, results: J
     job = await claim_one(driver)
     assert await driver.ack(job.id, job.ref)
     row = await results.read(job.id)
-    assert row is not None and (row.state, row.result) == ("done", None)
+    assert row is not None
+    assert (row.state, row.result) == ("done", None)
 
 
 async def test_an_ack_that_lands_nothing_stores_nothing(
@@ -56,7 +57,8 @@ async def test_an_ack_that_lands_nothing_stores_nothing(
     job = await claim_one(driver, worker="w1")
     assert not await driver.ack(job.id, ClaimRef("w2", job.claim), result=encoded("forged"))
     row = await results.read(job.id)
-    assert row is not None and (row.state, row.result) == ("running", None)
+    assert row is not None
+    assert (row.state, row.result) == ("running", None)
 
 
 async def test_an_unknown_id_reads_none(results: JobResults) -> None:
@@ -71,11 +73,13 @@ async def test_the_ack_of_a_marked_row_wakes_its_wait(
     job = await claim_one(driver)
     async with results.listen(job.id) as ticket:
         row = await results.watch(job.id)
-        assert row is not None and row.state == "running"
+        assert row is not None
+        assert row.state == "running"
         assert await driver.ack(job.id, job.ref, result=encoded([1, 2]))
         assert await ticket.wait(HANG_S), "the ack announced the marked row"
     row = await results.read(job.id)
-    assert row is not None and row.result == [1, 2]
+    assert row is not None
+    assert row.result == [1, 2]
 
 
 async def test_a_dead_letter_of_a_marked_row_wakes_its_wait(
@@ -89,7 +93,8 @@ async def test_a_dead_letter_of_a_marked_row_wakes_its_wait(
         assert await driver.nack(job.id, job.ref, options)
         assert await ticket.wait(HANG_S), "the dead-letter announced the marked row"
     row = await results.read(job.id)
-    assert row is not None and (row.state, row.result) == ("dead", None)
+    assert row is not None
+    assert (row.state, row.result) == ("dead", None)
 
 
 async def test_a_wait_answers_a_finished_row_at_once_and_a_live_one_when_time_is_up(
@@ -98,10 +103,12 @@ async def test_a_wait_answers_a_finished_row_at_once_and_a_live_one_when_time_is
     await driver.enqueue(req())
     job = await claim_one(driver)
     live = await wait_settled(results, job.id, 0)
-    assert live is not None and live.state == "running"
+    assert live is not None
+    assert live.state == "running"
     assert await driver.ack(job.id, job.ref, result=encoded("ok"))
     done = await wait_settled(results, job.id, HANG_S)
-    assert done is not None and (done.state, done.result) == ("done", "ok")
+    assert done is not None
+    assert (done.state, done.result) == ("done", "ok")
 
 
 async def test_a_requeued_rows_next_ack_replaces_its_result(
@@ -117,4 +124,5 @@ async def test_a_requeued_rows_next_ack_replaces_its_result(
     again = await claim_one(driver)
     assert await driver.ack(again.id, again.ref)
     row = await results.read(job.id)
-    assert row is not None and (row.state, row.result) == ("done", None)
+    assert row is not None
+    assert (row.state, row.result) == ("done", None)

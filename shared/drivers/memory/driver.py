@@ -50,8 +50,8 @@ from ujobs.drivers.memory.backfills import MemoryBackfillLedger
 from ujobs.drivers.memory.introspect import MemoryIntrospection
 from ujobs.drivers.memory.leases import MemoryLeaseStore
 from ujobs.drivers.memory.state import MemoryRow, MemoryState, json_copy, live_key, run_key
-from ujobs.drivers.results import SettleTicket, SettleWaits, registered
 from ujobs.drivers.memory.workers import MemoryWorkerRegistry
+from ujobs.drivers.results import SettleTicket, SettleWaits, registered
 from ujobs.errors import ClaimQueuesEmptyError, InvariantError
 from ujobs.ids import new_id
 

@@ -59,8 +59,8 @@ from ujobs.drivers.postgres.held_connections import HeldConnections
 from ujobs.drivers.postgres.introspect import PostgresIntrospection
 from ujobs.drivers.postgres.leases import PostgresLeaseStore
 from ujobs.drivers.postgres.progress import ProgressThrottle
-from ujobs.drivers.postgres.rows import claimed_job, dumps, exhausted_job, step_record
 from ujobs.drivers.postgres.results import PostgresResults
+from ujobs.drivers.postgres.rows import claimed_job, dumps, exhausted_job, step_record
 from ujobs.drivers.postgres.settle_batch import SettleBatcher
 from ujobs.drivers.postgres.sql import query
 from ujobs.drivers.postgres.workers import PostgresWorkerRegistry
