@@ -94,7 +94,6 @@ OPERATION_QUERIES: dict[str, tuple[str, ...]] = {
     "claim": ("claim",),
     "ack": ("ack", "settlements_ack"),
     "nack": ("nack", "settlements_nack"),
-    "results": ("get_job", "result_watch"),
     "heartbeat": ("heartbeat",),
     "start_ahead": ("start_ahead",),
     "load_steps": ("load_steps",),

@@ -29,6 +29,12 @@ SETTLED_CHANNEL = "x_jobs_settled"
 _GET = query("get_job")
 _WATCH = query("result_watch")
 
+# Which named statements each JobResults operation runs (tests/integration prove the map).
+OPERATION_QUERIES: dict[str, tuple[str, ...]] = {
+    "read": ("get_job",),
+    "watch": ("result_watch",),
+}
+
 
 class PostgresResults:
     def __init__(self, pool: asyncpg.Pool[Any]) -> None:
