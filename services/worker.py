@@ -14,6 +14,7 @@ same series.
 from __future__ import annotations
 
 from ujobs.jobs.registry import Registry
+from ujobs.results import set_result_max_bytes
 from ujobs.services.cli.retention import register_purge
 from ujobs.services.config.settings import WorkerConfig
 from ujobs.services.runtime.app_loader import load_api
@@ -40,6 +41,8 @@ async def start_worker(
         wired = await wire(run, config.common.connections, listen=True, need_database=has_database)
         await serve_metrics(run, config.metrics, wired.backend)
     register_purge(reg, config.common, pool=wired.backend.pool, task=False)
+    set_result_max_bytes(config.result_max_bytes)
+    run.stack.callback(set_result_max_bytes, None)
     worker = job_worker(
         driver=wired.driver,
         context=None,

@@ -25,6 +25,7 @@ from ujobs.drivers.base import DEFAULT_QUEUE, DEFAULT_VISIBILITY_MS
 from ujobs.errors import DriverUnavailableError
 from ujobs.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
 from ujobs.outbox.relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
+from ujobs.results import DEFAULT_RESULT_MAX_BYTES
 from ujobs.retention.builtin import RetentionWindows
 from ujobs.retention.purge import DEFAULT_PURGE_CRON
 from ujobs.services.config.parse import (
@@ -286,6 +287,8 @@ class WorkerConfig:
     claim_ahead: int | None = None
     """None: ``CLAIM_AHEAD_PER_SLOT`` rows per slot of the one queue (``claim_ahead_rows()``)."""
     metrics: MetricsEndpoint = field(default_factory=MetricsEndpoint)
+    result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES
+    """``UJOBS_RESULT_MAX_BYTES``: the largest result the worker stores (``ujobs.results``)."""
 
     def claim_ahead_rows(self) -> int:
         """The worker's ``claim_ahead``: 0 for several queues (the library claims ahead only
@@ -342,6 +345,9 @@ class WorkerConfig:
             ),
             claim_ahead=src.read("UJOBS_CLAIM_AHEAD", optional(whole_from(0)), None),
             metrics=read_metrics(env),
+            result_max_bytes=src.read(
+                "UJOBS_RESULT_MAX_BYTES", whole_from(1), DEFAULT_RESULT_MAX_BYTES
+            ),
         )
         if require_backend:
             common.connections.require_backend(service)

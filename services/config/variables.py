@@ -15,6 +15,7 @@ from typing import Literal
 from ujobs.drivers.base import DEFAULT_QUEUE, DEFAULT_VISIBILITY_MS
 from ujobs.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
 from ujobs.outbox.relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
+from ujobs.results import DEFAULT_RESULT_MAX_BYTES
 
 DriverName = Literal["postgres", "redis"]
 DRIVERS: tuple[DriverName, ...] = ("postgres", "redis")
@@ -144,6 +145,13 @@ VARIABLES: dict[str, Variable] = {
             "rows a worker serving ONE queue claims beyond its free slots (at most 4 per slot); a "
             "row waits at most 500 ms, then goes back uncounted; 0 turns it off",
             f"{CLAIM_AHEAD_PER_SLOT} per slot of that queue",
+            _WORKERS,
+        ),
+        Variable(
+            "UJOBS_RESULT_MAX_BYTES",
+            "the largest job result stored, in bytes of JSON; a bigger one dead-letters the run "
+            "with X_RESULT_TOO_LARGE (never truncated)",
+            str(DEFAULT_RESULT_MAX_BYTES),
             _WORKERS,
         ),
         Variable(
