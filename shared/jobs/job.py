@@ -42,6 +42,7 @@ from ujobs.jobs.declaration_rules import (
 )
 from ujobs.jobs.definition import JobDefinition, KeySpec, RunFn, TenantSpec, build_definition
 from ujobs.jobs.enqueue_target import jobs_facade
+from ujobs.jobs.result_read import job_result
 from ujobs.jobs.retry import Retry
 from ujobs.limits import check_depth, check_text, text_problem
 
@@ -318,6 +319,12 @@ class JobHandle(Generic[InputT]):
                 meta={"job": self.name, "tenant": req.tenant_id, "actor_org": actor.org_id},
             )
         return conflict_checked(req, await jobs_facade().enqueue(req), on_conflict)
+
+    async def result(self, job_id: str, *, timeout: Duration) -> Any:
+        """The result of this job's run ``job_id`` once it settles, through the installed
+        driver: the stored value, or its failure raised with its code, or ``X_TIMEOUT``
+        (``ujobs.jobs.result_read``)."""
+        return await job_result(job_id, timeout=timeout, name=self.name)
 
     # -- describe and run ----------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
