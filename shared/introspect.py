@@ -249,11 +249,21 @@ async def job_document(
     show_input: bool = False,
     show_output: bool = False,
     error_detail: bool = True,
+    show_result: bool | None = None,
 ) -> dict[str, Any]:
     """``inspect_job``'s document for a row already read (the api reads it first to check
-    the caller's tenant)."""
+    the caller's tenant). ``result`` is the body's return value once ``done`` (null before):
+    shown with ``show_result`` (default: as the step outputs, ``show_output``), else masked
+    like the input (``resultRedacted``); the api and the dashboard show it to whoever may
+    read the job."""
     steps = await driver.load_steps(row.run_id, tenant_id=row.tenant_id)
     doc = job_json(row, input_="shown" if show_input else "redacted", error_detail=error_detail)
+    result = row.result if row.state == "done" else None
+    if (show_output if show_result is None else show_result) or result is None:
+        doc["result"] = result
+    else:
+        doc["result"] = redact_input(result)
+        doc["resultRedacted"] = True
     doc["steps"] = [step_json(s, show_output=show_output) for s in steps]
     return doc
 

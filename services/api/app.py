@@ -55,6 +55,7 @@ from ujobs.metrics import JobMetrics, job_metrics
 from ujobs.services.api import enqueue as api_enqueue
 from ujobs.services.api import jobs as api_jobs
 from ujobs.services.api import queues as api_queues
+from ujobs.services.api import results as api_results
 from ujobs.services.api.auth import NO_TOKENS, TokenLookup
 from ujobs.services.api.common import (
     BACKEND,
@@ -225,6 +226,7 @@ def create_app(
     app.cleanup_ctx.append(backend_ctx)
     app.add_routes(routes)
     app.add_routes(api_enqueue.routes)
+    app.add_routes(api_results.routes)
     app.add_routes(api_jobs.routes)
     app.add_routes(api_queues.routes)
     setup_dashboard(app)

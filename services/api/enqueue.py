@@ -51,6 +51,7 @@ from ujobs.services.api.auth import (
 from ujobs.services.api.common import EDGE, REGISTRY, accepted, caller, read_object
 from ujobs.services.api.enqueue_batcher import EnqueueBatcher
 from ujobs.services.api.ratelimit import TokenBuckets
+from ujobs.services.api.results import results_or_refuse, settled_response, wait_for, wait_of
 from ujobs.services.api.token_facts import KnownTokens
 
 MAX_BATCH_INPUTS = 1_000
@@ -252,6 +253,10 @@ async def enqueue_principal(
 # one path template, as OpenAPI requires of routes that differ only in their method.
 @routes.post("/v1/jobs/{job}")
 async def enqueue(request: web.Request) -> web.Response:
+    # ?wait is read first: a bad one refuses the request before anything is queued.
+    wait = wait_of(request) if request.query else None
+    if wait is not None:
+        results_or_refuse(request.app[EDGE].driver)
     answer = await enqueue_one(
         request.app[EDGE],
         request.app[REGISTRY],
@@ -259,7 +264,16 @@ async def enqueue(request: web.Request) -> web.Response:
         request.headers.get("Authorization"),
         lambda: read_object(request, SINGLE_FIELDS),
     )
-    return accepted(answer)
+    if wait is None:
+        return accepted(answer)
+    # Enqueue and wait (a synchronous call for callers in any language): the run this request
+    # queued, or the live run of the token's tenant its key deduped to.
+    results = results_or_refuse(request.app[EDGE].driver)
+    row = await results.read(answer["id"])
+    if row is None:
+        return accepted({**answer, "state": "ready", "result": None, "error": None})
+    settled = await wait_for(results, row, wait)
+    return settled_response(settled, {"runId": answer["runId"], "deduped": answer["deduped"]})
 
 
 @routes.post("/v1/jobs/{job}/batch")

@@ -76,7 +76,9 @@ async def show(request: web.Request) -> web.Response:
     principal = await caller(request, "read")
     row = await _visible_job(request, principal)
     return json_ok(
-        await job_document(request.app[EDGE].driver, row, error_detail=principal.operator)
+        await job_document(
+            request.app[EDGE].driver, row, error_detail=principal.operator, show_result=True
+        )
     )
 
 

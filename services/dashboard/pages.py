@@ -269,7 +269,7 @@ async def job(request: web.Request) -> web.Response:
     principal, secret = await viewer(request)
     row = await visible_job(request, principal, request.match_info["job"])
     driver = request.app[EDGE].driver
-    doc = await job_document(driver, row, error_detail=principal.operator)
+    doc = await job_document(driver, row, error_detail=principal.operator, show_result=True)
     now_ms = driver.clock.now_ms()
     return page(
         request,
