@@ -18,9 +18,15 @@ from typing import Any
 
 import orjson
 
-from ujobs.errors import ConfigInvalidError, ResultInvalidError, ResultTooLargeError
+from ujobs.errors import (
+    ConfigInvalidError,
+    InputInvalidError,
+    ResultInvalidError,
+    ResultTooLargeError,
+)
 from ujobs.errors import StepOutputInvalidError as _StepOutputInvalid
 from ujobs.execution.step_output import stored_form
+from ujobs.jobs.schema import InputSchema
 
 DEFAULT_RESULT_MAX_BYTES = 256 * 1024
 RESULT_MAX_BYTES_ENV = "UJOBS_RESULT_MAX_BYTES"
@@ -52,8 +58,15 @@ def result_max_bytes() -> int:
     return int(raw)
 
 
-def encode_result(job: str, value: Any, *, max_bytes: int | None = None) -> str | None:
-    """``value`` as the stored JSON text (None for ``None``), or refused."""
+def encode_result(
+    job: str,
+    value: Any,
+    *,
+    max_bytes: int | None = None,
+    schema: InputSchema[Any] | None = None,
+) -> str | None:
+    """``value`` as the stored JSON text (None for ``None``), or refused. ``schema`` (the job's
+    declared ``output``) checks it and gives its stored form."""
     if value is None:
         return None
     try:
@@ -64,6 +77,14 @@ def encode_result(job: str, value: Any, *, max_bytes: int | None = None) -> str 
             "numbers, booleans, None, dataclasses or pydantic models",
             meta={"job": job, "type": type(value).__name__},
         ) from exc
+    if schema is not None:
+        try:
+            plain = schema.dump(schema.parse(plain))
+        except InputInvalidError as exc:
+            raise ResultInvalidError(
+                f"job {job!r} returned a value that is not its declared output: {exc.message}",
+                meta={"job": job, "issues": exc.meta.get("issues", [])},
+            ) from None
     if plain is None:
         return None
     encoded = orjson.dumps(plain)

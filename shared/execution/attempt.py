@@ -255,7 +255,7 @@ async def _settle(
     stored_result: str | None = None
     if end.kind == "returned" and not halted:
         try:
-            stored_result = encode_result(claimed.name, end.result)
+            stored_result = encode_result(claimed.name, end.result, schema=handle.definition.output)
         except UltimateError as exc:
             # Too large or not JSON: refused (terminal), never truncated; the value is not
             # logged, only its size and the limit (ujobs.results).

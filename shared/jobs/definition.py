@@ -54,6 +54,9 @@ class JobDefinition:
     run: RunFn
     description: str | None
     module: str | None
+    output: InputSchema[Any] | None = None
+    """The declared type of the body's return value (``output=``): the result is stored in
+    its JSON form and the OpenAPI document names it; None: any JSON."""
 
 
 def build_definition(
@@ -71,6 +74,7 @@ def build_definition(
     concurrency: Concurrency | None,
     on_settled: OnSettled | None,
     description: str | None,
+    output: Any = None,
 ) -> JobDefinition:
     explicit = name is not None
     job_name = validate_name(name if name is not None else getattr(fn, "__name__", None))
@@ -98,6 +102,7 @@ def build_definition(
         )
     try:
         schema = as_input_schema(input)
+        output_schema = None if output is None else as_input_schema(output)
         policy = coerce_retry(retry)
     except UltimateError as exc:
         raise declaration_invalid(job_name, exc.message) from None
@@ -123,5 +128,6 @@ def build_definition(
         run=fn,
         description=description if description is not None else inspect.getdoc(fn),
         module=getattr(fn, "__module__", None),
+        output=output_schema,
     )
     return definition

@@ -352,6 +352,7 @@ class JobHandle(Generic[InputT]):
             "tenant": "none" if d.tenant == "none" else "input",
             "onSettled": d.on_settled is not None,
             "input": d.input.json_schema(),
+            "output": None if d.output is None else d.output.json_schema(),
         }
 
     async def run(self, run: Run[InputT]) -> Any:
@@ -390,6 +391,7 @@ def job(
     concurrency: Concurrency | None = ...,
     on_settled: OnSettled | None = ...,
     description: str | None = ...,
+    output: Any = ...,
 ) -> JobHandle[Any]: ...
 
 
@@ -409,6 +411,7 @@ def job(
     concurrency: Concurrency | None = ...,
     on_settled: OnSettled | None = ...,
     description: str | None = ...,
+    output: Any = ...,
 ) -> Callable[[RunFn], JobHandle[Any]]: ...
 
 
@@ -427,12 +430,17 @@ def job(
     concurrency: Concurrency | None = None,
     on_settled: OnSettled | None = None,
     description: str | None = None,
+    output: Any = None,
 ) -> JobHandle[Any] | Callable[[RunFn], JobHandle[Any]]:
     """Declare a job — as a decorator (``@job(...)`` on ``async def name(run)``) or a factory
     (``job(name=..., run=...)``, where ``name`` is required).
 
     ``idempotency_key`` and ``tenant`` have no defaults on purpose: queues deliver at least
     once, so every job must say how it is deduped and which org it acts under.
+
+    ``output`` declares the type of the body's return value (``t.object(...)``, a pydantic
+    model, a dataclass or a TypedDict, as ``input``): the stored result is checked against it
+    (``X_RESULT_INVALID`` when it does not match) and the OpenAPI document names it.
     """
     options: dict[str, Any] = {
         "input": input,
@@ -446,6 +454,7 @@ def job(
         "concurrency": concurrency,
         "on_settled": on_settled,
         "description": description,
+        "output": output,
     }
     if run is not None:
         if name is None:

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
-from ujobs.drivers.base import ClaimOptions, ClaimedJob, NackOptions
+from ujobs.drivers.base import ClaimedJob, ClaimOptions, NackOptions
 from ujobs.drivers.postgres import postgres_driver
 
 HANG_S = 20.0

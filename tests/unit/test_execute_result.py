@@ -15,6 +15,7 @@ from ujobs.errors import ConfigInvalidError
 from ujobs.execution.run import Run
 from ujobs.jobs.job import job
 from ujobs.jobs.retry import Retry
+from ujobs.jobs.schema import t
 from ujobs.results import (
     DEFAULT_RESULT_MAX_BYTES,
     RESULT_MAX_BYTES_ENV,
@@ -126,3 +127,25 @@ def test_the_limit_reads_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
         result_max_bytes()
     with pytest.raises(ConfigInvalidError):
         set_result_max_bytes(0)
+
+
+async def test_a_declared_output_checks_the_result_and_gives_its_stored_form() -> None:
+    driver, _ = frozen_driver()
+    output = t.object(total=t.number.int(), note=t.optional(t.string))
+
+    async def typed(run: Run[Any]) -> Any:
+        return output.model(total=3)
+
+    async def mistyped(run: Run[Any]) -> dict[str, str]:
+        return {"total": "three"}
+
+    good = job(idempotency_key="k", tenant="none", name="r.typed", output=output)(typed)
+    bad = job(idempotency_key="k", tenant="none", name="r.mistyped", output=output)(mistyped)
+    assert good.describe()["output"]["required"] == ["total"]
+    job_id = await enqueue(driver, good)
+    assert (await attempt(driver, good)).outcome == "completed"
+    assert (await row(driver, job_id)).result == {"total": 3, "note": None}
+    bad_id = await enqueue(driver, bad)
+    execution = await attempt(driver, bad)
+    assert (execution.outcome, execution.code) == ("dead-lettered", "X_RESULT_INVALID")
+    assert "not its declared output" in await last_error(driver, bad_id)
