@@ -188,3 +188,30 @@ async def test_enqueue_with_a_bad_wait_queues_nothing(api: Api) -> None:
     )
     assert (status, body["error"]["code"]) == (400, "X_INPUT_INVALID")
     assert await api.jobs() == []
+
+
+async def test_the_openapi_document_names_each_declared_output(api: Api) -> None:
+    response = await api.client.get("/v1/openapi.json")
+    doc = await response.json()
+    schemas = doc["components"]["schemas"]
+    assert schemas["Output_send_mail"]["properties"]["messageId"]["type"] == "string"
+    assert schemas["ResultOf_send_mail"]["properties"]["result"] == {
+        "anyOf": [{"$ref": "#/components/schemas/Output_send_mail"}, {"type": "null"}]
+    }
+    assert schemas["EnqueuedResult_send_mail"] == {
+        "allOf": [
+            {"$ref": "#/components/schemas/EnqueuedResult"},
+            {"$ref": "#/components/schemas/ResultOf_send_mail"},
+        ]
+    }
+    typed = doc["paths"]["/v1/jobs/send_mail"]["post"]
+    assert typed["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/EnqueuedResult_send_mail"
+    }
+    assert [p["name"] for p in typed["parameters"]] == ["wait"]
+    untyped = doc["paths"]["/v1/jobs/refund"]["post"]["responses"]["200"]
+    assert untyped["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/EnqueuedResult"
+    }
+    result = doc["paths"]["/v1/jobs/{job}/result"]["get"]["responses"]
+    assert {"200", "202", "400", "404"} <= set(result)
