@@ -269,7 +269,9 @@ async def job(request: web.Request) -> web.Response:
     principal, secret = await viewer(request)
     row = await visible_job(request, principal, request.match_info["job"])
     driver = request.app[EDGE].driver
-    doc = await job_document(driver, row, error_detail=principal.operator, show_result=True)
+    # The result is masked like the input on this page (a screen is shared, a screenshot
+    # pasted); its values: GET /v1/jobs/{id}/result or ujobs jobs show --show-output.
+    doc = await job_document(driver, row, error_detail=principal.operator)
     now_ms = driver.clock.now_ms()
     return page(
         request,
@@ -278,6 +280,11 @@ async def job(request: web.Request) -> web.Response:
         secret=secret,
         job=doc,
         input_json=orjson.dumps(doc["input"], option=orjson.OPT_INDENT_2).decode(),
+        result_json=(
+            None
+            if doc["result"] is None
+            else orjson.dumps(doc["result"], option=orjson.OPT_INDENT_2).decode()
+        ),
         progress=progress_text(row.progress),
         steps=timeline(doc["steps"]),
         retryable=row.state in FINISHED_STATES,
