@@ -235,7 +235,7 @@ class ResultInvalidError(UltimateError):
 class JobFailedError(UltimateError):
     """A result was asked of a job that ended without one (dead, failed or cancelled). The
     instance carries the job's own error code when its last error names one
-    (``X_JOB_MAX_ATTEMPTS``, an app's code); ``meta`` has ``jobId`` and ``state``."""
+    (``X_JOB_MAX_ATTEMPTS``, an app's code); ``meta`` has ``jobId``, ``name`` and ``state``."""
 
     code = "X_JOB_FAILED"
 

@@ -3,7 +3,7 @@
 
 | Route | Scope | Answers (the CLI's ``--json`` document) |
 |---|---|---|
-| ``GET /v1/jobs/{id}`` | ``read`` | the job, its steps, input values redacted (``ujobs jobs show``) |
+| ``GET /v1/jobs/{id}`` | ``read`` | the job, its steps, its ``result`` once done, input values redacted (``ujobs jobs show``; its result waits: ``results.py``) |
 | ``GET /v1/jobs?queue=&name=&state=&tenantId=&limit=&after=&before=`` | ``read`` | one page, newest first; ``next`` / ``prev`` cursors (``ujobs jobs list``) |
 | ``POST /v1/jobs/{job}/cancel`` ``{"reason"?}`` | ``operate`` | the cancelled job |
 | ``POST /v1/jobs/{job}/retry`` ``{"fromStep"?}`` | ``operate`` | the re-queued job |
