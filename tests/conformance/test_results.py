@@ -126,3 +126,20 @@ async def test_a_requeued_rows_next_ack_replaces_its_result(
     row = await results.read(job.id)
     assert row is not None
     assert (row.state, row.result) == ("done", None)
+
+
+async def test_a_cancel_of_a_marked_row_wakes_its_wait(
+    driver: JobDriver, results: JobResults
+) -> None:
+    introspect = driver.introspect
+    if introspect is None:
+        pytest.skip("cancel needs the operator surface")
+    await driver.enqueue(req())
+    job = await claim_one(driver)
+    async with results.listen(job.id) as ticket:
+        await results.watch(job.id)
+        await introspect.cancel(job.id, "not needed")
+        assert await ticket.wait(HANG_S), "the cancel announced the marked row"
+    row = await results.read(job.id)
+    assert row is not None
+    assert row.state == "cancelled"
