@@ -62,9 +62,13 @@ class SettleTicket:
     def ring(self) -> None:
         self._event.set()
 
-    async def wait(self, timeout_s: float) -> bool:
+    async def rearm(self) -> None:
+        """Make sure the session is listening (dialled again after a drop)."""
         if self._rearm is not None:
             await self._rearm()
+
+    async def wait(self, timeout_s: float) -> bool:
+        await self.rearm()
         if timeout_s <= 0:
             return self._event.is_set()
         try:
@@ -136,7 +140,9 @@ async def wait_settled(results: JobResults, job_id: str, timeout_s: float) -> Jo
                 break
             if not await ticket.wait(left):
                 return await results.read(job_id)
-            # Announced (or the session dropped): read again; marking again is a no-op.
+            # Announced (or the session dropped): listening again BEFORE the row is read, so
+            # a settle after the read is heard; marking again is a no-op.
+            await ticket.rearm()
             row = await results.watch(job_id)
         return row
 

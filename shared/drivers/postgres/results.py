@@ -42,6 +42,7 @@ class PostgresResults:
         self._waits = SettleWaits()
         self._open = 0
         self._conn: Any = None
+        self._dead: list[Any] = []
         self._lock = asyncio.Lock()
 
     async def read(self, job_id: str) -> JobRow | None:
@@ -80,6 +81,7 @@ class PostgresResults:
         async with self._lock:
             if self._up():  # dialled by another wait while this one queued on the lock
                 return
+            await self._release_dead()
             conn = await self._pool.acquire()
             try:
                 await conn.add_listener(SETTLED_CHANNEL, self._heard)
@@ -93,12 +95,24 @@ class PostgresResults:
         self._waits.heard(str(payload))
 
     def _dropped(self, _conn: Any) -> None:
+        if self._conn is not None:
+            self._dead.append(self._conn)  # handed back to the pool by the next dial
         self._conn = None
         log.info("ujobs.results.session-lost", extra={"waits": len(self._waits)})
         self._waits.ring_all()
 
+    async def _release_dead(self) -> None:
+        """Hand the pool back the connections whose session dropped (it replaces them)."""
+        dead, self._dead = self._dead, []
+        for conn in dead:
+            try:
+                await self._pool.release(conn)
+            except Exception as exc:
+                log.debug("ujobs.results.release-failed", extra={"error": repr(exc)})
+
     async def _hand_back(self) -> None:
         async with self._lock:
+            await self._release_dead()
             conn, self._conn = self._conn, None
             if conn is None or self._open:
                 self._conn = conn if self._open else None
