@@ -30,9 +30,9 @@ async def test_one_session_for_many_waits_and_none_after_them(pg_pool: asyncpg.P
     await driver.enqueue(req(key="b"))
     first = await claim_one(driver)
     async with results.listen(first.id), results.listen("other-id"):
-        assert results.listening
+        assert results.listening()
         assert len(await listeners(pg_pool)) == 1
-    assert not results.listening
+    assert not results.listening()
     await driver.close()
 
 
@@ -48,9 +48,9 @@ async def test_a_terminated_session_rings_its_waits_and_the_next_wait_dials_agai
         (pid,) = await listeners(pg_pool)
         await pg_pool.execute("select pg_terminate_backend($1)", pid)
         assert await ticket.wait(HANG_S), "the dropped session rang the wait"
-        assert not results.listening
+        assert not results.listening()
         await ticket.rearm()  # what wait_settled does before it reads the row again
-        assert results.listening
+        assert results.listening()
         row = await results.watch(job.id)
         assert row is not None
         assert row.state == "running"

@@ -66,20 +66,16 @@ class PostgresResults:
             if self._open == 0:
                 await self._hand_back()
 
-    @property
     def listening(self) -> bool:
-        """Whether this process holds its LISTEN session now (tests read it)."""
-        return self._conn is not None
-
-    def _up(self) -> bool:
+        """Whether this process holds its LISTEN session now."""
         return self._conn is not None
 
     async def _listening(self) -> None:
         """Dial the session unless it is up (idempotent; every wait calls it before sleeping)."""
-        if self._up():
+        if self.listening():
             return
         async with self._lock:
-            if self._up():  # dialled by another wait while this one queued on the lock
+            if self.listening():  # dialled by another wait while this one queued on the lock
                 return
             await self._release_dead()
             conn = await self._pool.acquire()
