@@ -146,6 +146,7 @@ def job_row_from(reply: Sequence[Any]) -> JobRow | None:
         claim=num("claim") or 0,
         lease_expires_at_ms=num("lease"),
         last_error=opt_text(f.get("last_error")),
+        progress=None,  # progress is written through the operator surface, which Redis lacks
         traceparent=opt_text(f.get("traceparent")),
         enqueued_by=opt_text(f.get("enqueued_by")),
         result=None if f.get("result") is None else orjson.loads(f["result"]),
