@@ -49,6 +49,8 @@ algorithms = ["location-headers"]
 says why schemathesis's dependency inference is left out)."""
 JOB_ROUTES = [
     ("GET", "/v1/jobs/{id}"),
+    ("GET", "/v1/jobs/{id}/result"),
+    ("GET", "/v1/jobs/{id}/result?wait=30s"),
     ("POST", "/v1/jobs/{id}/cancel"),
     ("POST", "/v1/jobs/{id}/retry"),
     ("POST", "/v1/jobs/{id}/promote"),
