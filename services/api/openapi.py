@@ -140,7 +140,8 @@ def wait_param(what: str) -> dict[str, Any]:
         "in": "query",
         "required": False,
         "description": f"how long to wait for {what} to settle: a duration with its unit "
-        f"(30s, 500ms), at most {MAX_WAIT_DOC_S}s (400 past it); absent or 0s: answer at once",
+        f"(30s, 500ms), at most UJOBS_API_MAX_WAIT_MS ({MAX_WAIT_DOC_S}s by default; 400 past "
+        "it); absent or 0s: answer at once",
         "schema": {"type": "string", "pattern": r"^[0-9]{1,9}(ms|s|m)$"},
     }
 

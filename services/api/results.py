@@ -12,8 +12,8 @@ returned when ``state`` is ``done`` (null otherwise, and for a body that returne
 (its code as ``last_error`` names it, ``X_JOB_FAILED`` when it names none; the message without
 the stack), null otherwise.
 
-``wait`` is a duration with its unit (``30s``, ``500ms``), at most ``MAX_WAIT_MS`` (60 s; past
-it 400 ``X_INPUT_INVALID``); absent or ``0s``: answer at once. A wait is woken by the settle's
+``wait`` is a duration with its unit (``30s``, ``500ms``), at most ``UJOBS_API_MAX_WAIT_MS``
+(60 s by default; past it 400 ``X_INPUT_INVALID``); absent or ``0s``: answer at once. A wait is woken by the settle's
 own announcement (``ujobs.drivers.results``: Postgres ``NOTIFY x_jobs_settled`` on one LISTEN
 session per api process, the Redis driver's ``{prefix}:results`` channel), never by reading the
 row in a loop; a row buried by a claim after its lease lapsed on its final attempt (Postgres)
@@ -40,17 +40,17 @@ from ujobs.errors import (
     NotImplementedByDriverError,
 )
 from ujobs.jobs.result_read import failure_of
-from ujobs.services.api.common import EDGE, caller, json_ok
+from ujobs.services.api.common import CONFIG, EDGE, caller, json_ok
+from ujobs.services.config.variables import DEFAULT_API_MAX_WAIT_MS
 
 routes = web.RouteTableDef()
 
-MAX_WAIT_MS = 60_000
-"""The longest ``wait`` a request may ask for: a held request is a held connection (and a
-proxy's idle timeout is often 60 s); a caller wanting longer asks again."""
+MAX_WAIT_MS = DEFAULT_API_MAX_WAIT_MS
 
 
 def wait_of(request: web.Request, *, allowed: frozenset[str] = frozenset({"wait"})) -> int | None:
-    """``?wait=`` in milliseconds (None: absent); refused past ``MAX_WAIT_MS`` or unparseable."""
+    """``?wait=`` in milliseconds (None: absent); refused past the api's cap
+    (``UJOBS_API_MAX_WAIT_MS``, 60 s by default) or unparseable."""
     unknown = sorted(set(request.query) - allowed)
     if unknown:
         raise InputInvalidError(
@@ -68,10 +68,11 @@ def wait_of(request: web.Request, *, allowed: frozenset[str] = frozenset({"wait"
             f"wait {raw[:40]!r} is not a duration; write it with its unit, e.g. 30s or 500ms",
             meta={"issues": [{"path": "wait", "message": "duration"}]},
         ) from None
-    if wait > MAX_WAIT_MS:
+    cap = request.app[CONFIG].max_wait_ms
+    if wait > cap:
         raise InputInvalidError(
-            f"wait is at most {MAX_WAIT_MS // 1000}s; ask again for longer",
-            meta={"issues": [{"path": "wait", "message": f"at most {MAX_WAIT_MS} ms"}]},
+            f"wait is at most {cap} ms (UJOBS_API_MAX_WAIT_MS); ask again for longer",
+            meta={"issues": [{"path": "wait", "message": f"at most {cap} ms"}]},
         )
     return wait
 

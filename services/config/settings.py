@@ -53,6 +53,7 @@ from ujobs.services.config.parse import (
 from ujobs.services.config.variables import (
     CLAIM_AHEAD_PER_SLOT,
     DEFAULT_API_MAX_BODY_BYTES,
+    DEFAULT_API_MAX_WAIT_MS,
     DEFAULT_API_PORT,
     DEFAULT_METRICS_PORT,
     DEFAULT_METRICS_REFRESH_MS,
@@ -363,6 +364,8 @@ class ApiConfig:
     port: int = DEFAULT_API_PORT
     metrics_refresh_ms: int = DEFAULT_METRICS_REFRESH_MS
     max_body_bytes: int = DEFAULT_API_MAX_BODY_BYTES
+    max_wait_ms: int = DEFAULT_API_MAX_WAIT_MS
+    """``UJOBS_API_MAX_WAIT_MS``: the cap on ``?wait=`` (``ujobs.services.api.results``)."""
     rate_per_token: int | None = None
     """Requests per second per token (a bucket of one second's worth); None: no limit."""
     nats_prefix: str = "ujobs"
@@ -401,6 +404,7 @@ class ApiConfig:
             max_body_bytes=src.read(
                 "UJOBS_API_MAX_BODY_BYTES", whole_from(1_024), DEFAULT_API_MAX_BODY_BYTES
             ),
+            max_wait_ms=src.read("UJOBS_API_MAX_WAIT_MS", whole_from(0), DEFAULT_API_MAX_WAIT_MS),
             rate_per_token=src.read("UJOBS_API_RATE_PER_TOKEN", optional(whole_from(1)), None),
             nats_prefix=src.read("UJOBS_NATS_PREFIX", nats_prefix, "ujobs"),
             nats_ack_wait_ms=src.read("UJOBS_NATS_ACK_WAIT_MS", whole_from(1_000), 30_000),

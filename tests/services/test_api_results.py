@@ -181,6 +181,18 @@ async def test_enqueue_and_wait_answers_202_with_the_id_when_time_runs_out(api: 
     assert [r["id"] for r in rows] == [body["id"]]
 
 
+async def test_the_wait_cap_is_the_apis_setting(
+    aiohttp_client: MakeClient, pg_dsn: str, pg_pool: asyncpg.Pool[Any]
+) -> None:
+    api = await make_api(aiohttp_client, pg_dsn, pg_pool, UJOBS_API_MAX_WAIT_MS="2000")
+    job_id = await enqueue(api)
+    token = await api.token("read")
+    status, body = await api.call("GET", f"/v1/jobs/{job_id}/result?wait=3s", token)
+    assert (status, body["error"]["meta"]["issues"][0]["message"]) == (400, "at most 2000 ms")
+    status, _ = await api.call("GET", f"/v1/jobs/{job_id}/result?wait=0s", token)
+    assert status == 202
+
+
 async def test_enqueue_with_a_bad_wait_queues_nothing(api: Api) -> None:
     token = await api.token("enqueue:send_mail")
     status, body = await api.call(
