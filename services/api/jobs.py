@@ -34,6 +34,7 @@ from ujobs.introspect import (
     remove_job,
     retry_job,
 )
+from ujobs.limits import TEXT_LIMITS, text_problem
 from ujobs.services.api.auth import Principal
 from ujobs.services.api.common import EDGE, caller, json_ok, read_object
 
@@ -82,6 +83,11 @@ async def show(request: web.Request) -> web.Response:
     )
 
 
+_TEXT_PARAMS = {"tenantId": "tenant", "queue": "queue", "name": "name", "idPrefix": "runId"}
+"""The list's text filters and the limit each is held to (``ujobs.limits``): a filter past it
+could match no row anyway, and answers 400 rather than an empty page."""
+
+
 def job_filter(query: Any, principal: Principal) -> JobFilter:
     """``GET /v1/jobs``'s query as the CLI's ``JobFilter``; a tenant token's is its tenant."""
     unknown = sorted(set(query) - _LIST_PARAMS)
@@ -108,6 +114,17 @@ def job_filter(query: Any, principal: Principal) -> JobFilter:
                 meta={"limit": raw_limit[:20], "max": MAX_JOB_PAGE},
             )
         limit = int(raw_limit)
+    for param, field in _TEXT_PARAMS.items():
+        given = query.get(param)
+        problem = None if given is None else text_problem(given, TEXT_LIMITS[field])
+        if problem is not None:
+            raise InputInvalidError(
+                f"{param} {problem}",
+                meta={
+                    "issues": [{"path": param, "message": problem}],
+                    "maxBytes": TEXT_LIMITS[field],
+                },
+            )
     tenant = query.get("tenantId") if principal.operator else principal.tenant_id
     return JobFilter(
         queue=query.get("queue"),

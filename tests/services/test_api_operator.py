@@ -317,3 +317,27 @@ async def test_a_list_takes_an_id_prefix_within_the_tokens_tenant(api: Api) -> N
     assert (status, [j["id"] for j in body["jobs"]]) == (200, [mine])
     status, body = await api.call("GET", f"/v1/jobs?idPrefix={theirs[:20]}", a)
     assert (status, body["jobs"]) == (200, [])
+
+
+@pytest.mark.parametrize(
+    ("param", "value"),
+    [
+        ("tenantId", "t" * 201),
+        ("queue", "q" * 201),
+        ("name", "n" * 201),
+        ("idPrefix", "0" * 201),
+        ("tenantId", "é" * 101),  # 202 bytes of UTF-8: the limit is in bytes
+        ("queue", "nul\x00byte"),
+    ],
+)
+async def test_a_list_filter_past_its_limit_is_400_naming_it_for_any_token(
+    api: Api, param: str, value: str
+) -> None:
+    """A filter no row could match past its length (``ujobs.limits``) is refused, not an
+    empty page, whoever asks: the same 400 for a tenant token and an operator."""
+    from urllib.parse import quote
+
+    for token in (await api.token("read"), await api.token("read", tenant=ORG_A)):
+        status, body = await api.call("GET", f"/v1/jobs?{param}={quote(value)}", token)
+        assert (status, body["error"]["code"]) == (400, "X_INPUT_INVALID"), body
+        assert body["error"]["meta"]["issues"][0]["path"] == param
