@@ -197,6 +197,16 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
             )
         )
     except Exception as exc:
+        if isinstance(exc, asyncpg.InterfaceError) and "pool is clos" in str(exc):
+            # The process closes its pool at the end of its drain: a request that got in under
+            # the wire is the drain's 503, to be sent again to another replica, not a bug.
+            return error_response(
+                JobDrainedError(
+                    "this api is shutting down (its database pool is closed); send the request "
+                    "to another replica",
+                    meta={"cause": type(exc).__name__},
+                )
+            )
         if store_unreachable(exc):
             # Postgres refused, restarting or gone mid-statement, in a call that did not
             # translate it itself: the client should try again, not report a bug.

@@ -341,3 +341,16 @@ async def test_a_list_filter_past_its_limit_is_400_naming_it_for_any_token(
         status, body = await api.call("GET", f"/v1/jobs?{param}={quote(value)}", token)
         assert (status, body["error"]["code"]) == (400, "X_INPUT_INVALID"), body
         assert body["error"]["meta"]["issues"][0]["path"] == param
+
+
+async def test_a_request_after_the_pool_closed_is_503_x_draining_not_a_bug(api: Api) -> None:
+    """The api closes its pool at the end of its drain; a request still in flight then is the
+    drain's 503 (another replica takes it), never a 500 X_INTERNAL."""
+    from ujobs.services.api.common import BACKEND
+
+    token = await api.token("read")
+    pool = api.client.app[BACKEND].pool
+    assert pool is not None
+    await pool.close()
+    status, body = await api.call("GET", "/v1/jobs", token)
+    assert (status, body["error"]["code"]) == (503, "X_DRAINING"), body
