@@ -26,6 +26,7 @@ tenant reads the error's code and message (``error_summary``); operators keep th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ujobs.drivers.base import (
@@ -275,6 +276,38 @@ async def inspect_queues(driver: JobDriver, now_ms: int) -> list[dict[str, Any]]
             if name not in queues:
                 queues[name] = QueueStats(queue=name, paused=True)
     return [queue_json(queues[name], now_ms) for name in sorted(queues)]
+
+
+TENANTS_READ = 10_000
+"""The most due rows ``inspect_queue`` reads to say whose work waits (the oldest, in hand-out
+order): past it the per-tenant counts are lower bounds (``tenantsCapped``)."""
+
+TOP_TENANTS = 10
+"""How many tenants ``inspect_queue`` lists, the most due work first."""
+
+
+async def inspect_queue(
+    driver: JobDriver, queue: str, now_ms: int, *, top: int = TOP_TENANTS
+) -> dict[str, Any]:
+    """One queue as ``inspect_queues`` shows it, plus whose due work waits in it: the ``top``
+    tenants by due rows among the ``TENANTS_READ`` oldest, each with its oldest due age (jobs
+    without a tenant are one row, ``tenantId`` null). A queue with no rows answers zeros."""
+    introspect = introspection_of(driver)
+    stats = (await driver.stats()).queues.get(queue) or QueueStats(queue=queue)
+    if queue in await introspect.paused_queues():
+        stats = replace(stats, paused=True)
+    found = await introspect.queue_tenants(queue, now_ms, cap=TENANTS_READ, top=top)
+    doc = queue_json(stats, now_ms)
+    doc["tenants"] = [
+        {
+            "tenantId": t.tenant_id,
+            "due": t.due,
+            "oldestDueAgeMs": max(0, now_ms - t.oldest_due_ms),
+        }
+        for t in found.tenants
+    ]
+    doc["tenantsCapped"] = found.capped
+    return doc
 
 
 async def list_workers(driver: JobDriver) -> list[dict[str, Any]]:

@@ -340,6 +340,15 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
                 ("403",),
             )
         },
+        "/v1/queues/{queue}": {
+            "parameters": [queue],
+            "get": _op(
+                "show_queue",
+                "One queue, and the tenants with the most due jobs in it (operator token)",
+                ("200", "the queue", _ref("QueueTenantsRead")),
+                ("400", "403"),
+            ),
+        },
         "/v1/queues/{queue}/pause": {
             "parameters": [queue],
             "post": _op("pause_queue", "Pause a queue (operator)", paused, ("400", "403")),

@@ -152,6 +152,32 @@ SCHEMAS: dict[str, Any] = {
         "required": ["queues"],
         "properties": {"queues": {"type": "array", "items": {"type": "object"}}},
     },
+    "QueueTenantsRead": {
+        "type": "object",
+        "description": "one queue as GET /v1/queues lists it, plus whose due work waits in it",
+        "required": ["queue", "tenants", "tenantsCapped"],
+        "properties": {
+            "queue": {"type": "string"},
+            "tenants": {
+                "type": "array",
+                "items": {"$ref": "#/components/schemas/TenantBacklog"},
+            },
+            "tenantsCapped": {
+                "description": "only the oldest 10,000 due jobs were read: counts are lower bounds",
+                "type": "boolean",
+            },
+        },
+        "additionalProperties": True,
+    },
+    "TenantBacklog": {
+        "type": "object",
+        "required": ["tenantId", "due", "oldestDueAgeMs"],
+        "properties": {
+            "tenantId": _NULLABLE_STRING,
+            "due": {"type": "integer"},
+            "oldestDueAgeMs": {"type": "integer"},
+        },
+    },
     "Paused": {
         "type": "object",
         "required": ["paused"],

@@ -35,6 +35,7 @@ from ujobs.drivers.base import (
     JSONValue,
     LeaseStore,
     NackOptions,
+    QueueTenants,
     StepRecord,
     StoreWatch,
     TaskFire,
@@ -166,6 +167,9 @@ class DelegatingIntrospection(JobIntrospection):
 
     async def paused_queues(self) -> builtins.list[str]:
         return await self.inner.paused_queues()
+
+    async def queue_tenants(self, queue: str, now_ms: int, *, cap: int, top: int) -> QueueTenants:
+        return await self.inner.queue_tenants(queue, now_ms, cap=cap, top=top)
 
     async def pause_task(self, task: str) -> None:
         await self.inner.pause_task(task)

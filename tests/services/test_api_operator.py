@@ -4,13 +4,14 @@ job is 404 and never listed; queues and tasks need an operator token)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import asyncpg
 import pytest
 
 from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
-from tests.support.cli import run_to
+from tests.support.cli import json_of, run_to, ujobs
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import ClaimOptions, NackOptions
 from ujobs.drivers.postgres import postgres_driver
@@ -354,3 +355,29 @@ async def test_a_request_after_the_pool_closed_is_503_x_draining_not_a_bug(api: 
     await pool.close()
     status, body = await api.call("GET", "/v1/jobs", token)
     assert (status, body["error"]["code"]) == (503, "X_DRAINING"), body
+
+
+async def test_one_queue_names_whose_due_work_waits_to_an_operator_only(
+    api: Api, pg_dsn: str
+) -> None:
+    for n in range(3):
+        await enqueue(api, ORG_A, f"a{n}@x.io", queue="mail")
+    await enqueue(api, ORG_B, "b@x.io", queue="mail")
+    operator = await api.token("read")
+    status, body = await api.call("GET", "/v1/queues/mail", operator)
+    assert status == 200, body
+    assert [(t["tenantId"], t["due"]) for t in body["tenants"]] == [(ORG_A, 3), (ORG_B, 1)]
+    assert body["tenantsCapped"] is False
+    assert (body["queue"], body["ready"]) == ("mail", 4)
+    # A tenant token would learn other tenants' names: 403, as for the queues list.
+    tenant = await api.token("read", tenant=ORG_A)
+    status, body = await api.call("GET", "/v1/queues/mail", tenant)
+    assert (status, body["error"]["code"]) == (403, "X_FORBIDDEN")
+    status, body = await api.call("GET", "/v1/queues/no%20such", operator)
+    assert (status, body["error"]["code"]) == (400, "X_INPUT_INVALID")
+    # The CLI prints the same read.
+    shown = json_of(await asyncio.to_thread(ujobs, "queues", "show", "mail", "--json", dsn=pg_dsn))
+    assert [(t["tenantId"], t["due"]) for t in shown["tenants"]] == [(ORG_A, 3), (ORG_B, 1)]
+    table = await asyncio.to_thread(ujobs, "queues", "show", "mail", dsn=pg_dsn)
+    assert table.exit_code == 0, table.stdout + table.stderr
+    assert ORG_A in table.stdout
