@@ -4,7 +4,8 @@ from ujobs.exports import export_rows, keyset, iterate, filesystem_sink, s3_sink
 
 Map: ``family`` (the declaration and its job body), ``writer`` (one page → one part),
 ``encoders`` (CSV and JSONL), ``sources`` (the source protocol, ``iterate``), ``keyset``
-(asyncpg keyset reads), ``sinks`` (``obstore`` stores), ``manifest`` (keys and the manifest),
+(asyncpg keyset reads), ``library_pool`` (the service's own pool, for a ``keyset()`` without
+``pool=``), ``sinks`` (``obstore`` stores), ``manifest`` (keys and the manifest),
 ``rate`` (pacing), ``downloads`` (finding an export and its links, for the api and the CLI).
 """
 

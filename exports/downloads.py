@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from ujobs.drivers.base import JobRow
+from ujobs.execution.settle import error_summary
 from ujobs.exports.family import ExportSpec, export_of
 from ujobs.exports.manifest import Manifest, manifest_key, part_key
 from ujobs.exports.sinks import ExportNotFoundError, ExportSink
@@ -87,12 +88,15 @@ async def describe_export(
     *,
     expires_in: timedelta,
     local_link: Any = None,
+    error_detail: bool = True,
 ) -> dict[str, Any]:
-    """The export as JSON: its job, its manifest, and a link per part.
+    """The export as JSON: its job, its manifest, a link per part, and its job's last error.
 
     A part's link is the store's presigned URL, else ``local_link(index)`` (the api's own
     signed link, for the filesystem), else None (a reader with access to the store uses
-    ``ujobs exports get``)."""
+    ``ujobs exports get``). ``lastError`` is why the last attempt failed (a dead export's is
+    why it will never be ready), projected as a job's is: ``error_detail=False`` (a tenant's
+    token) keeps the code and message and drops the stack, which names the server's code."""
     parts: list[dict[str, Any]] = []
     if manifest is not None:
         for index in range(manifest.parts):
@@ -111,6 +115,7 @@ async def describe_export(
         "manifest": None if manifest is None else manifest.to_json(),
         "parts": parts,
         "linksExpireInS": int(expires_in.total_seconds()),
+        "lastError": found.row.last_error if error_detail else error_summary(found.row.last_error),
     }
 
 

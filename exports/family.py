@@ -9,7 +9,7 @@ OOM-kills the pod on two million. The declaration::
         tenant=lambda i: i.org_id,
         prefix=lambda i: f"exports/{i.org_id}/{i.export_id}",
         source=lambda run: keyset("orders", key="id", columns=["id", "placed_at", "total"],
-                                  tenant_column="org_id", pool=run.ctx.pool),
+                                  tenant_column="org_id"),  # DATABASE_URL's; or pool=
         format="csv",
         columns=["id", "placed_at", "total"],
         row=lambda r: {"id": r["id"], "placed_at": r["placed_at"].isoformat(),

@@ -63,6 +63,7 @@ from ujobs.exports.keyset_sql import (
     keyset_statements,
     quote_ident,
 )
+from ujobs.exports.library_pool import library_pool
 
 __all__ = ["COPY_AHEAD", "CsvPage", "KeysetSource", "decode_cursor", "encode_cursor", "keyset"]
 
@@ -99,7 +100,7 @@ class KeysetSource:
         columns: tuple[str, ...] | None,
         where: str | None,
         args: tuple[Any, ...],
-        pool: Executor,
+        pool: Executor | None,
         prefetch: int | None,
         text: bool = False,
         copy: bool | None = None,
@@ -123,7 +124,7 @@ class KeysetSource:
             tuple(key_name(i) for i in range(len(key))) if text and columns is not None else key
         )
         self.columns = columns
-        self._pool = pool
+        self._given_pool = pool
         self._args = args
         self._prefetch = prefetch
         self.statements = keyset_statements(
@@ -194,7 +195,7 @@ class KeysetSource:
     async def _read_csv_page(self, after: Any, limit: int) -> CsvPage:
         lower = () if after is None else tuple(decode_cursor(after))
         async with (
-            self._pool.acquire() as conn,
+            self._pool().acquire() as conn,
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
             await conn.execute(CSV_SETTINGS)
@@ -255,7 +256,7 @@ class KeysetSource:
             yield await self._fetched_page(after, limit)
             return
         sql, args = self._page_statement(after, limit)
-        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
+        async with self._pool().acquire() as conn, conn.transaction(readonly=True):
             cursor = await conn.cursor(sql, *args)
             while chunk := await cursor.fetch(self._prefetch):
                 yield chunk
@@ -282,7 +283,7 @@ class KeysetSource:
 
     async def _fetch(self, after: Any, limit: int) -> list[Any]:
         sql, args = self._page_statement(after, limit)
-        async with self._pool.acquire() as conn:
+        async with self._pool().acquire() as conn:
             page: list[Any] = await conn.fetch(sql, *args)
         return page
 
@@ -293,6 +294,13 @@ class KeysetSource:
 
     def cursor(self, row: Any) -> Any:
         return encode_cursor([row[k] for k in self._key_names])
+
+    def _pool(self) -> Executor:
+        """``pool=``, else the library's own (read when a page is, inside the service)."""
+        if self._given_pool is not None:
+            return self._given_pool
+        found: Executor = library_pool()
+        return found
 
 
 def _retrieved(task: asyncio.Future[Any]) -> None:
@@ -305,7 +313,7 @@ def keyset(
     table_or_query: str,
     *,
     key: str | Sequence[str],
-    pool: Executor,
+    pool: Executor | None = None,
     columns: Sequence[str] | None = None,
     where: str | None = None,
     args: Sequence[Any] = (),
@@ -320,6 +328,8 @@ def keyset(
     ``export_rows`` then checks row by row against its own ``columns``). ``copy``: None lets a
     CSV export without ``row()`` over the same columns have Postgres write its pages, True
     insists, False always reads decoded rows (``prefetch`` and ``text`` shape those).
+    ``pool``: where the rows are; without it, the library's own pool on ``DATABASE_URL``
+    (``ujobs.exports.library_pool``), read when the first page is.
 
     Exactly one of ``tenant_column`` (the column of each row's tenant: only the acting
     tenant's rows are read) and ``tenant_free=True`` (the rows belong to no tenant) is

@@ -21,7 +21,8 @@ The map (each package's ``__init__`` is its own):
 - ``role``: the one start/stop/drain shape of the worker, the scheduler and the relay;
   ``lifecycle`` the process's two-phase shutdown they register with.
 - ``loop_probes``: awaitable signals a loop emits, so tests wait on events, not sleeps.
-- ``introspect``: the operator surface as functions (the CLI, the api, a dashboard).
+- ``introspect``: the operator surface as functions (the CLI, the api, a dashboard);
+  ``masking`` the one mask of a redacted value and an idempotency key, the enqueue path's too.
 - ``results``: a job's result as stored: its JSON encoding, the size limit
   (``UJOBS_RESULT_MAX_BYTES``), ``X_RESULT_TOO_LARGE`` / ``X_RESULT_INVALID``.
 - ``testing``: helpers for YOUR test suite: ``drain``, ``enqueued``, a frozen clock.
@@ -44,6 +45,7 @@ from ujobs.jobs.job import JobHandle, KeyedConcurrency, job
 from ujobs.jobs.registry import Api, define_api
 from ujobs.jobs.retry import Retry, is_final_attempt, retry_schedule
 from ujobs.jobs.schema import t
+from ujobs.jobs.snooze import Snooze
 from ujobs.jobs.task import TaskHandle, task
 from ujobs.signal import Signal
 
@@ -59,6 +61,7 @@ __all__ = [
     "Run",
     "Settled",
     "Signal",
+    "Snooze",
     "SystemClock",
     "TaskHandle",
     "UltimateError",

@@ -62,6 +62,13 @@ class ConfigInvalidError(UltimateError):
     code = "X_CONFIG_INVALID"
 
 
+class AppContextFailedError(UltimateError):
+    """The app's ``define_api(context=)`` factory raised, or answered no async context manager,
+    while a service opened it at start: the service stops before it claims any job."""
+
+    code = "X_APP_CONTEXT_FAILED"
+
+
 class NotImplementedByDriverError(UltimateError):
     """The operation needs something this driver does not have (the operator surface,
     ``onConflict: error`` on a batch: Postgres only)."""
@@ -154,6 +161,13 @@ class JobUnknownError(UltimateError):
     code = "X_JOB_UNKNOWN"
 
 
+class TaskUnknownError(UltimateError):
+    """No task is declared under that name in the app (``POST /v1/tasks/{t}/pause``,
+    ``ujobs tasks show``); the answer names the declared ones."""
+
+    code = "X_TASK_UNKNOWN"
+
+
 class DriverUnavailableError(UltimateError):
     """No usable store: no driver installed, ``DATABASE_URL`` unset, or the store refused;
     an operator has to act."""
@@ -181,10 +195,6 @@ class DriverUnreachableError(DriverUnavailableError):
     """
 
     code = "X_DRIVER_UNREACHABLE"
-
-
-class ActionJobUnbridgedError(UltimateError):
-    code = "X_ACTION_JOB_UNBRIDGED"
 
 
 class OutboxNoTxError(UltimateError):
@@ -289,6 +299,13 @@ class JobKeyBusyError(UltimateError):
     code = "X_JOB_KEY_BUSY"
 
 
+class JobSnoozeLimitError(UltimateError):
+    """The run snoozed ``MAX_SNOOZES`` times already (``ujobs.jobs.snooze``): the next snooze
+    dead-letters it instead of cycling for ever."""
+
+    code = "X_JOB_SNOOZE_LIMIT"
+
+
 class ConcurrencyUnenforceableError(UltimateError):
     """A fleet-wide concurrency limit on a driver without a lease store: run those jobs on a
     driver with leases."""
@@ -303,6 +320,9 @@ class JobOnSettledFailedError(UltimateError):
 
 
 class JobRowStatusUnknownError(UltimateError):
+    """A job row read back in a state this version does not know (a newer release's migration
+    widened the states and wrote one); ``meta["state"]`` names it."""
+
     code = "X_JOB_ROW_STATUS_UNKNOWN"
 
 
@@ -387,10 +407,16 @@ class BackfillMigrationPendingError(UltimateError):
 
 
 class BackfillPendingError(UltimateError):
+    """A declared backfill has no completed pass in this environment (or its newest failed):
+    what ``ujobs db backfill --pending`` exits 3 with, ``meta["pending"]`` naming them."""
+
     code = "X_BACKFILL_PENDING"
 
 
 class BackfillRunningError(UltimateError):
+    """``--force`` asked for a new sweep while a pass of the backfill is still live (queued or
+    running): nothing was queued; force again once it ends."""
+
     code = "X_BACKFILL_RUNNING"
 
 
@@ -547,6 +573,7 @@ register_error_retry(
     {
         "X_INPUT_INVALID": "terminal",
         "X_JOB_KEY_BUSY": "terminal",
+        "X_JOB_SNOOZE_LIMIT": "terminal",
         "X_JOB_TENANT_MISMATCH": "terminal",
         "X_JOB_TENANT_REQUIRED": "terminal",
         "X_JOB_DECLARATION_INVALID": "terminal",

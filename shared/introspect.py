@@ -26,9 +26,11 @@ tenant reads the error's code and message (``error_summary``); operators keep th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ujobs.drivers.base import (
+    AttemptError,
     BulkFilter,
     BulkResult,
     JobDriver,
@@ -49,13 +51,13 @@ from ujobs.errors import (
     StepNotFoundError,
 )
 from ujobs.execution.settle import error_summary
+from ujobs.masking import MASK, redact_key
 
 FULL_ID_LENGTH = 36
 SHORT_ID_LENGTH = 18
 """What ``short_id`` keeps: the UUIDv7's millisecond and its per-process counter, unique among
 the ids one process minted (the random tail tells processes apart; a clash is ambiguous)."""
 AMBIGUOUS_LISTED = 10
-MASK = "[redacted]"
 MAX_REDACTED_ITEMS = 20
 """A redacted list shows at most this many masked items, then how many more there were."""
 
@@ -78,12 +80,6 @@ def redact_input(value: Any) -> Any:
             shown.append(f"… {len(value) - MAX_REDACTED_ITEMS} more")
         return shown
     return None if value is None else MASK
-
-
-def redact_key(key: str) -> str:
-    """An idempotency key as a redacted document shows it: masked whole (any part of it may
-    be an input value, a leading constant included)."""
-    return MASK if key else key
 
 
 def job_json(row: JobRow, *, input_: str = "omit", error_detail: bool = True) -> dict[str, Any]:
@@ -132,6 +128,16 @@ def step_json(step: StepRecord, *, show_output: bool) -> dict[str, Any]:
     if show_output:
         doc["output"] = step.output
     return doc
+
+
+def attempt_json(attempt: AttemptError, *, error_detail: bool = True) -> dict[str, Any]:
+    """A failed attempt: its number, when it was settled, its error (without the stack for a
+    tenant, as ``lastError``)."""
+    return {
+        "attempt": attempt.attempt,
+        "atMs": attempt.at_ms,
+        "error": attempt.error if error_detail else error_summary(attempt.error),
+    }
 
 
 def page_json(page: JobPage, *, error_detail: bool = True) -> dict[str, Any]:
@@ -265,6 +271,8 @@ async def job_document(
         doc["result"] = redact_input(result)
         doc["resultRedacted"] = True
     doc["steps"] = [step_json(s, show_output=show_output) for s in steps]
+    attempts = await introspection_of(driver).attempt_errors(row.id)
+    doc["attempts"] = [attempt_json(a, error_detail=error_detail) for a in attempts]
     return doc
 
 
@@ -278,6 +286,38 @@ async def inspect_queues(driver: JobDriver, now_ms: int) -> list[dict[str, Any]]
             if name not in queues:
                 queues[name] = QueueStats(queue=name, paused=True)
     return [queue_json(queues[name], now_ms) for name in sorted(queues)]
+
+
+TENANTS_READ = 10_000
+"""The most due rows ``inspect_queue`` reads to say whose work waits (the oldest, in hand-out
+order): past it the per-tenant counts are lower bounds (``tenantsCapped``)."""
+
+TOP_TENANTS = 10
+"""How many tenants ``inspect_queue`` lists, the most due work first."""
+
+
+async def inspect_queue(
+    driver: JobDriver, queue: str, now_ms: int, *, top: int = TOP_TENANTS
+) -> dict[str, Any]:
+    """One queue as ``inspect_queues`` shows it, plus whose due work waits in it: the ``top``
+    tenants by due rows among the ``TENANTS_READ`` oldest, each with its oldest due age (jobs
+    without a tenant are one row, ``tenantId`` null). A queue with no rows answers zeros."""
+    introspect = introspection_of(driver)
+    stats = (await driver.stats()).queues.get(queue) or QueueStats(queue=queue)
+    if queue in await introspect.paused_queues():
+        stats = replace(stats, paused=True)
+    found = await introspect.queue_tenants(queue, now_ms, cap=TENANTS_READ, top=top)
+    doc = queue_json(stats, now_ms)
+    doc["tenants"] = [
+        {
+            "tenantId": t.tenant_id,
+            "due": t.due,
+            "oldestDueAgeMs": max(0, now_ms - t.oldest_due_ms),
+        }
+        for t in found.tenants
+    ]
+    doc["tenantsCapped"] = found.capped
+    return doc
 
 
 async def list_workers(driver: JobDriver) -> list[dict[str, Any]]:

@@ -33,6 +33,12 @@ class JobMetrics:
             ["queue", "outcome"],
             registry=registry,
         )
+        self.jobs_snoozed = Counter(
+            "jobs_snoozed",
+            "Runs put back by Snooze (uncounted, no error), by queue.",
+            ["queue"],
+            registry=registry,
+        )
         self.queue_depth = Gauge(
             "queue_depth", "Jobs due and waiting for a worker.", ["queue"], registry=registry
         )

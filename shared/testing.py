@@ -18,6 +18,7 @@ driver, which ``uninstall_memory_driver()`` takes away again.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from ujobs.errors import InvariantError, JobUnknownError
 from ujobs.execution.attempt import execute_job
 from ujobs.execution.outcome import ExecutionOutcome, JobExecution
 from ujobs.execution.scope import ContextSpec
+from ujobs.jobs.app_context import open_app_context
 from ujobs.jobs.enqueue_target import has_job_driver, job_driver, set_job_driver
 from ujobs.jobs.job import JobHandle
 from ujobs.jobs.registry import Api, registry
@@ -96,7 +98,9 @@ async def drain(
     Rows are run by the handle of their job's name: one of ``jobs``, else ``api``'s, else the
     process registry's (what ``define_api`` installed); a row no handle names is
     ``X_JOB_UNKNOWN``. ``queues`` narrows the drain (default: the queues of ``jobs``, or every
-    queue when none is passed). ``context`` is your app's ctx, as a worker would be handed it.
+    queue when none is passed). ``context`` is your app's ctx, as a worker would be handed it;
+    without it, ``api``'s ``define_api(context=)`` factory is entered around the drain, as a
+    worker enters it around its life, and what it yields is ``run.ctx``.
 
     With ``advance_clock`` (the default), when nothing is due but a row waits (a
     ``run.step.sleep``, a retry's backoff, a ``run_at`` in the future), the frozen clock is
@@ -105,6 +109,22 @@ async def drain(
     waits for an event nobody publishes polls forever).
     """
     target = driver if driver is not None else installed_memory_driver()
+    if context is None and api is not None and api.context is not None:
+        async with contextlib.AsyncExitStack() as stack:
+            ctx = await open_app_context(stack, api.context)
+            return await _drain(jobs, api, queues, lambda: ctx, target, advance_clock, max_attempts)
+    return await _drain(jobs, api, queues, context, target, advance_clock, max_attempts)
+
+
+async def _drain(
+    jobs: tuple[JobHandle[Any], ...],
+    api: Api | None,
+    queues: Iterable[str] | None,
+    context: ContextSpec,
+    target: MemoryDriver,
+    advance_clock: bool,
+    max_attempts: int,
+) -> Drained:
     handles = {job.name: job for job in jobs}
     if queues is not None:
         chosen = sorted(set(queues))

@@ -4,7 +4,9 @@
     from ujobs.webhooks import sign_standard, verify_standard, sign_ultimate, verify_ultimate
 
 ``ujobs.webhooks.builtin`` holds the families ``ujobs webhook-deliverer`` always runs (endpoints and
-subscriptions in Postgres); ``webhooks/verify/`` is the partner kit.
+subscriptions in Postgres); ``ujobs.webhooks.payload`` is what a delivery carries (the Standard
+Webhooks envelope naming the topic, or the published bytes); ``webhooks/verify/`` is the
+partner kit.
 """
 
 from __future__ import annotations

@@ -10,9 +10,11 @@ are the queue's; what this adds is the delivery itself, in this order, on every 
 3. ``is_disabled`` (the endpoint row's own flag and the ledger's verdict), asked before every
    socket: a disabled endpoint's delivery dead-letters (``X_WEBHOOK_ENDPOINT_DISABLED``) with
    its event kept, for ``redeliver`` after an operator re-enables it.
-4. Sign the exact bytes sent at SEND time; the endpoint's own headers merge UNDER ours. A
-   header HTTP forbids (a stored row from before the rule) fails the attempt like a refused
-   URL: terminal, recorded, and counted toward ``disable_after``.
+4. Build the body the endpoint takes (``ujobs.webhooks.payload``: the Standard Webhooks envelope
+   naming the topic, or the published bytes) and sign the exact bytes sent at SEND time; the
+   endpoint's own headers merge UNDER ours. A header HTTP forbids (a stored row from before
+   the rule) fails the attempt like a refused URL: terminal, recorded, and counted toward
+   ``disable_after``.
 5. A drain that arrived before the POST stops it; once on the wire a drain never aborts it.
    The deadline and a lost lease cancel it, and that cancelled attempt writes no ledger row.
 6. Record the attempt in the ledger, THEN throw: 2xx delivered; 429/503 throttled with the
@@ -51,6 +53,7 @@ from ujobs.webhooks.errors import (
 )
 from ujobs.webhooks.ledger import AttemptOutcome, DeliveryAttempt, WebhookLedger, excerpt
 from ujobs.webhooks.pace import LocalPace, Pace
+from ujobs.webhooks.payload import Payload, delivery_body
 from ujobs.webhooks.signature import FRAMEWORK_HEADERS, Scheme, delivery_headers
 from ujobs.webhooks.ssrf import GuardPolicy
 
@@ -83,6 +86,10 @@ class Endpoint:
     disabled: bool = False
     rate_per_s: float | None = None
     """At most this many POSTs a second to this endpoint from one deliverer process."""
+    payload: Payload = "raw"
+    """``envelope``: the Standard Webhooks ``{"type", "timestamp", "data"}`` around the event;
+    ``raw``: the published bytes (``ujobs.webhooks.payload``). The built-in store's endpoints carry
+    their own; an endpoint a family's seam builds sends what it always sent unless it says."""
 
     def __post_init__(self) -> None:
         check_rate(self.id, self.rate_per_s)
@@ -103,6 +110,8 @@ class Event:
     topic: str
     body: bytes | str
     content_type: str = "application/json"
+    published_at_ms: int | None = None
+    """When it was published: the envelope's ``timestamp`` (the attempt's own time if None)."""
 
 
 EndpointSeam = Callable[[WebhookInput], Awaitable[Endpoint | None]]
@@ -234,7 +243,15 @@ class _Delivery:
                 meta={"event_id": value.event_id},
             )
         now_ms = self.clock.now_ms()
-        body = event.body.encode() if isinstance(event.body, str) else bytes(event.body)
+        published = event.body.encode() if isinstance(event.body, str) else bytes(event.body)
+        body, content_type = delivery_body(
+            endpoint.payload,
+            topic=event.topic,
+            event_id=event.id,
+            published_at_ms=event.published_at_ms if event.published_at_ms is not None else now_ms,
+            body=published,
+            content_type=event.content_type,
+        )
         # Signed before the disabled check so a bad id or topic is terminal whatever the state.
         signed = delivery_headers(
             endpoint.scheme,
@@ -279,7 +296,7 @@ class _Delivery:
         run.signal.throw_if_aborted()
         try:
             own = check_headers(endpoint.headers)
-            headers = merged_headers(own, {"content-type": event.content_type, **signed})
+            headers = merged_headers(own, {"content-type": content_type, **signed})
             answer = await self._client().post(
                 endpoint.url, body, headers, timeout_s=self.request_timeout_ms / 1000
             )

@@ -32,6 +32,7 @@ from ujobs.webhooks.family import Endpoint, Event, check_rate
 from ujobs.webhooks.ledger import DeliveryAttempt
 from ujobs.webhooks.ledger_pg import PgWebhookLedger
 from ujobs.webhooks.pace_pg import PgPace
+from ujobs.webhooks.payload import Payload, check_payload
 from ujobs.webhooks.secrets import SecretBox
 from ujobs.webhooks.signature import SCHEMES, Scheme, generate_secret, hmac_key
 from ujobs.webhooks.ssrf import GuardPolicy, check_url
@@ -56,6 +57,7 @@ _ENDPOINT_COLUMNS = (
     "headers_sealed",
     "disabled",
     "rate_per_s",
+    "payload",
 )
 
 
@@ -67,6 +69,8 @@ class EndpointInfo:
     tenant_id: str | None
     url: str
     scheme: str
+    payload: str
+    """``envelope`` (the Standard Webhooks body naming the topic) or ``raw``."""
     description: str
     headers: tuple[str, ...]
     """The names of the endpoint's own headers (a value may be a credential)."""
@@ -84,6 +88,7 @@ class EndpointInfo:
             "tenant": self.tenant_id,
             "url": self.url,
             "scheme": self.scheme,
+            "payload": self.payload,
             "description": self.description,
             "headers": list(self.headers),
             "topics": self.topics,
@@ -122,6 +127,19 @@ def _check_topic(topic: str) -> str:
             meta={"field": "topic"},
         )
     return topic
+
+
+def _payload_for(scheme: Scheme, payload: str | None) -> Payload:
+    if payload is None:
+        return "envelope" if scheme == "standard" else "raw"
+    chosen = check_payload(payload)
+    if scheme == "ultimate" and chosen != "raw":
+        raise WebhookEndpointInvalidError(
+            "the ultimate scheme names the topic in x-ultimate-webhook-topic and sends the body "
+            'as published: its payload is "raw"',
+            meta={"field": "payload"},
+        )
+    return chosen
 
 
 def _check_secret(scheme: str, secret: str) -> str:
@@ -164,10 +182,16 @@ class PgWebhookStore:
         description: str = "",
         endpoint_id: str | None = None,
         rate_per_s: float | None = None,
+        payload: str | None = None,
     ) -> Created:
         """Register an endpoint subscribed to ``topics``; answers its id and secret (made here
         unless given). The URL is checked now (scheme, credentials, a refused IP literal) and
-        its address again at every connect."""
+        its address again at every connect.
+
+        ``payload`` is what its deliveries carry: ``envelope`` (the default on the standard
+        scheme: the Standard Webhooks ``{"type", "timestamp", "data"}``, so the partner reads
+        the topic) or ``raw`` (the published bytes). The spec's ``ultimate`` scheme names the
+        topic in its own header and sends the body as published: ``raw`` only."""
         check_url(url, self._policy)
         if scheme not in SCHEMES:
             raise WebhookEndpointInvalidError(
@@ -179,6 +203,7 @@ class PgWebhookStore:
                 f"an endpoint subscribes to 1 to {MAX_TOPICS} topics ('*' for every topic)"
             )
         chosen: Scheme = "ultimate" if scheme == "ultimate" else "standard"
+        body_kind = _payload_for(chosen, payload)
         clean_topics = [_check_topic(t) for t in topics]
         plain = _check_secret(chosen, secret if secret is not None else generate_secret())
         own = check_headers(headers or {})
@@ -197,6 +222,7 @@ class PgWebhookStore:
                 self._clock.now_ms(),
                 rate_per_s,
                 seal_headers(self._box, ident, own),
+                body_kind,
             )
             if inserted is None:
                 raise WebhookEndpointInvalidError(
@@ -234,7 +260,10 @@ class PgWebhookStore:
                 None
                 if row["event_id"] is None
                 else Event(
-                    id=row["event_id"], topic=row["event_topic"], body=bytes(row["event_body"])
+                    id=row["event_id"],
+                    topic=row["event_topic"],
+                    body=bytes(row["event_body"]),
+                    published_at_ms=row["event_created_at_ms"],
                 )
             )
             found[(row["asked_endpoint_id"], row["asked_event_id"])] = Loaded(
@@ -269,6 +298,7 @@ class PgWebhookStore:
             headers=open_headers(self._box, row["id"], row["headers"], row["headers_sealed"]),
             disabled=row["disabled"],
             rate_per_s=row["rate_per_s"],
+            payload=check_payload(row["payload"]),
         )
 
     async def endpoints(self, tenant: str | None = None) -> list[EndpointInfo]:
@@ -279,6 +309,7 @@ class PgWebhookStore:
                 tenant_id=r["tenant_id"],
                 url=r["url"],
                 scheme=r["scheme"],
+                payload=r["payload"],
                 description=r["description"],
                 headers=tuple(r["header_names"]),
                 topics=list(r["topics"]),
@@ -420,7 +451,13 @@ class PgWebhookStore:
         row = await self._pool.fetchrow(query("webhooks_event_get"), event_id)
         if row is None:
             return None
-        return Event(id=row["id"], topic=row["topic"], body=bytes(row["body"])), row["tenant_id"]
+        event = Event(
+            id=row["id"],
+            topic=row["topic"],
+            body=bytes(row["body"]),
+            published_at_ms=row["created_at_ms"],
+        )
+        return event, row["tenant_id"]
 
     # -- the ledger, read ------------------------------------------------------------------
     async def deliveries(

@@ -15,6 +15,7 @@
 | ``jobs`` | the operator surface, one job at a time |
 | ``results`` | a job's result: ``GET /v1/jobs/{id}/result?wait=``, the enqueue-and-wait's answer |
 | ``queues`` | queues and tasks |
+| ``token_routes`` | the token list (``GET /v1/tokens``, operator ``admin``) |
 | ``task_rows`` | each cron task as a row (the CLI and the dashboard read them too) |
 | ``webhooks`` | webhook endpoints and their deliveries |
 | ``exports`` | an export's manifest and its parts behind signed links |
@@ -22,6 +23,7 @@
 | ``openapi`` | the OpenAPI document (``GET /v1/openapi.json``) |
 | ``openapi_schemas`` | its component schemas |
 | ``openapi_webhooks`` | its webhook endpoint paths |
+| ``openapi_shapes`` | the shapes generators read: named bodies, ``allOf`` of ``$ref``s |
 
 Route modules import ``common``, never ``app``: ``app`` imports them all.
 """

@@ -5,7 +5,7 @@ Built the standard way (STYLE #13): ``create_app(config)`` answers an ``Applicat
 backend is opened and closed by a ``cleanup_ctx``, state lives under typed ``web.AppKey``s
 (``api.common``), and each concern is a ``RouteTableDef`` of its own module: ``api.enqueue``
 (jobs, batches, events), ``api.jobs`` (one job, pages, moves), ``api.queues`` (queues, tasks),
-``api.webhooks`` (webhook endpoints and their deliveries).
+``api.token_routes`` (the token list), ``api.webhooks`` (webhook endpoints and their deliveries).
 Who may call what is ``ujobs.services.api.auth`` (shared with the NATS edge); the per-token rate limit is
 ``api.ratelimit``; concurrent single enqueues share a commit through ``api.enqueue_batcher``.
 Tests drive it with ``aiohttp_client(create_app(config))``.
@@ -56,6 +56,7 @@ from ujobs.services.api import enqueue as api_enqueue
 from ujobs.services.api import jobs as api_jobs
 from ujobs.services.api import queues as api_queues
 from ujobs.services.api import results as api_results
+from ujobs.services.api import token_routes as api_tokens
 from ujobs.services.api.auth import NO_TOKENS, TokenLookup
 from ujobs.services.api.common import (
     BACKEND,
@@ -197,6 +198,16 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
             )
         )
     except Exception as exc:
+        if isinstance(exc, asyncpg.InterfaceError) and "pool is clos" in str(exc):
+            # The process closes its pool at the end of its drain: a request that got in under
+            # the wire is the drain's 503, to be sent again to another replica, not a bug.
+            return error_response(
+                JobDrainedError(
+                    "this api is shutting down (its database pool is closed); send the request "
+                    "to another replica",
+                    meta={"cause": type(exc).__name__},
+                )
+            )
         if store_unreachable(exc):
             # Postgres refused, restarting or gone mid-statement, in a call that did not
             # translate it itself: the client should try again, not report a bug.
@@ -229,6 +240,7 @@ def create_app(
     app.add_routes(api_results.routes)
     app.add_routes(api_jobs.routes)
     app.add_routes(api_queues.routes)
+    app.add_routes(api_tokens.routes)
     setup_dashboard(app)
     add_export_routes(app, authorize=token_reader)
     add_webhook_routes(app)

@@ -62,6 +62,7 @@ _STATUS_BY_CODE = {
     "X_DRIVER_UNAVAILABLE": 503,
     "X_DRIVER_UNREACHABLE": 503,
     "X_SCHEMA_OUTDATED": 503,
+    "X_JOB_ROW_STATUS_UNKNOWN": 503,  # a newer release wrote the row, as X_SCHEMA_OUTDATED
     "X_OVERLOADED": 503,
 }
 

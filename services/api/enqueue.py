@@ -19,6 +19,7 @@ A batch is all or nothing, through the driver's ``enqueue_many`` (the path of
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol, cast
 
@@ -143,12 +144,20 @@ def build_request(
     handle: JobHandle[Any], principal: Principal, value: Any, clock: Clock, **options: Any
 ) -> EnqueueRequest:
     """``handle.request`` (``job.enqueue``'s own path) with the token as the enqueuer, then the
-    token's tenancy rule; ``clock`` (the driver's) dates a ``delay``."""
+    token's tenancy rule; ``clock`` (the driver's) dates a ``delay``.
+
+    A tenant-free job (``tenant="none"``) queued with a tenant token is stamped with the
+    token's tenant, as ``job.as_(actor, ...)`` stamps the actor's org (the spec's ``as()``):
+    per-tenant limits apply, the tenant reads its own row, and its idempotency keys are its
+    own. The body still runs with no org (it runs under the tenant it declared). An operator
+    token leaves the row tenant-free."""
     try:
         req = handle.request(value, clock=clock, enqueued_by=principal.token_id, **options)
     except InvariantError as exc:
         # Whatever the request refuses here came in the caller's body: its input, not ours.
         raise InputInvalidError(exc.message, meta=exc.meta) from None
+    if req.tenant_id is None and principal.tenant_id is not None:
+        req = dataclasses.replace(req, tenant_id=principal.tenant_id)
     principal.check_enqueue_tenant(handle.name, req.tenant_id)
     return req
 

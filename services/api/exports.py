@@ -1,10 +1,10 @@
 """The api's export routes: an export's manifest with a link per part, and the parts the
 filesystem holds, behind expiring signed links.
 
-| Route | Answers |
-|---|---|
-| ``GET /v1/exports/{id}`` | the export (its job's state, its manifest once written) and each part's link |
-| ``GET /v1/exports/{id}/parts/{index}?expires=&sig=`` | one part's bytes, streamed, while the link is valid |
+| Route | Scope | Answers |
+|---|---|---|
+| ``GET /v1/exports/{id}`` | ``read`` | the export (its job's state and last error, its manifest once written) and each part's link |
+| ``GET /v1/exports/{id}/parts/{index}?expires=&sig=`` | none: the signed link is the credential | one part's bytes, streamed, while the link is valid |
 
 A part on an object store (S3, GCS, Azure) links to a presigned URL: the download never passes
 through the api. A part on the filesystem links back here: ``sig`` is HMAC-SHA256, keyed by
@@ -15,10 +15,14 @@ no link (``ujobs exports get`` still reads them from the store). The link's host
 (outside ``ujobs dev``) answers such a part ``"url": null`` with the ``X_CONFIG_INVALID`` saying
 so as its ``"error"``.
 
-Access: ``AUTHORIZE`` is the seam the token edge fills (``token_reader``): called with the
-request BEFORE any job is read, it refuses a missing or bad token (401) or scope (403) and
-answers which tenants the caller sees. A job outside them answers exactly as an id that does
-not exist (``find_export``): same status, code, message and meta, nothing of the job named.
+Tenancy: the api serves the read with ``token_reader`` in the ``AUTHORIZE`` seam. It checks the
+bearer token BEFORE any job is read — a missing or bad token is 401, one without the ``read``
+scope 403 — and answers the caller as a ``Reader``. A tenant token sees only its own tenant's
+exports: another tenant's id answers exactly as an id that does not exist (``find_export``:
+the same 404, code, message and meta, nothing of the job named). ``lastError`` is projected as
+a job's is: a tenant token reads the code and message without the stack; an operator token
+reads the whole. An app mounting these routes behind its own authentication passes
+``authorize=operator_only`` (the default of ``add_export_routes``).
 """  # noqa: E501
 
 from __future__ import annotations
@@ -27,11 +31,11 @@ import hashlib
 import hmac
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
-from ujobs.drivers.base import JobDriver
+from ujobs.drivers.base import ALL_STATES, JobDriver
 from ujobs.errors import UltimateError
 from ujobs.exports.downloads import FoundExport, describe_export, find_export, read_manifest
 from ujobs.exports.manifest import Manifest
@@ -43,8 +47,11 @@ from ujobs.services.exporter import ExportSettings
 
 __all__ = [
     "AUTHORIZE",
+    "EXPORT_SCHEMAS",
     "LINK_TTL",
+    "OPERATOR",
     "SETTINGS",
+    "Reader",
     "add_export_routes",
     "export_paths",
     "part_path",
@@ -54,25 +61,42 @@ __all__ = [
 
 LINK_TTL = timedelta(minutes=15)
 
-Sees = Callable[[str | None], bool]
-Authorize = Callable[[web.Request], Awaitable[Sees]]
+
+class Reader(Protocol):
+    """Who reads an export: which tenants' exports exist for them, and whether they read an
+    error's stack (an operator) or only its code and message (a tenant). A token's
+    ``Principal`` is one."""
+
+    @property
+    def operator(self) -> bool: ...
+
+    def sees(self, tenant_id: str | None) -> bool: ...
 
 
-def _every_tenant(tenant: str | None) -> bool:
-    return True
+Authorize = Callable[[web.Request], Awaitable[Reader]]
 
 
-async def operator_only(request: web.Request) -> Sees:
+class _Operator:
+    operator = True
+
+    def sees(self, tenant_id: str | None) -> bool:
+        return True
+
+
+OPERATOR: Reader = _Operator()
+
+
+async def operator_only(request: web.Request) -> Reader:
     """No check: for an app that serves these routes behind its own authentication."""
-    return _every_tenant
+    return OPERATOR
 
 
-async def token_reader(request: web.Request) -> Sees:
+async def token_reader(request: web.Request) -> Reader:
     """The api's rule, the HTTP edge's: a bearer token with the ``read`` scope (401/403),
     checked before any lookup (so an id's existence is never told to a caller without one);
     another tenant's export does not exist for a tenant token (the 404 of an unknown id)."""
-    principal = await caller(request, "read")
-    return principal.sees
+
+    return await caller(request, "read")
 
 
 SETTINGS = web.AppKey("export_settings", ExportSettings)
@@ -127,14 +151,15 @@ def _registry(request: web.Request) -> Registry:
     return request.app[REGISTRY]
 
 
-async def _found(request: web.Request) -> FoundExport:
-    sees = await request.app[AUTHORIZE](request)
+async def _found(request: web.Request) -> tuple[FoundExport, Reader]:
+    reader = await request.app[AUTHORIZE](request)
     driver = _driver(request)
     if driver.introspect is None:
         raise ExportNotFoundError("this driver cannot look jobs up by id")
-    return await find_export(
-        driver.introspect, _registry(request).jobs, request.match_info["id"], sees=sees
+    found = await find_export(
+        driver.introspect, _registry(request).jobs, request.match_info["id"], sees=reader.sees
     )
+    return found, reader
 
 
 _STATUS = {
@@ -158,7 +183,7 @@ def _error(error: UltimateError) -> web.Response:
 @routes.get("/v1/exports/{id}")
 async def get_export(request: web.Request) -> web.Response:
     try:
-        found = await _found(request)
+        found, reader = await _found(request)
     except UltimateError as exc:
         return _error(exc)
     manifest = await read_manifest(found)
@@ -178,7 +203,13 @@ async def get_export(request: web.Request) -> web.Response:
         query = f"expires={expires_s}&sig={sign_path(key, path, expires_s)}"
         return f"{base}{path}?{query}"
 
-    body = await describe_export(found, manifest, expires_in=LINK_TTL, local_link=local_link)
+    body = await describe_export(
+        found,
+        manifest,
+        expires_in=LINK_TTL,
+        local_link=local_link,
+        error_detail=reader.operator,
+    )
     if key is not None and unlinked is not None:
         for part in body["parts"]:
             if part["url"] is None:
@@ -238,6 +269,67 @@ def _index(raw: str, manifest: Manifest | None) -> int:
     return int(raw)
 
 
+_NULLABLE_STRING = {"type": ["string", "null"]}
+EXPORT_SCHEMAS: dict[str, Any] = {
+    "Export": {
+        "type": "object",
+        "required": [
+            "id",
+            "name",
+            "state",
+            "tenant",
+            "prefix",
+            "ready",
+            "manifest",
+            "parts",
+            "linksExpireInS",
+            "lastError",
+        ],
+        "properties": {
+            "id": {"type": "string"},
+            "name": {"type": "string"},
+            "state": {"type": "string", "enum": list(ALL_STATES)},
+            "tenant": _NULLABLE_STRING,
+            "prefix": {"type": "string"},
+            "ready": {"type": "boolean"},
+            "manifest": {"type": ["object", "null"]},
+            "parts": {"type": "array", "items": {"$ref": "#/components/schemas/ExportPart"}},
+            "linksExpireInS": {"type": "integer"},
+            "lastError": {
+                "description": "the job's last error, kept after a retry that succeeded (a "
+                "dead export's says why it will never be ready); null until an attempt fails. "
+                "A tenant token reads its code and message, an operator token the stack too",
+                "type": ["string", "null"],
+            },
+        },
+    },
+    "ExportPart": {
+        "type": "object",
+        "required": ["index", "key", "url"],
+        "properties": {
+            "index": {"type": "integer"},
+            "key": {"type": "string"},
+            "url": {
+                "description": "a presigned or signed link that expires; null when the api "
+                "cannot sign one (error says why)",
+                "type": ["string", "null"],
+            },
+            "error": {
+                "description": "why url is null (X_CONFIG_INVALID naming UJOBS_PUBLIC_URL)",
+                "type": "object",
+                "required": ["code", "message", "meta"],
+                "properties": {
+                    "code": {"type": "string", "pattern": "^X_[A-Z0-9_]+$"},
+                    "message": {"type": "string"},
+                    "meta": {"type": "object"},
+                },
+            },
+        },
+    },
+}
+"""The export read's component schemas (``ujobs.services.api.openapi`` adds them)."""
+
+
 def export_paths(
     json_body: Callable[[str, dict[str, Any]], dict[str, Any]],
     error: Callable[[str], dict[str, Any]],
@@ -251,18 +343,9 @@ def export_paths(
                 "parameters": [export_id],
                 "responses": {
                     "200": json_body(
-                        "the export; ready is false until the manifest is written",
-                        {
-                            "type": "object",
-                            "required": ["id", "state", "ready", "manifest", "parts"],
-                            "properties": {
-                                "id": {"type": "string"},
-                                "state": {"type": "string"},
-                                "ready": {"type": "boolean"},
-                                "manifest": {"type": ["object", "null"]},
-                                "parts": {"type": "array", "items": {"type": "object"}},
-                            },
-                        },
+                        "the export; ready is false until the manifest is written, and a "
+                        "dead export's lastError says why it never will be",
+                        {"$ref": "#/components/schemas/Export"},
                     ),
                     "401": error("no, unknown, revoked or expired token (X_UNAUTHORIZED)"),
                     "404": error("no such export (X_EXPORT_NOT_FOUND)"),

@@ -4,7 +4,7 @@
 | Route | Scope | Answers (the CLI's ``--json`` document) |
 |---|---|---|
 | ``GET /v1/jobs/{id}`` | ``read`` | the job, its steps, its ``result`` once done, input values redacted (``ujobs jobs show``; its result waits: ``results.py``) |
-| ``GET /v1/jobs?queue=&name=&state=&tenantId=&limit=&after=&before=`` | ``read`` | one page, newest first; ``next`` / ``prev`` cursors (``ujobs jobs list``) |
+| ``GET /v1/jobs?queue=&name=&state=&tenantId=&idPrefix=&limit=&after=&before=`` | ``read`` | one page, newest first; ``next`` / ``prev`` cursors (``ujobs jobs list``) |
 | ``POST /v1/jobs/{job}/cancel`` ``{"reason"?}`` | ``operate`` | the cancelled job |
 | ``POST /v1/jobs/{job}/retry`` ``{"fromStep"?}`` | ``operate`` | the re-queued job |
 | ``POST /v1/jobs/{job}/promote`` | ``operate`` | the promoted job |
@@ -34,12 +34,15 @@ from ujobs.introspect import (
     remove_job,
     retry_job,
 )
+from ujobs.limits import TEXT_LIMITS, text_problem
 from ujobs.services.api.auth import Principal
 from ujobs.services.api.common import EDGE, caller, json_ok, read_object
 
 routes = web.RouteTableDef()
 
-_LIST_PARAMS = frozenset({"queue", "name", "state", "tenantId", "limit", "after", "before"})
+_LIST_PARAMS = frozenset(
+    {"queue", "name", "state", "tenantId", "idPrefix", "limit", "after", "before"}
+)
 
 
 async def _visible_job(request: web.Request, principal: Principal) -> JobRow:
@@ -82,6 +85,11 @@ async def show(request: web.Request) -> web.Response:
     )
 
 
+_TEXT_PARAMS = {"tenantId": "tenant", "queue": "queue", "name": "name", "idPrefix": "runId"}
+"""The list's text filters and the limit each is held to (``ujobs.limits``): a filter past it
+could match no row anyway, and answers 400 rather than an empty page."""
+
+
 def job_filter(query: Any, principal: Principal) -> JobFilter:
     """``GET /v1/jobs``'s query as the CLI's ``JobFilter``; a tenant token's is its tenant."""
     unknown = sorted(set(query) - _LIST_PARAMS)
@@ -108,12 +116,24 @@ def job_filter(query: Any, principal: Principal) -> JobFilter:
                 meta={"limit": raw_limit[:20], "max": MAX_JOB_PAGE},
             )
         limit = int(raw_limit)
+    for param, field in _TEXT_PARAMS.items():
+        given = query.get(param)
+        problem = None if given is None else text_problem(given, TEXT_LIMITS[field])
+        if problem is not None:
+            raise InputInvalidError(
+                f"{param} {problem}",
+                meta={
+                    "issues": [{"path": param, "message": problem}],
+                    "maxBytes": TEXT_LIMITS[field],
+                },
+            )
     tenant = query.get("tenantId") if principal.operator else principal.tenant_id
     return JobFilter(
         queue=query.get("queue"),
         name=query.get("name"),
         state=next((s for s in ALL_STATES if s == state), None),
         tenant_id=tenant,
+        id_prefix=query.get("idPrefix"),
         limit=limit,
         after=query.get("after"),
         before=query.get("before"),

@@ -16,9 +16,10 @@ from typing import Any
 
 from ujobs.drivers.base import ALL_STATES, MAX_JOB_PAGE
 from ujobs.jobs.registry import Registry
-from ujobs.services.api.exports import export_paths
+from ujobs.services.api.exports import EXPORT_SCHEMAS, export_paths
 from ujobs.services.api.openapi_schemas import SCHEMAS
-from ujobs.services.api.openapi_webhooks import webhook_paths
+from ujobs.services.api.openapi_shapes import named_shapes
+from ujobs.services.api.openapi_webhooks import WEBHOOK_SCHEMAS, webhook_paths
 
 MAX_BATCH_DOC = 1_000
 """``api_enqueue.MAX_BATCH_INPUTS``, repeated so this module imports no route module."""
@@ -282,6 +283,12 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
         {"name": "state", "in": "query", "schema": {"type": "string", "enum": list(ALL_STATES)}},
         {"name": "tenantId", "in": "query", "schema": {"type": "string"}},
         {
+            "name": "idPrefix",
+            "in": "query",
+            "description": "ids starting with this (ignoring case)",
+            "schema": {"type": "string"},
+        },
+        {
             "name": "limit",
             "in": "query",
             "schema": {"type": "integer", "minimum": 1, "maximum": MAX_JOB_PAGE},
@@ -413,6 +420,15 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
                 ("403",),
             )
         },
+        "/v1/queues/{queue}": {
+            "parameters": [queue],
+            "get": _op(
+                "show_queue",
+                "One queue, and the tenants with the most due jobs in it (operator token)",
+                ("200", "the queue", _ref("QueueTenantsRead")),
+                ("400", "403"),
+            ),
+        },
         "/v1/queues/{queue}/pause": {
             "parameters": [queue],
             "post": _op("pause_queue", "Pause a queue (operator)", paused, ("400", "403")),
@@ -420,6 +436,14 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
         "/v1/queues/{queue}/resume": {
             "parameters": [queue],
             "post": _op("resume_queue", "Resume a queue (operator)", paused, ("400", "403")),
+        },
+        "/v1/tokens": {
+            "get": _op(
+                "list_tokens",
+                "Every token, never a secret (operator token with admin; `ujobs tokens list`)",
+                ("200", "the tokens, newest first", _ref("Tokens")),
+                ("403",),
+            )
         },
         "/v1/tasks": {
             "get": _op(
@@ -509,7 +533,7 @@ def enqueue_paths_of(registry: Registry) -> dict[str, str]:
 
 
 def openapi_document(registry: Registry) -> dict[str, Any]:
-    schemas = dict(SCHEMAS)
+    schemas = {**SCHEMAS, **EXPORT_SCHEMAS, **WEBHOOK_SCHEMAS}
     paths: dict[str, Any] = {
         **_service_paths(),
         **_operator_paths(sorted(registry.tasks)),
@@ -522,27 +546,29 @@ def openapi_document(registry: Registry) -> dict[str, Any]:
         schemas[component] = _hoist(described["input"], component, schemas)
         result = _result_components(name, described["output"], schemas)
         paths.update(_enqueue_paths(name, _ref(component), result))
-    return {
-        "openapi": "3.1.0",
-        "info": {
-            "title": "ultimate-jobs api",
-            "version": "1",
-            "description": "Enqueue jobs, publish events and operate the queue over HTTP. "
-            'Every error is {"error": {code, message, meta}} with an X_ code.',
-        },
-        "security": [{"bearer": []}],
-        "paths": paths,
-        "components": {
-            "schemas": schemas,
-            "securitySchemes": {
-                "bearer": {
-                    "type": "http",
-                    "scheme": "bearer",
-                    "description": "a token from `ujobs tokens create`",
-                }
+    return named_shapes(
+        {
+            "openapi": "3.1.0",
+            "info": {
+                "title": "ultimate-jobs api",
+                "version": "1",
+                "description": "Enqueue jobs, publish events and operate the queue over HTTP. "
+                'Every error is {"error": {code, message, meta}} with an X_ code.',
             },
-        },
-    }
+            "security": [{"bearer": []}],
+            "paths": paths,
+            "components": {
+                "schemas": schemas,
+                "securitySchemes": {
+                    "bearer": {
+                        "type": "http",
+                        "scheme": "bearer",
+                        "description": "a token from `ujobs tokens create`",
+                    }
+                },
+            },
+        }
+    )
 
 
 __all__ = ["component_name", "enqueue_paths_of", "openapi_document"]

@@ -132,13 +132,27 @@ SCHEMAS: dict[str, Any] = {
     "JobDocument": {
         "allOf": [{"$ref": "#/components/schemas/Job"}],
         "type": "object",
-        "required": ["input", "inputRedacted", "steps"],
+        "required": ["input", "inputRedacted", "steps", "attempts"],
         "properties": {
             "input": {"description": "the input's keys, every value masked"},
             "inputRedacted": {"type": "boolean"},
             "result": {
                 "description": "what the body returned (JSON) once done, null before (GET "
                 "/v1/jobs/{id}/result waits for it)"
+            },
+            "attempts": {
+                "description": "each counted failed attempt's error, oldest first (the newest "
+                "10, each cut to 4,000 characters; a tenant token reads them without the stack)",
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["attempt", "atMs", "error"],
+                    "properties": {
+                        "attempt": {"type": "integer"},
+                        "atMs": {"type": "integer"},
+                        "error": {"type": ["string", "null"]},
+                    },
+                },
             },
             "steps": {
                 "type": "array",
@@ -177,6 +191,32 @@ SCHEMAS: dict[str, Any] = {
         "required": ["queues"],
         "properties": {"queues": {"type": "array", "items": {"type": "object"}}},
     },
+    "QueueTenantsRead": {
+        "type": "object",
+        "description": "one queue as GET /v1/queues lists it, plus whose due work waits in it",
+        "required": ["queue", "tenants", "tenantsCapped"],
+        "properties": {
+            "queue": {"type": "string"},
+            "tenants": {
+                "type": "array",
+                "items": {"$ref": "#/components/schemas/TenantBacklog"},
+            },
+            "tenantsCapped": {
+                "description": "only the oldest 10,000 due jobs were read: counts are lower bounds",
+                "type": "boolean",
+            },
+        },
+        "additionalProperties": True,
+    },
+    "TenantBacklog": {
+        "type": "object",
+        "required": ["tenantId", "due", "oldestDueAgeMs"],
+        "properties": {
+            "tenantId": _NULLABLE_STRING,
+            "due": {"type": "integer"},
+            "oldestDueAgeMs": {"type": "integer"},
+        },
+    },
     "Paused": {
         "type": "object",
         "required": ["paused"],
@@ -184,6 +224,36 @@ SCHEMAS: dict[str, Any] = {
             "queues": {"type": "array", "items": {"type": "string"}},
             "tasks": {"type": "array", "items": {"type": "string"}},
             "paused": {"type": "boolean"},
+        },
+    },
+    "Tokens": {
+        "type": "object",
+        "required": ["tokens"],
+        "properties": {
+            "tokens": {"type": "array", "items": {"$ref": "#/components/schemas/Token"}}
+        },
+    },
+    "Token": {
+        "type": "object",
+        "required": [
+            "id",
+            "name",
+            "tenant",
+            "operator",
+            "scopes",
+            "createdAtMs",
+            "expiresAtMs",
+            "revokedAtMs",
+        ],
+        "properties": {
+            "id": {"type": "string"},
+            "name": _NULLABLE_STRING,
+            "tenant": _NULLABLE_STRING,
+            "operator": {"type": "boolean"},
+            "scopes": {"type": "array", "items": {"type": "string"}},
+            "createdAtMs": {"type": "integer"},
+            "expiresAtMs": {"type": ["integer", "null"]},
+            "revokedAtMs": {"type": ["integer", "null"]},
         },
     },
     "Tasks": {

@@ -13,18 +13,34 @@ from ujobs.webhooks.endpoint_headers import MAX_HEADERS, MAX_VALUE_CHARS
 
 Op = Callable[..., dict[str, Any]]
 
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
 MAX_DELIVERIES_PAGE_DOC = 1_000
 """``api_webhooks.MAX_DELIVERIES_PAGE``, repeated so this module imports no route module."""
 
+_PAYLOAD = {
+    "type": "string",
+    "enum": ["envelope", "raw"],
+    "description": 'what a delivery carries: "envelope" is the Standard Webhooks '
+    '{"type": <topic>, "timestamp": <ISO 8601>, "data": <the published JSON>}, so the partner '
+    "reads the topic (the default for an endpoint registered now on the standard scheme); "
+    '"raw" is the published bytes as they are (every endpoint registered before the envelope, '
+    "and the ultimate scheme, which names the topic in a header)",
+}
+_SCHEME = {"type": "string", "enum": ["standard", "ultimate"]}
 _ENDPOINT = {
     "type": "object",
     "description": "an endpoint as an operator lists it: header names only, never a secret",
-    "required": ["id", "tenant", "url", "scheme", "topics", "disabledAtMs"],
+    "required": ["id", "tenant", "url", "scheme", "payload", "topics", "disabledAtMs"],
     "properties": {
         "id": {"type": "string"},
         "tenant": {"type": ["string", "null"]},
         "url": {"type": "string"},
-        "scheme": {"type": "string", "enum": ["standard", "ultimate"]},
+        "scheme": _ref("WebhookScheme"),
+        "payload": _ref("WebhookPayload"),
         "description": {"type": "string"},
         "headers": {"type": "array", "items": {"type": "string"}},
         "topics": {"type": "array", "items": {"type": "string"}},
@@ -69,7 +85,8 @@ _ADD = {
     "properties": {
         "url": {"type": "string", "description": "https://… the partner receives on"},
         "topics": {"type": "array", "items": {"type": "string"}, "description": "default ['*']"},
-        "scheme": {"type": "string", "enum": ["standard", "ultimate"]},
+        "scheme": _ref("WebhookScheme"),
+        "payload": _ref("WebhookPayload"),
         "headers": {
             "type": "object",
             "maxProperties": MAX_HEADERS,
@@ -97,6 +114,21 @@ _ROTATE = {
 }
 
 
+WEBHOOK_SCHEMAS: dict[str, Any] = {
+    "WebhookScheme": _SCHEME,
+    "WebhookPayload": _PAYLOAD,
+    "WebhookEndpoint": _ENDPOINT,
+    "WebhookEndpointRegistration": _ADD,
+    "WebhookEndpoints": {
+        "type": "object",
+        "required": ["endpoints"],
+        "properties": {"endpoints": {"type": "array", "items": _ref("WebhookEndpoint")}},
+    },
+    "WebhookSecret": _SECRET,
+}
+"""The webhook routes' bodies, by name (``components.schemas``)."""
+
+
 def webhook_paths(op: Op, path_param: Callable[[str, str], dict[str, Any]]) -> dict[str, Any]:
     endpoint = path_param("endpoint", "the endpoint's id")
     moved = ("200", "the endpoint's new state", _DISABLED)
@@ -113,24 +145,16 @@ def webhook_paths(op: Op, path_param: Callable[[str, str], dict[str, Any]]) -> d
             "get": op(
                 "list_webhook_endpoints",
                 "Webhook endpoints, never a secret; a tenant token sees its tenant's only",
-                (
-                    "200",
-                    "the endpoints",
-                    {
-                        "type": "object",
-                        "required": ["endpoints"],
-                        "properties": {"endpoints": {"type": "array", "items": _ENDPOINT}},
-                    },
-                ),
+                ("200", "the endpoints", _ref("WebhookEndpoints")),
                 ("400", "403"),
                 params=[{"name": "tenantId", "in": "query", "schema": {"type": "string"}}],
             ),
             "post": op(
                 "add_webhook_endpoint",
                 "Register an endpoint; answers its secret, this once",
-                ("201", "created", _SECRET),
+                ("201", "created", _ref("WebhookSecret")),
                 ("400", "403", "413"),
-                body=_ADD,
+                body=_ref("WebhookEndpointRegistration"),
             ),
         },
         "/v1/webhooks/endpoints/{endpoint}/disable": {
@@ -156,7 +180,7 @@ def webhook_paths(op: Op, path_param: Callable[[str, str], dict[str, Any]]) -> d
             "post": op(
                 "rotate_webhook_secret",
                 "A new secret (answered this once); the old one signs beside it for graceHours",
-                ("200", "the new secret", _SECRET),
+                ("200", "the new secret", _ref("WebhookSecret")),
                 ("400", "403", "404", "413"),
                 body=_ROTATE,
                 body_required=False,
@@ -183,4 +207,4 @@ def webhook_paths(op: Op, path_param: Callable[[str, str], dict[str, Any]]) -> d
     }
 
 
-__all__ = ["webhook_paths"]
+__all__ = ["WEBHOOK_SCHEMAS", "webhook_paths"]

@@ -4,7 +4,7 @@ and ``ujobs webhooks deliveries`` call (one implementation, two faces), behind a
 | Route | Scope | Answers (the CLI's ``--json`` document) |
 |---|---|---|
 | ``GET /v1/webhooks/endpoints?tenantId=`` | ``read`` | ``{"endpoints": [...]}``, never a secret (``endpoints list``) |
-| ``POST /v1/webhooks/endpoints`` ``{"url", "topics"?, "scheme"?, "headers"?, "description"?, "ratePerS"?, "tenantId"?}`` | ``operate`` | 201 ``{"id", "secret"}``: the secret, this once (``endpoints add``) |
+| ``POST /v1/webhooks/endpoints`` ``{"url", "topics"?, "scheme"?, "payload"?, "headers"?, "description"?, "ratePerS"?, "tenantId"?}`` | ``operate`` | 201 ``{"id", "secret"}``: the secret, this once (``endpoints add``) |
 | ``POST /v1/webhooks/endpoints/{endpoint}/disable`` · ``/enable`` | ``operate`` | ``{"id", "disabled"}`` |
 | ``POST /v1/webhooks/endpoints/{endpoint}/rotate-secret`` ``{"graceHours"?}`` | ``operate`` | ``{"id", "secret"}``: the new secret, this once |
 | ``GET /v1/webhooks/endpoints/{endpoint}/deliveries?failed=&limit=`` | ``read`` | ``{"deliveries": [...]}``, newest first (``deliveries``) |
@@ -49,7 +49,7 @@ MAX_DELIVERIES_PAGE = 1_000
 DEFAULT_DELIVERIES_PAGE = 50
 MAX_GRACE_HOURS = 24 * 30
 _ADD_FIELDS = frozenset(
-    {"url", "topics", "scheme", "headers", "description", "ratePerS", "tenantId", "id"}
+    {"url", "topics", "scheme", "payload", "headers", "description", "ratePerS", "tenantId", "id"}
 )
 
 
@@ -165,6 +165,7 @@ async def add_endpoint(request: web.Request) -> web.Response:
         description=_field(body, "description", str, "a string") or "",
         endpoint_id=_id_of_new(body, principal),
         rate_per_s=None if rate is None else float(rate),
+        payload=_field(body, "payload", str, "a string"),
     )
     return json_ok({"id": created.id, "secret": created.secret}, status=201)
 

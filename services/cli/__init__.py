@@ -3,6 +3,7 @@
 | Module | Holds |
 |---|---|
 | ``app`` | the root command: registers the groups below and the services; ``main`` |
+| ``remote`` | the commands that also work against a remote api (``UJOBS_URL`` + ``UJOBS_TOKEN``) |
 | ``common`` | what every operator command shares: its options, ``operate`` (reaching the backend) |
 | ``services`` | the service commands: ``api``, ``worker``, ``relay``, ``scheduler``, ``dev``, … |
 | ``jobs`` | ``ujobs jobs list | show`` and the group's root |

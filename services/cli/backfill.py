@@ -1,9 +1,11 @@
 """``ujobs db backfill``: the ledger, what is unswept, and putting a sweep on the queue.
 
     ujobs db backfill --list [--name N] [--status S] [--limit L]   the ledger, newest pass first
-    ujobs db backfill --pending [--tenant T]     declared minus completed; exit 3 when any is
+    ujobs db backfill --pending [--tenant T]     declared minus completed; exit 3 (and
+                                                 X_BACKFILL_PENDING) when any is
     ujobs db backfill NAME                       DRY RUN: the gate, the ledger, what it would touch
-    ujobs db backfill NAME --write [--force]     gate, then enqueue; the workers sweep
+    ujobs db backfill NAME --write [--force]     gate, then enqueue; the workers sweep (--force
+                                                 while a pass is live: X_BACKFILL_RUNNING)
     ujobs db backfill --all --write              every pending one, isolated per name
     ujobs db backfill NAME --write --follow      … and follow the pass (rows, rate, ETA)
 
@@ -22,6 +24,7 @@ one org of a tenant-scoped one. ``--pending`` lists a row per name and org the l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 from typing import Annotated, Any, cast
@@ -36,10 +39,16 @@ from ujobs.backfill.ledger_view import (
     inspect_backfills,
     pending_backfills,
 )
-from ujobs.backfill.source import maybe_await
-from ujobs.context import cross_tenant
+from ujobs.backfill.pass_run import dry_count
 from ujobs.drivers.base import BackfillStatus, JobDriver, require_backfills
-from ujobs.errors import BackfillAppliedError, InvariantError, UltimateError
+from ujobs.errors import (
+    BackfillAppliedError,
+    BackfillPendingError,
+    BackfillRunningError,
+    InvariantError,
+    UltimateError,
+)
+from ujobs.jobs.app_context import AppContext, open_app_context
 from ujobs.jobs.job import JobHandle
 from ujobs.services.cli.common import AppOption, DatabaseUrlOption, JsonOption, operate
 from ujobs.services.config.settings import environment, read_common
@@ -91,10 +100,12 @@ def backfill_command(
         _usage("--all only writes: ujobs db backfill --all --write (see --pending first)", as_json)
     if status is not None and status not in ("running", "completed", "failed"):
         _usage("--status is running, completed or failed", as_json)
+    app_context: AppContext | None = None
     with reported(as_json=as_json):
         common = read_common(environment(), "db backfill", app=app_spec)
         if not list_:
-            load_api(common.app)  # importing the app declares its backfills
+            # importing the app declares its backfills; its context= is what a pass's run.ctx is
+            app_context = load_api(common.app).context
     env_name = common.environment
     if list_:
         _list(only, cast("BackfillStatus | None", status), limit, database_url, as_json)
@@ -104,7 +115,7 @@ def backfill_command(
         _all(env_name, tenant, force, database_url, as_json)
     else:
         assert name is not None
-        _one(name, env_name, tenant, write, force, follow, database_url, as_json)
+        _one(name, env_name, tenant, write, force, follow, database_url, as_json, app_context)
 
 
 def _usage(message: str, as_json: bool) -> None:
@@ -166,6 +177,9 @@ def _pending(
         return pending_backfills(runs=runs, environment=env_name, tenant=tenant)
 
     answer = operate(work, as_json=as_json, label="reading the ledger", database_url=database_url)
+    unswept = _unswept(answer["pending"])
+    if unswept is not None:
+        answer["error"] = unswept.to_dict()
     if as_json:
         emit_json(answer)
     else:
@@ -185,10 +199,20 @@ def _pending(
         )
         if answer["orphaned"]:
             note(f"in the ledger but declared nowhere: {', '.join(answer['orphaned'])}")
-        if answer["pending"]:
-            note(f"unswept: {', '.join(answer['pending'])}")
-    if answer["pending"]:
+        if unswept is not None:
+            note(f"{unswept.code}: {unswept.message}")
+    if unswept is not None:
         raise typer.Exit(code=EXIT_PENDING)
+
+
+def _unswept(pending: list[str]) -> BackfillPendingError | None:
+    """What ``--pending`` exits 3 with: the declared backfills not yet swept (or failed)."""
+    if not pending:
+        return None
+    return BackfillPendingError(
+        f"unswept: {', '.join(pending)}; `ujobs db backfill --all --write` enqueues them",
+        meta={"pending": pending},
+    )
 
 
 # --- one name: dry run or --write ---------------------------------------------------------------
@@ -217,13 +241,21 @@ async def _completed(
     return next((r for r in rows if r["tenant"] == scope), None)
 
 
-async def _would_touch(definition: BackfillDefinition) -> int | None:
-    if definition.count is None:
-        return None
-    if definition.tenant == "none":
-        with cross_tenant(f"ujobs db backfill {definition.name}: dry run"):
-            return int(await maybe_await(definition.count(None)))
-    return int(await maybe_await(definition.count(None)))
+async def _would_touch(
+    handle: JobHandle[Any],
+    definition: BackfillDefinition,
+    tenant: str | None,
+    app_context: AppContext | None,
+) -> int | None:
+    """``count`` as the pass would call it: with the ctx ``ujobs worker`` hands every run (the
+    app's ``define_api(context=)``, opened for the count and closed after it; None without
+    one), under the actor of the org the pass is for (``--tenant``, else the one ``--write``
+    would queue it for)."""
+    if tenant is None and definition.tenant != "none":
+        tenant = handle.request({}).tenant_id
+    async with contextlib.AsyncExitStack() as stack:
+        ctx = await open_app_context(stack, app_context)
+        return await dry_count(definition, ctx, tenant)
 
 
 async def _enqueue(
@@ -244,6 +276,14 @@ async def _enqueue(
                 meta={"backfill": definition.name, "runId": done["runId"]},
             )
     enqueued = await backend.driver.enqueue(request)
+    if force and enqueued.deduped:
+        # The live pass holds the name's key, so the forced sweep was not queued: say so rather
+        # than answer "already queued" for a rerun that will not happen.
+        raise BackfillRunningError(
+            f"backfill {definition.name!r} is in flight (job {enqueued.id}); --force sweeps it "
+            "again into a new ledger row once that pass ends",
+            meta={"backfill": definition.name, "id": enqueued.id, "runId": enqueued.run_id},
+        )
     return {
         "name": definition.name,
         "force": force,
@@ -260,6 +300,7 @@ def _one(
     follow: bool,
     database_url: str | None,
     as_json: bool,
+    app_context: AppContext | None = None,
 ) -> None:
     handle, definition = _named(name, as_json)
 
@@ -275,7 +316,7 @@ def _one(
             "dryRun": True,
             "gate": gate,
             "completedBy": None if done is None else done["runId"],
-            "wouldTouch": await _would_touch(definition),
+            "wouldTouch": await _would_touch(handle, definition, tenant, app_context),
             "batch": definition.batch,
             "rate": definition.rate,
         }
@@ -301,7 +342,7 @@ def _one(
         return
     answer = operate(enqueue, as_json=as_json, label="enqueueing", database_url=database_url)
     if follow:
-        answer["final"] = _follow(answer, definition, database_url, as_json)
+        answer["final"] = _follow(answer, handle, definition, database_url, as_json, app_context)
     if as_json:
         emit_json(answer)
         return
@@ -356,16 +397,18 @@ def _all(
 
 def _follow(
     answer: dict[str, Any],
+    handle: JobHandle[Any],
     definition: BackfillDefinition,
     database_url: str | None,
     as_json: bool,
+    app_context: AppContext | None = None,
 ) -> dict[str, Any] | None:
     """Poll the pass's ledger row until it ends; a bar on a terminal, nothing otherwise."""
     run_id = answer["enqueued"]["runId"]
 
     async def work(backend: Backend, _progress: Progress) -> dict[str, Any] | None:
         ledger = require_backfills(backend.driver)
-        total = await _would_touch(definition)
+        total = await _would_touch(handle, definition, None, app_context)
         bar = _Bar(definition.name, total) if sys.stderr.isatty() and not as_json else None
         try:
             while True:

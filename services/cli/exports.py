@@ -6,6 +6,10 @@ progress bar counts the bytes; elsewhere one plain line per part goes to stderr.
 written beside its final name and renamed into place only when every part arrived, so an
 interrupted download never leaves a truncated artifact that looks whole.
 
+Every command taking an id takes any unique start of one (``ujobs.introspect.resolve_job_id``,
+as ``ujobs jobs`` does). ``show`` of an export that failed prints its job's last error in full
+(the operator's view, the stack included): a dead export will never be ready, and says why.
+
 The export's declaration comes from the app (``--app`` / ``UJOBS_APP``), its store from
 ``UJOBS_EXPORT_URL`` when it declares no ``sink=``.
 """
@@ -25,13 +29,21 @@ from rich.progress import BarColumn, DownloadColumn, TransferSpeedColumn
 from rich.progress import Progress as Bar
 
 from ujobs.drivers.base import DEFAULT_JOB_PAGE, JobFilter
+from ujobs.errors import JobNotFoundError
+from ujobs.execution.settle import error_summary
 from ujobs.exports.downloads import FoundExport, describe_export, find_export, read_manifest
 from ujobs.exports.family import EXPORTS_QUEUE
 from ujobs.exports.manifest import Manifest
 from ujobs.exports.sinks import ExportNotFoundError
-from ujobs.introspect import list_jobs
+from ujobs.introspect import list_jobs, resolve_job_id
 from ujobs.services.api.exports import LINK_TTL
-from ujobs.services.cli.common import AppOption, DatabaseUrlOption, DriverOption, JsonOption
+from ujobs.services.cli.common import (
+    AppOption,
+    DatabaseUrlOption,
+    DriverOption,
+    JsonOption,
+    refuse_remote,
+)
 from ujobs.services.config.settings import OperatorConfig, environment
 from ujobs.services.exporter import ExportSettings
 from ujobs.services.runtime.app_loader import load_api
@@ -41,7 +53,9 @@ from ujobs.services.runtime.output import emit_json, note, print_fields, print_t
 exports_app = typer.Typer(help="List, inspect and download exports.", no_args_is_help=True)
 
 T = TypeVar("T")
-IdArgument = Annotated[str, typer.Argument(help="the export's id (its job's id)")]
+IdArgument = Annotated[
+    str, typer.Argument(help="the export's id (its job's id), or a unique start of it")
+]
 
 
 def _run(
@@ -53,6 +67,7 @@ def _run(
 ) -> T:
     with reported(as_json=as_json):
         env = environment()
+        refuse_remote(env, database_url=database_url, driver=driver)
         config = OperatorConfig.load(env, database_url=database_url, driver=driver)
         ExportSettings.load(env).install()
 
@@ -71,7 +86,14 @@ async def _find(backend: Backend, app_spec: str | None, export_id: str) -> Found
     if introspect is None:
         raise ExportNotFoundError("this driver cannot look jobs up by id")
     spec = app_spec if app_spec is not None else environment().get("UJOBS_APP") or None
-    return await find_export(introspect, load_api(spec).jobs, export_id)
+    try:
+        full_id = await resolve_job_id(backend.driver, export_id)
+    except JobNotFoundError:
+        raise ExportNotFoundError(
+            f"no export's id starts with {export_id!r}; `ujobs exports list` shows them",
+            meta={"id": export_id},
+        ) from None
+    return await find_export(introspect, load_api(spec).jobs, full_id)
 
 
 @exports_app.command("list")
@@ -137,7 +159,7 @@ def exports_show(
             ("state", doc["state"]),
             ("tenant", doc["tenant"]),
             ("prefix", doc["prefix"]),
-            ("ready", "yes" if doc["ready"] else "no: the manifest is not written yet"),
+            ("ready", _readiness(doc)),
             ("format", manifest and manifest["format"]),
             ("parts", manifest and manifest["parts"]),
             ("rows", manifest and manifest["rows"]),
@@ -146,6 +168,20 @@ def exports_show(
     )
     for part in doc["parts"]:
         typer.echo(f"  {part['key']}" + (f"  {part['url']}" if part["url"] else ""))
+    if doc["lastError"]:
+        typer.echo("last error")
+        for line in str(doc["lastError"]).splitlines():
+            typer.echo(f"  {line}")
+
+
+def _readiness(doc: dict[str, Any]) -> str:
+    if doc["ready"]:
+        return "yes"
+    if doc["state"] == "dead":
+        return "no: the export is dead and will not finish (its last error is below)"
+    if doc["state"] == "cancelled":
+        return "no: the export was cancelled"
+    return f"no: its job is {doc['state']}; the manifest is written last"
 
 
 @exports_app.command("get")
@@ -162,14 +198,21 @@ def exports_get(
     async def work(backend: Backend) -> dict[str, Any]:
         found = await _find(backend, app_spec, export_id)
         manifest = await read_manifest(found)
+        if manifest is None and found.row.state == "dead":
+            why = (error_summary(found.row.last_error) or "no error recorded").splitlines()[0]
+            raise ExportNotFoundError(
+                f"export {found.row.id} is dead and will never finish ({why}); "
+                f"`ujobs exports show {found.row.id}` prints its last error",
+                meta={"id": found.row.id, "state": found.row.state},
+            )
         if manifest is None:
             raise ExportNotFoundError(
-                f"export {export_id} has not finished (its job is {found.row.state}); its "
+                f"export {found.row.id} has not finished (its job is {found.row.state}); its "
                 "manifest is written last — try again once it completes",
-                meta={"id": export_id, "state": found.row.state},
+                meta={"id": found.row.id, "state": found.row.state},
             )
         written = await _download(found, manifest, output)
-        return {"id": export_id, "output": output, "parts": manifest.parts, "bytes": written}
+        return {"id": found.row.id, "output": output, "parts": manifest.parts, "bytes": written}
 
     done = _run(work, as_json=as_json, database_url=database_url, driver=driver)
     if as_json:

@@ -1,5 +1,9 @@
 """``ujobs jobs list | show | retry | cancel | remove | promote``: the operator surface.
 
+``list`` and ``show`` also work against a remote api (``UJOBS_URL`` + ``UJOBS_TOKEN`` with
+``DATABASE_URL`` unset: ``ujobs.services.cli.remote``), reading ``GET /v1/jobs`` and
+``GET /v1/jobs/{id}`` under the token's tenancy.
+
 Every command reads and moves rows only through ``ujobs.introspect`` (``driver.introspect``),
 takes ``--json``, and names its ``X_…`` code on failure. This module holds ``list`` and
 ``show``; the moves (``retry``, ``cancel``, ``remove``, ``promote``) are ``cli.jobs_move``.
@@ -11,11 +15,20 @@ step's output unless ``--show-output`` (see ``ujobs.introspect``).
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import typer
 
+from ujobs.clock import SYSTEM_CLOCK
 from ujobs.drivers.base import DEFAULT_JOB_PAGE, MAX_JOB_PAGE, JobFilter
-from ujobs.introspect import inspect_job, list_jobs, resolve_job_id
+from ujobs.errors import JobIdAmbiguousError, JobNotFoundError
+from ujobs.introspect import (
+    AMBIGUOUS_LISTED,
+    FULL_ID_LENGTH,
+    inspect_job,
+    list_jobs,
+    resolve_job_id,
+)
 from ujobs.services.cli.backfill import backfill_of_run, backfills_in_flight, note_in_flight
 from ujobs.services.cli.common import DatabaseUrlOption, DriverOption, JsonOption, operate
 from ujobs.services.cli.jobs_common import (
@@ -29,6 +42,8 @@ from ujobs.services.cli.jobs_common import (
     progress_text,
 )
 from ujobs.services.cli.jobs_move import jobs_cancel, jobs_promote, jobs_remove, jobs_retry
+from ujobs.services.cli.remote import Remote, remote_get
+from ujobs.services.config.parse import invalid
 from ujobs.services.runtime.backends import Backend
 from ujobs.services.runtime.output import (
     Progress,
@@ -68,7 +83,8 @@ def jobs_list(
     driver: DriverOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """One page of jobs, newest first."""
+    """One page of jobs, newest first. Without DATABASE_URL it asks the api at UJOBS_URL
+    (a token with read; a tenant token lists its tenant's jobs only)."""
 
     async def work(backend: Backend, _: Progress) -> dict[str, Any]:
         flt = JobFilter(
@@ -89,8 +105,28 @@ def jobs_list(
             "nowMs": backend.driver.clock.now_ms(),
         }
 
+    def remote(target: Remote) -> dict[str, Any]:
+        _remote_refuses(created_from=created_from, created_to=created_to)
+        query = {
+            "queue": queue,
+            "name": name,
+            "state": parse_state(state),
+            "tenantId": tenant,
+            "idPrefix": id_prefix,
+            "limit": str(limit),
+            "after": after,
+            "before": before,
+        }
+        page: dict[str, Any] = remote_get(target, "/v1/jobs", query)
+        return {**page, "nowMs": SYSTEM_CLOCK.now_ms()}
+
     page = operate(
-        work, as_json=as_json, label="listing jobs", database_url=database_url, driver=driver
+        work,
+        as_json=as_json,
+        label="listing jobs",
+        database_url=database_url,
+        driver=driver,
+        remote=remote,
     )
     if as_json:
         page.pop("nowMs")
@@ -118,7 +154,7 @@ def jobs_list(
         note("no jobs match")
     elif page["next"] is not None:
         note(f"more: ujobs jobs list --after {page['next']} (same filters)")
-    note_in_flight(page["backfills"])
+    note_in_flight(page.get("backfills", []))
 
 
 # --- show ---------------------------------------------------------------------------------------
@@ -141,7 +177,8 @@ def jobs_show(
     as_json: JsonOption = False,
 ) -> None:
     """One job: state, attempts, progress, last error, its result, its steps, its input
-    (values redacted, the result's too, unless --show-input / --show-output)."""
+    (values redacted, the result's too, unless --show-input / --show-output). Without
+    DATABASE_URL it asks the api at UJOBS_URL (a token with read)."""
 
     async def work(backend: Backend, _: Progress) -> dict[str, Any]:
         full_id = await resolve_job_id(backend.driver, job_id)
@@ -151,18 +188,61 @@ def jobs_show(
         doc["backfill"] = await backfill_of_run(backend.driver, doc["name"], doc["runId"])
         return {**doc, "nowMs": backend.driver.clock.now_ms()}
 
+    def remote(target: Remote) -> dict[str, Any]:
+        _remote_refuses(show_input=show_input, show_output=show_output)
+        full_id = _remote_job_id(target, job_id)
+        doc: dict[str, Any] = remote_get(target, f"/v1/jobs/{quote(full_id, safe='')}")
+        return {**doc, "nowMs": SYSTEM_CLOCK.now_ms()}
+
     doc = operate(
         work,
         as_json=as_json,
         label=f"reading job {job_id}",
         database_url=database_url,
         driver=driver,
+        remote=remote,
     )
     now = doc.pop("nowMs")
     if as_json:
         emit_json(doc)
         return
     _print_job(doc, now, show_input=show_input, show_output=show_output)
+
+
+def _remote_refuses(**flags: object) -> None:
+    """The flags the api's routes cannot answer (it never shows a job's input values or its
+    steps' outputs, and has no created-at filter): refused rather than silently ignored."""
+    for name, value in flags.items():
+        if value:
+            flag = "--" + name.replace("_", "-")
+            raise invalid(
+                flag,
+                "the api (UJOBS_URL) does not answer it; set DATABASE_URL to read the database",
+            )
+
+
+def _remote_job_id(target: Remote, given: str) -> str:
+    """``resolve_job_id`` over HTTP: a shorter id is the one job whose id starts with it."""
+    text = given.strip()
+    if len(text) >= FULL_ID_LENGTH or not text:
+        return text
+    page = remote_get(target, "/v1/jobs", {"idPrefix": text, "limit": str(AMBIGUOUS_LISTED + 1)})
+    jobs = page["jobs"]
+    if not jobs:
+        raise JobNotFoundError(
+            f"no job's id starts with {text!r}; find it with `ujobs jobs list --json`",
+            meta={"id": text},
+        )
+    if len(jobs) > 1:
+        listed = jobs[:AMBIGUOUS_LISTED]
+        more = " and more" if len(jobs) > AMBIGUOUS_LISTED else ""
+        raise JobIdAmbiguousError(
+            f"{text!r} starts {len(listed)}{more} job ids: "
+            + ", ".join(f"{j['id']} ({j['name']})" for j in listed)
+            + "; give more of the id",
+            meta={"id": text, "matches": [j["id"] for j in listed]},
+        )
+    return str(jobs[0]["id"])
 
 
 def _print_job(doc: dict[str, Any], now: int, *, show_input: bool, show_output: bool) -> None:
@@ -197,6 +277,12 @@ def _print_job(doc: dict[str, Any], now: int, *, show_input: bool, show_output: 
         typer.echo("last error")
         for line in str(doc["lastError"]).splitlines():
             typer.echo(f"  {line}")
+    if doc["attempts"]:
+        typer.echo(f"attempt errors ({len(doc['attempts'])}, oldest first)")
+        for a in doc["attempts"]:
+            typer.echo(
+                f"  attempt {a['attempt']} ({when(a['atMs'], now)}): {first_line(a['error'])}"
+            )
     steps = doc["steps"]
     typer.echo(f"steps ({len(steps)})")
     if steps:

@@ -102,7 +102,10 @@ def dev_command(
 
 QueuesOption = Annotated[
     str | None,
-    typer.Option("--queues", help="comma-separated queues [default: UJOBS_QUEUES, default]"),
+    typer.Option(
+        "--queues",
+        help="comma-separated queues [default: UJOBS_QUEUES, else every queue the app's jobs name]",
+    ),
 ]
 DriverOption = Annotated[
     str | None,

@@ -14,6 +14,7 @@ from ujobs.durations import duration_ms
 from ujobs.errors import InvariantError
 from ujobs.services.api.tokens import TokenStore, check_tenant, parse_scopes
 from ujobs.services.cli.common import DatabaseUrlOption, JsonOption, operate
+from ujobs.services.cli.remote import Remote, remote_get
 from ujobs.services.config.parse import invalid
 from ujobs.services.runtime.backends import Backend
 from ujobs.services.runtime.output import Progress, emit_json, iso, note, print_table, reported
@@ -90,12 +91,18 @@ def tokens_create(
 @tokens_app.command("list")
 def tokens_list(database_url: DatabaseUrlOption = None, as_json: JsonOption = False) -> None:
     """Every token, newest first: id, name, tenant, scopes, expiry, revocation (never a
-    secret)."""
+    secret). Without DATABASE_URL it asks the api at UJOBS_URL (an operator admin token)."""
 
     async def work(backend: Backend, _: Progress) -> list[dict[str, Any]]:
         return [r.to_json() for r in await _store(backend).list()]
 
-    rows = operate(work, as_json=as_json, label="listing tokens", database_url=database_url)
+    def remote(target: Remote) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = remote_get(target, "/v1/tokens")["tokens"]
+        return rows
+
+    rows = operate(
+        work, as_json=as_json, label="listing tokens", database_url=database_url, remote=remote
+    )
     if as_json:
         emit_json({"tokens": rows})
         return

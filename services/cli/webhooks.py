@@ -20,7 +20,7 @@ import typer
 from ujobs.clock import to_epoch_ms
 from ujobs.errors import InputInvalidError
 from ujobs.jobs.enqueue_target import reset_job_driver, set_job_driver
-from ujobs.services.cli.common import DatabaseUrlOption, DriverOption, JsonOption
+from ujobs.services.cli.common import DatabaseUrlOption, DriverOption, JsonOption, refuse_remote
 from ujobs.services.config.settings import OperatorConfig, environment
 from ujobs.services.runtime.backends import Backend, open_backend
 from ujobs.services.runtime.output import Progress, emit_json, iso, note, print_table, reported
@@ -50,6 +50,7 @@ def _run(
 ) -> T:
     with reported(as_json=as_json):
         env = environment()
+        refuse_remote(env, database_url=database_url, driver=driver)
         config = OperatorConfig.load(env, database_url=database_url, driver=driver)
         settings = webhook_settings(env)
         with Progress(label):
@@ -135,6 +136,13 @@ def endpoints_add(
     scheme: Annotated[
         str, typer.Option(help="standard (Standard Webhooks) or ultimate (x-ultimate-webhook-*)")
     ] = "standard",
+    payload: Annotated[
+        str | None,
+        typer.Option(
+            help='envelope: {"type": <topic>, "timestamp", "data": <the event>} (Standard '
+            "Webhooks); raw: the published bytes [default: envelope; raw on the ultimate scheme]"
+        ),
+    ] = None,
     header: Annotated[
         list[str] | None, typer.Option("--header", help="name=value sent with every delivery")
     ] = None,
@@ -159,6 +167,7 @@ def endpoints_add(
             description=description,
             endpoint_id=endpoint_id,
             rate_per_s=rate,
+            payload=payload,
         )
         return {"id": created.id, "secret": created.secret}
 
@@ -187,13 +196,14 @@ def endpoints_list(
         emit_json({"endpoints": rows})
         return
     print_table(
-        ("ID", "TENANT", "URL", "SCHEME", "TOPICS", "DISABLED", "FAILURES"),
+        ("ID", "TENANT", "URL", "SCHEME", "PAYLOAD", "TOPICS", "DISABLED", "FAILURES"),
         [
             (
                 r["id"],
                 r["tenant"],
                 r["url"],
                 r["scheme"],
+                r["payload"],
                 ",".join(r["topics"]),
                 r["disabledReason"] if r["disabledAtMs"] is not None else "no",
                 r["consecutiveFailures"],

@@ -255,8 +255,8 @@ def read_common(
 class MetricsEndpoint:
     """Where a service without an api serves /metrics, /healthz and /readyz.
 
-    ``explicit``: UJOBS_METRICS_PORT was set, so a port that cannot be bound is an error;
-    the default port taken (a second worker on one host) only costs that process its endpoint.
+    ``explicit``: UJOBS_METRICS_PORT was set. Either way a port that cannot be bound stops the
+    service at start; the refusal of the default port says to give each service its own.
     """
 
     host: str = "127.0.0.1"
@@ -290,6 +290,9 @@ class WorkerConfig:
     metrics: MetricsEndpoint = field(default_factory=MetricsEndpoint)
     result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES
     """``UJOBS_RESULT_MAX_BYTES``: the largest result the worker stores (``ujobs.results``)."""
+    queues_given: bool = True
+    """False: neither UJOBS_QUEUES nor --queues named any, so ``ujobs worker`` serves every
+    queue the app's jobs name (``ujobs.services.worker.app_queues``) instead of ``queues``."""
 
     def claim_ahead_rows(self) -> int:
         """The worker's ``claim_ahead``: 0 for several queues (the library claims ahead only
@@ -324,9 +327,11 @@ class WorkerConfig:
                 "UJOBS_QUEUES", parse_queues, _DEFAULT_QUEUES, flag="--queues", given=queues
             )
         )
+        named = (env.get("UJOBS_QUEUES") or "").strip() != ""
         config = cls(
             common=common,
             queues=chosen,
+            queues_given=pinned_queues is not None or queues is not None or named,
             concurrency=src.read(
                 "UJOBS_CONCURRENCY",
                 parse_concurrency,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ujobs.drivers.base import DEFAULT_QUEUE, DEFAULT_VISIBILITY_MS
+from ujobs.drivers.base import DEFAULT_VISIBILITY_MS
 from ujobs.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
 from ujobs.outbox.relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
 from ujobs.results import DEFAULT_RESULT_MAX_BYTES
@@ -122,6 +122,43 @@ VARIABLES: dict[str, Variable] = {
             ("api", "dev", "nats status"),
         ),
         Variable(
+            "UJOBS_URL",
+            "the api's base URL (https://jobs.example.com) for clients: the docs' HTTP "
+            "snippets, and the operator commands that work remotely (jobs list, jobs show, "
+            "queues list, tokens list) when DATABASE_URL is unset; every other operator "
+            "command then answers X_CONFIG_INVALID naming DATABASE_URL",
+            "none: the operator commands read DATABASE_URL",
+            ("clients", "operator commands"),
+        ),
+        Variable(
+            "UJOBS_TOKEN",
+            "the bearer token (`ujobs tokens create`) sent with UJOBS_URL; queues list and "
+            "tokens list need an operator token (tokens list: with admin), jobs list and show "
+            "read, and a tenant token sees its tenant's jobs only",
+            "none (required with UJOBS_URL when DATABASE_URL is unset)",
+            ("clients", "operator commands"),
+        ),
+        Variable(
+            "UJOBS_IMAGE",
+            "compose.yaml: the image every service runs (an app's own image built FROM "
+            "ultimate-jobs:local)",
+            "ultimate-jobs:local",
+            ("compose.yaml",),
+        ),
+        Variable(
+            "UJOBS_APP_DIR",
+            "compose.yaml: the app's directory, mounted read-only at /srv/app in every service",
+            "compose.yaml's own directory",
+            ("compose.yaml",),
+        ),
+        Variable(
+            "UJOBS_APP_ENV",
+            "compose.yaml: an optional file of the app's own settings (NAME=value a line) "
+            "handed to every long-running service",
+            "app.env beside compose.yaml, if it exists",
+            ("compose.yaml",),
+        ),
+        Variable(
             "UJOBS_APP",
             "module:attribute of the value define_api() returned",
             "none (only the built-in families)",
@@ -129,7 +166,11 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable("UJOBS_DRIVER", "the queue's driver: postgres or redis", "postgres", _ALL),
         Variable(
-            "UJOBS_QUEUES", "comma-separated queues a worker serves", DEFAULT_QUEUE, ("worker",)
+            "UJOBS_QUEUES",
+            "comma-separated queues a worker serves (ujobs dev: its worker)",
+            "every queue the app's jobs name, and default (ujobs worker leaves webhooks and "
+            "exports to the deliverer and the exporter)",
+            ("worker", "dev"),
         ),
         Variable(
             "UJOBS_CONCURRENCY",
@@ -209,7 +250,8 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable(
             "UJOBS_METRICS_PORT",
-            "their port; 0 picks a free one. Unset and busy: the service runs without them",
+            "their port; 0 picks a free one. Busy: the service stops at start with "
+            "X_CONFIG_INVALID (two services on one host: give each its own)",
             str(DEFAULT_METRICS_PORT),
             _METRICS,
         ),
@@ -331,20 +373,22 @@ VARIABLES: dict[str, Variable] = {
             "download links for exports on the filesystem",
             "none: the webhook deliverer and commands refuse to start; export parts on the "
             "filesystem get no link",
-            ("webhook-deliverer", "webhooks commands", "api", "exporter"),
+            ("webhook-deliverer", "webhooks commands", "api", "exporter", "dev"),
         ),
         Variable(
             "UJOBS_SECRET_KEY_FILE",
             "a file holding UJOBS_SECRET_KEY's value (compose's keygen service writes one on "
             "first start: `ujobs webhooks new-key --into PATH`); set one of the two",
             "none: UJOBS_SECRET_KEY is read",
-            ("webhook-deliverer", "webhooks commands", "api", "exporter"),
+            ("webhook-deliverer", "webhooks commands", "api", "exporter", "dev"),
         ),
         Variable(
             "UJOBS_WEBHOOK_ALLOW_PRIVATE",
-            "networks webhooks may reach besides public addresses (10.0.0.0/8,…), or * for all",
+            "networks webhooks may reach besides public addresses (10.0.0.0/8,…), or * for all; "
+            "checked where an endpoint is registered (the api, ujobs dev, `ujobs webhooks "
+            "endpoints add`) and at every delivery (the deliverer): set it on both",
             "none: loopback, private, link-local, multicast and metadata addresses refused",
-            ("webhook-deliverer", "webhooks commands", "api"),
+            ("webhook-deliverer", "webhooks commands", "api", "dev"),
         ),
         Variable(
             "UJOBS_WEBHOOK_ENDPOINT_CONCURRENCY",
@@ -355,9 +399,11 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable(
             "UJOBS_WEBHOOK_ALLOW_HTTP",
-            "1 lets webhook endpoints use http:// (tests, private networks)",
+            "1 lets webhook endpoints use http:// (tests, private networks, a receiver on "
+            "127.0.0.1 with UJOBS_WEBHOOK_ALLOW_PRIVATE); checked at registration (the api, "
+            "ujobs dev, `ujobs webhooks endpoints add`) and at every delivery: set it on both",
             "0: https:// only",
-            ("webhook-deliverer", "webhooks commands", "api"),
+            ("webhook-deliverer", "webhooks commands", "api", "dev"),
         ),
     )
 }

@@ -269,9 +269,19 @@ async def job(request: web.Request) -> web.Response:
     principal, secret = await viewer(request)
     row = await visible_job(request, principal, request.match_info["job"])
     driver = request.app[EDGE].driver
-    # The result is masked like the input on this page (a screen is shared, a screenshot
-    # pasted); its values: GET /v1/jobs/{id}/result or ujobs jobs show --show-output.
-    doc = await job_document(driver, row, error_detail=principal.operator)
+    # An operator sees each step's output (collapsed on the page); a tenant sees its steps' names
+    # and times only, as ``ujobs jobs show`` without ``--show-output``.
+    doc = await job_document(
+        driver, row, error_detail=principal.operator, show_output=principal.operator
+    )
+    outputs = (
+        {
+            s["name"]: orjson.dumps(s["output"], option=orjson.OPT_INDENT_2).decode()
+            for s in doc["steps"]
+        }
+        if principal.operator
+        else None
+    )
     now_ms = driver.clock.now_ms()
     return page(
         request,
@@ -289,6 +299,8 @@ async def job(request: web.Request) -> web.Response:
         steps=timeline(doc["steps"]),
         retryable=row.state in FINISHED_STATES,
         cancellable=row.state in LIVE_STATES,
+        removable=row.state != "running",
+        outputs=outputs,
         promotable=row.state in ("delayed", "ready") and row.run_at_ms > now_ms,
         flash=flash(request),
     )

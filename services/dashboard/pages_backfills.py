@@ -14,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ujobs.backfill.declare import definition_of
+from ujobs.backfill.declare import checksum_moved, definition_of
 from ujobs.backfill.ledger_view import inspect_backfills, pending_backfills
 from ujobs.drivers.base import MAX_JOB_PAGE, BackfillStatus, JobDriver, JobFilter
 from ujobs.errors import InputInvalidError
@@ -76,7 +76,7 @@ async def backfills(request: web.Request) -> web.Response:
         environment=request.app[CONFIG].common.environment,
         declarations=declarations,
     )
-    checksums = {d["name"]: d["checksum"] for d in declarations}
+    by_name = {d["name"]: d for d in declarations}
     named = [r["name"] for r in runs] + [r["name"] for r in diff["rows"] if r["runId"]]
     jobs = await pass_jobs(driver, named)
     return page(
@@ -88,7 +88,8 @@ async def backfills(request: web.Request) -> web.Response:
             {
                 **r,
                 "jobId": jobs.get((r["name"], r["runId"])),
-                "checksumMoved": r["name"] in checksums and r["checksum"] != checksums[r["name"]],
+                "checksumMoved": r["name"] in by_name
+                and checksum_moved(by_name[r["name"]], r["checksum"]),
             }
             for r in runs
         ],

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -23,6 +24,7 @@ FLASHES = {
     "task-resume": "Task resumed.",
     "endpoint-disable": "Endpoint disabled: nothing is delivered to it until it is enabled.",
     "endpoint-enable": "Endpoint enabled: new deliveries go to it again.",
+    "remove": "Job deleted.",
 }
 """What an action's redirect (``?done=<action>``) says on the next page; nothing else shows."""
 
@@ -43,8 +45,31 @@ def guarded(handler: Handler) -> Handler:
     return wrapped
 
 
+BULK_FLASHES = {
+    "retry-many": "re-queued",
+    "cancel-many": "cancelled",
+    "remove-many": "deleted",
+}
+"""A bulk action's redirect (``?done=<action>-many&moved=N&refused=M&codes=X_A,X_B``): how many
+jobs moved, and how many did not with their codes (each checked against the code pattern)."""
+
+_CODE = re.compile(r"X_[A-Z_]{1,60}")
+
+
+def _count(value: str | None) -> int:
+    return int(value) if value and value.isdigit() and len(value) <= 4 else 0
+
+
 def flash(request: web.Request) -> str | None:
-    return FLASHES.get(request.query.get("done", ""))
+    done = request.query.get("done", "")
+    if done not in BULK_FLASHES:
+        return FLASHES.get(done)
+    moved, refused = _count(request.query.get("moved")), _count(request.query.get("refused"))
+    said = f"{moved} job{'s' if moved != 1 else ''} {BULK_FLASHES[done]}."
+    if refused:
+        codes = [c for c in request.query.get("codes", "").split(",") if _CODE.fullmatch(c)]
+        said += f" {refused} not moved" + (f" ({', '.join(codes)})." if codes else ".")
+    return said
 
 
 __all__ = ["FLASHES", "Handler", "flash", "guarded"]

@@ -174,7 +174,7 @@ async def start_dev(run: ServiceRun, config: DevConfig) -> None:
     queues = served_queues(config, registry)
     await start_scheduler(run, config.scheduler, wired=wired)
     await start_relay(run, config.relay, wired=wired, say=False)
-    worker = dataclasses.replace(config.worker, queues=queues)
+    worker = dataclasses.replace(config.worker, queues=queues, queues_given=True)
     exports = install_export_store(config.exports)
     await start_worker(run, worker, registry=registry, wired=wired)
     runner = await start_api(run, config.api)

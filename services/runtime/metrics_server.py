@@ -110,10 +110,11 @@ async def serve_metrics(
     backend: Backend,
     *,
     refresh: Refresh | None = None,
-) -> web.AppRunner | None:
+) -> web.AppRunner:
     """Listen on ``endpoint`` until the process has drained; readiness turns 503 when the drain
-    starts. None when the DEFAULT port was busy (logged ``ujobs.metrics.port-busy``); a port
-    set in UJOBS_METRICS_PORT that cannot be bound is ``X_CONFIG_INVALID``."""
+    starts. A port that cannot be bound is ``X_CONFIG_INVALID`` at start, the default one too: a
+    second service on one host without its own UJOBS_METRICS_PORT would otherwise run with no
+    /metrics and no /readyz, which no orchestrator's probe tells from a dead process."""
     service = run.common.service
     app = metrics_app(service, backend, refresh=refresh)
     runner = web.AppRunner(app, access_log=None)
@@ -123,21 +124,17 @@ async def serve_metrics(
     except OSError as exc:
         await runner.cleanup()
         where = f"{endpoint.host}:{endpoint.port}"
-        if endpoint.explicit:
-            raise ConfigInvalidError(
-                f"UJOBS_METRICS_PORT: cannot listen on {where} ({exc.strerror}); choose "
-                "another port (0 picks a free one)",
-                meta={"variable": "UJOBS_METRICS_PORT", "port": endpoint.port},
-            ) from None
-        log.warning(
-            "ujobs.metrics.port-busy",
-            extra={
-                "address": where,
-                "hint": "another process holds the default metrics port; set "
-                "UJOBS_METRICS_PORT to serve /metrics from this one",
-            },
+        hint = (
+            "choose another port"
+            if endpoint.explicit
+            else "another service on this host holds the default port: give each service its "
+            "own UJOBS_METRICS_PORT"
         )
-        return None
+        raise ConfigInvalidError(
+            f"UJOBS_METRICS_PORT: cannot listen on {where} ({exc.strerror}); {hint} (0 picks a "
+            "free one)",
+            meta={"variable": "UJOBS_METRICS_PORT", "port": endpoint.port},
+        ) from None
     run.stack.push_async_callback(runner.cleanup)
 
     def accept() -> None:

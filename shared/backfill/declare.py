@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +54,13 @@ class BackfillDefinition:
     environments: tuple[str, ...] | None
     count: CountFn | None
     checksum: str
+    checksum_with_batch: str
+    """What this declaration's checksum was while ``batch`` was part of it: ledger rows of
+    those releases carry it, and it is not a moved checksum."""
+
+    def moved_from(self, checksum: str) -> bool:
+        """Whether a ledger row's ``checksum`` names another definition than this one."""
+        return checksum not in (self.checksum, self.checksum_with_batch)
 
     def describe(self) -> dict[str, Any]:
         """The ``registered_backfills()`` row. ``tenant`` is ``none`` (one pass sweeps every
@@ -62,11 +69,18 @@ class BackfillDefinition:
             "kind": "backfill",
             "name": self.name,
             "checksum": self.checksum,
+            "checksumWithBatch": self.checksum_with_batch,
             "requires": self.requires,
             "environments": None if self.environments is None else list(self.environments),
             "counts": self.count is not None,
             "tenant": "none" if self.tenant == "none" else "scoped",
         }
+
+
+def checksum_moved(declaration: Mapping[str, Any], checksum: str) -> bool:
+    """Whether a ledger row's ``checksum`` differs from a ``registered_backfills()`` row's:
+    neither its checksum nor the one the same declaration had while ``batch`` was hashed."""
+    return checksum not in (declaration["checksum"], declaration.get("checksumWithBatch"))
 
 
 _origin: weakref.WeakKeyDictionary[JobHandle[Any], BackfillDefinition] = weakref.WeakKeyDictionary()
@@ -98,19 +112,22 @@ def _text(fn: Any) -> str:
 def definition_checksum(
     *,
     name: str,
-    batch: int,
     source: Any,
     handle: Any,
     count: Any,
     requires: str | None,
     environments: tuple[str, ...] | None,
+    batch: int | None = None,
 ) -> str:
-    """sha-256 of what makes a sweep THIS sweep: its name, batch, the source text of source,
-    handle and count, requires and environments. ``rate`` is pacing, not identity, and is not
-    in it; function text moves under a bundler, so a moved checksum only warns."""
+    """sha-256 of what makes a sweep THIS sweep: its name, the source text of source, handle
+    and count, requires and environments. ``batch`` and ``rate`` are tuning, not identity, and
+    are not in it; function text moves under a bundler, so a moved checksum only warns.
+
+    ``batch`` given answers the checksum ledger rows written before batch left it (it was
+    hashed second), so a row of an earlier release still matches its unchanged declaration."""
     parts = [
         name,
-        str(batch),
+        *([] if batch is None else [str(batch)]),
         _text(source),
         _text(handle),
         _text(count),
@@ -167,15 +184,14 @@ def backfill(
         if isinstance(environments, str) or not all(isinstance(e, str) and e for e in environments):
             raise _invalid(name, "environments must be a list of names", "environments")
         envs = tuple(environments)
-    checksum = definition_checksum(
-        name=name,
-        batch=batch,
-        source=source,
-        handle=handle,
-        count=count,
-        requires=requires,
-        environments=envs,
-    )
+    identity: dict[str, Any] = {
+        "name": name,
+        "source": source,
+        "handle": handle,
+        "count": count,
+        "requires": requires,
+        "environments": envs,
+    }
     definition = BackfillDefinition(
         name=name,
         source=source,
@@ -186,7 +202,8 @@ def backfill(
         requires=requires,
         environments=envs,
         count=count,
-        checksum=checksum,
+        checksum=definition_checksum(**identity),
+        checksum_with_batch=definition_checksum(**identity, batch=batch),
     )
     from ujobs.backfill.pass_run import pass_body
 

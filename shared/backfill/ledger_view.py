@@ -21,7 +21,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any, Literal
 
-from ujobs.backfill.declare import BackfillDefinition, declared_backfills, definition_of
+from ujobs.backfill.declare import (
+    BackfillDefinition,
+    checksum_moved,
+    declared_backfills,
+    definition_of,
+)
 from ujobs.backfill.pass_run import check_environment
 from ujobs.drivers.base import BackfillLedger, BackfillRow, BackfillStatus
 from ujobs.drivers.postgres.sql import query
@@ -153,7 +158,7 @@ def pending_backfills(
             newest = passes[0] if passes else None
             completed = next((p for p in passes if p["status"] == "completed"), None)
             state = _state(declaration, newest, completed is not None, environment)
-            moved = completed is not None and completed["checksum"] != declaration["checksum"]
+            moved = completed is not None and checksum_moved(declaration, completed["checksum"])
             rows.append(
                 {
                     "name": declaration["name"],

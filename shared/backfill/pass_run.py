@@ -9,7 +9,8 @@ In order:
    a COMPLETED row of another run in this pass's scope (its tenant; every tenant for
    ``tenant='none'``) makes this run a no-op answering ``{skipped: True, previousRunId}``
    unless the input says ``force`` (a moved checksum warns
-   ``jobs.backfill.checksum-moved``, never refuses). Otherwise ``begin`` adopts this run's row
+   ``jobs.backfill.checksum-moved``, never refuses; a row's checksum from a release that still
+   hashed ``batch`` is not a moved one). Otherwise ``begin`` adopts this run's row
    (a retry keeps ``started_at``) or writes a new one (``force`` is a new run, so a new row),
    recording the tenant the pass is scoped to.
 3. Pages: step ``batch:N`` per page, the throttle's pause inside it, then ``handle(rows,
@@ -21,9 +22,12 @@ In order:
 4. ``count`` (when declared), once after the last batch: a safe non-negative integer or
    ``X_INVARIANT``; above zero is ``X_BACKFILL_STALLED`` (terminal) — the source ran out while
    the predicate still matches.
-5. The row is marked ``completed`` (or ``failed`` with the error when the attempt failed; a
-   drain's hand-back leaves it ``running``). ``tenant='none'`` runs steps 3-4 inside
-   ``cross_tenant()``: the source is lazy, so the author has nothing to wrap.
+5. The row is marked ``completed``, or ``failed`` with the error when the attempt failed. A
+   drain is not a failure: the attempt is handed back uncounted, whether the drain surfaced as
+   ``X_DRAINING`` (a step refused to start) or as the ``X_ABORTED`` its abort raised in the
+   throttle's pause or in ``handle`` (``handed_back``), so the row stays ``running`` and the
+   next attempt adopts it. ``tenant='none'`` runs steps 3-4 inside ``cross_tenant()``: the
+   source is lazy, so the author has nothing to wrap.
 """
 
 from __future__ import annotations
@@ -43,9 +47,11 @@ from ujobs.errors import (
     BackfillStalledError,
     InvariantError,
     JobDrainedError,
+    error_code_of,
     register_error_retry,
 )
 from ujobs.execution.run import Run
+from ujobs.execution.scope import job_scope
 from ujobs.jobs.enqueue_target import has_job_driver, job_driver
 
 if TYPE_CHECKING:
@@ -95,6 +101,21 @@ def parse_count(definition: BackfillDefinition, answer: Any) -> int:
     return answer
 
 
+async def count_left(definition: BackfillDefinition, ctx: Any) -> int | None:
+    """``count(ctx)``, parsed; None when the declaration has no ``count``. The pass calls it
+    after its last batch and the dry run before any: one call, one ctx, one parse."""
+    if definition.count is None:
+        return None
+    return parse_count(definition, await maybe_await(definition.count(ctx)))
+
+
+async def dry_count(definition: BackfillDefinition, ctx: Any, tenant: str | None) -> int | None:
+    """What a pass for ``tenant`` would touch, counted as the pass counts: ``count(ctx)`` under
+    the pass's actor (``tenant``'s org) and scope (every tenant for ``tenant='none'``)."""
+    with job_scope(None if definition.tenant == "none" else tenant, None), _scope(definition):
+        return await count_left(definition, ctx)
+
+
 def ledger_of_installed_driver() -> BackfillLedger | None:
     return job_driver().backfills if has_job_driver() else None
 
@@ -118,7 +139,7 @@ async def run_pass(
     if ledger is not None and not force:
         previous = await ledger.latest_completed(name, tenant)
         if previous is not None and previous.run_id != run.run_id:
-            if previous.checksum != definition.checksum:
+            if definition.moved_from(previous.checksum):
                 log.warning(
                     "jobs.backfill.checksum-moved",
                     extra={"backfill": name, "previous_run_id": previous.run_id},
@@ -135,17 +156,16 @@ async def run_pass(
     try:
         with _scope(definition):
             batches, rows = await _sweep(definition, run, ledger)
-            if definition.count is not None:
-                left = parse_count(definition, await maybe_await(definition.count(run.ctx)))
-                if left > 0:
-                    raise BackfillStalledError(
-                        f"backfill {name!r}: the source ran out after {rows} rows while count() "
-                        f"still matches {left}; source and count select different rows",
-                        meta={"backfill": name, "rows": rows, "left": left},
-                    )
-    except JobDrainedError:
-        raise  # handed back uncounted: the row stays running, the next attempt adopts it
+            left = await count_left(definition, run.ctx)
+            if left is not None and left > 0:
+                raise BackfillStalledError(
+                    f"backfill {name!r}: the source ran out after {rows} rows while count() "
+                    f"still matches {left}; source and count select different rows",
+                    meta={"backfill": name, "rows": rows, "left": left},
+                )
     except Exception as exc:
+        if handed_back(exc, run):
+            raise  # uncounted: the row stays running, the next attempt adopts it
         if ledger is not None:
             with contextlib.suppress(Exception):
                 await ledger.finish(name, run.run_id, "failed", str(exc))
@@ -153,6 +173,24 @@ async def run_pass(
     if ledger is not None:
         await ledger.finish(name, run.run_id, "completed")
     return {"name": name, "batches": batches, "rows": rows, "skipped": False, "runId": run.run_id}
+
+
+def handed_back(error: BaseException, run: Run[Any]) -> bool:
+    """Whether ``error`` is a drain's hand-back: ``X_DRAINING`` itself, or what a drain's abort
+    made of it (the throttle's pause or a ``handle`` ending on the signal raises ``X_ABORTED``
+    caused by the drain). The attempt is handed back uncounted either way, so the ledger row
+    must not say ``failed``."""
+    reason = run.signal.reason
+    if reason is not None and error_code_of(reason) == JobDrainedError.code:
+        return True
+    chain: list[BaseException] = []
+    link: BaseException | None = error
+    while link is not None and link not in chain:
+        if error_code_of(link) == JobDrainedError.code:
+            return True
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    return False
 
 
 @contextlib.contextmanager

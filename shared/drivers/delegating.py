@@ -14,6 +14,7 @@ import builtins
 from collections.abc import Iterable
 
 from ujobs.drivers.base import (
+    AttemptError,
     BackfillLedger,
     BulkFilter,
     BulkResult,
@@ -34,6 +35,7 @@ from ujobs.drivers.base import (
     JSONValue,
     LeaseStore,
     NackOptions,
+    QueueTenants,
     StepRecord,
     StoreWatch,
     TaskFire,
@@ -145,6 +147,9 @@ class DelegatingIntrospection(JobIntrospection):
     async def get(self, job_id: str) -> JobRow | None:
         return await self.inner.get(job_id)
 
+    async def attempt_errors(self, job_id: str) -> builtins.list[AttemptError]:
+        return await self.inner.attempt_errors(job_id)
+
     async def requeue(self, job_id: str, *, from_step: str | None = None) -> JobRow:
         return await self.inner.requeue(job_id, from_step=from_step)
 
@@ -174,6 +179,9 @@ class DelegatingIntrospection(JobIntrospection):
 
     async def paused_queues(self) -> builtins.list[str]:
         return await self.inner.paused_queues()
+
+    async def queue_tenants(self, queue: str, now_ms: int, *, cap: int, top: int) -> QueueTenants:
+        return await self.inner.queue_tenants(queue, now_ms, cap=cap, top=top)
 
     async def pause_task(self, task: str) -> None:
         await self.inner.pause_task(task)

@@ -24,6 +24,23 @@ from ujobs.errors import JobPageInvalidError
 # --- the operator surface -------------------------------------------------------------------
 
 
+ATTEMPT_ERRORS_KEPT = 10
+"""How many attempts' errors a row keeps (the newest); older ones are dropped as new ones come."""
+
+ATTEMPT_ERROR_CHARS = 4_000
+"""An attempt's error is kept to this many characters (a traceback's head and its last lines are
+in ``last_error`` in full)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptError:
+    """One counted attempt that failed: its number, its error text, when it was settled."""
+
+    attempt: int
+    error: str
+    at_ms: int
+
+
 @dataclass(frozen=True, slots=True)
 class JobRow:
     """A job as the operator surface shows it."""
@@ -180,6 +197,26 @@ class CounterTotals:
 
 
 @dataclass(frozen=True, slots=True)
+class TenantBacklog:
+    """One tenant's due work in one queue: how many of its rows are due (ready, delayed,
+    suspended with a run time passed), and the oldest one's run time."""
+
+    tenant_id: str | None
+    due: int
+    oldest_due_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueTenants:
+    """The tenants with the most due work in a queue (``top`` of them, most first). ``capped``:
+    the queue holds more than ``cap`` due rows and only the ``cap`` oldest were read, so the
+    counts are lower bounds (a tenant with work only further back is not listed)."""
+
+    tenants: tuple[TenantBacklog, ...]
+    capped: bool
+
+
+@dataclass(frozen=True, slots=True)
 class TaskFire:
     task: str
     occurrence_ms: int
@@ -225,6 +262,13 @@ class JobIntrospection(Protocol):
     async def list(self, flt: JobFilter) -> JobPage: ...
 
     async def get(self, job_id: str) -> JobRow | None: ...
+
+    async def attempt_errors(self, job_id: str) -> builtins.list[AttemptError]:
+        """The errors of the row's counted failed attempts, oldest first: the newest
+        ``ATTEMPT_ERRORS_KEPT``, each cut to ``ATTEMPT_ERROR_CHARS``. A hand-back (uncounted) is
+        not an attempt and adds none; a retry keeps them (a later attempt 1 follows an earlier
+        one). An unknown id: empty."""
+        ...
 
     async def remove(self, job_id: str) -> bool:
         """Delete one job and its steps (when no other row shares the run: its ``run_id`` under
@@ -287,6 +331,12 @@ class JobIntrospection(Protocol):
     async def resume_queue(self, queue: str) -> None: ...
 
     async def paused_queues(self) -> builtins.list[str]: ...
+
+    async def queue_tenants(self, queue: str, now_ms: int, *, cap: int, top: int) -> QueueTenants:
+        """Who the queue's due work belongs to: the ``cap`` oldest due rows in hand-out order,
+        grouped by tenant (a bounded read however long the backlog), the ``top`` tenants by
+        count. Jobs without a tenant are one group, ``tenant_id`` None."""
+        ...
 
     async def pause_task(self, task: str) -> None: ...
 

@@ -158,6 +158,8 @@ class ClaimedJob:
     """Claimed AHEAD of a free slot (``ClaimOptions.ahead_after``): its attempt is counted, but
     until ``start_ahead`` lands it is not started, and a lease that lapses gives it back
     uncounted."""
+    snoozes: int = 0
+    """The times this run snoozed before this claim (``ujobs.jobs.snooze``; a requeue resets it)."""
 
     @property
     def ref(self) -> ClaimRef:
@@ -246,6 +248,8 @@ class NackOptions:
     park: bool = False
     duration_ms: int | None = None
     unreachable_cap: int | None = None
+    snooze: bool = False
+    """A snooze (``count=False`` with a ``run_at_ms``): adds one to the row's ``snoozes``."""
 
 
 def nack_state(options: NackOptions) -> NackTarget:

@@ -60,6 +60,7 @@ from ujobs.drivers.base import ClaimedJob, JobDriver, NackOptions
 from ujobs.errors import (
     JobAbortedError,
     JobDrainedError,
+    JobSnoozeLimitError,
     LeaseLostError,
     UltimateError,
     error_code_of,
@@ -86,6 +87,7 @@ from ujobs.execution.store_loss import store_lost
 from ujobs.jobs.job import JobHandle
 from ujobs.jobs.retry import StopReason, is_final_attempt
 from ujobs.results import encode_result
+from ujobs.jobs.snooze import MAX_SNOOZES, Snooze
 from ujobs.signal import Signal
 from ujobs.tracing import job_span
 
@@ -260,7 +262,26 @@ async def _settle(
             # Too large or not JSON: refused (terminal), never truncated; the value is not
             # logged, only its size and the limit (ujobs.results).
             end = BodyEnd("raised", error=exc)
-    if end.kind == "returned" and not halted:
+    snoozed = end.kind == "raised" and not halted and isinstance(end.error, Snooze)
+    if snoozed and claimed.snoozes >= MAX_SNOOZES:
+        end = BodyEnd("raised", error=_snooze_limit(claimed, cast(Snooze, end.error)))
+    if end.kind == "raised" and not halted and isinstance(end.error, Snooze):
+        outcome = "snoozed"
+        resume_at = now + end.error.delay_ms
+        nack = NackOptions(count=False, run_at_ms=resume_at, snooze=True)
+        log.info(
+            "jobs.attempt.snoozed",
+            extra={
+                "job": claimed.name,
+                "job_id": claimed.id,
+                "run_id": claimed.run_id,
+                "queue": claimed.queue,
+                "attempt": claimed.attempt,
+                "snoozes": claimed.snoozes + 1,
+                "retry_in_ms": end.error.delay_ms,
+            },
+        )
+    elif end.kind == "returned" and not halted:
         outcome, nack = "completed", None
     elif end.kind == "suspended" and not halted and end.suspension is not None:
         outcome = "suspended"
@@ -369,6 +390,17 @@ def _settled_error(name: str, outcome: str) -> JobAbortedError:
         f"job {name!r}: the attempt is settled ({outcome})",
         meta={"job": name, "outcome": outcome},
     )
+
+
+def _snooze_limit(claimed: ClaimedJob, snooze: Snooze) -> JobSnoozeLimitError:
+    error = JobSnoozeLimitError(
+        f"job {claimed.name!r} snoozed {claimed.snoozes} times, the most a run may "
+        f"(MAX_SNOOZES); this snooze ({snooze}) dead-letters it: schedule the retry as a new "
+        "job, or sleep in a step (step.sleep) for waits that long",
+        meta={"job": claimed.name, "snoozes": claimed.snoozes},
+    )
+    error.__cause__ = snooze
+    return error
 
 
 def _log_failure(

@@ -12,6 +12,7 @@ its short timer, and ``settled`` to know whether any of it happened at all.
 | the body throwing, none left or terminal | dead-lettered | yes | dead | told |
 | the same, retry.dead_letter=False | dropped (row failed) | yes | failed | told |
 | the worker's drain (X_DRAINING) | interrupted | no | — | no |
+| ``raise Snooze(seconds)`` (under ``MAX_SNOOZES``) | snoozed | no | — | no |
 | when_busy='fail' over a busy key | refused (row failed) | no | failed | told |
 | a shed, a limit, an unknown job name | handed-back (not in the spec's table) | no | — | no |
 """
@@ -27,7 +28,14 @@ from ujobs.execution.frozen_init import slot_init
 from ujobs.jobs.retry import StopReason
 
 JobOutcome = Literal[
-    "completed", "suspended", "retried", "dead-lettered", "dropped", "interrupted", "refused"
+    "completed",
+    "suspended",
+    "retried",
+    "dead-lettered",
+    "dropped",
+    "interrupted",
+    "refused",
+    "snoozed",
 ]
 ExecutionOutcome = JobOutcome | Literal["handed-back"]
 JobsTotal = Literal["ok", "failed", "dead"]
@@ -51,6 +59,7 @@ OUTCOMES: Mapping[ExecutionOutcome, OutcomeRule] = {
     "dropped": OutcomeRule(True, "failed", True),
     "interrupted": OutcomeRule(False, None, False),
     "refused": OutcomeRule(False, "failed", True),
+    "snoozed": OutcomeRule(False, None, False),
     "handed-back": OutcomeRule(False, None, False),
 }
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Generic, Literal, Protocol, TypeVar, overload
+from typing import Any, Generic, Literal, NoReturn, Protocol, TypeVar, overload
 
 from ujobs.execution.frozen_init import slot_init
+from ujobs.jobs.snooze import Snooze
 from ujobs.signal import Signal
 
 InputT = TypeVar("InputT")
@@ -73,6 +74,11 @@ class Run(Generic[InputT]):
     name: str = ""
     queue: str = "default"
     tenant_id: str | None = None
+
+    def snooze(self, seconds: float | timedelta) -> NoReturn:
+        """Run again in ``seconds`` without spending an attempt: ``raise Snooze(seconds)``
+        (``ujobs.jobs.snooze``)."""
+        raise Snooze(seconds)
 
 
 SettledOutcome = Literal["completed", "dead-lettered", "dropped", "refused"]

@@ -3,6 +3,8 @@
 
 The map:
 
+- ``app_context``: ``define_api(context=)``: the resources an app opens once per process for
+  its runs (``run.ctx``).
 - ``declaration_rules``: The rules a declaration is checked against where it is written.
 - ``definition``: A job's declaration checked where it is written: ``build_definition`` answers
   the frozen ``JobDefinition`` a handle wraps, or refuses it.
@@ -14,6 +16,7 @@ The map:
   job's result once it settles, or its failure raised with its code.
 - ``retry``: Retry policy: the backoff schedule, equal jitter, the final attempt, a stated
   Retry-After.
+- ``snooze``: ``Snooze(seconds)``: run again later without spending an attempt, bounded.
 - ``schema``: ``t``: the input-schema builder, over pydantic, and the one place inputs are
   validated.
 - ``task``: ``task()``: a cron line, its IANA zone, and the jobs each occurrence puts on the

@@ -45,6 +45,7 @@ from ujobs.jobs.enqueue_target import jobs_facade
 from ujobs.jobs.result_read import job_result
 from ujobs.jobs.retry import Retry
 from ujobs.limits import check_depth, check_text, text_problem
+from ujobs.masking import redact_key
 
 __all__ = [
     "DEFAULT_EVENT_POLL_MS",
@@ -89,9 +90,14 @@ def conflict_checked(
     (``enqueue``, ``as_``, the HTTP edge's ``onConflict``)."""
     if answer.deduped and on_conflict == "error":
         raise JobDuplicateError(
-            f"job {request.name!r}: a live run ({answer.id}) holds the idempotency key "
-            f"{request.idempotency_key!r}; wait for it, or enqueue with another key",
-            meta={"job": request.name, "id": answer.id, "idempotency_key": request.idempotency_key},
+            f"job {request.name!r}: a live run ({answer.id}) holds its idempotency key; wait for "
+            "it, or enqueue with another key",
+            # Masked as every document masks it: the key is computed from the input.
+            meta={
+                "job": request.name,
+                "id": answer.id,
+                "idempotency_key": redact_key(request.idempotency_key),
+            },
         )
     return answer
 

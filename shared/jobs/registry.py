@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from ujobs.errors import InvariantError, JobDuplicateError
+from ujobs.jobs.app_context import AppContext, checked_context
 from ujobs.jobs.job import JobHandle, validate_name
 from ujobs.jobs.task import TaskHandle
 
@@ -24,10 +25,12 @@ Namespace = ModuleType | object
 
 @dataclass
 class Registry:
-    """Name -> handle, for jobs and for tasks; what workers and the manifest read."""
+    """Name -> handle, for jobs and for tasks; what workers and the manifest read. ``context``
+    is the app's ``define_api(context=)`` factory (``ujobs.jobs.app_context``), if any."""
 
     jobs: dict[str, JobHandle[Any]] = field(default_factory=dict)
     tasks: dict[str, TaskHandle] = field(default_factory=dict)
+    context: AppContext | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def register_job(self, handle: JobHandle[Any]) -> None:
@@ -55,6 +58,13 @@ class Registry:
         return self.jobs.get(name)
 
     def merge(self, other: Registry) -> None:
+        if other.context is not None:
+            if self.context is not None and self.context is not other.context:
+                raise InvariantError(
+                    "two apps with different define_api(context=) factories in one registry; "
+                    "a process opens one app context — give one app the resources of both"
+                )
+            self.context = other.context
         for handle in other.jobs.values():
             self.register_job(handle)
         for task_handle in other.tasks.values():
@@ -88,13 +98,15 @@ def reset_registry() -> None:
 
 @dataclass(frozen=True)
 class Api:
-    """What ``define_api`` answers: the app's jobs and tasks by name."""
+    """What ``define_api`` answers: the app's jobs and tasks by name, and its ``context``
+    factory (None: runs get ``run.ctx`` None)."""
 
     jobs: Mapping[str, JobHandle[Any]]
     tasks: Mapping[str, TaskHandle]
+    context: AppContext | None = None
 
     def registry(self) -> Registry:
-        reg = Registry()
+        reg = Registry(context=self.context)
         for handle in self.jobs.values():
             reg.register_job(handle)
         for task_handle in self.tasks.values():
@@ -176,14 +188,21 @@ def _plan(namespaces: Sequence[Namespace], kind: type[Any], noun: str) -> dict[s
 
 
 def define_api(
-    *, jobs: Sequence[Namespace] = (), tasks: Sequence[Namespace] = (), install: bool = True
+    *,
+    jobs: Sequence[Namespace] = (),
+    tasks: Sequence[Namespace] = (),
+    context: AppContext | None = None,
+    install: bool = True,
 ) -> Api:
     """Register the app's job and task modules; answers the ``Api`` the services load.
 
     Pass module objects (``import app.jobs as jobs; define_api(jobs=[jobs])``). Every collision
-    is refused before any handle is renamed. ``install=False`` builds the ``Api`` without
-    touching the process registry (tests).
+    is refused before any handle is renamed. ``context`` is a function answering an async
+    context manager: each service that runs jobs enters it once at start, its value is
+    ``run.ctx``, and it is exited after the drain (``ujobs.jobs.app_context``).
+    ``install=False`` builds the ``Api`` without touching the process registry (tests).
     """
+    factory = checked_context(context)
     reg = Registry()
     for handle in _plan(_namespaces(jobs, "jobs"), JobHandle, "job").values():
         reg.register_job(handle)
@@ -193,4 +212,4 @@ def define_api(
             reg.register_job(job_handle)
     if install:
         _global.merge(reg)
-    return Api(jobs=dict(reg.jobs), tasks=dict(reg.tasks))
+    return Api(jobs=dict(reg.jobs), tasks=dict(reg.tasks), context=factory)

@@ -264,6 +264,8 @@ class Runner:
             counter.inc()
         if execution.settled:
             self.counters.settled += 1
+            if execution.outcome == "snoozed":
+                self.metrics.jobs_snoozed.labels(queue=execution.queue).inc()
             if execution.resume_at_ms is not None:
                 self._due_at(execution.resume_at_ms)
         self.signals.emit("settled", execution)

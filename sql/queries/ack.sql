@@ -14,7 +14,7 @@
 -- primary key probe with the running index, and a bitmap scan reads every entry of that
 -- index, dead ones included, until VACUUM removes them.
 -- The body's result (json text, absent or null: none) is stored in the same write
--- (migration 0020), and a row a result wait marked (result_waited) announces its id on
+-- (migration 0023), and a row a result wait marked (result_waited) announces its id on
 -- `x_jobs_settled`: only those, so an ack nobody waits for notifies nothing.
 -- $1 ids  $2 the batch (json text)  $3 now ms  $4 counter bucket width ms
 -- $5 counter bucket start ms  $6 'running'

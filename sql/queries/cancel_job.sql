@@ -6,7 +6,7 @@
 -- With $4 (the driver's settlements on) the cancel also writes its x_settlements row
 -- (outcome 'cancelled', code null, the row's attempt) in this same statement, so the NATS edge
 -- is told of a run an operator ended as it is of every other ending.
--- A row a result wait marked (result_waited, migration 0020) announces its id on
+-- A row a result wait marked (result_waited, migration 0023) announces its id on
 -- `x_jobs_settled`.
 -- $1 id  $2 reason  $3 now ms  $4 write the settlements outbox (bool)
 with cancelled as (

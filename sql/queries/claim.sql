@@ -105,7 +105,8 @@ outbox as (
 select x.kind, x.id, x.run_id, x.name, x.queue, x.input::text as input, x.tenant_id,
        x.idempotency_key, x.attempt, x.max_attempts, x.claimed_by, x.claim, x.state,
        x_ms(x.run_at) as run_at_ms, x_ms(x.created_at) as created_at_ms,
-       x_ms(x.lease_expires_at) as lease_expires_at_ms, x.traceparent, x.enqueued_by, x.ahead
+       x_ms(x.lease_expires_at) as lease_expires_at_ms, x.traceparent, x.enqueued_by, x.ahead,
+       x.snoozes
   from (select 'claimed' as kind, c.* from claimed c
         union all
         select 'buried' as kind, b.* from buried b) x

@@ -5,19 +5,28 @@
 -- settlements are on. Everything else is nack.sql's: read it there.
 -- $1 id  $2 worker id  $3 claim  $4 target state  $5 counted  $6 error  $7 run_at ms (null:
 -- now)  $8 now ms  $9 counter kind  $10 bucket width ms  $11 bucket start ms  $12 progress
--- $13 unreachable cap (null: not an outage hand-back)
+-- $13 unreachable cap (null: not an outage hand-back)  $14 attempt errors kept  $15 characters
+-- kept of each (a counted nack with an error appends one, migration 0021)  $16 a snooze (adds
+-- one to snoozes, migration 0022)
 with settled as (
   update x_jobs j
      set state = $4::text,
          attempt = case when $5::bool then j.attempt else greatest(j.attempt - 1, 0) end,
          last_error = coalesce($6::text, j.last_error),
+         attempt_errors = case
+           when $5::bool and $6::text is not null then jsonb_path_query_array(
+             j.attempt_errors || jsonb_build_array(jsonb_build_object(
+               'attempt', j.attempt, 'error', left($6::text, $15::int), 'atMs', $8::bigint)),
+             '$[last - $keep to last]', jsonb_build_object('keep', $14::int - 1))
+           else j.attempt_errors end,
          run_at = case when $4::text in ('dead', 'failed') then j.run_at
                        else x_ts(coalesce($7::bigint, $8::bigint)) end,
          finished_at = case when $4::text in ('dead', 'failed') then x_ts($8::bigint) end,
          lease_expires_at = null,
          updated_at = x_ts($8::bigint),
          progress = coalesce($12::text::jsonb, j.progress),
-         unreachable_returns = j.unreachable_returns + (case when $13::int is null then 0 else 1 end)
+         unreachable_returns = j.unreachable_returns + (case when $13::int is null then 0 else 1 end),
+         snoozes = j.snoozes + (case when $16::bool then 1 else 0 end)
    where j.id = $1::text
      and j.claimed_by = $2::text
      and j.claim = $3::int

@@ -12,8 +12,8 @@ select r.endpoint_id as asked_endpoint_id, r.event_id as asked_event_id,
        case when e.previous_expires_at > x_ts($3::bigint) then e.previous_secret_sealed end
          as previous_secret_sealed,
        e.headers::text as headers, e.headers_sealed, e.disabled_at is not null as disabled, e.rate_per_s,
-       v.id as event_id, v.tenant_id as event_tenant_id, v.topic as event_topic,
-       v.body as event_body
+       e.payload, v.id as event_id, v.tenant_id as event_tenant_id, v.topic as event_topic,
+       v.body as event_body, x_ms(v.created_at) as event_created_at_ms
   from unnest($1::text[], $2::text[]) as r(endpoint_id, event_id)
  cross join lateral (
    select * from x_webhook_endpoints x where x.id = r.endpoint_id offset 0

@@ -55,6 +55,7 @@ async def test_endpoints_and_their_deliveries_show_no_secret(family_dash: Dash) 
     assert (cells[3], cells[5], cells[6]) == ("1", "503", "X_WEBHOOK_DELIVERY_FAILED")
     await expect(page.locator("#failures")).to_have_text("1")
     await expect(page.locator("#endpoint-fields").get_by_text("Authorization")).to_be_visible()
+    await expect(page.locator("#endpoint-fields").get_by_text("the envelope")).to_be_visible()
     html = await page.content()
     assert hooks.secret_a not in html
     assert hooks.header_value not in html

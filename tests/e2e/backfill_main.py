@@ -4,7 +4,9 @@ CURSOR]``.
 ``slugs`` sweeps ``bf_posts`` (keyset on ``id``, 10 rows a page) and records every row it
 handles in ``bf_touches`` — one row per touch, so a test can count how often each post was
 handled. With ``--hang-at N`` the page after cursor N records its touches and then hangs, for
-the test to SIGKILL the process mid-page. Prints ``{"event": "ready"}`` once claiming.
+the test to SIGKILL the process mid-page. ``--rate R`` paces the pass at R batches a second
+(``0.01``: the second page waits 100 s in the throttle's pause, for a test to drain it there).
+Prints ``{"event": "ready"}`` once claiming; exits 0 once drained, 1 if a run was abandoned.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def _say(event: str, **fields: object) -> None:
     sys.stdout.flush()
 
 
-def declare(pool: asyncpg.Pool[Any], hang_at: int | None) -> Any:
+def declare(pool: asyncpg.Pool[Any], hang_at: int | None, rate: float = 200) -> Any:
     def source(_ctx: Any) -> KeysetSource:
         async def fetch(after: Any, limit: int) -> list[asyncpg.Record]:
             return list(await pool.fetch(_PAGE, after, limit))
@@ -52,7 +54,7 @@ def declare(pool: asyncpg.Pool[Any], hang_at: int | None) -> Any:
             await asyncio.sleep(3_600)
 
     return backfill(
-        name="slugs", tenant="none", source=source, handle=handle, batch=BATCH, rate=200
+        name="slugs", tenant="none", source=source, handle=handle, batch=BATCH, rate=rate
     )
 
 
@@ -61,6 +63,7 @@ async def main() -> None:
     parser.add_argument("dsn")
     parser.add_argument("--hang-at", type=int, default=None)
     parser.add_argument("--visibility-ms", type=int, default=1_500)
+    parser.add_argument("--rate", type=float, default=200)
     args = parser.parse_args()
     configure_lifecycle(deadline_ms=2_000)
     pool = await asyncpg.create_pool(args.dsn, min_size=1, max_size=4)
@@ -68,7 +71,7 @@ async def main() -> None:
     driver = postgres_driver(pool)
     set_job_driver(driver)  # the pass finds the ledger on the installed driver
     registry = Registry()
-    registry.register_job(declare(pool, args.hang_at))
+    registry.register_job(declare(pool, args.hang_at, args.rate))
     worker = job_worker(
         driver=driver,
         context=None,

@@ -114,3 +114,43 @@ async def test_a_pass_sigkilled_mid_page_resumes_on_that_page(
         assert [s["name"] for s in steps] == [f"batch:{n}" for n in range(5)]
     finally:
         await pg_pool.execute("drop table if exists bf_posts; drop table if exists bf_touches")
+
+
+async def test_a_pass_drained_in_its_throttle_pause_is_handed_back_running(
+    pg_dsn: str, pg_pool: asyncpg.Pool[Any]
+) -> None:
+    """A deploy's SIGTERM while the pass waits out its rate: the attempt is handed back
+    uncounted and the ledger row stays ``running`` (not ``failed``, which ``--pending`` would
+    report after every deploy); the next worker resumes the pass and completes the row."""
+    await pg_pool.execute(
+        "create table bf_posts (id int primary key, slug text);"
+        "create table bf_touches (n bigserial primary key, post_id int not null)"
+    )
+    try:
+        await pg_pool.execute("insert into bf_posts (id) select generate_series(1, $1::int)", 15)
+        job = await postgres_driver(pg_pool).enqueue(
+            EnqueueRequest(name="slugs", input={}, idempotency_key="slugs")
+        )
+        paced = await spawn(pg_dsn, "--rate", "0.01")  # 100 s between batch starts
+        # Page 1 handled and reported: the next thing the pass does is the 100 s pause.
+        await poll(pg_pool, "select rows_processed from x_backfills", want=10)
+        paced.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(paced.wait(), WAIT_S) == 0  # drained, nothing abandoned
+        row = await pg_pool.fetchrow("select status, error from x_backfills")
+        assert row is not None
+        assert (row["status"], row["error"]) == ("running", None)
+        queued = await pg_pool.fetchrow("select state, attempt from x_jobs where id = $1", job.id)
+        assert queued is not None
+        assert (queued["state"], queued["attempt"]) == ("ready", 0)  # handed back uncounted
+
+        resumed = await spawn(pg_dsn)
+        try:
+            await poll(pg_pool, "select state from x_jobs where id = $1", job.id, want="done")
+        finally:
+            resumed.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(resumed.wait(), WAIT_S)
+        done = await pg_pool.fetchrow("select status, rows_processed from x_backfills")
+        assert done is not None
+        assert (done["status"], done["rows_processed"]) == ("completed", 15)
+    finally:
+        await pg_pool.execute("drop table if exists bf_posts; drop table if exists bf_touches")

@@ -31,7 +31,11 @@ pytestmark = pytest.mark.slow
 
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text(encoding="utf-8"))
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
-OURS = {name: s for name, s in SERVICES.items() if s.get("image") == "ultimate-jobs:local"}
+OURS = {
+    name: s
+    for name, s in SERVICES.items()
+    if s.get("image") == "${UJOBS_IMAGE:-ultimate-jobs:local}"
+}
 BACKENDS = {"postgres", "redis", "nats"}
 LOCAL_ONLY = {
     "UJOBS_API_PORT": "0",

@@ -9,12 +9,14 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import orjson
 import pytest
 
 from tests.e2e.live_api import live_api
+from tests.e2e.service_process import ROOT, service_env
 from tests.support.docs import page
 
 PAGE = "guides/http-enqueue.md"
@@ -60,6 +62,22 @@ def test_every_snippet_enqueues_through_a_live_api(pg_dsn: str, tmp_path: Path) 
             )  # fmt: skip
             assert done.returncode == 0, f"{lang}: {done.stdout}\n{done.stderr}"
             answers[lang] = orjson.loads(done.stdout.strip().splitlines()[-1])
+        # The same variables exported, the operator CLI asks that api (no DATABASE_URL): the
+        # tenant token reads its job, an operator's lists the tokens.
+        cli = [sys.executable, "-m", "ujobs.services.cli"]
+        remote = service_env(UJOBS_URL=api.url, UJOBS_TOKEN=api.tenant_token)
+        listed = subprocess.run(
+            [*cli, "jobs", "list", "--json"], cwd=ROOT, env=remote, capture_output=True,
+            text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert listed.returncode == 0, listed.stderr
+        assert [j["id"] for j in orjson.loads(listed.stdout)["jobs"]] == [answers["sh"]["id"]]
+        tokens = subprocess.run(
+            [*cli, "tokens", "list"], cwd=ROOT, env={**remote, "UJOBS_TOKEN": api.token},
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert tokens.returncode == 0, tokens.stderr
+        assert "live-api" in tokens.stdout
     first = answers["sh"]
     assert set(first) == {"id", "runId", "deduped"}
     assert first["deduped"] is False

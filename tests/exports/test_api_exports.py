@@ -15,14 +15,17 @@ from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
 from tests.exports.conftest import LocalS3
+from tests.exports.export_app.failing import broken_export
 from tests.exports.export_app.jobs import expected_csv, orders_export, plain_job
 from tests.exports.kit import attempt, enqueue
 from ujobs.drivers.postgres import PostgresDriver, postgres_driver
+from ujobs.execution.settle import error_summary
 from ujobs.metrics import JobMetrics
 from ujobs.services.api.app import create_app
 from ujobs.services.api.exports import (
     AUTHORIZE,
     ExportLinkInvalidError,
+    Reader,
     part_path,
     sign_path,
     verify_path,
@@ -88,6 +91,7 @@ async def test_an_export_answers_its_manifest_and_signed_links_that_download_it(
     body = await answer.json()
     assert body["ready"] is True
     assert body["tenant"] == "org-1"
+    assert body["lastError"] is None
     assert body["manifest"]["parts"] == 3
     assert body["manifest"]["rows"] == 25
     assert [p["key"] for p in body["parts"]] == [
@@ -242,8 +246,14 @@ async def test_the_authorize_seam_hides_another_tenants_export(
         seen.append(tenant)
         return tenant == "org-2"
 
-    async def only_org_2(request: web.Request) -> Callable[[str | None], bool]:
-        return org_2
+    class Org2:
+        operator = False
+
+        def sees(self, tenant_id: str | None) -> bool:
+            return org_2(tenant_id)
+
+    async def only_org_2(request: web.Request) -> Reader:
+        return Org2()
 
     app = create_app(
         ApiConfig.load({"DATABASE_URL": pg_dsn, "UJOBS_APP": "tests.exports.export_app:api"}),
@@ -303,3 +313,78 @@ async def test_a_tenant_token_reads_its_own_export_and_another_tenants_is_404(
     assert (theirs.status, unknown.status) == (404, 404)
     codes = [(await r.json())["error"]["code"] for r in (theirs, unknown)]
     assert codes == ["X_EXPORT_NOT_FOUND", "X_EXPORT_NOT_FOUND"]
+
+
+async def test_a_dead_export_tells_why_to_its_tenant_without_the_stack_and_hides_from_another(
+    aiohttp_client: MakeClient,
+    pg_dsn: str,
+    pg_pool: asyncpg.Pool[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    driver: PostgresDriver,
+) -> None:
+    """A dead export's read carries its job's last error: an operator token reads it whole
+    (the stack too), org-1's token reads the code and message as a job's ``lastError`` is
+    shown to a tenant, and org-2's token gets the 404 of an unknown id."""
+    monkeypatch.setenv("UJOBS_EXPORT_URL", str(tmp_path))
+    app = create_app(
+        ApiConfig.load({"DATABASE_URL": pg_dsn, "UJOBS_APP": APP, "UJOBS_PUBLIC_URL": PUBLIC_URL}),
+        metrics=JobMetrics(CollectorRegistry()),
+    )
+    client = await aiohttp_client(app)
+    tokens = TokenStore(pg_pool)
+    operator = await tokens.create(tenant=None, scopes=("read",))
+    own = await tokens.create(tenant="org-1", scopes=("read",))
+    other = await tokens.create(tenant="org-2", scopes=("read",))
+    job_id = await enqueue(driver, broken_export, {"org_id": "org-1", "export_id": "b1"})
+    assert (await attempt(driver, broken_export)).outcome == "dead-lettered"
+    stored = await driver.introspect.get(job_id)
+    assert stored is not None
+    assert stored.last_error is not None
+
+    def bearer(secret: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {secret}"}
+
+    whole = await (
+        await client.get(f"/v1/exports/{job_id}", headers=bearer(operator.secret))
+    ).json()
+    assert (whole["state"], whole["ready"], whole["parts"]) == ("dead", False, [])
+    assert whole["lastError"] == stored.last_error
+    assert whole["lastError"].startswith("X_EXPORT_TENANCY_UNDECLARED: keyset('orders')")
+    assert "Traceback" in whole["lastError"]
+
+    mine = await client.get(f"/v1/exports/{job_id}", headers=bearer(own.secret))
+    assert mine.status == 200
+    body = await mine.json()
+    assert body["state"] == "dead"
+    assert body["lastError"] == error_summary(stored.last_error)
+    assert body["lastError"].startswith("X_EXPORT_TENANCY_UNDECLARED: keyset('orders')")
+    assert "Traceback" not in body["lastError"]
+    assert "File " not in body["lastError"]
+
+    theirs = await client.get(f"/v1/exports/{job_id}", headers=bearer(other.secret))
+    assert theirs.status == 404
+    assert (await theirs.json())["error"] == {
+        "code": "X_EXPORT_NOT_FOUND",
+        "message": f"no export {job_id!r}",
+        "meta": {"id": job_id},
+    }
+
+
+def test_the_modules_docstring_states_each_routes_token_rule_and_the_tenancy() -> None:
+    """The module's own account of its routes (read by whoever changes them): every route it
+    serves, with the scope it takes, and the rule a tenant token meets, as the tests above
+    prove it."""
+    import ujobs.services.api.exports as module
+
+    doc = module.__doc__ or ""
+    assert "| Route | Scope | Answers |" in doc
+    rows = [line for line in doc.splitlines() if line.startswith("| ``GET ")]
+    served = [f"{route.method} {route.path}" for route in module.routes]  # type: ignore[attr-defined]
+    assert [row.split("``")[1].split("?")[0] for row in rows] == served
+    assert rows[0].split(" | ")[1] == "``read``"
+    assert "the signed link is the credential" in rows[1]
+    assert "another tenant's id answers exactly as an id that does not exist" in " ".join(
+        doc.split()
+    )
+    assert "a tenant token reads the code and message without the stack" in " ".join(doc.split())

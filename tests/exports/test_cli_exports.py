@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tests.exports.export_app.failing import broken_export
 from tests.exports.export_app.jobs import expected_csv, orders_export
 from tests.exports.kit import attempt, enqueue
 from tests.support.cli import json_of, ujobs, ujobs_process, with_driver
@@ -92,7 +93,7 @@ def test_list_and_show(pg_dsn: str, tmp_path: Path) -> None:
     assert len(shown["parts"]) == 3
     text = ujobs("exports", "show", waiting, dsn=pg_dsn, env=env(store))
     assert text.exit_code == 0, text.output
-    assert "no: the manifest is not written yet" in text.stdout
+    assert "no: its job is ready; the manifest is written last" in text.stdout
 
 
 def test_show_of_an_unknown_export_is_x_export_not_found(pg_dsn: str, tmp_path: Path) -> None:
@@ -143,3 +144,55 @@ def test_get_on_a_terminal_shows_a_progress_bar_instead_of_lines(
     assert "downloading" in done.stderr
     assert "\x1b[" in done.stderr  # drawn with terminal control codes
     assert "downloaded" not in done.stderr
+
+
+def dead_export(dsn: str) -> str:
+    async def work(driver: PostgresDriver) -> str:
+        job_id = await enqueue(driver, broken_export, {"org_id": "org-1", "export_id": "b1"})
+        assert (await attempt(driver, broken_export)).outcome == "dead-lettered"
+        return job_id
+
+    return with_driver(dsn, work)
+
+
+def test_show_of_a_dead_export_prints_why_it_will_not_finish(pg_dsn: str, tmp_path: Path) -> None:
+    job_id = dead_export(pg_dsn)
+    text = ujobs("exports", "show", job_id, dsn=pg_dsn, env=env(tmp_path))
+    assert text.exit_code == 0, text.output
+    assert "the manifest is not written yet" not in text.stdout
+    assert "no: the export is dead and will not finish" in text.stdout
+    assert "last error\n  X_EXPORT_TENANCY_UNDECLARED: keyset('orders')" in text.stdout
+    assert "Traceback" in text.stdout  # the operator's view: the stack too
+    shown = json_of(ujobs("exports", "show", job_id, "--json", dsn=pg_dsn, env=env(tmp_path)))
+    assert shown["state"] == "dead"
+    assert shown["lastError"].startswith("X_EXPORT_TENANCY_UNDECLARED: ")
+    got = ujobs("exports", "get", job_id, "-o", str(tmp_path / "x.csv"), "--json", dsn=pg_dsn,
+                env=env(tmp_path))  # fmt: skip
+    assert got.exit_code == 1
+    error = json_of(got)["error"]
+    assert error["code"] == "X_EXPORT_NOT_FOUND"
+    assert "is dead and will never finish (X_EXPORT_TENANCY_UNDECLARED: " in error["message"]
+
+
+def test_show_and_get_take_any_unique_start_of_an_id(pg_dsn: str, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    first = exported(pg_dsn, store, "e1", rows=12)
+    second = exported(pg_dsn, store, "e2", rows=12, run=False)
+    shared = next(i for i in range(36) if first[i] != second[i])
+    unique = first[: shared + 1]
+    shown = json_of(ujobs("exports", "show", unique, "--json", dsn=pg_dsn, env=env(store)))
+    assert (shown["id"], shown["ready"]) == (first, True)
+    target = tmp_path / "short.csv"
+    got = ujobs("exports", "get", unique, "-o", str(target), dsn=pg_dsn, env=env(store))
+    assert got.exit_code == 0, got.output
+    assert target.read_bytes() == expected_csv(12)
+    both = ujobs("exports", "show", first[:shared], "--json", dsn=pg_dsn, env=env(store))
+    assert both.exit_code == 1
+    assert json_of(both)["error"]["code"] == "X_JOB_ID_AMBIGUOUS"
+    none = ujobs("exports", "show", "ffffffff", "--json", dsn=pg_dsn, env=env(store))
+    assert none.exit_code == 1
+    assert json_of(none)["error"] == {
+        "code": "X_EXPORT_NOT_FOUND",
+        "message": "no export's id starts with 'ffffffff'; `ujobs exports list` shows them",
+        "meta": {"id": "ffffffff"},
+    }

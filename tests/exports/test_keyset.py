@@ -16,9 +16,10 @@ import orjson
 import pytest
 
 from tests.exports.kit import attempt, enqueue, files, frozen_driver
-from ujobs.errors import InvariantError
+from ujobs.errors import ConfigInvalidError, InvariantError
 from ujobs.exports.family import export_rows
 from ujobs.exports.keyset import COPY_AHEAD, KeysetSource, decode_cursor, encode_cursor, keyset
+from ujobs.exports.library_pool import set_library_pool
 from ujobs.exports.sinks import filesystem_sink
 from ujobs.jobs.schema import t
 
@@ -446,3 +447,21 @@ async def test_the_default_copy_page_shrinks_to_fit_max_part_bytes_and_the_artif
     assert len(parts) > 4
     assert all(len(p) <= 400 for p in parts)
     assert b"".join(parts) == whole
+
+
+async def test_without_pool_it_reads_through_the_services_own_pool_or_says_there_is_none(
+    pg_pool: asyncpg.Pool[Any], orders: str
+) -> None:
+    """``keyset()`` without ``pool=`` is made anywhere and reads, at its first page, the pool
+    the service installed on ``DATABASE_URL``; a process without one is ``X_CONFIG_INVALID``
+    naming the variable, never an ``AttributeError`` on a missing ctx."""
+    source = keyset(orders, key="id", columns=["id"], tenant_free=True)
+    with pytest.raises(ConfigInvalidError, match="keyset\\(\\) without pool=") as caught:
+        await read_all(source, 100)
+    assert caught.value.meta == {"variable": "DATABASE_URL"}
+    set_library_pool(pg_pool)
+    try:
+        rows, _ = await read_all(keyset(orders, key="id", columns=["id"], tenant_free=True), 100)
+    finally:
+        set_library_pool(None)
+    assert [r["id"] for r in rows] == [i * 10 for i in range(1, 63)]

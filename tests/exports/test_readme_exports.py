@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
 
-from tests.support.docs import first_block, page, section
+from tests.support.docs import first_block, module_of, page, section
 from ujobs.execution.scope import job_scope
 from ujobs.exports.family import export_of
 from ujobs.exports.keyset import KeysetSource
@@ -15,9 +14,9 @@ GUIDE = page("guides/exports.md")
 
 def test_the_exporting_data_snippet_declares_an_export_on_the_exports_queue() -> None:
     code = first_block(GUIDE, "python")
-    namespace: dict[str, Any] = {}
-    exec(code, namespace)
-    handle = namespace["export_orders"]
+    snippet = module_of(code, "docs_reports_app")
+    handle = snippet.export_orders
+    assert snippet.api.jobs == {"orders.export": handle}  # what `ujobs exporter --app` loads
     assert handle.queue == "exports"
     spec = export_of(handle)
     assert spec is not None
@@ -26,7 +25,7 @@ def test_the_exporting_data_snippet_declares_an_export_on_the_exports_queue() ->
     assert spec.prefix_for(value) == "exports/o/e"
     assert "ujobs exports get ID" in section(GUIDE, "Downloading an export")
     # The source reads the run's tenant's rows only, the library's filter, not the author's.
-    run = SimpleNamespace(input=value, ctx=SimpleNamespace(pool=object()))
+    run = SimpleNamespace(input=value, ctx=None)  # no pool=: the service's own, no ctx needed
     with job_scope(handle.tenant_for(value), None):
         source = spec.source(run)  # type: ignore[arg-type]
     assert isinstance(source, KeysetSource)

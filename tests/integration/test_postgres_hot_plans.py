@@ -50,7 +50,8 @@ _FIRE_ARRAYS = (
     f"'{{{NOW}}}', '{{NULL}}', '{{NULL}}'"
 )
 _NACK = (
-    f"'j000000001', 'w', 1, 'ready', true, 'boom', null, {NOW}, 'retried', 60000, {NOW}, null, null"
+    f"'j000000001', 'w', 1, 'ready', true, 'boom', null, {NOW}, 'retried', 60000, {NOW},"
+    " null, null, 10, 4000, false"
 )
 
 # name: (literal arguments, the indexes its plan must use)

@@ -26,7 +26,9 @@ from ujobs.errors import (
     JobNotRemovableError,
     JobNotRequeueableError,
     JobPageInvalidError,
+    JobRowStatusUnknownError,
 )
+from ujobs.services.api.common import status_for
 
 
 def req(key: str, **kw: Any) -> EnqueueRequest:
@@ -233,3 +235,21 @@ async def test_task_fires_keep_the_latest_occurrence(
         ("hourly", 500, clock.now_ms()),
         ("nightly", 2_000, clock.now_ms()),
     ]
+
+
+async def test_a_row_in_a_state_this_version_does_not_know_is_reported_by_its_code(
+    pg: PostgresDriver,
+) -> None:
+    """What a newer release leaves behind after widening the states: a read names the row
+    and its state (X_JOB_ROW_STATUS_UNKNOWN, 503 at the api) instead of passing it on."""
+    job = await pg.enqueue(req("k-archived"))
+    async with pg.pool.acquire() as conn:
+        await conn.execute("alter table x_jobs drop constraint x_jobs_state_check")
+        await conn.execute("update x_jobs set state = 'archived' where id = $1", job.id)
+    with pytest.raises(JobRowStatusUnknownError) as unknown:
+        await pg.introspect.get(job.id)
+    assert unknown.value.code == "X_JOB_ROW_STATUS_UNKNOWN"
+    assert unknown.value.meta["state"] == "archived"
+    with pytest.raises(JobRowStatusUnknownError):
+        await pg.introspect.list(JobFilter(limit=10))
+    assert status_for(unknown.value.code) == 503

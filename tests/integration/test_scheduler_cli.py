@@ -75,6 +75,39 @@ def test_tasks_list_without_a_database_prints_the_declarations() -> None:
     assert lines[2].split()[-1] == "?"
 
 
+def test_tasks_show_is_one_tasks_descriptor_with_its_fires(pg_dsn: str) -> None:
+    asyncio.run(_seed(pg_dsn))
+    result = CliRunner().invoke(
+        app, ["tasks", "show", "every-second", "--json", "--app", APP], env={"DATABASE_URL": pg_dsn}
+    )
+    assert result.exit_code == 0, result.output
+    shown = orjson.loads(result.stdout)
+    task: TaskHandle = scheduler_app.every_second
+    assert shown["kind"] == "task"
+    assert (shown["name"], shown["cron"], shown["tz"]) == ("every-second", "* * * * * *", "UTC")
+    assert (shown["catchUp"], shown["maxCatchUp"]) == ("run-all", task.max_catch_up)
+    assert shown["jobs"] == ["e2e-tick"] * scheduler_app.ENTRIES  # declaration order
+    assert shown["lastFire"]["occurrenceMs"] == OCCURRENCE
+    assert shown["paused"] is False
+    nightly = CliRunner().invoke(
+        app, ["tasks", "show", "nightly", "--app", APP], env={"DATABASE_URL": pg_dsn}
+    )
+    assert nightly.exit_code == 0, nightly.output
+    fields = dict(line.split(None, 1) for line in nightly.stdout.splitlines() if " " in line)
+    assert fields["paused"].strip() == "yes"
+    assert fields["cron"].startswith("0 2 * * *")
+
+
+def test_tasks_show_names_the_declared_tasks_for_an_unknown_one() -> None:
+    result = CliRunner().invoke(
+        app, ["tasks", "show", "every-secnd", "--json", "--app", APP], env={"DATABASE_URL": ""}
+    )
+    assert result.exit_code == 1
+    error = orjson.loads(result.stdout)["error"]
+    assert error["code"] == "X_TASK_UNKNOWN"
+    assert error["meta"]["declared"] == ["every-second", "nightly"]
+
+
 def test_the_scheduler_refuses_to_start_without_postgres() -> None:
     result = CliRunner().invoke(app, ["scheduler", "--app", APP], env={"DATABASE_URL": ""})
     assert result.exit_code == 1

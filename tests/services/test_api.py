@@ -157,9 +157,15 @@ async def test_openapi_documents_exactly_the_routes_served(client: Client) -> No
     ]
     task_param = doc["paths"]["/v1/tasks/{task}/pause"]["parameters"][0]
     assert task_param["schema"]["enum"] == ["nightly_digest"]
-    assert doc["paths"]["/v1/jobs/send_mail"]["post"]["requestBody"]["content"]["application/json"][
-        "schema"
-    ]["properties"]["input"] == {"$ref": "#/components/schemas/Input_send_mail"}
+    body = doc["paths"]["/v1/jobs/send_mail"]["post"]["requestBody"]["content"]["application/json"]
+    assert body["schema"] == {"$ref": "#/components/schemas/EnqueueSendMailBody"}
+    parts = doc["components"]["schemas"]["EnqueueSendMailBody"]["allOf"]
+    assert parts == [
+        {"$ref": "#/components/schemas/EnqueueOptions"},
+        {"$ref": "#/components/schemas/EnqueueSendMailBodyFields"},
+    ]
+    fields = doc["components"]["schemas"]["EnqueueSendMailBodyFields"]
+    assert fields["properties"]["input"] == {"$ref": "#/components/schemas/Input_send_mail"}
 
 
 async def test_errors_are_json_with_a_code(client: Client) -> None:

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
 from ujobs.clock import FrozenClock
+from ujobs.masking import MASK
 from ujobs.metrics import JobMetrics
 from ujobs.services.api.app import create_app
 from ujobs.services.api.common import EDGE
@@ -52,7 +53,13 @@ async def test_on_conflict_error_is_409_naming_the_live_run(api: Api) -> None:
     assert status == 409
     assert body["error"]["code"] == "X_JOB_DUPLICATE"
     assert body["error"]["meta"]["id"] == first[1]["id"]
-    assert len(await api.jobs()) == 1  # the refusal queued nothing
+    held = await api.jobs()
+    assert len(held) == 1  # the refusal queued nothing
+    # The key is computed from the input: masked as every document masks it.
+    key = held[0]["idempotency_key"]
+    assert key
+    assert key not in orjson.dumps(body).decode()
+    assert body["error"]["meta"]["idempotency_key"] == MASK
     # The default (and "dedupe" said out loud) still answers the live run.
     for mode in ({}, {"onConflict": "dedupe"}):
         again = await api.call("POST", "/v1/jobs/send_mail", token, {"input": mail(), **mode})
@@ -130,17 +137,46 @@ async def test_a_tenant_token_queues_only_its_own_tenants_work(api: Api) -> None
     status, body = await api.call("POST", "/v1/jobs/send_mail", token, {"input": mail(ORG_B)})
     assert status == 403
     assert body["error"]["code"] == "X_TENANCY_ACTOR_MISMATCH"
-    # A job of no tenant belongs to none: not this token's either.
-    none = await api.call(
-        "POST", "/v1/jobs/notify", token, {"input": {"user_id": ORG_A, "items": []}}
-    )
-    assert none[0] == 403
-    assert none[1]["error"]["code"] == "X_TENANCY_ACTOR_MISMATCH"
     assert await api.jobs() == []
     operator = await api.token("enqueue:*")
     assert (await api.call("POST", "/v1/jobs/send_mail", operator, {"input": mail(ORG_B)}))[
         0
     ] == 202
+
+
+async def test_a_tenant_free_job_takes_any_tenants_token_stamped_with_its_tenant(
+    api: Api,
+) -> None:
+    """``tenant="none"`` (``notify``): ``enqueue:<job>`` is the gate, for every tenant's token;
+    the row is stamped with the token's tenant as ``job.as_(actor)`` stamps the actor's org,
+    so each tenant reads its own row and keeps its own idempotency keys."""
+    a = await api.token("enqueue:notify", "read", tenant=ORG_A)
+    b = await api.token("enqueue:notify", "read", tenant=ORG_B)
+    same = {"input": {"user_id": ORG_A, "items": []}}
+    first_a = await api.call("POST", "/v1/jobs/notify", a, same)
+    first_b = await api.call("POST", "/v1/jobs/notify", b, same)
+    assert (first_a[0], first_b[0]) == (202, 202)
+    # One key, two tenants: two rows, neither deduped onto the other tenant's.
+    assert first_a[1]["deduped"] is False
+    assert first_b[1]["deduped"] is False
+    assert first_a[1]["id"] != first_b[1]["id"]
+    rows = {r["id"]: r["tenant_id"] for r in await api.jobs()}
+    assert rows == {first_a[1]["id"]: ORG_A, first_b[1]["id"]: ORG_B}
+    # Each tenant reads its own run; the other's is an unknown id.
+    assert (await api.call("GET", f"/v1/jobs/{first_a[1]['id']}", a, None))[0] == 200
+    hidden = await api.call("GET", f"/v1/jobs/{first_a[1]['id']}", b, None)
+    assert (hidden[0], hidden[1]["error"]["code"]) == (404, "X_JOB_NOT_FOUND")
+    # The same in a batch; a token without enqueue:notify still gets 403.
+    batch = await api.call("POST", "/v1/jobs/notify/batch", b, {"inputs": [same["input"]]})
+    assert batch == (202, {"jobs": [{**first_b[1], "deduped": True}]})
+    other = await api.token("enqueue:send_mail", tenant=ORG_A)
+    refused = await api.call("POST", "/v1/jobs/notify", other, same)
+    assert (refused[0], refused[1]["error"]["code"]) == (403, "X_FORBIDDEN")
+    # An operator's token leaves the row tenant-free.
+    operator = await api.token("enqueue:notify")
+    free = await api.call("POST", "/v1/jobs/notify", operator, same)
+    assert free[0] == 202
+    assert {r["id"]: r["tenant_id"] for r in await api.jobs()}[free[1]["id"]] is None
 
 
 async def test_unauthorized(api: Api) -> None:

@@ -139,6 +139,24 @@ async def test_a_tenant_token_sees_and_changes_only_its_own_tenants_endpoints(
     assert found[0].secrets == (theirs["secret"],)
 
 
+async def test_payload_is_chosen_at_registration_and_listed_within_the_tenant(
+    api: Api,
+) -> None:
+    """New endpoints get the Standard Webhooks envelope unless they ask for the raw bytes;
+    the field is the endpoint's, so a tenant lists its own endpoints' payloads only."""
+    mine_token = await api.token("read", "operate", tenant=ORG_A)
+    theirs_token = await api.token("read", "operate", tenant=ORG_B)
+    enveloped = await add(api, mine_token)
+    raw = await add(api, mine_token, payload="raw")
+    spec = await add(api, mine_token, scheme="ultimate")
+    theirs = await add(api, theirs_token, payload="envelope")
+    mine = {e["id"]: e["payload"] for e in await listed(api, mine_token)}
+    assert mine == {enveloped["id"]: "envelope", raw["id"]: "raw", spec["id"]: "raw"}
+    assert {e["id"]: e["payload"] for e in await listed(api, theirs_token)} == {
+        theirs["id"]: "envelope"
+    }
+
+
 async def test_disable_and_enable_move_the_endpoint(api: Api, pg_pool: Any) -> None:
     token = await api.token("read", "operate", tenant=ORG_A)
     made = await add(api, token)
@@ -271,6 +289,9 @@ async def test_scopes_and_credentials(api: Api) -> None:
         ),
         ({"url": URL, "headers": {"X-Api-Key": "sekrit-9\u0000"}}, "X_WEBHOOK_ENDPOINT_INVALID"),
         ({"url": URL, "scheme": "rot13"}, "X_WEBHOOK_ENDPOINT_INVALID"),
+        ({"url": URL, "payload": "json"}, "X_WEBHOOK_ENDPOINT_INVALID"),
+        ({"url": URL, "payload": 1}, "X_INPUT_INVALID"),
+        ({"url": URL, "scheme": "ultimate", "payload": "envelope"}, "X_WEBHOOK_ENDPOINT_INVALID"),
         ({"url": URL, "ratePerS": 0}, "X_WEBHOOK_ENDPOINT_INVALID"),
         ({"url": URL, "topics": []}, "X_WEBHOOK_ENDPOINT_INVALID"),
         ({"url": URL, "topics": ["a:b"]}, "X_WEBHOOK_EVENT_INVALID"),

@@ -113,6 +113,11 @@ def test_pending_exits_non_zero_while_anything_is_unswept(dsn: str) -> None:
         "rewrite-slugs": "pending",
     }
     assert answer["pending"] == ["drop-legacy", "rewrite-slugs"]
+    assert answer["error"]["code"] == "X_BACKFILL_PENDING"
+    assert answer["error"]["meta"] == {"pending": ["drop-legacy", "rewrite-slugs"]}
+    table = backfill(dsn, "--pending", env=staging)
+    assert table.exit_code == 3
+    assert "X_BACKFILL_PENDING: unswept: drop-legacy, rewrite-slugs" in table.stderr
 
     ledger_row(dsn, "rewrite-slugs", "run-1", "running")
     ledger_row(dsn, "drop-legacy", "run-2", "failed")
@@ -124,6 +129,7 @@ def test_pending_exits_non_zero_while_anything_is_unswept(dsn: str) -> None:
     done = backfill(dsn, "--pending", "--json", env=staging)
     assert done.exit_code == 0
     assert json_of(done)["orphaned"] == ["gone-from-the-code"]
+    assert "error" not in json_of(done)
 
 
 def test_one_orgs_completed_pass_completes_only_that_orgs_scope(dsn: str) -> None:
@@ -149,6 +155,10 @@ def test_one_orgs_completed_pass_completes_only_that_orgs_scope(dsn: str) -> Non
     assert dry["completedBy"] == "run-a"
     dry = json_of(backfill(dsn, "per-org", "--tenant", "org_b", "--json", env=tenancy))
     assert dry["completedBy"] is None
+    # count() is called as the pass calls it: under the actor of the org it sweeps.
+    assert dry["wouldTouch"] == sweeps.LEFT_BY_ORG["org_b"]
+    dry = json_of(backfill(dsn, "per-org", "--json", env=tenancy))
+    assert dry["wouldTouch"] == sweeps.LEFT_BY_ORG["org_1"]  # the org --write queues it for
 
     # The pass this enqueues is org_1's: org_a's completed row does not refuse it.
     written = backfill(dsn, "per-org", "--write", "--json", env=tenancy)
@@ -168,6 +178,16 @@ def test_a_name_alone_is_a_dry_run_that_queues_nothing(dsn: str) -> None:
     assert table.exit_code == 0
     assert "42" in table.stdout
     assert "--write" in table.stderr
+
+
+def test_the_dry_run_parses_count_as_the_pass_does(dsn: str) -> None:
+    sweeps.LEFT["rows"] = -1
+    try:
+        refused = backfill(dsn, "rewrite-slugs", "--json")
+    finally:
+        sweeps.LEFT["rows"] = 42
+    assert refused.exit_code == 1
+    assert json_of(refused)["error"]["code"] == "X_INVARIANT"
 
 
 def test_requires_is_checked_against_x_migrations_before_anything_is_queued(dsn: str) -> None:
@@ -200,6 +220,12 @@ def test_write_enqueues_a_live_pass_once_and_force_reruns_a_completed_one(dsn: s
     again = json_of(backfill(dsn, "rewrite-slugs", "--write", "--json"))
     assert again["enqueued"]["deduped"] is True
     assert again["enqueued"]["id"] == first["enqueued"]["id"]
+    # A forced rerun while that pass is live would be the same pass: refused, not "queued".
+    running = backfill(dsn, "rewrite-slugs", "--write", "--force", "--json")
+    assert running.exit_code == 1
+    error = json_of(running)["error"]
+    assert (error["code"], error["meta"]["id"]) == ("X_BACKFILL_RUNNING", first["enqueued"]["id"])
+    assert jobs(dsn) == [("rewrite-slugs", NO_FORCE)]
     sql(dsn, "update x_jobs set state = 'done', finished_at = now()")
     ledger_row(dsn, "rewrite-slugs", first["enqueued"]["runId"], "completed")
 
@@ -286,3 +312,21 @@ def test_jobs_list_shows_the_passes_in_flight_and_jobs_show_the_runs_ledger_row(
     )
     plain = json_of(ujobs("jobs", "show", "plain", "--json", dsn=dsn))
     assert plain["backfill"] is None
+
+
+def test_the_dry_run_counts_with_the_apps_context_as_a_pass_does(dsn: str) -> None:
+    from tests.services import backfill_ctx_app
+
+    backfill_ctx_app.OPENED.clear()
+    answer = ujobs(
+        "db",
+        "backfill",
+        "counted-through-ctx",
+        "--json",
+        "--app",
+        "tests.services.backfill_ctx_app:api",
+        dsn=dsn,
+    )
+    assert answer.exit_code == 0, answer.stdout + answer.stderr
+    assert json_of(answer)["wouldTouch"] == 17
+    assert backfill_ctx_app.OPENED == ["open", "close"]

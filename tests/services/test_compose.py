@@ -32,7 +32,8 @@ from ujobs.webhooks.store_pg import new_secret_key
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text(encoding="utf-8"))
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
-IMAGE = "ultimate-jobs:local"
+IMAGE = "${UJOBS_IMAGE:-ultimate-jobs:local}"
+"""One variable names the image of every service: an app's derived image is one line."""
 OURS = {name: s for name, s in SERVICES.items() if s.get("image") == IMAGE}
 ONE_SHOT = {"migrate", "keygen"}
 LONG_RUNNING = sorted(set(OURS) - ONE_SHOT)
@@ -250,7 +251,8 @@ def test_no_secret_key_is_shipped_and_keygen_makes_the_one_the_services_read() -
     assert volume in COMPOSE["volumes"]
     assert KEY_FILE.startswith(mount + "/")
     readers = {n for n, s in OURS.items() if "UJOBS_SECRET_KEY_FILE" in _env(s)}
-    assert readers == {"api", "webhook-deliverer", "exporter"}
+    # The worker too: the operator CLI (webhooks commands included) works in every service.
+    assert readers == {"api", "webhook-deliverer", "exporter", "worker"}
     for name in readers:
         service = OURS[name]
         assert _env(service)["UJOBS_SECRET_KEY_FILE"] == KEY_FILE
@@ -258,3 +260,40 @@ def test_no_secret_key_is_shipped_and_keygen_makes_the_one_the_services_read() -
         assert service["depends_on"]["keygen"]["condition"] == "service_completed_successfully"
     dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
     assert f"install -d -o ujobs -m 0700 {mount}" in dockerfile  # the volume's owner
+
+
+def test_the_worker_serves_the_queues_the_shell_names_else_every_queue_the_app_names() -> None:
+    worker = OURS["worker"]
+    assert worker["command"] == ["worker"]  # no --queues: it would win over UJOBS_QUEUES
+    assert worker["environment"]["UJOBS_QUEUES"] == "${UJOBS_QUEUES:-}"
+    config = WorkerConfig.load({**_env(worker), "UJOBS_SECRET_KEY_FILE": ""})
+    assert not config.queues_given  # empty: every queue the app's jobs name, at start
+    named = WorkerConfig.load({**_env(worker), "UJOBS_QUEUES": "mail,reports"})
+    assert named.queues == ("mail", "reports")
+
+
+def test_every_image_is_one_variable_and_the_app_settings_file_is_optional() -> None:
+    assert {name for name, s in SERVICES.items() if "ultimate-jobs" in str(s.get("image"))} == set(
+        OURS
+    )
+    assert "UJOBS_IMAGE" in VARIABLES  # exported in a shell, it stops no ujobs command
+    for name in LONG_RUNNING:
+        [env_file] = OURS[name]["env_file"]
+        assert env_file == {"path": "${UJOBS_APP_ENV:-app.env}", "required": False}, name
+    assert {"UJOBS_APP_ENV", "UJOBS_APP_DIR"} <= set(VARIABLES)
+
+
+@pytest.mark.parametrize("name", ["api", "webhook-deliverer"])
+def test_the_webhook_allow_variables_pass_through_where_they_are_checked(name: str) -> None:
+    """The api checks them at registration, the deliverer at delivery: a partner on the host
+    needs both, from the shell, off by default."""
+    environment = OURS[name]["environment"]
+    assert environment["UJOBS_WEBHOOK_ALLOW_HTTP"] == "${UJOBS_WEBHOOK_ALLOW_HTTP:-0}"
+    assert environment["UJOBS_WEBHOOK_ALLOW_PRIVATE"] == "${UJOBS_WEBHOOK_ALLOW_PRIVATE:-}"
+    assert name in VARIABLES["UJOBS_WEBHOOK_ALLOW_HTTP"].services
+
+
+def test_postgres_is_published_on_the_hosts_loopback_for_a_local_cli() -> None:
+    [port] = SERVICES["postgres"]["ports"]
+    assert port == "127.0.0.1:${POSTGRES_PORT:-5432}:5432"
+    assert not any(k.startswith("UJOBS_") for k in re.findall(r"\$\{([A-Z_]+)", port))

@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 
 from ujobs.errors import ConfigInvalidError, DriverUnavailableError, UltimateError
+from ujobs.services.cli.services import reads
 from ujobs.services.config.parse import Concurrency
 from ujobs.services.config.settings import (
     ApiConfig,
@@ -198,3 +199,25 @@ def test_every_variable_is_documented() -> None:
         assert variable.default
         assert variable.services
         assert variable.name == variable.name.upper()
+
+
+def test_the_client_variables_the_docs_export_start_every_service() -> None:
+    """The "Enqueue from any language" guide exports UJOBS_URL and UJOBS_TOKEN: every service
+    and operator command starts with them set (the operator CLI reads them when DATABASE_URL
+    is unset: tests/e2e/test_remote_cli.py)."""
+    client = {"UJOBS_URL": "http://127.0.0.1:8080", "UJOBS_TOKEN": "ujobs_x"}
+    assert WorkerConfig.load({"DATABASE_URL": PG, **client}).common.connections.database_url
+    assert ApiConfig.load({"DATABASE_URL": PG, **client}).common.service == "api"
+    assert SchedulerConfig.load({"DATABASE_URL": PG, **client}).common.service == "scheduler"
+    assert OperatorConfig.load({"DATABASE_URL": PG, **client}).common.service == "cli"
+
+
+def test_the_webhook_allow_variables_name_every_process_that_checks_them() -> None:
+    """The api and ujobs dev refuse a loopback http:// endpoint at registration as the
+    deliverer refuses it at delivery: the table (and each --help) names all of them."""
+    for name in ("UJOBS_WEBHOOK_ALLOW_HTTP", "UJOBS_WEBHOOK_ALLOW_PRIVATE"):
+        variable = VARIABLES[name]
+        assert {"api", "dev", "webhook-deliverer", "webhooks commands"} <= set(variable.services)
+        assert "registration" in variable.help or "registered" in variable.help
+        for service in ("api", "dev", "webhook-deliverer"):
+            assert name in reads(service), service

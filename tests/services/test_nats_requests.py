@@ -122,6 +122,20 @@ async def test_credentials_scopes_and_tenancy(edge: NatsApi) -> None:
     assert "id" in await edge.request(subject, {"input": mail(ORG_B)}, operator)
 
 
+async def test_a_tenant_free_job_takes_each_tenants_token_over_nats_as_over_http(
+    edge: NatsApi,
+) -> None:
+    """``notify`` is ``tenant="none"``: any tenant's ``enqueue:notify`` token queues it, the
+    row stamped with that tenant (docs/guides/security.md)."""
+    subject = edge.names.enqueue_subject("notify")
+    body = {"input": {"user_id": ORG_A, "items": []}}
+    a = await edge.request(subject, body, await edge.token("enqueue:notify", tenant=ORG_A))
+    b = await edge.request(subject, body, await edge.token("enqueue:notify", tenant=ORG_B))
+    assert (a["deduped"], b["deduped"]) == (False, False)
+    rows = {r["id"]: r["tenant_id"] for r in await edge.jobs()}
+    assert rows == {a["id"]: ORG_A, b["id"]: ORG_B}
+
+
 async def test_on_conflict_error_refuses_a_live_run_as_http_does(edge: NatsApi) -> None:
     issued = await edge.api.issue("enqueue:send_mail", tenant=ORG_A)
     subject = edge.names.enqueue_subject("send_mail")

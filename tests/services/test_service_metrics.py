@@ -4,7 +4,6 @@ of a service without an api answers readiness the way the api does."""
 from __future__ import annotations
 
 import contextlib
-import logging
 import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -70,9 +69,11 @@ async def test_readyz_turns_503_on_a_drain_and_when_the_schema_is_missing(
             assert (await client.get("/healthz")).status == 200
 
 
-async def test_a_busy_port_is_an_error_only_when_it_was_asked_for(
-    pg_dsn: str, caplog: pytest.LogCaptureFixture
+async def test_a_busy_port_stops_the_service_at_start_whether_asked_for_or_defaulted(
+    pg_dsn: str,
 ) -> None:
+    """A second service on one host with the default port taken fails at start naming
+    UJOBS_METRICS_PORT, rather than running with no /metrics and no /readyz."""
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     taken.listen()
@@ -84,13 +85,12 @@ async def test_a_busy_port_is_an_error_only_when_it_was_asked_for(
             contextlib.AsyncExitStack() as stack,
         ):
             run = ServiceRun(common=config.common, stack=stack)
-            asked = MetricsEndpoint(port=port, explicit=True)
-            with pytest.raises(ConfigInvalidError) as info:
-                await serve_metrics(run, asked, backend)
-            assert info.value.meta == {"variable": "UJOBS_METRICS_PORT", "port": port}
-            defaulted = MetricsEndpoint(port=port, explicit=False)
-            with caplog.at_level(logging.WARNING, logger="ujobs.metrics"):
-                assert await serve_metrics(run, defaulted, backend) is None
-            assert [r.getMessage() for r in caplog.records] == ["ujobs.metrics.port-busy"]
+            for explicit in (True, False):
+                asked = MetricsEndpoint(port=port, explicit=explicit)
+                with pytest.raises(ConfigInvalidError) as info:
+                    await serve_metrics(run, asked, backend)
+                assert info.value.meta == {"variable": "UJOBS_METRICS_PORT", "port": port}
+                assert "0 picks a free one" in info.value.message
+            assert "give each service its own UJOBS_METRICS_PORT" in info.value.message
     finally:
         taken.close()

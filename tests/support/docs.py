@@ -8,6 +8,8 @@ moves or loses its block fails here, by name, instead of a test silently running
 from __future__ import annotations
 
 import re
+import sys
+import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,3 +51,15 @@ def marked_block(text: str, marker: str) -> str:
     found = re.search(rf"<!-- {re.escape(marker)} -->\n```\w*\n(.*?)^```", text, flags=re.M | re.S)
     assert found, f"no block marked <!-- {marker} -->"
     return found.group(1)
+
+
+def module_of(code: str, name: str) -> types.ModuleType:
+    """``code`` run as the module ``name``, as Python imports a pasted file (so a snippet's
+    ``define_api(jobs=[sys.modules[__name__]])`` finds itself); not left in ``sys.modules``."""
+    module = types.ModuleType(name)
+    sys.modules[name] = module
+    try:
+        exec(compile(code, f"<{name}>", "exec"), module.__dict__)
+    finally:
+        del sys.modules[name]
+    return module

@@ -12,16 +12,18 @@ from typing import Any
 
 import pytest
 
-from tests.support.execute import T0, attempt, enqueue, frozen_driver, records
+from tests.support.execute import T0, attempt, claim, enqueue, frozen_driver, records
 from tests.unit.backfill_kit import Table, Writer
 from ujobs.backfill import DEFAULT_BACKFILL_RATE, Throttle, backfill, configure_backfills
 from ujobs.backfill.settings import reset_backfill_settings
 from ujobs.backfill.source import CATCH_UP_S
 from ujobs.drivers.memory.driver import MemoryDriver
 from ujobs.errors import JobDeclarationInvalidError, JobTenantRequiredError
+from ujobs.execution.attempt import execute_job
 from ujobs.jobs.enqueue_target import set_job_driver
 from ujobs.jobs.job import JobHandle
 from ujobs.signal import Signal
+from ujobs.worker.drain import drain_reason
 
 
 @pytest.fixture(autouse=True)
@@ -239,10 +241,10 @@ async def test_the_pause_is_spent_inside_the_step_so_replayed_checkpoints_pay_no
     assert time.monotonic() - began < 1.0
 
 
-def test_rate_is_not_part_of_the_checksum_but_batch_is() -> None:
+def test_rate_and_batch_are_not_part_of_the_checksum() -> None:
     table = Table(0)
     writer = Writer(table)
-    slow = backfill(name="a", source=table.source, handle=writer, tenant="none", rate=1)
+    slow = backfill(name="a", source=table.source, handle=writer, tenant="none", rate=1, batch=10)
     fast = backfill(name="b", source=table.source, handle=writer, tenant="none", rate=200)
     from ujobs.backfill.declare import definition_of
 
@@ -253,11 +255,18 @@ def test_rate_is_not_part_of_the_checksum_but_batch_is() -> None:
     from ujobs.backfill import definition_checksum
 
     same: dict[str, Any] = {"name": "n", "source": table.source, "handle": writer, "count": None}
-    base = definition_checksum(batch=10, requires=None, environments=None, **same)
-    assert definition_checksum(batch=11, requires=None, environments=None, **same) != base
-    assert (
-        definition_checksum(batch=10, requires="m", environments=None, **same) != base
-    )  # requires is part of it
+    base = definition_checksum(requires=None, environments=None, **same)
+    assert definition_checksum(requires="m", environments=None, **same) != base
+    # Pacing and page size are tuning: a retuned sweep is the same sweep.
+    retuned = backfill(name="a2", source=table.source, handle=writer, tenant="none", batch=500)
+    c = definition_of(retuned)
+    assert c is not None
+    assert c.checksum == definition_checksum(
+        name="a2", source=table.source, handle=writer, count=None, requires=None, environments=None
+    )
+    assert a.checksum == definition_checksum(
+        name="a", source=table.source, handle=writer, count=None, requires=None, environments=None
+    )
 
 
 # --- The x_backfills ledger ----------------------------------------------------------------------
@@ -308,12 +317,58 @@ async def test_a_moved_checksum_warns_and_never_refuses(caplog: pytest.LogCaptur
     from ujobs.jobs.job import reset_declared_names
 
     reset_declared_names()
-    moved = declare(table, Writer(table), batch=5)  # a new definition under the same name
+    moved = declare(table, Writer(table), count=table.unslugged)  # another definition, one name
     await enqueue(driver, moved)
     with caplog.at_level(logging.WARNING, logger="ujobs.jobs"):
         skipped = await attempt(driver, moved)
     assert skipped.result["skipped"] is True
     assert len(records(caplog, "jobs.backfill.checksum-moved")) == 1
+
+
+async def test_a_retuned_batch_is_not_a_moved_checksum_nor_is_a_row_hashed_with_its_batch(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``batch`` is tuning, as ``rate`` is; and a completed row an earlier release wrote (its
+    checksum hashed the batch too) still matches its unchanged declaration."""
+    from ujobs.backfill import definition_checksum
+    from ujobs.backfill.declare import definition_of
+    from ujobs.backfill.ledger_view import inspect_backfills, pending_backfills
+    from ujobs.jobs.job import reset_declared_names
+
+    driver, clock = installed()
+    table = Table(2)
+    rewrite = declare(table, Writer(table), batch=3)
+    await enqueue(driver, rewrite)
+    assert (await attempt(driver, rewrite)).outcome == "completed"
+    reset_declared_names()
+    retuned = declare(table, Writer(table), batch=500)
+    definition = definition_of(retuned)
+    assert definition is not None
+    ledger = driver.backfills
+    assert ledger is not None
+    older = definition_checksum(
+        name="rewrite-slugs",
+        batch=500,
+        source=table.source,
+        handle=definition.handle,
+        count=None,
+        requires=None,
+        environments=None,
+    )
+    assert older == definition.checksum_with_batch
+    assert older != definition.checksum
+    # What a release that hashed the batch left: the newest completed row, under that checksum.
+    clock.advance(1_000)
+    await ledger.begin("rewrite-slugs", "run-of-an-earlier-release", older, None)
+    await ledger.finish("rewrite-slugs", "run-of-an-earlier-release", "completed")
+    await driver.enqueue(retuned.request({}))
+    with caplog.at_level(logging.WARNING, logger="ujobs.jobs"):
+        skipped = await attempt(driver, retuned)
+    assert skipped.result["skipped"] is True
+    assert records(caplog, "jobs.backfill.checksum-moved") == []
+    runs = await inspect_backfills(ledger)
+    diff = pending_backfills(runs=runs, environment=None, declarations=[definition.describe()])
+    assert [r["checksumMoved"] for r in diff["rows"]] == [False]
 
 
 async def test_only_a_completed_row_blocks_and_a_retry_adopts_its_own_row() -> None:
@@ -389,6 +444,60 @@ async def test_a_running_row_is_this_pass_resuming() -> None:
     done = await attempt(driver, rewrite)
     assert done.result["skipped"] is False
     assert [r.status for r in await ledger_rows(driver)] == ["completed"]
+
+
+async def test_a_drain_in_the_throttle_pause_leaves_the_row_running_for_the_next_attempt() -> None:
+    """The pause unwinds with ``X_ABORTED`` caused by the drain: the attempt is handed back
+    uncounted, so the row is not ``failed`` (``--pending`` would exit 3 after every deploy)."""
+    driver, clock = installed()
+    table = Table(3)
+    first_page = asyncio.Event()
+
+    class Signalling(Writer):
+        async def __call__(self, rows: Any, signal: Signal) -> None:
+            await super().__call__(rows, signal)
+            first_page.set()
+
+    rewrite = declare(table, Signalling(table), batch=2, rate=0.01)  # 100 s between batches
+    await enqueue(driver, rewrite)
+    claimed = await claim(driver)
+    worker_signal = Signal()
+    running = asyncio.create_task(
+        execute_job(claimed, driver=driver, handle=rewrite, context=None, signal=worker_signal)
+    )
+    await first_page.wait()
+    while not running.done() and not pausing():
+        await asyncio.sleep(0)
+    worker_signal.abort(drain_reason("w1", "SIGTERM"))
+    drained = await running
+    assert (drained.outcome, drained.code, drained.attempt_counted) == (
+        "interrupted",
+        "X_DRAINING",
+        False,
+    )
+    [row] = await ledger_rows(driver)
+    assert (row.status, row.rows_processed, row.error) == ("running", 2, None)
+    clock.advance(1_000)
+    done = await attempt(driver, rewrite)
+    assert done.outcome == "completed"
+    [row] = await ledger_rows(driver)  # the next attempt adopted it
+    assert (row.run_id, row.status, row.rows_processed) == (claimed.run_id, "completed", 3)
+
+
+def pausing() -> bool:
+    """Whether a task is parked in the throttle's pause (its stack is in ``_pause``)."""
+    return any(
+        frame.f_code.co_name == "_pause" for task in asyncio.all_tasks() for frame in _frames(task)
+    )
+
+
+def _frames(task: asyncio.Task[Any]) -> Iterator[Any]:
+    coro: Any = task.get_coro()
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None)
+        if frame is not None:
+            yield frame
+        coro = getattr(coro, "cr_await", None)
 
 
 async def test_a_driver_without_a_ledger_runs_the_pass_anyway() -> None:

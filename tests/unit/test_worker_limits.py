@@ -287,3 +287,31 @@ async def test_the_claim_round_announces_the_rows_it_buried() -> None:
     assert sorted(told) == [("dropped", "dropped"), ("kept", "dead-lettered")]
     assert sample(worker.metrics, "jobs_total", queue="default", outcome="dead") == 1
     assert sample(worker.metrics, "jobs_total", queue="default", outcome="failed") == 1
+
+
+async def test_rate_per_tenant_sheds_past_its_rate_until_the_tenants_next_token() -> None:
+    """``rate_per_tenant=Rate(2, "1s")``: a tenant's third start within the window is shed
+    (uncounted) and due when its bucket has a token again; another tenant has its own bucket."""
+    from ujobs.worker.limits import Rate
+
+    driver, clock = frozen()
+    gate = Gate()
+    gate.open.set()  # bodies return at once: only the rate holds starts back
+    handle = declare(gate, tenanted=True)
+    a = [await enqueue(driver, handle, n, org="org-a") for n in range(3)]
+    b = await enqueue(driver, handle, 9, org="org-b")
+    worker = make_worker(driver, [handle], limits=LimitConfig(rate_per_tenant=Rate(2, "1s")))
+    await worker.run_once()
+    await worker.join()
+    states = {job: (await row(driver, job)).state for job in [*a, b]}
+    assert sorted(states[j] for j in a) == ["done", "done", "ready"]
+    assert states[b] == "done"
+    [shed] = [j for j in a if states[j] == "ready"]
+    held_back = await row(driver, shed)
+    # Two tokens spent at one instant: the next one is half a window away.
+    assert (held_back.attempt, held_back.run_at_ms) == (0, clock.now_ms() + 500)
+    assert worker.stats().shed == 1
+    clock.advance(500)
+    await worker.run_once()
+    await worker.join()
+    assert (await row(driver, shed)).state == "done"

@@ -70,15 +70,39 @@ def test_the_endpoint_lifecycle(pg_dsn: str) -> None:
     assert isinstance(missing, dict)
     assert missing["error"]["code"] == "X_WEBHOOK_ENDPOINT_UNKNOWN"
     table = ujobs("webhooks", "endpoints", "list", dsn=pg_dsn, env=ENV)
-    assert table.stdout.split()[:7] == [
+    assert table.stdout.split()[:8] == [
         "ID",
         "TENANT",
         "URL",
         "SCHEME",
+        "PAYLOAD",
         "TOPICS",
         "DISABLED",
         "FAILURES",
     ]
+
+
+def test_payload_is_an_endpoint_option_envelope_by_default(pg_dsn: str) -> None:
+    run(pg_dsn, "endpoints", "add", "https://partner.example/a", "--id", "ep_env")
+    run(
+        pg_dsn,
+        "endpoints",
+        "add",
+        "https://partner.example/b",
+        "--id",
+        "ep_raw",
+        "--payload",
+        "raw",
+    )
+    listed = run(pg_dsn, "endpoints", "list")
+    assert isinstance(listed, dict)
+    assert {e["id"]: e["payload"] for e in listed["endpoints"]} == {
+        "ep_env": "envelope",
+        "ep_raw": "raw",
+    }
+    refused = run(pg_dsn, "endpoints", "add", "https://partner.example/c", "--payload", "json")
+    assert isinstance(refused, dict)
+    assert refused["error"]["code"] == "X_WEBHOOK_ENDPOINT_INVALID"
 
 
 def test_publish_then_deliveries_and_redeliver(pg_dsn: str) -> None:

@@ -269,7 +269,11 @@ async def test_the_built_in_family_delivers_and_ledgers_in_postgres(
     execution = await env.attempt()
     assert execution.outcome == "completed"
     got = receiver.requests[0]
-    assert got.body == b'{"id": 7}'
+    # A new endpoint's body is the Standard Webhooks envelope around the published bytes.
+    assert (
+        got.body
+        == b'{"type":"orders.paid","timestamp":"2023-11-14T22:13:20.000Z","data":{"id": 7}}'
+    )
     verify_standard(created.secret, got.headers, got.body)
     [row] = await env.store.deliveries("ep_1")
     assert (row.outcome, row.status, row.event_id, row.attempt) == ("delivered", 204, "evt_7", 1)

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from ujobs.webhooks.payload import delivery_body
 from ujobs.webhooks.signature import (
     public_key_of,
     sign_standard,
@@ -34,6 +35,18 @@ TS = 1700000000
 BODY = '{"type":"orders.paid","data":{"id":"ord_1","total":"12.50","note":"café ☕"}}'
 
 
+PUBLISHED = '{"id":"ord_1","total":"12.50","note":"café ☕"}'
+"""What the app published: the envelope's ``data``, and the whole body of a ``raw`` endpoint."""
+ENVELOPE = delivery_body(
+    "envelope",
+    topic="orders.paid",
+    event_id="evt_01HZ",
+    published_at_ms=TS * 1000 - 1_500,
+    body=PUBLISHED.encode(),
+    content_type="application/json",
+)[0].decode()
+
+
 def case(
     name: str,
     secrets: list[str],
@@ -42,8 +55,11 @@ def case(
     now: int,
     valid: bool,
     tolerance: int = 300,
+    read: tuple[str, str | None] | None = None,
 ) -> dict[str, Any]:
-    return {
+    """``read``: the endpoint's payload and the topic a receiver reads from the delivery
+    (``readEvent`` in each kit language), for a case that shows a delivery's form."""
+    out: dict[str, Any] = {
         "name": name,
         "secrets": secrets,
         "headers": headers,
@@ -52,6 +68,9 @@ def case(
         "tolerance": tolerance,
         "valid": valid,
     }
+    if read is not None:
+        out["payload"], out["topic"] = read
+    return out
 
 
 def standard_cases() -> list[dict[str, Any]]:
@@ -62,6 +81,8 @@ def standard_cases() -> list[dict[str, Any]]:
         "webhook-signature": sign_standard([OTHER_SECRET, REF_SECRET], "evt_01HZ", TS, BODY),
     }
     signed = standard_headers(PRIVATE_KEY, "evt_01HZ", TS, BODY)
+    enveloped = standard_headers(REF_SECRET, "evt_01HZ", TS, ENVELOPE)
+    raw = standard_headers(REF_SECRET, "evt_01HZ", TS, PUBLISHED)
     return [
         case("reference vector", [REF_SECRET], ref, REF_BODY, REF_TS, True),
         case(
@@ -120,6 +141,32 @@ def standard_cases() -> list[dict[str, Any]]:
         ),
         case("v1a signature, hmac secret", [REF_SECRET], signed, BODY, TS, False),
         case("v1 signature, public key", [PUBLIC_KEY], ours, BODY, TS, False),
+        case(
+            "envelope: the topic is the body's type",
+            [REF_SECRET],
+            enveloped,
+            ENVELOPE,
+            TS,
+            True,
+            read=("envelope", "orders.paid"),
+        ),
+        case(
+            "envelope, data changed",
+            [REF_SECRET],
+            enveloped,
+            ENVELOPE.replace("12.50", "1250"),
+            TS,
+            False,
+        ),
+        case(
+            "raw: the published bytes, no topic in them",
+            [REF_SECRET],
+            raw,
+            PUBLISHED,
+            TS,
+            True,
+            read=("raw", None),
+        ),
     ]
 
 
@@ -133,7 +180,7 @@ def ultimate_cases() -> list[dict[str, Any]]:
         ),
     }
     return [
-        case("signed", [secret], ours, BODY, TS, True),
+        case("signed", [secret], ours, BODY, TS, True, read=("raw", "orders.paid")),
         case("body changed", [secret], ours, BODY + "\n", TS, False),
         case(
             "topic relabelled",
@@ -171,7 +218,11 @@ def vectors() -> dict[str, Any]:
             "(UTF-8) with `headers` under any of `secrets` at unix time `now` with `tolerance` "
             "seconds; `valid` is the expected answer. `standard` cases use the Standard "
             "Webhooks headers (v1 HMAC with whsec_ secrets, v1a ed25519 with whpk_ keys); "
-            "`ultimate` cases use the x-ultimate-webhook-* headers."
+            "`ultimate` cases use the x-ultimate-webhook-* headers. A case with `payload` and "
+            "`topic` shows a delivery's form: read with the endpoint's `payload` (`envelope`: "
+            'the Standard Webhooks {"type", "timestamp", "data"}; `raw`: the published bytes), '
+            "a receiver finds `topic` (the envelope's `type`, the x-ultimate-webhook-topic "
+            "header, or none in a raw standard body)."
         ),
         "standard": standard_cases(),
         "ultimate": ultimate_cases(),

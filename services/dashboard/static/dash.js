@@ -1,5 +1,6 @@
 // Times in the viewer's zone (UTC stays in the title), and an auto-refresh of list pages that
-// pauses while the reader selects text, types in a form, or presses "Pause refresh".
+// pauses while the reader selects text, types in a form, ticks jobs for a bulk action, or presses
+// "Pause refresh".
 (function () {
   "use strict";
   var fmt = new Intl.DateTimeFormat(undefined, {
@@ -16,8 +17,17 @@
   function reading() {
     var sel = window.getSelection();
     if (sel && String(sel).length > 0) { return true; }
+    if (document.querySelector('input[name="ids"]:checked')) { return true; }
     var a = document.activeElement;
     return !!a && (a.tagName === "INPUT" || a.tagName === "SELECT" || a.tagName === "TEXTAREA");
+  }
+  // "Select all" ticks every row's box on this page (the bulk form takes what is ticked).
+  function setupSelectAll() {
+    var all = document.getElementById("select-all");
+    if (!all) { return; }
+    all.addEventListener("change", function () {
+      document.querySelectorAll('input[name="ids"]').forEach(function (box) { box.checked = all.checked; });
+    });
   }
   function setupRefresh() {
     if (document.body.dataset.refresh !== "on") { return; }
@@ -37,5 +47,5 @@
       }
     }, 5000);
   }
-  document.addEventListener("DOMContentLoaded", function () { localTimes(); setupRefresh(); });
+  document.addEventListener("DOMContentLoaded", function () { localTimes(); setupRefresh(); setupSelectAll(); });
 })();

@@ -30,7 +30,7 @@ from ujobs.errors import (
     JobNotRemovableError,
     JobNotRequeueableError,
 )
-from ujobs.introspect import redact_key
+from ujobs.masking import redact_key
 
 
 def requeue_row(state: MemoryState, row: MemoryRow, now: int, from_step: str | None) -> None:
@@ -43,6 +43,7 @@ def requeue_row(state: MemoryState, row: MemoryRow, now: int, from_step: str | N
     row.claimed_by = None
     row.cancelled_claim = None
     row.last_error = None
+    row.snoozes = 0
     row.progress = None
     row.progress_at_ms = None
     row.pending_progress = None

@@ -23,8 +23,11 @@ from ujobs.clock import SYSTEM_CLOCK, Clock
 from ujobs.drivers.base import (
     AHEAD_RETURNS_MAX,
     ALL_STATES,
+    ATTEMPT_ERROR_CHARS,
+    ATTEMPT_ERRORS_KEPT,
     CLAIMABLE_STATES,
     LEASE_LAPSED_FINAL_ATTEMPT,
+    AttemptError,
     BackfillLedger,
     ClaimedJob,
     ClaimOptions,
@@ -256,6 +259,7 @@ class MemoryDriver:
             traceparent=row.traceparent,
             enqueued_by=row.enqueued_by,
             ahead=row.ahead,
+            snoozes=row.snoozes,
             store_epoch=None,  # one process's heap: a loss of it is the process's own
         )
 
@@ -292,8 +296,15 @@ class MemoryDriver:
         self.state.land_pending_progress(row)
         if not options.count:
             row.attempt = max(0, row.attempt - 1)
+        if options.snooze:
+            row.snoozes += 1
         if options.error is not None:
             row.last_error = options.error
+            if options.count:
+                row.attempt_errors.append(
+                    AttemptError(row.attempt, options.error[:ATTEMPT_ERROR_CHARS], now)
+                )
+                del row.attempt_errors[:-ATTEMPT_ERRORS_KEPT]
         if target in ("dead", "failed"):
             self.state.finish(row, target, now)
         else:

@@ -16,6 +16,7 @@ import orjson
 from ujobs.drivers.base import (
     COUNTER_TIERS,
     LIVE_STATES,
+    AttemptError,
     ClaimRef,
     CounterKind,
     JobRow,
@@ -75,6 +76,10 @@ class MemoryRow:
     traceparent: str | None = None
     enqueued_by: str | None = None
     result: JSONValue = None
+    # Snoozes taken by this run (ujobs.jobs.snooze); a requeue resets it.
+    snoozes: int = 0
+    # The newest counted failed attempts' errors (ATTEMPT_ERRORS_KEPT), oldest first.
+    attempt_errors: list[AttemptError] = field(default_factory=list)
 
     def view(self) -> JobRow:
         return JobRow(

@@ -31,6 +31,8 @@ from ujobs.clock import SYSTEM_CLOCK, Clock
 from ujobs.drivers.base import (
     AHEAD_RETURNS_MAX,
     ALL_STATES,
+    ATTEMPT_ERROR_CHARS,
+    ATTEMPT_ERRORS_KEPT,
     COUNTER_TIERS,
     ClaimedJob,
     ClaimOptions,
@@ -316,6 +318,9 @@ class PostgresDriver:
             start,
             progress,
             options.unreachable_cap,
+            ATTEMPT_ERRORS_KEPT,
+            ATTEMPT_ERROR_CHARS,
+            options.snooze,
         )
         return bool(settled)
 

@@ -12,6 +12,7 @@ import builtins
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
+import orjson
 
 from ujobs.clock import Clock
 from ujobs.drivers.base import (
@@ -20,6 +21,7 @@ from ujobs.drivers.base import (
     MAX_TASK_FIRES,
     PROMOTABLE_STATES,
     REQUEUEABLE_STATES,
+    AttemptError,
     BulkFilter,
     BulkResult,
     ClaimRef,
@@ -28,7 +30,9 @@ from ujobs.drivers.base import (
     JobFilter,
     JobPage,
     JobRow,
+    QueueTenants,
     TaskFire,
+    TenantBacklog,
     WorkerRow,
     validate_job_filter,
 )
@@ -48,6 +52,8 @@ if TYPE_CHECKING:
 JSONValue = Any
 
 _GET = query("get_job")
+_QUEUE_TENANTS = query("queue_tenants")
+_ATTEMPT_ERRORS = query("attempt_errors")
 _LIST = query("list_jobs")
 _LIST_BEFORE = query("list_jobs_before")
 _CANCEL = query("cancel_job")
@@ -71,6 +77,8 @@ _RECORD_TASK_FIRE = query("record_task_fire")
 OPERATION_QUERIES: dict[str, tuple[str, ...]] = {
     "list": ("list_jobs", "list_jobs_before"),
     "get": ("get_job",),
+    "queue_tenants": ("queue_tenants",),
+    "attempt_errors": ("attempt_errors",),
     "remove": ("remove_job",),
     "requeue": ("requeue_job",),
     "cancel": ("cancel_job",),
@@ -134,6 +142,13 @@ class PostgresIntrospection:
     async def get(self, job_id: str) -> JobRow | None:
         row = await self._pool.fetchrow(_GET, job_id)
         return None if row is None else job_row(row)
+
+    async def attempt_errors(self, job_id: str) -> builtins.list[AttemptError]:
+        text = await self._pool.fetchval(_ATTEMPT_ERRORS, job_id)
+        return [
+            AttemptError(attempt=e["attempt"], error=e["error"], at_ms=e["atMs"])
+            for e in (orjson.loads(text) if text else [])
+        ]
 
     # -- one job ---------------------------------------------------------------------------
     async def remove(self, job_id: str) -> bool:
@@ -237,6 +252,15 @@ class PostgresIntrospection:
 
     async def paused_queues(self) -> builtins.list[str]:
         return [r["name"] for r in await self._pool.fetch(_PAUSED, "queue")]
+
+    async def queue_tenants(self, queue: str, now_ms: int, *, cap: int, top: int) -> QueueTenants:
+        rows = await self._pool.fetch(_QUEUE_TENANTS, queue, now_ms, cap, top)
+        return QueueTenants(
+            tenants=tuple(
+                TenantBacklog(r["tenant_id"], r["due"], r["oldest_due_ms"]) for r in rows
+            ),
+            capped=bool(rows and rows[0]["capped"]),
+        )
 
     async def pause_task(self, task: str) -> None:
         await self._pool.execute(_PAUSE, "task", task, self._clock.now_ms())

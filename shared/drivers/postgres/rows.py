@@ -15,6 +15,7 @@ from typing import Any, Literal, cast
 import orjson
 
 from ujobs.drivers.base import (
+    ALL_STATES,
     LEASE_LAPSED_FINAL_ATTEMPT,
     BackfillRow,
     BackfillStatus,
@@ -25,7 +26,7 @@ from ujobs.drivers.base import (
     StepRecord,
     WorkerRow,
 )
-from ujobs.errors import StepOutputInvalidError, UltimateError
+from ujobs.errors import JobRowStatusUnknownError, StepOutputInvalidError, UltimateError
 
 JSONValue = Any
 Record = Mapping[str, Any]
@@ -52,13 +53,27 @@ def loads(text: str | None) -> JSONValue:
     return None if text is None else orjson.loads(text)
 
 
+def job_state(row_id: str, state: str) -> JobState:
+    """A row's state, or ``X_JOB_ROW_STATUS_UNKNOWN`` for one this version does not know (a
+    newer release's migration widened the states and wrote one): reported, never passed on as
+    if it were a state every reader can handle."""
+    for known in ALL_STATES:
+        if state == known:
+            return known
+    raise JobRowStatusUnknownError(
+        f"job {row_id} is in state {state!r}, which this version of ujobs does not know; a "
+        "newer release wrote it: run that release (or move the row back with it)",
+        meta={"id": row_id, "state": state, "known": list(ALL_STATES)},
+    )
+
+
 def job_row(r: Record) -> JobRow:
     return JobRow(
         id=r["id"],
         run_id=r["run_id"],
         name=r["name"],
         queue=r["queue"],
-        state=cast(JobState, r["state"]),
+        state=job_state(r["id"], r["state"]),
         input=loads(r["input"]),
         tenant_id=r["tenant_id"],
         idempotency_key=r["idempotency_key"],
@@ -98,6 +113,7 @@ def claimed_job(r: Record) -> ClaimedJob:
         traceparent=r["traceparent"],
         enqueued_by=r["enqueued_by"],
         ahead=r["ahead"],
+        snoozes=r["snoozes"],
         store_epoch=None,  # a Postgres restart keeps what was committed: nothing to watch
     )
 

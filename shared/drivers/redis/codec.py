@@ -112,6 +112,7 @@ def claimed_from(row: Sequence[Any], store_epoch: str | None = None) -> ClaimedJ
         enqueued_by=opt_text(row[15]),
         store_epoch=store_epoch,
         ahead=int(row[16]) == 1,
+        snoozes=int(row[17]),
     )
 
 

@@ -373,6 +373,7 @@ class RedisDriver:
             codec.opt_arg(duration),
             codec.opt_arg(options.unreachable_cap),
             self._settle_flag,
+            1 if options.snooze else 0,
         ]
         return bool(await self._run("nack", args))
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from tests.exports.export_app import jobs
+from tests.exports.export_app import failing, jobs
 from ujobs import define_api
 
-api = define_api(jobs=[jobs])
+api = define_api(jobs=[jobs, failing])

@@ -6,6 +6,8 @@
 //		http.Error(w, "invalid signature", http.StatusUnauthorized)
 //		return
 //	}
+//	event, err := webhookverify.ReadEvent(r.Header, body, "envelope") // after verifying
+//	if err == nil && event.Topic == "orders.paid" { /* event.Data: what the app published */ }
 //
 // Run it over the published vectors: `go test ./...` in this folder.
 package webhookverify
@@ -16,6 +18,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -168,4 +171,38 @@ func VerifyUltimate(secrets []string, h http.Header, body []byte, tolerance int6
 		}
 	}
 	return invalid("no signature matches")
+}
+
+// Event is a verified delivery, read: its id, its topic ("" when the delivery does not name
+// it: a raw standard-scheme body), when it was published (the envelope's timestamp; "" for a
+// raw body) and what the app published (the JSON, as received).
+type Event struct {
+	ID        string
+	Topic     string
+	Timestamp string
+	Data      json.RawMessage
+}
+
+// ReadEvent reads a delivery you have verified. payload is what the endpoint was registered
+// with: "envelope" is the Standard Webhooks {"type", "timestamp", "data"}; "raw" is the
+// published bytes as they are. The x-ultimate scheme names its topic in a header.
+func ReadEvent(h http.Header, body []byte, payload string) (Event, error) {
+	if topic := h.Get("x-ultimate-webhook-topic"); topic != "" {
+		return Event{ID: h.Get("x-ultimate-webhook-id"), Topic: topic, Data: body}, nil
+	}
+	if payload == "raw" {
+		return Event{ID: h.Get("webhook-id"), Data: body}, nil
+	}
+	var envelope struct {
+		Type      string          `json:"type"`
+		Timestamp string          `json:"timestamp"`
+		Data      json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(body, &envelope); err != nil || envelope.Type == "" {
+		return Event{}, invalid(`not an envelope: {"type", "timestamp", "data"} expected`)
+	}
+	return Event{
+		ID: h.Get("webhook-id"), Topic: envelope.Type, Timestamp: envelope.Timestamp,
+		Data: envelope.Data,
+	}, nil
 }

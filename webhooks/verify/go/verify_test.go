@@ -16,6 +16,9 @@ type vector struct {
 	Now       int64             `json:"now"`
 	Tolerance int64             `json:"tolerance"`
 	Valid     bool              `json:"valid"`
+	Payload   string            `json:"payload"`
+	Topic     *string           `json:"topic"`
+	Reads     bool              `json:"-"`
 }
 
 // TestVectors runs both verifiers over ../vectors.json (or $VECTORS).
@@ -41,7 +44,12 @@ func TestVectors(t *testing.T) {
 		if err := json.Unmarshal(vectors[scheme], &cases); err != nil {
 			t.Fatal(err)
 		}
-		for _, c := range cases {
+		var shapes []map[string]json.RawMessage
+		if err := json.Unmarshal(vectors[scheme], &shapes); err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range cases {
+			_, c.Reads = shapes[i]["topic"]
 			h := http.Header{}
 			for k, v := range c.Headers {
 				h.Set(k, v)
@@ -51,7 +59,16 @@ func TestVectors(t *testing.T) {
 			if err != nil && !errors.Is(err, ErrInvalid) {
 				t.Fatalf("%s: %s: unexpected error %v", scheme, c.Name, err)
 			}
-			if (err == nil) != c.Valid {
+			ok := (err == nil) == c.Valid
+			if ok && err == nil && c.Reads {
+				want := ""
+				if c.Topic != nil {
+					want = *c.Topic
+				}
+				event, readErr := ReadEvent(h, []byte(c.Body), c.Payload)
+				ok = readErr == nil && event.Topic == want
+			}
+			if !ok {
 				t.Errorf("FAIL %s: %s: valid=%v, verifier said %v", scheme, c.Name, c.Valid, err)
 			} else {
 				t.Logf("ok   %s: %s", scheme, c.Name)

@@ -105,6 +105,10 @@ public final class VerifyVectors {
                     valid = false;
                 }
                 boolean ok = valid == (Boolean) c.get("valid");
+                if (ok && valid && c.containsKey("topic")) {
+                    String topic = WebhookVerifier.readEvent(headers, body, (String) c.get("payload")).topic();
+                    ok = java.util.Objects.equals(topic, c.get("topic"));
+                }
                 if (!ok) failures++;
                 System.out.println((ok ? "ok   " : "FAIL ") + scheme + ": " + c.get("name"));
             }

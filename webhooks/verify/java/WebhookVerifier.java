@@ -5,6 +5,8 @@
 //   } catch (WebhookVerifier.InvalidWebhook e) {
 //       return 401;
 //   }
+//   WebhookVerifier.Event event = WebhookVerifier.readEvent(headers, rawBody, "envelope");
+//   if ("orders.paid".equals(event.topic())) { /* event.data(): what the app published */ }
 //
 // `rawBody` is the bytes as received, before any JSON parsing. Run it over the published
 // vectors: `javac -d out *.java && java -cp out VerifyVectors ../vectors.json`.
@@ -162,5 +164,75 @@ public final class WebhookVerifier {
             }
         }
         throw new InvalidWebhook("no signature matches");
+    }
+
+    /** A verified delivery, read: {@code topic} is null when the delivery does not name it (a raw
+     *  standard-scheme body); {@code data} is what the app published, as JSON text. */
+    public record Event(String id, String topic, String timestamp, String data) {}
+
+    /**
+     * Read a delivery you have verified. {@code payload} is what the endpoint was registered
+     * with: "envelope" is the Standard Webhooks {"type", "timestamp", "data"}, which ujobs
+     * writes in exactly that order and form; "raw" is the published bytes as they are. The
+     * x-ultimate scheme names its topic in a header.
+     */
+    public static Event readEvent(Map<String, String> headers, byte[] body, String payload)
+            throws InvalidWebhook {
+        Map<String, String> found = lower(headers);
+        String text = new String(body, StandardCharsets.UTF_8);
+        String topic = found.get("x-ultimate-webhook-topic");
+        if (topic != null) return new Event(found.get("x-ultimate-webhook-id"), topic, null, text);
+        String id = found.get("webhook-id");
+        if (payload.equals("raw")) return new Event(id, null, null, text);
+        int[] at = {0};
+        expect(text, at, "{\"type\":");
+        String type = jsonString(text, at);
+        expect(text, at, ",\"timestamp\":");
+        String timestamp = jsonString(text, at);
+        expect(text, at, ",\"data\":");
+        if (!text.endsWith("}") || at[0] > text.length() - 1) throw notEnvelope();
+        return new Event(id, type, timestamp, text.substring(at[0], text.length() - 1));
+    }
+
+    private static InvalidWebhook notEnvelope() {
+        return new InvalidWebhook("not an envelope: {\"type\", \"timestamp\", \"data\"} expected");
+    }
+
+    private static void expect(String text, int[] at, String literal) throws InvalidWebhook {
+        if (!text.startsWith(literal, at[0])) throw notEnvelope();
+        at[0] += literal.length();
+    }
+
+    private static String jsonString(String text, int[] at) throws InvalidWebhook {
+        if (at[0] >= text.length() || text.charAt(at[0]) != '"') throw notEnvelope();
+        StringBuilder out = new StringBuilder();
+        int i = at[0] + 1;
+        while (i < text.length()) {
+            char c = text.charAt(i++);
+            if (c == '"') {
+                at[0] = i;
+                return out.toString();
+            }
+            if (c != '\\') {
+                out.append(c);
+                continue;
+            }
+            if (i >= text.length()) break;
+            char e = text.charAt(i++);
+            switch (e) {
+                case 'n' -> out.append('\n');
+                case 't' -> out.append('\t');
+                case 'r' -> out.append('\r');
+                case 'b' -> out.append('\b');
+                case 'f' -> out.append('\f');
+                case 'u' -> {
+                    if (i + 4 > text.length()) throw notEnvelope();
+                    out.append((char) Integer.parseInt(text.substring(i, i + 4), 16));
+                    i += 4;
+                }
+                default -> out.append(e);
+            }
+        }
+        throw notEnvelope();
     }
 }

@@ -7,6 +7,9 @@ the standard library (and `cryptography` for v1a ed25519 signatures).
         verify_standard(SECRET, request.headers, raw_body)  # the bytes as received
     except InvalidWebhook:
         return 401
+    event = read_event(request.headers, raw_body)  # after verifying, never before
+    if event.topic == "orders.paid":
+        ...  # event.data is what the app published
 
 Run it over the published vectors: ``python verify_webhook.py ../vectors.json``.
 """
@@ -21,6 +24,8 @@ import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 TOLERANCE_S = 300
 
@@ -132,6 +137,48 @@ def verify_ultimate(
     raise InvalidWebhook("no signature matches")
 
 
+@dataclass(frozen=True)
+class Event:
+    """A verified delivery, read: its id, its topic (None when the delivery does not name it:
+    a ``raw`` standard-scheme body), when it was published (the envelope's ``timestamp``;
+    None otherwise) and what the app published (parsed JSON; the text when it is not JSON)."""
+
+    id: str
+    topic: str | None
+    timestamp: str | None
+    data: Any
+
+
+def read_event(headers: Mapping[str, str], body: bytes | str, payload: str = "envelope") -> Event:
+    """Read a delivery you have verified. ``payload`` is what the endpoint was registered
+    with: ``envelope`` (the default) is the Standard Webhooks ``{"type", "timestamp",
+    "data"}``; ``raw`` is the published bytes as they are. The x-ultimate scheme names its
+    topic in a header and always sends the published bytes."""
+    found = _headers(headers)
+    text = body.decode("utf-8") if isinstance(body, bytes) else body
+    if "x-ultimate-webhook-topic" in found:
+        return Event(
+            found.get("x-ultimate-webhook-id", ""),
+            found["x-ultimate-webhook-topic"],
+            None,
+            _parsed(text),
+        )
+    event_id = found.get("webhook-id", "")
+    if payload == "raw":
+        return Event(event_id, None, None, _parsed(text))
+    envelope = json.loads(text)
+    if not isinstance(envelope, dict) or not isinstance(envelope.get("type"), str):
+        raise InvalidWebhook('not an envelope: {"type", "timestamp", "data"} expected')
+    return Event(event_id, envelope["type"], envelope.get("timestamp"), envelope.get("data"))
+
+
+def _parsed(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def _run_vectors(path: str) -> int:
     with open(path, encoding="utf-8") as handle:
         vectors = json.load(handle)
@@ -145,6 +192,8 @@ def _run_vectors(path: str) -> int:
             except InvalidWebhook:
                 valid = False
             ok = valid == case["valid"]
+            if ok and valid and "topic" in case:
+                ok = read_event(headers, body, case["payload"]).topic == case["topic"]
             failures += not ok
             print(f"{'ok  ' if ok else 'FAIL'} {scheme}: {case['name']}")
     return 1 if failures else 0

@@ -94,7 +94,7 @@ local leased = {}      -- queue -> lease, id pairs for the running zset
 -- and lease it knows), then the row's state (for the tally).
 local FIELDS = {
   'run_id', 'name', 'input', 'tenant_id', 'key', 'attempt', 'max_attempts', 'claim',
-  'created_at', 'traceparent', 'enqueued_by', 'state',
+  'created_at', 'traceparent', 'enqueued_by', 'state', 'snoozes',
 }
 
 local function list_of(acc, queue)
@@ -137,7 +137,7 @@ local function take(jk, c, position)
   running[#running + 1] = c.id
   return {
     c.id, row[1], row[2], c.queue, row[3], row[4], row[5], attempt, tonumber(row[7]), worker,
-    claim, c.run_at, tonumber(row[9]), lease, row[10], row[11], ahead,
+    claim, c.run_at, tonumber(row[9]), lease, row[10], row[11], ahead, tonumber(row[13]) or 0,
   }
 end
 

@@ -3,7 +3,8 @@
 -- ARGV: id, worker_id, claim, now, target (dead|failed|suspended|ready), count (0|1),
 --       error (opt), run_at (opt), counter kind (opt), duration_ms (opt),
 --       unreachable cap (opt), settlements (1: an ending nack, one with a counter kind,
---       adds its settlements-outbox entry: outcome the counter kind, code the error's X_ code)
+--       adds its settlements-outbox entry: outcome the counter kind, code the error's X_ code),
+--       snooze (1: a snooze, adds one to the row's snoozes)
 -- Returns 1 when it landed, 0 when the row is not running under {worker_id, claim}, or when
 -- an outage hand-back (unreachable cap given) finds the row already handed back that many
 -- times (its field unreachable_returns; the nack then changes nothing).
@@ -24,6 +25,7 @@ local counter = opt(ARGV[9])
 local duration = tonumber(opt(ARGV[10]))
 local cap = tonumber(opt(ARGV[11]))
 local settlements = ARGV[12] == '1'
+local snooze = ARGV[13] == '1'
 
 local jk = job_key(id)
 local row = redis.call('HMGET', jk, 'state', 'claimed_by', 'claim', 'queue', 'name', 'lk',
@@ -46,6 +48,9 @@ if not count and attempt > 0 then
 end
 if err ~= nil then
   redis.call('HSET', jk, 'last_error', err)
+end
+if snooze then
+  redis.call('HINCRBY', jk, 'snoozes', 1)
 end
 if target == 'dead' or target == 'failed' then
   finish(id, queue, row[6], target, now)
