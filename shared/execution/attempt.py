@@ -86,8 +86,8 @@ from ujobs.execution.steps import LeaseCheck, Step
 from ujobs.execution.store_loss import store_lost
 from ujobs.jobs.job import JobHandle
 from ujobs.jobs.retry import StopReason, is_final_attempt
-from ujobs.results import encode_result
 from ujobs.jobs.snooze import MAX_SNOOZES, Snooze
+from ujobs.results import encode_result
 from ujobs.signal import Signal
 from ujobs.tracing import job_span
 
