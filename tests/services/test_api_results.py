@@ -149,8 +149,11 @@ async def test_enqueue_and_wait_answers_the_result(api: Api, pg_pool: Any) -> No
     )
     while not await pool_has_job(pg_pool):
         await asyncio.sleep(0.01)
+    # The wait marks the row right after the insert; a claim racing that update skips the
+    # locked row (SKIP LOCKED), so claim once the mark has landed.
+    job_id = await pg_pool.fetchval("select id from x_jobs")
+    await marked(pg_pool, job_id)
     job = await claim(pg_pool)
-    await marked(pg_pool, job.id)
     await settle(pg_pool, job, {"sent": True})
     status, body = await asyncio.wait_for(waiting, HANG_S)
     assert status == 200
