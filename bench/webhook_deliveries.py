@@ -183,6 +183,7 @@ def start_deliverer(dsn: str, log: Path, *, app: str | None = None) -> subproces
         UJOBS_WEBHOOK_ALLOW_HTTP="1",
         UJOBS_CONCURRENCY=str(CONCURRENCY),
         UJOBS_PG_POOL_SIZE=os.environ.get("BENCH_WEBHOOKS_POOL", "12"),
+        UJOBS_METRICS_PORT="0",  # the default port may be another service's on this host
     )
     profile = os.environ.get("BENCH_WEBHOOKS_PROFILE") if app is None else None
     head = [sys.executable, "-m", "cProfile", "-o", profile] if profile else [sys.executable]

@@ -23,6 +23,7 @@ from ujobs.exports.family import EXPORTS_QUEUE
 from ujobs.exports.library_pool import set_library_pool
 from ujobs.jobs.app_context import open_app_context
 from ujobs.jobs.registry import Registry
+from ujobs.results import set_result_max_bytes
 from ujobs.services.cli.retention import register_purge
 from ujobs.services.config.settings import WorkerConfig
 from ujobs.services.runtime.app_loader import load_api
@@ -63,6 +64,8 @@ async def start_worker(
         wired = await wire(run, config.common.connections, listen=True, need_database=has_database)
         await serve_metrics(run, config.metrics, wired.backend)
     register_purge(reg, config.common, pool=wired.backend.pool, task=False)
+    set_result_max_bytes(config.result_max_bytes)
+    run.stack.callback(set_result_max_bytes, None)
     set_library_pool(wired.backend.pool)  # a keyset() without pool= reads through it
     run.stack.callback(set_library_pool, None)
     # Entered after the backend, so exited before it: after the drain, the app's resources

@@ -23,6 +23,8 @@ The map (each package's ``__init__`` is its own):
 - ``loop_probes``: awaitable signals a loop emits, so tests wait on events, not sleeps.
 - ``introspect``: the operator surface as functions (the CLI, the api, a dashboard);
   ``masking`` the one mask of a redacted value and an idempotency key, the enqueue path's too.
+- ``results``: a job's result as stored: its JSON encoding, the size limit
+  (``UJOBS_RESULT_MAX_BYTES``), ``X_RESULT_TOO_LARGE`` / ``X_RESULT_INVALID``.
 - ``testing``: helpers for YOUR test suite: ``drain``, ``enqueued``, a frozen clock.
 - ``limits``: what a caller may send (nesting depth, the bytes of a tenant, queue, name,
   key, runId), checked by every enqueue and publish, whichever edge it came through.

@@ -234,6 +234,30 @@ class StepOutputInvalidError(UltimateError):
     code = "X_STEP_OUTPUT_INVALID"
 
 
+class ResultTooLargeError(UltimateError):
+    """A job body returned a value whose JSON is over the stored result's limit
+    (``UJOBS_RESULT_MAX_BYTES``, 256 KiB by default). Refused, never truncated: terminal, the
+    attempt is dead-lettered (the same body returns the same value again). Store big outputs
+    elsewhere and return their key."""
+
+    code = "X_RESULT_TOO_LARGE"
+
+
+class ResultInvalidError(UltimateError):
+    """A job body returned a value JSON cannot store (an object, NaN, Infinity): terminal, as
+    a step's ``X_STEP_OUTPUT_INVALID`` is."""
+
+    code = "X_RESULT_INVALID"
+
+
+class JobFailedError(UltimateError):
+    """A result was asked of a job that ended without one (dead, failed or cancelled). The
+    instance carries the job's own error code when its last error names one
+    (``X_JOB_MAX_ATTEMPTS``, an app's code); ``meta`` has ``jobId``, ``name`` and ``state``."""
+
+    code = "X_JOB_FAILED"
+
+
 class JobAbortedError(UltimateError):
     """The run's abort signal fired with no more specific reason (a backfill's throttle
     pause ending, say); the body should unwind."""
@@ -564,6 +588,8 @@ register_error_retry(
         "X_JOB_DECLARATION_INVALID": "terminal",
         "X_STEP_DUPLICATE": "terminal",
         "X_STEP_OUTPUT_INVALID": "terminal",
+        "X_RESULT_TOO_LARGE": "terminal",
+        "X_RESULT_INVALID": "terminal",
         "X_RATE_LIMITED": "retry-after",
         "X_OVERLOADED": "retry-after",
         "X_TIMEOUT": "retryable",

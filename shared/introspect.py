@@ -26,6 +26,7 @@ tenant reads the error's code and message (``error_summary``); operators keep th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ujobs.drivers.base import (
@@ -254,11 +255,21 @@ async def job_document(
     show_input: bool = False,
     show_output: bool = False,
     error_detail: bool = True,
+    show_result: bool | None = None,
 ) -> dict[str, Any]:
     """``inspect_job``'s document for a row already read (the api reads it first to check
-    the caller's tenant)."""
+    the caller's tenant). ``result`` is the body's return value once ``done`` (null before):
+    shown with ``show_result`` (default: as the step outputs, ``show_output``), else masked
+    like the input (``resultRedacted``); the api and the dashboard show it to whoever may
+    read the job."""
     steps = await driver.load_steps(row.run_id, tenant_id=row.tenant_id)
     doc = job_json(row, input_="shown" if show_input else "redacted", error_detail=error_detail)
+    result = row.result if row.state == "done" else None
+    if (show_output if show_result is None else show_result) or result is None:
+        doc["result"] = result
+    else:
+        doc["result"] = redact_input(result)
+        doc["resultRedacted"] = True
     doc["steps"] = [step_json(s, show_output=show_output) for s in steps]
     attempts = await introspection_of(driver).attempt_errors(row.id)
     doc["attempts"] = [attempt_json(a, error_detail=error_detail) for a in attempts]
@@ -275,6 +286,38 @@ async def inspect_queues(driver: JobDriver, now_ms: int) -> list[dict[str, Any]]
             if name not in queues:
                 queues[name] = QueueStats(queue=name, paused=True)
     return [queue_json(queues[name], now_ms) for name in sorted(queues)]
+
+
+TENANTS_READ = 10_000
+"""The most due rows ``inspect_queue`` reads to say whose work waits (the oldest, in hand-out
+order): past it the per-tenant counts are lower bounds (``tenantsCapped``)."""
+
+TOP_TENANTS = 10
+"""How many tenants ``inspect_queue`` lists, the most due work first."""
+
+
+async def inspect_queue(
+    driver: JobDriver, queue: str, now_ms: int, *, top: int = TOP_TENANTS
+) -> dict[str, Any]:
+    """One queue as ``inspect_queues`` shows it, plus whose due work waits in it: the ``top``
+    tenants by due rows among the ``TENANTS_READ`` oldest, each with its oldest due age (jobs
+    without a tenant are one row, ``tenantId`` null). A queue with no rows answers zeros."""
+    introspect = introspection_of(driver)
+    stats = (await driver.stats()).queues.get(queue) or QueueStats(queue=queue)
+    if queue in await introspect.paused_queues():
+        stats = replace(stats, paused=True)
+    found = await introspect.queue_tenants(queue, now_ms, cap=TENANTS_READ, top=top)
+    doc = queue_json(stats, now_ms)
+    doc["tenants"] = [
+        {
+            "tenantId": t.tenant_id,
+            "due": t.due,
+            "oldestDueAgeMs": max(0, now_ms - t.oldest_due_ms),
+        }
+        for t in found.tenants
+    ]
+    doc["tenantsCapped"] = found.capped
+    return doc
 
 
 async def list_workers(driver: JobDriver) -> list[dict[str, Any]]:

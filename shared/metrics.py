@@ -51,6 +51,20 @@ class JobMetrics:
         self.queue_dead_jobs = Gauge(
             "queue_dead_jobs", "Jobs in the dead-letter queue.", ["queue"], registry=registry
         )
+        self.queue_top_tenant_due = Gauge(
+            "queue_top_tenant_due",
+            "Due jobs of the tenant with the most due work in the queue (among the oldest "
+            "10,000 due): one series per queue, whatever the number of tenants.",
+            ["queue"],
+            registry=registry,
+        )
+        self.queue_top_tenant_share = Gauge(
+            "queue_top_tenant_share",
+            "That tenant's share of the queue's due jobs read (0 to 1): near 1 while another "
+            "tenant waits is one tenant's burst ahead of the rest.",
+            ["queue"],
+            registry=registry,
+        )
         self.job_leases_lost = Counter(
             "job_leases_lost",
             "Leases that lapsed or were taken while this process still ran the job.",
@@ -110,7 +124,26 @@ class JobMetrics:
                 oldest = max(0.0, (now - q.oldest_due_run_at_ms) / 1000)
             self.queue_oldest_ready_seconds.labels(queue=queue).set(oldest)
             self.queue_dead_jobs.labels(queue=queue).set(q.dead)
+            await self._refresh_top_tenant(driver, queue, q.due, now)
 
+    async def _refresh_top_tenant(self, driver: JobDriver, queue: str, due: int, now: int) -> None:
+        """The largest tenant's due work per queue: a per-queue series (the tenant's name is in
+        ``ujobs queues show``, not in a label, so the series count is the queues', never the
+        tenants'). A driver without an operator surface sets none."""
+        if driver.introspect is None:
+            return
+        top_due, share = 0, 0.0
+        if due:
+            found = await driver.introspect.queue_tenants(queue, now, cap=TOP_TENANT_READ, top=1)
+            if found.tenants:
+                top_due = found.tenants[0].due
+                share = top_due / min(due, TOP_TENANT_READ)
+        self.queue_top_tenant_due.labels(queue=queue).set(top_due)
+        self.queue_top_tenant_share.labels(queue=queue).set(min(1.0, share))
+
+
+TOP_TENANT_READ = 10_000
+"""The due rows per queue the top-tenant gauges read (the oldest, in hand-out order)."""
 
 _default: JobMetrics | None = None
 _default_lock = threading.Lock()

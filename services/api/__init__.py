@@ -13,6 +13,7 @@
 | ``enqueue_batcher`` | group commit of concurrent single enqueues |
 | ``strict_batch`` | ``/batch`` under ``"onConflict": "error"`` |
 | ``jobs`` | the operator surface, one job at a time |
+| ``results`` | a job's result: ``GET /v1/jobs/{id}/result?wait=``, the enqueue-and-wait's answer |
 | ``queues`` | queues and tasks |
 | ``token_routes`` | the token list (``GET /v1/tokens``, operator ``admin``) |
 | ``task_rows`` | each cron task as a row (the CLI and the dashboard read them too) |

@@ -55,6 +55,7 @@ from ujobs.metrics import JobMetrics, job_metrics
 from ujobs.services.api import enqueue as api_enqueue
 from ujobs.services.api import jobs as api_jobs
 from ujobs.services.api import queues as api_queues
+from ujobs.services.api import results as api_results
 from ujobs.services.api import token_routes as api_tokens
 from ujobs.services.api.auth import NO_TOKENS, TokenLookup
 from ujobs.services.api.common import (
@@ -197,6 +198,16 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
             )
         )
     except Exception as exc:
+        if isinstance(exc, asyncpg.InterfaceError) and "pool is clos" in str(exc):
+            # The process closes its pool at the end of its drain: a request that got in under
+            # the wire is the drain's 503, to be sent again to another replica, not a bug.
+            return error_response(
+                JobDrainedError(
+                    "this api is shutting down (its database pool is closed); send the request "
+                    "to another replica",
+                    meta={"cause": type(exc).__name__},
+                )
+            )
         if store_unreachable(exc):
             # Postgres refused, restarting or gone mid-statement, in a call that did not
             # translate it itself: the client should try again, not report a bug.
@@ -226,6 +237,7 @@ def create_app(
     app.cleanup_ctx.append(backend_ctx)
     app.add_routes(routes)
     app.add_routes(api_enqueue.routes)
+    app.add_routes(api_results.routes)
     app.add_routes(api_jobs.routes)
     app.add_routes(api_queues.routes)
     app.add_routes(api_tokens.routes)

@@ -8,7 +8,7 @@ work (``X_TENANCY_ACTOR_MISMATCH``, 403).
 
 | Route | Scope | Answers |
 |---|---|---|
-| ``POST /v1/jobs/{name}`` ``{"input", "runId"?, "delay"?, "debounce"?, "queue"?, "onConflict"?}`` | ``enqueue:<name>`` | 202 ``{"id", "runId", "deduped", "debounced"}``; with ``"onConflict": "error"`` a live run holding the key is 409 ``X_JOB_DUPLICATE`` (``meta.id`` names it), unless the enqueue debounced it |
+| ``POST /v1/jobs/{name}`` ``{"input", "runId"?, "delay"?, "debounce"?, "queue"?, "onConflict"?}`` | ``enqueue:<name>`` | 202 ``{"id", "runId", "deduped", "debounced"}``; with ``"onConflict": "error"`` a live run holding the key is 409 ``X_JOB_DUPLICATE`` (``meta.id`` names it), unless the enqueue debounced it; with ``?wait=30s`` enqueue and wait: 200 with the run's result once it settles, 202 with its state when the wait runs out (``results.py``) |
 | ``POST /v1/jobs/{name}/batch`` ``{"inputs": [...], "delay"?, "debounce"?, "queue"?, "onConflict"?}`` | ``enqueue:<name>`` | 202 ``{"jobs": [{"id", "runId", "deduped", "debounced"}, ...]}`` in input order; at most ``MAX_BATCH_INPUTS``; under ``"onConflict": "error"`` all new or 409 and none (a debounce or a job's ``unique_for`` there is 400 ``X_ENQUEUE_OPTION_UNSUPPORTED``) |
 | ``POST /v1/events/{name}`` ``{"payload"}`` | ``events:publish`` | 202 ``{"id", "name", "publishedAtMs", "expiresAtMs"}``; the event carries the token's tenant: it resumes only that tenant's waits (an operator's, every wait) |
 
@@ -57,6 +57,7 @@ from ujobs.services.api.auth import (
 from ujobs.services.api.common import EDGE, REGISTRY, accepted, caller, read_object
 from ujobs.services.api.enqueue_batcher import EnqueueBatcher
 from ujobs.services.api.ratelimit import TokenBuckets
+from ujobs.services.api.results import results_or_refuse, settled_response, wait_for, wait_of
 from ujobs.services.api.token_facts import KnownTokens
 
 MAX_BATCH_INPUTS = 1_000
@@ -285,6 +286,10 @@ async def enqueue_principal(
 # one path template, as OpenAPI requires of routes that differ only in their method.
 @routes.post("/v1/jobs/{job}")
 async def enqueue(request: web.Request) -> web.Response:
+    # ?wait is read first: a bad one refuses the request before anything is queued.
+    wait = wait_of(request) if request.query else None
+    if wait is not None:
+        results_or_refuse(request.app[EDGE].driver)
     answer = await enqueue_one(
         request.app[EDGE],
         request.app[REGISTRY],
@@ -292,7 +297,16 @@ async def enqueue(request: web.Request) -> web.Response:
         request.headers.get("Authorization"),
         lambda: read_object(request, SINGLE_FIELDS),
     )
-    return accepted(answer)
+    if wait is None:
+        return accepted(answer)
+    # Enqueue and wait (a synchronous call for callers in any language): the run this request
+    # queued, or the live run of the token's tenant its key deduped to.
+    results = results_or_refuse(request.app[EDGE].driver)
+    row = await results.read(answer["id"])
+    if row is None:
+        return accepted({**answer, "state": "ready", "result": None, "error": None})
+    settled = await wait_for(results, row, wait)
+    return settled_response(settled, {"runId": answer["runId"], "deduped": answer["deduped"]})
 
 
 @routes.post("/v1/jobs/{job}/batch")

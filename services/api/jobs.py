@@ -3,7 +3,7 @@
 
 | Route | Scope | Answers (the CLI's ``--json`` document) |
 |---|---|---|
-| ``GET /v1/jobs/{id}`` | ``read`` | the job, its steps, input values redacted (``ujobs jobs show``) |
+| ``GET /v1/jobs/{id}`` | ``read`` | the job, its steps, its ``result`` once done, input values redacted (``ujobs jobs show``; its result waits: ``results.py``) |
 | ``GET /v1/jobs?queue=&name=&state=&tenantId=&idPrefix=&limit=&after=&before=`` | ``read`` | one page, newest first; ``next`` / ``prev`` cursors (``ujobs jobs list``) |
 | ``POST /v1/jobs/{job}/cancel`` ``{"reason"?}`` | ``operate`` | the cancelled job |
 | ``POST /v1/jobs/{job}/retry`` ``{"fromStep"?}`` | ``operate`` | the re-queued job |
@@ -34,6 +34,7 @@ from ujobs.introspect import (
     remove_job,
     retry_job,
 )
+from ujobs.limits import TEXT_LIMITS, text_problem
 from ujobs.services.api.auth import Principal
 from ujobs.services.api.common import EDGE, caller, json_ok, read_object
 
@@ -78,8 +79,15 @@ async def show(request: web.Request) -> web.Response:
     principal = await caller(request, "read")
     row = await _visible_job(request, principal)
     return json_ok(
-        await job_document(request.app[EDGE].driver, row, error_detail=principal.operator)
+        await job_document(
+            request.app[EDGE].driver, row, error_detail=principal.operator, show_result=True
+        )
     )
+
+
+_TEXT_PARAMS = {"tenantId": "tenant", "queue": "queue", "name": "name", "idPrefix": "runId"}
+"""The list's text filters and the limit each is held to (``ujobs.limits``): a filter past it
+could match no row anyway, and answers 400 rather than an empty page."""
 
 
 def job_filter(query: Any, principal: Principal) -> JobFilter:
@@ -108,6 +116,17 @@ def job_filter(query: Any, principal: Principal) -> JobFilter:
                 meta={"limit": raw_limit[:20], "max": MAX_JOB_PAGE},
             )
         limit = int(raw_limit)
+    for param, field in _TEXT_PARAMS.items():
+        given = query.get(param)
+        problem = None if given is None else text_problem(given, TEXT_LIMITS[field])
+        if problem is not None:
+            raise InputInvalidError(
+                f"{param} {problem}",
+                meta={
+                    "issues": [{"path": param, "message": problem}],
+                    "maxBytes": TEXT_LIMITS[field],
+                },
+            )
     tenant = query.get("tenantId") if principal.operator else principal.tenant_id
     return JobFilter(
         queue=query.get("queue"),

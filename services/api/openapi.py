@@ -127,8 +127,52 @@ def _op(
     return op
 
 
-def component_name(job: str) -> str:
-    return "Input_" + re.sub(r"[^A-Za-z0-9._-]", "_", job)
+def component_name(job: str, kind: str = "Input") -> str:
+    return f"{kind}_" + re.sub(r"[^A-Za-z0-9._-]", "_", job)
+
+
+MAX_WAIT_DOC_S = 60
+"""``api_results.MAX_WAIT_MS`` in seconds, repeated so this module imports no route module."""
+
+
+def wait_param(what: str) -> dict[str, Any]:
+    return {
+        "name": "wait",
+        "in": "query",
+        "required": False,
+        "description": f"how long to wait for {what} to settle: a duration with its unit "
+        f"(30s, 500ms), at most UJOBS_API_MAX_WAIT_MS ({MAX_WAIT_DOC_S}s by default; 400 past "
+        "it); absent or 0s: answer at once",
+        "schema": {"type": "string", "pattern": r"^[0-9]{1,9}(ms|s|m)$"},
+    }
+
+
+def _with_wait(op: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    """An enqueue that may wait: ``?wait=``, and 200 with the run's result once it settles."""
+    op["parameters"] = [*op.get("parameters", []), wait_param("the run it queues")]
+    op["responses"]["200"] = _json(
+        "with ?wait=: the run settled within it; its result (or its error)", result
+    )
+    op["responses"]["202"]["description"] += (
+        "; with ?wait=: not settled in time, its state in state (read it later by its id)"
+    )
+    return op
+
+
+def _result_components(job: str, output: dict[str, Any] | None, into: dict[str, Any]) -> str:
+    """The name of the 200 schema of ``job``'s enqueue-and-wait: ``EnqueuedResult``, or, for
+    a job that declares its output, ``EnqueuedResult_<job>`` whose ``result`` is that type."""
+    if output is None:
+        return "EnqueuedResult"
+    out_name = component_name(job, "Output")
+    into[out_name] = _hoist(output, out_name, into)
+    into[component_name(job, "ResultOf")] = {
+        "type": "object",
+        "properties": {"result": {"anyOf": [_ref(out_name), {"type": "null"}]}},
+    }
+    name = component_name(job, "EnqueuedResult")
+    into[name] = {"allOf": [_ref("EnqueuedResult"), _ref(component_name(job, "ResultOf"))]}
+    return name
 
 
 def _hoist(schema: Any, prefix: str, into: dict[str, Any]) -> Any:
@@ -153,7 +197,9 @@ def _hoist(schema: Any, prefix: str, into: dict[str, Any]) -> Any:
     return schema
 
 
-def _enqueue_paths(job: str, input_schema: dict[str, Any]) -> dict[str, Any]:
+def _enqueue_paths(
+    job: str, input_schema: dict[str, Any], result: str = "EnqueuedResult"
+) -> dict[str, Any]:
     single = {
         "allOf": [_ref("EnqueueOptions")],
         "type": "object",
@@ -181,14 +227,21 @@ def _enqueue_paths(job: str, input_schema: dict[str, Any]) -> dict[str, Any]:
     slug = re.sub(r"[^A-Za-z0-9_]", "_", job)
     return {
         f"/v1/jobs/{job}": {
-            "post": _with_links(
-                _op(
-                    f"enqueue_{slug}",
-                    f"Enqueue {job} (scope enqueue:{job})",
-                    ("202", "queued, or deduped onto the live run of its key", _ref("Enqueued")),
-                    single_errors,
-                    body=single,
-                )
+            "post": _with_wait(
+                _with_links(
+                    _op(
+                        f"enqueue_{slug}",
+                        f"Enqueue {job} (scope enqueue:{job}); with ?wait=, and wait for it",
+                        (
+                            "202",
+                            "queued, or deduped onto the live run of its key",
+                            _ref("Enqueued"),
+                        ),
+                        single_errors,
+                        body=single,
+                    )
+                ),
+                _ref(result),
             )
         },
         f"/v1/jobs/{job}/batch": {
@@ -201,6 +254,21 @@ def _enqueue_paths(job: str, input_schema: dict[str, Any]) -> dict[str, Any]:
             )
         },
     }
+
+
+def _result_op() -> dict[str, Any]:
+    op = _op(
+        "job_result",
+        "A job's result, once it settles (waiting up to ?wait=); a tenant token reads its "
+        "tenant's only",
+        ("200", "the job is finished: its result, or its error", _ref("JobResult")),
+        ("400", "403", "404", "501"),
+        params=[wait_param("the job")],
+    )
+    op["responses"]["202"] = _json(
+        "the wait ran out (or none was asked) while the job is live: its state", _ref("JobResult")
+    )
+    return op
 
 
 def _operator_paths(tasks: list[str]) -> dict[str, Any]:
@@ -267,14 +335,22 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
                 ("200", "the job", _ref("JobDocument")),
                 ("403", "404"),
             ),
-            "post": _with_links(
-                _op(
-                    "enqueue",
-                    "Enqueue the job named {job} (scope enqueue:{job})",
-                    ("202", "queued, or deduped onto the live run of its key", _ref("Enqueued")),
-                    ("400", "403", "404", "409", "413"),
-                    body=any_input,
-                )
+            "post": _with_wait(
+                _with_links(
+                    _op(
+                        "enqueue",
+                        "Enqueue the job named {job} (scope enqueue:{job}); with ?wait=, and "
+                        "wait for it",
+                        (
+                            "202",
+                            "queued, or deduped onto the live run of its key",
+                            _ref("Enqueued"),
+                        ),
+                        ("400", "403", "404", "409", "413", "501"),
+                        body=any_input,
+                    )
+                ),
+                _ref("EnqueuedResult"),
             ),
             "delete": _op(
                 "remove_job",
@@ -282,6 +358,10 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
                 ("200", "removed", _ref("Removed")),
                 ("403", "404", "409"),
             ),
+        },
+        "/v1/jobs/{job}/result": {
+            "parameters": [job],
+            "get": _result_op(),
         },
         "/v1/jobs/{job}/batch": {
             "parameters": [job],
@@ -341,6 +421,15 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
                 ("200", "the queues", _ref("Queues")),
                 ("403",),
             )
+        },
+        "/v1/queues/{queue}": {
+            "parameters": [queue],
+            "get": _op(
+                "show_queue",
+                "One queue, and the tenants with the most due jobs in it (operator token)",
+                ("200", "the queue", _ref("QueueTenantsRead")),
+                ("400", "403"),
+            ),
         },
         "/v1/queues/{queue}/pause": {
             "parameters": [queue],
@@ -455,8 +544,10 @@ def openapi_document(registry: Registry) -> dict[str, Any]:
     }
     for name in enqueue_paths_of(registry).values():
         component = component_name(name)
-        schemas[component] = _hoist(registry.jobs[name].describe()["input"], component, schemas)
-        paths.update(_enqueue_paths(name, _ref(component)))
+        described = registry.jobs[name].describe()
+        schemas[component] = _hoist(described["input"], component, schemas)
+        result = _result_components(name, described["output"], schemas)
+        paths.update(_enqueue_paths(name, _ref(component), result))
     return named_shapes(
         {
             "openapi": "3.1.0",

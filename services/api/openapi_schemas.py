@@ -78,6 +78,8 @@ SCHEMAS: dict[str, Any] = {
                 "type": "boolean",
             },
         },
+        "description": "with ?wait= (the wait ran out first) also the JobResult fields: "
+        "name, state (live), result and error (null)",
     },
     "EnqueuedBatch": {
         "type": "object",
@@ -109,6 +111,39 @@ SCHEMAS: dict[str, Any] = {
             },
         },
     },
+    "JobResultError": {
+        "description": "why a job ended without a result: its own X_ code as its last error "
+        "names it (X_JOB_FAILED when it names none) and the message without the stack",
+        "type": "object",
+        "required": ["code", "message"],
+        "properties": {
+            "code": {"type": "string", "pattern": "^X_[A-Z0-9_]+$"},
+            "message": {"type": "string"},
+        },
+    },
+    "JobResult": {
+        "description": "a job's result: 200 once the job is finished, 202 while it is live "
+        "(result and error null)",
+        "type": "object",
+        "required": ["id", "name", "state", "result", "error"],
+        "properties": {
+            "id": {"type": "string"},
+            "name": {"type": "string"},
+            "state": {"type": "string", "enum": list(ALL_STATES)},
+            "result": {
+                "description": "what the body returned (JSON) when state is done; null "
+                "otherwise, and for a body that returned nothing"
+            },
+            "error": {"anyOf": [{"$ref": "#/components/schemas/JobResultError"}, {"type": "null"}]},
+        },
+    },
+    "EnqueuedResult": {
+        "description": "POST /v1/jobs/{name}?wait=: the enqueue's answer and the run's result",
+        "allOf": [
+            {"$ref": "#/components/schemas/Enqueued"},
+            {"$ref": "#/components/schemas/JobResult"},
+        ],
+    },
     "Job": _JOB,
     "JobDocument": {
         "allOf": [{"$ref": "#/components/schemas/Job"}],
@@ -117,6 +152,10 @@ SCHEMAS: dict[str, Any] = {
         "properties": {
             "input": {"description": "the input's keys, every value masked"},
             "inputRedacted": {"type": "boolean"},
+            "result": {
+                "description": "what the body returned (JSON) once done, null before (GET "
+                "/v1/jobs/{id}/result waits for it)"
+            },
             "attempts": {
                 "description": "each counted failed attempt's error, oldest first (the newest "
                 "10, each cut to 4,000 characters; a tenant token reads them without the stack)",
@@ -167,6 +206,32 @@ SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["queues"],
         "properties": {"queues": {"type": "array", "items": {"type": "object"}}},
+    },
+    "QueueTenantsRead": {
+        "type": "object",
+        "description": "one queue as GET /v1/queues lists it, plus whose due work waits in it",
+        "required": ["queue", "tenants", "tenantsCapped"],
+        "properties": {
+            "queue": {"type": "string"},
+            "tenants": {
+                "type": "array",
+                "items": {"$ref": "#/components/schemas/TenantBacklog"},
+            },
+            "tenantsCapped": {
+                "description": "only the oldest 10,000 due jobs were read: counts are lower bounds",
+                "type": "boolean",
+            },
+        },
+        "additionalProperties": True,
+    },
+    "TenantBacklog": {
+        "type": "object",
+        "required": ["tenantId", "due", "oldestDueAgeMs"],
+        "properties": {
+            "tenantId": _NULLABLE_STRING,
+            "due": {"type": "integer"},
+            "oldestDueAgeMs": {"type": "integer"},
+        },
     },
     "Paused": {
         "type": "object",

@@ -66,8 +66,9 @@ def _named(schemas: dict[str, Any], name: str, schema: dict[str, Any]) -> dict[s
 
 def _split_all_of(schemas: dict[str, Any], name: str, schema: Any) -> Any:
     """``schema`` (and what it nests) with each ``allOf`` that has siblings turned into an
-    ``allOf`` of ``$ref``s and nothing else: the siblings (a description too) become the
-    component ``<name>Fields``, and an inline member of the list a component of its own."""
+    ``allOf`` of ``$ref``s and nothing else: the siblings become the component
+    ``<name>Fields`` (a description alone is dropped), and an inline member of the list a
+    component of its own."""
     if isinstance(schema, list):
         return [_split_all_of(schemas, name, s) for s in schema]
     if not isinstance(schema, dict):
@@ -80,6 +81,8 @@ def _split_all_of(schemas: dict[str, Any], name: str, schema: Any) -> Any:
     refs: list[dict[str, Any]] = []
     for n, part in enumerate(parts, 1):
         refs.append(part if "$ref" in part else _named(schemas, f"{name}Part{n}", part))
-    if siblings:
+    if set(siblings) - {"description"}:
         refs.append(_named(schemas, f"{name}Fields", {**siblings, "title": f"{name}Fields"}))
+    # A description alone is no shape: a part holding only it would be a type of nothing,
+    # which generators refuse; the parts carry their own.
     return {"allOf": refs}

@@ -3,6 +3,7 @@
 | Route | Scope | Answers (the CLI's ``--json`` document) |
 |---|---|---|
 | ``GET /v1/queues`` | ``read`` | ``{"queues": [...]}``: rows per state, due, oldest due, paused |
+| ``GET /v1/queues/{q}`` | ``read`` | one queue, plus ``tenants``: most due jobs first |
 | ``POST /v1/queues/{q}/pause`` · ``/resume`` | ``operate`` | ``{"queues": [q], "paused"}`` |
 | ``GET /v1/tasks`` | ``read`` | ``{"tasks": [...]}``: cron, zone, last and next fire, paused |
 | ``POST /v1/tasks/{t}/pause`` · ``/resume`` | ``operate`` | ``{"tasks": [t], "paused"}`` |
@@ -16,7 +17,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from ujobs.errors import InputInvalidError, TaskUnknownError
-from ujobs.introspect import inspect_queues, pause_queues, pause_tasks
+from ujobs.introspect import inspect_queue, inspect_queues, pause_queues, pause_tasks
 from ujobs.jobs.declaration_rules import NAME_PATTERN
 from ujobs.services.api.common import EDGE, REGISTRY, caller, json_ok
 from ujobs.services.api.task_rows import fires_and_pauses, task_rows
@@ -34,6 +35,21 @@ async def queues(request: web.Request) -> web.Response:
     await _operator(request, "read", "listing queues")
     driver = request.app[EDGE].driver
     return json_ok({"queues": await inspect_queues(driver, driver.clock.now_ms())})
+
+
+@routes.get("/v1/queues/{queue}")
+async def queue(request: web.Request) -> web.Response:
+    """One queue and whose due work waits in it (``ujobs queues show``): an operator's read,
+    as the queues list is; a tenant token is 403 (it would learn other tenants' names)."""
+    await _operator(request, "read", "reading a queue")
+    name = request.match_info["queue"]
+    if not NAME_PATTERN.fullmatch(name):
+        raise InputInvalidError(
+            f"queue name {name!r} must be 1-200 characters of letters, digits and _ . : / -",
+            meta={"issues": [{"path": "queue", "message": "queue name"}]},
+        )
+    driver = request.app[EDGE].driver
+    return json_ok(await inspect_queue(driver, name, driver.clock.now_ms()))
 
 
 async def _pause_queue(request: web.Request, *, pause: bool) -> web.Response:

@@ -167,14 +167,18 @@ def jobs_show(
         bool, typer.Option("--show-input", help="print the input's values, not only its keys")
     ] = False,
     show_output: Annotated[
-        bool, typer.Option("--show-output", help="print what each step returned")
+        bool,
+        typer.Option(
+            "--show-output", help="print what each step and the job returned (its result)"
+        ),
     ] = False,
     database_url: DatabaseUrlOption = None,
     driver: DriverOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """One job: state, attempts, progress, last error, its steps, its input (redacted).
-    Without DATABASE_URL it asks the api at UJOBS_URL (a token with read)."""
+    """One job: state, attempts, progress, last error, its result, its steps, its input
+    (values redacted, the result's too, unless --show-input / --show-output). Without
+    DATABASE_URL it asks the api at UJOBS_URL (a token with read)."""
 
     async def work(backend: Backend, _: Progress) -> dict[str, Any]:
         full_id = await resolve_job_id(backend.driver, job_id)
@@ -261,11 +265,14 @@ def _print_job(doc: dict[str, Any], now: int, *, show_input: bool, show_output: 
             ("progress", progress_text(doc["progress"])),
             ("enqueued by", doc["enqueuedBy"]),
             ("input", orjson.dumps(doc["input"]).decode()),
+            ("result", None if doc["result"] is None else orjson.dumps(doc["result"]).decode()),
             ("backfill", _backfill_text(doc.get("backfill"))),
         ]
     )
     if not show_input:
         note("input values and the idempotency key are redacted: --show-input prints them")
+    if doc.get("resultRedacted"):
+        note("the result's values are redacted: --show-output prints them")
     if doc["lastError"]:
         typer.echo("last error")
         for line in str(doc["lastError"]).splitlines():

@@ -1,4 +1,4 @@
-"""``ujobs queues list | pause | resume`` and ``ujobs workers``.
+"""``ujobs queues list | show | pause | resume`` and ``ujobs workers``.
 
 ``queues list`` reads ``driver.stats()`` (every driver has it) plus the paused set; a pause and
 a resume are introspection (a row every claim reads), so on a driver without it they answer
@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ujobs.introspect import inspect_queues, list_workers, pause_queues
+from ujobs.introspect import inspect_queue, inspect_queues, list_workers, pause_queues
 from ujobs.services.cli.common import DatabaseUrlOption, DriverOption, JsonOption, operate
 from ujobs.services.cli.remote import Remote, remote_get
 from ujobs.services.config.parse import parse_queues
@@ -83,6 +83,57 @@ def queues_list(
     )
     if not queues:
         note("no queue has jobs yet")
+
+
+@queues_app.command("show")
+def queues_show(
+    queue: Annotated[str, typer.Argument(help="the queue's name", show_default=False)],
+    database_url: DatabaseUrlOption = None,
+    driver: DriverOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """One queue: its rows per state, and whose due work waits in it (the tenants with the
+    most due jobs, each with its oldest). Without DATABASE_URL it asks the api at UJOBS_URL (an
+    operator token)."""
+
+    async def work(backend: Backend, _: Progress) -> dict[str, Any]:
+        name = parse_queues("QUEUE", queue)[0]
+        return await inspect_queue(backend.driver, name, backend.driver.clock.now_ms())
+
+    def remote(target: Remote) -> dict[str, Any]:
+        answer: dict[str, Any] = remote_get(target, f"/v1/queues/{queue}")
+        return answer
+
+    shown = operate(
+        work,
+        as_json=as_json,
+        label=f"reading queue {queue}",
+        database_url=database_url,
+        driver=driver,
+        remote=remote,
+    )
+    if as_json:
+        emit_json(shown)
+        return
+    counts = ", ".join(
+        f"{key} {_figure(shown, key)}"
+        for key in ("ready", "delayed", "running", "suspended", "due", "dead", "failed", "done")
+    )
+    typer.echo(f"{shown['queue']}{' (paused)' if shown['paused'] else ''}: {counts}")
+    typer.echo(f"oldest due: {duration(shown['oldestDueAgeMs'])}")
+    if not shown["tenants"]:
+        note("nothing is due in this queue")
+        return
+    capped = "≥" if shown["tenantsCapped"] else ""
+    print_table(
+        ("TENANT", "DUE", "OLDEST DUE"),
+        [
+            (t["tenantId"] or "(none)", f"{capped}{t['due']}", duration(t["oldestDueAgeMs"]))
+            for t in shown["tenants"]
+        ],
+    )
+    if shown["tenantsCapped"]:
+        note("the oldest due jobs only were read: each count is a lower bound")
 
 
 def _figure(queue: dict[str, Any], key: str) -> str:

@@ -9,6 +9,7 @@ is set, the commands with an HTTP route read it over HTTP instead of the databas
 | ``ujobs jobs list`` | ``GET /v1/jobs`` | ``read``; a tenant token's list is its tenant's |
 | ``ujobs jobs show`` | ``GET /v1/jobs/{id}`` | ``read``; another tenant's job is ``X_JOB_NOT_FOUND`` |
 | ``ujobs queues list`` | ``GET /v1/queues`` | an operator token with ``read`` |
+| ``ujobs queues show`` | ``GET /v1/queues/{queue}`` | an operator token with ``read`` |
 | ``ujobs tokens list`` | ``GET /v1/tokens`` | an operator token with ``admin`` |
 
 Every other operator command reads the database itself and then answers ``X_CONFIG_INVALID``
@@ -30,7 +31,7 @@ import orjson
 from ujobs.errors import ConfigInvalidError, UltimateError
 from ujobs.services.config.parse import invalid
 
-REMOTE_COMMANDS = ("jobs list", "jobs show", "queues list", "tokens list")
+REMOTE_COMMANDS = ("jobs list", "jobs show", "queues list", "queues show", "tokens list")
 """The operator commands that work against UJOBS_URL (each has an HTTP route)."""
 TIMEOUT_S = 30.0
 

@@ -25,6 +25,7 @@ from ujobs.drivers.base import DEFAULT_QUEUE, DEFAULT_VISIBILITY_MS
 from ujobs.errors import DriverUnavailableError
 from ujobs.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
 from ujobs.outbox.relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
+from ujobs.results import DEFAULT_RESULT_MAX_BYTES
 from ujobs.retention.builtin import RetentionWindows
 from ujobs.retention.purge import DEFAULT_PURGE_CRON
 from ujobs.services.config.parse import (
@@ -52,6 +53,7 @@ from ujobs.services.config.parse import (
 from ujobs.services.config.variables import (
     CLAIM_AHEAD_PER_SLOT,
     DEFAULT_API_MAX_BODY_BYTES,
+    DEFAULT_API_MAX_WAIT_MS,
     DEFAULT_API_PORT,
     DEFAULT_METRICS_PORT,
     DEFAULT_METRICS_REFRESH_MS,
@@ -286,6 +288,8 @@ class WorkerConfig:
     claim_ahead: int | None = None
     """None: ``CLAIM_AHEAD_PER_SLOT`` rows per slot of the one queue (``claim_ahead_rows()``)."""
     metrics: MetricsEndpoint = field(default_factory=MetricsEndpoint)
+    result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES
+    """``UJOBS_RESULT_MAX_BYTES``: the largest result the worker stores (``ujobs.results``)."""
     queues_given: bool = True
     """False: neither UJOBS_QUEUES nor --queues named any, so ``ujobs worker`` serves every
     queue the app's jobs name (``ujobs.services.worker.app_queues``) instead of ``queues``."""
@@ -347,6 +351,9 @@ class WorkerConfig:
             ),
             claim_ahead=src.read("UJOBS_CLAIM_AHEAD", optional(whole_from(0)), None),
             metrics=read_metrics(env),
+            result_max_bytes=src.read(
+                "UJOBS_RESULT_MAX_BYTES", whole_from(1), DEFAULT_RESULT_MAX_BYTES
+            ),
         )
         if require_backend:
             common.connections.require_backend(service)
@@ -362,6 +369,8 @@ class ApiConfig:
     port: int = DEFAULT_API_PORT
     metrics_refresh_ms: int = DEFAULT_METRICS_REFRESH_MS
     max_body_bytes: int = DEFAULT_API_MAX_BODY_BYTES
+    max_wait_ms: int = DEFAULT_API_MAX_WAIT_MS
+    """``UJOBS_API_MAX_WAIT_MS``: the cap on ``?wait=`` (``ujobs.services.api.results``)."""
     rate_per_token: int | None = None
     """Requests per second per token (a bucket of one second's worth); None: no limit."""
     nats_prefix: str = "ujobs"
@@ -400,6 +409,7 @@ class ApiConfig:
             max_body_bytes=src.read(
                 "UJOBS_API_MAX_BODY_BYTES", whole_from(1_024), DEFAULT_API_MAX_BODY_BYTES
             ),
+            max_wait_ms=src.read("UJOBS_API_MAX_WAIT_MS", whole_from(0), DEFAULT_API_MAX_WAIT_MS),
             rate_per_token=src.read("UJOBS_API_RATE_PER_TOKEN", optional(whole_from(1)), None),
             nats_prefix=src.read("UJOBS_NATS_PREFIX", nats_prefix, "ujobs"),
             nats_ack_wait_ms=src.read("UJOBS_NATS_ACK_WAIT_MS", whole_from(1_000), 30_000),

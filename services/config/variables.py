@@ -15,6 +15,7 @@ from typing import Literal
 from ujobs.drivers.base import DEFAULT_VISIBILITY_MS
 from ujobs.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
 from ujobs.outbox.relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
+from ujobs.results import DEFAULT_RESULT_MAX_BYTES
 
 DriverName = Literal["postgres", "redis"]
 DRIVERS: tuple[DriverName, ...] = ("postgres", "redis")
@@ -31,6 +32,9 @@ DEFAULT_METRICS_PORT = 9464
 exporter's registered default, so it clashes with neither the api nor Prometheus itself)."""
 DEFAULT_METRICS_REFRESH_MS = 5_000
 DEFAULT_API_MAX_BODY_BYTES = 1_048_576
+DEFAULT_API_MAX_WAIT_MS = 60_000
+"""The longest ``?wait=`` a result read or an enqueue-and-wait may ask for: a held request is a
+held connection (and a proxy's idle timeout is often 60 s); a caller wanting longer asks again."""
 DEFAULT_PG_POOL_SIZE = 10
 DEFAULT_REDIS_PREFIX = "ujobs"
 DEFAULT_SCHEDULER_TICK_MS = 1_000
@@ -188,6 +192,13 @@ VARIABLES: dict[str, Variable] = {
             _WORKERS,
         ),
         Variable(
+            "UJOBS_RESULT_MAX_BYTES",
+            "the largest job result stored, in bytes of JSON; a bigger one dead-letters the run "
+            "with X_RESULT_TOO_LARGE (never truncated)",
+            str(DEFAULT_RESULT_MAX_BYTES),
+            _WORKERS,
+        ),
+        Variable(
             "UJOBS_VISIBILITY_TIMEOUT_MS",
             "a claim's lease; renewed every third of it while the job runs",
             str(DEFAULT_VISIBILITY_MS),
@@ -214,6 +225,13 @@ VARIABLES: dict[str, Variable] = {
             "UJOBS_API_MAX_BODY_BYTES",
             "the largest request body the api reads; a larger one is 413 X_BODY_TOO_LARGE",
             str(DEFAULT_API_MAX_BODY_BYTES),
+            ("api", "dev"),
+        ),
+        Variable(
+            "UJOBS_API_MAX_WAIT_MS",
+            "the longest ?wait= a result read or an enqueue-and-wait may ask for; past it 400 "
+            "X_INPUT_INVALID",
+            str(DEFAULT_API_MAX_WAIT_MS),
             ("api", "dev"),
         ),
         Variable(

@@ -6,7 +6,7 @@ functions the CLI and the HTTP edge call (``ujobs.introspect``, ``ujobs.services
 |---|---|
 | ``session`` | the login cookie (HttpOnly, SameSite=Strict), who is viewing, CSRF tokens |
 | ``render`` | the Jinja2 environment, its filters (times, durations) and HTML error pages |
-| ``pages`` | the read-only pages: queues, jobs, one job, dead letters, workers, tasks |
+| ``pages`` | read-only pages: queues (and tenants), jobs, a job, dead letters, workers, tasks |
 | ``pages_backfills`` | the ``x_backfills`` ledger beside what the app declares |
 | ``pages_webhooks`` | webhook endpoints and their delivery attempts (never a secret) |
 | ``pages_exports`` | exports, one export's manifest and its signed download links |

@@ -31,12 +31,14 @@ from ujobs.drivers.base import (
 from ujobs.errors import InputInvalidError, JobNotFoundError, JobPageInvalidError
 from ujobs.introspect import (
     get_job,
+    inspect_queue,
     inspect_queues,
     introspection_of,
     job_document,
     job_json,
     list_workers,
 )
+from ujobs.jobs.declaration_rules import NAME_PATTERN
 from ujobs.services.api.auth import Principal
 from ujobs.services.api.common import EDGE, REGISTRY
 from ujobs.services.api.task_rows import fires_and_pauses, task_rows
@@ -115,6 +117,24 @@ async def queues(request: web.Request) -> web.Response:
         spark=(SPARK_WIDTH, SPARK_HEIGHT, SPARK_MINUTES),
         flash=flash(request),
     )
+
+
+@routes.get(PREFIX + "/queues/{queue}")
+@guarded
+async def queue_page(request: web.Request) -> web.Response:
+    """One queue: its counts and whose due work waits in it (``ujobs queues show``): the
+    tenants with the most due jobs. An operator's page, as the queues list is."""
+    principal, secret = await viewer(request)
+    principal.require_operator("the queue page")
+    name = request.match_info["queue"]
+    if not NAME_PATTERN.fullmatch(name):
+        raise InputInvalidError(
+            f"queue name {name!r} must be 1-200 characters of letters, digits and _ . : / -",
+            meta={"issues": [{"path": "queue", "message": "queue name"}]},
+        )
+    driver = request.app[EDGE].driver
+    shown = await inspect_queue(driver, name, driver.clock.now_ms())
+    return page(request, "queue.html", principal=principal, secret=secret, q=shown)
 
 
 # --- jobs -----------------------------------------------------------------------------------
@@ -290,6 +310,11 @@ async def job(request: web.Request) -> web.Response:
         secret=secret,
         job=doc,
         input_json=orjson.dumps(doc["input"], option=orjson.OPT_INDENT_2).decode(),
+        result_json=(
+            None
+            if doc["result"] is None
+            else orjson.dumps(doc["result"], option=orjson.OPT_INDENT_2).decode()
+        ),
         progress=progress_text(row.progress),
         steps=timeline(doc["steps"]),
         retryable=row.state in FINISHED_STATES,

@@ -153,7 +153,9 @@ def backend_error(exc: BaseException) -> UltimateError | None:
             f"Redis could not be reached or refused the command ({exc}); check REDIS_URL",
             meta={"cause": type(exc).__name__},
         )
-    if isinstance(exc, OSError | TimeoutError):
+    files = FileNotFoundError | IsADirectoryError | NotADirectoryError | PermissionError
+    if isinstance(exc, OSError | TimeoutError) and not isinstance(exc, files | LookupError):
+        # (a file or a template the command could not open is not the backend away)
         return DriverUnavailableError(
             f"could not reach the backend ({type(exc).__name__}: {exc}); is it running, and "
             "are DATABASE_URL / REDIS_URL right?",

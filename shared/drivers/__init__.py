@@ -8,6 +8,8 @@ The map:
   (``JobIntrospection`` and its rows) and ``fleet`` (leases, the worker registry, the backfill
   ledger).
 - ``delegating``: a driver that hands every call to an inner one, for wrappers to build on.
+- ``results``: the ``results`` capability: waiting for a job to settle, woken by the settle
+  itself (``wait_settled``).
 - ``keyspace``: ``StoreWatch``, the capability of a store that can lose its whole keyspace
   under a running worker (Redis) and tell when it did.
 - ``memory``, ``postgres``, ``redis``: one package per backend (each ``__init__`` its map).

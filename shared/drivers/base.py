@@ -52,7 +52,9 @@ from ujobs.drivers.operator_surface import (
     JobIntrospection,
     JobPage,
     JobRow,
+    QueueTenants,
     TaskFire,
+    TenantBacklog,
     WorkerInfo,
     WorkerRow,
     job_cursor,
@@ -117,8 +119,17 @@ class JobDriver(Protocol):
 
     async def claim(self, options: ClaimOptions) -> list[ClaimedJob]: ...
 
-    async def ack(self, job_id: str, ref: ClaimRef, *, duration_ms: int | None = None) -> bool:
-        """Settle ``done``. False when the row is not ``running`` under ``ref``."""
+    async def ack(
+        self,
+        job_id: str,
+        ref: ClaimRef,
+        *,
+        duration_ms: int | None = None,
+        result: str | None = None,
+    ) -> bool:
+        """Settle ``done``, storing ``result`` (the body's return value as encoded JSON text,
+        ``ujobs.results``; None: no result) in the same write. False when the row is not
+        ``running`` under ``ref``."""
         ...
 
     async def nack(self, job_id: str, ref: ClaimRef, options: NackOptions) -> bool:
@@ -310,10 +321,12 @@ __all__ = [
     "NackTarget",
     "OnExhausted",
     "QueueStats",
+    "QueueTenants",
     "StepRecord",
     "StoreWatch",
     "StoresIn",
     "TaskFire",
+    "TenantBacklog",
     "WorkerInfo",
     "WorkerRegistry",
     "WorkerRow",

@@ -35,6 +35,7 @@ from ujobs.drivers.base import (
     JSONValue,
     LeaseStore,
     NackOptions,
+    QueueTenants,
     StepRecord,
     StoreWatch,
     TaskFire,
@@ -42,6 +43,7 @@ from ujobs.drivers.base import (
     WorkerRow,
     stores_in,
 )
+from ujobs.drivers.results import JobResults, results_of
 
 __all__ = ["DelegatingDriver", "DelegatingIntrospection"]
 
@@ -63,8 +65,15 @@ class DelegatingDriver(JobDriver):
     async def claim(self, options: ClaimOptions) -> list[ClaimedJob]:
         return await self.inner.claim(options)
 
-    async def ack(self, job_id: str, ref: ClaimRef, *, duration_ms: int | None = None) -> bool:
-        return await self.inner.ack(job_id, ref, duration_ms=duration_ms)
+    async def ack(
+        self,
+        job_id: str,
+        ref: ClaimRef,
+        *,
+        duration_ms: int | None = None,
+        result: str | None = None,
+    ) -> bool:
+        return await self.inner.ack(job_id, ref, duration_ms=duration_ms, result=result)
 
     async def nack(self, job_id: str, ref: ClaimRef, options: NackOptions) -> bool:
         return await self.inner.nack(job_id, ref, options)
@@ -118,6 +127,10 @@ class DelegatingDriver(JobDriver):
     def store_watch(self) -> StoreWatch | None:
         return self.inner.store_watch
 
+    @property
+    def results(self) -> JobResults | None:
+        return results_of(self.inner)
+
     def stores_in(self, executor: object) -> bool:
         return stores_in(self.inner, executor)
 
@@ -166,6 +179,9 @@ class DelegatingIntrospection(JobIntrospection):
 
     async def paused_queues(self) -> builtins.list[str]:
         return await self.inner.paused_queues()
+
+    async def queue_tenants(self, queue: str, now_ms: int, *, cap: int, top: int) -> QueueTenants:
+        return await self.inner.queue_tenants(queue, now_ms, cap=cap, top=top)
 
     async def pause_task(self, task: str) -> None:
         await self.inner.pause_task(task)

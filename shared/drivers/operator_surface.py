@@ -66,6 +66,9 @@ class JobRow:
     progress: JSONValue = None
     traceparent: str | None = None
     enqueued_by: str | None = None
+    result: JSONValue = None
+    """What the body returned (``ujobs.results``); read it only while ``state`` is ``done``
+    (a requeued row keeps its last run's until the next ack writes over it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +197,26 @@ class CounterTotals:
 
 
 @dataclass(frozen=True, slots=True)
+class TenantBacklog:
+    """One tenant's due work in one queue: how many of its rows are due (ready, delayed,
+    suspended with a run time passed), and the oldest one's run time."""
+
+    tenant_id: str | None
+    due: int
+    oldest_due_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueTenants:
+    """The tenants with the most due work in a queue (``top`` of them, most first). ``capped``:
+    the queue holds more than ``cap`` due rows and only the ``cap`` oldest were read, so the
+    counts are lower bounds (a tenant with work only further back is not listed)."""
+
+    tenants: tuple[TenantBacklog, ...]
+    capped: bool
+
+
+@dataclass(frozen=True, slots=True)
 class TaskFire:
     task: str
     occurrence_ms: int
@@ -308,6 +331,12 @@ class JobIntrospection(Protocol):
     async def resume_queue(self, queue: str) -> None: ...
 
     async def paused_queues(self) -> builtins.list[str]: ...
+
+    async def queue_tenants(self, queue: str, now_ms: int, *, cap: int, top: int) -> QueueTenants:
+        """Who the queue's due work belongs to: the ``cap`` oldest due rows in hand-out order,
+        grouped by tenant (a bounded read however long the backlog), the ``top`` tenants by
+        count. Jobs without a tenant are one group, ``tenant_id`` None."""
+        ...
 
     async def pause_task(self, task: str) -> None: ...
 

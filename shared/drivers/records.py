@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ujobs.durations import Duration
 from ujobs.errors import EnqueueOptionUnsupportedError, InvariantError
 from ujobs.execution.frozen_init import slot_init
 
@@ -159,6 +160,14 @@ class Enqueued:
     run_id: str
     deduped: bool
     debounced: bool = False
+
+    async def result(self, *, timeout: Duration) -> Any:
+        """The job's result once it settles, through the installed driver (raises its failure
+        with its code, or ``X_TIMEOUT``): ``ujobs.jobs.result_read``."""
+        # Imported here: the jobs layer sits above this module, which every driver imports.
+        from ujobs.jobs.result_read import job_result
+
+        return await job_result(self.id, timeout=timeout)
 
 
 # --- claim ----------------------------------------------------------------------------------

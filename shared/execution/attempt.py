@@ -62,6 +62,7 @@ from ujobs.errors import (
     JobDrainedError,
     JobSnoozeLimitError,
     LeaseLostError,
+    UltimateError,
     error_code_of,
 )
 from ujobs.events.bus import EventBus
@@ -86,6 +87,7 @@ from ujobs.execution.store_loss import store_lost
 from ujobs.jobs.job import JobHandle
 from ujobs.jobs.retry import StopReason, is_final_attempt
 from ujobs.jobs.snooze import MAX_SNOOZES, Snooze
+from ujobs.results import encode_result
 from ujobs.signal import Signal
 from ujobs.tracing import job_span
 
@@ -252,6 +254,14 @@ async def _settle(
     fallback: FailureVerdict | None = None
     exhausted: BaseException | None = None
     halted = attempt.halted_by is not None
+    stored_result: str | None = None
+    if end.kind == "returned" and not halted:
+        try:
+            stored_result = encode_result(claimed.name, end.result, schema=handle.definition.output)
+        except UltimateError as exc:
+            # Too large or not JSON: refused (terminal), never truncated; the value is not
+            # logged, only its size and the limit (ujobs.results).
+            end = BodyEnd("raised", error=exc)
     snoozed = end.kind == "raised" and not halted and isinstance(end.error, Snooze)
     if snoozed and claimed.snoozes >= MAX_SNOOZES:
         end = BodyEnd("raised", error=_snooze_limit(claimed, cast(Snooze, end.error)))
@@ -316,6 +326,7 @@ async def _settle(
         before_settle=before_settle,
         lease_left=lease_left,
         report_refusal=fallback is None,
+        result=stored_result,
     )
     if answer == "refused" and fallback is not None and error is not None:
         # Refused: the row was already handed back MAX_UNREACHABLE_RETURNS times for an outage

@@ -226,6 +226,7 @@ async def settle_answer(
     before_settle: BeforeSettle | None,
     lease_left: LeaseLeft | None = None,
     report_refusal: bool = True,
+    result: str | None = None,
 ) -> SettleAnswer:
     """``before_settle`` (the worker stops its heartbeat), then the ack (``nack=None``) or the
     nack. A driver that could not reach its store (``X_DRIVER_UNREACHABLE``) is asked again
@@ -234,7 +235,8 @@ async def settle_answer(
     ``report_refusal=False`` (the caller has a second settle to try), at debug when the row's
     keyspace was wiped (``ujobs.execution.store_loss`` reports that once); a driver error logs
     ``jobs.settle.failed`` — the row stays running and its lease lapses, which is what
-    at-least-once already promises."""
+    at-least-once already promises. ``result`` (an ack's) is the encoded JSON the ack stores
+    with the row (``ujobs.results``)."""
     if before_settle is not None:
         try:
             await before_settle()
@@ -243,15 +245,15 @@ async def settle_answer(
 
     async def send() -> bool:
         if nack is None:
-            return await driver.ack(claimed.id, claimed.ref, duration_ms=duration_ms)
+            return await driver.ack(claimed.id, claimed.ref, duration_ms=duration_ms, result=result)
         return await driver.nack(claimed.id, claimed.ref, nack)
 
-    result = await send_until_landed(
+    landing = await send_until_landed(
         send,
         lease_left=lease_left or claim_lease_left(claimed, driver.clock),
         fields=partial(_settle_fields, claimed, outcome),
     )
-    if result.answer == "refused" and report_refusal:
+    if landing.answer == "refused" and report_refusal:
         # After a try that could not reach the store, the refusal may be that try's own
         # landing, its answer lost with the connection. A row whose whole keyspace went (a
         # Redis back empty) is reported once for all of them (ujobs.execution.store_loss).
@@ -261,11 +263,11 @@ async def settle_answer(
             "jobs.settle.unowned",
             extra={
                 **_settle_fields(claimed, outcome),
-                "after_unreachable": result.tries > 1,
+                "after_unreachable": landing.tries > 1,
                 "store_lost": wiped,
             },
         )
-    return result.answer
+    return landing.answer
 
 
 def _settle_fields(claimed: ClaimedJob, outcome: str) -> dict[str, Any]:

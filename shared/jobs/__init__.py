@@ -12,6 +12,8 @@ The map:
   installed driver.
 - ``job``: ``job()``: declare a job (as a decorator or a factory) and answer its handle.
 - ``registry``: ``define_api()``: the one way an app hands its jobs and tasks to the system.
+- ``result_read``: ``handle.result(job_id, timeout=)`` and ``enqueued.result(timeout=)``: a
+  job's result once it settles, or its failure raised with its code.
 - ``retry``: Retry policy: the backoff schedule, equal jitter, the final attempt, a stated
   Retry-After.
 - ``snooze``: ``Snooze(seconds)``: run again later without spending an attempt, bounded.

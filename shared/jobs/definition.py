@@ -57,6 +57,9 @@ class JobDefinition:
     module: str | None
     debounce_ms: int | None = None
     unique_for_ms: int | None = None
+    output: InputSchema[Any] | None = None
+    """The declared type of the body's return value (``output=``): the result is stored in
+    its JSON form and the OpenAPI document names it; None: any JSON."""
 
 
 def build_definition(
@@ -76,6 +79,7 @@ def build_definition(
     description: str | None,
     debounce: Duration | None = None,
     unique_for: Duration | None = None,
+    output: Any = None,
 ) -> JobDefinition:
     explicit = name is not None
     job_name = validate_name(name if name is not None else getattr(fn, "__name__", None))
@@ -103,6 +107,7 @@ def build_definition(
         )
     try:
         schema = as_input_schema(input)
+        output_schema = None if output is None else as_input_schema(output)
         policy = coerce_retry(retry)
     except UltimateError as exc:
         raise declaration_invalid(job_name, exc.message) from None
@@ -130,6 +135,7 @@ def build_definition(
         module=getattr(fn, "__module__", None),
         debounce_ms=queue_control(job_name, "debounce", debounce),
         unique_for_ms=queue_control(job_name, "unique_for", unique_for),
+        output=output_schema,
     )
     return definition
 

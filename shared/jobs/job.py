@@ -48,6 +48,7 @@ from ujobs.jobs.definition import (
     build_definition,
 )
 from ujobs.jobs.enqueue_target import jobs_facade
+from ujobs.jobs.result_read import job_result
 from ujobs.jobs.retry import Retry
 from ujobs.limits import check_depth, check_text, text_problem
 from ujobs.masking import redact_key
@@ -347,6 +348,12 @@ class JobHandle(Generic[InputT]):
             )
         return conflict_checked(req, await jobs_facade().enqueue(req), on_conflict)
 
+    async def result(self, job_id: str, *, timeout: Duration) -> Any:
+        """The result of this job's run ``job_id`` once it settles, through the installed
+        driver: the stored value, or its failure raised with its code, or ``X_TIMEOUT``
+        (``ujobs.jobs.result_read``)."""
+        return await job_result(job_id, timeout=timeout, name=self.name)
+
     # -- describe and run ----------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         """The manifest row: everything a dashboard or another language needs to call it."""
@@ -375,6 +382,7 @@ class JobHandle(Generic[InputT]):
             "debounceMs": d.debounce_ms,
             "uniqueForMs": d.unique_for_ms,
             "input": d.input.json_schema(),
+            "output": None if d.output is None else d.output.json_schema(),
         }
 
     async def run(self, run: Run[InputT]) -> Any:
@@ -415,6 +423,7 @@ def job(
     description: str | None = ...,
     debounce: Duration | None = ...,
     unique_for: Duration | None = ...,
+    output: Any = ...,
 ) -> JobHandle[Any]: ...
 
 
@@ -436,6 +445,7 @@ def job(
     description: str | None = ...,
     debounce: Duration | None = ...,
     unique_for: Duration | None = ...,
+    output: Any = ...,
 ) -> Callable[[RunFn], JobHandle[Any]]: ...
 
 
@@ -456,6 +466,7 @@ def job(
     description: str | None = None,
     debounce: Duration | None = None,
     unique_for: Duration | None = None,
+    output: Any = None,
 ) -> JobHandle[Any] | Callable[[RunFn], JobHandle[Any]]:
     """Declare a job — as a decorator (``@job(...)`` on ``async def name(run)``) or a factory
     (``job(name=..., run=...)``, where ``name`` is required).
@@ -467,6 +478,10 @@ def job(
     key has not started yet moves that run there with the newer input instead of deduping
     (``Enqueued.debounced``). ``unique_for``: a run with the key that completed within the
     period still dedupes a new enqueue. Both are per key, within its tenant.
+
+    ``output`` declares the type of the body's return value (``t.object(...)``, a pydantic
+    model, a dataclass or a TypedDict, as ``input``): the stored result is checked against it
+    (``X_RESULT_INVALID`` when it does not match) and the OpenAPI document names it.
     """
     options: dict[str, Any] = {
         "input": input,
@@ -482,6 +497,7 @@ def job(
         "description": description,
         "debounce": debounce,
         "unique_for": unique_for,
+        "output": output,
     }
     if run is not None:
         if name is None:

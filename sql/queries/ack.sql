@@ -5,7 +5,7 @@
 -- for the run lands here too (progress null: keep the stored one).
 -- The rows are found through the primary key (`id = any($1)`), whatever plan is cached, and
 -- nothing is joined: each row looks its own fence up in the batch, one JSON object
--- {id: {claim: {worker id: [duration ms, progress json text]}}}, at the path
+-- {id: {claim: {worker id: [duration ms, progress json text, result json text]}}}, at the path
 -- (id, claim, claimed_by); a jsonb object's keys are sorted, so each step is a binary search.
 -- The batch is parsed once, in `batch`; the three places that read it each take it from there.
 -- (Joined to the unnested arrays instead, the generic plan was a nested loop re-reading the
@@ -13,6 +13,9 @@
 -- 'running' comes as $6, not as a literal: against the literal a generic plan can AND the
 -- primary key probe with the running index, and a bitmap scan reads every entry of that
 -- index, dead ones included, until VACUUM removes them.
+-- The body's result (json text, absent or null: none) is stored in the same write
+-- (migration 0023), and a row a result wait marked (result_waited) announces its id on
+-- `x_jobs_settled`: only those, so an ack nobody waits for notifies nothing.
 -- $1 ids  $2 the batch (json text)  $3 now ms  $4 counter bucket width ms
 -- $5 counter bucket start ms  $6 'running'
 with batch as materialized (select $2::text::jsonb as b),
@@ -24,13 +27,16 @@ settled as (
          lease_expires_at = null,
          progress = coalesce(((select b from batch)
                                #>> array[j.id, j.claim::text, j.claimed_by, '1'])::jsonb,
-                             j.progress)
+                             j.progress),
+         result = ((select b from batch)
+                   #>> array[j.id, j.claim::text, j.claimed_by, '2'])::jsonb
    where j.id = any($1::text[])
      and j.state = $6::text
      and (select b from batch) #> array[j.id, j.claim::text, j.claimed_by] is not null
   returning j.id, j.claimed_by, j.claim, j.name,
             ((select b from batch)
-             #>> array[j.id, j.claim::text, j.claimed_by, '0'])::bigint as duration_ms
+             #>> array[j.id, j.claim::text, j.claimed_by, '0'])::bigint as duration_ms,
+            case when j.result_waited then pg_notify('x_jobs_settled', j.id) end as told
 ),
 counted as (
   insert into x_job_counters as c (job, width_ms, bucket_start_ms, done, duration_ms)

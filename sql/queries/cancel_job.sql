@@ -6,6 +6,8 @@
 -- With $4 (the driver's settlements on) the cancel also writes its x_settlements row
 -- (outcome 'cancelled', code null, the row's attempt) in this same statement, so the NATS edge
 -- is told of a run an operator ended as it is of every other ending.
+-- A row a result wait marked (result_waited, migration 0023) announces its id on
+-- `x_jobs_settled`.
 -- $1 id  $2 reason  $3 now ms  $4 write the settlements outbox (bool)
 with cancelled as (
   update x_jobs j
@@ -16,7 +18,7 @@ with cancelled as (
          last_error = coalesce('cancelled: ' || nullif($2::text, ''), 'cancelled')
    where j.id = $1::text
      and j.state in ('ready', 'delayed', 'running', 'suspended')
-  returning j.*
+  returning j.*, case when j.result_waited then pg_notify('x_jobs_settled', j.id) end as told
 ),
 outbox as (
   insert into x_settlements (job_id, run_id, name, tenant_id, outcome, code, attempt, settled_at)
@@ -29,5 +31,5 @@ select j.id, j.run_id, j.name, j.queue, j.state, j.input::text as input, j.tenan
        x_ms(j.created_at) as created_at_ms, x_ms(j.updated_at) as updated_at_ms,
        x_ms(j.finished_at) as finished_at_ms, j.claimed_by, j.claim,
        x_ms(j.lease_expires_at) as lease_expires_at_ms, j.last_error,
-       j.progress::text as progress, j.traceparent, j.enqueued_by
+       j.progress::text as progress, j.traceparent, j.enqueued_by, j.result::text as result
   from cancelled j

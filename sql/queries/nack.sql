@@ -4,6 +4,8 @@
 -- statement. A pending throttled progress write lands here too. An outage hand-back ($13 not
 -- null: the attempt failed only because the database was unreachable) is fenced on the row's
 -- unreachable_returns being under that cap too, and adds one (migration 0007).
+-- A row a result wait marked (result_waited, migration 0023) that ends dead or failed
+-- announces its id on `x_jobs_settled`.
 -- $1 id  $2 worker id  $3 claim  $4 target state  $5 counted  $6 error  $7 run_at ms (null:
 -- now)  $8 now ms  $9 counter kind  $10 bucket width ms  $11 bucket start ms  $12 progress
 -- $13 unreachable cap (null: not an outage hand-back)  $14 attempt errors kept  $15 characters
@@ -33,7 +35,9 @@ with settled as (
      and j.claim = $3::int
      and j.state = 'running'
      and ($13::int is null or j.unreachable_returns < $13::int)
-  returning j.name
+  returning j.name,
+            case when j.result_waited and $4::text in ('dead', 'failed')
+                 then pg_notify('x_jobs_settled', j.id) end as told
 ),
 counted as (
   insert into x_job_counters as c (job, width_ms, bucket_start_ms, retried, failed, dead)

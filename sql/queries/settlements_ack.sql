@@ -12,13 +12,16 @@ settled as (
          lease_expires_at = null,
          progress = coalesce(((select b from batch)
                                #>> array[j.id, j.claim::text, j.claimed_by, '1'])::jsonb,
-                             j.progress)
+                             j.progress),
+         result = ((select b from batch)
+                   #>> array[j.id, j.claim::text, j.claimed_by, '2'])::jsonb
    where j.id = any($1::text[])
      and j.state = $6::text
      and (select b from batch) #> array[j.id, j.claim::text, j.claimed_by] is not null
   returning j.id, j.claimed_by, j.claim, j.name, j.run_id, j.tenant_id, j.attempt,
             ((select b from batch)
-             #>> array[j.id, j.claim::text, j.claimed_by, '0'])::bigint as duration_ms
+             #>> array[j.id, j.claim::text, j.claimed_by, '0'])::bigint as duration_ms,
+            case when j.result_waited then pg_notify('x_jobs_settled', j.id) end as told
 ),
 counted as (
   insert into x_job_counters as c (job, width_ms, bucket_start_ms, done, duration_ms)

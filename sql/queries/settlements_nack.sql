@@ -32,7 +32,9 @@ with settled as (
      and j.claim = $3::int
      and j.state = 'running'
      and ($13::int is null or j.unreachable_returns < $13::int)
-  returning j.id, j.run_id, j.name, j.tenant_id, j.attempt
+  returning j.id, j.run_id, j.name, j.tenant_id, j.attempt,
+            case when j.result_waited and $4::text in ('dead', 'failed')
+                 then pg_notify('x_jobs_settled', j.id) end as told
 ),
 counted as (
   insert into x_job_counters as c (job, width_ms, bucket_start_ms, retried, failed, dead)

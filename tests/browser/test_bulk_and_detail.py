@@ -188,3 +188,24 @@ async def test_a_jobs_page_lists_each_failed_attempts_error(dash: Dash) -> None:
     await expect(rows.nth(1)).to_contain_text("550 no such user")
     shown = await cli(dash.dsn, "jobs", "show", job)
     assert [a["attempt"] for a in shown["attempts"]] == [1, 2]
+
+
+async def test_a_queues_page_shows_whose_due_work_waits_to_an_operator(dash: Dash) -> None:
+    for n in range(3):
+        await enqueue(dash.api, ORG_A, f"flood{n}@x.io", queue="mail")
+    await enqueue(dash.api, ORG_B, "quiet@x.io", queue="mail")
+    page = await operator_page(dash)
+    await page.goto(dash.url("/_x/queues"))
+    await page.locator('a[data-tenants="mail"]').click()
+    rows = page.locator("#queue-tenants tbody tr")
+    await expect(rows).to_have_count(2)
+    await expect(rows.nth(0)).to_contain_text(ORG_A)
+    await expect(rows.nth(0).locator("td.num")).to_have_text("3")
+    await expect(rows.nth(1)).to_contain_text(ORG_B)
+    shown = await cli(dash.dsn, "queues", "show", "mail")
+    assert [(t["tenantId"], t["due"]) for t in shown["tenants"]] == [(ORG_A, 3), (ORG_B, 1)]
+    # A tenant token reads no other tenant's name: the page is an operator's, as the list is.
+    tenant = await dash.page_as(await dash.api.token("read", "operate", tenant=ORG_A))
+    await tenant.goto(dash.url("/_x/queues/mail"))
+    await expect(tenant.locator("body")).to_contain_text("X_FORBIDDEN")
+    assert ORG_B not in await tenant.content()

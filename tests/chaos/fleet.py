@@ -31,6 +31,9 @@ def service_env(database_url: str, **settings: str) -> dict[str, str]:
         "UJOBS_APP": APP,
         "UJOBS_LOG_LEVEL": "warning",
         "UJOBS_DRAIN_DEADLINE_MS": "2000",
+        # Dozens of services on one host: each its own free /metrics port (the default one,
+        # taken, is an error at start).
+        "UJOBS_METRICS_PORT": "0",
         **settings,
     }
 

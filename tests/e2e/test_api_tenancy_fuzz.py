@@ -49,6 +49,8 @@ algorithms = ["location-headers"]
 says why schemathesis's dependency inference is left out)."""
 JOB_ROUTES = [
     ("GET", "/v1/jobs/{id}"),
+    ("GET", "/v1/jobs/{id}/result"),
+    ("GET", "/v1/jobs/{id}/result?wait=30s"),
     ("POST", "/v1/jobs/{id}/cancel"),
     ("POST", "/v1/jobs/{id}/retry"),
     ("POST", "/v1/jobs/{id}/promote"),
@@ -65,7 +67,8 @@ ENDPOINT_ROUTES = [
 
 
 def _api(pg_dsn: str) -> Any:
-    return live_api(pg_dsn, app=APP, UJOBS_SECRET_KEY=new_secret_key())
+    # No worker runs: a ?wait= is held to its end, so it is capped short (test_api_schemathesis).
+    return live_api(pg_dsn, app=APP, UJOBS_SECRET_KEY=new_secret_key(), UJOBS_API_MAX_WAIT_MS="500")
 
 
 @pytest.mark.timeout(SCHEMATHESIS_TIMEOUT_S + 60)

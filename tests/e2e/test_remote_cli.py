@@ -112,6 +112,14 @@ def test_operator_commands_talk_to_a_remote_api_under_the_tokens_tenancy(pg_dsn:
         assert [q["queue"] for q in queues["queues"]] == ["default"]
         code, refused = _cli("queues", "list", **as_a)
         assert (code, refused["error"]["code"]) == (1, "X_FORBIDDEN")
+        code, shown = _cli("queues", "show", "default", **operator)
+        assert code == 0, shown
+        assert sorted((t["tenantId"], t["due"]) for t in shown["tenants"]) == [
+            (ORG_A, 1),
+            (ORG_B, 1),
+        ]
+        code, refused = _cli("queues", "show", "default", **as_a)  # would name tenant B
+        assert (code, refused["error"]["code"]) == (1, "X_FORBIDDEN")
 
         # What the api cannot answer is refused, never silently dropped.
         code, refused = _cli("jobs", "show", job_a, "--show-input", **operator)

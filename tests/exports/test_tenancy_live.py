@@ -160,6 +160,7 @@ async def test_another_tenants_ids_answer_as_ids_that_do_not_exist(stack: Stack)
         ("GET", "/_x/exports/{id}", "a", True, None),
         ("GET", "/v1/exports/{id}/parts/0?expires=9999999999&sig=00", None, False, None),
         ("GET", "/v1/jobs/{id}", "a", False, None),
+        ("GET", "/v1/jobs/{id}/result?wait=30s", "a", False, None),
         ("GET", "/_x/jobs/{id}", "a", True, None),
         ("POST", "/v1/jobs/{id}/cancel", "a", False, None),
         ("POST", "/v1/jobs/{id}/retry", "a", False, None),

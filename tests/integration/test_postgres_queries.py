@@ -14,6 +14,7 @@ import ujobs.drivers.postgres.backfills as postgres_backfills
 import ujobs.drivers.postgres.driver as postgres
 import ujobs.drivers.postgres.introspect as postgres_introspect
 import ujobs.drivers.postgres.leases as postgres_leases
+import ujobs.drivers.postgres.results as postgres_results
 import ujobs.drivers.postgres.workers as postgres_workers
 from ujobs.drivers.base import (
     BackfillLedger,
@@ -23,6 +24,7 @@ from ujobs.drivers.base import (
     WorkerRegistry,
 )
 from ujobs.drivers.postgres.sql import QUERIES
+from ujobs.drivers.results import JobResults
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE_DIRS = ("shared", "services", "webhooks", "exports")
@@ -57,6 +59,7 @@ def test_every_driver_operation_names_its_statements() -> None:
         (LeaseStore, postgres_leases.OPERATION_QUERIES, set()),
         (WorkerRegistry, postgres_workers.OPERATION_QUERIES, set()),
         (BackfillLedger, postgres_backfills.OPERATION_QUERIES, set()),
+        (JobResults, postgres_results.OPERATION_QUERIES, {"listen"}),
     ]
     for protocol, mapping, without_sql in pairs:
         assert protocol_members(protocol) - without_sql == set(mapping), protocol.__name__

@@ -52,6 +52,7 @@ async def run_every_operation(driver: RedisDriver) -> None:
     await driver.stats()
     await driver.counter_buckets("n", 0)
     await driver.store_watch.verify()
+    await driver.results.watch(jid)
 
 
 def test_every_operation_has_one_file_and_every_file_an_operation() -> None:

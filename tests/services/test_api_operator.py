@@ -4,13 +4,14 @@ job is 404 and never listed; queues and tasks need an operator token)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import asyncpg
 import pytest
 
 from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
-from tests.support.cli import run_to
+from tests.support.cli import json_of, run_to, ujobs
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import ClaimOptions, NackOptions
 from ujobs.drivers.postgres import postgres_driver
@@ -317,3 +318,66 @@ async def test_a_list_takes_an_id_prefix_within_the_tokens_tenant(api: Api) -> N
     assert (status, [j["id"] for j in body["jobs"]]) == (200, [mine])
     status, body = await api.call("GET", f"/v1/jobs?idPrefix={theirs[:20]}", a)
     assert (status, body["jobs"]) == (200, [])
+
+
+@pytest.mark.parametrize(
+    ("param", "value"),
+    [
+        ("tenantId", "t" * 201),
+        ("queue", "q" * 201),
+        ("name", "n" * 201),
+        ("idPrefix", "0" * 201),
+        ("tenantId", "é" * 101),  # 202 bytes of UTF-8: the limit is in bytes
+        ("queue", "nul\x00byte"),
+    ],
+)
+async def test_a_list_filter_past_its_limit_is_400_naming_it_for_any_token(
+    api: Api, param: str, value: str
+) -> None:
+    """A filter no row could match past its length (``ujobs.limits``) is refused, not an
+    empty page, whoever asks: the same 400 for a tenant token and an operator."""
+    from urllib.parse import quote
+
+    for token in (await api.token("read"), await api.token("read", tenant=ORG_A)):
+        status, body = await api.call("GET", f"/v1/jobs?{param}={quote(value)}", token)
+        assert (status, body["error"]["code"]) == (400, "X_INPUT_INVALID"), body
+        assert body["error"]["meta"]["issues"][0]["path"] == param
+
+
+async def test_a_request_after_the_pool_closed_is_503_x_draining_not_a_bug(api: Api) -> None:
+    """The api closes its pool at the end of its drain; a request still in flight then is the
+    drain's 503 (another replica takes it), never a 500 X_INTERNAL."""
+    from ujobs.services.api.common import BACKEND
+
+    token = await api.token("read")
+    pool = api.client.app[BACKEND].pool
+    assert pool is not None
+    await pool.close()
+    status, body = await api.call("GET", "/v1/jobs", token)
+    assert (status, body["error"]["code"]) == (503, "X_DRAINING"), body
+
+
+async def test_one_queue_names_whose_due_work_waits_to_an_operator_only(
+    api: Api, pg_dsn: str
+) -> None:
+    for n in range(3):
+        await enqueue(api, ORG_A, f"a{n}@x.io", queue="mail")
+    await enqueue(api, ORG_B, "b@x.io", queue="mail")
+    operator = await api.token("read")
+    status, body = await api.call("GET", "/v1/queues/mail", operator)
+    assert status == 200, body
+    assert [(t["tenantId"], t["due"]) for t in body["tenants"]] == [(ORG_A, 3), (ORG_B, 1)]
+    assert body["tenantsCapped"] is False
+    assert (body["queue"], body["ready"]) == ("mail", 4)
+    # A tenant token would learn other tenants' names: 403, as for the queues list.
+    tenant = await api.token("read", tenant=ORG_A)
+    status, body = await api.call("GET", "/v1/queues/mail", tenant)
+    assert (status, body["error"]["code"]) == (403, "X_FORBIDDEN")
+    status, body = await api.call("GET", "/v1/queues/no%20such", operator)
+    assert (status, body["error"]["code"]) == (400, "X_INPUT_INVALID")
+    # The CLI prints the same read.
+    shown = json_of(await asyncio.to_thread(ujobs, "queues", "show", "mail", "--json", dsn=pg_dsn))
+    assert [(t["tenantId"], t["due"]) for t in shown["tenants"]] == [(ORG_A, 3), (ORG_B, 1)]
+    table = await asyncio.to_thread(ujobs, "queues", "show", "mail", dsn=pg_dsn)
+    assert table.exit_code == 0, table.stdout + table.stderr
+    assert ORG_A in table.stdout

@@ -12,7 +12,7 @@ def seed(dsn: str) -> dict[str, str]:
     async def work(driver: PostgresDriver) -> dict[str, str]:
         ids = {}
         ids["done"] = await enqueue(driver, "onboard_org", "k-done")
-        await run_to(driver, ids["done"], steps=("a", "b", "c"))
+        await run_to(driver, ids["done"], steps=("a", "b", "c"), result='{"secret": "res-done"}')
         ids["dead"] = await enqueue(driver, "charge", "k-dead", max_attempts=1)
         await run_to(driver, ids["dead"], steps=("a",), dead="X_CARD_DECLINED: card declined")
         ids["ready"] = await enqueue(driver, "onboard_org", "k-ready")
@@ -100,6 +100,9 @@ def test_show_redacts_the_input_and_never_prints_step_outputs(pg_dsn: str) -> No
     assert "k-done@example.com" not in out
     assert "k-done" not in out  # the key, computed from the input, is masked with it
     assert "out-a" not in out
+    assert "res-done" not in out
+    assert 'result       {"secret":"[redacted]"}' in out
+    assert "the result's values are redacted: --show-output prints them" in result.stderr
     assert "steps (3)" in out
     assert [line.split()[1] for line in out.split("steps (3)")[1].splitlines()[2:]] == [
         "a",
@@ -115,7 +118,14 @@ def test_show_redacts_the_input_and_never_prints_step_outputs(pg_dsn: str) -> No
     assert {job["idempotencyKey"] for job in listed} == {"[redacted]"}
     assert [s["name"] for s in doc["steps"]] == ["a", "b", "c"]
     assert "output" not in doc["steps"][0]
+    assert (doc["result"], doc["resultRedacted"]) == ({"secret": "[redacted]"}, True)
     assert (doc["state"], doc["attempt"], doc["maxAttempts"]) == ("done", 1, 3)
+    shown = ujobs("jobs", "show", ids["done"], "--show-output", dsn=pg_dsn)
+    assert 'result       {"secret":"res-done"}' in shown.stdout
+    assert "redacted: --show-output" not in shown.stderr
+    full = json_of(ujobs("jobs", "show", ids["done"], "--json", "--show-output", dsn=pg_dsn))
+    assert full["result"] == {"secret": "res-done"}
+    assert "resultRedacted" not in full
 
 
 def test_show_input_and_output_on_request(pg_dsn: str) -> None:

@@ -53,6 +53,7 @@ def test_every_value_is_read_from_its_variable() -> None:
             "UJOBS_MAX_IN_FLIGHT": "10",
             "UJOBS_CLAIM_AHEAD": "0",
             "UJOBS_VISIBILITY_TIMEOUT_MS": "60_000",
+            "UJOBS_RESULT_MAX_BYTES": "1024",
             "UJOBS_DRAIN_DEADLINE_MS": "600000",
             "UJOBS_LOG_LEVEL": "DEBUG",
             "UJOBS_DRIVER": "redis",
@@ -66,6 +67,7 @@ def test_every_value_is_read_from_its_variable() -> None:
     assert config.claim_ahead == 0
     assert config.claim_ahead_rows() == 0  # two queues: never, whatever the variable says
     assert config.visibility_timeout_ms == 60_000
+    assert config.result_max_bytes == 1024
     assert config.common.drain_deadline_ms == 600_000
     assert config.common.log_level_number == 10
     assert config.common.app == "myapp.jobs:api"
@@ -116,6 +118,7 @@ def test_pinned_queues_ignore_ujobs_queues() -> None:
         ({"UJOBS_APP": "myapp.jobs"}, "UJOBS_APP: must be 'module:attribute'", ""),
         ({"UJOBS_DRAIN_DEADLINE_MS": "25s"}, "UJOBS_DRAIN_DEADLINE_MS: '25s'", ""),
         ({"UJOBS_VISIBILITY_TIMEOUT_MS": "10"}, "UJOBS_VISIBILITY_TIMEOUT_MS: 10 is below", ""),
+        ({"UJOBS_RESULT_MAX_BYTES": "0"}, "UJOBS_RESULT_MAX_BYTES: 0 is below", ""),
         ({"REDIS_URL": "localhost:6379"}, "REDIS_URL: 'localhost:6379' is not a URL", ""),
         ({"REDIS_URL": "redsi://h"}, "REDIS_URL: scheme 'redsi'", "'redis'"),
         (

@@ -159,6 +159,21 @@ async def test_the_job_page_shows_the_stack_to_operators_only(api: Api, pg_pool:
     assert __file__ in operators
 
 
+async def test_the_job_page_shows_the_result_masked_like_the_input(api: Api, pg_pool: Any) -> None:
+    job_id = await enqueue(api, ORG_A, "a@x.io")
+    await login(api, await api.token("read", tenant=ORG_A))
+    live = await (await api.client.get(f"/_x/jobs/{job_id}")).text()
+    assert '<p class="none" id="result">Not done yet.</p>' in live
+    await run_to(postgres_driver(pg_pool), job_id, result='{"messageId": "m-secret-42"}')
+    done = await (await api.client.get(f"/_x/jobs/{job_id}")).text()
+    shown = re.search(r'<pre id="result">(.*?)</pre>', done, re.DOTALL)
+    assert shown is not None
+    assert "messageId" in shown.group(1)
+    assert "[redacted]" in shown.group(1)
+    assert "m-secret-42" not in done
+    assert 'Result <span class="badge">values redacted</span>' in done
+
+
 @pytest.mark.parametrize(
     ("raw", "kept"),
     [

@@ -78,10 +78,15 @@ async def enqueue(
 
 
 async def run_to(
-    driver: PostgresDriver, job_id: str, *, steps: tuple[str, ...] = (), dead: str | None = None
+    driver: PostgresDriver,
+    job_id: str,
+    *,
+    steps: tuple[str, ...] = (),
+    dead: str | None = None,
+    result: str | None = None,
 ) -> None:
-    """Claim ``job_id`` (the only due row of its queue), save ``steps``, then ack it — or
-    dead-letter it with ``dead`` as its error."""
+    """Claim ``job_id`` (the only due row of its queue), save ``steps``, then ack it (storing
+    ``result``, JSON text) — or dead-letter it with ``dead`` as its error."""
     [claimed] = await driver.claim(ClaimOptions(queues=["default"], limit=1, worker_id="w1"))
     assert claimed.id == job_id
     for name in steps:
@@ -89,6 +94,6 @@ async def run_to(
             job_id, claimed.ref, claimed.run_id, name, {"secret": f"out-{name}"}, started_at_ms=1
         )
     if dead is None:
-        assert await driver.ack(job_id, claimed.ref, duration_ms=5)
+        assert await driver.ack(job_id, claimed.ref, duration_ms=5, result=result)
     else:
         assert await driver.nack(job_id, claimed.ref, NackOptions(error=dead, dead_letter=True))

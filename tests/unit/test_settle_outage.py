@@ -46,9 +46,16 @@ class AwayDriver(MemoryDriver):
             f"the store is away ({op})", meta={"driver": "memory", "operation": op}
         )
 
-    async def ack(self, job_id: str, ref: ClaimRef, *, duration_ms: int | None = None) -> bool:
+    async def ack(
+        self,
+        job_id: str,
+        ref: ClaimRef,
+        *,
+        duration_ms: int | None = None,
+        result: str | None = None,
+    ) -> bool:
         self._reach("ack")
-        return await super().ack(job_id, ref, duration_ms=duration_ms)
+        return await super().ack(job_id, ref, duration_ms=duration_ms, result=result)
 
     async def nack(self, job_id: str, ref: ClaimRef, options: NackOptions) -> bool:
         self._reach("nack")

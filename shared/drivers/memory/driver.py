@@ -13,8 +13,11 @@ over the same ``MemoryState``.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any
+
+import orjson
 
 from ujobs.clock import SYSTEM_CLOCK, Clock
 from ujobs.drivers.base import (
@@ -35,6 +38,7 @@ from ujobs.drivers.base import (
     ExhaustedJob,
     HeartbeatResult,
     JobIntrospection,
+    JobRow,
     JobState,
     LeaseStore,
     NackOptions,
@@ -57,10 +61,31 @@ from ujobs.drivers.memory.state import (
     run_key,
 )
 from ujobs.drivers.memory.workers import MemoryWorkerRegistry
+from ujobs.drivers.results import SettleTicket, SettleWaits, registered
 from ujobs.errors import ClaimQueuesEmptyError, InvariantError
 from ujobs.ids import new_id
 
 JSONValue = Any
+
+
+class MemoryResults:
+    """The memory driver's result waits: every finish rings the waits on its id (no mark is
+    needed: the hook is in this process)."""
+
+    def __init__(self, state: MemoryState) -> None:
+        self._state = state
+        self._waits = SettleWaits()
+        state.on_finish.append(self._waits.heard)
+
+    async def read(self, job_id: str) -> JobRow | None:
+        row = self._state.rows.get(job_id)
+        return None if row is None else row.view()
+
+    async def watch(self, job_id: str) -> JobRow | None:
+        return await self.read(job_id)
+
+    def listen(self, job_id: str) -> AbstractAsyncContextManager[SettleTicket]:
+        return registered(self._waits, job_id)
 
 
 class MemoryDriver:
@@ -71,6 +96,7 @@ class MemoryDriver:
     def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.clock = clock
         self.state = MemoryState()
+        self._results = MemoryResults(self.state)
         self._workers = MemoryWorkerRegistry(clock)
         self._introspect = MemoryIntrospection(self.state, clock, self._workers)
         self._leases = MemoryLeaseStore(clock)
@@ -98,6 +124,11 @@ class MemoryDriver:
     def store_watch(self) -> None:
         """None: this store never comes back empty under a live process."""
         return None
+
+    @property
+    def results(self) -> MemoryResults:
+        """Result waits (``ujobs.drivers.results``), rung by the state's finish hook."""
+        return self._results
 
     # -- enqueue ------------------------------------------------------------------------
     def _insert(self, request: EnqueueRequest, now: int) -> Enqueued:
@@ -254,12 +285,20 @@ class MemoryDriver:
         )
 
     # -- settle -------------------------------------------------------------------------
-    async def ack(self, job_id: str, ref: ClaimRef, *, duration_ms: int | None = None) -> bool:
+    async def ack(
+        self,
+        job_id: str,
+        ref: ClaimRef,
+        *,
+        duration_ms: int | None = None,
+        result: str | None = None,
+    ) -> bool:
         row = self.state.owned(job_id, ref)
         if row is None:
             return False
         now = self.clock.now_ms()
         self.state.land_pending_progress(row)
+        row.result = None if result is None else orjson.loads(result)
         self.state.finish(row, "done", now)
         self.state.count(row.name, "done", now, duration_ms)
         return True

@@ -12,6 +12,7 @@ from typing import Any
 
 from ujobs.clock import Clock
 from ujobs.drivers.base import (
+    CLAIMABLE_STATES,
     LIVE_STATES,
     MAX_TASK_FIRES,
     PROGRESS_INTERVAL_MS,
@@ -24,7 +25,9 @@ from ujobs.drivers.base import (
     JobFilter,
     JobPage,
     JobRow,
+    QueueTenants,
     TaskFire,
+    TenantBacklog,
     WorkerRow,
     validate_job_filter,
 )
@@ -143,6 +146,25 @@ class MemoryIntrospection:
 
     async def paused_queues(self) -> builtins.list[str]:
         return sorted(self._state.paused_queues)
+
+    async def queue_tenants(self, queue: str, now_ms: int, *, cap: int, top: int) -> QueueTenants:
+        due = sorted(
+            (
+                r
+                for r in self._state.rows.values()
+                if r.queue == queue and r.state in CLAIMABLE_STATES and r.run_at_ms <= now_ms
+            ),
+            key=lambda r: (r.run_at_ms, r.seq),
+        )
+        read = due[:cap]
+        groups: dict[str | None, list[tuple[int, int]]] = {}
+        for row in read:  # in hand-out order: a group's first entry is its oldest
+            groups.setdefault(row.tenant_id, []).append((row.run_at_ms, row.seq))
+        ranked = sorted(groups.items(), key=lambda g: (-len(g[1]), g[1][0]))
+        return QueueTenants(
+            tenants=tuple(TenantBacklog(t, len(due), due[0][0]) for t, due in ranked[:top]),
+            capped=len(due) > cap,
+        )
 
     async def pause_task(self, task: str) -> None:
         self._state.paused_tasks.add(_name("task", task))

@@ -7,6 +7,7 @@ or "a run's steps go when its last row goes" lives here once instead of in each 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +77,7 @@ class MemoryRow:
     enqueued_by: str | None = None
     # Enqueued with unique_for: once done it holds its key that long (EnqueueRequest).
     unique_for_ms: int | None = None
+    result: JSONValue = None
     # Snoozes taken by this run (ujobs.jobs.snooze); a requeue resets it.
     snoozes: int = 0
     # The newest counted failed attempts' errors (ATTEMPT_ERRORS_KEPT), oldest first.
@@ -104,6 +106,7 @@ class MemoryRow:
             progress=json_copy(self.progress),
             traceparent=self.traceparent,
             enqueued_by=self.enqueued_by,
+            result=json_copy(self.result),
         )
 
     def live_key(self) -> LiveKey:
@@ -159,6 +162,8 @@ class MemoryState:
     # live key -> id of the newest done row enqueued with unique_for (x_jobs_unique_done_idx)
     unique_done: dict[LiveKey, str] = field(default_factory=dict)
     seq: int = 0
+    # Told the id of every row that reaches a finished state (the result waits' notification).
+    on_finish: list[Callable[[str], None]] = field(default_factory=list)
 
     def next_seq(self) -> int:
         self.seq += 1
@@ -212,6 +217,8 @@ class MemoryState:
         self.release_key(row)
         if state == "done" and row.unique_for_ms is not None:
             self.unique_done[row.live_key()] = row.id
+        for tell in tuple(self.on_finish):
+            tell(row.id)
 
     def unique_holder(self, key: LiveKey, finished_after_ms: int) -> MemoryRow | None:
         """The done row enqueued with unique_for that holds ``key``, when it finished after

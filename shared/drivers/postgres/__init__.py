@@ -31,6 +31,8 @@ The map:
 - ``progress``: ``run.progress()`` writes, throttled to one per ``PROGRESS_INTERVAL_MS`` per
   run.
 - ``read_batch``: Coalescing of concurrent reads into one statement.
+- ``results``: Result waits: the row read with its result, the ``result_waited`` mark, and one
+  ``LISTEN x_jobs_settled`` session per process while any wait is open.
 - ``rows``: Records from the Postgres statements, turned into the contract's dataclasses.
 - ``settle_batch``: Coalescing of concurrent settles into one statement.
 - ``sql``: The named statements under ``sql/queries/``, loaded once at import.

@@ -61,6 +61,7 @@ from ujobs.drivers.postgres.held_connections import HeldConnections
 from ujobs.drivers.postgres.introspect import PostgresIntrospection
 from ujobs.drivers.postgres.leases import PostgresLeaseStore
 from ujobs.drivers.postgres.progress import ProgressThrottle
+from ujobs.drivers.postgres.results import PostgresResults
 from ujobs.drivers.postgres.rows import claimed_job, dumps, exhausted_job, step_record
 from ujobs.drivers.postgres.settle_batch import SettleBatcher
 from ujobs.drivers.postgres.sql import query
@@ -117,6 +118,7 @@ class _Ack:
     claim: int
     duration_ms: int | None
     progress: str | None
+    result: str | None = None
 
 
 @slot_init  # one per row started from a claim-ahead buffer
@@ -157,6 +159,7 @@ class PostgresDriver:
         self._leases = PostgresLeaseStore(pool, clock)
         self._workers = PostgresWorkerRegistry(pool, clock)
         self._backfills = PostgresBackfillLedger(pool, clock)
+        self._results = PostgresResults(pool)
 
     # -- capabilities ------------------------------------------------------------------------
     def stores_in(self, executor: object) -> bool:
@@ -183,6 +186,11 @@ class PostgresDriver:
     def store_watch(self) -> None:
         """None: this store never comes back empty under a live process."""
         return None
+
+    @property
+    def results(self) -> PostgresResults:
+        """Result waits (``ujobs.drivers.results``)."""
+        return self._results
 
     # -- enqueue -----------------------------------------------------------------------------
     async def enqueue(self, request: EnqueueRequest) -> Enqueued:
@@ -246,20 +254,30 @@ class PostgresDriver:
         return claimed
 
     # -- settle ------------------------------------------------------------------------------
-    async def ack(self, job_id: str, ref: ClaimRef, *, duration_ms: int | None = None) -> bool:
+    async def ack(
+        self,
+        job_id: str,
+        ref: ClaimRef,
+        *,
+        duration_ms: int | None = None,
+        result: str | None = None,
+    ) -> bool:
         progress = self.progress.settle(job_id)
-        item = _Ack(job_id, ref.worker_id, ref.claim, duration_ms, progress)
+        item = _Ack(job_id, ref.worker_id, ref.claim, duration_ms, progress, result)
         return await self._acks.submit(item)
 
     async def _flush_acks(self, items: Sequence[_Ack]) -> set[_Ack]:
         now = self.clock.now_ms()
         width, start = counter_bucket(now)
-        # {id: {claim: {worker id: [duration, progress]}}}: each row looks its own fence up
-        # (sql/queries/ack.sql); two acks of one id under different claims both fit.
+        # {id: {claim: {worker id: [duration, progress, result?]}}}: each row looks its own
+        # fence up (sql/queries/ack.sql); two acks of one id under different claims both fit.
         batch: dict[str, dict[str, dict[str, list[Any]]]] = {}
         for i in items:
             fences = batch.setdefault(i.id, {}).setdefault(str(i.claim), {})
-            fences[i.worker_id] = [i.duration_ms, i.progress]
+            if i.result is None:
+                fences[i.worker_id] = [i.duration_ms, i.progress]
+            else:
+                fences[i.worker_id] = [i.duration_ms, i.progress, i.result]
         rows = await retry_deadlock(
             self._fetch, self._ack_sql, list(batch), dumps(batch), now, width, start, "running"
         )

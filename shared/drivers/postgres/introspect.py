@@ -30,7 +30,9 @@ from ujobs.drivers.base import (
     JobFilter,
     JobPage,
     JobRow,
+    QueueTenants,
     TaskFire,
+    TenantBacklog,
     WorkerRow,
     validate_job_filter,
 )
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
 JSONValue = Any
 
 _GET = query("get_job")
+_QUEUE_TENANTS = query("queue_tenants")
 _ATTEMPT_ERRORS = query("attempt_errors")
 _LIST = query("list_jobs")
 _LIST_BEFORE = query("list_jobs_before")
@@ -74,6 +77,7 @@ _RECORD_TASK_FIRE = query("record_task_fire")
 OPERATION_QUERIES: dict[str, tuple[str, ...]] = {
     "list": ("list_jobs", "list_jobs_before"),
     "get": ("get_job",),
+    "queue_tenants": ("queue_tenants",),
     "attempt_errors": ("attempt_errors",),
     "remove": ("remove_job",),
     "requeue": ("requeue_job",),
@@ -248,6 +252,15 @@ class PostgresIntrospection:
 
     async def paused_queues(self) -> builtins.list[str]:
         return [r["name"] for r in await self._pool.fetch(_PAUSED, "queue")]
+
+    async def queue_tenants(self, queue: str, now_ms: int, *, cap: int, top: int) -> QueueTenants:
+        rows = await self._pool.fetch(_QUEUE_TENANTS, queue, now_ms, cap, top)
+        return QueueTenants(
+            tenants=tuple(
+                TenantBacklog(r["tenant_id"], r["due"], r["oldest_due_ms"]) for r in rows
+            ),
+            capped=bool(rows and rows[0]["capped"]),
+        )
 
     async def pause_task(self, task: str) -> None:
         await self._pool.execute(_PAUSE, "task", task, self._clock.now_ms())

@@ -90,6 +90,7 @@ def job_row(r: Record) -> JobRow:
         progress=loads(r["progress"]),
         traceparent=r["traceparent"],
         enqueued_by=r["enqueued_by"],
+        result=loads(r.get("result")),
     )
 
 

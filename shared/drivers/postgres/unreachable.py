@@ -44,7 +44,20 @@ def store_unreachable(exc: BaseException) -> bool:
         return True
     if isinstance(exc, asyncpg.PostgresError):
         return exc.sqlstate in SERVER_AWAY_SQLSTATES
+    if isinstance(exc, _NOT_THE_NETWORK):
+        return False
     return isinstance(exc, OSError | TimeoutError)
+
+
+_NOT_THE_NETWORK = (
+    FileNotFoundError,
+    IsADirectoryError,
+    NotADirectoryError,
+    PermissionError,
+    LookupError,  # an OSError that is a lookup: jinja2's TemplateNotFound is both
+)
+"""OSErrors a statement never raises: a file or a template the process could not open is a
+bug or a broken install, never Postgres away (a connect's refusal, reset or timeout is)."""
 
 
 def unreachable(exc: BaseException) -> DriverUnreachableError:

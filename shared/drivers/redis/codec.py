@@ -23,6 +23,8 @@ from ujobs.drivers.base import (
     Enqueued,
     EnqueueRequest,
     ExhaustedJob,
+    JobRow,
+    JobState,
     QueueStats,
     StepRecord,
 )
@@ -116,6 +118,44 @@ def claimed_from(row: Sequence[Any], store_epoch: str | None = None) -> ClaimedJ
         store_epoch=store_epoch,
         ahead=int(row[16]) == 1,
         snoozes=int(row[17]),
+    )
+
+
+def job_row_from(reply: Sequence[Any]) -> JobRow | None:
+    """A job's hash (``result_watch.lua``'s HGETALL) as the operator surface's row; None
+    when there is no such row."""
+    if not reply:
+        return None
+    f = {text(reply[i]): reply[i + 1] for i in range(0, len(reply), 2)}
+
+    def num(name: str) -> int | None:
+        value = f.get(name)
+        return None if value is None else int(value)
+
+    state = text(f["state"])
+    return JobRow(
+        id=text(f["id"]),
+        run_id=text(f["run_id"]),
+        name=text(f["name"]),
+        queue=text(f["queue"]),
+        state=cast(JobState, state),
+        input=orjson.loads(f["input"]),
+        tenant_id=opt_text(f.get("tenant_id")),
+        idempotency_key=text(f["key"]),
+        attempt=int(f["attempt"]),
+        max_attempts=int(f["max_attempts"]),
+        run_at_ms=int(f["run_at"]),
+        created_at_ms=int(f["created_at"]),
+        updated_at_ms=int(f["updated_at"]),
+        finished_at_ms=num("finished_at"),
+        claimed_by=opt_text(f.get("claimed_by")),
+        claim=num("claim") or 0,
+        lease_expires_at_ms=num("lease"),
+        last_error=opt_text(f.get("last_error")),
+        progress=None,  # progress is written through the operator surface, which Redis lacks
+        traceparent=opt_text(f.get("traceparent")),
+        enqueued_by=opt_text(f.get("enqueued_by")),
+        result=None if f.get("result") is None else orjson.loads(f["result"]),
     )
 
 

@@ -50,8 +50,12 @@ other module in ``shared`` imports redis: a Postgres deployment never loads it.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import os
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from typing import Any
 
 from redis.asyncio import Redis, RedisCluster
@@ -71,6 +75,7 @@ from ujobs.drivers.base import (
     Enqueued,
     EnqueueRequest,
     HeartbeatResult,
+    JobRow,
     NackOptions,
     StepRecord,
     check_enqueue_request,
@@ -80,6 +85,7 @@ from ujobs.drivers.base import (
 from ujobs.drivers.redis.batch import ScriptBatcher
 from ujobs.drivers.redis.mark import KeyspaceMark
 from ujobs.drivers.redis.scripts import SCRIPTS
+from ujobs.drivers.results import SettleTicket, SettleWaits
 from ujobs.errors import (
     ClaimQueuesEmptyError,
     ConfigInvalidError,
@@ -89,6 +95,8 @@ from ujobs.errors import (
 )
 from ujobs.ids import new_id
 from ujobs.wake.protocol import REDIS_WAKE_SLOT_MS, WAKE_DUE_WITHIN_MS
+
+log = logging.getLogger("ujobs.results")
 
 JSONValue = Any
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -103,6 +111,82 @@ _HEARTBEAT_RESULTS: dict[str, HeartbeatResult] = {
     "cancelled": "cancelled",
     "lost": "lost",
 }
+
+
+class RedisResults:
+    """The Redis driver's result waits: ``result_watch.lua`` reads (and marks) the row's hash;
+    ONE pub/sub subscription to ``{prefix}:results`` per driver, held while any wait is open."""
+
+    def __init__(self, driver: RedisDriver) -> None:
+        self._driver = driver
+        self._waits = SettleWaits()
+        self._open = 0
+        self._pubsub: Any = None
+        self._reader: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def channel(self) -> str:
+        return f"{self._driver.hash_tag}:results"
+
+    async def read(self, job_id: str) -> JobRow | None:
+        return codec.job_row_from(await self._driver._run("result_watch", [job_id, 0]))
+
+    async def watch(self, job_id: str) -> JobRow | None:
+        return codec.job_row_from(await self._driver._run("result_watch", [job_id, 1]))
+
+    @asynccontextmanager
+    async def listen(self, job_id: str) -> AsyncIterator[SettleTicket]:
+        ticket = self._waits.add(job_id, self._listening)
+        self._open += 1
+        try:
+            await self._listening()
+            yield ticket
+        finally:
+            self._waits.drop(job_id, ticket)
+            self._open -= 1
+            if self._open == 0:
+                await self._stop()
+
+    async def _listening(self) -> None:
+        if self._reader is not None and not self._reader.done():
+            return
+        async with self._lock:
+            if self._reader is not None and not self._reader.done():
+                return
+            try:
+                pubsub = self._driver.client.pubsub()
+                await pubsub.subscribe(self.channel)
+            except RedisError as exc:
+                raise _unavailable("result_watch", exc) from exc
+            self._pubsub = pubsub
+            self._reader = asyncio.create_task(self._read(pubsub))
+
+    async def _read(self, pubsub: Any) -> None:
+        try:
+            while True:
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
+                if message is not None and message.get("type") == "message":
+                    self._waits.heard(codec.text(message["data"]))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.info("ujobs.results.session-lost", extra={"error": repr(exc)})
+            self._waits.ring_all()
+
+    async def _stop(self) -> None:
+        async with self._lock:
+            if self._open:
+                return
+            reader, self._reader = self._reader, None
+            pubsub, self._pubsub = self._pubsub, None
+            if reader is not None:
+                reader.cancel()
+                with contextlib.suppress(BaseException):
+                    await reader
+            if pubsub is not None:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
 
 
 class RedisDriver:
@@ -163,6 +247,7 @@ class RedisDriver:
             ScriptBatcher(client, self._keys) if not isinstance(client, RedisCluster) else None
         )
         self._mark = KeyspaceMark(self._run, prefix)
+        self._results = RedisResults(self)
 
     # -- capabilities: none beyond the core operations (see the module docstring) ---------
     @property
@@ -185,6 +270,12 @@ class RedisDriver:
     def store_watch(self) -> KeyspaceMark:
         """The keyspace mark: a Redis that came back empty is told from a lost lease."""
         return self._mark
+
+    @property
+    def results(self) -> RedisResults:
+        """Result waits (``ujobs.drivers.results``): the row's hash read with its result, woken
+        through the ``{prefix}:results`` channel."""
+        return self._results
 
     async def _run(self, operation: str, args: list[Any]) -> Any:
         """One script; a Redis failure leaves the driver as ``X_DRIVER_UNAVAILABLE``."""
@@ -248,9 +339,23 @@ class RedisDriver:
         return [codec.claimed_from(row, epoch) for row in claimed]
 
     # -- settle -------------------------------------------------------------------------
-    async def ack(self, job_id: str, ref: ClaimRef, *, duration_ms: int | None = None) -> bool:
+    async def ack(
+        self,
+        job_id: str,
+        ref: ClaimRef,
+        *,
+        duration_ms: int | None = None,
+        result: str | None = None,
+    ) -> bool:
         duration = None if duration_ms is None else max(0, int(duration_ms))
-        row = [job_id, ref.worker_id, ref.claim, self.clock.now_ms(), codec.opt_arg(duration)]
+        row = [
+            job_id,
+            ref.worker_id,
+            ref.claim,
+            self.clock.now_ms(),
+            codec.opt_arg(duration),
+            codec.opt_arg(result),
+        ]
         return bool(await self._row("ack", [self.done_ttl_ms, self._settle_flag], row))
 
     async def nack(self, job_id: str, ref: ClaimRef, options: NackOptions) -> bool:

@@ -40,6 +40,7 @@ OPERATIONS = (
     "stats",
     "counters",
     "mark",
+    "result_watch",
 )
 
 

@@ -12,6 +12,7 @@ from ujobs import Retry, Run, job, t
     idempotency_key=lambda i: f"mail:{i.to}:{i.subject}",
     tenant=lambda i: i.org_id,
     retry=Retry(attempts=5, backoff="exponential", delay="1s"),
+    output=t.object(messageId=t.string),
 )
 async def send_mail(run: Run[Any]) -> None:
     """Send one email."""

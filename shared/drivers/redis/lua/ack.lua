@@ -1,7 +1,9 @@
 -- ack.lua: settle running rows `done`, each fenced on its claim; the counters move here too.
 --
 -- ARGV: done_ttl_ms, settlements (1: each landed ack adds its settlements-outbox entry,
---       'completed'), then 5 per row: id, worker_id, claim, now, duration_ms (opt)
+--       'completed'), then 6 per row: id, worker_id, claim, now, duration_ms (opt),
+--       result (opt: the body's return value as JSON text, stored verbatim in the row's
+--       `result` field; absent: no result)
 -- Returns one answer per row, in order: 1 when it landed, 0 when the row is not running
 -- under {worker_id, claim}. One ack is one row; the driver merges the acks issued in one turn
 -- of its event loop into one call (redis_batch.py), each row settled as a call of its own.
@@ -35,7 +37,7 @@ local function list_of(acc, queue)
   return list
 end
 
-local function ack(id, worker, claim, now, duration)
+local function ack(id, worker, claim, now, duration, result)
   local jk = job_key(id)
   local row = redis.call('HMGET', jk, 'state', 'claimed_by', 'claim', 'queue', 'name', 'lk',
     'run_id', 'tenant_id', 'uf')
@@ -44,7 +46,13 @@ local function ack(id, worker, claim, now, duration)
   end
   local queue = row[4]
   redis.call('HSET', jk, 'state', 'done', 'finished_at', now, 'updated_at', now)
+  if result ~= nil then
+    redis.call('HSET', jk, 'result', result)
+  else
+    redis.call('HDEL', jk, 'result')
+  end
   redis.call('HDEL', jk, 'lease')
+  announce_settled(jk, id)
   if redis.call('HGET', live, row[6]) == id then
     redis.call('HDEL', live, row[6])
   end
@@ -75,9 +83,9 @@ local function ack(id, worker, claim, now, duration)
 end
 
 local out = {}
-for i = 3, #ARGV, 5 do
+for i = 3, #ARGV, 6 do
   out[#out + 1] = ack(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]),
-    tonumber(opt(ARGV[i + 4])))
+    tonumber(opt(ARGV[i + 4])), opt(ARGV[i + 5]))
 end
 
 for queue, ids in pairs(unleased) do

@@ -26,6 +26,9 @@
 --                                 entry per ending of a run, added by the script that ended it
 --                                 (settled_out); the api's relay publishes it to JetStream
 --                                 and XDELs what the stream acked
+--   {p}:results           channel the ids of finished rows a result wait marked (field `rw`,
+--                                 result_watch.lua): PUBLISHed by the script that finished
+--                                 them (announce_settled), heard by the waiting process
 --
 -- Time is never Redis TIME: every script is handed the driver clock's `now` as an argument.
 -- Inputs and step outputs are JSON strings stored verbatim; no script decodes them (cjson
@@ -186,8 +189,17 @@ local function owned(row, worker, claim)
 end
 
 -- Finish a running row: out of the running zset, its live key released, its state tallied.
+-- A row a result wait marked (`rw`) announces its id when it finishes; rows nobody waits for
+-- publish nothing.
+local function announce_settled(jk, id)
+  if redis.call('HEXISTS', jk, 'rw') == 1 then
+    redis.call('PUBLISH', base .. ':results', id)
+  end
+end
+
 local function finish(id, queue, lk, target, now)
   local jk = job_key(id)
+  announce_settled(jk, id)
   redis.call('HSET', jk, 'state', target, 'finished_at', now, 'updated_at', now)
   redis.call('HDEL', jk, 'lease')
   redis.call('ZREM', running_key(queue), id)
