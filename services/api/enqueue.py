@@ -306,7 +306,10 @@ async def enqueue(request: web.Request) -> web.Response:
     if row is None:
         return accepted({**answer, "state": "ready", "result": None, "error": None})
     settled = await wait_for(results, row, wait)
-    return settled_response(settled, {"runId": answer["runId"], "deduped": answer["deduped"]})
+    return settled_response(
+        settled,
+        {"runId": answer["runId"], "deduped": answer["deduped"], "debounced": answer["debounced"]},
+    )
 
 
 @routes.post("/v1/jobs/{job}/batch")

@@ -4,7 +4,7 @@
 | Route | Scope | Answers |
 |---|---|---|
 | ``GET /v1/jobs/{id}/result?wait=`` | ``read`` | 200 ``JobResult`` once the job is finished (at once if it is), 202 ``JobResult`` (``state`` live, ``result`` null) when ``wait`` runs out first |
-| ``POST /v1/jobs/{name}?wait=`` | ``enqueue:<name>`` | 200 ``JobResult`` (with ``runId`` and ``deduped``) once the run it queued settles, 202 with the same fields (``state`` live) when ``wait`` runs out: the enqueue stands, read it later by its ``id`` |
+| ``POST /v1/jobs/{name}?wait=`` | ``enqueue:<name>`` | 200 ``JobResult`` (with ``runId``, ``deduped`` and ``debounced``) once the run it queued settles, 202 with the same fields (``state`` live) when ``wait`` runs out: the enqueue stands, read it later by its ``id`` |
 
 ``JobResult`` is ``{"id", "name", "state", "result", "error"}``: ``result`` is what the body
 returned when ``state`` is ``done`` (null otherwise, and for a body that returned nothing);

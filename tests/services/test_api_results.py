@@ -161,6 +161,7 @@ async def test_enqueue_and_wait_answers_the_result(api: Api, pg_pool: Any) -> No
         "id": job.id,
         "runId": job.run_id,
         "deduped": False,
+        "debounced": False,
         "name": "send_mail",
         "state": "done",
         "result": {"sent": True},
@@ -180,6 +181,7 @@ async def test_enqueue_and_wait_answers_202_with_the_id_when_time_runs_out(api: 
     assert status == 202
     assert body["state"] == "ready"
     assert (body["result"], body["error"], body["deduped"]) == (None, None, False)
+    assert body["debounced"] is False
     rows = await api.jobs()
     assert [r["id"] for r in rows] == [body["id"]]
 
