@@ -112,13 +112,26 @@ class SettleWaits:
 
 
 @asynccontextmanager
-async def registered(waits: SettleWaits, job_id: str) -> AsyncIterator[SettleTicket]:
-    """A ticket in ``waits`` for the block's length (the memory driver's ``listen``)."""
-    ticket = waits.add(job_id)
+async def registered(
+    waits: SettleWaits,
+    job_id: str,
+    *,
+    session: Rearm | None = None,
+    close: Rearm | None = None,
+) -> AsyncIterator[SettleTicket]:
+    """A ticket in ``waits`` for the block's length: every driver's ``listen``. ``session``
+    (a listening session's opener, which also rearms the ticket) is awaited before the block;
+    ``close`` runs when the last open wait of ``waits`` leaves, so the session is held while
+    any wait is open (the open waits are ``len(waits)``, never a counter of their own)."""
+    ticket = waits.add(job_id, session)
     try:
+        if session is not None:
+            await session()
         yield ticket
     finally:
         waits.drop(job_id, ticket)
+        if close is not None and not len(waits):
+            await close()
 
 
 def results_of(driver: object) -> JobResults | None:

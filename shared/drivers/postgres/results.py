@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import asyncpg
@@ -21,7 +20,7 @@ import asyncpg
 from ujobs.drivers.operator_surface import JobRow
 from ujobs.drivers.postgres.rows import job_row
 from ujobs.drivers.postgres.sql import query
-from ujobs.drivers.results import SettleTicket, SettleWaits
+from ujobs.drivers.results import SettleTicket, SettleWaits, registered
 
 log = logging.getLogger("ujobs.results")
 
@@ -40,7 +39,6 @@ class PostgresResults:
     def __init__(self, pool: asyncpg.Pool[Any]) -> None:
         self._pool = pool
         self._waits = SettleWaits()
-        self._open = 0
         self._conn: Any = None
         self._dead: list[Any] = []
         self._lock = asyncio.Lock()
@@ -53,18 +51,8 @@ class PostgresResults:
         row = await self._pool.fetchrow(_WATCH, job_id)
         return None if row is None else job_row(row)
 
-    @asynccontextmanager
-    async def listen(self, job_id: str) -> AsyncIterator[SettleTicket]:
-        ticket = self._waits.add(job_id, self._listening)
-        self._open += 1
-        try:
-            await self._listening()
-            yield ticket
-        finally:
-            self._waits.drop(job_id, ticket)
-            self._open -= 1
-            if self._open == 0:
-                await self._hand_back()
+    def listen(self, job_id: str) -> AbstractAsyncContextManager[SettleTicket]:
+        return registered(self._waits, job_id, session=self._listening, close=self._hand_back)
 
     def listening(self) -> bool:
         """Whether this process holds its LISTEN session now."""
@@ -110,8 +98,8 @@ class PostgresResults:
         async with self._lock:
             await self._release_dead()
             conn, self._conn = self._conn, None
-            if conn is None or self._open:
-                self._conn = conn if self._open else None
+            if conn is None or len(self._waits):
+                self._conn = conn if len(self._waits) else None
                 return
             try:
                 conn.remove_termination_listener(self._dropped)

@@ -54,8 +54,8 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import Iterable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from redis.asyncio import Redis, RedisCluster
@@ -85,7 +85,7 @@ from ujobs.drivers.base import (
 from ujobs.drivers.redis.batch import ScriptBatcher
 from ujobs.drivers.redis.mark import KeyspaceMark
 from ujobs.drivers.redis.scripts import SCRIPTS
-from ujobs.drivers.results import SettleTicket, SettleWaits
+from ujobs.drivers.results import SettleTicket, SettleWaits, registered
 from ujobs.errors import (
     ClaimQueuesEmptyError,
     ConfigInvalidError,
@@ -120,7 +120,6 @@ class RedisResults:
     def __init__(self, driver: RedisDriver) -> None:
         self._driver = driver
         self._waits = SettleWaits()
-        self._open = 0
         self._pubsub: Any = None
         self._reader: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
@@ -135,18 +134,8 @@ class RedisResults:
     async def watch(self, job_id: str) -> JobRow | None:
         return codec.job_row_from(await self._driver._run("result_watch", [job_id, 1]))
 
-    @asynccontextmanager
-    async def listen(self, job_id: str) -> AsyncIterator[SettleTicket]:
-        ticket = self._waits.add(job_id, self._listening)
-        self._open += 1
-        try:
-            await self._listening()
-            yield ticket
-        finally:
-            self._waits.drop(job_id, ticket)
-            self._open -= 1
-            if self._open == 0:
-                await self._stop()
+    def listen(self, job_id: str) -> AbstractAsyncContextManager[SettleTicket]:
+        return registered(self._waits, job_id, session=self._listening, close=self._stop)
 
     async def _listening(self) -> None:
         if self._reader is not None and not self._reader.done():
@@ -176,7 +165,7 @@ class RedisResults:
 
     async def _stop(self) -> None:
         async with self._lock:
-            if self._open:
+            if len(self._waits):
                 return
             reader, self._reader = self._reader, None
             pubsub, self._pubsub = self._pubsub, None
