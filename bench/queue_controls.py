@@ -29,12 +29,13 @@ from typing import Any
 import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_db import fresh_database
 
 from ujobs.drivers.base import EnqueueRequest
 from ujobs.drivers.postgres.driver import postgres_driver
-from ujobs.drivers.postgres.migrate import migrate
 
-PG_BASE = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
 DB_NAME = os.environ.get("BENCH_QC_DB", "bench_queue_controls")
 BURST = int(os.environ.get("BENCH_QC_BURST", "10000"))
 KEYS = int(os.environ.get("BENCH_QC_KEYS", "100"))
@@ -86,20 +87,8 @@ async def debounce_burst(pool: asyncpg.Pool[Any], burst: int, keys: int) -> dict
 async def measure() -> dict[str, Any]:
     if not DB_NAME.startswith("bench_"):
         raise SystemExit(f"BENCH_QC_DB must start with bench_: {DB_NAME!r}")
-    admin = await asyncpg.connect(f"{PG_BASE}/postgres")
-    try:
-        await admin.execute(f'drop database if exists "{DB_NAME}" with (force)')
-        await admin.execute(f'create database "{DB_NAME}"')
-    finally:
-        await admin.close()
-    conn = await asyncpg.connect(f"{PG_BASE}/{DB_NAME}")
-    try:
-        await migrate(conn)
-    finally:
-        await conn.close()
-    pool = await asyncpg.create_pool(
-        f"{PG_BASE}/{DB_NAME}", min_size=CONNECTIONS, max_size=CONNECTIONS
-    )
+    dsn = await fresh_database(DB_NAME)
+    pool = await asyncpg.create_pool(dsn, min_size=CONNECTIONS, max_size=CONNECTIONS)
     assert pool is not None
     try:
         figures = await debounce_burst(pool, BURST, KEYS)
