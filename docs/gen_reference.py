@@ -43,6 +43,7 @@ ERROR_MODULES = (
     "ujobs.services.dashboard.not_found",
     "ujobs.services.dashboard.session",
     "ujobs.services.nats.edge",
+    "ujobs.services.nats.consumer",
     "ujobs.services.api.tokens",
     "ujobs.webhooks.errors",
     "ujobs.exports.family",

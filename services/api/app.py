@@ -318,6 +318,7 @@ async def _edge(app: web.Application, clock: Clock) -> AsyncIterator[None]:
                     ack_wait_s=config.nats_ack_wait_ms / 1000,
                     max_ack_pending=config.nats_max_ack_pending,
                     max_deliveries=config.nats_max_deliveries,
+                    ping=backend.ping,
                 )
             )
         yield

@@ -110,7 +110,8 @@ VARIABLES: dict[str, Variable] = {
             "the delivery on which a UJOBS_ENQUEUE message whose handling still fails with an "
             "unexpected error (X_INTERNAL) is given up: its error goes to "
             "ujobs.rejected.<job> and it is never delivered again (a database outage is "
-            "retried without this bound)",
+            "retried without this bound); a message delivered 4 times this many without "
+            "ending (an api died with it in hand) is refused at receipt with X_NATS_REDELIVERED",
             str(DEFAULT_NATS_MAX_DELIVERIES),
             ("api", "dev"),
         ),

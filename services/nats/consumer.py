@@ -17,9 +17,17 @@ committed:
 | the database or the api is away (a 503 code: ``X_DRIVER_UNREACHABLE``, ...): nothing the message did | nak with a delay: delivered again, as long as it takes |
 | an unexpected error (any other 5xx: ``X_INTERNAL``, a bug the message trips) | nak with a delay while its delivery count (the message's metadata) is under ``max_deliveries`` (``UJOBS_NATS_MAX_DELIVERIES``, 5); on that delivery, its error published to ``ujobs.rejected.<job>`` and terminated, as a refusal |
 | the api died with it in hand | delivered again after the consumer's ``ack_wait`` |
+| delivered more than ``REDELIVERY_BOUND`` * ``max_deliveries`` times (the api died with it in hand that often: a message that crashes the process, not an exception) | refused at receipt, untouched: ``X_NATS_REDELIVERED`` on the rejected subject, then terminated |
+
+While the store is away the consumer asks the stream for nothing: the first 503 pauses its
+pull requests, and a probe (the api's readiness ping, a second apart, doubling to
+``PROBE_MAX_S``) resumes them once the store answers. The messages in hand are nak'd once, so
+an outage of any length adds about one delivery to a message, and the receipt bound above is
+never reached by waiting out outages: only by a message that keeps killing its api.
 
 So every message ends: acked, or on the rejected subject, within ``max_deliveries``
-deliveries unless the database stays away. A poison message holds its place in the
+deliveries when it fails with an error, and within ``REDELIVERY_BOUND`` * ``max_deliveries``
+when it takes the process down with it. A poison message holds its place in the
 consumer's ``max_ack_pending`` for at most ``max_deliveries - 1`` retry delays (a second each),
 then frees it: messages of other tenants behind a flood of them are late, never stranded. A
 batch is never held back by one message: the batch's statement goes first with every message
@@ -46,7 +54,7 @@ import contextlib
 import datetime
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from nats.aio.client import Client
@@ -55,7 +63,7 @@ from nats.errors import NotJSMessageError
 from nats.js import JetStreamContext
 
 from ujobs.drivers.base import Enqueued, EnqueueRequest
-from ujobs.errors import InputInvalidError
+from ujobs.errors import InputInvalidError, UltimateError
 from ujobs.ids import derived_id
 from ujobs.services.api.auth import Principal, UnauthorizedError
 from ujobs.services.api.common import status_for
@@ -75,10 +83,26 @@ BATCHES_AT_ONCE = 3
 RETRY_DELAY_S = 1.0
 MAX_DELIVERIES = DEFAULT_NATS_MAX_DELIVERIES
 """The delivery on which a message still failing with an unexpected error is refused."""
+REDELIVERY_BOUND = 4
+"""Deliveries past ``REDELIVERY_BOUND * max_deliveries`` are refused at receipt: room for the
+``max_deliveries`` an error may take plus an api restart or outage per delivery, and a bound
+on a message that crashes the process (it never reaches the error path that counts)."""
+PROBE_TIMEOUT_S = 2.0
+PROBE_MAX_S = 5.0
 UNAVAILABLE = 503
 MSG_ID = "Nats-Msg-Id"
 _V1_TOKENS = 9
 _V2_TOKENS = 11  # 12 with the trailing random token; nats-py accepts 11
+
+
+class StreamRedeliveredError(UltimateError):
+    """A stream message delivered more than ``REDELIVERY_BOUND`` * ``UJOBS_NATS_MAX_DELIVERIES``
+    times without ending: an api took it and never acked, refused or nak'd it that often (the
+    process died with it in hand). It is refused at receipt, untouched, so it cannot take the
+    next api down too; the producer reads this on the rejected subject and the api's log has a
+    line per reason. Send it again once the cause is found."""
+
+    code = "X_NATS_REDELIVERED"
 
 
 def stream_job_id(job: str, msg: Msg) -> str:
@@ -135,12 +159,16 @@ class StreamConsumer:
         *,
         max_in_flight: int = MAX_ACK_PENDING,
         max_deliveries: int = MAX_DELIVERIES,
+        ping: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.nc = nc
         self.js = js
         self.edge = edge
         self.names = names
         self.max_deliveries = max_deliveries
+        self.redelivery_cap = REDELIVERY_BOUND * max_deliveries
+        self._ping = ping
+        self._probe: asyncio.Task[None] | None = None
         self.log_limit = LogLimiter(clock=edge.driver.clock)
         self._feed = PullFeed(
             nc,
@@ -157,6 +185,12 @@ class StreamConsumer:
         self.refused = 0
         self.retried = 0
         self.gave_up = 0
+        self.redelivered = 0
+
+    @property
+    def store_away(self) -> bool:
+        """The consumer paused its pull requests until the store answers again."""
+        return self._probe is not None
 
     async def start(self) -> None:
         if self._loop is not None:
@@ -167,6 +201,10 @@ class StreamConsumer:
     async def stop(self) -> None:
         """Stop asking (within one fetch timeout), then finish every message in hand."""
         await self._feed.stop()
+        probe, self._probe = self._probe, None
+        if probe is not None:
+            probe.cancel()
+            await asyncio.gather(probe, return_exceptions=True)
         loop, self._loop = self._loop, None
         if loop is not None:
             await asyncio.gather(loop, return_exceptions=True)
@@ -214,7 +252,11 @@ class StreamConsumer:
         principals: dict[str | None, tuple[Principal, str | None] | None] = {}
         ready: list[tuple[Msg, EnqueueRequest, str | None]] = []
         alone: list[Msg] = []
+        worn: list[Msg] = []
         for msg in msgs:
+            if self._worn_out(msg):
+                worn.append(msg)
+                continue
             job = self.names.tail(msg.subject, self.names.js_enqueue_wildcard)
             if job is None:
                 alone.append(msg)
@@ -246,6 +288,37 @@ class StreamConsumer:
                 await self._settle_group(ready, answers)
         if alone:
             await asyncio.gather(*(self.handle(msg) for msg in alone))
+        if worn:
+            await asyncio.gather(*(self._refuse_worn(msg) for msg in worn))
+
+    def _worn_out(self, msg: Msg) -> bool:
+        """Delivered past the receipt bound (a message that is not JetStream's is not)."""
+        try:
+            return delivery_count(msg.reply) > self.redelivery_cap
+        except NotJSMessageError:
+            return False
+
+    async def _refuse_worn(self, msg: Msg) -> None:
+        delivered = delivery_count(msg.reply)
+        job = self.names.tail(msg.subject, self.names.js_enqueue_wildcard)
+        event = self.names.tail(msg.subject, self.names.js_events_wildcard)
+        what = job if job is not None else f"events.{event}"
+        error = StreamRedeliveredError(
+            f"delivered {delivered} times without ending (the bound is {self.redelivery_cap}): "
+            "an api took it and died with it in hand each time; refused untouched",
+            meta={"deliveries": delivered, "bound": self.redelivery_cap},
+        )
+        self.log_limit.warn(
+            log,
+            "ujobs.nats.enqueue-redelivered",
+            ("redelivered", error.code),
+            subject=msg.subject,
+            code=error.code,
+            deliveries=delivered,
+        )
+        self.redelivered += 1
+        with contextlib.suppress(Exception):
+            await self._refuse(msg, error_body(error), what)
 
     async def _settle_group(
         self,
@@ -324,9 +397,38 @@ class StreamConsumer:
             deliveries=delivered,
             error=exc,
         )
+        if status == UNAVAILABLE:
+            self._pause_until_store_answers()
         self.retried += 1
         with contextlib.suppress(Exception):
             await msg.nak(delay=RETRY_DELAY_S)
+
+    def _pause_until_store_answers(self) -> None:
+        """Ask the stream for nothing until the store answers (the module's doc): without a
+        ping (tests' consumers), one retry delay."""
+        if self._probe is not None or self._loop is None:
+            return
+        self._feed.pause()
+        log.warning("ujobs.nats.store-away", extra={"pausedFor": "the store to answer"})
+        self._probe = asyncio.get_running_loop().create_task(self._wait_for_store())
+
+    async def _wait_for_store(self) -> None:
+        delay = RETRY_DELAY_S
+        try:
+            while True:
+                await asyncio.sleep(delay)
+                if self._ping is None:
+                    break
+                try:
+                    await asyncio.wait_for(self._ping(), PROBE_TIMEOUT_S)
+                except Exception:
+                    delay = min(delay * 2, PROBE_MAX_S)
+                    continue
+                break
+        finally:
+            self._probe = None
+            self._feed.resume()
+        log.info("ujobs.nats.store-back", extra={"resumed": True})
 
     async def _refuse(self, msg: Msg, body: dict[str, Any], what: str) -> None:
         """Tell the producer (``rejected``), then terminate: published before the term, so a
@@ -346,7 +448,9 @@ class StreamConsumer:
 
 __all__ = [
     "MAX_DELIVERIES",
+    "REDELIVERY_BOUND",
     "StreamConsumer",
+    "StreamRedeliveredError",
     "delivery_count",
     "reply_position",
     "stream_job_id",

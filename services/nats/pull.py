@@ -10,6 +10,7 @@ messages land in a list, ``take()`` hands out everything that has landed, ``done
 | Request | Sent when | Ends |
 |---|---|---|
 | ``{"batch": b, "expires": expires_s}`` (the loop, ``start()``) | the previous one ended and at least ``batch // 4`` of the ``window`` are free (messages asked for or in hand but not ``done``); a second after one refused (409: consumer deleted, ...; 503: no consumer) | ``b`` messages came, or a status (408 expired, 409, 503; 100, a heartbeat, does not end it), or ``expires_s`` + a second passed without either (NATS reconnected: the request is gone) |
+| (none) | while ``pause()``d (the consumer found the store away), until ``resume()`` | |
 | ``{"batch": b, "no_wait": true}`` (``pull_once``, tests) | called | at once: what the stream holds now, then 404; when that was nothing, one ``{"batch": b, "expires": timeout}`` after it, waited for until a message lands |
 
 The window is the api's bound on messages in hand (the consumer's ``max_ack_pending`` is the
@@ -69,7 +70,22 @@ class PullFeed:
         self._stopping = False
         self._finished = False
         self._refused = False
+        self._paused = False
         self.requests = 0
+
+    def pause(self) -> None:
+        """Send no new pull request until ``resume()`` (the one out still ends): nothing is
+        delivered to a consumer that cannot land it, so a message's delivery count does not
+        grow while the store is away."""
+        self._paused = True
+
+    def resume(self) -> None:
+        self._paused = False
+        self._changed.set()
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
 
     @property
     def free(self) -> int:
@@ -141,7 +157,7 @@ class PullFeed:
     async def _run(self) -> None:
         least = max(1, self.batch // 4)
         while not self._stopping:
-            if self.free < least:
+            if self._paused or self.free < least:
                 self._changed.clear()
                 await self._changed.wait()
                 continue

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import nats
@@ -82,12 +82,19 @@ async def nats_edge(
     ack_wait_s: float = ACK_WAIT_S,
     max_ack_pending: int = MAX_ACK_PENDING,
     max_deliveries: int = MAX_DELIVERIES,
+    ping: Callable[[], Awaitable[None]] | None = None,
 ) -> AsyncIterator[Client]:
     nc = await connect(url, name=f"{names.prefix}-api")
     js = nc.jetstream()
     responder = RequestResponder(nc, edge, names)
     consumer = StreamConsumer(
-        nc, js, edge, names, max_in_flight=max_ack_pending, max_deliveries=max_deliveries
+        nc,
+        js,
+        edge,
+        names,
+        max_in_flight=max_ack_pending,
+        max_deliveries=max_deliveries,
+        ping=ping,
     )
     relay: SettlementsRelay | RedisSettlementsRelay | None = None
     if redis_outbox is not None:

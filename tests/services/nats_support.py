@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import socket
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ from ujobs.services.api.enqueue_batcher import EnqueueBatcher
 from ujobs.services.api.token_facts import KnownTokens
 from ujobs.services.api.token_guard import token_guard
 from ujobs.services.api.tokens import TokenRecord, TokenStore
-from ujobs.services.nats.consumer import StreamConsumer
+from ujobs.services.nats.consumer import MAX_DELIVERIES, StreamConsumer
 from ujobs.services.nats.edge import NatsEdge
 from ujobs.services.nats.names import NatsNames
 from ujobs.services.nats.streams import ensure_streams
@@ -112,6 +113,19 @@ class InProcess:
         return ack.seq
 
 
+async def away_pool() -> asyncpg.Pool[Any]:
+    """A pool whose database is away: nothing listens on its port, so every statement fails
+    to connect (the driver's ``X_DRIVER_UNREACHABLE``, as in an outage)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    pool = await asyncpg.create_pool(
+        f"postgresql://postgres@127.0.0.1:{port}/postgres", min_size=0, max_size=2, timeout=2
+    )
+    assert pool is not None
+    return pool
+
+
 class CountedLookup:
     """A token lookup that counts its reads (which batches read the tokens table)."""
 
@@ -131,9 +145,12 @@ async def in_process(
     *,
     pool_for_edge: asyncpg.Pool[Any] | None = None,
     cached_tokens: bool = False,
+    max_deliveries: int = MAX_DELIVERIES,
+    ping: Callable[[], Awaitable[None]] | None = None,
 ) -> AsyncIterator[InProcess]:
     """``cached_tokens``: the api's Postgres wiring, tokens' fixed facts kept (``KnownTokens``)
-    and their liveness checked by the batcher's guard; else every batch reads its tokens."""
+    and their liveness checked by the batcher's guard; else every batch reads its tokens.
+    ``max_deliveries`` and ``ping`` are the consumer's (``ping``: the api's readiness ping)."""
     names = NatsNames(unique_prefix())
     nc = await nats.connect(nats_url)
     js = nc.jetstream()
@@ -153,7 +170,7 @@ async def in_process(
     set_event_bus(postgres_event_bus(edge_pool))  # as the api installs it
     try:
         await ensure_streams(js, names)
-        consumer = StreamConsumer(nc, js, edge, names)
+        consumer = StreamConsumer(nc, js, edge, names, max_deliveries=max_deliveries, ping=ping)
         yield InProcess(nc, js, names, edge, consumer, tokens)
         await consumer.stop()
     finally:

@@ -14,7 +14,13 @@ from nats.aio.msg import Msg
 from nats.errors import NotJSMessageError
 
 from tests.services.api_support import ORG_A, ORG_B, MakeClient, mail
-from tests.services.nats_support import CountedLookup, InProcess, in_process, start_nats_api
+from tests.services.nats_support import (
+    CountedLookup,
+    InProcess,
+    away_pool,
+    in_process,
+    start_nats_api,
+)
 from ujobs.ids import derived_id
 from ujobs.services.nats.consumer import reply_position, stream_job_id
 
@@ -229,11 +235,9 @@ async def test_a_cached_token_is_not_read_again_and_a_revoke_still_refuses_the_n
 
 
 async def test_a_database_failure_is_redelivered_not_refused(
-    pg_dsn: str, pg_pool: asyncpg.Pool[Any], nats_url: str
+    pg_pool: asyncpg.Pool[Any], nats_url: str
 ) -> None:
-    broken = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
-    assert broken is not None
-    await broken.close()  # every statement on it fails: the api's database is away
+    broken = await away_pool()  # every statement on it fails: the api's database is away
     async with in_process(pg_pool, nats_url, pool_for_edge=broken) as ip:
         token = (await ip.tokens.create(tenant=None, scopes=["enqueue:*"])).secret
         rejected = await _listen(ip, ip.names.rejected_subject("send_mail"))
@@ -242,6 +246,7 @@ async def test_a_database_failure_is_redelivered_not_refused(
         assert (ip.consumer.retried, ip.consumer.refused, ip.consumer.acked) == (1, 0, 0)
         assert rejected.empty()
         assert await _stream_messages(ip) == 1  # still there, for the next delivery
+    await broken.close()
 
 
 async def test_events_through_the_stream(pg_pool: asyncpg.Pool[Any], nats_url: str) -> None:
