@@ -37,7 +37,7 @@ async def queues(request: web.Request) -> web.Response:
     return json_ok({"queues": await inspect_queues(driver, driver.clock.now_ms())})
 
 
-@routes.get("/v1/queues/{queue}")
+@routes.get("/v1/queues/{queue:.+}")
 async def queue(request: web.Request) -> web.Response:
     """One queue and whose due work waits in it (``ujobs queues show``): an operator's read,
     as the queues list is; a tenant token is 403 (it would learn other tenants' names)."""
@@ -64,12 +64,12 @@ async def _pause_queue(request: web.Request, *, pause: bool) -> web.Response:
     return json_ok({"queues": [queue], "paused": pause})
 
 
-@routes.post("/v1/queues/{queue}/pause")
+@routes.post("/v1/queues/{queue:.+}/pause")
 async def pause_queue(request: web.Request) -> web.Response:
     return await _pause_queue(request, pause=True)
 
 
-@routes.post("/v1/queues/{queue}/resume")
+@routes.post("/v1/queues/{queue:.+}/resume")
 async def resume_queue(request: web.Request) -> web.Response:
     return await _pause_queue(request, pause=False)
 

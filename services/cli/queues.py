@@ -8,6 +8,7 @@ a resume are introspection (a row every claim reads), so on a driver without it 
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import typer
 
@@ -101,7 +102,7 @@ def queues_show(
         return await inspect_queue(backend.driver, name, backend.driver.clock.now_ms())
 
     def remote(target: Remote) -> dict[str, Any]:
-        answer: dict[str, Any] = remote_get(target, f"/v1/queues/{queue}")
+        answer: dict[str, Any] = remote_get(target, f"/v1/queues/{quote(queue, safe='')}")
         return answer
 
     shown = operate(

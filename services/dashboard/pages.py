@@ -119,7 +119,7 @@ async def queues(request: web.Request) -> web.Response:
     )
 
 
-@routes.get(PREFIX + "/queues/{queue}")
+@routes.get(PREFIX + "/queues/{queue:.+}")
 @guarded
 async def queue_page(request: web.Request) -> web.Response:
     """One queue: its counts and whose due work waits in it (``ujobs queues show``): the

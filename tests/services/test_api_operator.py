@@ -381,3 +381,21 @@ async def test_one_queue_names_whose_due_work_waits_to_an_operator_only(
     table = await asyncio.to_thread(ujobs, "queues", "show", "mail", dsn=pg_dsn)
     assert table.exit_code == 0, table.stdout + table.stderr
     assert ORG_A in table.stdout
+
+
+@pytest.mark.parametrize("spelled", ["mail/bulk", "mail%2Fbulk"])
+async def test_a_queue_name_with_a_slash_is_reachable_raw_or_percent_encoded(
+    api: Api, pg_pool: Any, spelled: str
+) -> None:
+    """Queue names may hold ``/`` (``NAME_PATTERN``); a generated client sends it as ``%2F``,
+    a person types it raw: both reach the queue, show, pause and resume."""
+    await enqueue(api, ORG_A, "a@x.io", queue="mail/bulk")
+    operator = await api.token("read", "operate")
+    status, body = await api.call("GET", f"/v1/queues/{spelled}", operator)
+    assert (status, body["queue"], body["ready"]) == (200, "mail/bulk", 1), body
+    status, body = await api.call("POST", f"/v1/queues/{spelled}/pause", operator)
+    assert (status, body) == (200, {"queues": ["mail/bulk"], "paused": True})
+    paused = await pg_pool.fetch("select name from x_job_pauses where kind = 'queue'")
+    assert [r["name"] for r in paused] == ["mail/bulk"]
+    status, body = await api.call("POST", f"/v1/queues/{spelled}/resume", operator)
+    assert (status, body) == (200, {"queues": ["mail/bulk"], "paused": False})
