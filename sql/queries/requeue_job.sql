@@ -25,6 +25,7 @@ moved as (
          finished_at = null,
          lease_expires_at = null,
          last_error = null,
+         result = null,
          snoozes = 0,
          updated_at = x_ts($3::bigint)
     from target t

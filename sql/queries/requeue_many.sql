@@ -31,6 +31,7 @@ moved as (
          finished_at = null,
          lease_expires_at = null,
          last_error = null,
+         result = null,
          snoozes = 0,
          updated_at = x_ts($6::bigint)
     from chosen c

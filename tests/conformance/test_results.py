@@ -111,7 +111,7 @@ async def test_a_wait_answers_a_finished_row_at_once_and_a_live_one_when_time_is
     assert (done.state, done.result) == ("done", "ok")
 
 
-async def test_a_requeued_rows_next_ack_replaces_its_result(
+async def test_a_requeue_clears_the_result_and_the_next_ack_writes_its_own(
     driver: JobDriver, results: JobResults
 ) -> None:
     introspect = driver.introspect
@@ -121,6 +121,9 @@ async def test_a_requeued_rows_next_ack_replaces_its_result(
     job = await claim_one(driver)
     assert await driver.ack(job.id, job.ref, result=encoded({"run": 1}))
     await introspect.requeue(job.id)
+    waiting = await results.read(job.id)
+    assert waiting is not None
+    assert (waiting.state, waiting.result) == ("ready", None)  # the old run's result is gone
     again = await claim_one(driver)
     assert await driver.ack(again.id, again.ref)
     row = await results.read(job.id)

@@ -43,6 +43,7 @@ def requeue_row(state: MemoryState, row: MemoryRow, now: int, from_step: str | N
     row.claimed_by = None
     row.cancelled_claim = None
     row.last_error = None
+    row.result = None
     row.snoozes = 0
     row.progress = None
     row.progress_at_ms = None
