@@ -5,7 +5,9 @@
 --   with unique_for (x_jobs_unique_done_idx) that finished after now - $15 holds it: nothing is inserted
 --   and that run is answered, deduped.
 --   A holder acked after this statement's snapshot is seen neither live (the insert's ON
---   CONFLICT no longer meets it) nor done (the snapshot): the row is inserted (documented).
+--   CONFLICT no longer meets it) nor done (the snapshot): the row is inserted, and the driver's
+--   next statement in the same transaction (unique_for_holder.sql, a fresh snapshot) finds
+--   that holder and rolls the insert back.
 -- - Otherwise the row is inserted as enqueue.sql inserts it (ON CONFLICT DO NOTHING over the
 --   primary key and the live-key index), with unique_for_ms = $15.
 -- - debounce ($14): when the live key was held, the holder is moved instead of answered, if it

@@ -74,6 +74,47 @@ async def test_a_run_claimed_while_the_debounce_waits_for_its_lock_is_deduped(
         await driver.close()
 
 
+@pytest.mark.parametrize("in_batch", [False, True])
+async def test_a_holder_acked_while_the_insert_runs_still_holds_its_unique_for_key(
+    pg_pool: asyncpg.Pool[Any], in_batch: bool
+) -> None:
+    """The window enqueue_controlled.sql alone leaves open: its snapshot saw the holder
+    running, and the ack committed while the insert waited on the holder's row, so the insert
+    no longer conflicts. The driver's second look in the same transaction finds the holder
+    done and rolls the insert back: one run, the new enqueue answered deduped onto it."""
+    clock = FrozenClock(T0)
+    driver = postgres_driver(pg_pool, clock=clock)
+    try:
+        first = await driver.enqueue(req(key="k", unique_for_ms=HOUR_MS))
+        await pg_pool.execute(
+            "update x_jobs set state = 'running', claim = 1, attempt = 1 where id = $1", first.id
+        )
+        async with pg_pool.acquire() as conn:
+            ack = conn.transaction()
+            await ack.start()
+            # The ack's own shape: the row done, its finish stamped, not yet committed.
+            await conn.execute(
+                "update x_jobs set state = 'done', finished_at = x_ts($2::bigint),"
+                " lease_expires_at = null where id = $1",
+                first.id,
+                T0,
+            )
+            again = req(key="k", input={"v": 2}, unique_for_ms=HOUR_MS)
+            racing = asyncio.ensure_future(
+                driver.enqueue_many([again]) if in_batch else driver.enqueue(again)
+            )
+            async with asyncio.timeout(10):
+                while not await _waits_for_a_lock(pg_pool):
+                    await asyncio.sleep(0.01)
+            await ack.commit()
+        answered = await racing
+        answer = answered[0] if isinstance(answered, list) else answered
+        assert (answer.id, answer.deduped) == (first.id, True)
+        assert await pg_pool.fetchval("select count(*) from x_jobs") == 1
+    finally:
+        await driver.close()
+
+
 async def _waits_for_a_lock(pool: asyncpg.Pool[Any]) -> bool:
     waiting = await pool.fetchval(
         "select count(*) from pg_stat_activity"

@@ -20,6 +20,7 @@ the waiting holder, or answers the recent done run.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,17 @@ from ujobs.drivers.postgres.rows import dumps
 from ujobs.drivers.postgres.sql import query
 from ujobs.errors import InputInvalidError, InvariantError, JobDuplicateError
 
+
+class _HeldByRecentRun(Exception):
+    """Raised inside a unique_for insert's transaction to roll it back: the key's holder was
+    acked while the insert ran, so that run still holds the key (its ids)."""
+
+    def __init__(self, job_id: str, run_id: str) -> None:
+        super().__init__(job_id)
+        self.job_id = job_id
+        self.run_id = run_id
+
+
 WAKE_CHANNEL = "x_jobs_wake"
 WAKE_SLOT_MS = 250
 """An enqueue announces its queue at most once per slot of this width."""
@@ -56,6 +68,7 @@ MAX_ANNOUNCED_QUEUES = 1_000
 
 _ENQUEUE = query("enqueue")
 _ENQUEUE_CONTROLLED = query("enqueue_controlled")
+_UNIQUE_FOR_HOLDER = query("unique_for_holder")
 _ENQUEUE_INSERT = query("enqueue_insert")
 _ENQUEUE_INSERT_LIVE = query("enqueue_insert_live")
 _ENQUEUE_MANY = query("enqueue_many")
@@ -192,11 +205,15 @@ class PostgresEnqueuer:
                 request.unique_for_ms,
                 token_id,
             )
-            if conn is not None:
-                rows = await conn.fetch(_ENQUEUE_CONTROLLED, *params)
-            else:
-                rows = await self._fetch(_ENQUEUE_CONTROLLED, *params)
-            [row] = rows
+            try:
+                if conn is not None:
+                    row = await self._controlled_once(conn, params)
+                else:
+                    row = await self._conns.run(
+                        functools.partial(self._controlled_once, params=params)
+                    )
+            except _HeldByRecentRun as held:
+                return Enqueued(held.job_id, held.run_id, True)
             if not row["live"]:
                 return None
             if row["id"] is not None:
@@ -208,6 +225,26 @@ class PostgresEnqueuer:
             "committed nor rolled back; retry the enqueue",
             meta={"name": request.name, "id": stamped.job_id},
         )
+
+    async def _controlled_once(self, conn: Any, params: tuple[Any, ...]) -> Any:
+        """One ``enqueue_controlled`` statement; for a unique_for insert, checked again in
+        the same transaction (a savepoint inside a batch's) with a fresh snapshot
+        (``unique_for_holder.sql``): a holder acked while the insert ran rolls it back, and
+        ``_HeldByRecentRun`` names that holder."""
+        unique_for_ms = params[14]
+        if unique_for_ms is None:
+            [row] = await conn.fetch(_ENQUEUE_CONTROLLED, *params)
+            return row
+        async with conn.transaction():
+            [row] = await conn.fetch(_ENQUEUE_CONTROLLED, *params)
+            if row["id"] is not None and not row["deduped"]:
+                name, tenant, key, now_ms = params[2], params[5], params[6], params[9]
+                holder = await conn.fetchrow(
+                    _UNIQUE_FOR_HOLDER, name, tenant, key, now_ms, unique_for_ms, row["id"]
+                )
+                if holder is not None:
+                    raise _HeldByRecentRun(holder["id"], holder["run_id"])
+            return row
 
     async def _enqueue_many_controlled(
         self, requests: Sequence[EnqueueRequest], tokens: Sequence[str | None] | None
