@@ -1,12 +1,13 @@
 """``jobs_purge_target()``: retention for ``x_jobs`` and what hangs off a finished run.
 
 ``done`` rows go after ``done_retention_ms`` (14 days, ``jobs.doneRetentionMs``); ``dead``,
-``failed`` and ``cancelled`` rows after ``dead_retention_ms`` (90 days, ``jobs.deadRetentionMs``),
-measured against ``finished_at`` on the clock the sweep passes in. Each row takes its run's
-``x_job_steps`` with it once no row of the run still stands (a run is a ``run_id`` under one
-tenant: a row of another tenant carrying the same id keeps nothing alive). A live row is never
-touched (only finished states are read), nor one an unpublished ``x_outbox`` row or a
-``running`` ``x_backfills`` pass still names.
+``failed`` and ``cancelled`` rows after ``dead_retention_ms`` (90 days,
+``jobs.deadRetentionMs``), measured against ``finished_at`` on the clock the sweep passes in. A
+``done`` row enqueued with ``unique_for`` stays while its period still holds its key, however
+short the retention. Each row takes its run's ``x_job_steps`` with it once no row of the run
+still stands (a run is a ``run_id`` under one tenant: a row of another tenant carrying the same
+id keeps nothing alive). A live row is never touched (only finished states are read), nor one an
+unpublished ``x_outbox`` row or a ``running`` ``x_backfills`` pass still names.
 
 A pass runs at most ``max_batches`` batches of ``batch_size`` rows, ``skip locked``, walking
 ``x_jobs_finished_idx`` from the oldest row of each state (each batch from where the last one
@@ -97,7 +98,9 @@ class JobsPurgeTarget:
                     await self._rest()
                 budget -= 1
                 began = time.monotonic()
-                rows = await self.executor.fetch(_PURGE, state, cutoff, self.batch_size, reached)
+                rows = await self.executor.fetch(
+                    _PURGE, state, cutoff, self.batch_size, reached, now_ms
+                )
                 deleted = int(rows[0]["deleted"])
                 if rows[0]["reached"] is not None:
                     # x_ms rounds to the millisecond: step back one so no row is passed over.
@@ -134,7 +137,7 @@ class JobsPurgeTarget:
         not bounded by ``max_batches``."""
         done_cutoff = now_ms - self.done_retention_ms
         dead_cutoff = now_ms - self.dead_retention_ms
-        rows = await self.executor.fetch(_COUNT, done_cutoff, dead_cutoff)
+        rows = await self.executor.fetch(_COUNT, done_cutoff, dead_cutoff, now_ms)
         return int(rows[0]["expired"])
 
 

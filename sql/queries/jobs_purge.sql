@@ -13,7 +13,9 @@
 -- the worker's pool forces) cannot prove `state = $1` is inside the index and sorts a seq scan
 -- of the whole table instead (8.7 s a batch over a million rows). The delete finds its rows by
 -- the primary key (`= any(array)`), never by a join a plan could turn into a table scan.
--- $1 state  $2 cutoff ms  $3 batch size  $4 from ms (or null)
+-- A done row enqueued with unique_for is kept while its period still holds its key
+-- (finished_at + unique_for_ms after $5, now): purged, it would free the key early.
+-- $1 state  $2 cutoff ms  $3 batch size  $4 from ms (or null)  $5 now ms
 with doomed as (
   select j.id, j.run_id, j.finished_at
     from x_jobs j
@@ -21,6 +23,7 @@ with doomed as (
      and j.state in ('done', 'failed', 'dead', 'cancelled')
      and j.finished_at < x_ts($2::bigint)
      and j.finished_at >= coalesce(x_ts($4::bigint), '-infinity'::timestamptz)
+     and (j.unique_for_ms is null or j.finished_at <= x_ts($5::bigint - j.unique_for_ms))
      and not exists (select 1 from x_outbox o where o.id = j.id and o.published_at is null)
      and not exists (select 1 from x_backfills b
                       where b.run_id = j.run_id and b.status = 'running')

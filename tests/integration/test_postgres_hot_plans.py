@@ -118,7 +118,7 @@ STATEMENTS: dict[str, tuple[str, frozenset[str]]] = {
         frozenset({"x_job_leases_pkey"}),
     ),
     "webhooks_pace_reserve": (f"('ep-1', 10, {NOW})", frozenset({"x_webhook_pace_pkey"})),
-    "jobs_purge": (f"('done', {NOW}, 1000, null)", frozenset({"x_jobs_finished_idx"})),
+    "jobs_purge": (f"('done', {NOW}, 1000, null, {NOW})", frozenset({"x_jobs_finished_idx"})),
 }
 
 

@@ -107,6 +107,26 @@ async def test_a_live_row_is_never_deleted_whatever_its_age(pool: Pool) -> None:
     assert len(await step_runs(pool)) == 4
 
 
+async def test_a_done_row_whose_unique_for_period_holds_its_key_stays_until_it_ends(
+    pool: Pool,
+) -> None:
+    """Purged, the row would free its key early: an enqueue would make a second run inside
+    the period ``unique_for`` promises."""
+    now = T0 + 100 * DAY
+    await job_row(pool, "held-30d", "done", now - 15 * DAY)
+    await job_row(pool, "held-10d", "done", now - 15 * DAY)
+    await job_row(pool, "plain", "done", now - 15 * DAY)
+    await pool.execute("update x_jobs set unique_for_ms = $1 where id = 'held-30d'", 30 * DAY)
+    await pool.execute("update x_jobs set unique_for_ms = $1 where id = 'held-10d'", 10 * DAY)
+    target = jobs_purge_target(executor=pool)
+    assert await target.count_expired(now) == 2
+    await target.purge_expired(now)
+    assert await ids(pool) == ["held-30d"]
+    assert await target.count_expired(now + 15 * DAY) == 1  # the period is over
+    await target.purge_expired(now + 15 * DAY)
+    assert await ids(pool) == []
+
+
 async def test_a_row_an_unpublished_outbox_row_or_a_running_backfill_names_stays(
     pool: Pool,
 ) -> None:

@@ -37,7 +37,7 @@ async def test_a_purge_batch_walks_the_finished_index_and_never_the_table(
     plan, left = await explain_prepared(
         pg_pool,
         query("jobs_purge"),
-        f"('done', {T0 - 14 * DAY}, 1000, null)",
+        f"('done', {T0 - 14 * DAY}, 1000, null, {T0})",
         plan_mode,
         count="select count(*) from x_jobs where state = 'done'",
     )
