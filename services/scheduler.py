@@ -30,10 +30,10 @@ from ujobs.scheduler.job_scheduler import (
     postgres_lease_leader,
     postgres_scheduler_state,
 )
-from ujobs.services.cli.retention import register_purge
 from ujobs.services.config.settings import SchedulerConfig
 from ujobs.services.runtime.app_loader import load_api
 from ujobs.services.runtime.metrics_server import serve_metrics
+from ujobs.services.runtime.retention import register_purge
 from ujobs.services.runtime.service_metrics import scheduler_metrics
 from ujobs.services.runtime.service_run import ServiceRun
 from ujobs.services.runtime.wiring import Wired, wire

@@ -24,10 +24,10 @@ from ujobs.exports.library_pool import set_library_pool
 from ujobs.jobs.app_context import open_app_context
 from ujobs.jobs.registry import Registry
 from ujobs.results import set_result_max_bytes
-from ujobs.services.cli.retention import register_purge
 from ujobs.services.config.settings import WorkerConfig
 from ujobs.services.runtime.app_loader import load_api
 from ujobs.services.runtime.metrics_server import serve_metrics
+from ujobs.services.runtime.retention import register_purge
 from ujobs.services.runtime.service_run import ServiceRun
 from ujobs.services.runtime.wiring import Wired, wire
 from ujobs.webhooks.family import WEBHOOKS_QUEUE

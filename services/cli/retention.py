@@ -1,10 +1,6 @@
-"""Retention at the edge: the built-in ``x.purge`` the services register, and ``ujobs db purge``.
-
-* ``register_purge(registry, common, pool)``: what the worker and the scheduler call at boot —
-  the worker gets the ``x.purge`` job and the pool it sweeps, the scheduler its task (hourly by
-  default, ``UJOBS_PURGE_CRON``). ``UJOBS_PURGE=off`` registers nothing; no app code is needed.
-* ``ujobs db purge [--dry-run] [--json]``: one pass by hand, outside the queue, against one
-  reading of the clock; it says what it removed per table (``--dry-run``: what it would).
+"""``ujobs db purge [--dry-run] [--json]``: one retention pass by hand, outside the queue,
+against one reading of the clock; it says what it removed per table (``--dry-run``: what it
+would). The services' own ``x.purge`` is registered by ``ujobs.services.runtime.retention``.
 """
 
 from __future__ import annotations
@@ -13,13 +9,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ujobs.backfill.settings import configure_backfills
 from ujobs.clock import SYSTEM_CLOCK
-from ujobs.jobs.registry import Registry
-from ujobs.retention.builtin import RetentionWindows, builtin_targets, register_builtin_purge
+from ujobs.retention.builtin import RetentionWindows, builtin_targets
 from ujobs.retention.jobs_target import JobsPurgeTarget
 from ujobs.services.cli.common import DatabaseUrlOption, JsonOption, operate
-from ujobs.services.config.settings import CommonConfig, environment, read_common
+from ujobs.services.config.settings import environment, read_common
 from ujobs.services.runtime.backends import Backend
 from ujobs.services.runtime.output import Progress, emit_json, print_table, reported
 
@@ -31,23 +25,6 @@ if TYPE_CHECKING:
 DryRunOption = Annotated[
     bool, typer.Option("--dry-run", help="count what a pass would remove; delete nothing")
 ]
-
-
-def register_purge(
-    registry: Registry, common: CommonConfig, *, pool: Pool | None, task: bool
-) -> None:
-    """``x.purge`` into ``registry`` unless ``UJOBS_PURGE=off``: the job, swept over ``pool``
-    (a worker), and with ``task`` its cron task (the scheduler). Also tells this process's
-    backfill passes which environment they run in (``UJOBS_ENVIRONMENT``)."""
-    configure_backfills(environment=common.environment)
-    if common.purge_cron is None or (pool is None and not task):
-        return  # off, or a worker with no Postgres to sweep (one with a pool takes the job)
-    register_builtin_purge(
-        registry,
-        pool=pool,
-        cron=common.purge_cron if task else None,
-        windows=common.retention,
-    )
 
 
 def purge_command(

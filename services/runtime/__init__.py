@@ -14,4 +14,5 @@
 | ``log_limit`` | at most one log line per reason per window |
 | ``metrics_server`` | ``/metrics``, ``/healthz``, ``/readyz`` for the services without an api |
 | ``service_metrics`` | the relay's and the scheduler's own Prometheus series |
+| ``retention`` | the built-in ``x.purge`` the worker and the scheduler register at boot |
 """

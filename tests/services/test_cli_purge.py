@@ -14,8 +14,8 @@ from tests.support.cli import json_of, ujobs
 from ujobs.errors import ConfigInvalidError
 from ujobs.jobs.registry import Registry
 from ujobs.scheduler.job_scheduler import job_scheduler
-from ujobs.services.cli.retention import register_purge
 from ujobs.services.config.settings import SchedulerConfig, WorkerConfig, read_common
+from ujobs.services.runtime.retention import register_purge
 from ujobs.services.runtime.service_run import ServiceRun
 from ujobs.services.scheduler import start_scheduler
 
