@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from typing import Any
 
 _HEX = frozenset("0123456789abcdef")
@@ -51,9 +52,10 @@ _provider: Any = None
 
 def use_tracer_provider(provider: Any) -> None:
     """Record job spans on ``provider`` instead of OpenTelemetry's global one (None: the
-    global again) — for an app that keeps several providers, and for tests."""
-    global _provider
+    global again, asked at once) — for an app that keeps several providers, and for tests."""
+    global _provider, _unrecorded_until
     _provider = provider
+    _unrecorded_until = 0.0
 
 
 @functools.cache
@@ -73,11 +75,24 @@ def _propagator() -> Any:
     return TraceContextTextMapPropagator()
 
 
+PROVIDER_RECHECK_S = 1.0
+"""How long the answer "no provider records" is trusted: OpenTelemetry's
+``get_tracer_provider()`` reads the environment on every call until a provider is set, a cost
+the worker paid on every attempt; a provider set later is seen within this long."""
+
+_unrecorded_until = 0.0
+
+
 def _tracer(trace: Any) -> Any:
     """The tracer of the configured provider, or None while no provider records (the API's
     default proxy, or its no-op): then a span would cost time and record nothing."""
+    global _unrecorded_until
+    if _provider is None and time.monotonic() < _unrecorded_until:
+        return None
     provider = _provider if _provider is not None else trace.get_tracer_provider()
     if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        if _provider is None:
+            _unrecorded_until = time.monotonic() + PROVIDER_RECHECK_S
         return None
     return provider.get_tracer("ultimate-jobs")
 

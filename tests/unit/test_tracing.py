@@ -116,3 +116,39 @@ async def test_a_row_without_a_traceparent_starts_a_root_span(
     [span] = spans.get_finished_spans()
     assert span.parent is None
     assert parse_traceparent(seen["inside"]) is not None
+
+
+def test_the_global_provider_is_asked_at_most_once_per_window_and_a_later_one_is_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """OpenTelemetry's ``get_tracer_provider()`` reads the environment on every call until a
+    provider is set: the worker asks it once per ``PROVIDER_RECHECK_S``, not once per attempt,
+    and a provider an app sets after the worker started is used from the next window on."""
+    from opentelemetry import trace
+
+    now = [1_000.0]
+    asked: list[Any] = []
+    answer: list[Any] = [trace.ProxyTracerProvider()]
+
+    def get_tracer_provider() -> Any:
+        asked.append(answer[0])
+        return answer[0]
+
+    class Clock:
+        @staticmethod
+        def monotonic() -> float:
+            return now[0]
+
+    tracing.use_tracer_provider(None)
+    monkeypatch.setattr(tracing, "time", Clock)
+    monkeypatch.setattr(trace, "get_tracer_provider", get_tracer_provider)
+    for _ in range(100):
+        assert tracing._tracer(trace) is None
+    assert len(asked) == 1
+    answer[0] = TracerProvider()
+    now[0] += tracing.PROVIDER_RECHECK_S / 2
+    assert tracing._tracer(trace) is None  # still inside the window
+    now[0] += tracing.PROVIDER_RECHECK_S
+    assert tracing._tracer(trace) is not None
+    assert len(asked) == 2
+    tracing.use_tracer_provider(None)
