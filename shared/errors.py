@@ -258,6 +258,23 @@ class JobFailedError(UltimateError):
     code = "X_JOB_FAILED"
 
 
+class ChildFailedError(UltimateError):
+    """A child a parent waits for (``run.step.wait`` / ``gather``) ended dead, failed or
+    cancelled. Its ``__cause__`` is the child's own failure (a ``JobFailedError`` carrying the
+    child's code, as ``handle.result`` raises it); ``meta`` has ``childId``, ``name``, ``state``
+    and ``childCode``. Terminal: retrying the parent meets the same ended child (retry the child
+    first, then the parent)."""
+
+    code = "X_CHILD_FAILED"
+
+
+class DriverUnsupportedError(UltimateError):
+    """The installed driver cannot do what the call needs, by design (children on the Redis
+    driver, which keeps no index of a parent's rows): use the Postgres or memory driver."""
+
+    code = "X_DRIVER_UNSUPPORTED"
+
+
 class JobAbortedError(UltimateError):
     """The run's abort signal fired with no more specific reason (a backfill's throttle
     pause ending, say); the body should unwind."""
@@ -590,6 +607,8 @@ register_error_retry(
         "X_STEP_OUTPUT_INVALID": "terminal",
         "X_RESULT_TOO_LARGE": "terminal",
         "X_RESULT_INVALID": "terminal",
+        "X_CHILD_FAILED": "terminal",
+        "X_DRIVER_UNSUPPORTED": "terminal",
         "X_RATE_LIMITED": "retry-after",
         "X_OVERLOADED": "retry-after",
         "X_TIMEOUT": "retryable",

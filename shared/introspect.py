@@ -43,6 +43,7 @@ from ujobs.drivers.base import (
     WorkerRow,
     require_introspection,
 )
+from ujobs.drivers.children import MAX_CHILDREN_LISTED, children_of
 from ujobs.errors import (
     CancelUnsupportedError,
     JobIdAmbiguousError,
@@ -271,9 +272,27 @@ async def job_document(
         doc["result"] = redact_input(result)
         doc["resultRedacted"] = True
     doc["steps"] = [step_json(s, show_output=show_output) for s in steps]
+    doc["parentId"] = row.parent_id
+    doc["children"] = await children_json(driver, row.id)
     attempts = await introspection_of(driver).attempt_errors(row.id)
     doc["attempts"] = [attempt_json(a, error_detail=error_detail) for a in attempts]
     return doc
+
+
+async def children_json(driver: JobDriver, job_id: str) -> dict[str, Any] | None:
+    """The job's children for its page: the first ``MAX_CHILDREN_LISTED`` in enqueue order and
+    how many there are; None on a driver that keeps no children."""
+    children = children_of(driver)
+    if children is None:
+        return None
+    page = await children.list(job_id, limit=MAX_CHILDREN_LISTED)
+    return {
+        "items": [
+            {"id": c.id, "name": c.name, "state": c.state, "createdAtMs": c.created_at_ms}
+            for c in page.children
+        ],
+        "total": page.total,
+    }
 
 
 async def inspect_queues(driver: JobDriver, now_ms: int) -> list[dict[str, Any]]:
@@ -327,16 +346,20 @@ async def list_workers(driver: JobDriver) -> list[dict[str, Any]]:
 # --- moves ----------------------------------------------------------------------------------
 
 
-async def cancel_job(driver: JobDriver, job_id: str, reason: str | None = None) -> JobRow:
+async def cancel_job(
+    driver: JobDriver, job_id: str, reason: str | None = None, *, detach_children: bool = False
+) -> JobRow:
     """Stop a live job; a finished or unknown one is ``X_JOB_NOT_CANCELLABLE``, and so is any
-    job on a driver with no ``cancel`` (the spec's answer; it names the Postgres driver)."""
+    job on a driver with no ``cancel`` (the spec's answer; it names the Postgres driver).
+    Its live children (and theirs) go with it unless enqueued detached, or all are kept with
+    ``detach_children``."""
     if driver.introspect is None:
         raise CancelUnsupportedError(
             "this queue's driver cannot cancel a job (it has no operator surface); run the "
             "queue on the Postgres driver (UJOBS_DRIVER=postgres) to cancel jobs",
             meta={"id": job_id},
         )
-    row = await introspection_of(driver).cancel(job_id, reason)
+    row = await introspection_of(driver).cancel(job_id, reason, detach_children=detach_children)
     if row is None:
         raise JobNotCancellableError(
             f"job {job_id!r} is not live (done, failed, dead, cancelled or unknown); "

@@ -6,7 +6,7 @@ statement runs and before pydantic or orjson walk it:
 | Limit | Value | Why this number |
 |---|---|---|
 | ``MAX_JSON_DEPTH`` | 64 levels of arrays and objects in a job's input or an event's payload | pydantic's serializer and orjson's encoder stop near 255 levels with errors of their own; real inputs nest a handful of levels |
-| ``TEXT_LIMITS`` | UTF-8 bytes of a tenant, queue, job name, idempotency key, runId, concurrency key, event name, webhook endpoint id | the live-key index holds (name, tenant, key): 200 + 200 + 500 bytes, well under the ~2,700 bytes a Postgres btree row may take, whatever the characters |
+| ``TEXT_LIMITS`` | UTF-8 bytes of a tenant, queue, job name, idempotency key, runId, concurrency key, event name, webhook endpoint id, parentId | the live-key index holds (name, tenant, key): 200 + 200 + 500 bytes, well under the ~2,700 bytes a Postgres btree row may take, whatever the characters |
 
 Lengths are counted in UTF-8 bytes, not characters: a Postgres index holds bytes, and a
 limit in characters lets four-byte characters past it four times over. An ASCII value's
@@ -32,6 +32,7 @@ TEXT_LIMITS: dict[str, int] = {
     "concurrencyKey": 200,
     "eventName": 200,
     "endpointId": 200,
+    "parentId": 200,
 }
 """The most UTF-8 bytes each text field takes, keyed by its name on the wire."""
 

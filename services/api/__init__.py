@@ -10,6 +10,7 @@
 | ``token_guard`` | the single enqueue's revocation check, inside the enqueue statement |
 | ``ratelimit`` | the per-token rate limit (``UJOBS_API_RATE_PER_TOKEN``) |
 | ``enqueue`` | ``POST /v1/jobs/{name}``, its ``/batch`` and ``POST /v1/events/{name}`` |
+| ``enqueue_child`` | ``parentId`` on a single enqueue: a child, named by an operator token |
 | ``enqueue_batcher`` | group commit of concurrent single enqueues |
 | ``strict_batch`` | ``/batch`` under ``"onConflict": "error"`` |
 | ``jobs`` | the operator surface, one job at a time |

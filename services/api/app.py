@@ -292,6 +292,7 @@ async def _edge(app: web.Application, clock: Clock) -> AsyncIterator[None]:
         nats_url = config.common.connections.nats_url
         if nats_url is not None:
             from ujobs.services.nats.service import nats_edge
+            from ujobs.services.nats.settlements import SettlementResults
 
             connections = config.common.connections
             redis_outbox = None
@@ -319,6 +320,9 @@ async def _edge(app: web.Application, clock: Clock) -> AsyncIterator[None]:
                     max_ack_pending=config.nats_max_ack_pending,
                     max_deliveries=config.nats_max_deliveries,
                     ping=backend.ping,
+                    settlement_results=SettlementResults.of(
+                        config.nats_settlement_results, config.result_max_bytes
+                    ),
                 )
             )
         yield

@@ -8,7 +8,7 @@ work (``X_TENANCY_ACTOR_MISMATCH``, 403).
 
 | Route | Scope | Answers |
 |---|---|---|
-| ``POST /v1/jobs/{name}`` ``{"input", "runId"?, "delay"?, "debounce"?, "queue"?, "onConflict"?}`` | ``enqueue:<name>`` | 202 ``{"id", "runId", "deduped", "debounced"}``; with ``"onConflict": "error"`` a live run holding the key is 409 ``X_JOB_DUPLICATE`` (``meta.id`` names it), unless the enqueue debounced it; with ``?wait=30s`` enqueue and wait: 200 with the run's result once it settles, 202 with its state when the wait runs out (``results.py``) |
+| ``POST /v1/jobs/{name}`` ``{"input", "runId"?, "delay"?, "debounce"?, "queue"?, "onConflict"?, "parentId"?}`` | ``enqueue:<name>`` (``parentId``: an operator token, ``enqueue_child.py``) | 202 ``{"id", "runId", "deduped", "debounced"}``; with ``"onConflict": "error"`` a live run holding the key is 409 ``X_JOB_DUPLICATE`` (``meta.id`` names it), unless the enqueue debounced it; with ``?wait=30s`` enqueue and wait: 200 with the run's result once it settles, 202 with its state when the wait runs out (``results.py``) |
 | ``POST /v1/jobs/{name}/batch`` ``{"inputs": [...], "delay"?, "debounce"?, "queue"?, "onConflict"?}`` | ``enqueue:<name>`` | 202 ``{"jobs": [{"id", "runId", "deduped", "debounced"}, ...]}`` in input order; at most ``MAX_BATCH_INPUTS``; under ``"onConflict": "error"`` all new or 409 and none (a debounce or a job's ``unique_for`` there is 400 ``X_ENQUEUE_OPTION_UNSUPPORTED``) |
 | ``POST /v1/events/{name}`` ``{"payload"}`` | ``events:publish`` | 202 ``{"id", "name", "publishedAtMs", "expiresAtMs"}``; the event carries the token's tenant: it resumes only that tenant's waits (an operator's, every wait) |
 
@@ -56,6 +56,7 @@ from ujobs.services.api.auth import (
 )
 from ujobs.services.api.common import EDGE, REGISTRY, accepted, caller, read_object
 from ujobs.services.api.enqueue_batcher import EnqueueBatcher
+from ujobs.services.api.enqueue_child import enqueue_under, parent_of
 from ujobs.services.api.ratelimit import TokenBuckets
 from ujobs.services.api.results import results_or_refuse, settled_response, wait_for, wait_of
 from ujobs.services.api.token_facts import KnownTokens
@@ -68,7 +69,9 @@ database's timestamps hold long before it left any plan worth queueing."""
 
 routes = web.RouteTableDef()
 
-SINGLE_FIELDS = frozenset({"input", "runId", "delay", "debounce", "queue", "onConflict"})
+SINGLE_FIELDS = frozenset(
+    {"input", "runId", "delay", "debounce", "queue", "onConflict", "parentId"}
+)
 """A single enqueue's body on HTTP and NATS request/reply."""
 STREAM_FIELDS = SINGLE_FIELDS - {"onConflict"}
 """A single enqueue's body on the NATS enqueue stream: a redelivered message meets the row
@@ -231,10 +234,16 @@ async def enqueue_one(
         body = await read_body()
         clock = path.driver.clock
         req, on_conflict = single_request(registry, principal, job, body, clock, job_id=job_id)
+        parent_id = parent_of(body, principal)
     except UltimateError:
         if unchecked is not None:
             await authenticate(path.tokens, authorization, path.driver.clock.now_ms())
         raise
+    if parent_id is not None:
+        if unchecked is not None:  # the child's statement checks no token: read it now
+            await authenticate(path.tokens, authorization, path.driver.clock.now_ms())
+        answer = await enqueue_under(path.driver, req, parent_id)
+        return enqueued_json(conflict_checked(req, answer, on_conflict))
     try:
         answer = await path.batcher.enqueue(req, token_id=unchecked)
     except UnauthorizedError:

@@ -150,9 +150,17 @@ async def page(request: web.Request) -> web.Response:
 @routes.post("/v1/jobs/{job}/cancel")
 async def cancel(request: web.Request) -> web.Response:
     principal = await caller(request, "operate")
-    body = await _optional_body(request, frozenset({"reason"}))
+    body = await _optional_body(request, frozenset({"reason", "detachChildren"}))
+    detach = body.get("detachChildren", False)
+    if not isinstance(detach, bool):
+        raise InputInvalidError(
+            "detachChildren must be a boolean",
+            meta={"issues": [{"path": "detachChildren", "message": "boolean"}]},
+        )
     row = await _visible_job(request, principal)
-    moved = await cancel_job(request.app[EDGE].driver, row.id, _text(body, "reason"))
+    moved = await cancel_job(
+        request.app[EDGE].driver, row.id, _text(body, "reason"), detach_children=detach
+    )
     return json_ok(job_json(moved, error_detail=principal.operator))
 
 

@@ -298,7 +298,17 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
         {"name": "before", "in": "query", "schema": {"type": "string"}},
     ]
     moved = ("200", "the job after the move", _ref("Job"))
-    reason = {"type": "object", "properties": {"reason": {"type": "string"}}}
+    reason = {
+        "type": "object",
+        "properties": {
+            "reason": {"type": "string"},
+            "detachChildren": {
+                "description": "keep the job's live children running (default: they are "
+                "cancelled with it, except those enqueued detached)",
+                "type": "boolean",
+            },
+        },
+    }
     from_step = {"type": "object", "properties": {"fromStep": {"type": "string"}}}
     paused = ("200", "the new state", _ref("Paused"))
     any_input = {
@@ -377,7 +387,7 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
             "parameters": [job],
             "post": _op(
                 "cancel_job",
-                "Stop a live job",
+                "Stop a live job and its live children (unless detached)",
                 moved,
                 ("400", "403", "404", "409", "413"),
                 body=reason,

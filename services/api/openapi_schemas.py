@@ -103,6 +103,14 @@ SCHEMAS: dict[str, Any] = {
             },
             "debounce": DEBOUNCE,
             "queue": {"type": "string"},
+            "parentId": {
+                "description": "record the new job as a child of this job (it takes the "
+                "parent's tenant; a cancel of the parent cancels it): an operator token only "
+                "(a tenant token is 403 X_FORBIDDEN); a missing parent is 404 X_JOB_NOT_FOUND",
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 200,
+            },
             "onConflict": {
                 "description": "dedupe (default): a live run holding the idempotency key is the "
                 "answer (deduped: true); error: that run is 409 X_JOB_DUPLICATE, meta.id naming it",
@@ -156,6 +164,15 @@ SCHEMAS: dict[str, Any] = {
                 "description": "what the body returned (JSON) once done, null before (GET "
                 "/v1/jobs/{id}/result waits for it)"
             },
+            "parentId": {
+                "description": "the job that enqueued this one as a step (run.step.enqueue)",
+                "type": ["string", "null"],
+            },
+            "children": {
+                "description": "the jobs this one enqueued as steps: the first 50 in the order "
+                "they were enqueued, and how many there are (null: the driver keeps none)",
+                "anyOf": [{"$ref": "#/components/schemas/JobChildren"}, {"type": "null"}],
+            },
             "attempts": {
                 "description": "each counted failed attempt's error, oldest first (the newest "
                 "10, each cut to 4,000 characters; a tenant token reads them without the stack)",
@@ -184,6 +201,26 @@ SCHEMAS: dict[str, Any] = {
                     },
                 },
             },
+        },
+    },
+    "JobChildren": {
+        "type": "object",
+        "required": ["items", "total"],
+        "properties": {
+            "items": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["id", "name", "state", "createdAtMs"],
+                    "properties": {
+                        "id": {"type": "string"},
+                        "name": {"type": "string"},
+                        "state": {"type": "string", "enum": list(ALL_STATES)},
+                        "createdAtMs": {"type": "integer"},
+                    },
+                },
+            },
+            "total": {"type": "integer"},
         },
     },
     "JobPage": {

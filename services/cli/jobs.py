@@ -267,6 +267,7 @@ def _print_job(doc: dict[str, Any], now: int, *, show_input: bool, show_output: 
             ("input", orjson.dumps(doc["input"]).decode()),
             ("result", None if doc["result"] is None else orjson.dumps(doc["result"]).decode()),
             ("backfill", _backfill_text(doc.get("backfill"))),
+            ("parent", doc.get("parentId")),
         ]
     )
     if not show_input:
@@ -283,6 +284,7 @@ def _print_job(doc: dict[str, Any], now: int, *, show_input: bool, show_output: 
             typer.echo(
                 f"  attempt {a['attempt']} ({when(a['atMs'], now)}): {first_line(a['error'])}"
             )
+    _print_children(doc.get("children"), now)
     steps = doc["steps"]
     typer.echo(f"steps ({len(steps)})")
     if steps:
@@ -294,6 +296,19 @@ def _print_job(doc: dict[str, Any], now: int, *, show_input: bool, show_output: 
                 row.append(orjson.dumps(s["output"]).decode())
             rows.append(row)
         print_table(headers, rows)
+
+
+def _print_children(children: dict[str, Any] | None, now: int) -> None:
+    """The job's children (the first ones and the count), when it has any."""
+    if not children or not children["total"]:
+        return
+    items = children["items"]
+    shown = f", the first {len(items)}" if len(items) < children["total"] else ""
+    typer.echo(f"children ({children['total']}{shown})")
+    print_table(
+        ["ID", "NAME", "STATE", "CREATED"],
+        [[c["id"], c["name"], c["state"], when(c["createdAtMs"], now)] for c in items],
+    )
 
 
 def _backfill_text(row: dict[str, Any] | None) -> str | None:

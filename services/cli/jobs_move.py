@@ -123,14 +123,21 @@ def jobs_retry(
 def jobs_cancel(
     job_id: Annotated[str, typer.Argument(help="the job's id, or a unique start of it")],
     reason: Annotated[str | None, typer.Option(help="recorded in the job's last error")] = None,
+    detach_children: Annotated[
+        bool,
+        typer.Option(
+            "--detach-children", help="keep its live children running (default: cancel them)"
+        ),
+    ] = False,
     database_url: DatabaseUrlOption = None,
     driver: DriverOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Stop a live job; a running one stops at its next heartbeat."""
+    """Stop a live job, and its live children unless enqueued detached (or --detach-children);
+    a running one stops at its next heartbeat."""
 
     async def single(backend: Backend, jid: str) -> Any:
-        return await cancel_job(backend.driver, jid, reason)
+        return await cancel_job(backend.driver, jid, reason, detach_children=detach_children)
 
     _move_command(
         "cancel", job_id, None, single, as_json=as_json, database_url=database_url, driver=driver

@@ -15,6 +15,7 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 from ujobs.errors import ConfigInvalidError
+from ujobs.limits import MAX_JOB_NAME_BYTES
 from ujobs.services.config.variables import (
     DRIVERS,
     JOBS_CONCURRENCY_DEFAULT,
@@ -85,6 +86,20 @@ def parse_queues(name: str, raw: str) -> tuple[str, ...]:
         if queue not in queues:
             queues.append(queue)
     return tuple(queues)
+
+
+def parse_job_names(name: str, raw: str) -> tuple[str, ...]:
+    """``a,b`` → ``("a", "b")``, or ``("*",)`` for every job; duplicates dropped, order kept."""
+    names: list[str] = []
+    for part in raw.split(","):
+        job = part.strip()
+        if not job or len(job.encode()) > MAX_JOB_NAME_BYTES:
+            raise invalid(name, f"{part!r} is not a job name (1 to 200 bytes)", value=raw)
+        if job not in names:
+            names.append(job)
+    if "*" in names and len(names) > 1:
+        raise invalid(name, "'*' (every job) stands alone", value=raw)
+    return tuple(names)
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ from ujobs.services.config.parse import (
     on_off,
     optional,
     parse_concurrency,
+    parse_job_names,
     parse_queues,
     public_base_url,
     purge_on,
@@ -382,6 +383,11 @@ class ApiConfig:
     ``max_ack_pending``, and the api's pull window)."""
     nats_max_deliveries: int = DEFAULT_NATS_MAX_DELIVERIES
     """The delivery on which a stream message still failing unexpectedly is refused."""
+    nats_settlement_results: tuple[str, ...] = ()
+    """``UJOBS_NATS_SETTLEMENT_RESULTS``: the jobs whose ``completed`` settlements carry their
+    ``result`` (``("*",)``: every job; empty: none)."""
+    result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES
+    """``UJOBS_RESULT_MAX_BYTES``: a settlement carries no result bigger than this."""
     public_url: str | None = None
     """``UJOBS_PUBLIC_URL``: where the links the api hands out point
     (``ujobs.services.api.public_url``)."""
@@ -415,6 +421,10 @@ class ApiConfig:
             nats_ack_wait_ms=src.read("UJOBS_NATS_ACK_WAIT_MS", whole_from(1_000), 30_000),
             nats_max_ack_pending=src.read(
                 "UJOBS_NATS_MAX_ACK_PENDING", whole_from(1), DEFAULT_NATS_MAX_ACK_PENDING
+            ),
+            nats_settlement_results=src.read("UJOBS_NATS_SETTLEMENT_RESULTS", parse_job_names, ()),
+            result_max_bytes=src.read(
+                "UJOBS_RESULT_MAX_BYTES", whole_from(1), DEFAULT_RESULT_MAX_BYTES
             ),
             nats_max_deliveries=src.read(
                 "UJOBS_NATS_MAX_DELIVERIES", whole_from(1), DEFAULT_NATS_MAX_DELIVERIES

@@ -92,6 +92,14 @@ VARIABLES: dict[str, Variable] = {
             (*_WORKERS, "api", "operator commands"),
         ),
         Variable(
+            "UJOBS_NATS_SETTLEMENT_RESULTS",
+            "the jobs (comma-separated names, or * for every job) whose completed settlements "
+            "on UJOBS_SETTLED carry their result (a result over UJOBS_RESULT_MAX_BYTES is left "
+            "out with resultTooLarge: true); Postgres driver",
+            "none",
+            ("api",),
+        ),
+        Variable(
             "UJOBS_NATS_ACK_WAIT_MS",
             "how long the api's consumer of UJOBS_ENQUEUE waits for a message's ack before it "
             "is delivered again (a message a crashed api held comes back after it)",
@@ -195,9 +203,10 @@ VARIABLES: dict[str, Variable] = {
         Variable(
             "UJOBS_RESULT_MAX_BYTES",
             "the largest job result stored, in bytes of JSON; a bigger one dead-letters the run "
-            "with X_RESULT_TOO_LARGE (never truncated)",
+            "with X_RESULT_TOO_LARGE (never truncated); the api's settlements carry none bigger "
+            "(UJOBS_NATS_SETTLEMENT_RESULTS)",
             str(DEFAULT_RESULT_MAX_BYTES),
-            _WORKERS,
+            (*_WORKERS, "api"),
         ),
         Variable(
             "UJOBS_VISIBILITY_TIMEOUT_MS",

@@ -24,7 +24,7 @@ from ujobs.services.nats.consumer import MAX_DELIVERIES, StreamConsumer
 from ujobs.services.nats.edge import NatsEdge
 from ujobs.services.nats.names import NatsNames
 from ujobs.services.nats.requests import RequestResponder
-from ujobs.services.nats.settlements import SettlementsRelay
+from ujobs.services.nats.settlements import SettlementResults, SettlementsRelay
 from ujobs.services.nats.settlements_redis import RedisSettlementsRelay
 from ujobs.services.nats.streams import ACK_WAIT_S, MAX_ACK_PENDING, ensure_streams
 from ujobs.services.redact import redact_url
@@ -83,6 +83,7 @@ async def nats_edge(
     max_ack_pending: int = MAX_ACK_PENDING,
     max_deliveries: int = MAX_DELIVERIES,
     ping: Callable[[], Awaitable[None]] | None = None,
+    settlement_results: SettlementResults | None = None,
 ) -> AsyncIterator[Client]:
     nc = await connect(url, name=f"{names.prefix}-api")
     js = nc.jetstream()
@@ -100,7 +101,9 @@ async def nats_edge(
     if redis_outbox is not None:
         relay = RedisSettlementsRelay(redis_outbox, js, names)
     elif pool is not None:
-        relay = SettlementsRelay(pool, js, names, clock=edge.driver.clock)
+        relay = SettlementsRelay(
+            pool, js, names, clock=edge.driver.clock, results=settlement_results
+        )
     try:
         streams = await ensure_streams(
             js, names, ack_wait_s=ack_wait_s, max_ack_pending=max_ack_pending

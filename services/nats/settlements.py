@@ -8,6 +8,11 @@ One message per settlement on ``ujobs.settled.<job>``::
 ``outcome`` is ``completed``, ``retried``, ``failed``, ``dead`` or ``cancelled``; ``code`` the
 error's ``X_…`` code (None on a completion, a cancel or an error that is not ours;
 ``LEASE_LAPSED_FINAL_ATTEMPT`` on a claim's burial); ``settledAt`` epoch milliseconds.
+Opt-in, per job (``UJOBS_NATS_SETTLEMENT_RESULTS``, ``SettlementResults``): a ``completed``
+settlement also carries ``result``, the job's stored result as the relay reads it when it
+publishes (the result of the row's latest done run), or ``"result": null`` with
+``"resultTooLarge": true`` past ``UJOBS_RESULT_MAX_BYTES``; other settlements and jobs never
+carry the field. The Redis relay carries no results.
 The header ``Nats-Msg-Id`` is ``<job id>:<attempt>:<outcome>:<seq>``, so a re-publish (a relay
 that died between the publish ack and marking the row) is dropped by the stream's duplicate
 window (10 minutes). ``seq`` is the outbox row's own: ``ujobs jobs retry`` resets a job's
@@ -44,6 +49,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -51,6 +57,7 @@ from nats.js import JetStreamContext
 
 from ujobs.clock import SYSTEM_CLOCK, Clock
 from ujobs.drivers.postgres.sql import query
+from ujobs.results import DEFAULT_RESULT_MAX_BYTES
 from ujobs.services.nats.names import NatsNames
 
 if TYPE_CHECKING:
@@ -74,9 +81,25 @@ RELAY_LOCK_KEY = 0x756A6F6273_5354
 migrations' ``MIGRATE_LOCK_KEY`` is another)."""
 
 
+@dataclass(frozen=True, slots=True)
+class SettlementResults:
+    """Which ``completed`` settlements carry their job's result (``UJOBS_NATS_SETTLEMENT_
+    RESULTS``: ``jobs`` by name, or ``every`` job) and the most bytes one may carry."""
+
+    jobs: tuple[str, ...] = ()
+    every: bool = False
+    max_bytes: int = DEFAULT_RESULT_MAX_BYTES
+
+    @classmethod
+    def of(cls, names: tuple[str, ...], max_bytes: int) -> SettlementResults:
+        every = names == ("*",)
+        return cls(() if every else names, every, max_bytes)
+
+
 def settlement_message(row: Any) -> tuple[bytes, str]:
-    """The body and the ``Nats-Msg-Id`` of one ``x_settlements`` row."""
-    body = {
+    """The body and the ``Nats-Msg-Id`` of one ``x_settlements`` row (a Redis stream entry
+    has the same keys, never a result)."""
+    body: dict[str, Any] = {
         "id": row["job_id"],
         "runId": row["run_id"],
         "name": row["name"],
@@ -86,6 +109,12 @@ def settlement_message(row: Any) -> tuple[bytes, str]:
         "attempt": row["attempt"],
         "settledAt": row["settled_at_ms"],
     }
+    state = row.get("result_state")
+    if state == "shown":
+        body["result"] = orjson.Fragment(row["result"])
+    elif state == "too-large":
+        body["result"] = None
+        body["resultTooLarge"] = True
     msg_id = f"{row['job_id']}:{row['attempt']}:{row['outcome']}:{row['seq']}"
     return orjson.dumps(body), msg_id
 
@@ -235,16 +264,28 @@ class SettlementsRelay(RelayLoop):
         batch: int = DEFAULT_BATCH,
         retry_s: float = RETRY_S,
         publish_timeout_s: float = PUBLISH_TIMEOUT_S,
+        results: SettlementResults | None = None,
     ) -> None:
         super().__init__(
             js, names, batch=batch, retry_s=retry_s, publish_timeout_s=publish_timeout_s
         )
         self.pool = pool
         self.clock = clock
+        self.results = results or SettlementResults()
 
     async def run_once(self) -> int:
         async with self.pool.acquire() as conn, conn.transaction():
-            rows = list(await conn.fetch(_CLAIM, self.batch, RELAY_LOCK_KEY))
+            wanted = self.results
+            rows = list(
+                await conn.fetch(
+                    _CLAIM,
+                    self.batch,
+                    RELAY_LOCK_KEY,
+                    list(wanted.jobs),
+                    wanted.every,
+                    wanted.max_bytes,
+                )
+            )
             if not rows:
                 return 0
             done, failure = await publish_waves(self.js, self.names, rows, self.publish_timeout_s)
@@ -259,6 +300,7 @@ class SettlementsRelay(RelayLoop):
 __all__ = [
     "RELAY_LOCK_KEY",
     "RelayLoop",
+    "SettlementResults",
     "SettlementsRelay",
     "idle_pauses",
     "publish_waves",

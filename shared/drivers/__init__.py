@@ -7,6 +7,8 @@ The map:
   ``records`` (states, limits, the core operations' messages), ``operator_surface``
   (``JobIntrospection`` and its rows) and ``fleet`` (leases, the worker registry, the backfill
   ledger).
+- ``children``: the ``children`` capability: a child recorded with its parent, the parent's
+  wait marked on its children and woken by the last one's settle.
 - ``delegating``: a driver that hands every call to an inner one, for wrappers to build on.
 - ``results``: the ``results`` capability: waiting for a job to settle, woken by the settle
   itself (``wait_settled``).

@@ -43,6 +43,7 @@ from ujobs.drivers.base import (
     WorkerRow,
     stores_in,
 )
+from ujobs.drivers.children import JobChildren, children_of
 from ujobs.drivers.results import JobResults, results_of
 
 __all__ = ["DelegatingDriver", "DelegatingIntrospection"]
@@ -131,6 +132,10 @@ class DelegatingDriver(JobDriver):
     def results(self) -> JobResults | None:
         return results_of(self.inner)
 
+    @property
+    def children(self) -> JobChildren | None:
+        return children_of(self.inner)
+
     def stores_in(self, executor: object) -> bool:
         return stores_in(self.inner, executor)
 
@@ -159,8 +164,10 @@ class DelegatingIntrospection(JobIntrospection):
     async def remove(self, job_id: str) -> bool:
         return await self.inner.remove(job_id)
 
-    async def cancel(self, job_id: str, reason: str | None = None) -> JobRow | None:
-        return await self.inner.cancel(job_id, reason)
+    async def cancel(
+        self, job_id: str, reason: str | None = None, *, detach_children: bool = False
+    ) -> JobRow | None:
+        return await self.inner.cancel(job_id, reason, detach_children=detach_children)
 
     async def requeue_many(self, flt: BulkFilter) -> BulkResult:
         return await self.inner.requeue_many(flt)

@@ -69,6 +69,8 @@ class JobRow:
     result: JSONValue = None
     """What the body returned (``ujobs.results``); read it only while ``state`` is ``done``
     (a requeued row keeps its last run's until the next ack writes over it)."""
+    parent_id: str | None = None
+    """The job that enqueued this one as a step (``run.step.enqueue``); None otherwise."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,8 +292,13 @@ class JobIntrospection(Protocol):
         """
         ...
 
-    async def cancel(self, job_id: str, reason: str | None = None) -> JobRow | None:
+    async def cancel(
+        self, job_id: str, reason: str | None = None, *, detach_children: bool = False
+    ) -> JobRow | None:
         """Cancel a live job; a finished (or unknown) one is left as it ended and answers None.
+
+        Its live descendants (``run.step.enqueue``) are cancelled with it, except those
+        enqueued ``detached=True`` (and theirs), or all of them with ``detach_children``.
 
         The row becomes ``cancelled`` at once with ``last_error`` ``"cancelled: <reason>"`` (or
         ``"cancelled"``) and frees its key. A RUNNING row keeps ``claimed_by``/``claim``: its

@@ -7,6 +7,9 @@ The map:
 - ``attempt``: ``execute_job``: ONE attempt of one claimed job, from the stored input to the
   settled row.
 - ``body``: The body of one attempt as a task: the deadline, the worker's signal, abandonment.
+- ``child_step_api``: the children's half of ``run.step`` (``Step`` inherits it).
+- ``child_steps``: ``run.step.enqueue`` / ``run.step.wait`` / ``run.step.gather``: children as
+  durable steps.
 - ``frozen_init``: ``slot_init``: a cheaper ``__init__`` for the frozen dataclasses the worker
   builds per job.
 - ``on_settled``: ``on_settled``: the ONE hook told how a run ended, and the claim round's

@@ -6,14 +6,18 @@ without importing the machinery that builds them.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Generic, Literal, NoReturn, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, Protocol, TypeVar, overload
 
+from ujobs.durations import Duration
 from ujobs.execution.frozen_init import slot_init
 from ujobs.jobs.snooze import Snooze
 from ujobs.signal import Signal
+
+if TYPE_CHECKING:
+    from ujobs.drivers.records import EnqueueRequest
 
 InputT = TypeVar("InputT")
 R = TypeVar("R")
@@ -21,6 +25,23 @@ R = TypeVar("R")
 JSONValue = Any
 StepFn = Callable[[Signal], Awaitable[R] | R]
 Match = dict[str, Any] | Callable[[Any], bool]
+
+
+class ChildJob(Protocol):
+    """What ``run.step.enqueue`` needs of a job handle (``ujobs.jobs.job.JobHandle``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def request(
+        self,
+        input: Any = None,
+        *,
+        job_id: str | None = None,
+        delay: Duration | None = None,
+        queue: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> EnqueueRequest: ...
 
 
 class StepApi(Protocol):
@@ -51,6 +72,45 @@ class StepApi(Protocol):
         timeout: str | int | timedelta | None = None,
     ) -> JSONValue:
         """Suspend until ``publish_event(event, payload)`` matches; answers the payload."""
+        ...
+
+    async def enqueue(
+        self,
+        job: ChildJob,
+        input: Any = None,
+        *,
+        step: str | None = None,
+        detached: bool = False,
+        delay: Duration | None = None,
+        queue: str | None = None,
+    ) -> str:
+        """Enqueue ``job`` as this run's child, once ever (a step); answers the child's id."""
+        ...
+
+    async def enqueue_many(
+        self,
+        job: ChildJob,
+        inputs: Sequence[Any],
+        *,
+        step: str | None = None,
+        detached: bool = False,
+        delay: Duration | None = None,
+        queue: str | None = None,
+    ) -> list[str]:
+        """Enqueue one child per input as ONE step (one statement per 1,000); their ids."""
+        ...
+
+    async def wait(
+        self, child: str, *, timeout: Duration | None = None, step: str | None = None
+    ) -> JSONValue:
+        """Suspend until the child settles (no process held); its result, or raises
+        ``X_CHILD_FAILED`` with the child's failure as the cause."""
+        ...
+
+    async def gather(
+        self, children: Sequence[str], *, timeout: Duration | None = None, step: str | None = None
+    ) -> list[JSONValue]:
+        """``wait`` for many children at once (one suspension, one wake); results in order."""
         ...
 
 

@@ -70,6 +70,7 @@ from ujobs.errors import (
     error_code_of,
 )
 from ujobs.events.bus import EventBus, event_bus
+from ujobs.execution.child_step_api import ChildStepApi
 from ujobs.execution.run import JSONValue, Match, StepFn
 from ujobs.execution.step_output import copy_output as _copy
 from ujobs.execution.step_output import stored_form
@@ -116,7 +117,7 @@ def _validate_name(name: Any) -> str:
     return name
 
 
-class Step:
+class Step(ChildStepApi):
     """One attempt's step runner (``run.step``); built by ``execute_job`` or a test by hand.
 
     ``stored`` is the run's completed steps (``driver.load_steps(run_id, tenant_id=...)``: a
@@ -141,22 +142,23 @@ class Step:
         event_poll_ms: int = 30_000,
         lease_check: LeaseCheck | None = None,
     ) -> None:
-        self._driver = driver
-        self._job_id = job_id
-        self._run_id = run_id
-        self._tenant_id = tenant_id
+        self.driver = driver
+        self.job_id = job_id
+        self.run_id = run_id
+        self.tenant_id = tenant_id
         self._ref = ref
         self._stored: dict[str, StepRecord] | None = (
             None if stored is None else {s.name: s for s in stored}
         )
         self._loading: asyncio.Task[list[StepRecord]] | None = None
         self._signal = signal
-        self._clock = clock
+        self.clock = clock
         self._bus = bus
         self._step_timeout_ms = step_timeout_ms
-        self._event_poll_ms = event_poll_ms
+        self.event_poll_ms = event_poll_ms
         self._lease_check = lease_check
         self._seen: set[str] = set()
+        self._enqueues: dict[str, int] = {}
         self._closed: BaseException | Callable[[], BaseException] | None = None
         self.suspension: StepSuspension | None = None
         self.replayed: list[str] = []
@@ -228,13 +230,13 @@ class Step:
             lease_check=lease_check,
         )
 
-    async def _records(self) -> dict[str, StepRecord]:
+    async def records(self) -> dict[str, StepRecord]:
         """The run's stored steps, read once; concurrent first calls share the one read."""
         stored = self._stored
         if stored is not None:
             return stored
         if self._loading is None:
-            loading = self._driver.load_steps(self._run_id, tenant_id=self._tenant_id)
+            loading = self.driver.load_steps(self.run_id, tenant_id=self.tenant_id)
             self._loading = asyncio.ensure_future(loading)
         loaded = await self._loading
         if self._stored is None:
@@ -251,7 +253,7 @@ class Step:
             self._closed = reason
 
     # -- guards --------------------------------------------------------------------------
-    def _enter(self, name: Any) -> str:
+    def enter(self, name: Any) -> str:
         """Validate, refuse a duplicate, re-raise a pending suspension."""
         checked = _validate_name(name)
         if self.suspension is not None:
@@ -265,7 +267,7 @@ class Step:
         self._seen.add(checked)
         return checked
 
-    def _ensure_writable(self, name: str, *, started: bool = False) -> None:
+    def ensure_writable(self, name: str, *, started: bool = False) -> None:
         """Refuse a write past the attempt's abort or its settle.
 
         ``started=False`` guards a step about to begin: any abort refuses it — ``X_DRAINING``
@@ -301,27 +303,31 @@ class Step:
         )
         raise err from reason
 
-    async def _save(
+    async def save(
         self, name: str, output: JSONValue, started_at_ms: int, *, started: bool = False
     ) -> None:
-        self._ensure_writable(name, started=started)
-        ok = await self._driver.save_step(
-            self._job_id, self._ref, self._run_id, name, output, started_at_ms=started_at_ms
+        self.ensure_writable(name, started=started)
+        ok = await self.driver.save_step(
+            self.job_id, self._ref, self.run_id, name, output, started_at_ms=started_at_ms
         )
         if not ok:
             raise LeaseLostError(
                 f"step {name!r} was not saved: this worker no longer holds the job's claim "
                 "(its lease lapsed and the queue re-delivered it, or it was cancelled)",
-                meta={"step": name, "job_id": self._job_id},
+                meta={"step": name, "job_id": self.job_id},
             )
-        stored = await self._records()
+        stored = await self.records()
         stored[name] = StepRecord(
             name=name,
             output=output,
             seq=len(stored),
             started_at_ms=started_at_ms,
-            finished_at_ms=self._clock.now_ms(),
+            finished_at_ms=self.clock.now_ms(),
         )
+
+    def suspend(self, name: str, resume_at_ms: int) -> StepSuspension:
+        """A wait's suspension, remembered (``child_steps``)."""
+        return self._suspension(name, resume_at_ms, "wait")
 
     def _suspension(
         self, name: str, resume_at_ms: int, kind: Literal["sleep", "wait"]
@@ -337,18 +343,18 @@ class Step:
     async def run(self, name: str, fn: Callable[[Signal], R]) -> R: ...
     async def run(self, name: str, fn: StepFn[R]) -> R:
         """Run ``fn(signal)`` once ever; answers its stored (JSON) form, replayed or new."""
-        checked = self._enter(name)
-        record = (await self._records()).get(checked)
+        checked = self.enter(name)
+        record = (await self.records()).get(checked)
         if record is not None:
             self.replayed.append(checked)
             return cast(R, _copy(record.output))
         if not callable(fn):
             raise InvariantError(f"step {checked!r}: fn must be a function of the signal")
-        self._ensure_writable(checked)
-        started = self._clock.now_ms()
+        self.ensure_writable(checked)
+        started = self.clock.now_ms()
         result = await self._call(checked, fn)
         output = stored_form(checked, result)
-        await self._save(checked, output, started, started=True)
+        await self.save(checked, output, started, started=True)
         self.ran.append(checked)
         return cast(R, _copy(output))
 
@@ -411,20 +417,20 @@ class Step:
         else:
             name = name_or_duration
             ms = duration_ms(duration, field="step.sleep duration")
-        checked = self._enter(name)
-        record = (await self._records()).get(checked)
+        checked = self.enter(name)
+        record = (await self.records()).get(checked)
         if record is not None:
             self.replayed.append(checked)
             wake = record.output.get("wakeAtMs") if isinstance(record.output, dict) else None
-            early = isinstance(wake, int) and self._clock.now_ms() < wake
+            early = isinstance(wake, int) and self.clock.now_ms() < wake
             if early and isinstance(wake, int):
                 # Woken early (a clock behind the one that parked it): park again.
                 raise self._suspension(checked, wake, "sleep")
             return
-        self._ensure_writable(checked)
-        now = self._clock.now_ms()
+        self.ensure_writable(checked)
+        now = self.clock.now_ms()
         wake_at = now + ms
-        await self._save(checked, {"wakeAtMs": wake_at}, now)
+        await self.save(checked, {"wakeAtMs": wake_at}, now)
         self.ran.append(checked)
         raise self._suspension(checked, wake_at, "sleep")
 
@@ -439,13 +445,13 @@ class Step:
     ) -> JSONValue:
         """Answer the payload of the first ``event`` published since the wait began that
         matches; park between polls; ``X_JOB_TIMEOUT`` once the BUS clock passes the timeout."""
-        checked = self._enter(name)
+        checked = self.enter(name)
         if not isinstance(event, str) or not event:
             raise InvariantError(f"step {checked!r}: the event name must be a non-empty string")
         timeout_ms = (
             None if timeout is None else duration_ms(timeout, field="wait_for_event timeout")
         )
-        record = (await self._records()).get(checked)
+        record = (await self.records()).get(checked)
         if record is not None:
             self.replayed.append(checked)
             return _copy(record.output)
@@ -455,7 +461,7 @@ class Step:
         found = await bus.find(event, since_ms=started, match=match, tenant=current_tenant())
         if found is not None:
             # The wait had begun: under a drain its answer still lands.
-            await self._save(checked, found.payload, began_at_ms, started=True)
+            await self.save(checked, found.payload, began_at_ms, started=True)
             self.ran.append(checked)
             return _copy(found.payload)
         remaining: float = math.inf
@@ -467,24 +473,24 @@ class Step:
                     meta={"step": checked, "event": event, "timeoutMs": timeout_ms},
                 )
             remaining = started + timeout_ms - bus_now
-        self._ensure_writable(checked)
-        park = int(min(self._event_poll_ms, remaining))
-        raise self._suspension(checked, self._clock.now_ms() + park, "wait")
+        self.ensure_writable(checked)
+        park = int(min(self.event_poll_ms, remaining))
+        raise self._suspension(checked, self.clock.now_ms() + park, "wait")
 
     async def _wait_start(self, name: str, event: str, bus: EventBus) -> tuple[int, int]:
         """The wait's start on the BUS clock, stamped once and stored so it survives parking;
         and when it began on this worker's clock (the step record's ``started_at_ms``, which
         every other step stamps from the worker clock too)."""
         marker = f"{name}{WAIT_START_SUFFIX}"
-        record = (await self._records()).get(marker)
+        record = (await self.records()).get(marker)
         if record is not None and isinstance(record.output, dict):
             started = record.output.get("startedAtMs")
             if isinstance(started, int) and not isinstance(started, bool):
                 return started, record.started_at_ms
-        self._ensure_writable(name)
+        self.ensure_writable(name)
         started = await bus.now()
-        began = self._clock.now_ms()
-        await self._save(marker, {"startedAtMs": started, "event": event}, began)
+        began = self.clock.now_ms()
+        await self.save(marker, {"startedAtMs": started, "event": event}, began)
         return started, began
 
 

@@ -16,6 +16,15 @@
 -- The body's result (json text, absent or null: none) is stored in the same write
 -- (migration 0023), and a row a result wait marked (result_waited) announces its id on
 -- `x_jobs_settled`: only those, so an ack nobody waits for notifies nothing.
+-- Children (migration 0027): the rows a parent waits for (parent_waits) take their count off
+-- each parent's children_waited (grouped: one update per parent per batch, however many of
+-- its children the batch settles); a suspended parent whose count reaches zero is due now,
+-- with its count cleared, and announced on x_jobs_wake; each row answered carries the queues
+-- of the parents woken (the driver tells this process's workers at once). A row that is
+-- nobody's child joins nothing here. The parent is matched by its id alone, never by a
+-- condition on its count: a wait that marked the child after this statement's snapshot
+-- leaves the parent's count null in that snapshot, and only a row the update reaches is read
+-- again at its latest version (a null count minus n stays null: a parent nobody counted).
 -- $1 ids  $2 the batch (json text)  $3 now ms  $4 counter bucket width ms
 -- $5 counter bucket start ms  $6 'running'
 with batch as materialized (select $2::text::jsonb as b),
@@ -36,7 +45,21 @@ settled as (
   returning j.id, j.claimed_by, j.claim, j.name,
             ((select b from batch)
              #>> array[j.id, j.claim::text, j.claimed_by, '0'])::bigint as duration_ms,
-            case when j.result_waited then pg_notify('x_jobs_settled', j.id) end as told
+            case when j.result_waited then pg_notify('x_jobs_settled', j.id) end as told,
+            j.parent_id, j.parent_waits
+),
+woke as (
+  update x_jobs p
+     set children_waited = case when p.state = 'suspended' and p.children_waited - w.n <= 0
+                                then null else p.children_waited - w.n end,
+         run_at = case when p.state = 'suspended' and p.children_waited - w.n <= 0
+                       then x_ts($3::bigint) else p.run_at end
+    from (select s.parent_id, count(*) as n from settled s
+           where s.parent_waits group by s.parent_id order by s.parent_id) w
+   where p.id = w.parent_id
+  returning p.queue, p.state = 'suspended' and p.children_waited is null as woken,
+            case when p.state = 'suspended' and p.children_waited is null
+                 then pg_notify('x_jobs_wake', p.queue) end as told
 ),
 counted as (
   insert into x_job_counters as c (job, width_ms, bucket_start_ms, done, duration_ms)
@@ -47,4 +70,6 @@ counted as (
   on conflict (job, width_ms, bucket_start_ms) do update
      set done = c.done + excluded.done, duration_ms = c.duration_ms + excluded.duration_ms
 )
-select s.id, s.claimed_by, s.claim from settled s
+select s.id, s.claimed_by, s.claim,
+       (select array_agg(distinct w.queue) from woke w where w.woken) as woke
+  from settled s

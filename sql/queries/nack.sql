@@ -11,6 +11,10 @@
 -- $13 unreachable cap (null: not an outage hand-back)  $14 attempt errors kept  $15 characters
 -- kept of each (a counted nack with an error appends one, migration 0021)  $16 a snooze (adds
 -- one to snoozes, migration 0022)
+-- Children (migration 0027): a child its parent waits for (parent_waits) that ends dead or
+-- failed takes one off the parent's children_waited and, at zero, makes a suspended parent
+-- due now (announced on x_jobs_wake); a parent suspending while its count is already zero
+-- (its last child ended while it still ran) is due now instead of at $7.
 with settled as (
   update x_jobs j
      set state = $4::text,
@@ -23,7 +27,10 @@ with settled as (
              '$[last - $keep to last]', jsonb_build_object('keep', $14::int - 1))
            else j.attempt_errors end,
          run_at = case when $4::text in ('dead', 'failed') then j.run_at
+                       when $4::text = 'suspended' and j.children_waited <= 0 then x_ts($8::bigint)
                        else x_ts(coalesce($7::bigint, $8::bigint)) end,
+         children_waited = case when $4::text = 'suspended' and j.children_waited <= 0 then null
+                                else j.children_waited end,
          finished_at = case when $4::text in ('dead', 'failed') then x_ts($8::bigint) end,
          lease_expires_at = null,
          updated_at = x_ts($8::bigint),
@@ -37,7 +44,21 @@ with settled as (
      and ($13::int is null or j.unreachable_returns < $13::int)
   returning j.name,
             case when j.result_waited and $4::text in ('dead', 'failed')
-                 then pg_notify('x_jobs_settled', j.id) end as told
+                 then pg_notify('x_jobs_settled', j.id) end as told,
+            j.parent_id, j.parent_waits
+),
+woke as (
+  update x_jobs p
+     set children_waited = case when p.state = 'suspended' and p.children_waited <= 1
+                                then null else p.children_waited - 1 end,
+         run_at = case when p.state = 'suspended' and p.children_waited <= 1
+                       then x_ts($8::bigint) else p.run_at end
+    from settled s
+   where p.id = s.parent_id
+     and s.parent_waits
+     and $4::text in ('dead', 'failed')
+  returning case when p.state = 'suspended' and p.children_waited is null
+                 then pg_notify('x_jobs_wake', p.queue) end as told
 ),
 counted as (
   insert into x_job_counters as c (job, width_ms, bucket_start_ms, retried, failed, dead)

@@ -21,7 +21,21 @@ settled as (
   returning j.id, j.claimed_by, j.claim, j.name, j.run_id, j.tenant_id, j.attempt,
             ((select b from batch)
              #>> array[j.id, j.claim::text, j.claimed_by, '0'])::bigint as duration_ms,
-            case when j.result_waited then pg_notify('x_jobs_settled', j.id) end as told
+            case when j.result_waited then pg_notify('x_jobs_settled', j.id) end as told,
+            j.parent_id, j.parent_waits
+),
+woke as (
+  update x_jobs p
+     set children_waited = case when p.state = 'suspended' and p.children_waited - w.n <= 0
+                                then null else p.children_waited - w.n end,
+         run_at = case when p.state = 'suspended' and p.children_waited - w.n <= 0
+                       then x_ts($3::bigint) else p.run_at end
+    from (select s.parent_id, count(*) as n from settled s
+           where s.parent_waits group by s.parent_id order by s.parent_id) w
+   where p.id = w.parent_id
+  returning p.queue, p.state = 'suspended' and p.children_waited is null as woken,
+            case when p.state = 'suspended' and p.children_waited is null
+                 then pg_notify('x_jobs_wake', p.queue) end as told
 ),
 counted as (
   insert into x_job_counters as c (job, width_ms, bucket_start_ms, done, duration_ms)
@@ -38,4 +52,6 @@ outbox as (
     from settled s
    order by s.id
 )
-select s.id, s.claimed_by, s.claim from settled s
+select s.id, s.claimed_by, s.claim,
+       (select array_agg(distinct w.queue) from woke w where w.woken) as woke
+  from settled s

@@ -20,7 +20,10 @@ with settled as (
              '$[last - $keep to last]', jsonb_build_object('keep', $14::int - 1))
            else j.attempt_errors end,
          run_at = case when $4::text in ('dead', 'failed') then j.run_at
+                       when $4::text = 'suspended' and j.children_waited <= 0 then x_ts($8::bigint)
                        else x_ts(coalesce($7::bigint, $8::bigint)) end,
+         children_waited = case when $4::text = 'suspended' and j.children_waited <= 0 then null
+                                else j.children_waited end,
          finished_at = case when $4::text in ('dead', 'failed') then x_ts($8::bigint) end,
          lease_expires_at = null,
          updated_at = x_ts($8::bigint),
@@ -34,7 +37,21 @@ with settled as (
      and ($13::int is null or j.unreachable_returns < $13::int)
   returning j.id, j.run_id, j.name, j.tenant_id, j.attempt,
             case when j.result_waited and $4::text in ('dead', 'failed')
-                 then pg_notify('x_jobs_settled', j.id) end as told
+                 then pg_notify('x_jobs_settled', j.id) end as told,
+            j.parent_id, j.parent_waits
+),
+woke as (
+  update x_jobs p
+     set children_waited = case when p.state = 'suspended' and p.children_waited <= 1
+                                then null else p.children_waited - 1 end,
+         run_at = case when p.state = 'suspended' and p.children_waited <= 1
+                       then x_ts($8::bigint) else p.run_at end
+    from settled s
+   where p.id = s.parent_id
+     and s.parent_waits
+     and $4::text in ('dead', 'failed')
+  returning case when p.state = 'suspended' and p.children_waited is null
+                 then pg_notify('x_jobs_wake', p.queue) end as told
 ),
 counted as (
   insert into x_job_counters as c (job, width_ms, bucket_start_ms, retried, failed, dead)

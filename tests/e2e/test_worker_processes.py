@@ -15,7 +15,7 @@ import asyncpg
 import orjson
 import pytest
 
-from tests.e2e.worker_app import cooperative, doomed, sticky, stubborn
+from tests.e2e.worker_app import cooperative, doomed, gatherer, sticky, stubborn
 from ujobs.drivers.base import LEASE_LAPSED_FINAL_ATTEMPT
 from ujobs.drivers.postgres.driver import postgres_driver
 
@@ -135,6 +135,38 @@ async def test_a_sigkilled_workers_job_is_redelivered_and_its_final_attempt_buri
         second.kill(signal.SIGTERM)
     assert await second.exit_code() == 0
     assert "jobs.claim.exhausted" in await second.stderr()
+
+
+async def test_a_parent_waiting_on_children_survives_its_workers_sigkill(
+    pg_pool: Any, pg_dsn: str
+) -> None:
+    """The parent is parked (suspended, no process) while its children hang in the worker; the
+    worker dies; the next worker re-runs the children, the last one wakes the parent, and the
+    parent resumes from its stored steps and gets every child's result."""
+    driver = postgres_driver(pg_pool)
+    parent = (await driver.enqueue(gatherer.request({"n": 1}))).id
+    first = await WorkerProcess.spawn(pg_dsn, "--worker-id", "first")
+    await _until_state(pg_pool, parent, "suspended")
+    await first.until(
+        lambda _: (
+            sum(e["event"] == "started" and e["job"] == "sticky_child" for e in first.lines) == 3
+        )
+    )
+    first.kill(signal.SIGKILL)
+    assert await first.exit_code() == -signal.SIGKILL
+    second = await WorkerProcess.spawn(pg_dsn, "--worker-id", "second")
+    try:
+        await _until_state(pg_pool, parent, "done")
+        assert await pg_pool.fetchval("select result from x_jobs where id = $1", parent) == "12"
+        children = await pg_pool.fetch(
+            "select state, attempt from x_jobs where parent_id = $1", parent
+        )
+        assert [(r["state"], r["attempt"]) for r in children] == [("done", 2)] * 3
+        resumed = await second.started(parent)
+        assert resumed["attempt"] == 1  # a suspension spends no attempt; the replay enqueued none
+    finally:
+        second.kill(signal.SIGTERM)
+    assert await second.exit_code() == 0
 
 
 async def test_sigterm_hands_a_running_job_back_uncounted_and_exits_zero(

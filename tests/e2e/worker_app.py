@@ -140,8 +140,47 @@ async def pill(run: Run[Any]) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+@job(
+    input=t.object(n=t.number.int()),
+    idempotency_key=lambda i: f"sticky-child:{i.n}",
+    tenant="none",
+    queue=QUEUE,
+    retry={"attempts": 3},
+)
+async def sticky_child(run: Run[Any]) -> int:
+    """A child that hangs on its first attempt (its worker is killed under it)."""
+    _started(run)
+    if run.attempt == 1:
+        await asyncio.sleep(3_600)
+    return int(run.input.n) * 2
+
+
+@job(
+    input=t.object(n=t.number.int()),
+    idempotency_key=lambda i: f"gatherer:{i.n}",
+    tenant="none",
+    queue=QUEUE,
+    event_poll="1h",
+)
+async def gatherer(run: Run[Any]) -> int:
+    """Fans out three sticky children and gathers them (parked meanwhile: no process held)."""
+    _started(run)
+    kids = await run.step.enqueue_many(sticky_child, [{"n": n} for n in (1, 2, 3)])
+    return sum(await run.step.gather(kids))
+
+
 def app_registry() -> Registry:
     reg = Registry()
-    for handle in (sticky, doomed, cooperative, stubborn, quick, two_steps, pill):
+    for handle in (
+        sticky,
+        doomed,
+        cooperative,
+        stubborn,
+        quick,
+        two_steps,
+        pill,
+        sticky_child,
+        gatherer,
+    ):
         reg.register_job(handle)
     return reg

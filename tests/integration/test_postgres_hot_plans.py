@@ -104,7 +104,10 @@ STATEMENTS: dict[str, tuple[str, frozenset[str]]] = {
     ),
     "outbox_claim": (f"('relay-1', 100, {NOW}, 30000)", frozenset({"x_outbox_unpublished_idx"})),
     "outbox_mark_published": (f"('o000000001', 'relay-1', {NOW})", frozenset({"x_outbox_pkey"})),
-    "settlements_claim": ("(100, 42)", frozenset({"x_settlements_pending_idx"})),
+    "settlements_claim": (
+        "(100, 42, '{report}', false, 262144)",
+        frozenset({"x_settlements_pending_idx", "x_jobs_pkey"}),
+    ),
     "settlements_mark_published": (
         f"('{{1,2}}', {NOW})",
         frozenset({"x_settlements_pending_idx"}),

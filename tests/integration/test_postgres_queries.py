@@ -11,6 +11,7 @@ from typing import Any
 import asyncpg
 
 import ujobs.drivers.postgres.backfills as postgres_backfills
+import ujobs.drivers.postgres.children as postgres_children
 import ujobs.drivers.postgres.driver as postgres
 import ujobs.drivers.postgres.introspect as postgres_introspect
 import ujobs.drivers.postgres.leases as postgres_leases
@@ -23,6 +24,7 @@ from ujobs.drivers.base import (
     LeaseStore,
     WorkerRegistry,
 )
+from ujobs.drivers.children import JobChildren
 from ujobs.drivers.postgres.sql import QUERIES
 from ujobs.drivers.results import JobResults
 
@@ -60,6 +62,7 @@ def test_every_driver_operation_names_its_statements() -> None:
         (WorkerRegistry, postgres_workers.OPERATION_QUERIES, set()),
         (BackfillLedger, postgres_backfills.OPERATION_QUERIES, set()),
         (JobResults, postgres_results.OPERATION_QUERIES, {"listen"}),
+        (JobChildren, postgres_children.OPERATION_QUERIES, set()),
     ]
     for protocol, mapping, without_sql in pairs:
         assert protocol_members(protocol) - without_sql == set(mapping), protocol.__name__

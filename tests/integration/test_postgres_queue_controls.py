@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.conformance import req
 from ujobs.clock import FrozenClock
-from ujobs.drivers.base import EnqueueRequest
+from ujobs.drivers.base import Enqueued, EnqueueRequest
 from ujobs.drivers.postgres.driver import postgres_driver
 from ujobs.errors import EnqueueOptionUnsupportedError
 
@@ -100,15 +100,18 @@ async def test_a_holder_acked_while_the_insert_runs_still_holds_its_unique_for_k
                 T0,
             )
             again = req(key="k", input={"v": 2}, unique_for_ms=HOUR_MS)
-            racing = asyncio.ensure_future(
-                driver.enqueue_many([again]) if in_batch else driver.enqueue(again)
-            )
+
+            async def enqueue_again() -> Enqueued:
+                if in_batch:
+                    return (await driver.enqueue_many([again]))[0]
+                return await driver.enqueue(again)
+
+            racing = asyncio.ensure_future(enqueue_again())
             async with asyncio.timeout(10):
                 while not await _waits_for_a_lock(pg_pool):
                     await asyncio.sleep(0.01)
             await ack.commit()
-        answered = await racing
-        answer = answered[0] if isinstance(answered, list) else answered
+        answer = await racing
         assert (answer.id, answer.deduped) == (first.id, True)
         assert await pg_pool.fetchval("select count(*) from x_jobs") == 1
     finally:

@@ -13,7 +13,7 @@ import pytest
 from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
 from tests.support.cli import json_of, run_to, ujobs
 from ujobs.clock import FrozenClock
-from ujobs.drivers.base import ClaimOptions, NackOptions
+from ujobs.drivers.base import ClaimOptions, EnqueueRequest, NackOptions
 from ujobs.drivers.postgres import postgres_driver
 from ujobs.execution.settle import last_error_text
 from ujobs.introspect import inspect_job, inspect_queues
@@ -399,3 +399,37 @@ async def test_a_queue_name_with_a_slash_is_reachable_raw_or_percent_encoded(
     assert [r["name"] for r in paused] == ["mail/bulk"]
     status, body = await api.call("POST", f"/v1/queues/{spelled}/resume", operator)
     assert (status, body) == (200, {"queues": ["mail/bulk"], "paused": False})
+
+
+async def test_cancel_takes_the_live_children_unless_told_to_detach_them(
+    api: Api, pg_pool: Any
+) -> None:
+    token = await api.token("enqueue:*", "operate", "read")
+    driver = postgres_driver(pg_pool)
+    parents = []
+    for n in range(2):
+        status, body = await api.call(
+            "POST", "/v1/jobs/send_mail", token, {"input": mail(ORG_A, to=f"p{n}@x.io")}
+        )
+        assert status == 202, body
+        request = EnqueueRequest(
+            name="send_mail", input=mail(ORG_A, to=f"kid{n}@x.io"), idempotency_key=f"kid{n}"
+        )
+        child = await driver.children.enqueue(request, parent_id=body["id"], detached=False)
+        assert child is not None
+        parents.append((body["id"], child.id))
+    (first, first_kid), (second, second_kid) = parents
+    status, _ = await api.call("POST", f"/v1/jobs/{first}/cancel", token, {})
+    assert status == 200
+    status, body = await api.call(
+        "POST", f"/v1/jobs/{second}/cancel", token, {"detachChildren": True}
+    )
+    assert status == 200, body
+    status, kid = await api.call("GET", f"/v1/jobs/{first_kid}", token)
+    assert (status, kid["state"]) == (200, "cancelled")
+    status, kid = await api.call("GET", f"/v1/jobs/{second_kid}", token)
+    assert (status, kid["state"]) == (200, "ready")
+    status, body = await api.call(
+        "POST", f"/v1/jobs/{second_kid}/cancel", token, {"detachChildren": "yes"}
+    )
+    assert (status, body["error"]["code"]) == (400, "X_INPUT_INVALID")

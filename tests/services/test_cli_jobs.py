@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tests.support.cli import enqueue, json_of, run_to, ujobs, with_driver
+from ujobs.drivers.base import EnqueueRequest
 from ujobs.drivers.postgres.driver import PostgresDriver
 
 
@@ -210,3 +211,50 @@ def test_promote_a_delayed_job(pg_dsn: str) -> None:
     assert json_of(result)["state"] == "ready"
     done = ujobs("jobs", "promote", ids["done"], dsn=pg_dsn)
     assert done.stderr.startswith("X_JOB_NOT_PROMOTABLE: ")
+
+
+def test_show_prints_the_parent_and_the_children(pg_dsn: str) -> None:
+    async def work(driver: PostgresDriver) -> tuple[str, list[str]]:
+        parent = await enqueue(driver, "onboard_org", "k-parent")
+        kids = []
+        for n in range(3):
+            request = EnqueueRequest(name="charge", input={"n": n}, idempotency_key=f"kid-{n}")
+            answer = await driver.children.enqueue(request, parent_id=parent, detached=False)
+            assert answer is not None
+            kids.append(answer.id)
+        return parent, kids
+
+    parent, kids = with_driver(pg_dsn, work)
+    shown = ujobs("jobs", "show", parent, dsn=pg_dsn)
+    assert shown.exit_code == 0, shown.output
+    assert "children (3)" in shown.stdout
+    assert all(k in shown.stdout for k in kids)
+    doc = json_of(ujobs("jobs", "show", "--json", kids[0], dsn=pg_dsn))
+    assert doc["parentId"] == parent
+    assert doc["children"] == {"items": [], "total": 0}
+    parent_doc = json_of(ujobs("jobs", "show", "--json", parent, dsn=pg_dsn))
+    assert parent_doc["parentId"] is None
+    assert sorted(c["id"] for c in parent_doc["children"]["items"]) == sorted(kids)
+    assert parent_doc["children"]["total"] == 3
+
+
+def test_cancel_takes_the_children_unless_detach_children(pg_dsn: str) -> None:
+    async def work(driver: PostgresDriver) -> list[tuple[str, str]]:
+        pairs = []
+        for n in range(2):
+            parent = await enqueue(driver, "onboard_org", f"k-cancel-{n}")
+            request = EnqueueRequest(name="charge", input={"n": n}, idempotency_key=f"c-{n}")
+            child = await driver.children.enqueue(request, parent_id=parent, detached=False)
+            assert child is not None
+            pairs.append((parent, child.id))
+        return pairs
+
+    (first, first_kid), (second, second_kid) = with_driver(pg_dsn, work)
+    assert ujobs("jobs", "cancel", first, dsn=pg_dsn).exit_code == 0
+    kept = ujobs("jobs", "cancel", second, "--detach-children", dsn=pg_dsn)
+    assert kept.exit_code == 0, kept.output
+    states = {
+        kid: json_of(ujobs("jobs", "show", "--json", kid, dsn=pg_dsn))["state"]
+        for kid in (first_kid, second_kid)
+    }
+    assert states == {first_kid: "cancelled", second_kid: "ready"}

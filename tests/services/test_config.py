@@ -180,6 +180,21 @@ def test_api_port_and_host() -> None:
     assert error.message.startswith("UJOBS_API_PORT: 70000 is not a TCP port")
 
 
+def test_settlement_results_name_jobs_or_every_job() -> None:
+    assert ApiConfig.load({"DATABASE_URL": PG}).nats_settlement_results == ()
+    named = ApiConfig.load({"DATABASE_URL": PG, "UJOBS_NATS_SETTLEMENT_RESULTS": "a, b,a"})
+    assert named.nats_settlement_results == ("a", "b")
+    every = ApiConfig.load({"DATABASE_URL": PG, "UJOBS_NATS_SETTLEMENT_RESULTS": "*"})
+    assert every.nats_settlement_results == ("*",)
+    for bad in ("a,,b", "*,a", "x" * 201):
+        error = refused(
+            lambda bad=bad: ApiConfig.load(
+                {"DATABASE_URL": PG, "UJOBS_NATS_SETTLEMENT_RESULTS": bad}
+            )
+        )
+        assert error.message.startswith("UJOBS_NATS_SETTLEMENT_RESULTS:")
+
+
 def test_operator_commands_take_the_database_from_a_flag() -> None:
     config = OperatorConfig.load({}, database_url=PG)
     assert config.common.connections.database_url == PG

@@ -12,6 +12,7 @@ import pytest
 from tests.services.api_support import ORG_A, ORG_B, Api, MakeClient, mail, make_api
 from tests.support.cli import run_to
 from tests.support.docs import DOCS, page
+from ujobs.drivers.base import EnqueueRequest
 from ujobs.drivers.postgres import postgres_driver
 from ujobs.execution.settle import last_error_text
 from ujobs.introspect import get_job
@@ -172,6 +173,23 @@ async def test_the_job_page_shows_the_result_masked_like_the_input(api: Api, pg_
     assert "[redacted]" in shown.group(1)
     assert "m-secret-42" not in done
     assert 'Result <span class="badge">values redacted</span>' in done
+
+
+async def test_the_job_page_shows_the_parent_and_the_children(api: Api, pg_pool: Any) -> None:
+    parent_id = await enqueue(api, ORG_A, "a@x.io")
+    driver = postgres_driver(pg_pool)
+    request = EnqueueRequest(
+        name="send_mail", input=mail(ORG_A, to="kid@x.io"), idempotency_key="kid", tenant_id=ORG_A
+    )
+    child = await driver.children.enqueue(request, parent_id=parent_id, detached=False)
+    assert child is not None
+    await login(api, await api.token("read", tenant=ORG_A))
+    page_of_parent = await (await api.client.get(f"/_x/jobs/{parent_id}")).text()
+    assert '<span class="badge" id="children-total">1</span>' in page_of_parent
+    assert f'href="/_x/jobs/{child.id}"' in page_of_parent
+    page_of_child = await (await api.client.get(f"/_x/jobs/{child.id}")).text()
+    assert f'<a href="/_x/jobs/{parent_id}">{parent_id}</a>' in page_of_child
+    assert 'id="children"' not in page_of_child
 
 
 @pytest.mark.parametrize(

@@ -218,3 +218,27 @@ async def test_an_unreachable_nats_stops_the_api_at_start_naming_nats_url(
     with pytest.raises(DriverUnavailableError) as caught:
         await make_api(aiohttp_client, pg_dsn, pg_pool, NATS_URL=nowhere)
     assert caught.value.meta == {"variable": "NATS_URL"}
+
+
+async def test_parent_id_over_nats_takes_an_operator_token_as_over_http(edge: NatsApi) -> None:
+    subject = edge.names.enqueue_subject("send_mail")
+    operator = await edge.token("enqueue:send_mail")
+    parent = await edge.request(subject, {"input": mail(ORG_A, to="p@x.io")}, operator)
+    tenant = await edge.token("enqueue:send_mail", tenant=ORG_A)
+    refused = await edge.request(
+        subject, {"input": mail(ORG_A, to="c@x.io"), "parentId": parent["id"]}, tenant
+    )
+    assert refused["error"]["code"] == "X_FORBIDDEN"
+    missing = await edge.request(
+        subject, {"input": mail(ORG_A, to="c@x.io"), "parentId": "no-such-job"}, operator
+    )
+    assert missing["error"]["code"] == "X_JOB_NOT_FOUND"
+    child = await edge.request(
+        subject, {"input": mail(ORG_A, to="c@x.io"), "parentId": parent["id"]}, operator
+    )
+    rows = {r["id"]: r for r in await edge.jobs()}
+    assert set(rows) == {parent["id"], child["id"]}
+    assert (rows[child["id"]]["parent_id"], rows[child["id"]]["tenant_id"]) == (
+        parent["id"],
+        ORG_A,
+    )

@@ -20,7 +20,12 @@ from tests.support.conformance import claim_one, req
 from ujobs.drivers.base import NackOptions
 from ujobs.drivers.postgres.driver import PostgresDriver, postgres_driver
 from ujobs.services.nats.names import NatsNames
-from ujobs.services.nats.settlements import SettlementsRelay, idle_pauses, waves
+from ujobs.services.nats.settlements import (
+    SettlementResults,
+    SettlementsRelay,
+    idle_pauses,
+    waves,
+)
 from ujobs.services.nats.streams import ensure_streams
 
 
@@ -261,3 +266,46 @@ async def test_two_relays_on_one_database_keep_a_jobs_order(
     assert await second.run_once() == 1
     bodies = [orjson.loads(m.data) for m in await _settled_messages(js, names)]
     assert [(b["outcome"], b["attempt"]) for b in bodies] == [("retried", 1), ("completed", 2)]
+
+
+async def test_completed_settlements_carry_the_result_of_the_jobs_that_ask_for_it(
+    driver: PostgresDriver,
+    pg_pool: asyncpg.Pool[Any],
+    stream: tuple[JetStreamContext, NatsNames],
+) -> None:
+    js, names = stream
+    results = {"report": '{"rows": 3, "url": "s3://r"}', "big": '"' + "x" * 100 + '"'}
+    for name in ("report", "big", "quiet"):
+        await driver.enqueue(req(name))
+        job = await claim_one(driver)
+        assert await driver.ack(job.id, job.ref, result=results.get(name, '"unasked"'))
+    await driver.enqueue(req("report"))
+    job = await claim_one(driver)
+    assert await driver.nack(job.id, job.ref, NackOptions(error="X_DOWN: later", run_at_ms=FAR))
+    relay = SettlementsRelay(
+        pg_pool, js, names, results=SettlementResults.of(("report", "big"), max_bytes=64)
+    )
+    assert await relay.run_once() == 4
+    bodies = [orjson.loads(m.data) for m in await _settled_messages(js, names)]
+    by = [(b["name"], b["outcome"]) for b in bodies]
+    assert by == [("report", "completed"), ("big", "completed"), ("quiet", "completed"),
+                  ("report", "retried")]  # fmt: skip
+    assert bodies[0]["result"] == {"rows": 3, "url": "s3://r"}
+    assert (bodies[1]["result"], bodies[1]["resultTooLarge"]) == (None, True)
+    assert "result" not in bodies[2], "a job nobody asked for carries no result"
+    assert "result" not in bodies[3], "only a completion carries one"
+
+
+async def test_every_jobs_result_rides_along_with_a_star(
+    driver: PostgresDriver,
+    pg_pool: asyncpg.Pool[Any],
+    stream: tuple[JetStreamContext, NatsNames],
+) -> None:
+    js, names = stream
+    await driver.enqueue(req("anything"))
+    job = await claim_one(driver)
+    assert await driver.ack(job.id, job.ref)  # no result: carried as null
+    relay = SettlementsRelay(pg_pool, js, names, results=SettlementResults.of(("*",), 1_000))
+    assert await relay.run_once() == 1
+    [body] = [orjson.loads(m.data) for m in await _settled_messages(js, names)]
+    assert ("result" in body, body["result"]) == (True, None)

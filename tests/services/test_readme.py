@@ -15,7 +15,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tests.support.docs import blocks, first_block, marked_block, page, pages
+from tests.support.docs import blocks, first_block, marked_block, module_of, page, pages
 from ujobs.drivers.postgres.sql import query
 from ujobs.jobs.enqueue_target import reset_job_driver
 from ujobs.services.config.variables import VARIABLES
@@ -89,6 +89,17 @@ def test_no_snippet_awaits_at_the_top_level() -> None:
     assert len(every) >= 13  # the twelve the README had, now on their pages, and its own
     for name, code in every:
         assert not re.search(r"^(\w+ = )?await ", code, flags=re.M), f"{name}:\n{code}"
+
+
+async def test_the_workflows_example_fans_out_and_in_as_pasted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The workflows guide's program, run as written (its ``main``): three children, one
+    gather, the parent's result read through its handle."""
+    code = marked_block(page("guides/workflows.md"), "workflows-example")
+    module = module_of(code, "workflows_example")
+    await module.main()
+    assert capsys.readouterr().out.strip() == "{'total': 126, 'charged': 3}"
 
 
 def test_the_testing_example_passes_as_a_users_test(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ The map:
 
 - ``backfills``: The backfill ledger in memory: the twin of ``x_backfills``, one row per pass.
 - ``bulk``: The operator's row moves in memory: requeue, and the bulk requeue/remove/promote.
+- ``children``: Children in memory: the parent recorded on the row, the wait's mark and read.
 - ``counters``: Per-job counter history in memory: reads and the tier rollup over
   ``x_job_counters``' twin.
 - ``driver``: The memory driver: the whole contract in one heap, for ``ujobs dev`` and tests.

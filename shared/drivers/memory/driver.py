@@ -50,6 +50,7 @@ from ujobs.drivers.base import (
     nack_state,
 )
 from ujobs.drivers.memory.backfills import MemoryBackfillLedger
+from ujobs.drivers.memory.children import MemoryChildren
 from ujobs.drivers.memory.introspect import MemoryIntrospection
 from ujobs.drivers.memory.leases import MemoryLeaseStore
 from ujobs.drivers.memory.state import (
@@ -97,6 +98,7 @@ class MemoryDriver:
         self.clock = clock
         self.state = MemoryState()
         self._results = MemoryResults(self.state)
+        self._children = MemoryChildren(self.state, clock, self._insert)
         self._workers = MemoryWorkerRegistry(clock)
         self._introspect = MemoryIntrospection(self.state, clock, self._workers)
         self._leases = MemoryLeaseStore(clock)
@@ -129,6 +131,11 @@ class MemoryDriver:
     def results(self) -> MemoryResults:
         """Result waits (``ujobs.drivers.results``), rung by the state's finish hook."""
         return self._results
+
+    @property
+    def children(self) -> MemoryChildren:
+        """Children and the waits on them (``ujobs.drivers.children``)."""
+        return self._children
 
     # -- enqueue ------------------------------------------------------------------------
     def _insert(self, request: EnqueueRequest, now: int) -> Enqueued:
@@ -333,6 +340,11 @@ class MemoryDriver:
             row.run_at_ms = options.run_at_ms if options.run_at_ms is not None else now
             row.lease_expires_at_ms = None
             row.updated_at_ms = now
+            waited = row.children_waited
+            if target == "suspended" and waited is not None and waited <= 0:
+                # Its last waited child ended while it still ran: due now (nack.sql).
+                row.run_at_ms = now
+                row.children_waited = None
         counter = nack_counter(options)
         if counter is not None:
             self.state.count(row.name, counter, now, options.duration_ms)

@@ -114,15 +114,25 @@ class MemoryIntrospection:
     async def requeue(self, job_id: str, *, from_step: str | None = None) -> JobRow:
         return requeue_one(self._state, job_id, self._clock.now_ms(), from_step).view()
 
-    async def cancel(self, job_id: str, reason: str | None = None) -> JobRow | None:
+    async def cancel(
+        self, job_id: str, reason: str | None = None, *, detach_children: bool = False
+    ) -> JobRow | None:
         row = self._state.rows.get(job_id)
         if row is None or row.state not in LIVE_STATES:
             return None
+        now = self._clock.now_ms()
+        self._end(row, f"cancelled: {reason}" if reason else "cancelled", now)
+        if not detach_children:
+            for child in self._state.descendants(job_id):
+                if child.state in LIVE_STATES:
+                    self._end(child, f"cancelled: parent {job_id} cancelled", now)
+        return row.view()
+
+    def _end(self, row: MemoryRow, error: str, now: int) -> None:
         if row.state == "running":
             row.cancelled_claim = row.claim
-        row.last_error = f"cancelled: {reason}" if reason else "cancelled"
-        self._state.finish(row, "cancelled", self._clock.now_ms())
-        return row.view()
+        row.last_error = error
+        self._state.finish(row, "cancelled", now)
 
     async def promote(self, job_id: str) -> JobRow:
         return promote_one(self._state, job_id, self._clock.now_ms()).view()

@@ -24,6 +24,7 @@ from ujobs.drivers.base import (
     StepRecord,
     TaskFire,
 )
+from ujobs.wake.local import signal_enqueued
 
 JSONValue = Any
 LiveKey = tuple[str, str, str]
@@ -82,6 +83,11 @@ class MemoryRow:
     snoozes: int = 0
     # The newest counted failed attempts' errors (ATTEMPT_ERRORS_KEPT), oldest first.
     attempt_errors: list[AttemptError] = field(default_factory=list)
+    # Children (x_jobs.parent_id and friends, migration 0027; ujobs.drivers.children).
+    parent_id: str | None = None
+    parent_detached: bool = False
+    parent_waits: bool = False
+    children_waited: int | None = None
 
     def view(self) -> JobRow:
         return JobRow(
@@ -107,6 +113,7 @@ class MemoryRow:
             traceparent=self.traceparent,
             enqueued_by=self.enqueued_by,
             result=json_copy(self.result),
+            parent_id=self.parent_id,
         )
 
     def live_key(self) -> LiveKey:
@@ -217,8 +224,37 @@ class MemoryState:
         self.release_key(row)
         if state == "done" and row.unique_for_ms is not None:
             self.unique_done[row.live_key()] = row.id
+        if row.parent_waits and row.parent_id is not None:
+            self.child_finished(row.parent_id, now_ms)
         for tell in tuple(self.on_finish):
             tell(row.id)
+
+    def child_finished(self, parent_id: str, now_ms: int) -> None:
+        """A child its parent waits for ended: one off the parent's count; at zero a suspended
+        parent is due now (ack.sql's ``woke``; ``ujobs.drivers.children``)."""
+        parent = self.rows.get(parent_id)
+        if parent is None or parent.children_waited is None:
+            return
+        left = parent.children_waited - 1
+        if parent.state == "suspended" and left <= 0:
+            parent.children_waited = None
+            parent.run_at_ms = min(parent.run_at_ms, now_ms)
+            signal_enqueued(parent.queue)  # this process's workers: the parent is due now
+        else:
+            parent.children_waited = left
+
+    def descendants(self, parent_id: str) -> list[MemoryRow]:
+        """The rows below ``parent_id`` a cancel of it reaches: its children and theirs, except
+        those enqueued detached (and everything below them)."""
+        found: list[MemoryRow] = []
+        todo = [parent_id]
+        while todo:
+            current = todo.pop()
+            for row in self.rows.values():
+                if row.parent_id == current and not row.parent_detached:
+                    found.append(row)
+                    todo.append(row.id)
+        return found
 
     def unique_holder(self, key: LiveKey, finished_after_ms: int) -> MemoryRow | None:
         """The done row enqueued with unique_for that holds ``key``, when it finished after

@@ -23,6 +23,8 @@ The map:
   retention target.
 - ``migrate``: ``ujobs db migrate``: apply ``sql/migrations/*.sql`` in order, each once,
   recorded.
+- ``children``: Children: the child inserted with its parent, the wait's mark and read, the
+  job page's list.
 - ``plan_settings``: The session settings (``jit = off``) the driver's statements need to keep
   their plans as tables grow.
 - ``pool``: ``postgres_pool()``: an asyncpg pool built the way the driver runs fastest.

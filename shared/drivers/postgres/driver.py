@@ -48,6 +48,7 @@ from ujobs.drivers.base import (
     nack_state,
 )
 from ujobs.drivers.postgres.backfills import PostgresBackfillLedger
+from ujobs.drivers.postgres.children import PostgresChildren
 from ujobs.drivers.postgres.deadlock_retry import retry_deadlock
 from ujobs.drivers.postgres.enqueue import (
     WAKE_CHANNEL,
@@ -68,6 +69,7 @@ from ujobs.drivers.postgres.sql import query
 from ujobs.drivers.postgres.workers import PostgresWorkerRegistry
 from ujobs.errors import ClaimQueuesEmptyError, InvariantError
 from ujobs.execution.frozen_init import slot_init
+from ujobs.wake.local import signal_enqueued
 
 if TYPE_CHECKING:
     Pool = asyncpg.Pool[Any]
@@ -160,6 +162,7 @@ class PostgresDriver:
         self._workers = PostgresWorkerRegistry(pool, clock)
         self._backfills = PostgresBackfillLedger(pool, clock)
         self._results = PostgresResults(pool)
+        self._children = PostgresChildren(self._conns, self._enqueuer)
 
     # -- capabilities ------------------------------------------------------------------------
     def stores_in(self, executor: object) -> bool:
@@ -191,6 +194,11 @@ class PostgresDriver:
     def results(self) -> PostgresResults:
         """Result waits (``ujobs.drivers.results``)."""
         return self._results
+
+    @property
+    def children(self) -> PostgresChildren:
+        """Children and the waits on them (``ujobs.drivers.children``)."""
+        return self._children
 
     # -- enqueue -----------------------------------------------------------------------------
     async def enqueue(self, request: EnqueueRequest) -> Enqueued:
@@ -284,6 +292,8 @@ class PostgresDriver:
         # Keyed by the whole fence: of two acks of one id in a batch, only the claim that
         # matched the row landed.
         landed = {(r["id"], r["claimed_by"], r["claim"]) for r in rows}
+        for queue in (rows[0]["woke"] or ()) if rows else ():
+            signal_enqueued(queue)  # a parent its last child woke: due now, in this process too
         return {i for i in items if (i.id, i.worker_id, i.claim) in landed}
 
     async def start_ahead(self, job_id: str, ref: ClaimRef) -> bool:

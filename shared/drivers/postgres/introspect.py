@@ -180,11 +180,14 @@ class PostgresIntrospection:
             raise _duplicate(job_id)
         return job_row(row)
 
-    async def cancel(self, job_id: str, reason: str | None = None) -> JobRow | None:
+    async def cancel(
+        self, job_id: str, reason: str | None = None, *, detach_children: bool = False
+    ) -> JobRow | None:
         # With the driver's settlements on, the cancel writes its x_settlements row
-        # ('cancelled') in its own statement: the NATS edge is told of every ending.
+        # ('cancelled') in its own statement: the NATS edge is told of every ending. Its
+        # live descendants go in the same statement unless detached (cancel_job.sql).
         row = await self._pool.fetchrow(
-            _CANCEL, job_id, reason, self._clock.now_ms(), self._settlements
+            _CANCEL, job_id, reason, self._clock.now_ms(), self._settlements, detach_children
         )
         return None if row is None else job_row(row)
 

@@ -91,6 +91,7 @@ def job_row(r: Record) -> JobRow:
         traceparent=r["traceparent"],
         enqueued_by=r["enqueued_by"],
         result=loads(r.get("result")),
+        parent_id=r.get("parent_id"),
     )
 
 

@@ -156,6 +156,7 @@ def job_row_from(reply: Sequence[Any]) -> JobRow | None:
         traceparent=opt_text(f.get("traceparent")),
         enqueued_by=opt_text(f.get("enqueued_by")),
         result=None if f.get("result") is None else orjson.loads(f["result"]),
+        parent_id=None,  # the Redis driver keeps no children (X_DRIVER_UNSUPPORTED)
     )
 
 
