@@ -5,7 +5,8 @@ line.
 
 **Fan-out vs batch** (``ratios.fanout_vs_batch``, the issue's bar: at least 0.8). The same
 ``BENCH_WF_N`` (default 1,000) no-op jobs, in one in-process worker of ``BENCH_WF_SLOTS``
-(default 16) slots: once enqueued as one batch (``enqueue_many``) and drained, from the
+(default 16) slots, claiming ahead as ``ujobs worker`` does (``CLAIM_AHEAD_PER_SLOT`` rows a
+slot): once enqueued as one batch (``enqueue_many``) and drained, from the
 enqueue to the last settle; once as the children of one parent (``bench.wf.fanout``: ONE
 ``run.step.enqueue_many`` step, then one ``run.step.gather``), from the parent's enqueue to its
 own settle (its result read through ``job_result``, woken by the settle), each after an
@@ -59,6 +60,7 @@ from ujobs.jobs.registry import Registry
 from ujobs.jobs.result_read import job_result
 from ujobs.lifecycle import Lifecycle
 from ujobs.metrics import JobMetrics
+from ujobs.services.config.variables import CLAIM_AHEAD_PER_SLOT
 from ujobs.wake.announce import announcing
 from ujobs.worker import job_worker
 from ujobs.worker.job_worker import JobWorker
@@ -92,6 +94,7 @@ def worker_of(driver: JobDriver) -> JobWorker:
         metrics=JobMetrics(CollectorRegistry()),
         lifecycle=Lifecycle(),
         close_driver=False,
+        claim_ahead=CLAIM_AHEAD_PER_SLOT * SLOTS,
     )
 
 
