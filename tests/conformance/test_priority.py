@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.children import prioritised_parent, run_due
 from tests.support.conformance import claim, claim_one, queue_stats, req
 from ujobs.clock import FrozenClock
 from ujobs.drivers.base import JobDriver, JobFilter, JobIntrospection, NackOptions
+from ujobs.drivers.children import children_of
 from ujobs.errors import PriorityInvalidError
 
 
@@ -137,3 +139,19 @@ async def test_a_job_page_shows_the_priority(
     assert row.priority == 7
     page = await introspect.list(JobFilter())
     assert [(r.id, r.priority) for r in page.rows] == [(queued.id, 7)]
+
+
+async def test_a_child_is_enqueued_at_the_priority_its_step_names(
+    driver: JobDriver, introspect: JobIntrospection
+) -> None:
+    if children_of(driver) is None:
+        pytest.skip(f"driver {driver.name!r} has no children")
+    await driver.enqueue(prioritised_parent.request({"key": "p", "org": "org-a"}))
+    [parent_run] = await run_due(driver)
+    assert parent_run.outcome == "completed"
+    got = await claim(driver)
+    assert [(j.name, j.input["n"], j.priority) for j in got] == [
+        ("children.leaf", 1, 2),
+        ("children.leaf", 2, 6),
+        ("children.leaf", 3, 6),
+    ]
