@@ -1,25 +1,26 @@
 -- claim: up to $2 rows of the queues $1 that are not paused, handed to worker $3, in one
--- statement. Takes due rows (ready/delayed/suspended with run_at <= now) and running rows
--- whose lease lapsed (the worker died), by priority first (0 before 9, across all the queues
--- of $1), then oldest due first (run_at, then seq). Per queue, a lateral over the ten bands
--- (`bands`, 0..9 in order) walks the partial claim index of ONE queue and ONE band
+-- statement. Takes due rows (ready/delayed/suspended with run_at <= now) and running rows whose
+-- lease lapsed (the worker died), by priority first (0 before 9, across all the queues of $1),
+-- then oldest due first (run_at, then seq). Per queue, a lateral over the ten bands (`bands`,
+-- 0..9 in order) walks the partial claim index of ONE queue and ONE band
 -- (x_jobs_claim_priority_idx, migration 0028: queue, priority, run_at, seq) in hand-out order,
 -- each band stopping after $2 rows it could lock (FOR UPDATE SKIP LOCKED) and the queue after
 -- $2 rows over its bands: an empty band costs one index descent, a full one never reads past
 -- the rows it hands out, so the cost does not grow with the backlog and concurrent claimers
--- take disjoint rows and never read history. A band is written as a range of
--- (priority, run_at), from (b, -infinity) to (b, now), which is exactly "priority = b and due",
--- ordered by (priority, run_at, seq): only x_jobs_claim_priority_idx serves that range in that
--- order. Written as `priority = b`, the planner takes the band for a constant and, on a table
--- whose statistics show one priority (most deployments), walks x_jobs_claim_idx filtering on it:
--- every due row of the queue read for each band it is short of. The bands' walk has no ORDER
--- BY on purpose: one
--- would sort all ten bands' rows (locking up to ten times $2 per queue) before the limit. A
--- nested loop over the values list reads the bands in the order they are written, so the
--- queue's limit stops at the lowest bands; `picked` orders what came back by (priority,
--- run_at, seq) either way (tests/integration/test_postgres_claim_plan.py holds the shape). The lapsed arm walks x_jobs_running_lease_idx
--- (queue, lease_expires_at) up to now, so it reads only rows whose lease lapsed, however many
--- run on live leases (0005).
+-- take disjoint rows and never read history.
+-- A band is written as a range of (priority, run_at), from (b, -infinity) to (b, now), which is
+-- exactly "priority = b and due", ordered by (priority, run_at, seq): only
+-- x_jobs_claim_priority_idx serves that range in that order. Written as `priority = b`, the
+-- planner takes the band for a constant and, on a table whose statistics show one priority
+-- (most deployments), walks x_jobs_claim_idx filtering on it: every due row of the queue read
+-- for each band it is short of.
+-- The bands' walk has no ORDER BY on purpose: one would sort all ten bands' rows (locking up to
+-- ten times $2 per queue) before the limit. A nested loop over the values list reads the bands
+-- in the order they are written, so the queue's limit stops at the lowest bands; `picked`
+-- orders what came back by (priority, run_at, seq) either way
+-- (tests/integration/test_postgres_claim_plan.py holds the shape).
+-- The lapsed arm walks x_jobs_running_lease_idx (queue, lease_expires_at) up to now, so it
+-- reads only rows whose lease lapsed, however many run on live leases (0005).
 -- A lapsed row already at attempt >= max_attempts is never handed out: the
 -- second arm buries it (dead, or failed when its name is in $6) with
 -- LEASE_LAPSED_FINAL_ATTEMPT and counts it, in this same statement; with $11 (the driver's
