@@ -179,6 +179,7 @@ class MemoryDriver:
             traceparent=request.traceparent,
             enqueued_by=request.enqueued_by,
             unique_for_ms=request.unique_for_ms,
+            priority=request.priority,
         )
         state.insert(row)
         return Enqueued(row.id, row.run_id, False)
@@ -217,7 +218,7 @@ class MemoryDriver:
                 and row.lease_expires_at_ms <= now
             ):
                 due.append(row)
-        due.sort(key=lambda r: (r.run_at_ms, r.seq))
+        due.sort(key=lambda r: (r.priority, r.run_at_ms, r.seq))
         exhausted: list[ExhaustedJob] = []
         claimed: list[ClaimedJob] = []
         ahead_after = options.ahead_after
@@ -288,6 +289,7 @@ class MemoryDriver:
             enqueued_by=row.enqueued_by,
             ahead=row.ahead,
             snoozes=row.snoozes,
+            priority=row.priority,
             store_epoch=None,  # one process's heap: a loss of it is the process's own
         )
 

@@ -1,4 +1,5 @@
--- claim.lua: lease up to `limit` due rows of the queues, oldest due first; bury final attempts.
+-- claim.lua: lease up to `limit` due rows of the queues, by priority then oldest due first;
+-- bury final attempts.
 --
 -- ARGV: now, limit, worker_id, visibility_ms, mark_candidate, ahead_after (-1: none),
 --       ahead_returns_max, settlements (1: each burial adds its settlements-outbox entry,
@@ -6,19 +7,20 @@
 -- Returns { claimed, buried, mark }:
 --   claimed: one list per row: id, run_id, name, queue, input, tenant_id, idempotency_key,
 --            attempt, max_attempts, worker_id, claim, run_at, created_at, lease, traceparent,
---            enqueued_by, ahead (1/0)
+--            enqueued_by, ahead (1/0), snoozes, priority
 --   buried:  one list per row: id, run_id, name, queue, input, tenant_id, attempt,
 --            max_attempts, state
 --   mark:    the keyspace mark (prelude.lua's store_mark; `mark_candidate` when there was none),
 --            so the driver learns of a wiped keyspace with no round trip of its own
 --
--- Candidates per queue: the first `limit` members of the due zset with run_at <= now (the
--- zset is ordered by run_at, then insertion), plus running rows whose lease lapsed (at most
--- LAPSED_SCAN per queue per pass). All are sorted by (run_at, seq) and walked as the memory
--- driver walks them: a lapsed row already at its final attempt is buried (dead, or failed
+-- Candidates per queue: the first `limit` members with run_at <= now of its due zsets, band by
+-- band from priority 0 (each zset is ordered by run_at, then insertion; the walk stops at
+-- `limit` for the queue, so a lower band is never read once the higher ones filled it), plus
+-- running rows whose lease lapsed (at most LAPSED_SCAN per queue per pass). All are sorted by
+-- (priority, run_at, seq) and walked as the memory driver walks them: a lapsed row already at its final attempt is buried (dead, or failed
 -- when its name is in the drop list, last_error LEASE_LAPSED_FINAL_ATTEMPT, counted) whatever
 -- the limit; every other candidate is claimed until `limit` rows are. Cost: O(queues x (limit
--- + lapsed) x log N) however long the backlog is.
+-- + lapsed) x log N + queues x 10) however long the backlog is.
 --
 -- Claim-ahead: the rows claimed after the first `ahead_after` get the `ahead` field (1);
 -- start_ahead.lua clears it once the row's body has run a moment. A lapsed row still marked
@@ -49,13 +51,13 @@ for i = 10 + n_drop, #ARGV do
     'LIMIT', 0, LAPSED_SCAN)
   for _, id in ipairs(lapsed) do
     local row = redis.call('HMGET', job_key(id), 'run_at', 'seq', 'attempt', 'max_attempts',
-      'ahead', 'ahead_returns')
+      'ahead', 'ahead_returns', 'priority')
     if row[1] then
       local returns = tonumber(row[6]) or 0
       local unused = row[5] == '1' and returns < ahead_returns_max
       candidates[#candidates + 1] = {
         run_at = tonumber(row[1]), seq = tonumber(row[2]), id = id, queue = queue,
-        lapsed = true, unused = unused, returns = returns,
+        priority = tonumber(row[7]) or 0, lapsed = true, unused = unused, returns = returns,
         final = (not unused) and tonumber(row[3]) >= tonumber(row[4]),
       }
     else
@@ -63,19 +65,29 @@ for i = 10 + n_drop, #ARGV do
       redis.call('ZREM', running_key(queue), id)
     end
   end
-  local due = redis.call('ZRANGEBYSCORE', due_key(queue), '-inf', now,
-    'WITHSCORES', 'LIMIT', 0, limit)
-  for j = 1, #due, 2 do
-    local member = due[j]
-    candidates[#candidates + 1] = {
-      run_at = tonumber(due[j + 1]), seq = tonumber(string.sub(member, 1, 15)),
-      id = string.sub(member, 16), member = member, queue = queue, lapsed = false,
-      final = false,
-    }
+  local wanted = limit
+  for band = 0, PRIORITY_BANDS - 1 do
+    if wanted <= 0 then
+      break
+    end
+    local due = redis.call('ZRANGEBYSCORE', due_key(queue, band), '-inf', now,
+      'WITHSCORES', 'LIMIT', 0, wanted)
+    for j = 1, #due, 2 do
+      local member = due[j]
+      candidates[#candidates + 1] = {
+        run_at = tonumber(due[j + 1]), seq = tonumber(string.sub(member, 1, 15)),
+        id = string.sub(member, 16), member = member, queue = queue, priority = band,
+        lapsed = false, final = false,
+      }
+    end
+    wanted = wanted - #due / 2
   end
 end
 
 table.sort(candidates, function(a, b)
+  if a.priority ~= b.priority then
+    return a.priority < b.priority
+  end
   if a.run_at ~= b.run_at then
     return a.run_at < b.run_at
   end
@@ -88,7 +100,7 @@ local lease = now + visibility
 -- Index moves and tallies are added up here and written once per queue at the end: a claim
 -- of 16 rows is two reads and one write per row, plus a few commands per queue.
 local tallies = {}
-local unqueued = {}    -- queue -> due members taken out
+local unqueued = {}    -- due zset key (queue and band) -> due members taken out
 local leased = {}      -- queue -> lease, id pairs for the running zset
 -- What the reply needs that the claim does not already know (id, queue, worker, run_at
 -- and lease it knows), then the row's state (for the tally).
@@ -111,7 +123,7 @@ end
 local function take(jk, c, position)
   local row = redis.call('HMGET', jk, unpack(FIELDS))
   if not c.lapsed then
-    local members = list_of(unqueued, c.queue)
+    local members = list_of(unqueued, due_key(c.queue, c.priority))
     members[#members + 1] = c.member
     if not row[12] then
       return nil
@@ -138,6 +150,7 @@ local function take(jk, c, position)
   return {
     c.id, row[1], row[2], c.queue, row[3], row[4], row[5], attempt, tonumber(row[7]), worker,
     claim, c.run_at, tonumber(row[9]), lease, row[10], row[11], ahead, tonumber(row[13]) or 0,
+    c.priority,
   }
 end
 
@@ -167,8 +180,8 @@ for _, c in ipairs(candidates) do
   end
 end
 
-for queue, members in pairs(unqueued) do
-  call_chunked('ZREM', due_key(queue), members)
+for key, members in pairs(unqueued) do
+  call_chunked('ZREM', key, members)
 end
 for queue, pairs_ in pairs(leased) do
   call_chunked('ZADD', running_key(queue), pairs_)

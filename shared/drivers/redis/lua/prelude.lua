@@ -6,8 +6,10 @@
 --   {p}:live              hash    live key (JSON [name, tenant or "", key]) -> id of the live row
 --   {p}:seq               string  insertion counter: FIFO among rows due at the same ms
 --   {p}:queues            set     every queue that ever held a row (what stats() walks)
---   {p}:q:<queue>         zset    ready / delayed / suspended rows, score run_at,
+--   {p}:q:<queue>         zset    ready / delayed / suspended rows of priority 0, score run_at,
 --                                 member <seq, 15 digits><id> so equal run_at pops FIFO
+--   {p}:q<n>:<queue>      zset    the same for priority n, 1..9 (field `priority` of the row;
+--                                 absent: 0); a claim takes from the lowest band with due work
 --   {p}:r:<queue>         zset    running rows, score lease expiry, member id
 --   {p}:d:<queue>         zset    done rows, score finished_at (driver clock), member id
 --   {p}:n:<queue>         hash    rows per state (done excluded: counted off {p}:d:<queue>)
@@ -43,8 +45,15 @@ local function job_key(id)
   return base .. ':job:' .. id
 end
 
-local function due_key(queue)
-  return base .. ':q:' .. queue
+-- The due zset of one priority band: band 0 (every job's default) keeps the key it always
+-- had, so a keyspace written before priorities existed is read as it was.
+local PRIORITY_BANDS = 10
+
+local function due_key(queue, priority)
+  if priority == nil or priority == 0 then
+    return base .. ':q:' .. queue
+  end
+  return base .. ':q' .. string.format('%d', priority) .. ':' .. queue
 end
 
 local function running_key(queue)
