@@ -8,6 +8,9 @@ The map:
 - ``announce_introspect``: The operator surface of an announcing driver: every call delegated,
   and the ones that make rows due announce their queue (unthrottled — the spec never has them
   stay silent).
+- ``announce_results``: The result waits of an announcing driver: every call delegated, and a
+  watch that finds its row due (waiting to start) announces the row's queue to other
+  processes, unthrottled.
 - ``listener``: The wake: announces of "a row is due on this queue" from other processes, proven
   by a probe.
 - ``local``: The in-process wake: an enqueue made in THIS process wakes this process's loops at

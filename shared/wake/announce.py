@@ -14,6 +14,9 @@ within ``WAKE_DUE_WITHIN_MS`` — never for a deduped key, never for a row due l
    pass a wake causes finds the rows its slot kept silent too; the rest start on the woken
    loop's next pass.
 
+A result wait that finds its row due announces its queue, unthrottled
+(``ujobs.wake.announce_results``: the wait's mark can make a claim skip the row).
+
 The operator calls that make rows due — ``requeue``, ``promote``, ``requeue_many`` /
 ``promote_many`` with a ``queue`` filter, ``resume_queue`` — announce through the wrapped
 ``introspect`` too, unthrottled (they are rare, and the spec has them never stay silent).
@@ -45,9 +48,11 @@ from ujobs.drivers.base import (
     announces_enqueues,
 )
 from ujobs.drivers.delegating import DelegatingDriver
+from ujobs.drivers.results import JobResults, results_of
 from ujobs.errors import ConfigInvalidError
 from ujobs.loop_probes import Signals
 from ujobs.wake.announce_introspect import AnnouncingIntrospection
+from ujobs.wake.announce_results import AnnouncingResults
 from ujobs.wake.listener import REDIS_WAKE_CHANNEL
 from ujobs.wake.local import signal_enqueued
 from ujobs.wake.protocol import REDIS_WAKE_SLOT_MS, WAKE_DUE_WITHIN_MS, WAKE_SLOT_MS
@@ -166,7 +171,8 @@ def redis_announcer(
 
 class AnnouncingDriver(DelegatingDriver):
     """A ``JobDriver`` that delegates everything to ``inner`` and announces what became due:
-    it overrides the two enqueues and the operator surface, nothing else."""
+    it overrides the two enqueues, the operator surface and the result waits' watch, nothing
+    else."""
 
     def __init__(self, inner: JobDriver, announcer: WakeAnnouncer | None) -> None:
         super().__init__(inner)
@@ -175,6 +181,12 @@ class AnnouncingDriver(DelegatingDriver):
         self._introspect = (
             AnnouncingIntrospection(inner_introspect, self.announce)
             if inner_introspect is not None
+            else None
+        )
+        inner_results = results_of(inner)
+        self._results = (
+            AnnouncingResults(inner_results, self.announce, inner.clock)
+            if inner_results is not None
             else None
         )
 
@@ -219,6 +231,10 @@ class AnnouncingDriver(DelegatingDriver):
     @property
     def introspect(self) -> JobIntrospection | None:
         return self._introspect
+
+    @property
+    def results(self) -> JobResults | None:
+        return self._results
 
 
 class _Kept:

@@ -44,6 +44,7 @@ def test_the_announcing_wrappers_override_only_what_announces() -> None:
         "enqueue",
         "enqueue_many",
         "introspect",
+        "results",
     }
     assert _overrides(AnnouncingIntrospection, DelegatingIntrospection) == {
         "requeue",

@@ -161,7 +161,7 @@ class PostgresDriver:
         self._leases = PostgresLeaseStore(pool, clock)
         self._workers = PostgresWorkerRegistry(pool, clock)
         self._backfills = PostgresBackfillLedger(pool, clock)
-        self._results = PostgresResults(pool)
+        self._results = PostgresResults(pool, clock)
         self._children = PostgresChildren(self._conns, self._enqueuer)
 
     # -- capabilities ------------------------------------------------------------------------
