@@ -10,21 +10,26 @@ slot): once enqueued as one batch (``enqueue_many``) and drained, from the
 enqueue to the last settle; once as the children of one parent (``bench.wf.fanout``: ONE
 ``run.step.enqueue_many`` step, then one ``run.step.gather``), from the parent's enqueue to its
 own settle (its result read through ``job_result``, woken by the settle), each after an
-unmeasured round of ``WARM_UP`` jobs of the same path (its statements prepared). Each rate is jobs
-per second; the ratio is the fan-out's over the batch's. ``fanout_step_each_*`` is the same
-fan-out written as one ``run.step.enqueue`` step per child (``bench.wf.fanout_each``): a
+unmeasured round of ``WARM_UP`` jobs of the same path (its statements prepared). Each rate is
+jobs per second. ``BENCH_WF_ROUNDS`` rounds (default 6, so each order runs as often), the two
+paths' order alternating, since one fan-out of 1,000 lasts about a fifth of a second and a
+shared machine's drift is larger than that (the path run second in a round reads slower,
+whichever it is): the ratio is the median of the rounds' own ratios (each round's in
+``fanout_vs_batch_rounds``). ``fanout_step_each_*`` is the same
+fan-out written as one ``run.step.enqueue`` step per child (``bench.wf.fanout_each``), once: a
 figure to read (two round trips per child, in the parent's one task), not the bar. Every
 enqueue goes through ``announcing()`` (this process's worker is told at once), as an app's
 does.
 
 **Result waits** (``result_wait_p50_ms`` against ``pickup_p50_ms``, the issue's bar: the wait
-answers within the pickup p50 + 2 ms of the settle). ``BENCH_WF_WAITS`` (default 1,000) no-op
-jobs, each enqueued due ``DUE_AFTER_MS`` ahead and then waited for at once with
+answers within the pickup p50 + 2 ms of the settle; ``ratios.result_wait_vs_pickup_p50_plus_2ms``
+is at most 1 when it does). ``BENCH_WF_WAITS`` (default 1,000) jobs (``bench.wf.stamped``),
+each enqueued due now through ``announcing()`` and at once waited for with
 ``GET /v1/jobs/{id}/result?wait=10s`` on a ``ujobs api`` process (``BENCH_WF_CLIENTS``
-waits in flight, default 8); the in-process worker runs them. ``result_wait_ms`` is from the
-row's ``finished_at`` (the settle, on the worker's clock: this host's) to the answer's
-arrival; ``pickup_ms`` from the row's ``run_at`` (when it became due) to ``finished_at``: a
-worker's pickup of a due no-op job, claim, body and ack included.
+waits in flight, default 8), as a caller in another language does; the in-process worker runs
+them. ``result_wait_ms`` is from the settle (the worker's ``settled`` signal: the ack landed)
+to the answer's arrival; ``pickup_ms`` from the enqueue's return (its commit) to the body's
+start (the job's result carries it). Both on this host's wall clock, in the same minutes.
 
 It uses the database ``BENCH_WF_DB`` (default ``bench_workflows``), dropped and created anew.
 The machine is shared: read the figures as of their run (bench/RESULTS.md says which).
@@ -51,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from api_process import start_api
 from bench_db import drop_database, fresh_database
-from workflows_app import fanout, fanout_each, noop
+from workflows_app import fanout, fanout_each, noop, stamped
 
 from ujobs.drivers.base import JobDriver
 from ujobs.drivers.postgres.driver import postgres_driver
@@ -70,10 +75,9 @@ N = int(os.environ.get("BENCH_WF_N", "1000"))
 SLOTS = int(os.environ.get("BENCH_WF_SLOTS", "16"))
 WAITS = int(os.environ.get("BENCH_WF_WAITS", "1000"))
 CLIENTS = int(os.environ.get("BENCH_WF_CLIENTS", "8"))
+ROUNDS = int(os.environ.get("BENCH_WF_ROUNDS", "6"))
 WARM_UP = 20
 """Jobs in each path's unmeasured first round (``fanout_vs_batch``)."""
-DUE_AFTER_MS = 100
-"""A waited job is due this long after its enqueue: its wait is open before it can settle."""
 
 
 def registry() -> Registry:
@@ -81,6 +85,7 @@ def registry() -> Registry:
     reg.register_job(noop)
     reg.register_job(fanout)
     reg.register_job(fanout_each)
+    reg.register_job(stamped)
     return reg
 
 
@@ -112,11 +117,13 @@ async def batch_rate(driver: JobDriver, worker: JobWorker, n: int, offset: int) 
     return n / (time.perf_counter() - began)
 
 
-async def fanout_rate(driver: JobDriver, n: int, parent_job: Any = fanout) -> float:
+async def fanout_rate(
+    driver: JobDriver, n: int, parent_job: Any = fanout, round_no: int = 0
+) -> float:
     """One parent fanning out ``n`` children and gathering them: jobs per second, the
     parent's enqueue to its settle."""
     began = time.perf_counter()
-    parent = await driver.enqueue(parent_job.request({"count": n}))
+    parent = await driver.enqueue(parent_job.request({"count": n, "round": round_no}))
     gathered = await job_result(parent.id, timeout="10m", driver=driver)
     elapsed = time.perf_counter() - began
     if gathered != n:
@@ -124,27 +131,42 @@ async def fanout_rate(driver: JobDriver, n: int, parent_job: Any = fanout) -> fl
     return n / elapsed
 
 
-async def fanout_vs_batch(driver: JobDriver, n: int) -> dict[str, Any]:
+async def fanout_vs_batch(driver: JobDriver, n: int, rounds: int = ROUNDS) -> dict[str, Any]:
+    """``rounds`` rounds, the two paths' order alternating from round to round (a drift of the
+    machine's load then weighs on both alike); each figure is the median over the rounds, and
+    the ratio the median of each round's own ratio."""
     worker = worker_of(driver)
     await worker.start()
+    batches: list[float] = []
+    fans: list[float] = []
+    eaches: list[float] = []
     try:
         # A warm-up of each path (WARM_UP jobs): every statement prepared on the held
         # connections before the clock runs, as in a process that has served a while.
         await batch_rate(driver, worker, WARM_UP, 3_000_000)
-        await fanout_rate(driver, WARM_UP)
-        await fanout_rate(driver, WARM_UP, fanout_each)
-        batch = await batch_rate(driver, worker, n, 1_000_000)
-        fan = await fanout_rate(driver, n)
-        each = await fanout_rate(driver, n, fanout_each)
+        await fanout_rate(driver, WARM_UP, round_no=-1)
+        await fanout_rate(driver, WARM_UP, fanout_each, round_no=-1)
+        for r in range(rounds):
+            if r % 2 == 0:
+                batches.append(await batch_rate(driver, worker, n, 1_000_000 + r * n))
+                fans.append(await fanout_rate(driver, n, round_no=r))
+            else:
+                fans.append(await fanout_rate(driver, n, round_no=r))
+                batches.append(await batch_rate(driver, worker, n, 1_000_000 + r * n))
+        eaches.append(await fanout_rate(driver, n, fanout_each))
     finally:
         await worker.stop()
+    batch = statistics.median(batches)
+    ratios = [f / b for f, b in zip(fans, batches, strict=True)]
     return {
         "jobs": n,
+        "rounds": rounds,
         "batch_jobs_per_s": round(batch, 1),
-        "fanout_jobs_per_s": round(fan, 1),
-        "fanout_step_each_jobs_per_s": round(each, 1),
-        "fanout_vs_batch": round(fan / batch, 3),
-        "fanout_step_each_vs_batch": round(each / batch, 3),
+        "fanout_jobs_per_s": round(statistics.median(fans), 1),
+        "fanout_step_each_jobs_per_s": round(eaches[0], 1),
+        "fanout_vs_batch": round(statistics.median(ratios), 3),
+        "fanout_vs_batch_rounds": [round(r, 3) for r in ratios],
+        "fanout_step_each_vs_batch": round(eaches[0] / batch, 3),
     }
 
 
@@ -156,36 +178,42 @@ def percentile(values: list[float], p: float) -> float:
 async def result_waits(
     pool: asyncpg.Pool[Any], driver: JobDriver, url: str, token: str, waits: int
 ) -> dict[str, Any]:
-    """``waits`` jobs, each waited for over HTTP from before it is due (module docstring)."""
-    worker = worker_of(driver)
+    """``waits`` jobs, each enqueued and at once waited for over HTTP (module docstring)."""
+    announced = announcing(driver)
+    worker = worker_of(announced)
+    settled_ms: dict[str, float] = {}
+
+    def on_signal(event: str, payload: Any) -> None:
+        if event == "settled" and payload.settled:
+            settled_ms[payload.job_id] = time.time() * 1000
+
+    unsubscribe = worker.signals.subscribe(on_signal)
     await worker.start()
     answered: dict[str, float] = {}
+    pickup_ms: list[float] = []
     seqs = iter(range(2_000_000, 2_000_000 + waits))
     try:
         async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
 
             async def client() -> None:
                 for seq in seqs:
-                    due = driver.clock.now_ms() + DUE_AFTER_MS
-                    queued = await driver.enqueue(noop.request({"n": seq}, run_at_ms=due))
+                    queued = await announced.enqueue(stamped.request({"n": seq}))
+                    enqueued_ms = time.time() * 1000
                     async with http.get(f"{url}/v1/jobs/{queued.id}/result?wait=10s") as answer:
                         body = await answer.json()
                     answered[queued.id] = time.time() * 1000
-                    if answer.status != 200 or body.get("result") != seq:
+                    result = body.get("result") or {}
+                    if answer.status != 200 or result.get("n") != seq:
                         raise SystemExit(f"result wait answered {answer.status}: {body}")
+                    pickup_ms.append(result["startedMs"] - enqueued_ms)
 
             await asyncio.gather(*(client() for _ in range(CLIENTS)))
     finally:
+        unsubscribe()
         await worker.stop()
-    rows = await pool.fetch(
-        "select id, x_ms(run_at) as due, x_ms(finished_at) as done from x_jobs "
-        "where id = any($1::text[])",
-        list(answered),
-    )
-    wait_ms = [answered[r["id"]] - r["done"] for r in rows]
-    pickup_ms = [float(r["done"] - r["due"]) for r in rows]
+    wait_ms = [answered[job_id] - settled_ms[job_id] for job_id in answered]
     return {
-        "waits": len(rows),
+        "waits": len(wait_ms),
         "result_wait_p50_ms": round(statistics.median(wait_ms), 2),
         "result_wait_p95_ms": round(percentile(wait_ms, 0.95), 2),
         "pickup_p50_ms": round(statistics.median(pickup_ms), 2),
@@ -222,6 +250,9 @@ async def measure() -> dict[str, Any]:
         **waits,
         "ratios": {
             "fanout_vs_batch": fan["fanout_vs_batch"],
+            "result_wait_vs_pickup_p50_plus_2ms": round(
+                waits["result_wait_p50_ms"] / (waits["pickup_p50_ms"] + 2), 3
+            ),
             "fanout_step_each_vs_batch": fan["fanout_step_each_vs_batch"],
         },
     }

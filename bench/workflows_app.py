@@ -5,6 +5,7 @@ the result waits read."""
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 from ujobs import Run, define_api, job, t
@@ -23,9 +24,22 @@ async def noop(run: Run[Any]) -> Any:
 
 
 @job(
+    name="bench.wf.stamped",
+    input=t.object(n=t.number.int()),
+    idempotency_key=lambda i: f"wf-stamped:{i.n}",
+    tenant="none",
+    queue="bench",
+)
+async def stamped(run: Run[Any]) -> Any:
+    """Nothing but its number and when its body started (epoch ms, this host's clock): the
+    result the result waits read, and the pickup they measure beside it."""
+    return {"n": run.input.n, "startedMs": time.time() * 1000}
+
+
+@job(
     name="bench.wf.fanout",
-    input=t.object(count=t.number.int()),
-    idempotency_key=lambda i: f"fanout:{i.count}",
+    input=t.object(count=t.number.int(), round=t.optional(t.number.int())),
+    idempotency_key=lambda i: f"fanout:{i.count}:{i.round or 0}",
     tenant="none",
     queue="bench",
 )
@@ -38,8 +52,8 @@ async def fanout(run: Run[Any]) -> Any:
 
 @job(
     name="bench.wf.fanout_each",
-    input=t.object(count=t.number.int()),
-    idempotency_key=lambda i: f"fanout-each:{i.count}",
+    input=t.object(count=t.number.int(), round=t.optional(t.number.int())),
+    idempotency_key=lambda i: f"fanout-each:{i.count}:{i.round or 0}",
     tenant="none",
     queue="bench",
 )
