@@ -99,6 +99,7 @@ def _child_request(
         queue=queue,
         idempotency_key=child_id,
         priority=priority,
+        run_id=run_id,
     )
     tenant = step.tenant_id
     if tenant is not None and request.tenant_id not in (None, tenant):
@@ -107,12 +108,15 @@ def _child_request(
             f"parent runs for {tenant!r}; a child runs under its parent's tenant",
             meta={"job": job.name, "tenant": request.tenant_id, "parent_tenant": tenant},
         )
+    if (tenant is None or request.tenant_id == tenant) and (
+        request.debounce_ms is None and request.unique_for_ms is None
+    ):
+        return request  # the common child: no copy (a fan-out builds a thousand of these)
     return dataclasses.replace(
         request,
         tenant_id=tenant if tenant is not None else request.tenant_id,
         debounce_ms=None,
         unique_for_ms=None,
-        run_id=run_id if run_id is not None else request.run_id,
     )
 
 

@@ -37,6 +37,7 @@ class ChildJob(Protocol):
         self,
         input: Any = None,
         *,
+        run_id: str | None = None,
         job_id: str | None = None,
         delay: Duration | None = None,
         queue: str | None = None,
