@@ -3,7 +3,22 @@
 -- whose lease lapsed (the worker died), oldest due first (run_at, then seq). Each lateral
 -- scan walks the partial claim index of ONE queue in hand-out order and stops after $2 rows
 -- it could lock (FOR UPDATE SKIP LOCKED), so concurrent claimers take disjoint rows and never
--- read history. The lapsed arm walks x_jobs_running_lease_idx (queue, lease_expires_at) up to
+-- read history.
+--
+-- Tenant-fair (issue 41; the model is ujobs.drivers.fairness's docstring, which the memory
+-- driver runs): in every queue not in $12 the claim walks the tenants with claimable rows from
+-- the queue's cursor (x_fair_cursors), a loose index scan over x_jobs_fair_idx: `ahead` takes
+-- the next tenant after the cursor, one index descent per tenant, up to $2 of them; `behind`
+-- wraps round from the first tenant up to the cursor for the rest. So a claim visits at most
+-- $2 tenants (2 x $2 descents) however many have work, and each visited tenant's rows are the
+-- head of its own index range. `fair` locks each walked tenant's oldest min($2, weight x
+-- rounds) due rows (rounds = ceil($2 / the walked tenants' weights), weights from
+-- x_tenant_weights, 1 by absence); row i of a tenant of weight w is in round ceil(i / w).
+-- `fill` is the FIFO walk of old over the slots the fair rows leave (every queue, strict ones
+-- whole), excluding the fair rows (this statement's own locks do not skip them). `picked` is
+-- the hand-out order: lapsed rows, then fair rows by (round, place in the walk, queue, i),
+-- then the fill; the rows come back in that order, and each fair queue's cursor moves to the
+-- tenant of its last fair row handed out (`moved`). The lapsed arm walks x_jobs_running_lease_idx (queue, lease_expires_at) up to
 -- now, so it reads only rows whose lease lapsed, however many run on live leases (0005).
 -- A lapsed row already at attempt >= max_attempts is never handed out: the
 -- second arm buries it (dead, or failed when its name is in $6) with
@@ -20,12 +35,97 @@
 -- $1 queues  $2 limit  $3 worker id  $4 now ms  $5 visibility ms  $6 drop_exhausted names
 -- $7 counter bucket width ms  $8 counter bucket start ms  $9 rows started at once (null: all)
 -- $10 the cap on a row's uncounted ahead hand-backs  $11 write the settlements outbox (bool)
-with queues as (
+-- $12 strict queues: served first-in first-out (fair=False, UJOBS_STRICT_QUEUES)
+with recursive queues as (
   select q.name
     from unnest($1::text[]) as q(name)
    where not exists (select 1 from x_job_pauses p where p.kind = 'queue' and p.name = q.name)
 ),
-due as (
+fairq as (
+  select q.name, (select c.tenant from x_fair_cursors c where c.queue = q.name) as cursor
+    from queues q
+   where q.name <> all($12::text[])
+),
+ahead as (
+  select f.name as queue, a.tenant, 1 as depth
+    from fairq f
+   cross join lateral (
+     select coalesce(j.tenant_id, '') as tenant
+       from x_jobs j
+      where j.queue = f.name
+        and coalesce(j.tenant_id, '') > f.cursor
+        and j.state in ('ready', 'delayed', 'suspended')
+      order by coalesce(j.tenant_id, '')
+      limit 1) a
+   where f.cursor is not null
+  union all
+  select w.queue, a.tenant, w.depth + 1
+    from ahead w
+   cross join lateral (
+     select coalesce(j.tenant_id, '') as tenant
+       from x_jobs j
+      where j.queue = w.queue
+        and coalesce(j.tenant_id, '') > w.tenant
+        and j.state in ('ready', 'delayed', 'suspended')
+      order by coalesce(j.tenant_id, '')
+      limit 1) a
+   where w.depth < $2::int
+),
+fairb as (
+  select f.name, f.cursor, $2::int - (select count(*) from ahead a where a.queue = f.name) as room
+    from fairq f
+),
+behind as (
+  select f.name as queue, b.tenant, 1 as depth
+    from fairb f
+   cross join lateral (
+     select coalesce(j.tenant_id, '') as tenant
+       from x_jobs j
+      where j.queue = f.name
+        and j.state in ('ready', 'delayed', 'suspended')
+      order by coalesce(j.tenant_id, '')
+      limit 1) b
+   where f.room > 0 and (f.cursor is null or b.tenant <= f.cursor)
+  union all
+  select w.queue, b.tenant, w.depth + 1
+    from behind w
+    join fairb f on f.name = w.queue
+   cross join lateral (
+     select coalesce(j.tenant_id, '') as tenant
+       from x_jobs j
+      where j.queue = w.queue
+        and coalesce(j.tenant_id, '') > w.tenant
+        and j.state in ('ready', 'delayed', 'suspended')
+      order by coalesce(j.tenant_id, '')
+      limit 1) b
+   where w.depth < f.room and (f.cursor is null or b.tenant <= f.cursor)
+),
+walked as (
+  select w.queue, w.tenant, w.place, w.weight,
+         ceil($2::numeric / sum(w.weight) over (partition by w.queue))::int as rounds
+    from (select s.queue, s.tenant, coalesce(tw.weight, 1) as weight,
+                 row_number() over (partition by s.queue order by s.part, s.depth) as place
+            from (select a.queue, a.tenant, 0 as part, a.depth from ahead a
+                  union all
+                  select b.queue, b.tenant, 1 as part, b.depth from behind b) s
+            left join x_tenant_weights tw on tw.tenant_id = s.tenant) w
+),
+fair as (
+  select f.id, f.run_at, f.seq, w.queue, w.tenant, w.place, w.weight,
+         row_number() over (partition by w.queue, w.tenant order by f.run_at, f.seq) as i
+    from walked w
+   cross join lateral (
+     select j.id, j.run_at, j.seq
+       from x_jobs j
+      where j.queue = w.queue
+        and coalesce(j.tenant_id, '') = w.tenant
+        and j.state in ('ready', 'delayed', 'suspended')
+        and j.run_at <= x_ts($4::bigint)
+      order by j.run_at, j.seq
+      limit least($2::int, w.weight * w.rounds)
+        for update skip locked) f
+),
+fill as (
   select d.id, d.run_at, d.seq
     from queues q
    cross join lateral (
@@ -34,8 +134,9 @@ due as (
       where j.queue = q.name
         and j.state in ('ready', 'delayed', 'suspended')
         and j.run_at <= x_ts($4::bigint)
+        and j.id <> all(array(select f.id from fair f))
       order by j.run_at, j.seq
-      limit $2::int
+      limit greatest($2::int - (select count(*) from fair), 0)
         for update skip locked) d
 ),
 lapsed as (
@@ -51,12 +152,27 @@ lapsed as (
         for update skip locked) l
 ),
 picked as (
-  select c.id, row_number() over (order by c.run_at, c.seq) as n
-    from (select id, run_at, seq from due
+  select c.id, c.part, c.queue, c.tenant,
+         row_number() over (order by c.part, c.round, c.place, c.queue, c.i, c.run_at, c.seq) as n
+    from (select l.id, 0 as part, 0::bigint as round, 0::bigint as place, ''::text as queue,
+                 ''::text as tenant, 0::bigint as i, l.run_at, l.seq
+            from lapsed l where not l.final
           union all
-          select id, run_at, seq from lapsed where not final) c
-   order by c.run_at, c.seq
+          select f.id, 1, ceil(f.i::numeric / f.weight)::bigint, f.place, f.queue, f.tenant, f.i,
+                 f.run_at, f.seq
+            from fair f
+          union all
+          select d.id, 2, 0, 0, '', '', 0, d.run_at, d.seq from fill d) c
+   order by n
    limit $2::int
+),
+moved as (
+  insert into x_fair_cursors as c (queue, tenant)
+  select distinct on (p.queue) p.queue, p.tenant
+    from picked p
+   where p.part = 1
+   order by p.queue, p.n desc
+  on conflict (queue) do update set tenant = excluded.tenant
 ),
 claimed as (
   update x_jobs j
@@ -107,7 +223,7 @@ select x.kind, x.id, x.run_id, x.name, x.queue, x.input::text as input, x.tenant
        x_ms(x.run_at) as run_at_ms, x_ms(x.created_at) as created_at_ms,
        x_ms(x.lease_expires_at) as lease_expires_at_ms, x.traceparent, x.enqueued_by, x.ahead,
        x.snoozes
-  from (select 'claimed' as kind, c.* from claimed c
+  from (select 'claimed' as kind, p.n, c.* from claimed c join picked p on p.id = c.id
         union all
-        select 'buried' as kind, b.* from buried b) x
- order by x.kind desc, x.run_at, x.seq
+        select 'buried' as kind, null as n, b.* from buried b) x
+ order by x.kind desc, x.n, x.run_at, x.seq

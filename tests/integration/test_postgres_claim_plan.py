@@ -52,7 +52,9 @@ async def test_a_claim_reads_none_of_the_rows_running_on_live_leases(
     # EXPLAIN takes no bind parameters: the arguments are literals (all integers here); the
     # last three: four rows started at once, the rest claimed ahead; three ahead hand-backs;
     # no settlements outbox.
-    args = f"('{{default}}', {DUE}, 'w', {now}, 60000, '{{}}', {width}, {start}, 4, 3, false)"
+    args = (
+        f"('{{default}}', {DUE}, 'w', {now}, 60000, '{{}}', {width}, {start}, 4, 3, false, '{{}}')"
+    )
     plan, taken = await explain_prepared(
         pg_pool,
         query("claim"),
