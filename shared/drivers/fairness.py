@@ -124,11 +124,19 @@ def walk(tenants: Iterable[str], cursor: str | None, limit: int) -> list[str]:
 
 
 def fair_order(
-    rows: Sequence[FairRow], *, limit: int, cursor: str | None, weights: Mapping[str, int]
+    rows: Sequence[FairRow],
+    *,
+    limit: int,
+    cursor: str | None,
+    weights: Mapping[str, int],
+    tenants: Iterable[str] = (),
 ) -> list[tuple[tuple[int, int, int], FairRow]]:
     """One queue's fair rows with their rank (round, place in the walk, index in tenant):
-    each walked tenant's oldest ``min(limit, weight * rounds)`` due rows, best first."""
-    by_tenant: dict[str, list[FairRow]] = {}
+    each walked tenant's oldest ``min(limit, weight * rounds)`` due rows, best first.
+    ``tenants`` adds the tenants whose claimable rows are not due yet: the drivers' walks
+    visit every tenant with a claimable row (one index descent or lex step each), so such a
+    tenant takes a place in the walk and its weight counts in the rounds."""
+    by_tenant: dict[str, list[FairRow]] = {t: [] for t in tenants}
     for row in sorted(rows, key=_fifo):
         by_tenant.setdefault(row.tenant, []).append(row)
     walked = walk(by_tenant, cursor, limit)
@@ -161,20 +169,29 @@ def claim_order(
     strict: frozenset[str] = frozenset(),
     cursors: Mapping[str, str] | None = None,
     weights: Mapping[str, int] | None = None,
+    waiting: Mapping[str, Iterable[str]] | None = None,
 ) -> ClaimPlan:
     """The hand-out order of one claim (see the module's docstring): ``lapsed`` first, then
     the fair rows of every queue not in ``strict``, then the fill, oldest first; at most
-    ``limit`` rows. ``due`` holds every due row of the claimed queues."""
+    ``limit`` rows. ``due`` holds every due row of the claimed queues; ``waiting`` each
+    queue's tenants whose claimable rows are not due yet (see ``fair_order``)."""
     cursors = cursors or {}
     weights = weights or {}
+    waiting = waiting or {}
     picked: list[FairRow] = sorted(lapsed, key=_fifo)[:limit]
-    per_queue: dict[str, list[FairRow]] = {}
+    per_queue: dict[str, list[FairRow]] = {q: [] for q in waiting if q not in strict}
     for row in due:
         if row.queue not in strict:
             per_queue.setdefault(row.queue, []).append(row)
     fair: list[tuple[tuple[int, int, str, int], FairRow]] = []
     for queue, rows in per_queue.items():
-        ranked = fair_order(rows, limit=limit, cursor=cursors.get(queue), weights=weights)
+        ranked = fair_order(
+            rows,
+            limit=limit,
+            cursor=cursors.get(queue),
+            weights=weights,
+            tenants=waiting.get(queue, ()),
+        )
         fair.extend(((rank[0], rank[1], queue, rank[2]), row) for rank, row in ranked)
     fair.sort(key=lambda pair: pair[0])
     taken = {row.id for row in picked}

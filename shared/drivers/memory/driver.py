@@ -237,6 +237,7 @@ class MemoryDriver:
         now = self.clock.now_ms()
         queues = set(options.queues) - self.state.paused_queues
         due: list[FairRow] = []
+        waiting: dict[str, set[str]] = {}
         lapsed: list[MemoryRow] = []
         # Every live row holds its key, so the live index is exactly the rows a claim can
         # touch; finished history never slows a claim down.
@@ -246,6 +247,8 @@ class MemoryDriver:
                 continue
             if row.state in CLAIMABLE_STATES and row.run_at_ms <= now:
                 due.append(_fair_row(row))
+            elif row.state in CLAIMABLE_STATES:
+                waiting.setdefault(row.queue, set()).add(group_of(row.tenant_id))
             elif (
                 row.state == "running"
                 and row.lease_expires_at_ms is not None
@@ -269,6 +272,7 @@ class MemoryDriver:
             strict=options.strict_queues,
             cursors=self.state.fair_cursors,
             weights=self.state.tenant_weights,
+            waiting=waiting,
         )
         self.state.fair_cursors.update(plan.cursors)
         claimed: list[ClaimedJob] = []

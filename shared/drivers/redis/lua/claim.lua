@@ -2,7 +2,8 @@
 --
 -- ARGV: now, limit, worker_id, visibility_ms, mark_candidate, ahead_after (-1: none),
 --       ahead_returns_max, settlements (1: each burial adds its settlements-outbox entry,
---       code LEASE_LAPSED_FINAL_ATTEMPT), n_drop, <n_drop job names>, <queues...>
+--       code LEASE_LAPSED_FINAL_ATTEMPT), n_drop, <n_drop job names>, n_strict,
+--       <n_strict strict queue names>, <queues...>
 -- Returns { claimed, buried, mark }:
 --   claimed: one list per row: id, run_id, name, queue, input, tenant_id, idempotency_key,
 --            attempt, max_attempts, worker_id, claim, run_at, created_at, lease, traceparent,
@@ -12,13 +13,19 @@
 --   mark:    the keyspace mark (prelude.lua's store_mark; `mark_candidate` when there was none),
 --            so the driver learns of a wiped keyspace with no round trip of its own
 --
--- Candidates per queue: the first `limit` members of the due zset with run_at <= now (the
--- zset is ordered by run_at, then insertion), plus running rows whose lease lapsed (at most
--- LAPSED_SCAN per queue per pass). All are sorted by (run_at, seq) and walked as the memory
--- driver walks them: a lapsed row already at its final attempt is buried (dead, or failed
--- when its name is in the drop list, last_error LEASE_LAPSED_FINAL_ATTEMPT, counted) whatever
--- the limit; every other candidate is claimed until `limit` rows are. Cost: O(queues x (limit
--- + lapsed) x log N) however long the backlog is.
+-- Candidates per queue: running rows whose lease lapsed (at most LAPSED_SCAN per queue per
+-- pass), oldest first; then, in a queue that is not strict, the tenant-fair rows
+-- (ujobs.drivers.fairness): the tenants after the cursor {p}:qc:<queue> in the tenant set
+-- {p}:qs:<queue> (ZRANGEBYLEX, wrapping round to the cursor, at most `limit`), each giving
+-- its oldest min(limit, weight x rounds) due members of {p}:qt:<n>:<queue>:<tenant>, weights
+-- from {p}:tw, ranked by (round, place in the walk, queue, index); then the fill: the first
+-- members of the queue's due zset with run_at <= now (ordered by run_at, then insertion) that
+-- are not fair rows. They are walked in that order: a lapsed row already at its final
+-- attempt is buried (dead, or failed when its name is in the drop list, last_error
+-- LEASE_LAPSED_FINAL_ATTEMPT, counted) whatever the limit; every other candidate is claimed
+-- until `limit` rows are. A claimed due row leaves both zsets (its tenant leaves the set with
+-- its last row), and the cursor moves to the tenant of the last fair row claimed. Cost:
+-- O(queues x (limit + lapsed) x log N) however long the backlog and however many tenants.
 --
 -- Claim-ahead: the rows claimed after the first `ahead_after` get the `ahead` field (1);
 -- start_ahead.lua clears it once the row's body has run a moment. A lapsed row still marked
@@ -41,9 +48,50 @@ local drop = {}
 for i = 10, 9 + n_drop do
   drop[ARGV[i]] = true
 end
+local n_strict = tonumber(ARGV[10 + n_drop])
+local strict = {}
+for i = 11 + n_drop, 10 + n_drop + n_strict do
+  strict[ARGV[i]] = true
+end
 
-local candidates = {}
-for i = 10 + n_drop, #ARGV do
+local function fifo(a, b)
+  if a.run_at ~= b.run_at then
+    return a.run_at < b.run_at
+  end
+  return a.seq < b.seq
+end
+
+local function due_candidate(member, score, queue, tenant)
+  return {
+    run_at = tonumber(score), seq = tonumber(string.sub(member, 1, 15)),
+    id = string.sub(member, 16), member = member, queue = queue, tenant = tenant,
+    lapsed = false, final = false,
+  }
+end
+
+-- The tenants a fair claim visits in `queue` (ujobs.drivers.fairness.walk): those after the
+-- cursor in byte order, then wrapping round to it; at most `limit`, one ZRANGEBYLEX each way.
+local function walk(queue)
+  local key = tenants_key(queue)
+  local cursor = redis.call('GET', cursor_key(queue))
+  if not cursor then
+    return redis.call('ZRANGEBYLEX', key, '-', '+', 'LIMIT', 0, limit)
+  end
+  local walked = redis.call('ZRANGEBYLEX', key, '(' .. cursor, '+', 'LIMIT', 0, limit)
+  if #walked < limit then
+    local behind = redis.call('ZRANGEBYLEX', key, '-', '[' .. cursor, 'LIMIT', 0,
+      limit - #walked)
+    for _, tenant in ipairs(behind) do
+      walked[#walked + 1] = tenant
+    end
+  end
+  return walked
+end
+
+local lapsed_rows = {}
+local fair = {}
+local fill = {}
+for i = 11 + n_drop + n_strict, #ARGV do
   local queue = ARGV[i]
   local lapsed = redis.call('ZRANGEBYSCORE', running_key(queue), '-inf', now,
     'LIMIT', 0, LAPSED_SCAN)
@@ -53,7 +101,7 @@ for i = 10 + n_drop, #ARGV do
     if row[1] then
       local returns = tonumber(row[6]) or 0
       local unused = row[5] == '1' and returns < ahead_returns_max
-      candidates[#candidates + 1] = {
+      lapsed_rows[#lapsed_rows + 1] = {
         run_at = tonumber(row[1]), seq = tonumber(row[2]), id = id, queue = queue,
         lapsed = true, unused = unused, returns = returns,
         final = (not unused) and tonumber(row[3]) >= tonumber(row[4]),
@@ -63,24 +111,83 @@ for i = 10 + n_drop, #ARGV do
       redis.call('ZREM', running_key(queue), id)
     end
   end
+  -- Fair (not strict): each walked tenant's oldest min(limit, weight x rounds) due rows,
+  -- ranked by (round, place in the walk, queue, index); a tenant set member whose zset is
+  -- empty is dropped on the way.
+  local fair_ids = {}
+  local n_fair = 0
+  if not strict[queue] then
+    local walked = walk(queue)
+    local weights = {}
+    local total = 0
+    if #walked > 0 then
+      weights = redis.call('HMGET', base .. ':tw', unpack(walked))
+    end
+    for k = 1, #walked do
+      local w = tonumber(weights[k]) or 1
+      if walked[k] == '' then
+        w = 1
+      end
+      weights[k] = w
+      total = total + w
+    end
+    local rounds = 0
+    if total > 0 then
+      rounds = math.ceil(limit / total)
+    end
+    for place, tenant in ipairs(walked) do
+      local w = weights[place]
+      local key = tenant_due_key(queue, tenant)
+      local rows = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'WITHSCORES', 'LIMIT', 0,
+        math.min(limit, w * rounds))
+      if #rows == 0 and redis.call('EXISTS', key) == 0 then
+        redis.call('ZREM', tenants_key(queue), tenant)
+      end
+      for j = 1, #rows, 2 do
+        local c = due_candidate(rows[j], rows[j + 1], queue, tenant)
+        local index = (j + 1) / 2
+        c.round = math.ceil(index / w)
+        c.place = place
+        c.index = index
+        c.fair = true
+        fair[#fair + 1] = c
+        fair_ids[c.id] = true
+        n_fair = n_fair + 1
+      end
+    end
+  end
   local due = redis.call('ZRANGEBYSCORE', due_key(queue), '-inf', now,
-    'WITHSCORES', 'LIMIT', 0, limit)
+    'WITHSCORES', 'LIMIT', 0, limit + n_fair)
   for j = 1, #due, 2 do
-    local member = due[j]
-    candidates[#candidates + 1] = {
-      run_at = tonumber(due[j + 1]), seq = tonumber(string.sub(member, 1, 15)),
-      id = string.sub(member, 16), member = member, queue = queue, lapsed = false,
-      final = false,
-    }
+    local c = due_candidate(due[j], due[j + 1], queue, nil)
+    if not fair_ids[c.id] then
+      fill[#fill + 1] = c
+    end
   end
 end
 
-table.sort(candidates, function(a, b)
-  if a.run_at ~= b.run_at then
-    return a.run_at < b.run_at
+table.sort(lapsed_rows, fifo)
+table.sort(fair, function(a, b)
+  if a.round ~= b.round then
+    return a.round < b.round
   end
-  return a.seq < b.seq
+  if a.place ~= b.place then
+    return a.place < b.place
+  end
+  if a.queue ~= b.queue then
+    return a.queue < b.queue
+  end
+  return a.index < b.index
 end)
+table.sort(fill, fifo)
+
+-- Hand-out order: lapsed rows, then the fair rows, then the fill (fairness.claim_order).
+local candidates = {}
+for _, list in ipairs({ lapsed_rows, fair, fill }) do
+  for _, c in ipairs(list) do
+    candidates[#candidates + 1] = c
+  end
+end
 
 local claimed = {}
 local buried = {}
@@ -89,6 +196,8 @@ local lease = now + visibility
 -- of 16 rows is two reads and one write per row, plus a few commands per queue.
 local tallies = {}
 local unqueued = {}    -- queue -> due members taken out
+local untenanted = {}  -- tenant zset key -> { queue, tenant, members taken out }
+local moved = {}       -- queue -> the tenant of its last fair row handed out (the cursor)
 local leased = {}      -- queue -> lease, id pairs for the running zset
 -- What the reply needs that the claim does not already know (id, queue, worker, run_at
 -- and lease it knows), then the row's state (for the tally).
@@ -113,6 +222,14 @@ local function take(jk, c, position)
   if not c.lapsed then
     local members = list_of(unqueued, c.queue)
     members[#members + 1] = c.member
+    local tenant = c.tenant or row[4] or ''
+    local key = tenant_due_key(c.queue, tenant)
+    local taken = untenanted[key]
+    if taken == nil then
+      taken = { queue = c.queue, tenant = tenant, members = {} }
+      untenanted[key] = taken
+    end
+    taken.members[#taken.members + 1] = c.member
     if not row[12] then
       return nil
     end
@@ -163,12 +280,24 @@ for _, c in ipairs(candidates) do
     local row = take(jk, c, #claimed + 1)
     if row then
       claimed[#claimed + 1] = row
+      if c.fair then
+        moved[c.queue] = c.tenant
+      end
     end
   end
 end
 
 for queue, members in pairs(unqueued) do
   call_chunked('ZREM', due_key(queue), members)
+end
+for key, taken in pairs(untenanted) do
+  call_chunked('ZREM', key, taken.members)
+  if redis.call('EXISTS', key) == 0 then
+    redis.call('ZREM', tenants_key(taken.queue), taken.tenant)
+  end
+end
+for queue, tenant in pairs(moved) do
+  redis.call('SET', cursor_key(queue), tenant)
 end
 for queue, pairs_ in pairs(leased) do
   call_chunked('ZADD', running_key(queue), pairs_)

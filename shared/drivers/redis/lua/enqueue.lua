@@ -60,7 +60,8 @@ for i = 5, #ARGV, STRIDE do
     local holder = redis.call('HGET', live, lk)
     local held = false
     if holder then
-      held = redis.call('HMGET', job_key(holder), 'id', 'run_id', 'state', 'claim', 'queue', 'm')
+      held = redis.call('HMGET', job_key(holder), 'id', 'run_id', 'state', 'claim', 'queue', 'm',
+        'tenant_id')
     end
     local recent = false
     if not (held and held[1]) and unique_for ~= nil then
@@ -79,7 +80,7 @@ for i = 5, #ARGV, STRIDE do
         end
         redis.call('HSET', job_key(holder), 'run_at', run_at, 'state', state, 'input', input,
           'updated_at', now)
-        redis.call('ZADD', due_key(held[5]), run_at, held[6])
+        due_add(held[5], held[7], run_at, held[6])
         if state ~= held[3] then
           tally(held[5], held[3], state)
         end
@@ -121,7 +122,7 @@ for i = 5, #ARGV, STRIDE do
       if unique_for ~= nil then
         redis.call('HSET', jk, 'uf', unique_for)
       end
-      redis.call('ZADD', due_key(queue), run_at, member)
+      due_add(queue, tenant, run_at, member)
       redis.call('HSET', live, lk, id)
       redis.call('SADD', base .. ':queues', queue)
       tally(queue, nil, state)

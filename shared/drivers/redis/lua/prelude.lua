@@ -8,6 +8,14 @@
 --   {p}:queues            set     every queue that ever held a row (what stats() walks)
 --   {p}:q:<queue>         zset    ready / delayed / suspended rows, score run_at,
 --                                 member <seq, 15 digits><id> so equal run_at pops FIFO
+--   {p}:qt:<n>:<queue>:<tenant>
+--                         zset    the same rows of one tenant ('' for the jobs without one),
+--                                 same scores and members: what the fair claim takes from
+--                                 (<n>, the queue's length in bytes, keeps the split unambiguous)
+--   {p}:qs:<queue>        zset    the tenants with a {p}:qt zset in the queue, all scored 0 so
+--                                 ZRANGEBYLEX walks them in byte order from the cursor
+--   {p}:qc:<queue>        string  the fair cursor: the tenant the last claim served last
+--   {p}:tw                hash    tenant -> weight (1..1000; absent: 1), read by every claim
 --   {p}:r:<queue>         zset    running rows, score lease expiry, member id
 --   {p}:d:<queue>         zset    done rows, score finished_at (driver clock), member id
 --   {p}:n:<queue>         hash    rows per state (done excluded: counted off {p}:d:<queue>)
@@ -45,6 +53,27 @@ end
 
 local function due_key(queue)
   return base .. ':q:' .. queue
+end
+
+local function tenant_due_key(queue, tenant)
+  return base .. ':qt:' .. string.format('%d', #queue) .. ':' .. queue .. ':' .. tenant
+end
+
+local function tenants_key(queue)
+  return base .. ':qs:' .. queue
+end
+
+local function cursor_key(queue)
+  return base .. ':qc:' .. queue
+end
+
+-- A row becomes claimable (or moves its run_at): in its queue's zset, its tenant's zset, and
+-- its tenant in the queue's tenant set. `tenant` false or nil: the group without a tenant.
+local function due_add(queue, tenant, run_at, member)
+  local group = tenant or ''
+  redis.call('ZADD', due_key(queue), run_at, member)
+  redis.call('ZADD', tenant_due_key(queue, group), run_at, member)
+  redis.call('ZADD', tenants_key(queue), 0, group)
 end
 
 local function running_key(queue)
