@@ -108,9 +108,12 @@ async def enqueue(driver: PostgresDriver, jobs: Sequence[tuple[str, int]]) -> No
         )
 
 
-async def run_worker(pool: asyncpg.Pool[Any], *, fair: bool, until: Any, cap_s: float) -> float:
-    """A worker on ``pool`` until ``until()`` is true (or ``cap_s`` passed); answers the
-    seconds from its start to then. ``analyze`` first, as autovacuum would have by then."""
+async def run_worker(
+    pool: asyncpg.Pool[Any], *, fair: bool, until: Any, cap_s: float
+) -> tuple[float, float]:
+    """A worker on ``pool`` until ``until()`` is true (or ``cap_s`` passed); answers when it
+    started (``time.perf_counter``) and the seconds from then to the end. ``analyze`` first,
+    as autovacuum would have by then, outside the timing."""
     await pool.execute("analyze x_jobs")
     reg = Registry()
     reg.register_job(fair_noop)
@@ -131,7 +134,7 @@ async def run_worker(pool: asyncpg.Pool[Any], *, fair: bool, until: Any, cap_s: 
     try:
         while not until() and time.perf_counter() - began < cap_s:
             await asyncio.sleep(0.002)
-        return time.perf_counter() - began
+        return began, time.perf_counter() - began
     finally:
         await worker.stop()
         await driver.close()
@@ -152,8 +155,7 @@ async def quiet_wait(
     def all_quiet() -> bool:
         return sum(tenant != "flood" for tenant in STARTS.tenants) >= quiet
 
-    began = time.perf_counter()
-    seconds = await run_worker(pool, fair=fair, until=all_quiet, cap_s=cap_s)
+    began, seconds = await run_worker(pool, fair=fair, until=all_quiet, cap_s=cap_s)
     quiet_at = [
         at for tenant, at in zip(STARTS.tenants, STARTS.at, strict=True) if tenant != "flood"
     ]
@@ -176,7 +178,7 @@ async def drain(pool: asyncpg.Pool[Any], jobs: Sequence[tuple[str, int]], *, fai
         await enqueue(driver, jobs)
     finally:
         await driver.close()
-    seconds = await run_worker(
+    _, seconds = await run_worker(
         pool, fair=fair, until=lambda: len(STARTS.tenants) >= len(jobs), cap_s=3_600
     )
     left = await pool.fetchval("select count(*) from x_jobs where state <> 'done'")
