@@ -158,6 +158,13 @@ class EnqueueOptionUnsupportedError(UltimateError):
     code = "X_ENQUEUE_OPTION_UNSUPPORTED"
 
 
+class PriorityInvalidError(UltimateError):
+    """A priority that is not a whole number from 0 (handed out first, the default) to 9
+    (last): nothing was queued; send one in that range, or none for the job's own."""
+
+    code = "X_PRIORITY_INVALID"
+
+
 class JobNameTakenError(JobDuplicateError):
     code = "X_JOB_DUPLICATE"
 
@@ -600,6 +607,7 @@ register_error_retry(
         "X_JOB_KEY_BUSY": "terminal",
         "X_JOB_SNOOZE_LIMIT": "terminal",
         "X_ENQUEUE_OPTION_UNSUPPORTED": "terminal",
+        "X_PRIORITY_INVALID": "terminal",
         "X_JOB_TENANT_MISMATCH": "terminal",
         "X_JOB_TENANT_REQUIRED": "terminal",
         "X_JOB_DECLARATION_INVALID": "terminal",

@@ -110,6 +110,7 @@ def job_json(row: JobRow, *, input_: str = "omit", error_detail: bool = True) ->
         "lastError": row.last_error if error_detail else error_summary(row.last_error),
         "traceparent": row.traceparent,
         "enqueuedBy": row.enqueued_by,
+        "priority": row.priority,
     }
     if input_ == "redacted":
         doc["input"] = redact_input(row.input)

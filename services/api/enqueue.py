@@ -8,8 +8,8 @@ work (``X_TENANCY_ACTOR_MISMATCH``, 403).
 
 | Route | Scope | Answers |
 |---|---|---|
-| ``POST /v1/jobs/{name}`` ``{"input", "runId"?, "delay"?, "debounce"?, "queue"?, "onConflict"?, "parentId"?}`` | ``enqueue:<name>`` (``parentId``: an operator token, ``enqueue_child.py``) | 202 ``{"id", "runId", "deduped", "debounced"}``; with ``"onConflict": "error"`` a live run holding the key is 409 ``X_JOB_DUPLICATE`` (``meta.id`` names it), unless the enqueue debounced it; with ``?wait=30s`` enqueue and wait: 200 with the run's result once it settles, 202 with its state when the wait runs out (``results.py``) |
-| ``POST /v1/jobs/{name}/batch`` ``{"inputs": [...], "delay"?, "debounce"?, "queue"?, "onConflict"?}`` | ``enqueue:<name>`` | 202 ``{"jobs": [{"id", "runId", "deduped", "debounced"}, ...]}`` in input order; at most ``MAX_BATCH_INPUTS``; under ``"onConflict": "error"`` all new or 409 and none (a debounce or a job's ``unique_for`` there is 400 ``X_ENQUEUE_OPTION_UNSUPPORTED``) |
+| ``POST /v1/jobs/{name}`` ``{"input", "runId"?, "delay"?, "debounce"?, "priority"?, "queue"?, "onConflict"?, "parentId"?}`` | ``enqueue:<name>`` (``parentId``: an operator token, ``enqueue_child.py``) | 202 ``{"id", "runId", "deduped", "debounced"}``; with ``"onConflict": "error"`` a live run holding the key is 409 ``X_JOB_DUPLICATE`` (``meta.id`` names it), unless the enqueue debounced it; with ``?wait=30s`` enqueue and wait: 200 with the run's result once it settles, 202 with its state when the wait runs out (``results.py``) |
+| ``POST /v1/jobs/{name}/batch`` ``{"inputs": [...], "delay"?, "debounce"?, "priority"?, "queue"?, "onConflict"?}`` | ``enqueue:<name>`` | 202 ``{"jobs": [{"id", "runId", "deduped", "debounced"}, ...]}`` in input order; at most ``MAX_BATCH_INPUTS``; under ``"onConflict": "error"`` all new or 409 and none (a debounce or a job's ``unique_for`` there is 400 ``X_ENQUEUE_OPTION_UNSUPPORTED``) |
 | ``POST /v1/events/{name}`` ``{"payload"}`` | ``events:publish`` | 202 ``{"id", "name", "publishedAtMs", "expiresAtMs"}``; the event carries the token's tenant: it resumes only that tenant's waits (an operator's, every wait) |
 
 A batch is all or nothing, through the driver's ``enqueue_many`` (the path of
@@ -20,6 +20,9 @@ A batch is all or nothing, through the driver's ``enqueue_many`` (the path of
 a run with the key that has not started yet is moved to now + debounce with this input
 (``debounced: true``, ``deduped: true``). The key is the tenant's own (a tenant token's row
 carries its tenant), so a tenant debounces only its own runs.
+
+``priority`` (a whole number, 0 first to 9 last) overrides the job's declared one (0 unless it
+declares one); anything else is 400 ``X_PRIORITY_INVALID`` and nothing is queued.
 """  # noqa: E501
 
 from __future__ import annotations
@@ -31,7 +34,13 @@ from typing import Any, Protocol, cast
 from aiohttp import web
 
 from ujobs.clock import Clock
-from ujobs.drivers.base import MAX_QUEUE_CONTROL_MS, Enqueued, EnqueueRequest, JobDriver
+from ujobs.drivers.base import (
+    MAX_QUEUE_CONTROL_MS,
+    Enqueued,
+    EnqueueRequest,
+    JobDriver,
+    check_priority,
+)
 from ujobs.durations import duration_ms
 from ujobs.errors import (
     InputInvalidError,
@@ -70,7 +79,7 @@ database's timestamps hold long before it left any plan worth queueing."""
 routes = web.RouteTableDef()
 
 SINGLE_FIELDS = frozenset(
-    {"input", "runId", "delay", "debounce", "queue", "onConflict", "parentId"}
+    {"input", "runId", "delay", "debounce", "priority", "queue", "onConflict", "parentId"}
 )
 """A single enqueue's body on HTTP and NATS request/reply."""
 STREAM_FIELDS = SINGLE_FIELDS - {"onConflict"}
@@ -78,7 +87,7 @@ STREAM_FIELDS = SINGLE_FIELDS - {"onConflict"}
 its first delivery made (its job id is derived from the message), a dedupe that must not
 be refused, and a stream message has nobody to answer a conflict to."""
 ON_CONFLICT_MODES = ("dedupe", "error")
-_BATCH_FIELDS = frozenset({"inputs", "delay", "debounce", "queue", "onConflict"})
+_BATCH_FIELDS = frozenset({"inputs", "delay", "debounce", "priority", "queue", "onConflict"})
 _EVENT_FIELDS = frozenset({"payload"})
 
 
@@ -118,7 +127,10 @@ def _options(body: dict[str, Any]) -> dict[str, Any]:
             "debounce must be above zero; leave it out for none",
             meta={"issues": [{"path": "debounce", "message": "zero"}]},
         )
-    return {"delay": delay, "queue": queue, "debounce": debounce}
+    priority = body.get("priority")
+    if priority is not None:
+        check_priority(priority)  # 400 X_PRIORITY_INVALID naming the field
+    return {"delay": delay, "queue": queue, "debounce": debounce, "priority": priority}
 
 
 def _duration(body: dict[str, Any], key: str, most: int, most_text: str) -> int | None:
@@ -142,8 +154,8 @@ def _duration(body: dict[str, Any], key: str, most: int, most_text: str) -> int 
 
 
 def single_options(body: dict[str, Any]) -> dict[str, Any]:
-    """``runId``, ``delay``, ``debounce`` and ``queue`` of a single enqueue's body, checked
-    (400 naming the field): the HTTP route's and the NATS edge's one reading."""
+    """``runId``, ``delay``, ``debounce``, ``priority`` and ``queue`` of a single enqueue's
+    body, checked (400 naming the field): the HTTP route's and the NATS edge's one reading."""
     run_id = _field(body, "runId", (str,), "a string")
     if run_id is not None:
         check_text("runId", run_id)

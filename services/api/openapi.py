@@ -17,7 +17,7 @@ from typing import Any
 from ujobs.drivers.base import ALL_STATES, MAX_JOB_PAGE
 from ujobs.jobs.registry import Registry
 from ujobs.services.api.exports import EXPORT_SCHEMAS, export_paths
-from ujobs.services.api.openapi_schemas import DEBOUNCE, SCHEMAS
+from ujobs.services.api.openapi_schemas import DEBOUNCE, PRIORITY, SCHEMAS
 from ujobs.services.api.openapi_shapes import named_shapes
 from ujobs.services.api.openapi_webhooks import WEBHOOK_SCHEMAS, webhook_paths
 
@@ -218,6 +218,7 @@ def _enqueue_paths(
             },
             "delay": {"type": ["string", "integer"]},
             "debounce": DEBOUNCE,
+            "priority": PRIORITY,
             "queue": {"type": "string"},
             "onConflict": _BATCH_ON_CONFLICT,
         },
@@ -330,6 +331,7 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
             "inputs": {"type": "array", "minItems": 1, "maxItems": MAX_BATCH_DOC, "items": {}},
             "delay": {"type": ["string", "integer"]},
             "debounce": DEBOUNCE,
+            "priority": PRIORITY,
             "queue": {"type": "string"},
             "onConflict": _BATCH_ON_CONFLICT,
         },

@@ -31,6 +31,13 @@ DEBOUNCE = {
     "yet is moved to now + debounce and takes this input",
     "type": ["string", "integer"],
 }
+PRIORITY = {
+    "description": "0 (handed out first) to 9 (last); overrides the job's declared priority "
+    "(0 unless it declares one); out of range or not a whole number is 400 X_PRIORITY_INVALID",
+    "type": "integer",
+    "minimum": 0,
+    "maximum": 9,
+}
 _JOB = {
     "type": "object",
     "required": ["id", "runId", "name", "queue", "state", "attempt", "maxAttempts"],
@@ -57,6 +64,12 @@ _JOB = {
         "lastError": _NULLABLE_STRING,
         "traceparent": _NULLABLE_STRING,
         "enqueuedBy": _NULLABLE_STRING,
+        "priority": {
+            "description": "0 (handed out first) to 9 (last)",
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 9,
+        },
     },
 }
 SCHEMAS: dict[str, Any] = {
@@ -102,6 +115,7 @@ SCHEMAS: dict[str, Any] = {
                 "type": ["string", "integer"],
             },
             "debounce": DEBOUNCE,
+            "priority": PRIORITY,
             "queue": {"type": "string"},
             "parentId": {
                 "description": "record the new job as a child of this job (it takes the "

@@ -134,12 +134,24 @@ def jobs_list(
         return
     now = page["nowMs"]
     print_table(
-        ("ID", "NAME", "QUEUE", "STATE", "ATTEMPT", "CREATED", "RUN AT", "PROGRESS", "LAST ERROR"),
+        (
+            "ID",
+            "NAME",
+            "QUEUE",
+            "PRI",
+            "STATE",
+            "ATTEMPT",
+            "CREATED",
+            "RUN AT",
+            "PROGRESS",
+            "LAST ERROR",
+        ),
         [
             (
                 j["id"],
                 j["name"],
                 j["queue"],
+                str(j["priority"]),
                 j["state"],
                 f"{j['attempt']}/{j['maxAttempts']}",
                 when(j["createdAtMs"], now),
@@ -254,6 +266,7 @@ def _print_job(doc: dict[str, Any], now: int, *, show_input: bool, show_output: 
             ("run id", doc["runId"]),
             ("name", doc["name"]),
             ("queue", doc["queue"]),
+            ("priority", str(doc["priority"])),
             ("state", doc["state"]),
             ("attempt", f"{doc['attempt']} of {doc['maxAttempts']}"),
             ("tenant", doc["tenantId"]),

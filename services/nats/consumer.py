@@ -1,7 +1,7 @@
 """The api's durable pull consumer on ``UJOBS_ENQUEUE``: fire-and-forget enqueues and events.
 
-A producer publishes ``{"input", "runId"?, "delay"?, "debounce"?, "queue"?}`` to ``ujobs.js.enqueue.<job>``
-(or ``{"payload"}`` to ``ujobs.js.events.<name>``) with the ``Authorization`` header, through
+A producer publishes ``{"input", "runId"?, "delay"?, "debounce"?, "priority"?, "queue"?}`` to
+``ujobs.js.enqueue.<job>`` (or ``{"payload"}`` to ``ujobs.js.events.<name>``) with the ``Authorization`` header, through
 JetStream, and holds the stream's publish ack. The api takes messages from its ``PullFeed``
 (``ujobs.services.nats.pull``) in batches, runs each through ``NatsEdge`` (the HTTP edge's rules),
 enqueues a batch's jobs in one statement and one commit (``EnqueueBatcher.enqueue_group``;

@@ -4,15 +4,15 @@ enqueue stream's consumer alike.
 
 ``NatsEdge.enqueue(job, data, authorization)`` is the HTTP edge's single enqueue
 (``ujobs.services.api.enqueue.enqueue_one``, one implementation): it reads ``{"input", "runId"?,
-"delay"?, "debounce"?, "queue"?, "onConflict"?}`` (the stream form: no ``onConflict``),
-authenticates the ``Authorization: Bearer …`` header (a token seen live before answers from the
-api's ``KnownTokens`` and its insert checks it was not revoked, as on HTTP), needs the scope
-``enqueue:<job>``, validates the input through the job's own ``JobHandle.request`` (schema,
-idempotency key, ``tenant(input)``, the tenant token's rule) and answers ``{"id", "runId",
-"deduped", "debounced"}`` once the row is committed (``debounced``: a run of the key, in the
-token's tenant, that had not started was moved to now + debounce with this input); with
-``"onConflict": "error"`` a live run holding the key is ``X_JOB_DUPLICATE`` (``meta.id`` names
-it) and nothing is queued.
+"delay"?, "debounce"?, "priority"?, "queue"?, "onConflict"?}`` (the stream form: no
+``onConflict``), authenticates the ``Authorization: Bearer …`` header (a token seen live before
+answers from the api's ``KnownTokens`` and its insert checks it was not revoked, as on HTTP),
+needs the scope ``enqueue:<job>``, validates the input through the job's own
+``JobHandle.request`` (schema, idempotency key, ``tenant(input)``, the tenant token's rule) and
+answers ``{"id", "runId", "deduped", "debounced"}`` once the row is committed (``debounced``: a
+run of the key, in the token's tenant, that had not started was moved to now + debounce with
+this input); with ``"onConflict": "error"`` a live run holding the key is ``X_JOB_DUPLICATE``
+(``meta.id`` names it) and nothing is queued.
 ``publish(name, data, authorization)`` reads ``{"payload"}`` and needs ``events:publish``; the
 event carries the token's tenant, so it resumes only that tenant's waits (an operator's, all).
 ``limited=True`` (the request/reply form) spends one request of the token's bucket first:

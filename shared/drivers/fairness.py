@@ -1,9 +1,10 @@
 """Tenant-fair claims (issue 41): the hand-out order every driver follows, and tenant weights.
 
-The model. Within a queue that is not strict, a claim of ``limit`` rows interleaves the
-tenants that have due work, weighted round robin from a rotating cursor:
+The model. Priority first, fair inside a band: within a queue that is not strict, a claim of
+``limit`` rows interleaves the tenants that have due work in the queue's TOP BAND (the lowest
+priority, 0 first, with a due row), weighted round robin from a rotating cursor:
 
-1. **Walk.** The tenants with claimable rows in the queue, in byte order, starting AFTER the
+1. **Walk.** The tenants with claimable rows in the band, in byte order, starting AFTER the
    queue's cursor (the tenant the previous claim served last) and wrapping round to it: at most
    ``limit`` tenants (more could not each get a row). Jobs without a tenant are one group,
    keyed ``''`` (a tenant id is never empty), so they sort first.
@@ -13,15 +14,17 @@ tenants that have due work, weighted round robin from a rotating cursor:
    tenant's place in the walk, ``i``). A tenant of weight 3 gets three rows a round to a
    weight-1 tenant's one.
 3. **Fill.** Work-conserving: the slots the fair rows leave (a lone tenant, tenants with few
-   rows) go to the queue's other due rows, oldest first, as a strict queue hands them out.
+   rows) go to the queue's other due rows by (priority, run_at, seq), as a strict queue hands
+   them out.
 4. **Cursor.** The queue's cursor moves to the tenant of the last fair row handed out, so the
    next claim starts with the tenant after it: over many claims every tenant gets its turn
    whatever the batch size.
 
-Across queues (a claim of several): lapsed-lease rows come first (oldest first, as before),
-then the fair rows of every fair queue by (round, place in the walk, queue, ``i``), then the
-fill of every queue, strict ones included, by (run_at, seq). A strict queue (``fair=False``,
-``UJOBS_STRICT_QUEUES``) is served first-in first-out only.
+Across queues (a claim of several), rows go by priority; within one priority, lapsed-lease
+rows first (oldest first, as before), then the fair rows of every fair queue by (round, place
+in the walk, queue, ``i``), then the fill of every queue, strict ones included, by (run_at,
+seq). A strict queue (``fair=False``, ``UJOBS_STRICT_QUEUES``) is served
+by priority then first-in first-out only.
 
 Postgres runs this inside its claim statement (sql/queries/claim.sql), Redis inside claim.lua;
 the memory driver calls ``claim_order`` here. This module does no I/O.
@@ -106,10 +109,12 @@ class FairRow:
     """``group_of(tenant_id)``."""
     run_at_ms: int
     seq: int
+    priority: int = 0
+    """0..9, 0 first (``EnqueueRequest.priority``)."""
 
 
-def _fifo(row: FairRow) -> tuple[int, int]:
-    return (row.run_at_ms, row.seq)
+def _fifo(row: FairRow) -> tuple[int, int, int]:
+    return (row.priority, row.run_at_ms, row.seq)
 
 
 def walk(tenants: Iterable[str], cursor: str | None, limit: int) -> list[str]:
@@ -169,45 +174,48 @@ def claim_order(
     strict: frozenset[str] = frozenset(),
     cursors: Mapping[str, str] | None = None,
     weights: Mapping[str, int] | None = None,
-    waiting: Mapping[str, Iterable[str]] | None = None,
+    waiting: Mapping[str, Iterable[tuple[int, str]]] | None = None,
 ) -> ClaimPlan:
-    """The hand-out order of one claim (see the module's docstring): ``lapsed`` first, then
-    the fair rows of every queue not in ``strict``, then the fill, oldest first; at most
-    ``limit`` rows. ``due`` holds every due row of the claimed queues; ``waiting`` each
-    queue's tenants whose claimable rows are not due yet (see ``fair_order``)."""
+    """The hand-out order of one claim (see the module's docstring): by priority, and within
+    one: ``lapsed``, the fair rows of each queue's top band (every queue not in ``strict``),
+    the fill; at most ``limit`` rows. ``due`` holds every due row of the claimed queues;
+    ``waiting`` each queue's (priority, tenant) whose claimable rows are not due yet (see
+    ``fair_order``)."""
     cursors = cursors or {}
     weights = weights or {}
     waiting = waiting or {}
-    picked: list[FairRow] = sorted(lapsed, key=_fifo)[:limit]
-    per_queue: dict[str, list[FairRow]] = {q: [] for q in waiting if q not in strict}
+    picked: list[FairRow] = []
+    per_queue: dict[str, list[FairRow]] = {}
     for row in due:
         if row.queue not in strict:
             per_queue.setdefault(row.queue, []).append(row)
-    fair: list[tuple[tuple[int, int, str, int], FairRow]] = []
+    ready: list[tuple[tuple[int, int, int, int, str, int, int, int], FairRow]] = [
+        ((row.priority, 0, 0, 0, "", 0, row.run_at_ms, row.seq), row) for row in lapsed
+    ]
+    fair_ids: set[str] = set()
     for queue, rows in per_queue.items():
+        band = min(r.priority for r in rows)
         ranked = fair_order(
-            rows,
+            [r for r in rows if r.priority == band],
             limit=limit,
             cursor=cursors.get(queue),
             weights=weights,
-            tenants=waiting.get(queue, ()),
+            tenants=[t for p, t in waiting.get(queue, ()) if p == band],
         )
-        fair.extend(((rank[0], rank[1], queue, rank[2]), row) for rank, row in ranked)
-    fair.sort(key=lambda pair: pair[0])
-    taken = {row.id for row in picked}
+        for rank, row in ranked:
+            ready.append(((band, 1, rank[0], rank[1], queue, rank[2], 0, 0), row))
+            fair_ids.add(row.id)
+    for row in due:
+        if row.id not in fair_ids:
+            ready.append(((row.priority, 2, 0, 0, "", 0, row.run_at_ms, row.seq), row))
+    ready.sort(key=lambda pair: pair[0])
     moved: dict[str, str] = {}
-    for _, row in fair:
+    for key, row in ready:
         if len(picked) >= limit:
             break
         picked.append(row)
-        taken.add(row.id)
-        moved[row.queue] = row.tenant
-    for row in sorted(due, key=_fifo):
-        if len(picked) >= limit:
-            break
-        if row.id not in taken:
-            picked.append(row)
-            taken.add(row.id)
+        if key[1] == 1:
+            moved[row.queue] = row.tenant
     return ClaimPlan(picked, moved)
 
 

@@ -71,6 +71,8 @@ class JobRow:
     (a requeued row keeps its last run's until the next ack writes over it)."""
     parent_id: str | None = None
     """The job that enqueued this one as a step (``run.step.enqueue``); None otherwise."""
+    priority: int = 0
+    """0 (handed out first, the default) to 9 (``EnqueueRequest.priority``)."""
 
 
 @dataclass(frozen=True, slots=True)

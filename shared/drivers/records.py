@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ujobs.durations import Duration
-from ujobs.errors import EnqueueOptionUnsupportedError, InvariantError
+from ujobs.errors import EnqueueOptionUnsupportedError, InvariantError, PriorityInvalidError
 from ujobs.execution.frozen_init import slot_init
 
 JSONValue = Any
@@ -76,6 +76,9 @@ class EnqueueRequest:
     waiting) dedupes as without it. ``unique_for_ms``: the key is held by a ``done`` run
     enqueued with ``unique_for_ms`` that finished within the last ``unique_for_ms`` too (this
     request's period): that run is answered, deduped.
+
+    ``priority``: ``MIN_PRIORITY`` (0, the default, handed out first) to ``MAX_PRIORITY`` (9).
+    A claim hands out due rows by (priority, run_at, seq) across all the queues it takes from.
     """
 
     name: str
@@ -91,6 +94,7 @@ class EnqueueRequest:
     enqueued_by: str | None = None
     debounce_ms: int | None = None
     unique_for_ms: int | None = None
+    priority: int = 0
 
     @property
     def controlled(self) -> bool:
@@ -101,6 +105,29 @@ class EnqueueRequest:
 
 MAX_QUEUE_CONTROL_MS = 366 * 86_400_000
 """The longest ``debounce`` or ``unique_for``: a year."""
+
+MIN_PRIORITY = 0
+"""The first priority handed out, and every job's default."""
+MAX_PRIORITY = 9
+"""The last priority handed out."""
+DEFAULT_PRIORITY = MIN_PRIORITY
+
+
+def check_priority(value: object, *, field: str = "priority") -> int:
+    """``value`` when it is an int from ``MIN_PRIORITY`` to ``MAX_PRIORITY``, else
+    ``X_PRIORITY_INVALID`` naming ``field`` (a bool is no priority)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PriorityInvalidError(
+            f"{field} must be a whole number from {MIN_PRIORITY} (first) to {MAX_PRIORITY}, "
+            f"got {type(value).__name__}",
+            meta={"field": field, "min": MIN_PRIORITY, "max": MAX_PRIORITY},
+        )
+    if not MIN_PRIORITY <= value <= MAX_PRIORITY:
+        raise PriorityInvalidError(
+            f"{field} must be from {MIN_PRIORITY} (first) to {MAX_PRIORITY}, got {value}",
+            meta={"field": field, "priority": value, "min": MIN_PRIORITY, "max": MAX_PRIORITY},
+        )
+    return value
 
 
 def check_enqueue_request(request: EnqueueRequest) -> None:
@@ -121,6 +148,8 @@ def check_enqueue_request(request: EnqueueRequest) -> None:
         raise InvariantError(
             "max_attempts must be at least 1", meta={"max_attempts": request.max_attempts}
         )
+    if type(request.priority) is not int or not MIN_PRIORITY <= request.priority <= MAX_PRIORITY:
+        check_priority(request.priority)  # raises, naming what is wrong
     for field_name, value in (
         ("debounce_ms", request.debounce_ms),
         ("unique_for_ms", request.unique_for_ms),
@@ -210,6 +239,8 @@ class ClaimedJob:
     uncounted."""
     snoozes: int = 0
     """The times this run snoozed before this claim (``ujobs.jobs.snooze``; a requeue resets it)."""
+    priority: int = 0
+    """0 (first) to 9: the order the claim handed it out in (``EnqueueRequest.priority``)."""
 
     @property
     def ref(self) -> ClaimRef:

@@ -43,10 +43,18 @@ class ChildStepApi:
         detached: bool = False,
         delay: Duration | None = None,
         queue: str | None = None,
+        priority: int | None = None,
     ) -> str:
         """Enqueue ``job`` as this run's child, once ever; answers the child's id."""
         return await enqueue_child(
-            cast("Step", self), job, input, name=step, detached=detached, delay=delay, queue=queue
+            cast("Step", self),
+            job,
+            input,
+            name=step,
+            detached=detached,
+            delay=delay,
+            queue=queue,
+            priority=priority,
         )
 
     async def enqueue_many(
@@ -58,10 +66,18 @@ class ChildStepApi:
         detached: bool = False,
         delay: Duration | None = None,
         queue: str | None = None,
+        priority: int | None = None,
     ) -> list[str]:
         """Enqueue one child of ``job`` per input, once ever, as ONE step; their ids in order."""
         return await enqueue_children(
-            cast("Step", self), job, inputs, name=step, detached=detached, delay=delay, queue=queue
+            cast("Step", self),
+            job,
+            inputs,
+            name=step,
+            detached=detached,
+            delay=delay,
+            queue=queue,
+            priority=priority,
         )
 
     async def wait(

@@ -89,10 +89,16 @@ def _child_request(
     delay: Duration | None,
     queue: str | None,
     run_id: str | None = None,
+    priority: int | None = None,
 ) -> EnqueueRequest:
     """The child's request: its derived id as its id and key, under the parent's tenant."""
     request = job.request(
-        input, job_id=child_id, delay=delay, queue=queue, idempotency_key=child_id
+        input,
+        job_id=child_id,
+        delay=delay,
+        queue=queue,
+        idempotency_key=child_id,
+        priority=priority,
     )
     tenant = step.tenant_id
     if tenant is not None and request.tenant_id not in (None, tenant):
@@ -126,6 +132,7 @@ async def enqueue_children(
     detached: bool,
     delay: Duration | None,
     queue: str | None,
+    priority: int | None = None,
 ) -> list[str]:
     """The children's ids, in input order (``run.step.enqueue_many``): one step, one
     statement per ``MAX_BULK_ROWS`` children."""
@@ -156,6 +163,7 @@ async def enqueue_children(
             delay=delay,
             queue=queue,
             run_id=run_ids[i],
+            priority=priority,
         )
         for i, value in enumerate(inputs)
     ]
@@ -185,6 +193,7 @@ async def enqueue_child(
     detached: bool,
     delay: Duration | None,
     queue: str | None,
+    priority: int | None = None,
 ) -> str:
     """The child's id (``run.step.enqueue``; see the module docstring)."""
     if name is None:
@@ -198,7 +207,9 @@ async def enqueue_child(
     step.ensure_writable(checked)
     started = step.clock.now_ms()
     parent = step.job_id
-    request = _child_request(step, job, input, _child_id(step, checked), delay=delay, queue=queue)
+    request = _child_request(
+        step, job, input, _child_id(step, checked), delay=delay, queue=queue, priority=priority
+    )
     answer = await children.enqueue(request, parent_id=parent, detached=detached)
     if answer is None:
         raise JobNotFoundError(

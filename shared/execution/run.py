@@ -41,6 +41,7 @@ class ChildJob(Protocol):
         delay: Duration | None = None,
         queue: str | None = None,
         idempotency_key: str | None = None,
+        priority: int | None = None,
     ) -> EnqueueRequest: ...
 
 
@@ -83,8 +84,10 @@ class StepApi(Protocol):
         detached: bool = False,
         delay: Duration | None = None,
         queue: str | None = None,
+        priority: int | None = None,
     ) -> str:
-        """Enqueue ``job`` as this run's child, once ever (a step); answers the child's id."""
+        """Enqueue ``job`` as this run's child, once ever (a step); answers the child's id.
+        ``priority`` (0 first to 9) overrides the child job's declared one."""
         ...
 
     async def enqueue_many(
@@ -96,6 +99,7 @@ class StepApi(Protocol):
         detached: bool = False,
         delay: Duration | None = None,
         queue: str | None = None,
+        priority: int | None = None,
     ) -> list[str]:
         """Enqueue one child per input as ONE step (one statement per 1,000); their ids."""
         ...

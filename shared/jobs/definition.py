@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ujobs.drivers.records import MAX_QUEUE_CONTROL_MS
+from ujobs.drivers.records import DEFAULT_PRIORITY, MAX_QUEUE_CONTROL_MS, check_priority
 from ujobs.durations import Duration
 from ujobs.errors import IdempotencyRequiredError, JobTenantRequiredError, UltimateError
 from ujobs.execution.run import OnSettled, Run
@@ -60,6 +60,8 @@ class JobDefinition:
     output: InputSchema[Any] | None = None
     """The declared type of the body's return value (``output=``): the result is stored in
     its JSON form and the OpenAPI document names it; None: any JSON."""
+    priority: int = DEFAULT_PRIORITY
+    """Each enqueue's priority unless it names its own: 0 (first, the default) to 9."""
 
 
 def build_definition(
@@ -80,6 +82,7 @@ def build_definition(
     debounce: Duration | None = None,
     unique_for: Duration | None = None,
     output: Any = None,
+    priority: int = DEFAULT_PRIORITY,
 ) -> JobDefinition:
     explicit = name is not None
     job_name = validate_name(name if name is not None else getattr(fn, "__name__", None))
@@ -112,6 +115,10 @@ def build_definition(
     except UltimateError as exc:
         raise declaration_invalid(job_name, exc.message) from None
     validate_name(queue, kind="queue")
+    try:
+        check_priority(priority)
+    except UltimateError as exc:
+        raise declaration_invalid(job_name, exc.message, field="priority") from None
     if on_settled is not None and not callable(on_settled):
         raise declaration_invalid(
             job_name, "on_settled must be an async function of the settlement"
@@ -136,6 +143,7 @@ def build_definition(
         debounce_ms=queue_control(job_name, "debounce", debounce),
         unique_for_ms=queue_control(job_name, "unique_for", unique_for),
         output=output_schema,
+        priority=priority,
     )
     return definition
 

@@ -14,7 +14,14 @@ from typing import Any, Generic, Literal, TypeVar, overload
 
 from ujobs.clock import SYSTEM_CLOCK, Clock
 from ujobs.context import Actor, acting_as, current_actor, current_traceparent
-from ujobs.drivers.base import DEFAULT_QUEUE, MAX_QUEUE_CONTROL_MS, Enqueued, EnqueueRequest
+from ujobs.drivers.base import (
+    DEFAULT_PRIORITY,
+    DEFAULT_QUEUE,
+    MAX_QUEUE_CONTROL_MS,
+    Enqueued,
+    EnqueueRequest,
+    check_priority,
+)
 from ujobs.durations import Duration, duration_ms
 from ujobs.errors import (
     IdempotencyRequiredError,
@@ -223,6 +230,7 @@ class JobHandle(Generic[InputT]):
         enqueued_by: str | None = None,
         clock: Clock = SYSTEM_CLOCK,
         debounce: Duration | None = None,
+        priority: int | None = None,
     ) -> EnqueueRequest:
         """The validated ``EnqueueRequest`` for ``input``; nothing invalid gets this far.
 
@@ -261,6 +269,8 @@ class JobHandle(Generic[InputT]):
                     "debounce must be above zero and at most a year",
                     meta={"debounce_ms": debounce_ms},
                 )
+        if priority is not None:
+            check_priority(priority)
         actor = current_actor()
         return EnqueueRequest(
             name=self._name,
@@ -276,6 +286,7 @@ class JobHandle(Generic[InputT]):
             enqueued_by=enqueued_by if enqueued_by is not None else (actor.id if actor else None),
             debounce_ms=debounce_ms,
             unique_for_ms=d.unique_for_ms,
+            priority=d.priority if priority is None else priority,
         )
 
     async def enqueue(
@@ -287,15 +298,19 @@ class JobHandle(Generic[InputT]):
         queue: str | None = None,
         on_conflict: OnConflict = "dedupe",
         debounce: Duration | None = None,
+        priority: int | None = None,
     ) -> Enqueued:
         """Queue one run through the installed facade (joining the ambient transaction).
 
         A live run holding the idempotency key answers that run (``deduped=True``); with
         ``on_conflict="error"`` it is ``X_JOB_DUPLICATE`` naming it instead. ``debounce``
         overrides the declaration's for this enqueue (see ``job``): a run it moved answers
-        ``debounced=True``, which ``on_conflict="error"`` does not refuse."""
+        ``debounced=True``, which ``on_conflict="error"`` does not refuse. ``priority`` (0
+        first to 9) overrides the declaration's; out of range is ``X_PRIORITY_INVALID``."""
         _check_conflict(on_conflict)
-        request = self.request(input, run_id=run_id, delay=delay, queue=queue, debounce=debounce)
+        request = self.request(
+            input, run_id=run_id, delay=delay, queue=queue, debounce=debounce, priority=priority
+        )
         return conflict_checked(request, await jobs_facade().enqueue(request), on_conflict)
 
     async def enqueue_many(
@@ -305,6 +320,7 @@ class JobHandle(Generic[InputT]):
         delay: Duration | None = None,
         queue: str | None = None,
         debounce: Duration | None = None,
+        priority: int | None = None,
     ) -> list[Enqueued]:
         """Queue one run per input in one operation (the facade's ``enqueue_many``), answered
         in input order; an input whose key a live run (or an earlier input) holds is deduped.
@@ -313,7 +329,8 @@ class JobHandle(Generic[InputT]):
         inputs overlaps inserting the earlier ones. A bad input anywhere queues none of them
         (``X_INPUT_INVALID`` with its path, as ``enqueue`` raises it)."""
         return await jobs_facade().enqueue_many(
-            self.request(value, delay=delay, queue=queue, debounce=debounce) for value in inputs
+            self.request(value, delay=delay, queue=queue, debounce=debounce, priority=priority)
+            for value in inputs
         )
 
     async def as_(
@@ -326,6 +343,7 @@ class JobHandle(Generic[InputT]):
         queue: str | None = None,
         on_conflict: OnConflict = "dedupe",
         debounce: Duration | None = None,
+        priority: int | None = None,
     ) -> Enqueued:
         """Queue on behalf of ``actor``: attribution (``enqueued_by``), never authority.
 
@@ -336,7 +354,14 @@ class JobHandle(Generic[InputT]):
         """
         _check_conflict(on_conflict)
         with acting_as(actor):
-            req = self.request(input, run_id=run_id, delay=delay, queue=queue, debounce=debounce)
+            req = self.request(
+                input,
+                run_id=run_id,
+                delay=delay,
+                queue=queue,
+                debounce=debounce,
+                priority=priority,
+            )
         if actor.org_id is not None and req.tenant_id is None:
             req = dataclasses.replace(req, tenant_id=actor.org_id)
         if actor.org_id is not None and req.tenant_id is not None and req.tenant_id != actor.org_id:
@@ -381,6 +406,7 @@ class JobHandle(Generic[InputT]):
             "onSettled": d.on_settled is not None,
             "debounceMs": d.debounce_ms,
             "uniqueForMs": d.unique_for_ms,
+            "priority": d.priority,
             "input": d.input.json_schema(),
             "output": None if d.output is None else d.output.json_schema(),
         }
@@ -424,6 +450,7 @@ def job(
     debounce: Duration | None = ...,
     unique_for: Duration | None = ...,
     output: Any = ...,
+    priority: int = ...,
 ) -> JobHandle[Any]: ...
 
 
@@ -446,6 +473,7 @@ def job(
     debounce: Duration | None = ...,
     unique_for: Duration | None = ...,
     output: Any = ...,
+    priority: int = ...,
 ) -> Callable[[RunFn], JobHandle[Any]]: ...
 
 
@@ -467,6 +495,7 @@ def job(
     debounce: Duration | None = None,
     unique_for: Duration | None = None,
     output: Any = None,
+    priority: int = DEFAULT_PRIORITY,
 ) -> JobHandle[Any] | Callable[[RunFn], JobHandle[Any]]:
     """Declare a job — as a decorator (``@job(...)`` on ``async def name(run)``) or a factory
     (``job(name=..., run=...)``, where ``name`` is required).
@@ -478,6 +507,10 @@ def job(
     key has not started yet moves that run there with the newer input instead of deduping
     (``Enqueued.debounced``). ``unique_for``: a run with the key that completed within the
     period still dedupes a new enqueue. Both are per key, within its tenant.
+
+    ``priority``: every enqueue's priority unless it names its own, 0 (handed out first, the
+    default) to 9 (last). A worker's claim takes due runs by priority, then by due time,
+    across all its queues: see "Priority" in docs/guides/controlling-jobs.md for starvation.
 
     ``output`` declares the type of the body's return value (``t.object(...)``, a pydantic
     model, a dataclass or a TypedDict, as ``input``): the stored result is checked against it
@@ -498,6 +531,7 @@ def job(
         "debounce": debounce,
         "unique_for": unique_for,
         "output": output,
+        "priority": priority,
     }
     if run is not None:
         if name is None:

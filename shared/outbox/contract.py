@@ -52,6 +52,7 @@ class OutboxRecord:
     enqueued_by: str | None
     staged_at_ms: int
     claimed_by: str
+    priority: int = 0
 
     def request(self) -> EnqueueRequest:
         """The publish: under the row's own ids, so a republish meets the job the first
@@ -68,6 +69,7 @@ class OutboxRecord:
             run_id=self.run_id,
             traceparent=self.traceparent,
             enqueued_by=self.enqueued_by,
+            priority=self.priority,
         )
 
 

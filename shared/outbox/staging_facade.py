@@ -15,7 +15,13 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from ujobs.context import current_transaction
-from ujobs.drivers.base import Enqueued, EnqueueRequest, JobDriver, refuse_controls
+from ujobs.drivers.base import (
+    Enqueued,
+    EnqueueRequest,
+    JobDriver,
+    check_priority,
+    refuse_controls,
+)
 from ujobs.errors import InvariantError, OutboxNoTxError
 from ujobs.outbox.contract import OutboxStore
 
@@ -62,6 +68,7 @@ class OutboxJobsFacade:
         if tx is None:
             return await self.driver.enqueue(request)
         refuse_controls([request], _STAGED)
+        check_priority(request.priority)
         (staged,) = await self.store.stage(tx, [request])
         return Enqueued(staged.id, staged.run_id, deduped=False)
 
@@ -74,6 +81,8 @@ class OutboxJobsFacade:
         tx = self._tx(f"enqueue_many of {len(batch)} jobs")  # X_OUTBOX_NO_TX when required
         assert tx is not None  # optional mode without a transaction returned above
         refuse_controls(batch, _STAGED)
+        for request in batch:
+            check_priority(request.priority)
         staged = await self.store.stage(tx, batch)
         return [Enqueued(s.id, s.run_id, deduped=False) for s in staged]
 

@@ -80,6 +80,7 @@ class MemoryOutboxStore:
                 enqueued_by=request.enqueued_by,
                 staged_at_ms=staged_ms,
                 claimed_by="",
+                priority=request.priority,
             )
             self._rows[record.id] = _Row(record)
             answers.append(Staged(record.id, record.run_id))

@@ -98,6 +98,7 @@ class PostgresOutboxStore:
                 r.traceparent,
                 r.enqueued_by,
                 staged_ms,
+                r.priority,
             )
             return [Staged(row["id"], row["run_id"]) for row in rows]
         ids = [r.id or new_id() for r in requests]
@@ -116,6 +117,7 @@ class PostgresOutboxStore:
             [r.traceparent for r in requests],
             [r.enqueued_by for r in requests],
             staged_ms,
+            [r.priority for r in requests],
         )
         # Answered in request order from what was minted (RETURNING's order is not promised).
         return [Staged(i, run) for i, run in zip(ids, run_ids, strict=True)]
@@ -140,6 +142,7 @@ class PostgresOutboxStore:
                 enqueued_by=r["enqueued_by"],
                 staged_at_ms=r["staged_at_ms"],
                 claimed_by=r["claimed_by"],
+                priority=r["priority"],
             )
             for r in rows
         ]

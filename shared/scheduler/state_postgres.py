@@ -120,6 +120,7 @@ class PostgresSchedulerState:
             [r.run_at_ms if r.run_at_ms is not None else now for r in requests],
             [r.traceparent for r in requests],
             [r.enqueued_by for r in requests],
+            [r.priority for r in requests],
         )
         row = rows[0]
         for queue in row["due_queues"] or ():

@@ -13,19 +13,19 @@
 -- this same statement: almost every child is gathered, and a wait then marks nothing (its
 -- mark finds every child counted already). A child nobody waits for costs its parent at most
 -- a spurious wake (a sleep parks again, an event wait looks again).
--- $14 parent id  $15 detached (bool)
+-- $14 parent id  $15 detached (bool)  $16 priority
 with parent as (
   select p.id from x_jobs p where p.id = $14::text
 ),
 inserted as (
   insert into x_jobs (id, run_id, name, queue, state, input, tenant_id, idempotency_key,
                       max_attempts, run_at, created_at, updated_at, traceparent, enqueued_by,
-                      parent_id, parent_detached, parent_waits)
+                      parent_id, parent_detached, parent_waits, priority)
   select $1::text, $2::text, $3::text, $4::text,
          case when $9::bigint > $10::bigint then 'delayed' else 'ready' end,
          $5::text::jsonb, $6::text, $7::text, $8::int,
          x_ts($9::bigint), x_ts($10::bigint), x_ts($10::bigint), $11::text, $12::text,
-         p.id, case when $15::bool then true end, true
+         p.id, case when $15::bool then true end, true, $16::smallint
     from parent p
   on conflict do nothing
   returning id, run_id, queue

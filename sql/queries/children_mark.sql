@@ -13,12 +13,16 @@
 -- It also tallies the ids that are this parent's children: how many, how many live, how many
 -- ended dead, failed or cancelled, so a wait with children still live and none ended badly
 -- parks without reading a thousand rows (the tally of the round that left none busy).
+-- The ids are joined (`wanted`), never tested with `id = any($2)` (children_read.sql says why).
 -- $1 parent id  $2 child ids
-with candidates as (
+with wanted as materialized (
+  select distinct w.id from unnest($2::text[]) as w(id)
+),
+candidates as (
   select c.id
-    from x_jobs c
-   where c.id = any($2::text[])
-     and c.parent_id = $1::text
+    from wanted w
+    join x_jobs c on c.id = w.id
+   where c.parent_id = $1::text
      and c.state in ('ready', 'delayed', 'running', 'suspended')
      and c.parent_waits is not true
 ),
@@ -47,9 +51,9 @@ tally as (
   select count(*) as found,
          count(*) filter (where c.state in ('ready', 'delayed', 'running', 'suspended')) as live,
          count(*) filter (where c.state in ('dead', 'failed', 'cancelled')) as ended_badly
-    from x_jobs c
-   where c.id = any($2::text[])
-     and c.parent_id = $1::text
+    from wanted w
+    join x_jobs c on c.id = w.id
+   where c.parent_id = $1::text
 )
 select array(select k.id from candidates k where k.id not in (select l.id from locked l)) as busy,
        t.found, t.live, t.ended_badly

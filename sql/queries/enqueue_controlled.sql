@@ -21,6 +21,7 @@
 -- concurrent enqueue of the id or key committed after this statement's snapshot: the driver
 -- sends it again. The wake: as enqueue.sql, for an inserted or moved row ($13).
 -- $1..$12 as enqueue.sql  $13 wake slot  $14 debounce ms  $15 unique_for ms  $16 token id
+-- $17 priority (a debounce moves the waiting run and leaves its priority)
 with live as (
   select $16::text is null or exists (
     select 1 from x_api_tokens t
@@ -50,12 +51,12 @@ recent as (
 inserted as (
   insert into x_jobs (id, run_id, name, queue, state, input, tenant_id, idempotency_key,
                       max_attempts, run_at, created_at, updated_at, traceparent, enqueued_by,
-                      unique_for_ms)
+                      unique_for_ms, priority)
   select $1::text, $2::text, $3::text, $4::text,
          case when $9::bigint > $10::bigint then 'delayed' else 'ready' end,
          $5::text::jsonb, $6::text, $7::text, $8::int,
          x_ts($9::bigint), x_ts($10::bigint), x_ts($10::bigint), $11::text, $12::text,
-         $15::bigint
+         $15::bigint, $17::smallint
     from live
    where live.ok
      and not exists (select 1 from recent)

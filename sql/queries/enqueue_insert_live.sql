@@ -5,7 +5,7 @@
 -- statement started refuses it (live = false, nothing inserted) with no lookup of its own.
 -- Answers one row always: live, and the new row's ids (null when a live key or the id
 -- already holds it: the driver then sends enqueue.sql, which answers the holder).
--- $1..$12 as enqueue_insert.sql  $13 token id
+-- $1..$12 as enqueue_insert.sql  $13 token id  $14 priority
 with live as (
   select exists (
     select 1 from x_api_tokens t
@@ -16,11 +16,13 @@ with live as (
 ),
 inserted as (
   insert into x_jobs (id, run_id, name, queue, state, input, tenant_id, idempotency_key,
-                      max_attempts, run_at, created_at, updated_at, traceparent, enqueued_by)
+                      max_attempts, run_at, created_at, updated_at, traceparent, enqueued_by,
+                      priority)
   select $1::text, $2::text, $3::text, $4::text,
          case when $9::bigint > $10::bigint then 'delayed' else 'ready' end,
          $5::text::jsonb, $6::text, $7::text, $8::int,
-         x_ts($9::bigint), x_ts($10::bigint), x_ts($10::bigint), $11::text, $12::text
+         x_ts($9::bigint), x_ts($10::bigint), x_ts($10::bigint), $11::text, $12::text,
+         $14::smallint
     from live
    where live.ok
   on conflict do nothing

@@ -14,9 +14,11 @@ with req as (
     from rows from (jsonb_to_recordset($1::text::jsonb)
                     as (id text, run_id text, name text, queue text, input jsonb,
                         tenant_id text, idempotency_key text, max_attempts int,
-                        run_at_ms bigint, traceparent text, enqueued_by text, token text))
+                        run_at_ms bigint, traceparent text, enqueued_by text,
+                        priority smallint, token text))
          with ordinality as r(id, run_id, name, queue, input, tenant_id, idempotency_key,
-                              max_attempts, run_at_ms, traceparent, enqueued_by, token, ord)
+                              max_attempts, run_at_ms, traceparent, enqueued_by, priority,
+                              token, ord)
 ),
 live as (
   select t.id
@@ -30,11 +32,13 @@ allowed as (
 ),
 inserted as (
   insert into x_jobs (id, run_id, name, queue, state, input, tenant_id, idempotency_key,
-                      max_attempts, run_at, created_at, updated_at, traceparent, enqueued_by)
+                      max_attempts, run_at, created_at, updated_at, traceparent, enqueued_by,
+                      priority)
   select r.id, r.run_id, r.name, r.queue,
          case when r.run_at_ms > $2::bigint then 'delayed' else 'ready' end,
          coalesce(r.input, 'null'::jsonb), r.tenant_id, r.idempotency_key, r.max_attempts,
-         x_ts(r.run_at_ms), x_ts($2::bigint), x_ts($2::bigint), r.traceparent, r.enqueued_by
+         x_ts(r.run_at_ms), x_ts($2::bigint), x_ts($2::bigint), r.traceparent, r.enqueued_by,
+         coalesce(r.priority, 0)
     from allowed r
    order by r.ord
   on conflict do nothing

@@ -8,7 +8,7 @@ select j.id, j.run_id, j.name, j.queue, j.state, j.input::text as input, j.tenan
        x_ms(j.created_at) as created_at_ms, x_ms(j.updated_at) as updated_at_ms,
        x_ms(j.finished_at) as finished_at_ms, j.claimed_by, j.claim,
        x_ms(j.lease_expires_at) as lease_expires_at_ms, j.last_error,
-       j.progress::text as progress, j.traceparent, j.enqueued_by
+       j.progress::text as progress, j.traceparent, j.enqueued_by, j.priority
   from x_jobs j
  where ($1::text is null or j.queue = $1::text)
    and ($2::text is null or j.name = $2::text)

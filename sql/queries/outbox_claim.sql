@@ -24,9 +24,11 @@ claimed as (
    where o.id = any(array(select p.id from picked p))
   returning o.id, o.run_id, o.name, o.queue, o.input::text as input, o.tenant_id,
             o.idempotency_key, o.max_attempts, x_ms(o.run_at) as run_at_ms, o.traceparent,
-            o.enqueued_by, o.staged_at, x_ms(o.staged_at) as staged_at_ms, o.claimed_by
+            o.enqueued_by, o.staged_at, x_ms(o.staged_at) as staged_at_ms, o.claimed_by,
+            o.priority
 )
 select c.id, c.run_id, c.name, c.queue, c.input, c.tenant_id, c.idempotency_key,
-       c.max_attempts, c.run_at_ms, c.traceparent, c.enqueued_by, c.staged_at_ms, c.claimed_by
+       c.max_attempts, c.run_at_ms, c.traceparent, c.enqueued_by, c.staged_at_ms, c.claimed_by,
+       c.priority
   from claimed c
  order by c.staged_at, c.id

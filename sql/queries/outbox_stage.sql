@@ -8,12 +8,12 @@
 -- transaction collapse to one, so staging N rows costs one delivery.
 -- $1 id  $2 run_id  $3 name  $4 queue  $5 input (json text)  $6 tenant_id
 -- $7 idempotency_key  $8 max_attempts  $9 run_at ms (null: due at publish)  $10 traceparent
--- $11 enqueued_by  $12 staged_at ms
+-- $11 enqueued_by  $12 staged_at ms  $13 priority
 with staged as (
   insert into x_outbox (id, run_id, name, queue, input, tenant_id, idempotency_key,
-                        max_attempts, run_at, traceparent, enqueued_by, staged_at)
+                        max_attempts, run_at, traceparent, enqueued_by, staged_at, priority)
   values ($1::text, $2::text, $3::text, $4::text, $5::text::jsonb, $6::text, $7::text,
-          $8::int, x_ts($9::bigint), $10::text, $11::text, x_ts($12::bigint))
+          $8::int, x_ts($9::bigint), $10::text, $11::text, x_ts($12::bigint), $13::smallint)
   returning id, run_id
 ),
 woke as (

@@ -57,5 +57,5 @@ select (select t.state from target t) as prior_state,
        x_ms(m.created_at) as created_at_ms, x_ms(m.updated_at) as updated_at_ms,
        x_ms(m.finished_at) as finished_at_ms, m.claimed_by, m.claim,
        x_ms(m.lease_expires_at) as lease_expires_at_ms, m.last_error,
-       m.progress::text as progress, m.traceparent, m.enqueued_by
+       m.progress::text as progress, m.traceparent, m.enqueued_by, m.priority
   from (select 1) one left join moved m on true

@@ -14,7 +14,7 @@
 -- plan did; tests/integration/test_postgres_fire_plan.py holds it to one pass).
 -- $1 task  $2 occurrence ms  $3 new watermark ms (>= $2)  $4 now ms
 -- $5..$15 arrays, one element per job: id, run_id, name, queue, input (json text), tenant_id,
--- idempotency_key, max_attempts, run_at ms, traceparent, enqueued_by
+-- idempotency_key, max_attempts, run_at ms, traceparent, enqueued_by, priority ($16)
 with moved as (
   insert into x_scheduler_state as s (task, watermark_ms, updated_at)
   values ($1::text, $3::bigint, x_ts($4::bigint))
@@ -26,9 +26,10 @@ with moved as (
 req as (
   select r.*
     from unnest($5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
-                $11::text[], $12::int[], $13::bigint[], $14::text[], $15::text[])
+                $11::text[], $12::int[], $13::bigint[], $14::text[], $15::text[],
+                $16::smallint[])
          with ordinality as r(id, run_id, name, queue, input, tenant_id, idempotency_key,
-                              max_attempts, run_at_ms, traceparent, enqueued_by, ord)
+                              max_attempts, run_at_ms, traceparent, enqueued_by, priority, ord)
    where exists (select 1 from moved)
 ),
 found as (
@@ -45,11 +46,13 @@ found as (
 ),
 inserted as (
   insert into x_jobs (id, run_id, name, queue, state, input, tenant_id, idempotency_key,
-                      max_attempts, run_at, created_at, updated_at, traceparent, enqueued_by)
+                      max_attempts, run_at, created_at, updated_at, traceparent, enqueued_by,
+                      priority)
   select r.id, r.run_id, r.name, r.queue,
          case when r.run_at_ms > $4::bigint then 'delayed' else 'ready' end,
          r.input::jsonb, r.tenant_id, r.idempotency_key, r.max_attempts,
-         x_ts(r.run_at_ms), x_ts($4::bigint), x_ts($4::bigint), r.traceparent, r.enqueued_by
+         x_ts(r.run_at_ms), x_ts($4::bigint), x_ts($4::bigint), r.traceparent, r.enqueued_by,
+         r.priority
     from found r
    where r.holder is null
    order by r.ord

@@ -18,10 +18,15 @@ def _weights(driver: JobDriver) -> TenantWeights:
     return weights
 
 
-async def _flood(driver: JobDriver, tenant: str | None, n: int, queue: str = "default") -> None:
+async def _flood(
+    driver: JobDriver, tenant: str | None, n: int, queue: str = "default", priority: int = 0
+) -> None:
     for start in range(0, n, 500):
         await driver.enqueue_many(
-            [req(tenant_id=tenant, queue=queue) for _ in range(min(500, n - start))]
+            [
+                req(tenant_id=tenant, queue=queue, priority=priority)
+                for _ in range(min(500, n - start))
+            ]
         )
 
 
@@ -128,3 +133,38 @@ async def test_strict_and_fair_queues_in_one_claim(driver: JobDriver, clock: Fro
     assert quiet_fair.id in ids
     assert quiet_strict.id not in ids
     assert len(got) == 8
+
+
+async def test_priority_first_then_fair_inside_a_band(
+    driver: JobDriver, clock: FrozenClock
+) -> None:
+    await _flood(driver, "flood", 300)  # priority 0 is the default: the top band
+    urgent = await driver.enqueue(req(tenant_id="flood"))
+    clock.advance(1)
+    routine = await driver.enqueue(req(tenant_id="quiet", priority=5))
+    quiet = await driver.enqueue(req(tenant_id="quiet"))
+    got = await claim(driver, limit=16)
+    ids = [j.id for j in got]
+    # Inside the top band the quiet tenant is in the first batch...
+    assert quiet.id in ids
+    # ...but a lower band waits behind a higher one, whoever floods it.
+    assert routine.id not in ids
+    assert {j.priority for j in got} == {0}
+    # Once the top band is empty the lower band is served: the flood's 301 rows, the quiet
+    # tenant's other one and then the routine job.
+    rest = [j for _ in range(4) for j in await claim(driver, limit=100)]
+    assert [j.id for j in rest][-1] == routine.id
+    assert urgent.id in ids + [j.id for j in rest]
+
+
+async def test_a_flooding_tenants_urgent_job_beats_a_quiet_tenants_routine_one(
+    driver: JobDriver, clock: FrozenClock
+) -> None:
+    await _flood(driver, "flood", 200, priority=5)
+    clock.advance(1)
+    routine = await driver.enqueue(req(tenant_id="quiet", priority=5))
+    urgent = await driver.enqueue(req(tenant_id="flood", priority=1))
+    got = await claim(driver, limit=1)
+    assert [j.id for j in got] == [urgent.id]  # the higher band first, though its tenant floods
+    # Band 5 is now the top band: the quiet tenant is in its first batch, not behind the flood.
+    assert routine.id in [j.id for j in await claim(driver, limit=4)]

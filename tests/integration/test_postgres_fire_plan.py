@@ -49,6 +49,7 @@ async def test_a_fire_reads_its_jobs_once(
         "'{" + ",".join([str(now)] * JOBS) + "}'",
         text_array([None] * JOBS),
         text_array([None] * JOBS),
+        "'{" + ",".join(["0"] * JOBS) + "}'",
     ]
     args = f"('nightly', {now}, {now}, {now}, " + ", ".join(arrays) + ")"
     plan, inserted = await explain_prepared(

@@ -393,3 +393,24 @@ async def test_the_default_client_comes_from_redis_url(
     finally:
         await drop_prefix(drv.client, redis_prefix)
         await drv.close()
+
+
+async def test_priority_bands_have_their_own_due_zsets_band_0_the_old_key(
+    driver: RedisDriver,
+) -> None:
+    """Band 0 keeps ``{p}:q:<queue>`` (a keyspace written before priorities is read as it
+    was); band n is ``{p}:q<n>:<queue>``. A claim empties the bands it takes from, a retry
+    puts the row back in its own band, and a priority-0 row stores no ``priority`` field."""
+    await driver.enqueue(req("zero", id="zero", queue="mail"))
+    await driver.enqueue(req("seven", id="seven", queue="mail", priority=7))
+    client, tag = driver.client, driver.hash_tag
+    assert [m[15:] for m in await client.zrange(f"{tag}:q:mail", 0, -1)] == [b"zero"]
+    assert [m[15:] for m in await client.zrange(f"{tag}:q7:mail", 0, -1)] == [b"seven"]
+    assert await client.hget(f"{tag}:job:zero", "priority") is None
+    assert await client.hget(f"{tag}:job:seven", "priority") == b"7"
+    first, second = await claim(driver, queues=("mail",))
+    assert (first.id, second.id) == ("zero", "seven")
+    assert not await client.exists(f"{tag}:q:mail", f"{tag}:q7:mail")
+    assert await driver.nack("seven", second.ref, NackOptions(error="boom"))
+    assert [m[15:] for m in await client.zrange(f"{tag}:q7:mail", 0, -1)] == [b"seven"]
+    assert not await client.exists(f"{tag}:q:mail")

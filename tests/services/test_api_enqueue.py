@@ -234,7 +234,7 @@ async def test_an_unknown_job_is_404(api: Api) -> None:
         (b"{not json", ""),
         (b"", ""),
         (b"[1, 2]", ""),
-        (orjson.dumps({"input": mail(), "priority": 1}), "priority"),
+        (orjson.dumps({"input": mail(), "urgency": 1}), "urgency"),
         (orjson.dumps({"input": {"to": "a@example.com", "org_id": ORG_A}}), "subject"),
         (orjson.dumps({"input": mail(org="not-a-uuid")}), "org_id"),
         (orjson.dumps({"input": mail(), "delay": "3 days"}), "delay"),

@@ -8,7 +8,8 @@ from ujobs.drivers.postgres.driver import PostgresDriver
 
 
 def seed(dsn: str) -> dict[str, str]:
-    """A done job with steps a, b, c; a dead one; a ready one; a delayed one (newest last)."""
+    """A done job with steps a, b, c; a dead one; a ready one; a delayed one of priority 4
+    (newest last)."""
 
     async def work(driver: PostgresDriver) -> dict[str, str]:
         ids = {}
@@ -23,6 +24,7 @@ def seed(dsn: str) -> dict[str, str]:
             "k-later",
             queue="reports",
             run_at_ms=driver.clock.now_ms() + 3_600_000,
+            priority=4,
         )
         return ids
 
@@ -35,13 +37,15 @@ def test_list_prints_an_aligned_table_newest_first(pg_dsn: str) -> None:
     assert result.exit_code == 0, result.output
     header, *rows = result.stdout.splitlines()
     assert header.split() == [
-        "ID", "NAME", "QUEUE", "STATE", "ATTEMPT", "CREATED", "RUN", "AT", "PROGRESS", "LAST",
-        "ERROR",
+        "ID", "NAME", "QUEUE", "PRI", "STATE", "ATTEMPT", "CREATED", "RUN", "AT", "PROGRESS",
+        "LAST", "ERROR",
     ]  # fmt: skip
     assert [r.split()[0] for r in rows] == [ids["delayed"], ids["ready"], ids["dead"], ids["done"]]
     # Aligned: every row's STATE column starts where the header's does.
     column = header.index("STATE")
     assert {r[column:].split()[0] for r in rows} == {"ready", "delayed", "dead", "done"}
+    column = header.index("PRI")
+    assert [r[column:].split()[0] for r in rows] == ["4", "0", "0", "0"]
     dead = next(r for r in rows if r.startswith(ids["dead"]))
     assert "X_CARD_DECLINED: card declined" in dead
     assert "1/1" in dead
@@ -120,7 +124,10 @@ def test_show_redacts_the_input_and_never_prints_step_outputs(pg_dsn: str) -> No
     assert [s["name"] for s in doc["steps"]] == ["a", "b", "c"]
     assert "output" not in doc["steps"][0]
     assert (doc["result"], doc["resultRedacted"]) == ({"secret": "[redacted]"}, True)
-    assert (doc["state"], doc["attempt"], doc["maxAttempts"]) == ("done", 1, 3)
+    assert (doc["state"], doc["attempt"], doc["maxAttempts"], doc["priority"]) == ("done", 1, 3, 0)
+    delayed = ujobs("jobs", "show", ids["delayed"], dsn=pg_dsn)
+    assert "priority     4" in delayed.stdout
+    assert json_of(ujobs("jobs", "show", ids["delayed"], "--json", dsn=pg_dsn))["priority"] == 4
     shown = ujobs("jobs", "show", ids["done"], "--show-output", dsn=pg_dsn)
     assert 'result       {"secret":"res-done"}' in shown.stdout
     assert "redacted: --show-output" not in shown.stderr

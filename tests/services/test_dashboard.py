@@ -192,6 +192,20 @@ async def test_the_job_page_shows_the_parent_and_the_children(api: Api, pg_pool:
     assert 'id="children"' not in page_of_child
 
 
+async def test_the_job_page_shows_the_priority(api: Api) -> None:
+    token = await api.token("enqueue:*")
+    status, urgent = await api.call(
+        "POST", "/v1/jobs/send_mail", token, {"input": mail(ORG_A, to="u@x.io"), "priority": 2}
+    )
+    assert status == 202
+    plain = await enqueue(api, ORG_A, "p@x.io")
+    await login(api, await api.token("read", tenant=ORG_A))
+    shown = await (await api.client.get(f"/_x/jobs/{urgent['id']}")).text()
+    assert '<dd id="priority">2 <span class="none">(0 first, 9 last)</span></dd>' in shown
+    default = await (await api.client.get(f"/_x/jobs/{plain}")).text()
+    assert '<dd id="priority">0 ' in default
+
+
 @pytest.mark.parametrize(
     ("raw", "kept"),
     [

@@ -80,6 +80,15 @@ async def test_request_takes_run_id_delay_and_queue(edge: NatsApi) -> None:
     assert (row["state"], row["queue"], row["run_id"]) == ("delayed", "slow", "r-9")
 
 
+async def test_request_takes_a_priority(edge: NatsApi) -> None:
+    token = await edge.token("enqueue:*", tenant=ORG_A)
+    subject = edge.names.enqueue_subject("send_mail")
+    body = await edge.request(subject, {"input": mail(), "priority": 3}, token)
+    plain = await edge.request(subject, {"input": mail(subject="plain")}, token)
+    rows = {r["id"]: r["priority"] for r in await edge.jobs()}
+    assert rows == {body["id"]: 3, plain["id"]: 0}
+
+
 @pytest.mark.parametrize(
     ("subject_job", "payload", "raw", "code"),
     [
@@ -88,6 +97,8 @@ async def test_request_takes_run_id_delay_and_queue(edge: NatsApi) -> None:
         ("send_mail", None, b"[1]", "X_INPUT_INVALID"),
         ("send_mail", {"input": mail(), "extra": 1}, None, "X_INPUT_INVALID"),
         ("send_mail", {"input": mail(), "delay": "soon"}, None, "X_INPUT_INVALID"),
+        ("send_mail", {"input": mail(), "priority": 10}, None, "X_PRIORITY_INVALID"),
+        ("send_mail", {"input": mail(), "priority": "high"}, None, "X_PRIORITY_INVALID"),
         ("no_such_job", {"input": {}}, None, "X_JOB_UNKNOWN"),
     ],
 )

@@ -156,6 +156,8 @@ async def test_one_msg_id_is_one_job_even_past_the_duplicate_window(
     ("job", "body", "scopes", "tenant", "code"),
     [
         ("send_mail", {"input": {"to": 1}}, ["enqueue:*"], None, "X_INPUT_INVALID"),
+        ("send_mail", {"input": mail(), "priority": -1}, ["enqueue:*"], None,
+         "X_PRIORITY_INVALID"),
         ("send_mail", {"input": mail()}, None, None, "X_UNAUTHORIZED"),
         ("send_mail", {"input": mail()}, ["enqueue:notify"], ORG_A, "X_FORBIDDEN"),
         ("send_mail", {"input": mail(ORG_A)}, ["enqueue:*"], ORG_B, "X_TENANCY_ACTOR_MISMATCH"),

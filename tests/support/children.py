@@ -110,8 +110,23 @@ async def batch_parent(run: Run[Any]) -> Any:
     return {"sum": sum(r["double"] for r in results)}
 
 
+@job(
+    name="children.prioritised",
+    input=t.object(key=t.string, org=t.string),
+    idempotency_key=lambda i: i.key,
+    tenant=lambda i: i.org,
+)
+async def prioritised_parent(run: Run[Any]) -> Any:
+    """Enqueues one child at priority 2 and a batch of two at priority 6; answers their ids."""
+    one = await run.step.enqueue(leaf, {"n": 1, "org": run.input.org}, priority=2)
+    many = await run.step.enqueue_many(
+        leaf, [{"n": 2, "org": run.input.org}, {"n": 3, "org": run.input.org}], priority=6
+    )
+    return {"one": one, "many": many}
+
+
 HANDLES: dict[str, JobHandle[Any]] = {
-    h.name: h for h in (leaf, parent, single, trespasser, batch_parent)
+    h.name: h for h in (leaf, parent, single, trespasser, batch_parent, prioritised_parent)
 }
 
 

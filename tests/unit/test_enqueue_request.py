@@ -49,6 +49,7 @@ def test_a_request_is_a_frozen_value() -> None:
         "me",
         None,
         None,
+        0,
     )
     with pytest.raises(dataclasses.FrozenInstanceError):
         a.name = "other"  # type: ignore[misc]

@@ -59,7 +59,7 @@ def test_lapsed_rows_come_first_and_strict_queues_are_fifo() -> None:
 
 
 def test_tenants_waiting_on_later_rows_take_their_place_in_the_walk() -> None:
-    plan = claim_order(rows("b", 4), limit=2, waiting={"q": ["a"]})
+    plan = claim_order(rows("b", 4), limit=2, waiting={"q": [(0, "a")]})
     # a (no due row) is walked first and counts in the rounds: b gets ceil(2 / 2) = 1 fair
     # row, the fill gives it the other.
     assert [r.id for r in plan.rows] == ["q-b-0", "q-b-1"]

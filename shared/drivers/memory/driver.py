@@ -79,7 +79,7 @@ JSONValue = Any
 
 
 def _fair_row(row: MemoryRow) -> FairRow:
-    return FairRow(row.id, row.queue, group_of(row.tenant_id), row.run_at_ms, row.seq)
+    return FairRow(row.id, row.queue, group_of(row.tenant_id), row.run_at_ms, row.seq, row.priority)
 
 
 class MemoryWeights:
@@ -211,6 +211,7 @@ class MemoryDriver:
             traceparent=request.traceparent,
             enqueued_by=request.enqueued_by,
             unique_for_ms=request.unique_for_ms,
+            priority=request.priority,
         )
         state.insert(row)
         return Enqueued(row.id, row.run_id, False)
@@ -237,7 +238,7 @@ class MemoryDriver:
         now = self.clock.now_ms()
         queues = set(options.queues) - self.state.paused_queues
         due: list[FairRow] = []
-        waiting: dict[str, set[str]] = {}
+        waiting: dict[str, set[tuple[int, str]]] = {}
         lapsed: list[MemoryRow] = []
         # Every live row holds its key, so the live index is exactly the rows a claim can
         # touch; finished history never slows a claim down.
@@ -248,14 +249,14 @@ class MemoryDriver:
             if row.state in CLAIMABLE_STATES and row.run_at_ms <= now:
                 due.append(_fair_row(row))
             elif row.state in CLAIMABLE_STATES:
-                waiting.setdefault(row.queue, set()).add(group_of(row.tenant_id))
+                waiting.setdefault(row.queue, set()).add((row.priority, group_of(row.tenant_id)))
             elif (
                 row.state == "running"
                 and row.lease_expires_at_ms is not None
                 and row.lease_expires_at_ms <= now
             ):
                 lapsed.append(row)
-        lapsed.sort(key=lambda r: (r.run_at_ms, r.seq))
+        lapsed.sort(key=lambda r: (r.priority, r.run_at_ms, r.seq))
         exhausted: list[ExhaustedJob] = []
         again: list[FairRow] = []
         for row in lapsed:
@@ -339,6 +340,7 @@ class MemoryDriver:
             enqueued_by=row.enqueued_by,
             ahead=row.ahead,
             snoozes=row.snoozes,
+            priority=row.priority,
             store_epoch=None,  # one process's heap: a loss of it is the process's own
         )
 

@@ -88,6 +88,8 @@ class MemoryRow:
     parent_detached: bool = False
     parent_waits: bool = False
     children_waited: int | None = None
+    # 0 (handed out first) to 9: the claim's order is (priority, run_at_ms, seq).
+    priority: int = 0
 
     def view(self) -> JobRow:
         return JobRow(
@@ -114,6 +116,7 @@ class MemoryRow:
             enqueued_by=self.enqueued_by,
             result=json_copy(self.result),
             parent_id=self.parent_id,
+            priority=self.priority,
         )
 
     def live_key(self) -> LiveKey:

@@ -62,7 +62,7 @@ class PostgresChildren:
         for _ in range(ENQUEUE_RETRIES):
             args = stamped.at(self._enqueuer.clock.now_ms())
             slot = wake_slot(args[8], args[9])
-            rows = await self._fetch(_ENQUEUE, *args, slot, parent_id, detached)
+            rows = await self._fetch(_ENQUEUE, *args, slot, parent_id, detached, request.priority)
             if rows:
                 row = rows[0]
                 if row["id"] is None:
@@ -89,7 +89,8 @@ class PostgresChildren:
         now = self._enqueuer.clock.now_ms()
         args = [s.at(now) for s in stamped]
         columns = [[a[i] for a in args] for i in (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11)]
-        [row] = await self._fetch(_ENQUEUE_MANY, parent_id, detached, now, *columns)
+        priorities = [r.priority for r in requests]
+        [row] = await self._fetch(_ENQUEUE_MANY, parent_id, detached, now, *columns, priorities)
         if not row["parent"]:
             return None
         return [s.job_id for s in stamped]

@@ -42,6 +42,7 @@ COLUMNS = (
     "updated_at",
     "traceparent",
     "enqueued_by",
+    "priority",
 )
 """The order ``copy_rows`` writes a row's fields in; ``copy_target`` checks the file agrees."""
 
@@ -59,6 +60,9 @@ def copy_target(sql: str) -> str:
     return shape.group(1)
 
 
+_PRIORITIES = tuple(str(p) for p in range(10))
+"""A priority's COPY text, by priority (checked 0..9 before a row is resolved)."""
+
 _PG_EPOCH_S = 946_684_800  # 2000-01-01, where Postgres counts its microseconds from
 
 
@@ -73,7 +77,7 @@ def timestamp(ms: int) -> str:
 
 
 ABORT_LINE = b"\\N\n"
-"""A line of one field where COPY expects fourteen: the server refuses it (22P04, missing data
+"""A line of one field where COPY expects fifteen: the server refuses it (22P04, missing data
 for column) and so aborts the COPY, inserting none of the rows already sent. The stream ends
 with it when a later row cannot be written, rather than raising inside asyncpg's reader: an
 exception there makes asyncpg send a cancel request on a second connection, which may land on
@@ -140,6 +144,7 @@ def _line(row: dict[str, Any], now: int, now_text: str) -> str:
                 now_text,
                 _NULL if trace is None else trace.translate(_ESCAPES),
                 _NULL if actor is None else actor.translate(_ESCAPES),
+                _PRIORITIES[row["priority"]],
             )
         )
         + "\n"

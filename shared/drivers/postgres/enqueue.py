@@ -127,7 +127,7 @@ class PostgresEnqueuer:
             return answer
         args = stamped.at(self.clock.now_ms())
         if self._slot_to_announce(request.queue, wake_slot(args[8], args[9])) is None:
-            rows = await self._fetch(_ENQUEUE_INSERT, *args)
+            rows = await self._fetch(_ENQUEUE_INSERT, *args, request.priority)
             if rows:
                 return Enqueued(rows[0]["id"], rows[0]["run_id"], False)
         return await self._enqueue_or_answer(request, stamped)
@@ -146,7 +146,7 @@ class PostgresEnqueuer:
         if request.controlled:
             return await self._enqueue_controlled(stamped, token_id)
         args = stamped.at(self.clock.now_ms())
-        [row] = await self._fetch(_ENQUEUE_INSERT_LIVE, *args, token_id)
+        [row] = await self._fetch(_ENQUEUE_INSERT_LIVE, *args, token_id, request.priority)
         if not row["live"]:
             return None
         if row["id"] is None:
@@ -204,6 +204,7 @@ class PostgresEnqueuer:
                 request.debounce_ms,
                 request.unique_for_ms,
                 token_id,
+                request.priority,
             )
             try:
                 if conn is not None:
@@ -269,7 +270,9 @@ class PostgresEnqueuer:
         for _ in range(ENQUEUE_RETRIES):
             args = stamped.at(self.clock.now_ms())
             slot = wake_slot(args[8], args[9])
-            rows = await self._fetch(_ENQUEUE, *args, self._slot_to_announce(request.queue, slot))
+            rows = await self._fetch(
+                _ENQUEUE, *args, self._slot_to_announce(request.queue, slot), request.priority
+            )
             if rows:
                 answer = Enqueued(rows[0]["id"], rows[0]["run_id"], rows[0]["deduped"])
                 if not answer.deduped:

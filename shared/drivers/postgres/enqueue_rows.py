@@ -34,7 +34,8 @@ class StampedJob:
         self.input_text = dumps(request.input, error=InputInvalidError)
 
     def at(self, now: int) -> tuple[Any, ...]:
-        """The statement's $1..$12, with $9 run_at and $10 now taken at ``now``."""
+        """The statement's $1..$12, with $9 run_at and $10 now taken at ``now`` (each statement
+        takes ``request.priority`` after its own parameters)."""
         request = self.request
         run_at = request.run_at_ms if request.run_at_ms is not None else now
         if request.debounce_ms is not None:
@@ -172,6 +173,7 @@ def batch_row(request: EnqueueRequest, job_id: str, run_id: str) -> dict[str, An
         "at": request.run_at_ms,
         "traceparent": request.traceparent,
         "enqueued_by": request.enqueued_by,
+        "priority": request.priority,
     }
 
 

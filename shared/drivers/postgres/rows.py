@@ -92,6 +92,7 @@ def job_row(r: Record) -> JobRow:
         enqueued_by=r["enqueued_by"],
         result=loads(r.get("result")),
         parent_id=r.get("parent_id"),
+        priority=r["priority"],
     )
 
 
@@ -115,6 +116,7 @@ def claimed_job(r: Record) -> ClaimedJob:
         enqueued_by=r["enqueued_by"],
         ahead=r["ahead"],
         snoozes=r["snoozes"],
+        priority=r["priority"],
         store_epoch=None,  # a Postgres restart keeps what was committed: nothing to watch
     )
 

@@ -30,7 +30,7 @@ from ujobs.drivers.base import (
 )
 
 JSONValue = Any
-ENQUEUE_STRIDE = 14
+ENQUEUE_STRIDE = 15
 """Arguments per job in ``enqueue.lua``."""
 
 
@@ -85,6 +85,7 @@ def enqueue_args(
             opt_arg(request.enqueued_by),
             opt_arg(request.debounce_ms),
             opt_arg(request.unique_for_ms),
+            request.priority,
         ]
     return args
 
@@ -118,6 +119,7 @@ def claimed_from(row: Sequence[Any], store_epoch: str | None = None) -> ClaimedJ
         store_epoch=store_epoch,
         ahead=int(row[16]) == 1,
         snoozes=int(row[17]),
+        priority=int(row[18]),
     )
 
 
@@ -157,6 +159,7 @@ def job_row_from(reply: Sequence[Any]) -> JobRow | None:
         enqueued_by=opt_text(f.get("enqueued_by")),
         result=None if f.get("result") is None else orjson.loads(f["result"]),
         parent_id=None,  # the Redis driver keeps no children (X_DRIVER_UNSUPPORTED)
+        priority=num("priority") or 0,
     )
 
 

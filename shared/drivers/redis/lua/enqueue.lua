@@ -1,10 +1,11 @@
 -- enqueue.lua: queue N jobs (enqueue is N = 1), each deduped by its id and by its live key.
 --
 -- ARGV[1] now, ARGV[2] wake channel ('' for none), ARGV[3] wake slot ms, ARGV[4] wake due
--- horizon ms; then 14 arguments per job:
+-- horizon ms; then 15 arguments per job:
 --   id, run_id, name, queue, tenant_id (opt), idempotency_key, live key, max_attempts,
 --   run_at (opt; with a debounce the driver already made it at least now + debounce),
---   input JSON, traceparent (opt), enqueued_by (opt), debounce ms (opt), unique_for ms (opt)
+--   input JSON, traceparent (opt), enqueued_by (opt), debounce ms (opt), unique_for ms (opt),
+--   priority (0..9: the row goes to that band's due zset, prelude.lua's due_key)
 -- Returns a flat list: id, run_id, deduped (0/1), debounced (0/1) per job, in the order given.
 --
 -- The wake, announced here when a channel is given: each queue that got a row due within the
@@ -30,7 +31,7 @@ local horizon = tonumber(ARGV[4])
 local live = base .. ':live'
 local out = {}
 local due_queues = {}
-local STRIDE = 14
+local STRIDE = 15
 local WAKE_KEY_TTL_MS = 60000
 
 for i = 5, #ARGV, STRIDE do
@@ -48,6 +49,7 @@ for i = 5, #ARGV, STRIDE do
   local enqueued_by = opt(ARGV[i + 11])
   local debounce = tonumber(opt(ARGV[i + 12]))
   local unique_for = tonumber(opt(ARGV[i + 13]))
+  local priority = tonumber(ARGV[i + 14])
 
   local jk = job_key(id)
   local existing = redis.call('HMGET', jk, 'id', 'run_id')
@@ -61,7 +63,7 @@ for i = 5, #ARGV, STRIDE do
     local held = false
     if holder then
       held = redis.call('HMGET', job_key(holder), 'id', 'run_id', 'state', 'claim', 'queue', 'm',
-        'tenant_id')
+        'priority', 'tenant_id')
     end
     local recent = false
     if not (held and held[1]) and unique_for ~= nil then
@@ -80,7 +82,7 @@ for i = 5, #ARGV, STRIDE do
         end
         redis.call('HSET', job_key(holder), 'run_at', run_at, 'state', state, 'input', input,
           'updated_at', now)
-        due_add(held[5], held[7], run_at, held[6])
+        due_add(held[5], held[7], held[8], run_at, held[6])
         if state ~= held[3] then
           tally(held[5], held[3], state)
         end
@@ -122,7 +124,10 @@ for i = 5, #ARGV, STRIDE do
       if unique_for ~= nil then
         redis.call('HSET', jk, 'uf', unique_for)
       end
-      due_add(queue, tenant, run_at, member)
+      if priority ~= 0 then
+        redis.call('HSET', jk, 'priority', priority)
+      end
+      due_add(queue, priority, tenant, run_at, member)
       redis.call('HSET', live, lk, id)
       redis.call('SADD', base .. ':queues', queue)
       tally(queue, nil, state)

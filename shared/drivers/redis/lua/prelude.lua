@@ -6,14 +6,17 @@
 --   {p}:live              hash    live key (JSON [name, tenant or "", key]) -> id of the live row
 --   {p}:seq               string  insertion counter: FIFO among rows due at the same ms
 --   {p}:queues            set     every queue that ever held a row (what stats() walks)
---   {p}:q:<queue>         zset    ready / delayed / suspended rows, score run_at,
+--   {p}:q:<queue>         zset    ready / delayed / suspended rows of priority 0, score run_at,
 --                                 member <seq, 15 digits><id> so equal run_at pops FIFO
---   {p}:qt:<n>:<queue>:<tenant>
---                         zset    the same rows of one tenant ('' for the jobs without one),
---                                 same scores and members: what the fair claim takes from
---                                 (<n>, the queue's length in bytes, keeps the split unambiguous)
---   {p}:qs:<queue>        zset    the tenants with a {p}:qt zset in the queue, all scored 0 so
---                                 ZRANGEBYLEX walks them in byte order from the cursor
+--   {p}:q<n>:<queue>      zset    the same for priority n, 1..9 (field `priority` of the row;
+--                                 absent: 0); a claim takes from the lowest band with due work
+--   {p}:qt:<n>:<queue>:<band>:<tenant>
+--                         zset    the rows of one band of one tenant ('' for the jobs without
+--                                 one), same scores and members: what the fair claim takes
+--                                 from (<n>, the queue's length in bytes, keeps the split
+--                                 unambiguous)
+--   {p}:qs:<queue>:<band> zset    the tenants with a {p}:qt zset in that band of the queue, all
+--                                 scored 0 so ZRANGEBYLEX walks them in byte order
 --   {p}:qc:<queue>        string  the fair cursor: the tenant the last claim served last
 --   {p}:tw                hash    tenant -> weight (1..1000; absent: 1), read by every claim
 --   {p}:r:<queue>         zset    running rows, score lease expiry, member id
@@ -51,29 +54,39 @@ local function job_key(id)
   return base .. ':job:' .. id
 end
 
-local function due_key(queue)
-  return base .. ':q:' .. queue
+-- The due zset of one priority band: band 0 (every job's default) keeps the key it always
+-- had, so a keyspace written before priorities existed is read as it was.
+local PRIORITY_BANDS = 10
+
+local function due_key(queue, priority)
+  if priority == nil or priority == 0 then
+    return base .. ':q:' .. queue
+  end
+  return base .. ':q' .. string.format('%d', priority) .. ':' .. queue
 end
 
-local function tenant_due_key(queue, tenant)
-  return base .. ':qt:' .. string.format('%d', #queue) .. ':' .. queue .. ':' .. tenant
+local function tenant_due_key(queue, band, tenant)
+  return base .. ':qt:' .. string.format('%d', #queue) .. ':' .. queue .. ':'
+    .. string.format('%d', band) .. ':' .. tenant
 end
 
-local function tenants_key(queue)
-  return base .. ':qs:' .. queue
+local function tenants_key(queue, band)
+  return base .. ':qs:' .. queue .. ':' .. string.format('%d', band)
 end
 
 local function cursor_key(queue)
   return base .. ':qc:' .. queue
 end
 
--- A row becomes claimable (or moves its run_at): in its queue's zset, its tenant's zset, and
--- its tenant in the queue's tenant set. `tenant` false or nil: the group without a tenant.
-local function due_add(queue, tenant, run_at, member)
+-- A row becomes claimable (or moves its run_at): in its band's zset, its tenant's zset of
+-- that band, and its tenant in the band's tenant set. `tenant` false or nil: the group without
+-- a tenant; `band` nil or false: 0.
+local function due_add(queue, band, tenant, run_at, member)
   local group = tenant or ''
-  redis.call('ZADD', due_key(queue), run_at, member)
-  redis.call('ZADD', tenant_due_key(queue, group), run_at, member)
-  redis.call('ZADD', tenants_key(queue), 0, group)
+  local b = tonumber(band) or 0
+  redis.call('ZADD', due_key(queue, b), run_at, member)
+  redis.call('ZADD', tenant_due_key(queue, b, group), run_at, member)
+  redis.call('ZADD', tenants_key(queue, b), 0, group)
 end
 
 local function running_key(queue)

@@ -14,10 +14,18 @@ for _, queue in ipairs(redis.call('SMEMBERS', base .. ':queues')) do
   if ttl > 0 then
     redis.call('ZREMRANGEBYSCORE', done_key(queue), '-inf', now - ttl)
   end
-  local due = redis.call('ZCOUNT', due_key(queue), '-inf', now)
+  local due = 0
   local oldest = false
-  if due > 0 then
-    oldest = tonumber(redis.call('ZRANGE', due_key(queue), 0, 0, 'WITHSCORES')[2])
+  for band = 0, PRIORITY_BANDS - 1 do
+    local key = due_key(queue, band)
+    local n = redis.call('ZCOUNT', key, '-inf', now)
+    if n > 0 then
+      due = due + n
+      local head = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
+      if not oldest or head < oldest then
+        oldest = head
+      end
+    end
   end
   local entry = { queue, due, oldest, redis.call('ZCARD', done_key(queue)) }
   local states = redis.call('HGETALL', count_key(queue))
