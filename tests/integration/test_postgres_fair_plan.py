@@ -2,7 +2,8 @@
 driver's held connections, rolled back): the walk over tenants and each tenant's rows read
 ``x_jobs_fair_idx``; what they read is bounded by the claim's limit, not by how many tenants
 have work (a loose index scan from the cursor); and the statement is not JIT-compiled, on a
-generic and a custom plan alike."""
+generic and a custom plan alike. Priority first: a lower band's rows, however many tenants
+hold them, are not read."""
 
 from __future__ import annotations
 
@@ -40,6 +41,17 @@ async def _fill(pool: asyncpg.Pool[Any], tenants: int) -> None:
         T0,
         FLOOD,
         tenants,
+    )
+    # A lower band of many tenants, older than everything above: the fair scan walks the top
+    # band (0) only, so none of it is read.
+    await pool.execute(
+        "insert into x_jobs (id, run_id, name, queue, state, input, tenant_id, idempotency_key,"
+        " max_attempts, run_at, created_at, updated_at, priority)"
+        " select 'l' || lpad(n::text, 9, '0'), 'l' || n, 'send', 'default', 'ready', '{}',"
+        " 'late-' || lpad(n::text, 6, '0'), 'l' || n, 3, x_ts($1::bigint - n),"
+        " x_ts($1::bigint), x_ts($1::bigint), 9"
+        " from generate_series(1, 2000) n",
+        T0,
     )
     await pool.execute("analyze x_jobs")
 
@@ -91,9 +103,11 @@ async def test_the_fair_scan_reads_its_index_a_bounded_amount_and_is_not_jit_com
             {n.get("Index Name", n["Node Type"]) for n in plan_nodes(explained["Plan"])}
         )
         read[tenants] = sum(rows_read(n) for n in fair)
-        # Sixteen slots, sixteen tenants: the flood one row like every quiet tenant.
+        # Sixteen slots, sixteen tenants: the flood one row like every quiet tenant, all of
+        # the top band.
         assert len(claimed) == LIMIT
         assert len(set(claimed)) == LIMIT
+        assert not [t for t in claimed if t.startswith("late-")]
     # The walk visits at most LIMIT tenants: fifty times the tenants, the same reads.
     assert read[5_000] <= 4 * LIMIT + LIMIT * LIMIT, read
     assert read[5_000] <= 2 * read[100], read
