@@ -79,6 +79,7 @@ async def start_worker(
         concurrency={q: config.concurrency.for_queue(q) for q in config.queues},
         max_in_flight=config.max_in_flight,
         claim_ahead=config.claim_ahead_rows(),
+        fair=config.fair(),
         visibility_timeout_ms=config.visibility_timeout_ms,
         wake=wired.wake,
         close_driver=False,

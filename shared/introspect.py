@@ -44,11 +44,13 @@ from ujobs.drivers.base import (
     require_introspection,
 )
 from ujobs.drivers.children import MAX_CHILDREN_LISTED, children_of
+from ujobs.drivers.fairness import TenantWeights, check_tenant, check_weight, weights_of
 from ujobs.errors import (
     CancelUnsupportedError,
     JobIdAmbiguousError,
     JobNotCancellableError,
     JobNotFoundError,
+    NotImplementedByDriverError,
     StepNotFoundError,
 )
 from ujobs.execution.settle import error_summary
@@ -425,3 +427,30 @@ async def pause_tasks(driver: JobDriver, tasks: Sequence[str], *, pause: bool) -
             await introspect.pause_task(task)
         else:
             await introspect.resume_task(task)
+
+
+# --- tenant weights (ujobs.drivers.fairness) -------------------------------------------------
+
+
+def _weights(driver: JobDriver) -> TenantWeights:
+    weights = weights_of(driver)
+    if weights is None:
+        raise NotImplementedByDriverError(
+            f"the {driver.name} driver stores no tenant weights",
+            meta={"driver": driver.name, "capability": "weights"},
+        )
+    return weights
+
+
+async def tenant_weight(driver: JobDriver, tenant_id: str) -> dict[str, Any]:
+    """``{"tenantId", "weight"}``: the tenant's share in a contended fair claim (1 unless an
+    operator set another). ``ujobs tenants weight <tenant>``, ``GET /v1/tenants/{t}/weight``."""
+    tenant = check_tenant(tenant_id)
+    return {"tenantId": tenant, "weight": await _weights(driver).weight(tenant)}
+
+
+async def set_tenant_weight(driver: JobDriver, tenant_id: str, weight: object) -> dict[str, Any]:
+    """Set a tenant's weight (1..1000), effective from the next claim of every worker.
+    ``ujobs tenants weight <tenant> <n>``, ``PUT /v1/tenants/{t}/weight``."""
+    tenant, checked = check_tenant(tenant_id), check_weight(weight)
+    return {"tenantId": tenant, "weight": await _weights(driver).set_weight(tenant, checked)}

@@ -16,6 +16,7 @@
 | ``jobs`` | the operator surface, one job at a time |
 | ``results`` | a job's result: ``GET /v1/jobs/{id}/result?wait=``, the enqueue-and-wait's answer |
 | ``queues`` | queues and tasks |
+| ``tenants`` | tenant weights for the fair claim (operator tokens; a tenant's is a 404) |
 | ``token_routes`` | the token list (``GET /v1/tokens``, operator ``admin``) |
 | ``task_rows`` | each cron task as a row (the CLI and the dashboard read them too) |
 | ``webhooks`` | webhook endpoints and their deliveries |

@@ -56,6 +56,7 @@ from ujobs.services.api import enqueue as api_enqueue
 from ujobs.services.api import jobs as api_jobs
 from ujobs.services.api import queues as api_queues
 from ujobs.services.api import results as api_results
+from ujobs.services.api import tenants as api_tenants
 from ujobs.services.api import token_routes as api_tokens
 from ujobs.services.api.auth import NO_TOKENS, TokenLookup
 from ujobs.services.api.common import (
@@ -240,6 +241,7 @@ def create_app(
     app.add_routes(api_results.routes)
     app.add_routes(api_jobs.routes)
     app.add_routes(api_queues.routes)
+    app.add_routes(api_tenants.routes)
     app.add_routes(api_tokens.routes)
     setup_dashboard(app)
     add_export_routes(app, authorize=token_reader)

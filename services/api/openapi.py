@@ -277,6 +277,13 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
     name = _path_param("name", "the event's name")
     queue = _path_param("queue", "the queue's name")
     task = _path_param("task", "the task's name (one of the app's tasks)")
+    tenant = {
+        "name": "tenant",
+        "in": "path",
+        "required": True,
+        "description": "the tenant's id (1 to 200 bytes)",
+        "schema": {"type": "string", "minLength": 1, "maxLength": 200},
+    }
     if tasks:
         task["schema"] = {"type": "string", "enum": tasks}
     query = [
@@ -450,6 +457,23 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
         "/v1/queues/{queue}/resume": {
             "parameters": [queue],
             "post": _op("resume_queue", "Resume a queue (operator)", paused, ("400", "403")),
+        },
+        "/v1/tenants/{tenant}/weight": {
+            "parameters": [tenant],
+            "get": _op(
+                "get_tenant_weight",
+                "A tenant's weight in the fair claim (operator token; a tenant token is 404)",
+                ("200", "the weight", _ref("TenantWeight")),
+                ("400", "403", "404"),
+            ),
+            "put": _op(
+                "set_tenant_weight",
+                "Set a tenant's weight, 1..1000, from the next claim (operator token; a tenant "
+                "token is 404)",
+                ("200", "the weight set", _ref("TenantWeight")),
+                ("400", "403", "404"),
+                body=_ref("TenantWeightSet"),
+            ),
         },
         "/v1/tokens": {
             "get": _op(

@@ -284,6 +284,22 @@ SCHEMAS: dict[str, Any] = {
             "oldestDueAgeMs": {"type": "integer"},
         },
     },
+    "TenantWeight": {
+        "type": "object",
+        "description": "a tenant's weight in the fair claim: its share of a contended queue",
+        "required": ["tenantId", "weight"],
+        "properties": {
+            "tenantId": {"type": "string", "minLength": 1, "maxLength": 200},
+            "weight": {"type": "integer", "minimum": 1, "maximum": 1000},
+        },
+    },
+    "TenantWeightSet": {
+        "type": "object",
+        "description": "the weight to set: 1 (the default) to 1000",
+        "required": ["weight"],
+        "additionalProperties": False,
+        "properties": {"weight": {"type": "integer", "minimum": 1, "maximum": 1000}},
+    },
     "Paused": {
         "type": "object",
         "required": ["paused"],

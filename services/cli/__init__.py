@@ -12,6 +12,7 @@
 | ``queues`` | ``ujobs queues list | pause | resume`` and ``ujobs workers`` |
 | ``tasks`` | ``ujobs tasks list | pause | resume`` |
 | ``tokens`` | ``ujobs tokens create | list | revoke`` |
+| ``tenants`` | ``ujobs tenants weight <tenant> [<n>]``: weights in the fair claim |
 | ``webhooks`` | ``ujobs webhooks …``: endpoints, publishing, deliveries, the key |
 | ``exports`` | ``ujobs exports list | show | get`` |
 | ``db`` | ``ujobs db migrate`` and the group's root |

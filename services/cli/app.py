@@ -34,6 +34,7 @@ from ujobs.services.cli.services import (
     worker_command,
 )
 from ujobs.services.cli.tasks import tasks_app
+from ujobs.services.cli.tenants import tenants_app
 from ujobs.services.cli.tokens import tokens_app
 from ujobs.services.cli.webhooks import webhooks_app
 from ujobs.services.config.settings import environment
@@ -88,6 +89,7 @@ app.add_typer(jobs_app, name="jobs")
 app.add_typer(queues_app, name="queues")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(tokens_app, name="tokens")
+app.add_typer(tenants_app, name="tenants")
 app.command("workers")(workers_command)
 app.add_typer(db_app, name="db")
 app.add_typer(nats_app, name="nats")

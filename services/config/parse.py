@@ -88,6 +88,13 @@ def parse_queues(name: str, raw: str) -> tuple[str, ...]:
     return tuple(queues)
 
 
+def parse_strict_queues(name: str, raw: str) -> tuple[str, ...]:
+    """``a,b`` → ``("a", "b")``, or ``("*",)`` for every queue served; duplicates dropped."""
+    if raw.strip() == "*":
+        return ("*",)
+    return parse_queues(name, raw)
+
+
 def parse_job_names(name: str, raw: str) -> tuple[str, ...]:
     """``a,b`` → ``("a", "b")``, or ``("*",)`` for every job; duplicates dropped, order kept."""
     names: list[str] = []

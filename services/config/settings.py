@@ -45,6 +45,7 @@ from ujobs.services.config.parse import (
     parse_concurrency,
     parse_job_names,
     parse_queues,
+    parse_strict_queues,
     public_base_url,
     purge_on,
     tcp_port,
@@ -291,9 +292,20 @@ class WorkerConfig:
     metrics: MetricsEndpoint = field(default_factory=MetricsEndpoint)
     result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES
     """``UJOBS_RESULT_MAX_BYTES``: the largest result the worker stores (``ujobs.results``)."""
+    strict_queues: tuple[str, ...] = ()
+    """``UJOBS_STRICT_QUEUES``: the queues claimed first-in first-out (``("*",)``: all);
+    every other queue is tenant-fair."""
     queues_given: bool = True
     """False: neither UJOBS_QUEUES nor --queues named any, so ``ujobs worker`` serves every
     queue the app's jobs name (``ujobs.services.worker.app_queues``) instead of ``queues``."""
+
+    def fair(self) -> bool | dict[str, bool]:
+        """The worker's ``fair=``: False when ``UJOBS_STRICT_QUEUES`` is ``*``, else the
+        served queues it names mapped to False (the ones it names that this worker does not
+        serve are another worker's business)."""
+        if self.strict_queues == ("*",):
+            return False
+        return {q: False for q in self.strict_queues if q in self.queues}
 
     def claim_ahead_rows(self) -> int:
         """The worker's ``claim_ahead``: 0 for several queues (the library claims ahead only
@@ -351,6 +363,7 @@ class WorkerConfig:
                 "UJOBS_VISIBILITY_TIMEOUT_MS", whole_from(1_000), DEFAULT_VISIBILITY_MS
             ),
             claim_ahead=src.read("UJOBS_CLAIM_AHEAD", optional(whole_from(0)), None),
+            strict_queues=src.read("UJOBS_STRICT_QUEUES", parse_strict_queues, ()),
             metrics=read_metrics(env),
             result_max_bytes=src.read(
                 "UJOBS_RESULT_MAX_BYTES", whole_from(1), DEFAULT_RESULT_MAX_BYTES

@@ -201,6 +201,13 @@ VARIABLES: dict[str, Variable] = {
             _WORKERS,
         ),
         Variable(
+            "UJOBS_STRICT_QUEUES",
+            "comma-separated queues claimed first-in first-out instead of tenant-fair (* for "
+            "every queue); see 'Fair by tenant' in the controlling-jobs guide",
+            "none: every queue is fair by tenant",
+            _WORKERS,
+        ),
+        Variable(
             "UJOBS_RESULT_MAX_BYTES",
             "the largest job result stored, in bytes of JSON; a bigger one dead-letters the run "
             "with X_RESULT_TOO_LARGE (never truncated); the api's settlements carry none bigger "

@@ -9,6 +9,8 @@ The map:
   ledger).
 - ``children``: the ``children`` capability: a child recorded with its parent, the parent's
   wait marked on its children and woken by the last one's settle.
+- ``fairness``: the tenant-fair hand-out order every driver's claim follows (weighted round
+  robin from a rotating cursor) and the ``weights`` capability (``TenantWeights``).
 - ``delegating``: a driver that hands every call to an inner one, for wrappers to build on.
 - ``results``: the ``results`` capability: waiting for a job to settle, woken by the settle
   itself (``wait_settled``).

@@ -44,6 +44,7 @@ from ujobs.drivers.base import (
     stores_in,
 )
 from ujobs.drivers.children import JobChildren, children_of
+from ujobs.drivers.fairness import TenantWeights, weights_of
 from ujobs.drivers.results import JobResults, results_of
 
 __all__ = ["DelegatingDriver", "DelegatingIntrospection"]
@@ -135,6 +136,10 @@ class DelegatingDriver(JobDriver):
     @property
     def children(self) -> JobChildren | None:
         return children_of(self.inner)
+
+    @property
+    def weights(self) -> TenantWeights | None:
+        return weights_of(self.inner)
 
     def stores_in(self, executor: object) -> bool:
         return stores_in(self.inner, executor)

@@ -300,6 +300,9 @@ class ClaimOptions:
     for it, a lease that lapses hands it out again with the SAME attempt (never buried), at
     most ``AHEAD_RETURNS_MAX`` times per row: a row that never started costs its job nothing
     when its worker dies."""
+    strict_queues: frozenset[str] = frozenset()
+    """Queues served first-in first-out (``fair=False``, ``UJOBS_STRICT_QUEUES``); every other
+    queue is tenant-fair (``ujobs.drivers.fairness``)."""
 
 
 # --- settle ---------------------------------------------------------------------------------

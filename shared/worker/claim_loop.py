@@ -263,6 +263,7 @@ class ClaimLoop:
                     on_exhausted=self._on_exhausted,
                     drop_exhausted=self.drop_exhausted,
                     ahead_after=ahead_after,
+                    strict_queues=self.options.strict_queues,
                 )
             )
         except Exception as exc:

@@ -59,6 +59,7 @@ from ujobs.worker.options import (
     DEFAULT_VISIBILITY_TIMEOUT_MS,
     JOBS_CONCURRENCY_DEFAULT,
     Concurrency,
+    Fairness,
     WorkerOptions,
     build_options,
     unregistered_queues,
@@ -406,13 +407,15 @@ def job_worker(
     worker_id: str | None = None,
     lifecycle: Lifecycle | None = None,
     claim_ahead: int = 0,
+    fair: Fairness = True,
 ) -> JobWorker:
     """The worker role. ``driver`` and ``context`` are required; everything else defaults
     (see ``ujobs.worker.options``). ``clock`` defaults to the driver's (every lease window,
     timer and step stamp then reads one clock). ``registry`` defaults to the process registry (what
     ``define_api`` installed); ``lifecycle`` to the process lifecycle; ``metrics`` to the
     process's series; ``wake`` to none (in-process enqueues still wake it); ``claim_ahead`` to 0
-    (see ``ujobs.worker.options``)."""
+    (see ``ujobs.worker.options``); ``fair`` to True: every queue tenant-fair (False, or
+    ``{queue: False}``, serves those queues first-in first-out)."""
     reg = registry.registry() if isinstance(registry, Api) else registry or process_registry()
     options = build_options(
         queues=queues,
@@ -428,6 +431,7 @@ def job_worker(
         close_driver=close_driver,
         worker_id=worker_id,
         claim_ahead=claim_ahead,
+        fair=fair,
     )
     return JobWorker(
         driver=driver,

@@ -24,6 +24,10 @@ fields of ``WorkerOptions``; what each option means:
   row claimed ahead is one another worker of the fleet cannot take until it runs or goes back;
   on short jobs it is the drain's largest lever. A whole number >= 0; ignored on a worker of
   several queues.
+* ``fair`` — tenant-fair claims (``ujobs.drivers.fairness``): True (the default) for every
+  queue, False for none, or a table ``{queue: False}`` naming the queues served first-in
+  first-out (a queue the table does not name stays fair). ``ujobs worker`` reads
+  ``UJOBS_STRICT_QUEUES``.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ lets one worker hoard what an idle one could run."""
 DEFAULT_POLL_INTERVAL_MS = 250
 
 Concurrency = int | Mapping[str, int]
+Fairness = bool | Mapping[str, bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +75,8 @@ class WorkerOptions:
     drain_on_shutdown: bool = True
     close_driver: bool = True
     claim_ahead: int = 0
+    strict_queues: frozenset[str] = frozenset()
+    """The served queues claimed first-in first-out (``fair=False``); the rest are fair."""
 
     @property
     def slot_sum(self) -> int:
@@ -116,6 +123,24 @@ def _queue_names(queues: Iterable[str], option: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _strict_queues(fair: Fairness, served: tuple[str, ...]) -> frozenset[str]:
+    """The served queues ``fair`` turns strict: all (False), none (True), or those a table
+    maps to False; a table naming a queue the worker does not serve is refused."""
+    if isinstance(fair, bool):
+        return frozenset() if fair else frozenset(served)
+    if not isinstance(fair, Mapping):
+        raise _refuse("fair", "must be True, False or a table {queue: bool}", fair)
+    strict: set[str] = set()
+    for queue, on in fair.items():
+        if not isinstance(on, bool):
+            raise _refuse(f"fair[{queue!r}]", "must be True or False", on)
+        if queue not in served:
+            raise _refuse("fair", f"names {queue!r}, a queue this worker does not serve", fair)
+        if not on:
+            strict.add(queue)
+    return frozenset(strict)
+
+
 def unregistered_queues(options: WorkerOptions, registry: Registry) -> list[str]:
     """Served queues no registered job names: still polled (a per-call ``enqueue(queue=)`` may
     land there), reported once at start as ``jobs.worker.queue-unregistered``."""
@@ -143,6 +168,7 @@ def build_options(
     close_driver: bool,
     worker_id: str | None,
     claim_ahead: int = 0,
+    fair: Fairness = True,
 ) -> WorkerOptions:
     """Validate ``job_worker()``'s keyword arguments into ``WorkerOptions``."""
     if queues is None:
@@ -204,4 +230,5 @@ def build_options(
         drain_on_shutdown=bool(drain_on_shutdown),
         close_driver=bool(close_driver),
         claim_ahead=_whole("claim_ahead", claim_ahead, minimum=0),
+        strict_queues=_strict_queues(fair, served),
     )

@@ -19,6 +19,25 @@
 -- in the order they are written, so the queue's limit stops at the lowest bands; `picked`
 -- orders what came back by (priority, run_at, seq) either way
 -- (tests/integration/test_postgres_claim_plan.py holds the shape).
+--
+-- Priority first, fair inside a band (issue 41; the model is ujobs.drivers.fairness's
+-- docstring, which the memory driver runs). In every queue not in $12, `fairq` finds the top
+-- band (the lowest priority with a due row: one descent per band over
+-- x_jobs_claim_priority_idx, as the bands' walk makes) and the queue's cursor
+-- (x_fair_cursors); the claim walks that band's tenants with claimable rows from the cursor,
+-- a loose index scan over x_jobs_fair_idx (queue, priority, coalesce(tenant_id, ''), run_at,
+-- seq; 0030): `ahead` takes the next tenant after the cursor, one index descent per tenant,
+-- up to $2 of them; `behind` wraps round from the first tenant up to the cursor for the
+-- rest. So a claim visits at most $2 tenants (2 x $2 descents) however many have work, and
+-- each visited tenant's rows are the head of its own index range. `fair` locks each walked
+-- tenant's oldest min($2, weight x rounds) due rows of the band (rounds = ceil($2 / the walked
+-- tenants' weights), weights from x_tenant_weights, 1 by absence); row i of a tenant of
+-- weight w is in round ceil(i / w). `fill` is the bands' walk above over the slots each queue's
+-- fair rows leave (every queue; a strict one whole), excluding the fair rows (this
+-- statement's own locks do not skip them). `picked` is the hand-out order, by priority, and
+-- within a band: lapsed rows (run_at, seq), then the fair rows (by round, place in the walk,
+-- queue, i), then the fill (run_at, seq); the rows come back in that order, and each fair queue's cursor moves to
+-- the tenant of its last fair row handed out (`moved`).
 -- The lapsed arm walks x_jobs_running_lease_idx (queue, lease_expires_at) up to now, so it
 -- reads only rows whose lease lapsed, however many run on live leases (0005).
 -- A lapsed row already at attempt >= max_attempts is never handed out: the
@@ -36,7 +55,9 @@
 -- $1 queues  $2 limit  $3 worker id  $4 now ms  $5 visibility ms  $6 drop_exhausted names
 -- $7 counter bucket width ms  $8 counter bucket start ms  $9 rows started at once (null: all)
 -- $10 the cap on a row's uncounted ahead hand-backs  $11 write the settlements outbox (bool)
-with queues as (
+-- $12 strict queues: served by priority then first-in first-out (fair=False,
+--     UJOBS_STRICT_QUEUES)
+with recursive queues as (
   select q.name
     from unnest($1::text[]) as q(name)
    where not exists (select 1 from x_job_pauses p where p.kind = 'queue' and p.name = q.name)
@@ -46,7 +67,108 @@ bands as (
                                  (4::smallint), (5::smallint), (6::smallint), (7::smallint),
                                  (8::smallint), (9::smallint)) as b(priority)
 ),
-due as (
+fairq as (
+  select q.name, t.band, (select c.tenant from x_fair_cursors c where c.queue = q.name) as cursor
+    from queues q
+   cross join lateral (
+     select min(b.priority) as band
+       from bands b
+      where exists (
+        select 1
+          from x_jobs j
+         where j.queue = q.name
+           and (j.priority, j.run_at) >= (b.priority, '-infinity'::timestamptz)
+           and (j.priority, j.run_at) <= (b.priority, x_ts($4::bigint))
+           and j.state in ('ready', 'delayed', 'suspended'))) t
+   where q.name <> all($12::text[])
+     and t.band is not null
+),
+ahead as (
+  select f.name as queue, f.band, a.tenant, 1 as depth
+    from fairq f
+   cross join lateral (
+     select coalesce(j.tenant_id, '') as tenant
+       from x_jobs j
+      where j.queue = f.name
+        and j.priority = f.band
+        and coalesce(j.tenant_id, '') > f.cursor
+        and j.state in ('ready', 'delayed', 'suspended')
+      order by coalesce(j.tenant_id, '')
+      limit 1) a
+   where f.cursor is not null
+  union all
+  select w.queue, w.band, a.tenant, w.depth + 1
+    from ahead w
+   cross join lateral (
+     select coalesce(j.tenant_id, '') as tenant
+       from x_jobs j
+      where j.queue = w.queue
+        and j.priority = w.band
+        and coalesce(j.tenant_id, '') > w.tenant
+        and j.state in ('ready', 'delayed', 'suspended')
+      order by coalesce(j.tenant_id, '')
+      limit 1) a
+   where w.depth < $2::int
+),
+fairb as (
+  select f.name, f.band, f.cursor,
+         $2::int - (select count(*) from ahead a where a.queue = f.name) as room
+    from fairq f
+),
+behind as (
+  select f.name as queue, f.band, b.tenant, 1 as depth
+    from fairb f
+   cross join lateral (
+     select coalesce(j.tenant_id, '') as tenant
+       from x_jobs j
+      where j.queue = f.name
+        and j.priority = f.band
+        and j.state in ('ready', 'delayed', 'suspended')
+      order by coalesce(j.tenant_id, '')
+      limit 1) b
+   where f.room > 0 and (f.cursor is null or b.tenant <= f.cursor)
+  union all
+  select w.queue, w.band, b.tenant, w.depth + 1
+    from behind w
+    join fairb f on f.name = w.queue
+   cross join lateral (
+     select coalesce(j.tenant_id, '') as tenant
+       from x_jobs j
+      where j.queue = w.queue
+        and j.priority = w.band
+        and coalesce(j.tenant_id, '') > w.tenant
+        and j.state in ('ready', 'delayed', 'suspended')
+      order by coalesce(j.tenant_id, '')
+      limit 1) b
+   where w.depth < f.room and (f.cursor is null or b.tenant <= f.cursor)
+),
+walked as (
+  select w.queue, w.band, w.tenant, w.place, w.weight,
+         ceil($2::numeric / sum(w.weight) over (partition by w.queue))::int as rounds
+    from (select s.queue, s.band, s.tenant, coalesce(tw.weight, 1) as weight,
+                 row_number() over (partition by s.queue order by s.part, s.depth) as place
+            from (select a.queue, a.band, a.tenant, 0 as part, a.depth from ahead a
+                  union all
+                  select b.queue, b.band, b.tenant, 1 as part, b.depth from behind b) s
+            left join x_tenant_weights tw on tw.tenant_id = s.tenant) w
+),
+fair as (
+  select f.id, f.run_at, f.seq, w.queue, w.band, w.tenant, w.place, w.weight,
+         row_number() over (partition by w.queue, w.tenant order by f.run_at, f.seq) as i
+    from walked w
+   cross join lateral (
+     select j.id, j.run_at, j.seq
+       from x_jobs j
+      where j.queue = w.queue
+        and j.priority = w.band
+        and coalesce(j.tenant_id, '') = w.tenant
+        and j.state in ('ready', 'delayed', 'suspended')
+        and j.run_at <= x_ts($4::bigint)
+      order by j.run_at, j.seq
+      limit least($2::int, w.weight * w.rounds)
+        for update skip locked) f
+),
+fill as (
   select d.id, d.priority, d.run_at, d.seq
     from queues q
    cross join lateral (
@@ -59,10 +181,11 @@ due as (
            and (j.priority, j.run_at) >= (b.priority, '-infinity'::timestamptz)
            and (j.priority, j.run_at) <= (b.priority, x_ts($4::bigint))
            and j.state in ('ready', 'delayed', 'suspended')
+           and j.id <> all(array(select f.id from fair f where f.queue = q.name))
          order by j.priority, j.run_at, j.seq
          limit $2::int
            for update skip locked) r
-      limit $2::int) d
+      limit greatest($2::int - (select count(*) from fair f where f.queue = q.name), 0)) d
 ),
 lapsed as (
   select l.id, l.priority, l.run_at, l.seq, l.final
@@ -77,12 +200,28 @@ lapsed as (
         for update skip locked) l
 ),
 picked as (
-  select c.id, row_number() over (order by c.priority, c.run_at, c.seq) as n
-    from (select id, priority, run_at, seq from due
+  select c.id, c.part, c.queue, c.tenant,
+         row_number() over (order by c.priority, c.part, c.round, c.place, c.queue, c.i,
+                                     c.run_at, c.seq) as n
+    from (select l.id, l.priority, 0 as part, 0::bigint as round, 0::bigint as place,
+                 ''::text as queue, ''::text as tenant, 0::bigint as i, l.run_at, l.seq
+            from lapsed l where not l.final
           union all
-          select id, priority, run_at, seq from lapsed where not final) c
-   order by c.priority, c.run_at, c.seq
+          select f.id, f.band, 1, ceil(f.i::numeric / f.weight)::bigint, f.place, f.queue,
+                 f.tenant, f.i, f.run_at, f.seq
+            from fair f
+          union all
+          select d.id, d.priority, 2, 0, 0, '', '', 0, d.run_at, d.seq from fill d) c
+   order by n
    limit $2::int
+),
+moved as (
+  insert into x_fair_cursors as c (queue, tenant)
+  select distinct on (p.queue) p.queue, p.tenant
+    from picked p
+   where p.part = 1
+   order by p.queue, p.n desc
+  on conflict (queue) do update set tenant = excluded.tenant
 ),
 claimed as (
   update x_jobs j
@@ -133,7 +272,7 @@ select x.kind, x.id, x.run_id, x.name, x.queue, x.input::text as input, x.tenant
        x_ms(x.run_at) as run_at_ms, x_ms(x.created_at) as created_at_ms,
        x_ms(x.lease_expires_at) as lease_expires_at_ms, x.traceparent, x.enqueued_by, x.ahead,
        x.snoozes, x.priority
-  from (select 'claimed' as kind, c.* from claimed c
+  from (select 'claimed' as kind, p.n, c.* from claimed c join picked p on p.id = c.id
         union all
-        select 'buried' as kind, b.* from buried b) x
- order by x.kind desc, x.priority, x.run_at, x.seq
+        select 'buried' as kind, null as n, b.* from buried b) x
+ order by x.kind desc, x.n, x.priority, x.run_at, x.seq

@@ -55,7 +55,9 @@ async def test_a_claim_reads_none_of_the_rows_running_on_live_leases(
     # EXPLAIN takes no bind parameters: the arguments are literals (all integers here); the
     # last three: four rows started at once, the rest claimed ahead; three ahead hand-backs;
     # no settlements outbox.
-    args = f"('{{default}}', {DUE}, 'w', {now}, 60000, '{{}}', {width}, {start}, 4, 3, false)"
+    args = (
+        f"('{{default}}', {DUE}, 'w', {now}, 60000, '{{}}', {width}, {start}, 4, 3, false, '{{}}')"
+    )
     plan, taken = await explain_prepared(
         pg_pool,
         query("claim"),
@@ -104,7 +106,12 @@ async def test_a_claim_walks_the_priority_index_band_by_band_and_stops_at_its_li
     await pg_pool.execute("analyze x_jobs")
     now = clock.now_ms()
     width, start = counter_bucket(now)
-    args = f"('{{default}}', {DUE}, 'w', {now}, 60000, '{{}}', {width}, {start}, null, 3, false)"
+    # The queue strict ($12): the band walk as the fill makes it, with no fair scan beside it
+    # (test_postgres_fair_plan.py reads the fair one's plan).
+    args = (
+        f"('{{default}}', {DUE}, 'w', {now}, 60000, '{{}}', {width}, {start}, null, 3, false,"
+        " '{default}')"
+    )
     plan, taken = await explain_prepared(
         pg_pool,
         query("claim"),

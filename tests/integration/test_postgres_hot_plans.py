@@ -64,8 +64,15 @@ _NACK = (
 # name: (literal arguments, the indexes its plan must use)
 STATEMENTS: dict[str, tuple[str, frozenset[str]]] = {
     "claim": (
-        f"('{{default}}', 16, 'w', {NOW}, 60000, '{{}}', 60000, {NOW}, 4, 3, false)",
-        frozenset({"x_jobs_claim_priority_idx", "x_jobs_running_lease_idx", "x_jobs_pkey"}),
+        f"('{{default}}', 16, 'w', {NOW}, 60000, '{{}}', 60000, {NOW}, 4, 3, false, '{{}}')",
+        frozenset(
+            {
+                "x_jobs_claim_priority_idx",
+                "x_jobs_fair_idx",
+                "x_jobs_running_lease_idx",
+                "x_jobs_pkey",
+            }
+        ),
     ),
     "ack": (
         f"('{{j000000001}}', '{_ACKS}', {NOW}, 60000, {NOW}, 'running')",

@@ -16,6 +16,7 @@ import ujobs.drivers.postgres.driver as postgres
 import ujobs.drivers.postgres.introspect as postgres_introspect
 import ujobs.drivers.postgres.leases as postgres_leases
 import ujobs.drivers.postgres.results as postgres_results
+import ujobs.drivers.postgres.weights as postgres_weights
 import ujobs.drivers.postgres.workers as postgres_workers
 from ujobs.drivers.base import (
     BackfillLedger,
@@ -25,6 +26,7 @@ from ujobs.drivers.base import (
     WorkerRegistry,
 )
 from ujobs.drivers.children import JobChildren
+from ujobs.drivers.fairness import TenantWeights
 from ujobs.drivers.postgres.sql import QUERIES
 from ujobs.drivers.results import JobResults
 
@@ -63,6 +65,7 @@ def test_every_driver_operation_names_its_statements() -> None:
         (BackfillLedger, postgres_backfills.OPERATION_QUERIES, set()),
         (JobResults, postgres_results.OPERATION_QUERIES, {"listen"}),
         (JobChildren, postgres_children.OPERATION_QUERIES, set()),
+        (TenantWeights, postgres_weights.OPERATION_QUERIES, set()),
     ]
     for protocol, mapping, without_sql in pairs:
         assert protocol_members(protocol) - without_sql == set(mapping), protocol.__name__

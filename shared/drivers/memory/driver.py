@@ -49,6 +49,15 @@ from ujobs.drivers.base import (
     nack_counter,
     nack_state,
 )
+from ujobs.drivers.fairness import (
+    DEFAULT_WEIGHT,
+    FairRow,
+    TenantWeights,
+    check_tenant,
+    check_weight,
+    claim_order,
+    group_of,
+)
 from ujobs.drivers.memory.backfills import MemoryBackfillLedger
 from ujobs.drivers.memory.children import MemoryChildren
 from ujobs.drivers.memory.introspect import MemoryIntrospection
@@ -67,6 +76,24 @@ from ujobs.errors import ClaimQueuesEmptyError, InvariantError
 from ujobs.ids import new_id
 
 JSONValue = Any
+
+
+def _fair_row(row: MemoryRow) -> FairRow:
+    return FairRow(row.id, row.queue, group_of(row.tenant_id), row.run_at_ms, row.seq, row.priority)
+
+
+class MemoryWeights:
+    """The memory driver's tenant weights: a map in its heap."""
+
+    def __init__(self, state: MemoryState) -> None:
+        self._state = state
+
+    async def weight(self, tenant_id: str) -> int:
+        return self._state.tenant_weights.get(check_tenant(tenant_id), DEFAULT_WEIGHT)
+
+    async def set_weight(self, tenant_id: str, weight: int) -> int:
+        self._state.tenant_weights[check_tenant(tenant_id)] = check_weight(weight)
+        return weight
 
 
 class MemoryResults:
@@ -103,6 +130,7 @@ class MemoryDriver:
         self._introspect = MemoryIntrospection(self.state, clock, self._workers)
         self._leases = MemoryLeaseStore(clock)
         self._backfills = MemoryBackfillLedger(clock)
+        self._weights = MemoryWeights(self.state)
         self._closed = False
 
     # -- capabilities --------------------------------------------------------------------
@@ -113,6 +141,10 @@ class MemoryDriver:
     @property
     def leases(self) -> LeaseStore | None:
         return self._leases
+
+    @property
+    def weights(self) -> TenantWeights | None:
+        return self._weights
 
     @property
     def workers(self) -> WorkerRegistry | None:
@@ -205,31 +237,50 @@ class MemoryDriver:
             raise InvariantError("claim limit and visibility_ms must be at least 1")
         now = self.clock.now_ms()
         queues = set(options.queues) - self.state.paused_queues
-        due: list[MemoryRow] = []
+        due: list[FairRow] = []
+        waiting: dict[str, set[tuple[int, str]]] = {}
+        lapsed: list[MemoryRow] = []
         # Every live row holds its key, so the live index is exactly the rows a claim can
         # touch; finished history never slows a claim down.
         rows = self.state.rows
         for row in (rows[job_id] for job_id in self.state.live.values()):
             if row.queue not in queues:
                 continue
-            if (row.state in CLAIMABLE_STATES and row.run_at_ms <= now) or (
+            if row.state in CLAIMABLE_STATES and row.run_at_ms <= now:
+                due.append(_fair_row(row))
+            elif row.state in CLAIMABLE_STATES:
+                waiting.setdefault(row.queue, set()).add((row.priority, group_of(row.tenant_id)))
+            elif (
                 row.state == "running"
                 and row.lease_expires_at_ms is not None
                 and row.lease_expires_at_ms <= now
             ):
-                due.append(row)
-        due.sort(key=lambda r: (r.priority, r.run_at_ms, r.seq))
+                lapsed.append(row)
+        lapsed.sort(key=lambda r: (r.priority, r.run_at_ms, r.seq))
         exhausted: list[ExhaustedJob] = []
+        again: list[FairRow] = []
+        for row in lapsed:
+            # Lapsed while claimed ahead and never started: its attempt was never used.
+            unused = row.ahead and row.ahead_returns < AHEAD_RETURNS_MAX
+            if not unused and row.attempt >= row.max_attempts:
+                exhausted.append(self._bury(row, options, now))
+            else:
+                again.append(_fair_row(row))
+        plan = claim_order(
+            due,
+            limit=options.limit,
+            lapsed=again,
+            strict=options.strict_queues,
+            cursors=self.state.fair_cursors,
+            weights=self.state.tenant_weights,
+            waiting=waiting,
+        )
+        self.state.fair_cursors.update(plan.cursors)
         claimed: list[ClaimedJob] = []
         ahead_after = options.ahead_after
-        for row in due:
-            # Lapsed while claimed ahead and never started: its attempt was never used.
+        for picked in plan.rows:
+            row = rows[picked.id]
             unused = row.state == "running" and row.ahead and row.ahead_returns < AHEAD_RETURNS_MAX
-            if row.state == "running" and not unused and row.attempt >= row.max_attempts:
-                exhausted.append(self._bury(row, options, now))
-                continue
-            if len(claimed) >= options.limit:
-                continue
             row.state = "running"
             if unused:
                 row.ahead_returns += 1

@@ -163,6 +163,9 @@ class MemoryState:
     # (tenant or "", run id) -> step name -> record
     steps: dict[RunKey, dict[str, StepRecord]] = field(default_factory=dict)
     paused_queues: set[str] = field(default_factory=set)
+    # Tenant-fair claims (ujobs.drivers.fairness): each queue's cursor, each weighed tenant.
+    fair_cursors: dict[str, str] = field(default_factory=dict)
+    tenant_weights: dict[str, int] = field(default_factory=dict)
     paused_tasks: set[str] = field(default_factory=set)
     # (job name, bucket width ms, bucket start ms) -> counts
     counters: dict[tuple[str, int, int], Bucket] = field(default_factory=dict)

@@ -37,6 +37,8 @@ The map:
   ``LISTEN x_jobs_settled`` session per process while any wait is open.
 - ``rows``: Records from the Postgres statements, turned into the contract's dataclasses.
 - ``settle_batch``: Coalescing of concurrent settles into one statement.
+- ``weights``: Tenant weights in ``x_tenant_weights`` (``TenantWeights``), read by the fair
+  claim.
 - ``sql``: The named statements under ``sql/queries/``, loaded once at import.
 - ``unreachable``: Which asyncpg failures mean "the database was not there", and what they leave
   the driver as.

@@ -66,6 +66,7 @@ from ujobs.drivers.postgres.results import PostgresResults
 from ujobs.drivers.postgres.rows import claimed_job, dumps, exhausted_job, step_record
 from ujobs.drivers.postgres.settle_batch import SettleBatcher
 from ujobs.drivers.postgres.sql import query
+from ujobs.drivers.postgres.weights import PostgresWeights
 from ujobs.drivers.postgres.workers import PostgresWorkerRegistry
 from ujobs.errors import ClaimQueuesEmptyError, InvariantError
 from ujobs.execution.frozen_init import slot_init
@@ -159,6 +160,7 @@ class PostgresDriver:
             pool, clock, self.progress, settlements=settlements
         )
         self._leases = PostgresLeaseStore(pool, clock)
+        self._weights = PostgresWeights(pool)
         self._workers = PostgresWorkerRegistry(pool, clock)
         self._backfills = PostgresBackfillLedger(pool, clock)
         self._results = PostgresResults(pool, clock)
@@ -176,6 +178,10 @@ class PostgresDriver:
     @property
     def leases(self) -> PostgresLeaseStore:
         return self._leases
+
+    @property
+    def weights(self) -> PostgresWeights:
+        return self._weights
 
     @property
     def workers(self) -> PostgresWorkerRegistry:
@@ -254,6 +260,7 @@ class PostgresDriver:
             options.ahead_after,
             AHEAD_RETURNS_MAX,
             self.settlements,
+            sorted(options.strict_queues),
         )
         claimed = [claimed_job(r) for r in rows if r["kind"] == "claimed"]
         buried = [exhausted_job(r) for r in rows if r["kind"] == "buried"]

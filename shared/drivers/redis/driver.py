@@ -82,6 +82,7 @@ from ujobs.drivers.base import (
     nack_counter,
     nack_state,
 )
+from ujobs.drivers.fairness import DEFAULT_WEIGHT, check_tenant, check_weight
 from ujobs.drivers.redis.batch import ScriptBatcher
 from ujobs.drivers.redis.mark import KeyspaceMark
 from ujobs.drivers.redis.scripts import SCRIPTS
@@ -178,6 +179,30 @@ class RedisResults:
                     await pubsub.aclose()
 
 
+class RedisWeights:
+    """``TenantWeights`` in the hash ``{prefix}:tw`` that claim.lua reads on every claim."""
+
+    def __init__(self, client: Redis | RedisCluster, hash_tag: str) -> None:
+        self._client = client
+        self._key = f"{hash_tag}:tw"
+
+    async def weight(self, tenant_id: str) -> int:
+        tenant = check_tenant(tenant_id)
+        try:
+            stored = await self._client.hget(self._key, tenant)
+        except RedisError as exc:
+            raise _unavailable("weight", exc) from exc
+        return DEFAULT_WEIGHT if stored is None else int(stored)
+
+    async def set_weight(self, tenant_id: str, weight: int) -> int:
+        tenant, checked = check_tenant(tenant_id), check_weight(weight)
+        try:
+            await self._client.hset(self._key, tenant, str(checked))
+        except RedisError as exc:
+            raise _unavailable("set_weight", exc) from exc
+        return checked
+
+
 class RedisDriver:
     """The core ``JobDriver`` operations over one Redis (or one Redis Cluster slot)."""
 
@@ -237,6 +262,7 @@ class RedisDriver:
         )
         self._mark = KeyspaceMark(self._run, prefix)
         self._results = RedisResults(self)
+        self._weights = RedisWeights(client, self.hash_tag)
 
     # -- capabilities: none beyond the core operations (see the module docstring) ---------
     @property
@@ -254,6 +280,11 @@ class RedisDriver:
     @property
     def backfills(self) -> None:
         return None
+
+    @property
+    def weights(self) -> RedisWeights:
+        """Tenant weights for the fair claim (``ujobs.drivers.fairness``)."""
+        return self._weights
 
     @property
     def store_watch(self) -> KeyspaceMark:
@@ -307,6 +338,7 @@ class RedisDriver:
         if options.limit < 1 or options.visibility_ms < 1:
             raise InvariantError("claim limit and visibility_ms must be at least 1")
         drop = sorted(options.drop_exhausted)
+        strict = sorted(options.strict_queues)
         queues = list(dict.fromkeys(options.queues))
         args: list[Any] = [
             self.clock.now_ms(),
@@ -319,6 +351,8 @@ class RedisDriver:
             self._settle_flag,
             len(drop),
             *drop,
+            len(strict),
+            *strict,
             *queues,
         ]
         claimed, buried, mark = await self._run("claim", args)

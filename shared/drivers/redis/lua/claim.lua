@@ -3,7 +3,8 @@
 --
 -- ARGV: now, limit, worker_id, visibility_ms, mark_candidate, ahead_after (-1: none),
 --       ahead_returns_max, settlements (1: each burial adds its settlements-outbox entry,
---       code LEASE_LAPSED_FINAL_ATTEMPT), n_drop, <n_drop job names>, <queues...>
+--       code LEASE_LAPSED_FINAL_ATTEMPT), n_drop, <n_drop job names>, n_strict,
+--       <n_strict strict queue names>, <queues...>
 -- Returns { claimed, buried, mark }:
 --   claimed: one list per row: id, run_id, name, queue, input, tenant_id, idempotency_key,
 --            attempt, max_attempts, worker_id, claim, run_at, created_at, lease, traceparent,
@@ -13,14 +14,24 @@
 --   mark:    the keyspace mark (prelude.lua's store_mark; `mark_candidate` when there was none),
 --            so the driver learns of a wiped keyspace with no round trip of its own
 --
--- Candidates per queue: the first `limit` members with run_at <= now of its due zsets, band by
--- band from priority 0 (each zset is ordered by run_at, then insertion; the walk stops at
--- `limit` for the queue, so a lower band is never read once the higher ones filled it), plus
--- running rows whose lease lapsed (at most LAPSED_SCAN per queue per pass). All are sorted by
--- (priority, run_at, seq) and walked as the memory driver walks them: a lapsed row already at its final attempt is buried (dead, or failed
--- when its name is in the drop list, last_error LEASE_LAPSED_FINAL_ATTEMPT, counted) whatever
--- the limit; every other candidate is claimed until `limit` rows are. Cost: O(queues x (limit
--- + lapsed) x log N + queues x 10) however long the backlog is.
+-- Candidates per queue: running rows whose lease lapsed (at most LAPSED_SCAN per queue per
+-- pass). Then priority first, fair inside a band: in a
+-- queue that is not strict, its top band (the lowest priority with a due member, one probe
+-- per band from 0) is tenant-fair (ujobs.drivers.fairness): the tenants after the cursor
+-- {p}:qc:<queue> in the band's tenant set {p}:qs:<queue>:<band> (ZRANGEBYLEX, wrapping round
+-- to the cursor, at most `limit`), each giving its oldest min(limit, weight x rounds) due
+-- members of {p}:qt:<n>:<queue>:<band>:<tenant>, weights from {p}:tw, ranked by (round,
+-- place in the walk, queue, index). Then the fill: the first members with run_at <= now of
+-- the queue's due zsets, band by band from priority 0 (the walk stops once it has `limit`
+-- beyond the fair rows), that are not fair rows. Rows are handed out by priority, and within
+-- one: lapsed rows, fair rows (by their rank), the fill ((run_at, seq) for both others).
+-- They are walked in that
+-- order: a lapsed row already at its final attempt is buried (dead, or failed when its name
+-- is in the drop list, last_error LEASE_LAPSED_FINAL_ATTEMPT, counted) whatever the limit;
+-- every other candidate is claimed until `limit` rows are. A claimed due row leaves its band's
+-- zset and its tenant's (its tenant leaves the band's set with its last row), and the cursor
+-- moves to the tenant of the last fair row claimed. Cost: O(queues x (limit + lapsed) x log N
+-- + queues x 10) however long the backlog and however many tenants.
 --
 -- Claim-ahead: the rows claimed after the first `ahead_after` get the `ahead` field (1);
 -- start_ahead.lua clears it once the row's body has run a moment. A lapsed row still marked
@@ -43,9 +54,43 @@ local drop = {}
 for i = 10, 9 + n_drop do
   drop[ARGV[i]] = true
 end
+local n_strict = tonumber(ARGV[10 + n_drop])
+local strict = {}
+for i = 11 + n_drop, 10 + n_drop + n_strict do
+  strict[ARGV[i]] = true
+end
 
-local candidates = {}
-for i = 10 + n_drop, #ARGV do
+local function due_candidate(member, score, queue, band, tenant)
+  return {
+    run_at = tonumber(score), seq = tonumber(string.sub(member, 1, 15)),
+    id = string.sub(member, 16), member = member, queue = queue, priority = band,
+    tenant = tenant, lapsed = false, final = false,
+  }
+end
+
+-- The tenants a fair claim visits in one band of `queue` (ujobs.drivers.fairness.walk): those
+-- after the cursor in byte order, then wrapping round to it; at most `limit`, one ZRANGEBYLEX
+-- each way.
+local function walk(queue, band)
+  local key = tenants_key(queue, band)
+  local cursor = redis.call('GET', cursor_key(queue))
+  if not cursor then
+    return redis.call('ZRANGEBYLEX', key, '-', '+', 'LIMIT', 0, limit)
+  end
+  local walked = redis.call('ZRANGEBYLEX', key, '(' .. cursor, '+', 'LIMIT', 0, limit)
+  if #walked < limit then
+    local behind = redis.call('ZRANGEBYLEX', key, '-', '[' .. cursor, 'LIMIT', 0,
+      limit - #walked)
+    for _, tenant in ipairs(behind) do
+      walked[#walked + 1] = tenant
+    end
+  end
+  return walked
+end
+
+local lapsed_rows = {}
+local ready = {}
+for i = 11 + n_drop + n_strict, #ARGV do
   local queue = ARGV[i]
   local lapsed = redis.call('ZRANGEBYSCORE', running_key(queue), '-inf', now,
     'LIMIT', 0, LAPSED_SCAN)
@@ -55,7 +100,7 @@ for i = 10 + n_drop, #ARGV do
     if row[1] then
       local returns = tonumber(row[6]) or 0
       local unused = row[5] == '1' and returns < ahead_returns_max
-      candidates[#candidates + 1] = {
+      lapsed_rows[#lapsed_rows + 1] = {
         run_at = tonumber(row[1]), seq = tonumber(row[2]), id = id, queue = queue,
         priority = tonumber(row[7]) or 0, lapsed = true, unused = unused, returns = returns,
         final = (not unused) and tonumber(row[3]) >= tonumber(row[4]),
@@ -65,28 +110,111 @@ for i = 10 + n_drop, #ARGV do
       redis.call('ZREM', running_key(queue), id)
     end
   end
-  local wanted = limit
-  for band = 0, PRIORITY_BANDS - 1 do
+  -- Fair (not strict): the top band's walked tenants, each its oldest min(limit, weight x
+  -- rounds) due rows; a tenant set member whose zset is gone is dropped on the way.
+  local fair_ids = {}
+  local n_fair = 0
+  local band = nil
+  if not strict[queue] then
+    for b = 0, PRIORITY_BANDS - 1 do
+      if #redis.call('ZRANGEBYSCORE', due_key(queue, b), '-inf', now, 'LIMIT', 0, 1) > 0 then
+        band = b
+        break
+      end
+    end
+  end
+  if band ~= nil then
+    local walked = walk(queue, band)
+    local weights = {}
+    local total = 0
+    if #walked > 0 then
+      weights = redis.call('HMGET', base .. ':tw', unpack(walked))
+    end
+    for k = 1, #walked do
+      local w = tonumber(weights[k]) or 1
+      if walked[k] == '' then
+        w = 1
+      end
+      weights[k] = w
+      total = total + w
+    end
+    local rounds = 0
+    if total > 0 then
+      rounds = math.ceil(limit / total)
+    end
+    for place, tenant in ipairs(walked) do
+      local w = weights[place]
+      local key = tenant_due_key(queue, band, tenant)
+      local rows = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'WITHSCORES', 'LIMIT', 0,
+        math.min(limit, w * rounds))
+      if #rows == 0 and redis.call('EXISTS', key) == 0 then
+        redis.call('ZREM', tenants_key(queue, band), tenant)
+      end
+      for j = 1, #rows, 2 do
+        local c = due_candidate(rows[j], rows[j + 1], queue, band, tenant)
+        local index = (j + 1) / 2
+        c.round = math.ceil(index / w)
+        c.place = place
+        c.index = index
+        c.fair = true
+        ready[#ready + 1] = c
+        fair_ids[c.id] = true
+        n_fair = n_fair + 1
+      end
+    end
+  end
+  -- The fill: band by band, the oldest due members that are not fair rows.
+  local wanted = limit + n_fair
+  for b = 0, PRIORITY_BANDS - 1 do
     if wanted <= 0 then
       break
     end
-    local due = redis.call('ZRANGEBYSCORE', due_key(queue, band), '-inf', now,
+    local due = redis.call('ZRANGEBYSCORE', due_key(queue, b), '-inf', now,
       'WITHSCORES', 'LIMIT', 0, wanted)
     for j = 1, #due, 2 do
-      local member = due[j]
-      candidates[#candidates + 1] = {
-        run_at = tonumber(due[j + 1]), seq = tonumber(string.sub(member, 1, 15)),
-        id = string.sub(member, 16), member = member, queue = queue, priority = band,
-        lapsed = false, final = false,
-      }
+      local c = due_candidate(due[j], due[j + 1], queue, b, nil)
+      if not fair_ids[c.id] then
+        ready[#ready + 1] = c
+      end
     end
     wanted = wanted - #due / 2
   end
 end
 
+-- By priority; within one: lapsed rows (run_at, seq), the fair rows by their rank, the fill
+-- (run_at, seq) (fairness.claim_order).
+local function part(c)
+  if c.lapsed then
+    return 0
+  elseif c.fair then
+    return 1
+  end
+  return 2
+end
+
+local candidates = lapsed_rows
+for _, c in ipairs(ready) do
+  candidates[#candidates + 1] = c
+end
 table.sort(candidates, function(a, b)
   if a.priority ~= b.priority then
     return a.priority < b.priority
+  end
+  local pa, pb = part(a), part(b)
+  if pa ~= pb then
+    return pa < pb
+  end
+  if pa == 1 then
+    if a.round ~= b.round then
+      return a.round < b.round
+    end
+    if a.place ~= b.place then
+      return a.place < b.place
+    end
+    if a.queue ~= b.queue then
+      return a.queue < b.queue
+    end
+    return a.index < b.index
   end
   if a.run_at ~= b.run_at then
     return a.run_at < b.run_at
@@ -101,6 +229,8 @@ local lease = now + visibility
 -- of 16 rows is two reads and one write per row, plus a few commands per queue.
 local tallies = {}
 local unqueued = {}    -- due zset key (queue and band) -> due members taken out
+local untenanted = {}  -- tenant zset key -> { queue, band, tenant, members taken out }
+local moved = {}       -- queue -> the tenant of its last fair row handed out (the cursor)
 local leased = {}      -- queue -> lease, id pairs for the running zset
 -- What the reply needs that the claim does not already know (id, queue, worker, run_at
 -- and lease it knows), then the row's state (for the tally).
@@ -125,6 +255,14 @@ local function take(jk, c, position)
   if not c.lapsed then
     local members = list_of(unqueued, due_key(c.queue, c.priority))
     members[#members + 1] = c.member
+    local tenant = c.tenant or row[4] or ''
+    local key = tenant_due_key(c.queue, c.priority, tenant)
+    local taken = untenanted[key]
+    if taken == nil then
+      taken = { queue = c.queue, band = c.priority, tenant = tenant, members = {} }
+      untenanted[key] = taken
+    end
+    taken.members[#taken.members + 1] = c.member
     if not row[12] then
       return nil
     end
@@ -176,12 +314,24 @@ for _, c in ipairs(candidates) do
     local row = take(jk, c, #claimed + 1)
     if row then
       claimed[#claimed + 1] = row
+      if c.fair then
+        moved[c.queue] = c.tenant
+      end
     end
   end
 end
 
 for key, members in pairs(unqueued) do
   call_chunked('ZREM', key, members)
+end
+for key, taken in pairs(untenanted) do
+  call_chunked('ZREM', key, taken.members)
+  if redis.call('EXISTS', key) == 0 then
+    redis.call('ZREM', tenants_key(taken.queue, taken.band), taken.tenant)
+  end
+end
+for queue, tenant in pairs(moved) do
+  redis.call('SET', cursor_key(queue), tenant)
 end
 for queue, pairs_ in pairs(leased) do
   call_chunked('ZADD', running_key(queue), pairs_)

@@ -63,7 +63,7 @@ for i = 5, #ARGV, STRIDE do
     local held = false
     if holder then
       held = redis.call('HMGET', job_key(holder), 'id', 'run_id', 'state', 'claim', 'queue', 'm',
-        'priority')
+        'priority', 'tenant_id')
     end
     local recent = false
     if not (held and held[1]) and unique_for ~= nil then
@@ -82,7 +82,7 @@ for i = 5, #ARGV, STRIDE do
         end
         redis.call('HSET', job_key(holder), 'run_at', run_at, 'state', state, 'input', input,
           'updated_at', now)
-        redis.call('ZADD', due_key(held[5], tonumber(held[7])), run_at, held[6])
+        due_add(held[5], held[7], held[8], run_at, held[6])
         if state ~= held[3] then
           tally(held[5], held[3], state)
         end
@@ -127,7 +127,7 @@ for i = 5, #ARGV, STRIDE do
       if priority ~= 0 then
         redis.call('HSET', jk, 'priority', priority)
       end
-      redis.call('ZADD', due_key(queue, priority), run_at, member)
+      due_add(queue, priority, tenant, run_at, member)
       redis.call('HSET', live, lk, id)
       redis.call('SADD', base .. ':queues', queue)
       tally(queue, nil, state)

@@ -29,7 +29,7 @@ local snooze = ARGV[13] == '1'
 
 local jk = job_key(id)
 local row = redis.call('HMGET', jk, 'state', 'claimed_by', 'claim', 'queue', 'name', 'lk',
-  'attempt', 'm', 'priority')
+  'attempt', 'm', 'priority', 'tenant_id')
 if not owned(row, worker, claim) then
   return 0
 end
@@ -58,7 +58,7 @@ else
   redis.call('HSET', jk, 'state', target, 'run_at', run_at, 'updated_at', now)
   redis.call('HDEL', jk, 'lease')
   redis.call('ZREM', running_key(queue), id)
-  redis.call('ZADD', due_key(queue, tonumber(row[9])), run_at, row[8])
+  due_add(queue, row[9], row[10], run_at, row[8])
   tally(queue, 'running', target)
 end
 if counter ~= nil then

@@ -10,6 +10,15 @@
 --                                 member <seq, 15 digits><id> so equal run_at pops FIFO
 --   {p}:q<n>:<queue>      zset    the same for priority n, 1..9 (field `priority` of the row;
 --                                 absent: 0); a claim takes from the lowest band with due work
+--   {p}:qt:<n>:<queue>:<band>:<tenant>
+--                         zset    the rows of one band of one tenant ('' for the jobs without
+--                                 one), same scores and members: what the fair claim takes
+--                                 from (<n>, the queue's length in bytes, keeps the split
+--                                 unambiguous)
+--   {p}:qs:<queue>:<band> zset    the tenants with a {p}:qt zset in that band of the queue, all
+--                                 scored 0 so ZRANGEBYLEX walks them in byte order
+--   {p}:qc:<queue>        string  the fair cursor: the tenant the last claim served last
+--   {p}:tw                hash    tenant -> weight (1..1000; absent: 1), read by every claim
 --   {p}:r:<queue>         zset    running rows, score lease expiry, member id
 --   {p}:d:<queue>         zset    done rows, score finished_at (driver clock), member id
 --   {p}:n:<queue>         hash    rows per state (done excluded: counted off {p}:d:<queue>)
@@ -54,6 +63,30 @@ local function due_key(queue, priority)
     return base .. ':q:' .. queue
   end
   return base .. ':q' .. string.format('%d', priority) .. ':' .. queue
+end
+
+local function tenant_due_key(queue, band, tenant)
+  return base .. ':qt:' .. string.format('%d', #queue) .. ':' .. queue .. ':'
+    .. string.format('%d', band) .. ':' .. tenant
+end
+
+local function tenants_key(queue, band)
+  return base .. ':qs:' .. queue .. ':' .. string.format('%d', band)
+end
+
+local function cursor_key(queue)
+  return base .. ':qc:' .. queue
+end
+
+-- A row becomes claimable (or moves its run_at): in its band's zset, its tenant's zset of
+-- that band, and its tenant in the band's tenant set. `tenant` false or nil: the group without
+-- a tenant; `band` nil or false: 0.
+local function due_add(queue, band, tenant, run_at, member)
+  local group = tenant or ''
+  local b = tonumber(band) or 0
+  redis.call('ZADD', due_key(queue, b), run_at, member)
+  redis.call('ZADD', tenant_due_key(queue, b, group), run_at, member)
+  redis.call('ZADD', tenants_key(queue, b), 0, group)
 end
 
 local function running_key(queue)
