@@ -447,16 +447,16 @@ def _operator_paths(tasks: list[str]) -> dict[str, Any]:
                 "show_queue",
                 "One queue, and the tenants with the most due jobs in it (operator token)",
                 ("200", "the queue", _ref("QueueTenantsRead")),
-                ("400", "403"),
+                ("400", "403", "404"),
             ),
         },
         "/v1/queues/{queue}/pause": {
             "parameters": [queue],
-            "post": _op("pause_queue", "Pause a queue (operator)", paused, ("400", "403")),
+            "post": _op("pause_queue", "Pause a queue (operator)", paused, ("400", "403", "404")),
         },
         "/v1/queues/{queue}/resume": {
             "parameters": [queue],
-            "post": _op("resume_queue", "Resume a queue (operator)", paused, ("400", "403")),
+            "post": _op("resume_queue", "Resume a queue (operator)", paused, ("400", "403", "404")),
         },
         "/v1/tenants/{tenant}/weight": {
             "parameters": [tenant],

@@ -181,7 +181,7 @@ fill as (
            and (j.priority, j.run_at) >= (b.priority, '-infinity'::timestamptz)
            and (j.priority, j.run_at) <= (b.priority, x_ts($4::bigint))
            and j.state in ('ready', 'delayed', 'suspended')
-           and j.id <> all(array(select f.id from fair f where f.queue = q.name))
+           and j.id <> all(array(select f.id from fair f))
          order by j.priority, j.run_at, j.seq
          limit $2::int
            for update skip locked) r

@@ -414,3 +414,32 @@ async def test_priority_bands_have_their_own_due_zsets_band_0_the_old_key(
     assert await driver.nack("seven", second.ref, NackOptions(error="boom"))
     assert [m[15:] for m in await client.zrange(f"{tag}:q7:mail", 0, -1)] == [b"seven"]
     assert not await client.exists(f"{tag}:q:mail")
+
+
+async def test_tenant_keys_per_band_are_filled_by_enqueue_and_emptied_by_the_claim(
+    driver: RedisDriver,
+) -> None:
+    """The fair claim's keys: a band's rows of one tenant in ``{p}:qt:<n>:<queue>:<band>:<t>``
+    (``''`` for no tenant), the band's tenants in ``{p}:qs:<queue>:<band>``, the cursor in
+    ``{p}:qc:<queue>``, weights in ``{p}:tw``. A claim that takes a tenant's last row of a band
+    drops its zset and its set member; a retry puts both back."""
+    await driver.enqueue(req("a1", id="a1", queue="mail", tenant_id="acme"))
+    await driver.enqueue(req("n1", id="n1", queue="mail"))
+    await driver.enqueue(req("a7", id="a7", queue="mail", tenant_id="acme", priority=7))
+    client, tag = driver.client, driver.hash_tag
+    assert [m[15:] for m in await client.zrange(f"{tag}:qt:4:mail:0:acme", 0, -1)] == [b"a1"]
+    assert [m[15:] for m in await client.zrange(f"{tag}:qt:4:mail:0:", 0, -1)] == [b"n1"]
+    assert [m[15:] for m in await client.zrange(f"{tag}:qt:4:mail:7:acme", 0, -1)] == [b"a7"]
+    assert await client.zrange(f"{tag}:qs:mail:0", 0, -1) == [b"", b"acme"]
+    assert await client.zrange(f"{tag}:qs:mail:7", 0, -1) == [b"acme"]
+    await driver.weights.set_weight("acme", 4)
+    assert await client.hget(f"{tag}:tw", "acme") == b"4"
+    got = await claim(driver, queues=("mail",), limit=2)
+    assert sorted(j.id for j in got) == ["a1", "n1"]
+    assert await client.get(f"{tag}:qc:mail") in (b"", b"acme")
+    assert not await client.exists(f"{tag}:qt:4:mail:0:acme", f"{tag}:qt:4:mail:0:")
+    assert not await client.exists(f"{tag}:qs:mail:0")
+    a1 = next(j for j in got if j.id == "a1")
+    assert await driver.nack("a1", a1.ref, NackOptions(error="boom"))
+    assert [m[15:] for m in await client.zrange(f"{tag}:qt:4:mail:0:acme", 0, -1)] == [b"a1"]
+    assert await client.zrange(f"{tag}:qs:mail:0", 0, -1) == [b"acme"]
