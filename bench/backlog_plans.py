@@ -71,12 +71,13 @@ async def _explain(dsn: str, sql: str, args: str, *, jit: bool | None = None) ->
 
 
 async def claim_plan(dsn: str) -> dict[str, Any]:
-    """The worker's claim of 64 rows (16 slots and 48 ahead) at this backlog."""
+    """The worker's claim of 64 rows (16 slots and 48 ahead) at this backlog, the queue fair
+    (no strict queues: ``$12`` empty), as ``ujobs worker`` claims by default."""
     now = int(time.time() * 1000)
     width, start = counter_bucket(now)
     args = (
         f"('{{backlog}}', 64, 'plan', {now}, 60000, '{{}}', {width}, {start}, 16, "
-        f"{AHEAD_RETURNS_MAX}, false)"
+        f"{AHEAD_RETURNS_MAX}, false, '{{}}')"
     )
     as_run = await _explain(dsn, query("claim"), args)
     with_jit = await _explain(dsn, query("claim"), args, jit=True)

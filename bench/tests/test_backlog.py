@@ -47,6 +47,22 @@ async def test_filled_rows_are_claimable_jobs_in_fill_order(pg_pool: asyncpg.Poo
     assert await pg_pool.fetchval("select count(*) from x_outbox where published_at is null") == 10
 
 
+async def test_the_claim_and_queues_plans_read_as_the_driver_sends_them(
+    pg_dsn: str, pg_pool: asyncpg.Pool[Any]
+) -> None:
+    """The plans the bench reports are of the statements as they are now: a statement that
+    gained a parameter made ``claim_plan`` fail in the full run only."""
+    fill = bench_module("backlog_fill")
+    plans = bench_module("backlog_plans")
+    async with pg_pool.acquire() as conn:
+        await fill.fill_jobs(conn, rows=200, name="backlog", queue="backlog")
+    claim = await plans.claim_plan(pg_dsn)
+    queues = await plans.queues_plan(pg_dsn)
+    assert "x_jobs_fair_idx" in claim["indexes"]  # the default claim is the fair one
+    assert claim["ms"] >= 0
+    assert queues["ms"] >= 0
+
+
 def test_the_curve_is_an_svg_with_a_line_per_series() -> None:
     svg = bench_module("backlog_svg")
     figures = {"drain_per_s": 100.0, "enqueue_per_s": 50.0, "batch_enqueue_per_s": 500.0}
