@@ -24,3 +24,12 @@ async def pg(pg_pool: asyncpg.Pool[Any], clock: FrozenClock) -> AsyncIterator[Po
         yield driver
     finally:
         await driver.close()
+
+
+@pytest.fixture
+async def other_pool(pg_dsn: str) -> AsyncIterator[asyncpg.Pool[Any]]:
+    """A second process's pool (the enqueuing side of the wake tests)."""
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+    assert pool is not None
+    yield pool
+    await pool.close()

@@ -14,11 +14,9 @@ this process nothing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
-import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.support.wake import WAIT_S, Heard
@@ -35,15 +33,6 @@ from ujobs.wake.listener import redis_wake
 from ujobs.worker.job_worker import job_worker
 
 MINUTE_MS = 60_000
-
-
-@pytest.fixture
-async def other_pool(pg_dsn: str) -> AsyncIterator[asyncpg.Pool[Any]]:
-    """The enqueuing process's own pool."""
-    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
-    assert pool is not None
-    yield pool
-    await pool.close()
 
 
 async def body(run: Run[Any]) -> Any:

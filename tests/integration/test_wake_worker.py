@@ -9,11 +9,9 @@ statement notifies ``x_jobs_wake``) plus, for Redis, the announce that process's
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
-import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.support.wake import WAIT_S
@@ -28,15 +26,6 @@ from ujobs.wake.protocol import IDLE_POLL_CEILING_MS, WOKEN_IDLE_POLL_CEILING_MS
 from ujobs.worker.job_worker import JobWorker, job_worker
 
 MINUTE_MS = 60_000
-
-
-@pytest.fixture
-async def other_pool(pg_dsn: str) -> AsyncIterator[asyncpg.Pool[Any]]:
-    """The enqueuing process's own pool."""
-    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
-    assert pool is not None
-    yield pool
-    await pool.close()
 
 
 def started_worker_parts(
