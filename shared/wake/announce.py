@@ -183,11 +183,13 @@ class AnnouncingDriver(DelegatingDriver):
             if inner_introspect is not None
             else None
         )
+        # The driver tells this process's workers itself (ujobs.drivers.postgres.results):
+        # the wrapper adds only the publish to other processes, when there is an announcer.
         inner_results = results_of(inner)
         self._results = (
-            AnnouncingResults(inner_results, self.announce, inner.clock)
-            if inner_results is not None
-            else None
+            AnnouncingResults(inner_results, announcer.announce, inner.clock)
+            if inner_results is not None and announcer is not None
+            else inner_results
         )
 
     def announce(self, queue: str, *, throttled: bool = True) -> None:

@@ -1,5 +1,6 @@
-"""The result waits of an announcing driver: every call delegated, and a watch that finds its
-row due (waiting to start) announces the row's queue to other processes, unthrottled.
+"""The result waits of an announcing driver with an announcer: every call delegated, and a
+watch that finds its row due (waiting to start) publishes the row's queue to other processes,
+unthrottled (this process's workers are told by the driver itself).
 
 Why: on Postgres the watch marks the row (``result_watch.sql``), and a claim that met the row
 during the mark skipped it (SKIP LOCKED) and went back to its poll. The statement notifies
