@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 from functools import partial
 from typing import Any, cast
 
@@ -121,6 +122,8 @@ async def execute_job(
     failure: BaseException | None = None,
     lease_left: LeaseLeft | None = None,
     lease_check: LeaseCheck | None = None,
+    body_running: Callable[[], None] | None = None,
+    body_ended: Callable[[], None] | None = None,
 ) -> JobExecution:
     """Run one attempt of ``claimed`` and settle it; answers what happened (never raises for
     the body's errors — only a cancellation of the caller propagates).
@@ -136,10 +139,16 @@ async def execute_job(
     own lease; ``ujobs.execution.outage``). ``lease_check`` is asked before the body starts,
     before each step starts and before a step's result is saved (the worker's: the lease
     window on its clock, which aborts ``signal`` when lapsed); none outside a worker.
+    ``body_running`` is called once the body's first step has run and it has not ended (a
+    body that ends in its first step never calls it), ``body_ended`` as the body's task ends,
+    before its settle: the worker's start mark of a row claimed ahead goes only to a body
+    still running a while after it began.
     """
     clock = clock or driver.clock
     started_ms = clock.now_ms()
     attempt = Attempt(claimed, handle, grace_ms=abandon_grace_ms)
+    attempt.on_running = body_running
+    attempt.on_end = body_ended
     unsubscribe = signal.on_abort(attempt.on_external) if signal is not None else None
     parsed = parse_stored(handle, claimed.input, stored_tenant=claimed.tenant_id)
     ref = claimed.ref

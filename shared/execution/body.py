@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -57,6 +58,8 @@ class Attempt:
         self.halt: asyncio.Future[None] | None = None
         self.halted_by: BaseException | None = None
         self.settled_at: float | None = None
+        self.on_running: Callable[[], None] | None = None
+        self.on_end: Callable[[], None] | None = None
 
     # -- what stops the body --------------------------------------------------------------
     def on_external(self, reason: BaseException) -> None:
@@ -89,6 +92,8 @@ class Attempt:
             self.handle.run(run), name=f"ujobs:{self.claimed.name}:{self.claimed.id}"
         )
         self.task = task
+        if self.on_running is not None:
+            loop.call_soon(self._check_running, task)
         timeout_ms = self.handle.definition.timeout_ms
         timer = (
             loop.call_later(timeout_ms / 1000, self.on_deadline, timeout_ms)
@@ -97,7 +102,7 @@ class Attempt:
         )
         halt = self.halt
         # One future for "the body ended or was halted" (cheaper than asyncio.wait per run).
-        task.add_done_callback(lambda _: _resolve(halt))
+        task.add_done_callback(self._body_done)
         try:
             await halt
             if not task.done():
@@ -126,6 +131,17 @@ class Attempt:
         if isinstance(error, StepSuspension) or step.suspension is not None:
             return BodyEnd("suspended", suspension=step.suspension or _as_suspension(error))
         return BodyEnd("raised", error=error)
+
+    def _check_running(self, task: asyncio.Task[Any]) -> None:
+        """Right after the body's first step: ``on_running`` when it is still going."""
+        if not task.done() and self.on_running is not None:
+            self.on_running()
+
+    def _body_done(self, _: asyncio.Task[Any]) -> None:
+        if self.halt is not None:
+            _resolve(self.halt)
+        if self.on_end is not None:
+            self.on_end()
 
     def _finished_late(self, task: asyncio.Task[Any]) -> None:
         if task.cancelled():

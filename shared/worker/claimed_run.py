@@ -162,8 +162,6 @@ class Runner:
                 )
             failure = decision.error
             held.slot = decision.slot
-        if claimed.ahead:
-            self._mark_started(held)
         return await execute_job(
             claimed,
             driver=self.driver,
@@ -176,12 +174,16 @@ class Runner:
             lease_left=self._lease_left(held),
             lease_check=partial(self._lapsed, held),
             failure=failure,
+            body_running=partial(self._mark_started, held) if claimed.ahead else None,
+            body_ended=held.end_body if claimed.ahead else None,
         )
 
     def _mark_started(self, held: HeldRun) -> None:
-        """A row claimed ahead starts. Its ``start_ahead`` is sent ``START_MARK_DELAY_MS``
-        after its body began, and only if the run is still going then: a short body's settle
-        says all a mark would (no-op bodies never pay for one), and nothing waits for it.
+        """A row claimed ahead whose body did not end in its first step (``execute_job``'s
+        ``body_running``). Its ``start_ahead`` is sent ``START_MARK_DELAY_MS`` later, and only
+        if its body is still running then (``HeldRun.body_over``): a short body's settle says
+        all a mark would (no-op bodies never pay for one, however busy the loop), and nothing
+        waits for it.
         Awaited before every body, the mark halved the drain; sent for every body, it cost a
         fifth. What the delay leaves: a worker that dies within it of a body's start gives that
         row back uncounted, as if never started — the claim caps that at
@@ -196,8 +198,8 @@ class Runner:
         self._mark_timer = None
         runs, self._to_mark = self._to_mark, []
         for held in runs:
-            if not held.renewable:
-                continue  # settled (or being), or no longer ours: nothing to mark
+            if not held.renewable or held.body_over:
+                continue  # over, settled (or being), or no longer ours: nothing to mark
             claimed = held.claimed
             sent = asyncio.ensure_future(self.driver.start_ahead(claimed.id, claimed.ref))
             self._starting.add(sent)

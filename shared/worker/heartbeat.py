@@ -63,6 +63,7 @@ class HeldRun:
     """One claimed run while this worker holds it: its signal and its renewal state."""
 
     __slots__ = (
+        "body_over",
         "claimed",
         "freed",
         "last_landed_ms",
@@ -91,7 +92,13 @@ class HeldRun:
         self.limit_lease: LimitLease | None = None
         self.task: asyncio.Task[None] | None = None
         self.freed = False
+        self.body_over = False
         self.on_settling: Callable[[HeldRun], None] | None = None
+
+    def end_body(self) -> None:
+        """The body's task has ended (its settle follows): a start mark would say nothing the
+        settle does not (``claimed_run.Runner._mark_started``)."""
+        self.body_over = True
 
     async def stop(self) -> None:
         """No more renewals, and none on the wire is read: the settle is being sent. Tells

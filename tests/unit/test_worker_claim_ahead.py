@@ -5,6 +5,7 @@ back uncounted, and a worker that dies with rows held costs them no attempt."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from ujobs.drivers.base import ClaimRef
 from ujobs.drivers.memory import MemoryDriver, memory_driver
 from ujobs.errors import InvariantError
 from ujobs.execution.run import Run
+from ujobs.worker.claimed_run import START_MARK_DELAY_MS
 
 
 async def test_rows_claimed_ahead_run_once_each_in_order_and_count_one_attempt() -> None:
@@ -109,6 +111,28 @@ async def test_a_row_claimed_ahead_is_marked_started_once_its_body_runs_on(
     assert driver.starts == [ids[3], ids[4]]
     for job_id in ids:
         assert (await row(driver, job_id)).state == "done"
+
+
+async def test_a_body_that_ends_in_its_first_step_is_never_marked_however_busy_the_loop() -> None:
+    """The mark's delay counts from the body's first step: rows claimed ahead whose bodies end
+    at once are not marked even when each body holds the loop past ``START_MARK_DELAY_MS``
+    (a busy worker's loop), so a drain of short jobs sends no ``start_ahead`` at all."""
+    driver = StartsSeen()
+
+    async def body(run: Run[Any]) -> None:
+        time.sleep(2 * START_MARK_DELAY_MS / 1000)  # noqa: ASYNC251 - holds the loop on purpose
+
+    handle = declare(body)
+    for n in range(6):
+        await enqueue(driver, handle, n)
+    worker = make_worker(driver, [handle], concurrency=1, claim_ahead=3)
+    await worker.start()
+    try:
+        await settled(worker, 6)
+    finally:
+        await worker.stop()
+    assert worker.prefetch.returned == 0
+    assert driver.starts == []
 
 
 async def test_claim_ahead_beyond_the_slots_is_honoured_up_to_four_rows_per_slot() -> None:
