@@ -6,6 +6,7 @@
     BENCH_CLAIM_AHEAD=0 python bench/worker_drain_micro.py    # claim_ahead off (default: three
                                                               # per slot, as ``ujobs worker``)
     BENCH_HISTORY=1000000 python bench/worker_drain_micro.py  # over a million finished rows
+    BENCH_FLOOR=0 python bench/worker_drain_micro.py          # without the floor beside it
 
 The worker runs on the pool ``ujobs worker`` builds (``postgres_pool``: generic plans, no
 reset statement). The jobs are enqueued before the worker starts (``enqueue_many``, 1,000 a
@@ -19,6 +20,11 @@ ms of ``claim`` and of each batched ``ack``), by wrapping the driver's private `
 bench's probe, not an API. With ``BENCH_HISTORY=<n>`` the table first gets ``n`` finished runs
 (``bench_history.insert_history``, as the throughput bench's history pass), so the two
 statements can be compared with and without history.
+
+``floor_cpu_ms_per_job`` is ``bench/worker_floor.py`` run right after the drain, same ``n`` and
+slots: the least a Python asyncio worker on asyncpg pays per no-op job on this machine (a task
+per job, coalesced acks, nothing a job queue promises). Issue 39's target (0.05 ms) is read
+against it.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from prometheus_client import CollectorRegistry
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_history import insert_history  # beside this script: on sys.path when it runs
+from worker_floor import floor_drain
 
 from ujobs import job, t
 from ujobs.drivers.postgres.driver import postgres_driver
@@ -142,6 +149,11 @@ async def main() -> None:
             "select count(*) from x_jobs where state <> 'done' and idempotency_key like 'noop:%'"
         )
         await pool.close()
+        floor = (
+            await floor_drain(ADMIN, n, slots)
+            if os.environ.get("BENCH_FLOOR", "1") != "0"
+            else None
+        )
         print(
             orjson.dumps(
                 {
@@ -157,6 +169,15 @@ async def main() -> None:
                     "passes": worker.stats().passes,
                     "not_done": left,
                     "statements": statements.summary(),
+                    **(
+                        {
+                            "floor_cpu_ms_per_job": floor["cpu_ms_per_job"],
+                            "floor_jobs_per_s": floor["jobs_per_s"],
+                            "cpu_vs_floor": round(cpu * 1000 / n / floor["cpu_ms_per_job"], 2),
+                        }
+                        if floor is not None
+                        else {}
+                    ),
                 }
             ).decode()
         )
