@@ -31,7 +31,7 @@ runner refuses there with ``X_DRIVER_UNSUPPORTED``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -105,6 +105,17 @@ class JobChildren(Protocol):
         ...
 
 
+@runtime_checkable
+class WakesParents(Protocol):
+    """A driver whose settles make a waiting parent due (its last child ended) and say so: it
+    tells this process's workers itself, and ``announcing()`` registers the publish to other
+    processes here."""
+
+    def on_parent_woken(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(queue)`` for every parent a settle makes due."""
+        ...
+
+
 def children_of(driver: object) -> JobChildren | None:
     """The driver's ``children`` capability (seen through any wrapper), or None."""
     children = getattr(driver, "children", None)
@@ -118,5 +129,6 @@ __all__ = [
     "ChildSummary",
     "ChildTally",
     "JobChildren",
+    "WakesParents",
     "children_of",
 ]

@@ -15,7 +15,9 @@ within ``WAKE_DUE_WITHIN_MS`` — never for a deduped key, never for a row due l
    loop's next pass.
 
 A result wait that finds its row due announces its queue, unthrottled
-(``ujobs.wake.announce_results``: the wait's mark can make a claim skip the row).
+(``ujobs.wake.announce_results``: the wait's mark can make a claim skip the row). So does a
+parent its last child's settle made due (``ujobs.drivers.children.WakesParents``: the
+wrapper registers the publish with the Postgres driver, which tells this process itself).
 
 The operator calls that make rows due — ``requeue``, ``promote``, ``requeue_many`` /
 ``promote_many`` with a ``queue`` filter, ``resume_queue`` — announce through the wrapped
@@ -37,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from ujobs.clock import SYSTEM_CLOCK, Clock
@@ -47,6 +50,7 @@ from ujobs.drivers.base import (
     JobIntrospection,
     announces_enqueues,
 )
+from ujobs.drivers.children import WakesParents
 from ujobs.drivers.delegating import DelegatingDriver
 from ujobs.drivers.results import JobResults, results_of
 from ujobs.errors import ConfigInvalidError
@@ -185,6 +189,11 @@ class AnnouncingDriver(DelegatingDriver):
         )
         # The driver tells this process's workers itself (ujobs.drivers.postgres.results):
         # the wrapper adds only the publish to other processes, when there is an announcer.
+        # A parent its last child's settle made due: the driver tells this process itself; the
+        # publish reaches a worker elsewhere that serves the parent's queue (unthrottled, as a
+        # result wait's: one wake per gather, never a burst).
+        if announcer is not None and isinstance(inner, WakesParents):
+            inner.on_parent_woken(partial(announcer.announce, throttled=False))
         inner_results = results_of(inner)
         self._results = (
             AnnouncingResults(inner_results, announcer.announce, inner.clock)

@@ -13,7 +13,8 @@
 -- one to snoozes, migration 0022)
 -- Children (migration 0027): a child its parent waits for (parent_waits) that ends dead or
 -- failed takes one off the parent's children_waited and, at zero, makes a suspended parent
--- due now (announced on x_jobs_wake); a parent suspending while its count is already zero
+-- due now (announced on x_jobs_wake, and its queue answered as `woke`: the driver tells this
+-- process's workers and its parent-wake hooks); a parent suspending while its count is already zero
 -- (its last child ended while it still ran) is due now instead of at $7.
 with settled as (
   update x_jobs j
@@ -57,7 +58,8 @@ woke as (
    where p.id = s.parent_id
      and s.parent_waits
      and $4::text in ('dead', 'failed')
-  returning case when p.state = 'suspended' and p.children_waited is null
+  returning p.queue, p.state = 'suspended' and p.children_waited is null as woken,
+            case when p.state = 'suspended' and p.children_waited is null
                  then pg_notify('x_jobs_wake', p.queue) end as told
 ),
 counted as (
@@ -73,4 +75,6 @@ counted as (
          failed = c.failed + excluded.failed,
          dead = c.dead + excluded.dead
 )
-select count(*) as settled from settled
+select count(*) as settled,
+       (select w.queue from woke w where w.woken) as woke
+  from settled

@@ -50,7 +50,8 @@ woke as (
    where p.id = s.parent_id
      and s.parent_waits
      and $4::text in ('dead', 'failed')
-  returning case when p.state = 'suspended' and p.children_waited is null
+  returning p.queue, p.state = 'suspended' and p.children_waited is null as woken,
+            case when p.state = 'suspended' and p.children_waited is null
                  then pg_notify('x_jobs_wake', p.queue) end as told
 ),
 counted as (
@@ -73,4 +74,6 @@ outbox as (
     from settled s
    where $9::text is not null
 )
-select count(*) as settled from settled
+select count(*) as settled,
+       (select w.queue from woke w where w.woken) as woke
+  from settled

@@ -21,7 +21,7 @@ ledger).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -154,6 +154,7 @@ class PostgresDriver:
         self.progress = ProgressThrottle(clock)
         self._acks: SettleBatcher[_Ack] = SettleBatcher(self._flush_acks)
         self._starts: SettleBatcher[_Start] = SettleBatcher(self._flush_starts)
+        self._parent_wakes: list[Callable[[str], None]] = []
         self._conns = HeldConnections(pool)
         self._enqueuer = PostgresEnqueuer(self._conns, clock)
         self._introspect = PostgresIntrospection(
@@ -300,7 +301,7 @@ class PostgresDriver:
         # matched the row landed.
         landed = {(r["id"], r["claimed_by"], r["claim"]) for r in rows}
         for queue in (rows[0]["woke"] or ()) if rows else ():
-            signal_enqueued(queue)  # a parent its last child woke: due now, in this process too
+            self._parent_woken(queue)
         return {i for i in items if (i.id, i.worker_id, i.claim) in landed}
 
     async def start_ahead(self, job_id: str, ref: ClaimRef) -> bool:
@@ -319,8 +320,8 @@ class PostgresDriver:
         progress = self.progress.settle(job_id)
         now = self.clock.now_ms()
         width, start = counter_bucket(now)
-        settled = await retry_deadlock(
-            self._fetchval,
+        row = await retry_deadlock(
+            self._fetchrow,
             self._nack_sql,
             job_id,
             ref.worker_id,
@@ -339,7 +340,22 @@ class PostgresDriver:
             ATTEMPT_ERROR_CHARS,
             options.snooze,
         )
-        return bool(settled)
+        if row["woke"] is not None:
+            self._parent_woken(row["woke"])
+        return bool(row["settled"])
+
+    def on_parent_woken(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(queue)`` whenever a settle of this driver makes a waiting parent due
+        (its last child ended): ``announcing()`` publishes it on the Redis wake, so a parent
+        whose queue another process serves starts without waiting for that worker's poll."""
+        self._parent_wakes.append(callback)
+
+    def _parent_woken(self, queue: str) -> None:
+        """A parent its last child woke: due now, in this process too (LISTEN workers heard the
+        statement's ``pg_notify``), and through every ``on_parent_woken`` callback."""
+        signal_enqueued(queue)
+        for callback in self._parent_wakes:
+            callback(queue)
 
     async def heartbeat(self, job_id: str, ref: ClaimRef, visibility_ms: int) -> HeartbeatResult:
         if visibility_ms < 1:
