@@ -311,8 +311,9 @@ async def inspect_queues(driver: JobDriver, now_ms: int) -> list[dict[str, Any]]
 
 
 TENANTS_READ = 10_000
-"""The most due rows ``inspect_queue`` reads to say whose work waits (the oldest, in hand-out
-order): past it the per-tenant counts are lower bounds (``tenantsCapped``)."""
+"""The most due rows ``inspect_queue`` reads to say whose work waits (the first in hand-out
+order: by priority, then oldest): past it the per-tenant counts are lower bounds
+(``tenantsCapped``)."""
 
 TOP_TENANTS = 10
 """How many tenants ``inspect_queue`` lists, the most due work first."""
@@ -322,8 +323,9 @@ async def inspect_queue(
     driver: JobDriver, queue: str, now_ms: int, *, top: int = TOP_TENANTS
 ) -> dict[str, Any]:
     """One queue as ``inspect_queues`` shows it, plus whose due work waits in it: the ``top``
-    tenants by due rows among the ``TENANTS_READ`` oldest, each with its oldest due age (jobs
-    without a tenant are one row, ``tenantId`` null). A queue with no rows answers zeros."""
+    tenants by due rows among the first ``TENANTS_READ`` in hand-out order, each with its
+    oldest due age (jobs without a tenant are one row, ``tenantId`` null). A queue with no rows
+    answers zeros."""
     introspect = introspection_of(driver)
     stats = (await driver.stats()).queues.get(queue) or QueueStats(queue=queue)
     if queue in await introspect.paused_queues():

@@ -143,7 +143,8 @@ class JobMetrics:
 
 
 TOP_TENANT_READ = 10_000
-"""The due rows per queue the top-tenant gauges read (the oldest, in hand-out order)."""
+"""The due rows per queue the top-tenant gauges read (the first in hand-out order: by priority,
+then oldest)."""
 
 _default: JobMetrics | None = None
 _default_lock = threading.Lock()

@@ -269,7 +269,10 @@ SCHEMAS: dict[str, Any] = {
                 "items": {"$ref": "#/components/schemas/TenantBacklog"},
             },
             "tenantsCapped": {
-                "description": "only the oldest 10,000 due jobs were read: counts are lower bounds",
+                "description": (
+                    "only the first 10,000 due jobs in hand-out order were read: counts are lower"
+                    " bounds"
+                ),
                 "type": "boolean",
             },
         },

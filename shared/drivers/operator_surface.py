@@ -342,7 +342,7 @@ class JobIntrospection(Protocol):
     async def paused_queues(self) -> builtins.list[str]: ...
 
     async def queue_tenants(self, queue: str, now_ms: int, *, cap: int, top: int) -> QueueTenants:
-        """Who the queue's due work belongs to: the ``cap`` oldest due rows in hand-out order,
+        """Who the queue's due work belongs to: the first ``cap`` due rows in hand-out order,
         grouped by tenant (a bounded read however long the backlog), the ``top`` tenants by
         count. Jobs without a tenant are one group, ``tenant_id`` None."""
         ...

@@ -11,9 +11,9 @@
 -- A band is written as a range of (priority, run_at), from (b, -infinity) to (b, now), which is
 -- exactly "priority = b and due", ordered by (priority, run_at, seq): only
 -- x_jobs_claim_priority_idx serves that range in that order. Written as `priority = b`, the
--- planner takes the band for a constant and, on a table whose statistics show one priority
--- (most deployments), walks x_jobs_claim_idx filtering on it: every due row of the queue read
--- for each band it is short of.
+-- planner took the band for a constant and, on a table whose statistics show one priority
+-- (most deployments), walked x_jobs_claim_idx (queue, run_at, seq; dropped in 0031) filtering
+-- on it: every due row of the queue read for each band it was short of.
 -- The bands' walk has no ORDER BY on purpose: one would sort all ten bands' rows (locking up to
 -- ten times $2 per queue) before the limit. A nested loop over the values list reads the bands
 -- in the order they are written, so the queue's limit stops at the lowest bands; `picked`

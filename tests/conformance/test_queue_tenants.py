@@ -38,3 +38,30 @@ async def test_past_the_cap_the_counts_are_lower_bounds_and_top_bounds_the_list(
     found = await introspect.queue_tenants("default", clock.now_ms(), cap=3, top=2)
     assert found.capped is True
     assert [t.tenant_id for t in found.tenants] == ["t0", "t1"]  # equal counts: oldest first
+
+
+async def test_the_rows_read_are_the_first_in_hand_out_order_priority_first(
+    driver: JobDriver, introspect: JobIntrospection, clock: FrozenClock
+) -> None:
+    """Past the cap the rows read are those the claim would hand out first: an urgent band's,
+    not an older routine band's."""
+    for n in range(2):
+        await driver.enqueue(req(tenant_id="routine", key=f"r{n}", priority=9))
+    clock.advance(10)
+    urgent_at = clock.now_ms()
+    for n in range(4):
+        await driver.enqueue(req(tenant_id="urgent", key=f"u{n}"))
+    found = await introspect.queue_tenants("default", clock.now_ms(), cap=3, top=10)
+    assert found.capped is True
+    assert [(t.tenant_id, t.oldest_due_ms) for t in found.tenants] == [("urgent", urgent_at)]
+
+
+async def test_a_tenants_oldest_due_row_is_its_oldest_across_bands(
+    driver: JobDriver, introspect: JobIntrospection, clock: FrozenClock
+) -> None:
+    start = clock.now_ms()
+    await driver.enqueue(req(tenant_id="a", key="routine", priority=9))
+    clock.advance(10)
+    await driver.enqueue(req(tenant_id="a", key="urgent"))
+    found = await introspect.queue_tenants("default", clock.now_ms(), cap=100, top=10)
+    assert found.tenants == (TenantBacklog("a", 2, start),)

@@ -3,7 +3,10 @@ on a big table: it reads x_jobs through its indexes only, never whole, so its co
 grow with the backlog (issue 42), and the figures it stopped counting say so (``capped``).
 
 Filled like the hot statements' plan test (800,000 ready rows, 2,000 running, 50,000 done, in
-one queue), on the pool the services use (``postgres_pool``: JIT off)."""
+one queue), plus a few rows of the last band older than all of them, on the pool the services
+use (``postgres_pool``: JIT off). The claimable rows are read band by band from
+``x_jobs_claim_priority_idx`` (``x_jobs_claim_idx`` is gone since 0031), so the capped sample is
+band 0's, and the oldest due run_at, band 9's, is exact all the same."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import pytest
 from tests.integration.test_postgres_hot_plans import (
     NOW,
     RUNNING,
+    T0,
     explaining,
     fill,
     indexes_used,
@@ -31,6 +35,14 @@ from ujobs.drivers.postgres.sql import query
 @pytest.fixture
 async def filled(pg_dsn: str, pg_pool: asyncpg.Pool[Any]) -> AsyncIterator[str]:
     await fill(pg_pool)
+    await pg_pool.execute(
+        "insert into x_jobs (id, run_id, name, queue, state, input, idempotency_key,"
+        " max_attempts, run_at, created_at, updated_at, priority)"
+        " select 'late-' || n, 'late-' || n, 'send', 'default', 'ready', '{}', 'late-' || n, 3,"
+        " x_ts($1::bigint - n), x_ts($1::bigint), x_ts($1::bigint), 9"
+        " from generate_series(1, 5) n",
+        T0,
+    )
     yield pg_dsn
     await pg_pool.execute("truncate x_jobs, x_outbox, x_settlements, x_job_leases")
     await pg_pool.execute("analyze")
@@ -51,7 +63,7 @@ async def test_the_queues_read_uses_the_indexes_and_never_scans_x_jobs_whole(
         await pool.close()
     plan = explained["Plan"]
     assert whole_scans(plan) == []
-    assert {"x_jobs_claim_idx", "x_jobs_running_lease_idx", "x_jobs_finished_idx"} <= (
+    assert {"x_jobs_claim_priority_idx", "x_jobs_running_lease_idx", "x_jobs_finished_idx"} <= (
         indexes_used(plan)
     )
     assert "JIT" not in explained
@@ -72,8 +84,10 @@ async def test_the_queues_read_is_exact_below_the_cap_and_says_which_figures_it_
     assert QUEUE_COUNT_CAP <= queue.done <= QUEUE_COUNT_CAP + 1
     # 2,000 running rows: under the cap, exact.
     assert queue.running == RUNNING
-    # The oldest due run_at is the claim index's first entry: exact whatever the backlog.
+    # The oldest due run_at is the least of each band's first due entry: exact whatever the
+    # backlog, though band 9's rows are past the capped sample (band 0's).
     oldest = await pg_pool.fetchval(
         "select x_ms(min(run_at)) from x_jobs where state = 'ready' and run_at <= x_ts($1)", NOW
     )
+    assert oldest == T0 - 5
     assert queue.oldest_due_run_at_ms == oldest

@@ -164,15 +164,16 @@ class MemoryIntrospection:
                 for r in self._state.rows.values()
                 if r.queue == queue and r.state in CLAIMABLE_STATES and r.run_at_ms <= now_ms
             ),
-            key=lambda r: (r.run_at_ms, r.seq),
+            key=lambda r: (r.priority, r.run_at_ms, r.seq),
         )
-        read = due[:cap]
+        read = due[:cap]  # the first `cap` in hand-out order: priority, then oldest
         groups: dict[str | None, list[tuple[int, int]]] = {}
-        for row in read:  # in hand-out order: a group's first entry is its oldest
+        for row in read:
             groups.setdefault(row.tenant_id, []).append((row.run_at_ms, row.seq))
-        ranked = sorted(groups.items(), key=lambda g: (-len(g[1]), g[1][0]))
+        # A group's rows span bands, so its oldest is its least (run_at, seq), not its first.
+        ranked = sorted(groups.items(), key=lambda g: (-len(g[1]), min(g[1])))
         return QueueTenants(
-            tenants=tuple(TenantBacklog(t, len(due), due[0][0]) for t, due in ranked[:top]),
+            tenants=tuple(TenantBacklog(t, len(due), min(due)[0]) for t, due in ranked[:top]),
             capped=len(due) > cap,
         )
 

@@ -1,0 +1,13 @@
+-- 0031: x_jobs_claim_idx (queue, run_at, seq) goes. Since 0028 the claim walks
+-- x_jobs_claim_priority_idx band by band, and 0029/0030 added x_jobs_fair_idx: three partial
+-- indexes on one predicate, so every enqueued row (and every row a claim or settle moves in or
+-- out of the claimable states) paid three b-tree inserts where one had served. Its last
+-- readers (the queues read, queue_tenants, the scaler's depth) now walk
+-- x_jobs_claim_priority_idx one band at a time (sql/README.md), so nothing reads it; on a
+-- never-analyzed table the planner could even pick it for the claim's bands and read the whole
+-- backlog.
+-- Like every migration this runs in one transaction, so no CONCURRENTLY (Postgres refuses it
+-- in a transaction block). A drop reads no rows: it waits for the transactions already using
+-- x_jobs, then holds their next statements off for as long as it takes to unlink the index's
+-- files, milliseconds.
+drop index if exists x_jobs_claim_idx;
