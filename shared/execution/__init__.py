@@ -1,4 +1,4 @@
-"""One attempt of one claimed job: its body as a task, durable steps (``run``, ``sleep``,
+"""One attempt of one claimed job: its body in the run's task, durable steps (``run``, ``sleep``,
 ``wait_for_event``), the outcome, the settle on the wire, ``on_settled``, progress, and the
 ``Run`` a body receives.
 
@@ -6,10 +6,12 @@ The map:
 
 - ``attempt``: ``execute_job``: ONE attempt of one claimed job, from the stored input to the
   settled row.
-- ``body``: The body of one attempt as a task: the deadline, the worker's signal, abandonment.
+- ``body``: The body of one attempt: the deadline, the worker's signal, abandonment.
 - ``child_step_api``: the children's half of ``run.step`` (``Step`` inherits it).
 - ``child_steps``: ``run.step.enqueue`` / ``run.step.wait`` / ``run.step.gather``: children as
   durable steps.
+- ``inline_body``: A body driven inside the run's own task, and handed to a task of its own
+  only when it must outlive the run.
 - ``frozen_init``: ``slot_init``: a cheaper ``__init__`` for the frozen dataclasses the worker
   builds per job.
 - ``on_settled``: ``on_settled``: the ONE hook told how a run ended, and the claim round's

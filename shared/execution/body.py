@@ -1,10 +1,13 @@
-"""The body of one attempt as a task: the deadline, the worker's signal, abandonment.
+"""The body of one attempt: the deadline, the worker's signal, abandonment.
 
 ``execute_job`` owns the verdict and the settle; this module only runs the body and reports how
-its task ended. The deadline and any non-drain abort of the worker's signal abort ``run.signal``
-AND cancel the task; a task that has not ended ``ABANDON_GRACE_MS`` later is abandoned (the
-attempt is settled without it) and logged ``jobs.timeout.abandoned`` whenever it finally ends.
-A drain (``X_DRAINING``) only signals: the body may still finish.
+it ended. The body runs in the run's own task (``ujobs.execution.inline_body``: no task per
+body). The deadline and any non-drain abort of the worker's signal abort ``run.signal`` AND
+cancel that task, which throws ``CancelledError`` into the body; a body that has not ended
+``ABANDON_GRACE_MS`` later is abandoned (handed to a task of its own, the attempt settled
+without it) and logged ``jobs.timeout.abandoned`` whenever it finally ends. A drain
+(``X_DRAINING``) only signals: the body may still finish. A run cancelled from outside (the
+drain's deadline) ends at once, as cancelled, whether or not its body honours the cancel.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any, Literal
 
 from ujobs.drivers.base import ClaimedJob
 from ujobs.errors import JobAbortedError, JobDrainedError, JobTimeoutError, error_code_of
+from ujobs.execution.inline_body import DETACHED, Inline
 from ujobs.execution.run import Run
 from ujobs.execution.steps import Step, StepSuspension
 from ujobs.jobs.job import JobHandle
@@ -41,7 +45,7 @@ class BodyEnd:
 
 
 class Attempt:
-    """The mutable state of one attempt: its signal, its task, what halted it."""
+    """The mutable state of one attempt: its signal, its body, what halted it."""
 
     def __init__(
         self,
@@ -55,11 +59,15 @@ class Attempt:
         self.grace_ms = grace_ms
         self.signal = Signal()
         self.task: asyncio.Task[Any] | None = None
-        self.halt: asyncio.Future[None] | None = None
+        """The run's task, which drives the body (``ujobs.execution.inline_body``)."""
+        self.body: Inline | None = None
         self.halted_by: BaseException | None = None
         self.settled_at: float | None = None
         self.on_running: Callable[[], None] | None = None
         self.on_end: Callable[[], None] | None = None
+        self._cancels = 0  # the cancels of the run's task that were this attempt's halts
+        self._grace: asyncio.TimerHandle | None = None
+        self._ended = False
 
     # -- what stops the body --------------------------------------------------------------
     def on_external(self, reason: BaseException) -> None:
@@ -77,71 +85,93 @@ class Attempt:
         self.stop_body(reason)
 
     def stop_body(self, reason: BaseException) -> None:
+        """Halt the body: its run's task is cancelled (the body sees ``CancelledError``), and a
+        body still going ``grace_ms`` later is abandoned. Before the body starts, only noted."""
         if self.halted_by is None:
             self.halted_by = reason
-        if self.task is not None and not self.task.done():
-            self.task.cancel()
-        if self.halt is not None and not self.halt.done():
-            self.halt.set_result(None)
+        task = self.task
+        if self.body is None or task is None or self._ended or self._grace is not None:
+            return
+        self._cancels += 1
+        task.cancel()
+        self._grace = asyncio.get_running_loop().call_later(self.grace_ms / 1000, self._abandon)
+
+    def _abandon(self) -> None:
+        if self.body is not None and not self._ended:
+            self.body.detach()
+
+    def _cancel_kept(self) -> bool:
+        """The body swallowed a cancel: detach it at once when the run's task was cancelled
+        from outside too (the drain's deadline ends the run, not the body); after a halt of
+        this attempt's own it gets ``grace_ms``."""
+        task = self.task
+        return task is not None and task.cancelling() > self._cancels
+
+    def _uncancel(self) -> bool:
+        """Take this attempt's own cancels back off the run's task; answers whether a cancel
+        from outside is left (the run must end as cancelled)."""
+        task = self.task
+        if task is None:
+            return False
+        for _ in range(self._cancels):
+            task.uncancel()
+        self._cancels = 0
+        return task.cancelling() > 0
 
     # -- running it ------------------------------------------------------------------------
     async def run_body(self, run: Run[Any], step: Step) -> BodyEnd:
         loop = asyncio.get_running_loop()
-        self.halt = loop.create_future()
-        task = asyncio.create_task(
-            self.handle.run(run), name=f"ujobs:{self.claimed.name}:{self.claimed.id}"
-        )
-        self.task = task
-        if self.on_running is not None:
-            loop.call_soon(self._check_running, task)
+        self.task = asyncio.current_task()
+        body = Inline(self.handle.run(run))
+        body.on_first_wait = self.on_running
+        body.on_cancel_kept = self._cancel_kept
+        self.body = body
         timeout_ms = self.handle.definition.timeout_ms
         timer = (
             loop.call_later(timeout_ms / 1000, self.on_deadline, timeout_ms)
             if timeout_ms is not None
             else None
         )
-        halt = self.halt
-        # One future for "the body ended or was halted" (cheaper than asyncio.wait per run).
-        task.add_done_callback(self._body_done)
+        result: Any = None
+        error: BaseException | None = None
         try:
-            await halt
-            if not task.done():
-                await asyncio.wait({task}, timeout=self.grace_ms / 1000)
-        except asyncio.CancelledError:
-            task.cancel()
-            raise
+            result = await body
+        except BaseException as exc:
+            error = exc
         finally:
+            self._ended = True
             if timer is not None:
                 timer.cancel()
-        if not task.done():
-            task.add_done_callback(self._finished_late)
+            if self._grace is not None:
+                self._grace.cancel()
+            if self.on_end is not None:
+                self.on_end()
+        outside = self._uncancel()
+        if outside:
+            raise asyncio.CancelledError()  # the run was cancelled from outside: no settle
+        if isinstance(error, KeyboardInterrupt | SystemExit):
+            raise error  # the process's, never a job's verdict (as a task re-raises them)
+        if result is DETACHED:
+            assert body.detached is not None
+            body.detached.add_done_callback(self._finished_late)
             return BodyEnd("abandoned", suspension=step.suspension)
-        if self.halted_by is not None and not task.cancelled():
+        cancelled = isinstance(error, asyncio.CancelledError)
+        if (
+            self.halted_by is not None
+            and not cancelled
+            and (error is None or isinstance(error, StepSuspension))
+        ):
             # Halted, and it ended by something other than the cancel: it swallowed it.
-            outcome = "raised" if task.exception() is not None else "returned"
-            if outcome == "returned" or isinstance(task.exception(), StepSuspension):
-                self._log_abandoned(outcome, late=False)
-        if task.cancelled():
+            self._log_abandoned("raised" if error is not None else "returned", late=False)
+        if cancelled:
             return BodyEnd("raised", error=asyncio.CancelledError(), suspension=step.suspension)
-        error = task.exception()
         if error is None:
             if step.suspension is not None:
                 return BodyEnd("suspended", suspension=step.suspension)
-            return BodyEnd("returned", result=task.result())
+            return BodyEnd("returned", result=result)
         if isinstance(error, StepSuspension) or step.suspension is not None:
             return BodyEnd("suspended", suspension=step.suspension or _as_suspension(error))
         return BodyEnd("raised", error=error)
-
-    def _check_running(self, task: asyncio.Task[Any]) -> None:
-        """Right after the body's first step: ``on_running`` when it is still going."""
-        if not task.done() and self.on_running is not None:
-            self.on_running()
-
-    def _body_done(self, _: asyncio.Task[Any]) -> None:
-        if self.halt is not None:
-            _resolve(self.halt)
-        if self.on_end is not None:
-            self.on_end()
 
     def _finished_late(self, task: asyncio.Task[Any]) -> None:
         if task.cancelled():
@@ -185,8 +215,3 @@ def verdict_error(attempt: Attempt, end: BodyEnd) -> BaseException:
             meta={"job": attempt.claimed.name},
         )
     return end.error
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import inspect
 import logging
 import math
 import time
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -485,19 +488,15 @@ async def test_a_drain_in_the_throttle_pause_leaves_the_row_running_for_the_next
 
 
 def pausing() -> bool:
-    """Whether a task is parked in the throttle's pause (its stack is in ``_pause``)."""
+    """Whether a coroutine is parked in the throttle's pause (``_pause`` suspended). Found
+    among every live coroutine, not by walking tasks: the body runs inside its run's task
+    (``ujobs.execution.inline_body``), where no ``cr_await`` chain leads to it."""
     return any(
-        frame.f_code.co_name == "_pause" for task in asyncio.all_tasks() for frame in _frames(task)
+        isinstance(o, types.CoroutineType)
+        and o.cr_code.co_name == "_pause"
+        and inspect.getcoroutinestate(o) == inspect.CORO_SUSPENDED
+        for o in gc.get_objects()
     )
-
-
-def _frames(task: asyncio.Task[Any]) -> Iterator[Any]:
-    coro: Any = task.get_coro()
-    while coro is not None:
-        frame = getattr(coro, "cr_frame", None)
-        if frame is not None:
-            yield frame
-        coro = getattr(coro, "cr_await", None)
 
 
 async def test_a_driver_without_a_ledger_runs_the_pass_anyway() -> None:
