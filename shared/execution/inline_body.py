@@ -93,6 +93,9 @@ class Inline:
             if yielded is None:  # a bare yield (``asyncio.sleep(0)``): one turn of the loop
                 try:
                     yield None
+                except GeneratorExit:
+                    coro.close()  # closed with the run's task, as ``yield from`` closes
+                    raise
                 except BaseException as exc:  # the run's task was cancelled in that turn
                     error = exc
                 continue
@@ -113,6 +116,9 @@ class Inline:
         self._wake = wake
         try:
             yield from wake
+        except GeneratorExit:
+            self._coro.close()
+            raise
         except BaseException as exc:  # the run's task cancelled (or thrown into): the body too
             if isinstance(exc, asyncio.CancelledError) and not waited.done():
                 waited.cancel()
@@ -147,6 +153,9 @@ class _Resume:
         if waiting is None or (isinstance(waiting, asyncio.Future) and not waiting.done()):
             try:
                 yield waiting
+            except GeneratorExit:
+                coro.close()
+                raise
             except BaseException as exc:
                 error = exc
         while True:
@@ -157,6 +166,9 @@ class _Resume:
             error = None
             try:
                 yield yielded
+            except GeneratorExit:
+                coro.close()
+                raise
             except BaseException as exc:
                 error = exc
 

@@ -190,3 +190,20 @@ async def test_inline_answers_the_result_an_error_or_detached() -> None:
 
 async def _await(body: Inline) -> Any:
     return await body
+
+
+async def test_closing_the_inline_driver_closes_the_body() -> None:
+    """As ``yield from`` does: the body's ``finally`` runs when its driver is closed."""
+    cleaned: list[str] = []
+
+    async def body() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cleaned.append("finally")
+
+    driver = Inline(body()).__await__()
+    future = driver.send(None)
+    assert asyncio.isfuture(future)
+    driver.close()
+    assert cleaned == ["finally"]
