@@ -11,7 +11,10 @@ two due zsets and the band's tenant set, the queue set and the tally — with no
 dedupe branch, on a queue of its own in the same keyspace. The bench runs one raw batch after
 each of its own batches, so both meet the same tables at the same moment; the ratio of the
 raw rate at the biggest backlog to the smallest is the bound the driver's own ratio is read
-against.
+against. It is a loose bound: redis-py packs and parses about a thousand commands a batch,
+so the client's time is most of the raw rate, the server's share of the ratio reads diluted
+and the bound moves from run to run; the server's own cost of a doubling is read apart, with
+``INFO cpu`` on a server of one's own.
 
 ``keyspace_doubled`` says whether the keyspace passed a power of two while a phase ran (Redis
 grows a table when its entries reach its size), from the ``DBSIZE`` before and after: the
