@@ -19,6 +19,12 @@ for Redis), then measures, with the backlog in place:
 - ``pickup_p50_ms``: 60 jobs enqueued 30 ms apart on a second queue with its own idle worker
   (the Redis wake, as deployed), from the enqueue call to the body's start: what the claim
   costs a fresh job while the backlog sits in the same table.
+- Redis only, ``raw_batch_enqueue_per_s``: the same batches written by a bare pipeline of the
+  commands the enqueue script makes (``backlog_redis_bound``), one after each of ours, and
+  ``keyspace_doubled``: whether the keyspace passed a power of two while the scenario ran
+  (Redis then moves every key to a table twice the size, a step on each access, until done).
+  ``bounds.raw_batch_enqueue_1m_vs_10k_redis`` is the ceiling the Redis batch ratio is read
+  against.
 - ``queues_ms``: ``GET /v1/queues``'s body (``ujobs.introspect.inspect_queues``), median of 5.
 - Postgres only, the plans behind the figures: the claim's ``EXPLAIN (ANALYZE)`` on the
   worker's session settings (its execution ms, whether it was JIT-compiled, the index its
@@ -38,8 +44,10 @@ measured twice, first to last then back (``both_ways``), each figure the mean of
 and the end: the machine is shared, so read the ratios of one line, not figures across runs.
 Postgres is ``BENCH_PG`` (a database of its own, dropped after); Redis DB 7 under the key
 prefix ``ujobs-backlog`` (that prefix's keys deleted before and after). Runs under the bench
-lock. ``BENCH_BACKLOG_SVG`` (default ``docs/img/backlog_scaling.svg``) is where the curve is
-drawn (``backlog_svg``), ``-`` for nowhere.
+lock. ``BENCH_BACKLOG_DRIVERS`` (default ``postgres,redis``) runs one driver's part alone
+(``redis``: the Redis scenarios only, no relay, no webhooks, no curve).
+``BENCH_BACKLOG_SVG`` (default ``docs/img/backlog_scaling.svg``) is where the curve is drawn
+(``backlog_svg``), ``-`` for nowhere.
 """
 
 from __future__ import annotations
@@ -65,6 +73,7 @@ import backlog_webhooks  # noqa: E402
 from backlog_fill import fill_jobs, fill_outbox, settle_tables  # noqa: E402
 from backlog_order import both_ways, note  # noqa: E402
 from backlog_plans import claim_plan, queues_plan  # noqa: E402
+from backlog_redis_bound import keyspace_doubled, raw_batch  # noqa: E402
 from bench_db import PG_BASE, drop_database, fresh_database  # noqa: E402
 from bench_history import insert_history  # noqa: E402
 from harness_run import bench_lock  # noqa: E402
@@ -88,6 +97,7 @@ from ujobs.wake.listener import redis_wake  # noqa: E402
 from ujobs.worker import job_worker  # noqa: E402
 
 SIZES = [int(s) for s in os.environ.get("BENCH_BACKLOG_SIZES", "10000,100000,1000000").split(",")]
+DRIVERS = os.environ.get("BENCH_BACKLOG_DRIVERS", "postgres,redis").split(",")
 WINDOW = int(os.environ.get("BENCH_BACKLOG_WINDOW", "40000"))
 RELAY_WINDOW = int(os.environ.get("BENCH_BACKLOG_RELAY_WINDOW", "5000"))
 SINGLES = 4_000
@@ -101,6 +111,7 @@ REDIS_PREFIX = "ujobs-backlog"
 CHANNEL = "ujobs:wake:backlog"
 SVG = os.environ.get("BENCH_BACKLOG_SVG", str(ROOT / "docs/img/backlog_scaling.svg"))
 BIG = 1_000_000
+RawBatch = Callable[[], Awaitable[float]]
 
 
 # -- the jobs --------------------------------------------------------------------------------
@@ -181,17 +192,22 @@ async def drain(worker_driver: JobDriver, count: int) -> float:
     return count / elapsed
 
 
-async def enqueue_rates() -> tuple[float, float]:
+async def enqueue_rates(raw: RawBatch | None = None) -> tuple[float, float, float | None]:
+    """Single and batch enqueues a second; with ``raw`` (Redis), one raw batch after each
+    of ours (``backlog_redis_bound``), timed apart, and its rate third."""
     began = time.perf_counter()
     for i in range(SINGLES):
         await enqueued_job.enqueue({"seq": i, "ts": time.time()})
     singles = SINGLES / (time.perf_counter() - began)
-    began = time.perf_counter()
+    ours = bare = 0.0
     for b in range(BATCHES):
         ts = time.time()
+        began = time.perf_counter()
         await enqueued_job.enqueue_many({"seq": b * BATCH + i, "ts": ts} for i in range(BATCH))
-    batches = BATCHES * BATCH / (time.perf_counter() - began)
-    return singles, batches
+        ours += time.perf_counter() - began
+        if raw is not None:
+            bare += await raw()
+    return singles, BATCHES * BATCH / ours, BATCHES * BATCH / bare if raw is not None else None
 
 
 async def pickup_p50(worker_driver: JobDriver) -> float:
@@ -225,7 +241,10 @@ async def queues_ms(driver: JobDriver) -> float:
 
 
 async def measure(
-    enqueue_driver: JobDriver, worker_driver: JobDriver, between: Callable[[], Awaitable[None]]
+    enqueue_driver: JobDriver,
+    worker_driver: JobDriver,
+    between: Callable[[], Awaitable[None]],
+    raw: RawBatch | None = None,
 ) -> dict[str, Any]:
     """Every figure of one scenario, the backlog already in place; ``between`` runs before
     each phase (Postgres: a CHECKPOINT, so one phase's writes are not flushed in the next
@@ -234,7 +253,7 @@ async def measure(
     set_job_driver(enqueue_driver)
     try:
         await between()
-        singles, batches = await enqueue_rates()
+        singles, batches, bare = await enqueue_rates(raw)
         await between()
         drained = await drain(worker_driver, WINDOW)
         await between()
@@ -242,13 +261,16 @@ async def measure(
         listing = await queues_ms(enqueue_driver)
     finally:
         reset_job_driver()
-    return {
+    figures = {
         "drain_per_s": round(drained, 1),
         "enqueue_per_s": round(singles, 1),
         "batch_enqueue_per_s": round(batches, 1),
         "pickup_p50_ms": round(pickup, 2),
         "queues_ms": round(listing, 1),
     }
+    if bare is not None:
+        figures["raw_batch_enqueue_per_s"] = round(bare, 1)
+    return figures
 
 
 # -- Postgres --------------------------------------------------------------------------------
@@ -352,6 +374,7 @@ async def drop_redis_keys() -> None:
 async def redis_scenario(backlog: int) -> dict[str, Any]:
     await drop_redis_keys()
     enqueuer, worker_driver = redis_driver(wake=True), redis_driver(wake=False)
+    raw_client = Redis.from_url(REDIS_DB_URL)
     set_job_driver(enqueuer)
     try:
         began = time.perf_counter()
@@ -362,12 +385,26 @@ async def redis_scenario(backlog: int) -> dict[str, Any]:
                 {"seq": g, "ts": base + g / 1000} for g in range(start, min(start + 5000, total))
             )
         filled_s = time.perf_counter() - began
-        figures = await measure(enqueuer, worker_driver, _nothing)
+        keys_before = int(await raw_client.dbsize())
+
+        async def raw() -> float:
+            return await raw_batch(raw_client, REDIS_PREFIX, BATCH)
+
+        figures = await measure(enqueuer, worker_driver, _nothing, raw)
+        keys_after = int(await raw_client.dbsize())
     finally:
         reset_job_driver()
         await enqueuer.close()
         await worker_driver.close()
-    return {"backlog": backlog, "fill_s": round(filled_s, 1), **figures}
+        await raw_client.aclose()
+    return {
+        "backlog": backlog,
+        "fill_s": round(filled_s, 1),
+        **figures,
+        "keys_before": keys_before,
+        "keys_after": keys_after,
+        "keyspace_doubled": keyspace_doubled(keys_before, keys_after),
+    }
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -377,11 +414,10 @@ def ratio(high: float, low: float) -> float:
     return round(high / low, 3) if low else 0.0
 
 
-async def run() -> dict[str, Any]:
-    load_before = os.getloadavg()[0]
+async def postgres_part() -> dict[str, Any]:
+    """The Postgres scenarios, the relay and the webhook deliverer."""
     dsn = await fresh_database(DB_NAME)
     postgres: dict[str, Any] = {}
-    redis: dict[str, Any] = {}
     try:
         scenarios = [("ready", size) for size in SIZES] + [("sleeping", BIG), ("finished", BIG)]
         for (kind, size), found in await both_ways(
@@ -390,11 +426,6 @@ async def run() -> dict[str, Any]:
             lambda key: postgres_scenario(dsn, *key),
         ):
             postgres[f"{kind}_{size}"] = found
-        for size, found in await both_ways(
-            SIZES, lambda size: f"redis: the window in front of {size:,} ready rows", redis_scenario
-        ):
-            redis[f"ready_{size}"] = found
-        await drop_redis_keys()
         relay = {
             f"outbox_{size}": found
             for size, found in await both_ways(
@@ -407,59 +438,114 @@ async def run() -> dict[str, Any]:
         await drop_database(DB_NAME)
     note("webhooks: one endpoint's deliveries from a small and a big backlog, small big big small")
     webhooks = await asyncio.to_thread(backlog_webhooks.run)
-    small, big = f"ready_{SIZES[0]}", f"ready_{SIZES[-1]}"
-    p_small, p_big, r_small, r_big = postgres[small], postgres[big], redis[small], redis[big]
-    ratios = {
-        "drain_1m_vs_10k": ratio(p_big["drain_per_s"], p_small["drain_per_s"]),
-        "drain_1m_vs_10k_redis": ratio(r_big["drain_per_s"], r_small["drain_per_s"]),
-        "enqueue_1m_vs_10k": ratio(p_big["enqueue_per_s"], p_small["enqueue_per_s"]),
-        "enqueue_1m_vs_10k_redis": ratio(r_big["enqueue_per_s"], r_small["enqueue_per_s"]),
-        "batch_enqueue_1m_vs_10k": ratio(
-            p_big["batch_enqueue_per_s"], p_small["batch_enqueue_per_s"]
-        ),
-        "batch_enqueue_1m_vs_10k_redis": ratio(
-            r_big["batch_enqueue_per_s"], r_small["batch_enqueue_per_s"]
-        ),
+    return {"postgres": postgres, "relay": relay, "webhooks": webhooks}
+
+
+async def redis_part() -> dict[str, Any]:
+    redis: dict[str, Any] = {}
+    try:
+        for size, found in await both_ways(
+            SIZES, lambda size: f"redis: the window in front of {size:,} ready rows", redis_scenario
+        ):
+            redis[f"ready_{size}"] = found
+    finally:
+        await drop_redis_keys()
+    return redis
+
+
+def postgres_ratios(parts: dict[str, Any]) -> dict[str, float]:
+    postgres, relay = parts["postgres"], parts["relay"]
+    low, high = postgres[f"ready_{SIZES[0]}"], postgres[f"ready_{SIZES[-1]}"]
+    return {
+        "drain_1m_vs_10k": ratio(high["drain_per_s"], low["drain_per_s"]),
+        "enqueue_1m_vs_10k": ratio(high["enqueue_per_s"], low["enqueue_per_s"]),
+        "batch_enqueue_1m_vs_10k": ratio(high["batch_enqueue_per_s"], low["batch_enqueue_per_s"]),
         "drain_sleeping_1m_vs_10k": ratio(
-            postgres[f"sleeping_{BIG}"]["drain_per_s"], p_small["drain_per_s"]
+            postgres[f"sleeping_{BIG}"]["drain_per_s"], low["drain_per_s"]
         ),
         "drain_finished_1m_vs_10k": ratio(
-            postgres[f"finished_{BIG}"]["drain_per_s"], p_small["drain_per_s"]
+            postgres[f"finished_{BIG}"]["drain_per_s"], low["drain_per_s"]
         ),
-        "queues_speed_1m_vs_10k": ratio(p_small["queues_ms"], p_big["queues_ms"]),
-        "queues_speed_1m_vs_10k_redis": ratio(r_small["queues_ms"], r_big["queues_ms"]),
+        "queues_speed_1m_vs_10k": ratio(low["queues_ms"], high["queues_ms"]),
         "relay_1m_vs_10k": ratio(
             relay[f"outbox_{SIZES[-1]}"]["published_per_s"],
             relay[f"outbox_{SIZES[0]}"]["published_per_s"],
         ),
-        "webhooks_100k_vs_2k": webhooks["ratio"],
+        "webhooks_100k_vs_2k": parts["webhooks"]["ratio"],
     }
-    line = {
-        "bench": "backlog_scaling",
-        "window": WINDOW,
-        "sizes": SIZES,
-        "ratios": ratios,
-        "pickup_p50_ms_1m": p_big["pickup_p50_ms"],
-        "pickup_p50_ms_1m_redis": r_big["pickup_p50_ms"],
-        "targets": {
-            "ratios_at_least": 0.9,
-            "pickup_p50_ms_1m_at_most": 5,
-            "missed": sorted(k for k, v in ratios.items() if v < 0.9)
-            + (["pickup_p50_ms_1m"] if p_big["pickup_p50_ms"] > 5 else []),
-        },
-        "postgres": postgres,
-        "redis": redis,
-        "relay": relay,
-        "webhooks": webhooks,
-        "load_avg": {"start": round(load_before, 2), "end": round(os.getloadavg()[0], 2)},
-        "pg": PG_BASE.rsplit("@", 1)[-1],
-        "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+
+
+def redis_ratios(redis: dict[str, Any]) -> dict[str, float]:
+    low, high = redis[f"ready_{SIZES[0]}"], redis[f"ready_{SIZES[-1]}"]
+    return {
+        "drain_1m_vs_10k_redis": ratio(high["drain_per_s"], low["drain_per_s"]),
+        "enqueue_1m_vs_10k_redis": ratio(high["enqueue_per_s"], low["enqueue_per_s"]),
+        "batch_enqueue_1m_vs_10k_redis": ratio(
+            high["batch_enqueue_per_s"], low["batch_enqueue_per_s"]
+        ),
+        "queues_speed_1m_vs_10k_redis": ratio(low["queues_ms"], high["queues_ms"]),
     }
+
+
+RATIO_ORDER = [
+    "drain_1m_vs_10k",
+    "drain_1m_vs_10k_redis",
+    "enqueue_1m_vs_10k",
+    "enqueue_1m_vs_10k_redis",
+    "batch_enqueue_1m_vs_10k",
+    "batch_enqueue_1m_vs_10k_redis",
+    "drain_sleeping_1m_vs_10k",
+    "drain_finished_1m_vs_10k",
+    "queues_speed_1m_vs_10k",
+    "queues_speed_1m_vs_10k_redis",
+    "relay_1m_vs_10k",
+    "webhooks_100k_vs_2k",
+]
+
+
+async def run() -> dict[str, Any]:
+    """Every driver of ``DRIVERS`` (``BENCH_BACKLOG_DRIVERS``: postgres, redis or both), Postgres
+    first; a part not run leaves its keys out of the line."""
+    load_before = os.getloadavg()[0]
+    pg = await postgres_part() if "postgres" in DRIVERS else None
+    redis = await redis_part() if "redis" in DRIVERS else None
+    found = {**(postgres_ratios(pg) if pg else {}), **(redis_ratios(redis) if redis else {})}
+    ratios = {key: found[key] for key in RATIO_ORDER if key in found}
+    big = f"ready_{SIZES[-1]}"
+    pickup = pg["postgres"][big]["pickup_p50_ms"] if pg else None
+    line: dict[str, Any] = {"bench": "backlog_scaling", "window": WINDOW, "sizes": SIZES}
+    line["ratios"] = ratios
+    if pg:
+        line["pickup_p50_ms_1m"] = pickup
+    if redis:
+        line["pickup_p50_ms_1m_redis"] = redis[big]["pickup_p50_ms"]
+        low = redis[f"ready_{SIZES[0]}"]
+        line["bounds"] = {
+            "raw_batch_enqueue_1m_vs_10k_redis": ratio(
+                redis[big]["raw_batch_enqueue_per_s"], low["raw_batch_enqueue_per_s"]
+            ),
+        }
+    line["targets"] = {
+        "ratios_at_least": 0.9,
+        "pickup_p50_ms_1m_at_most": 5,
+        "missed": sorted(k for k, v in ratios.items() if v < 0.9)
+        + (["pickup_p50_ms_1m"] if pickup is not None and pickup > 5 else []),
+    }
+    if pg:
+        line["postgres"] = pg["postgres"]
+    if redis:
+        line["redis"] = redis
+    if pg:
+        line["relay"], line["webhooks"] = pg["relay"], pg["webhooks"]
+    line["load_avg"] = {"start": round(load_before, 2), "end": round(os.getloadavg()[0], 2)}
+    line["pg"] = PG_BASE.rsplit("@", 1)[-1]
+    line["at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return line
 
 
 def write_curve(line: dict[str, Any]) -> None:
-    if SVG != "-":
+    """The curve needs both drivers' figures: a run of one draws none."""
+    if SVG != "-" and "postgres" in line and "redis" in line:
         Path(SVG).parent.mkdir(parents=True, exist_ok=True)
         Path(SVG).write_text(backlog_svg.draw(line), encoding="utf-8")
         note(f"the curve: {SVG}")

@@ -76,3 +76,41 @@ def test_the_curve_is_an_svg_with_a_line_per_series() -> None:
     assert drawn.startswith("<svg")
     assert drawn.rstrip().endswith("</svg>")
     assert drawn.count("<polyline") == len(svg.SERIES)
+
+
+async def test_the_raw_bound_writes_rows_the_redis_driver_claims(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """``backlog_redis_bound.raw_batch`` writes what ``enqueue.lua`` writes for a new row: the
+    driver claims them, oldest first, with their queue's tally moved."""
+    from redis.asyncio import Redis
+
+    from ujobs.drivers.redis.driver import RedisDriver
+
+    bound = bench_module("backlog_redis_bound")
+    client = Redis.from_url(redis_url)
+    driver = RedisDriver(client, prefix=redis_prefix)
+    try:
+        seconds = await bound.raw_batch(client, redis_prefix, 5)
+        assert seconds > 0
+        options = ClaimOptions(queues=[bound.QUEUE], limit=10, worker_id="w", visibility_ms=60_000)
+        claimed = await driver.claim(options)
+        assert [job.name for job in claimed] == [bound.NAME] * 5
+        assert [job.id for job in claimed] == sorted(job.id for job in claimed)
+        stats = (await driver.stats()).queues
+        assert bound.QUEUE not in stats  # its queue set is its own: the queues read never sees it
+        tally = await client.hgetall(f"{{{redis_prefix}}}:n:{bound.QUEUE}")
+        assert tally == {b"ready": b"0", b"running": b"5"}
+    finally:
+        keys = [key async for key in client.scan_iter(match=f"{{{redis_prefix}}}*")]
+        if keys:
+            await client.delete(*keys)
+        await client.aclose()
+
+
+def test_the_keyspace_doubles_past_a_power_of_two() -> None:
+    bound = bench_module("backlog_redis_bound")
+    assert bound.keyspace_doubled(1_040_000, 1_054_000)  # past 2**20
+    assert not bound.keyspace_doubled(50_000, 64_000)  # under 2**16
+    assert not bound.keyspace_doubled(1 << 20, 1 << 20)  # full, nothing inserted yet
+    assert bound.keyspace_doubled(1 << 20, (1 << 20) + 1)

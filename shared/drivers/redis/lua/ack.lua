@@ -37,25 +37,30 @@ local function list_of(acc, queue)
   return list
 end
 
+local released = {}    -- live key, id pairs: a live key is released when it still names its row
+
 local function ack(id, worker, claim, now, duration, result)
   local jk = job_key(id)
   local row = redis.call('HMGET', jk, 'state', 'claimed_by', 'claim', 'queue', 'name', 'lk',
-    'run_id', 'tenant_id', 'uf')
+    'run_id', 'tenant_id', 'uf', 'rw', 'attempt')
   if not owned(row, worker, claim) then
     return 0
   end
   local queue = row[4]
-  redis.call('HSET', jk, 'state', 'done', 'finished_at', now, 'updated_at', now)
   if result ~= nil then
-    redis.call('HSET', jk, 'result', result)
+    redis.call('HSET', jk, 'state', 'done', 'finished_at', now, 'updated_at', now, 'result',
+      result)
+    redis.call('HDEL', jk, 'lease')
   else
-    redis.call('HDEL', jk, 'result')
+    redis.call('HSET', jk, 'state', 'done', 'finished_at', now, 'updated_at', now)
+    redis.call('HDEL', jk, 'lease', 'result')
   end
-  redis.call('HDEL', jk, 'lease')
-  announce_settled(jk, id)
-  if redis.call('HGET', live, row[6]) == id then
-    redis.call('HDEL', live, row[6])
+  -- A row a result wait marked (`rw`, prelude.lua's announce_settled) announces its id.
+  if row[10] then
+    redis.call('PUBLISH', base .. ':results', id)
   end
+  released[#released + 1] = row[6]
+  released[#released + 1] = id
   if row[9] then
     local marker = base .. ':u:' .. row[6]
     redis.call('HSET', marker, 'id', id, 'run_id', row[7], 'finished_at', now)
@@ -76,8 +81,7 @@ local function ack(id, worker, claim, now, duration, result)
   tally_add(tallies, queue, 'running', -1)
   bump_add(counters, row[5], 'done', now, duration)
   if settlements then
-    local attempt = redis.call('HGET', jk, 'attempt')
-    settled_out(id, row[7], row[5], row[8], 'completed', nil, attempt, now)
+    settled_out(id, row[7], row[5], row[8], 'completed', nil, row[11], now)
   end
   return 1
 end
@@ -88,6 +92,22 @@ for i = 3, #ARGV, 6 do
     tonumber(opt(ARGV[i + 4])), opt(ARGV[i + 5]))
 end
 
+-- The live keys, read and released once for every row that landed (a row's key is released
+-- only while it still names that row, as finish() in prelude.lua does).
+for i = 1, #released, CHUNK do
+  local chunk = {}
+  for j = i, math.min(i + CHUNK - 1, #released), 2 do
+    chunk[#chunk + 1] = released[j]
+  end
+  local holders = redis.call('HMGET', live, unpack(chunk))
+  local gone = {}
+  for k, holder in ipairs(holders) do
+    if holder == released[i + 2 * (k - 1) + 1] then
+      gone[#gone + 1] = chunk[k]
+    end
+  end
+  call_chunked('HDEL', live, gone)
+end
 for queue, ids in pairs(unleased) do
   call_chunked('ZREM', running_key(queue), ids)
 end

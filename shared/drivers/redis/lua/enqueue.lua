@@ -34,7 +34,70 @@ local due_queues = {}
 local STRIDE = 15
 local WAKE_KEY_TTL_MS = 60000
 
+-- Per row, only what is the row's own: the read of its id's hash and the write of it. What
+-- every row of the call shares (the live index, the seq counter, the due zsets, the queue
+-- set, the tallies) is read once before the walk or gathered in it and written once per key
+-- after it: a key touched per row is a command, a lookup of the keyspace and, while Redis
+-- grows its table, a rehash step, per row. No row reads the gathered writes back from Redis:
+-- `placed` answers the live keys this call inserted, and the due zsets are only written.
+local placed = {}      -- live key -> id of the row this call inserted under it
+local live_pairs = {}  -- live key, id pairs, in insertion order
+local dues = {}        -- zset key -> score, member pairs in order (a member moved twice keeps
+                       -- its last score: ZADD takes its pairs in order)
+local groups = {}      -- band tenant-set key -> { group -> true }
+local new_queues = {}
+local tallies = {}     -- queue -> state -> delta
+local seq = nil        -- the last seq handed out (INCR on the first insert, INCRBY the rest)
+local inserted = 0
+
+local function gather_due(queue, band, tenant, run_at, member)
+  local group = tenant or ''
+  local b = tonumber(band) or 0
+  for _, key in ipairs({ due_key(queue, b), tenant_due_key(queue, b, group) }) do
+    local pairs_ = dues[key]
+    if pairs_ == nil then
+      pairs_ = {}
+      dues[key] = pairs_
+    end
+    pairs_[#pairs_ + 1] = run_at
+    pairs_[#pairs_ + 1] = member
+  end
+  local set = tenants_key(queue, b)
+  if groups[set] == nil then
+    groups[set] = {}
+  end
+  groups[set][group] = true
+end
+
+local function gather_tally(queue, from, to)
+  local per = tallies[queue]
+  if per == nil then
+    per = {}
+    tallies[queue] = per
+  end
+  if from ~= nil then
+    per[from] = (per[from] or 0) - 1
+  end
+  per[to] = (per[to] or 0) + 1
+end
+
+-- The live index, read once: the holder of every row's live key (false: none).
+local holders = {}
+do
+  local lks = {}
+  for i = 5, #ARGV, STRIDE do
+    lks[#lks + 1] = ARGV[i + 6]
+  end
+  for i = 1, #lks, CHUNK do
+    local got = redis.call('HMGET', live, unpack(lks, i, math.min(i + CHUNK - 1, #lks)))
+    for _, holder in ipairs(got) do
+      holders[#holders + 1] = holder
+    end
+  end
+end
+
 for i = 5, #ARGV, STRIDE do
+  local row_index = (i - 5) / STRIDE + 1
   local id = ARGV[i]
   local run_id = ARGV[i + 1]
   local name = ARGV[i + 2]
@@ -59,7 +122,7 @@ for i = 5, #ARGV, STRIDE do
     out[#out + 1] = 1
     out[#out + 1] = 0
   else
-    local holder = redis.call('HGET', live, lk)
+    local holder = placed[lk] or holders[row_index]
     local held = false
     if holder then
       held = redis.call('HMGET', job_key(holder), 'id', 'run_id', 'state', 'claim', 'queue', 'm',
@@ -82,9 +145,9 @@ for i = 5, #ARGV, STRIDE do
         end
         redis.call('HSET', job_key(holder), 'run_at', run_at, 'state', state, 'input', input,
           'updated_at', now)
-        due_add(held[5], held[7], held[8], run_at, held[6])
+        gather_due(held[5], held[7], held[8], run_at, held[6])
         if state ~= held[3] then
-          tally(held[5], held[3], state)
+          gather_tally(held[5], held[3], state)
         end
         if run_at <= now + horizon then
           due_queues[held[5]] = true
@@ -101,36 +164,50 @@ for i = 5, #ARGV, STRIDE do
       out[#out + 1] = 1
       out[#out + 1] = 0
     else
-      local seq = redis.call('INCR', base .. ':seq')
+      if seq == nil then
+        seq = redis.call('INCR', base .. ':seq')
+      else
+        seq = seq + 1
+      end
+      inserted = inserted + 1
       local member = string.format('%015d', seq) .. id
       local state = 'ready'
       if run_at > now then
         state = 'delayed'
       end
-      redis.call('HSET', jk,
+      local fields = {
         'id', id, 'run_id', run_id, 'name', name, 'queue', queue, 'state', state,
         'input', input, 'key', key, 'lk', lk, 'attempt', 0, 'max_attempts', max_attempts,
         'run_at', run_at, 'created_at', now, 'updated_at', now, 'seq', seq, 'm', member,
-        'claim', 0)
+        'claim', 0,
+      }
       if tenant ~= nil then
-        redis.call('HSET', jk, 'tenant_id', tenant)
+        fields[#fields + 1] = 'tenant_id'
+        fields[#fields + 1] = tenant
       end
       if traceparent ~= nil then
-        redis.call('HSET', jk, 'traceparent', traceparent)
+        fields[#fields + 1] = 'traceparent'
+        fields[#fields + 1] = traceparent
       end
       if enqueued_by ~= nil then
-        redis.call('HSET', jk, 'enqueued_by', enqueued_by)
+        fields[#fields + 1] = 'enqueued_by'
+        fields[#fields + 1] = enqueued_by
       end
       if unique_for ~= nil then
-        redis.call('HSET', jk, 'uf', unique_for)
+        fields[#fields + 1] = 'uf'
+        fields[#fields + 1] = unique_for
       end
       if priority ~= 0 then
-        redis.call('HSET', jk, 'priority', priority)
+        fields[#fields + 1] = 'priority'
+        fields[#fields + 1] = priority
       end
-      due_add(queue, priority, tenant, run_at, member)
-      redis.call('HSET', live, lk, id)
-      redis.call('SADD', base .. ':queues', queue)
-      tally(queue, nil, state)
+      redis.call('HSET', jk, unpack(fields))
+      gather_due(queue, priority, tenant, run_at, member)
+      placed[lk] = id
+      live_pairs[#live_pairs + 1] = lk
+      live_pairs[#live_pairs + 1] = id
+      new_queues[queue] = true
+      gather_tally(queue, nil, state)
       if run_at <= now + horizon then
         due_queues[queue] = true
       end
@@ -139,6 +216,35 @@ for i = 5, #ARGV, STRIDE do
       out[#out + 1] = 0
       out[#out + 1] = 0
     end
+  end
+end
+
+-- The gathered writes, one command per key.
+if inserted > 1 then
+  redis.call('INCRBY', base .. ':seq', inserted - 1)
+end
+for key, pairs_ in pairs(dues) do
+  call_chunked('ZADD', key, pairs_)
+end
+for set, members in pairs(groups) do
+  local scored = {}
+  for group in pairs(members) do
+    scored[#scored + 1] = 0
+    scored[#scored + 1] = group
+  end
+  call_chunked('ZADD', set, scored)
+end
+call_chunked('HSET', live, live_pairs)
+local names = {}
+for queue in pairs(new_queues) do
+  names[#names + 1] = queue
+end
+call_chunked('SADD', base .. ':queues', names)
+-- Every (queue, state) a row moved, written even when its moves add up to 0, as the per-row
+-- HINCRBYs did (a field they created reads 0 in stats, not absent).
+for queue, per in pairs(tallies) do
+  for state, delta in pairs(per) do
+    redis.call('HINCRBY', count_key(queue), state, delta)
   end
 end
 
