@@ -140,6 +140,7 @@ class Attempt:
             error = exc
         finally:
             self._ended = True
+            body.on_first_wait = body.on_cancel_kept = None  # no cycle back to this attempt
             if timer is not None:
                 timer.cancel()
             if self._grace is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 from typing import Any
 
 import pytest
@@ -207,3 +208,28 @@ async def test_closing_the_inline_driver_closes_the_body() -> None:
     assert asyncio.isfuture(future)
     driver.close()
     assert cleaned == ["finally"]
+
+
+async def test_an_attempt_leaves_no_reference_cycle_behind() -> None:
+    """Freed by reference counting when it ends: a cycle per job would wait for the cyclic
+    collector (and keep the job's handle, and its name, declared until then)."""
+    driver, _ = frozen_driver()
+
+    async def waits_once(run: Run[Any]) -> int:
+        await asyncio.sleep(0)
+        return 1
+
+    handle = _declare(waits_once)
+    await enqueue(driver, handle)
+    await attempt(driver, handle)  # warm: first-use caches are not garbage
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(2):
+            await enqueue(driver, handle)  # the last run is done: its key is free again
+            execution = await attempt(driver, handle)
+            assert execution.outcome == "completed"
+        del execution
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
