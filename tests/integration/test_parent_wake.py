@@ -16,11 +16,9 @@ import asyncpg
 import pytest
 
 from tests.support.children import due, parent, run_claimed, run_due
-from tests.support.wake import WAIT_S, Heard
-from ujobs.clock import SYSTEM_CLOCK
+from tests.support.wake import WAIT_S, Heard, heard_on_redis
 from ujobs.drivers.postgres.driver import postgres_driver
-from ujobs.wake.announce import announcing, redis_announcer
-from ujobs.wake.listener import redis_wake
+from ujobs.wake.announce import announcing
 
 
 async def _more_than(heard: Heard, queue: str, seen: int) -> None:
@@ -35,30 +33,22 @@ async def _more_than(heard: Heard, queue: str, seen: int) -> None:
 async def test_the_settle_of_a_last_child_publishes_its_parents_queue(
     pg_pool: asyncpg.Pool[Any], redis_url: str, redis_prefix: str, child_fails: bool
 ) -> None:
-    channel = f"{redis_prefix}:wake"
-    heard = Heard()
-    wake = redis_wake(redis_url, channel)
-    wake.subscribe(heard)
-    await wake.start()
-    announcer = redis_announcer(redis_url, channel, clock=SYSTEM_CLOCK)
-    plain = postgres_driver(pg_pool)
-    driver = announcing(plain, announcer)
-    try:
-        await wake.signals.wait("live", timeout_s=WAIT_S)
-        request = {"key": "p", "org": "org-a", "count": 1, "fail": [0] if child_fails else []}
-        parent_id = (await plain.enqueue(parent.request(request))).id
-        [first] = await run_due(driver)
-        assert first.outcome == "suspended"
-        [child] = await due(driver)
-        await announcer.flush()  # the child's own enqueue announce, if any, is heard first
-        await asyncio.sleep(0.05)
-        seen = heard.count(parent.definition.queue)
-        done = await run_claimed(driver, child)
-        assert done.outcome == ("dead-lettered" if child_fails else "completed")
-        await _more_than(heard, parent.definition.queue, seen)
-        [woken] = await due(driver)
-        assert woken.id == parent_id
-    finally:
-        await plain.close()
-        await announcer.close()
-        await wake.stop()
+    async with heard_on_redis(redis_url, f"{redis_prefix}:wake") as (heard, announcer):
+        plain = postgres_driver(pg_pool)
+        driver = announcing(plain, announcer)
+        try:
+            request = {"key": "p", "org": "org-a", "count": 1, "fail": [0] if child_fails else []}
+            parent_id = (await plain.enqueue(parent.request(request))).id
+            [first] = await run_due(driver)
+            assert first.outcome == "suspended"
+            [child] = await due(driver)
+            await announcer.flush()  # the child's own enqueue announce, if any, is heard first
+            await asyncio.sleep(0.05)
+            seen = heard.count(parent.definition.queue)
+            done = await run_claimed(driver, child)
+            assert done.outcome == ("dead-lettered" if child_fails else "completed")
+            await _more_than(heard, parent.definition.queue, seen)
+            [woken] = await due(driver)
+            assert woken.id == parent_id
+        finally:
+            await plain.close()

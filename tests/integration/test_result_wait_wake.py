@@ -19,17 +19,15 @@ from typing import Any
 import asyncpg
 from prometheus_client import CollectorRegistry
 
-from tests.support.wake import WAIT_S, Heard
+from tests.support.wake import WAIT_S, heard_on_redis
 from tests.support.worker import declare, registry_of
-from ujobs.clock import SYSTEM_CLOCK
 from ujobs.drivers.postgres.driver import postgres_driver
 from ujobs.drivers.results import results_of
 from ujobs.execution.run import Run
 from ujobs.jobs.result_read import job_result
 from ujobs.lifecycle import Lifecycle
 from ujobs.metrics import JobMetrics
-from ujobs.wake.announce import announcing, redis_announcer
-from ujobs.wake.listener import redis_wake
+from ujobs.wake.announce import announcing
 from ujobs.worker.job_worker import job_worker
 
 MINUTE_MS = 60_000
@@ -102,23 +100,15 @@ async def test_an_announcing_driver_publishes_a_due_rows_queue_on_the_redis_wake
     pg_pool: asyncpg.Pool[Any], redis_url: str, redis_prefix: str
 ) -> None:
     handle = declare(body, queue="rpc")
-    channel = f"{redis_prefix}:wake"
-    heard = Heard()
-    wake = redis_wake(redis_url, channel)
-    wake.subscribe(heard)
-    await wake.start()
-    announcer = redis_announcer(redis_url, channel, clock=SYSTEM_CLOCK)
-    plain = postgres_driver(pg_pool)
-    try:
-        await wake.signals.wait("live", timeout_s=WAIT_S)
-        enqueued = await plain.enqueue(handle.request({"n": 3}))
-        results = results_of(announcing(plain, announcer))
-        assert results is not None
-        row = await results.watch(enqueued.id)
-        assert row is not None
-        assert row.state == "ready"
-        await heard.until("rpc")
-    finally:
-        await plain.close()
-        await announcer.close()
-        await wake.stop()
+    async with heard_on_redis(redis_url, f"{redis_prefix}:wake") as (heard, announcer):
+        plain = postgres_driver(pg_pool)
+        try:
+            enqueued = await plain.enqueue(handle.request({"n": 3}))
+            results = results_of(announcing(plain, announcer))
+            assert results is not None
+            row = await results.watch(enqueued.id)
+            assert row is not None
+            assert row.state == "ready"
+            await heard.until("rpc")
+        finally:
+            await plain.close()

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
 
-from ujobs.wake.listener import ChannelWake
+from ujobs.clock import SYSTEM_CLOCK
+from ujobs.wake.announce import RedisAnnouncer, redis_announcer
+from ujobs.wake.listener import ChannelWake, redis_wake
 
 WAIT_S = 10.0
 
@@ -43,3 +47,22 @@ def is_live(wake: ChannelWake) -> bool:
     """``wake.live`` read afresh: ``start()`` and ``stop()`` flip it, which a type checker that
     narrowed it on an earlier ``assert wake.live is False`` cannot see."""
     return wake.live
+
+
+@asynccontextmanager
+async def heard_on_redis(
+    redis_url: str, channel: str
+) -> AsyncIterator[tuple[Heard, RedisAnnouncer]]:
+    """A live Redis wake on ``channel`` recording what it hears, and an announcer publishing
+    there; both closed on exit."""
+    heard = Heard()
+    wake = redis_wake(redis_url, channel)
+    wake.subscribe(heard)
+    await wake.start()
+    announcer = redis_announcer(redis_url, channel, clock=SYSTEM_CLOCK)
+    try:
+        await wake.signals.wait("live", timeout_s=WAIT_S)
+        yield heard, announcer
+    finally:
+        await announcer.close()
+        await wake.stop()
