@@ -147,30 +147,26 @@ class _Resume:
         self._waiting = waiting
 
     def __await__(self) -> Generator[Any, Any, Any]:
-        coro, waiting = self._coro, self._waiting
+        coro, yielded = self._coro, self._waiting
         self._waiting = None
+        # What it waits on first is waited on only while pending (or a bare yield's one turn).
+        waits = yielded is None or (isinstance(yielded, asyncio.Future) and not yielded.done())
         error: BaseException | None = None
-        if waiting is None or (isinstance(waiting, asyncio.Future) and not waiting.done()):
-            try:
-                yield waiting
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:
-                error = exc
         while True:
+            if waits:
+                try:
+                    yield yielded
+                except GeneratorExit:
+                    coro.close()
+                    raise
+                except BaseException as exc:
+                    error = exc
+            waits = True
             try:
                 yielded = coro.send(None) if error is None else coro.throw(error)
             except StopIteration as stop:
                 return stop.value
             error = None
-            try:
-                yield yielded
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:
-                error = exc
 
 
 async def _drive(resume: _Resume) -> Any:
