@@ -43,6 +43,8 @@ from ujobs.jobs.declaration_rules import (
     WhenBusy,
     claim_declared_name,
     declaration_invalid,
+    job_cap_key,
+    job_lease_key,
     reset_declared_names,
     validate_concurrency,
     validate_name,
@@ -216,6 +218,19 @@ class JobHandle(Generic[InputT]):
         assert isinstance(key, str)
         return key
 
+    def slot_key_for(self, value: InputT) -> str | None:
+        """The fleet slot's lease key of a run of this input (``ujobs.worker.concurrency``):
+        ``job:<name>`` for a plain cap, ``job-key:<encoded name>:<key>`` for a keyed one, None
+        without ``concurrency``. Raises as ``concurrency_key_for`` does."""
+        conc = self._definition.concurrency
+        if conc is None:
+            return None
+        if isinstance(conc, KeyedConcurrency):
+            key = self.concurrency_key_for(value)
+            assert key is not None
+            return job_lease_key(self._name, key)
+        return job_cap_key(self._name)
+
     # -- enqueue -------------------------------------------------------------------------
     def request(
         self,
@@ -252,7 +267,7 @@ class JobHandle(Generic[InputT]):
         else:
             key = self.idempotency_key_for(value)
         tenant = self.tenant_for(value)
-        self.concurrency_key_for(value)
+        slot_key = self.slot_key_for(value)
         if delay is not None and run_at_ms is not None:
             raise InvariantError("pass delay or run_at_ms, not both")
         if delay is not None:
@@ -287,6 +302,7 @@ class JobHandle(Generic[InputT]):
             debounce_ms=debounce_ms,
             unique_for_ms=d.unique_for_ms,
             priority=d.priority if priority is None else priority,
+            slot_key=slot_key,
         )
 
     async def enqueue(

@@ -42,6 +42,7 @@ from collections.abc import Callable
 
 from ujobs.drivers.base import ClaimedJob, JobDriver
 from ujobs.execution.attempt import hand_back
+from ujobs.worker.concurrency import lease_holder
 
 log = logging.getLogger("ujobs.worker")
 
@@ -128,6 +129,15 @@ class Prefetch:
                 "jobs.worker.prefetch-return-failed",
                 extra={"job_id": claimed.id, "claim": claimed.claim, "error": repr(exc)},
             )
+        leases = self._driver.leases
+        if claimed.slot is not None and leases is not None:  # the claim took its fleet slot
+            try:
+                await leases.release(claimed.slot, lease_holder(claimed))
+            except Exception as exc:  # it lapses by its TTL instead
+                log.warning(
+                    "jobs.worker.slot-release-failed",
+                    extra={"job_id": claimed.id, "key": claimed.slot, "error": repr(exc)},
+                )
 
     def close(self) -> None:
         """No more rows kept: every buffered row goes back now (the drain)."""

@@ -64,7 +64,8 @@ _NACK = (
 # name: (literal arguments, the indexes its plan must use)
 STATEMENTS: dict[str, tuple[str, frozenset[str]]] = {
     "claim": (
-        f"('{{default}}', 16, 'w', {NOW}, 60000, '{{}}', 60000, {NOW}, 4, 3, false, '{{}}')",
+        f"('{{default}}', 16, 'w', {NOW}, 60000, '{{}}', 60000, {NOW}, 4, 3, false, '{{}}',"
+        " '{}', '{}')",
         frozenset(
             {
                 "x_jobs_claim_priority_idx",
@@ -90,7 +91,7 @@ STATEMENTS: dict[str, tuple[str, frozenset[str]]] = {
     "settlements_nack": (f"({_NACK})", frozenset({"x_jobs_pkey"})),
     "heartbeat": (f"('j000000001', 'w', 1, {NOW}, 60000)", frozenset({"x_jobs_pkey"})),
     "enqueue": (
-        f"({_ONE}, 0)",
+        f"({_ONE}, 0, null)",
         frozenset({"x_jobs_pkey", "x_jobs_name_tenant_idempotency_live_idx"}),
     ),
     # debounce 5 s, unique_for 1 h, a token: the recent-done lookup reads the partial index of
@@ -106,7 +107,7 @@ STATEMENTS: dict[str, tuple[str, frozenset[str]]] = {
         ),
     ),
     # A bare INSERT ... ON CONFLICT DO NOTHING: it probes every unique index and reads nothing.
-    "enqueue_insert": (f"({_ONE.rsplit(',', 1)[0]}, 0)", frozenset()),
+    "enqueue_insert": (f"({_ONE.rsplit(',', 1)[0]}, 0, null)", frozenset()),
     "enqueue_insert_live": (f"({_ONE.rsplit(',', 1)[0]}, 'token-1', 0)", frozenset()),
     "enqueue_many": (
         f"('[{_JOB}]', {NOW}, {NOW // 250}, {NOW + 1000})",

@@ -43,6 +43,7 @@ COLUMNS = (
     "traceparent",
     "enqueued_by",
     "priority",
+    "slot_key",
 )
 """The order ``copy_rows`` writes a row's fields in; ``copy_target`` checks the file agrees."""
 
@@ -124,6 +125,7 @@ def _line(row: dict[str, Any], now: int, now_text: str) -> str:
         row["idempotency_key"],
     )
     tenant, trace, actor = row["tenant_id"], row["traceparent"], row["enqueued_by"]
+    slot = row["slot_key"]
     probe = "".join(text)
     if "\\" in probe or "\t" in probe or "\n" in probe or "\r" in probe:
         text = tuple(t.translate(_ESCAPES) for t in text)
@@ -145,6 +147,7 @@ def _line(row: dict[str, Any], now: int, now_text: str) -> str:
                 _NULL if trace is None else trace.translate(_ESCAPES),
                 _NULL if actor is None else actor.translate(_ESCAPES),
                 _PRIORITIES[row["priority"]],
+                _NULL if slot is None else slot.translate(_ESCAPES),
             )
         )
         + "\n"

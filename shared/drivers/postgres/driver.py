@@ -262,6 +262,8 @@ class PostgresDriver:
             AHEAD_RETURNS_MAX,
             self.settlements,
             sorted(options.strict_queues),
+            [name for name, _ in options.slots],
+            [limit for _, limit in options.slots],
         )
         claimed = [claimed_job(r) for r in rows if r["kind"] == "claimed"]
         buried = [exhausted_job(r) for r in rows if r["kind"] == "buried"]
