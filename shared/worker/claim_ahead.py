@@ -27,6 +27,9 @@ What a buffered row keeps, and how it is never lost:
   other. A body that kills its worker before its mark landed looks unstarted too, so those
   uncounted returns are capped per row (``AHEAD_RETURNS_MAX``): a poison pill still exhausts
   its attempts.
+* **its fleet slot** — a row of a job with ``concurrency`` whose claim took its slot
+  (``ClaimedJob.slot``, Postgres) holds it while it waits here, its TTL counting from the
+  claim like the lease; a row handed back unstarted releases it after the nack.
 * **the drain** — ``stop_claiming`` hands every buffered row back at once; a row the pass in
   flight claims after that, with no slot for it, is handed back too. ``settle()`` waits for
   those nacks. A row is popped from the buffer exactly once, to run or to go back.

@@ -32,8 +32,10 @@ rules and holder id, for the jobs ``claim_slots`` names. ``claimed_slot`` checks
 against the one this worker computes from the input now: the same, it is ``held`` with no
 statement; different (the key function changed since the enqueue), the claim's slot is given
 back and the run takes its own as above; the input or ``key(input)`` failing is ``failed``
-with the claim's slot kept on the run, so its end releases it. A row the claim could not give
-a slot (busy, a lost race, no stored key, claimed ahead) takes the path above unchanged.
+with the claim's slot kept on the run, so its end releases it. A row claimed ahead holds the
+claim's slot while it waits in the buffer (``ujobs.worker.claim_ahead``), and releases it if
+it is handed back unstarted. A row the claim could not give a slot (busy, a lost race, no
+stored key) takes the path above unchanged.
 """
 
 from __future__ import annotations

@@ -63,9 +63,10 @@
 -- $13 the job names whose fleet slot this claim takes  $14 their limits (pairwise; empty: none)
 --
 -- Fleet slots (job.concurrency, ujobs.worker.concurrency): a claimed row of a job in $13 that
--- carries its lease key (`slot_key`, written at enqueue: 0032) and is started at once (not
--- ahead: a buffered row must not hold an endpoint's slot while it waits) takes its slot here,
--- under lease_acquire.sql's rules, so the run pays no lease statement and commit of its own:
+-- carries its lease key (`slot_key`, written at enqueue: 0032) takes its slot here, under
+-- lease_acquire.sql's rules, so the run pays no lease statement and commit of its own (a row
+-- claimed ahead holds it from the claim too: it is already this worker's next run, and under
+-- load nearly every row is handed out ahead, so leaving them out would leave the cost):
 -- `wanted` ranks the rows of each key in hand-out order; `open` lists each key's free slots
 -- (none live, lowest first) as far as the live holders leave room under the limit; row k of a
 -- key takes its key's k-th free slot (`slotted`: a lapsed holder's row is taken over, a live
@@ -267,7 +268,6 @@ wanted as (
     join picked p on p.id = c.id
     join unnest($13::text[], $14::int[]) as s(name, lim) on s.name = c.name
    where c.slot_key is not null
-     and not c.ahead
      and translate(c.id, 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~',
                    '') = ''
 ),

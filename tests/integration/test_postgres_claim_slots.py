@@ -114,8 +114,8 @@ async def test_the_claim_takes_its_rows_slots_up_to_the_limit(pg_pool: asyncpg.P
 
 
 async def test_rows_the_claim_gives_no_slot(pg_pool: asyncpg.Pool[Any]) -> None:
-    """Claimed ahead, an id lease_holder() would percent-encode, a job not in ``slots``, no
-    stored key (enqueued before 0032): each answers ``slot=None``."""
+    """An id lease_holder() would percent-encode, a job not in ``slots``, no stored key
+    (enqueued before 0032): each answers ``slot=None``; a row claimed ahead holds its slot."""
     clock = FrozenClock(T0)
     driver = postgres_driver(pg_pool, clock=clock)
     handle = _keyed(limit=5)
@@ -128,7 +128,9 @@ async def test_rows_the_claim_gives_no_slot(pg_pool: asyncpg.Pool[Any]) -> None:
     slots = {c.input["n"]: c.slot for c in claimed}
     key = job_lease_key(handle.name, "a")
     assert slots == {0: None, 1: key, 2: key, 3: None}
-    assert [c.ahead for c in claimed] == [False, False, False, True]
+    await driver.enqueue(handle.request({"n": 5, "account": "a"}, clock=clock))
+    (ahead,) = await driver.claim(_claim(handle, "w1", ahead_after=0))
+    assert (ahead.ahead, ahead.slot) == (True, key)
     # Not asked to take any: none taken.
     await driver.enqueue(handle.request({"n": 4, "account": "b"}, clock=clock))
     plain = ClaimOptions(queues=("default",), limit=5, worker_id="w2", visibility_ms=1_000)
