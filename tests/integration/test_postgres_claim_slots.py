@@ -281,3 +281,25 @@ async def test_a_key_that_changed_since_the_enqueue_takes_the_inputs_key(
     await worker.join()
     assert await pg_pool.fetchval("select count(*) from x_job_leases") == 0
     await driver.close()
+
+
+async def test_a_row_claimed_ahead_holds_its_slot_and_gives_it_back_unstarted(
+    pg_pool: asyncpg.Pool[Any],
+) -> None:
+    driver = postgres_driver(pg_pool)
+    gate = Gate()
+    handle = _keyed(limit=1, body=gate)
+    await driver.enqueue_many([handle.request({"n": n, "account": f"ep-{n}"}) for n in range(6)])
+    worker = _worker(driver, handle, concurrency=2, claim_ahead=2)
+    await worker.start()
+    await worker.signals.wait("pass", lambda p: p.claimed == 4)
+    assert len(worker.prefetch) == 2
+    # Two running, two buffered: all four hold their endpoint's slot from the claim.
+    assert await pg_pool.fetchval("select count(*) from x_job_leases") == 4
+    stopping = worker.stop()
+    gate.open.set()
+    await stopping
+    assert await pg_pool.fetchval("select count(*) from x_job_leases") == 0
+    states = await pg_pool.fetch("select state, count(*) as n from x_jobs group by state")
+    assert {r["state"]: r["n"] for r in states} == {"done": 2, "ready": 4}
+    await driver.close()
