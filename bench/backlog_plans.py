@@ -77,7 +77,7 @@ async def claim_plan(dsn: str) -> dict[str, Any]:
     width, start = counter_bucket(now)
     args = (
         f"('{{backlog}}', 64, 'plan', {now}, 60000, '{{}}', {width}, {start}, 16, "
-        f"{AHEAD_RETURNS_MAX}, false, '{{}}', '{{}}', '{{}}')"
+        f"{AHEAD_RETURNS_MAX}, false, '{{}}')"
     )
     as_run = await _explain(dsn, query("claim"), args)
     with_jit = await _explain(dsn, query("claim"), args, jit=True)

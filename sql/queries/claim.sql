@@ -60,23 +60,8 @@
 -- $10 the cap on a row's uncounted ahead hand-backs  $11 write the settlements outbox (bool)
 -- $12 strict queues: served by priority then first-in first-out (fair=False,
 --     UJOBS_STRICT_QUEUES)
--- $13 the job names whose fleet slot this claim takes  $14 their limits (pairwise; empty: none)
---
--- Fleet slots (job.concurrency, ujobs.worker.concurrency): a claimed row of a job in $13 that
--- carries its lease key (`slot_key`, written at enqueue: 0032) takes its slot here, under
--- lease_acquire.sql's rules, so the run pays no lease statement and commit of its own (a row
--- claimed ahead holds it from the claim too: it is already this worker's next run, and under
--- load nearly every row is handed out ahead, so leaving them out would leave the cost):
--- `wanted` ranks the rows of each key in hand-out order; `open` lists each key's free slots
--- (none live, lowest first) as far as the live holders leave room under the limit; row k of a
--- key takes its key's k-th free slot (`slotted`: a lapsed holder's row is taken over, a live
--- one, committed by a concurrent acquirer after this snapshot, is not: ON CONFLICT re-reads
--- it). No holder can already hold: the holder id names the claim this statement counts, so
--- lease_acquire.sql's renewal has nothing to renew here. The holder id is the worker's
--- lease_holder(), which percent-encodes the job id: a row whose id has a byte that encoding
--- would change is left out. Each row answers `slot` (the key it holds) or null: the worker
--- then takes its slot through the lease store as before (a busy key waits or is refused
--- there, a lost race asks again).
+-- claim_slots.sql is this statement plus the fleet slots it takes: a change here is made there
+-- too (tests/unit/test_claim_slots_sql.py fails until it is).
 with recursive queues as (
   select q.name
     from unnest($1::text[]) as q(name)
@@ -260,46 +245,6 @@ claimed as (
    where j.id = any(array(select p.id from picked p))
   returning j.*
 ),
-wanted as (
-  select c.id, c.slot_key as key, s.lim,
-         c.id || '#' || c.claim || '@' || $3::text as holder,
-         row_number() over (partition by c.slot_key order by p.n) as k
-    from claimed c
-    join picked p on p.id = c.id
-    join unnest($13::text[], $14::int[]) as s(name, lim) on s.name = c.name
-   where c.slot_key is not null
-     and translate(c.id, 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~',
-                   '') = ''
-),
-open as (
-  select w.key, f.slot, row_number() over (partition by w.key order by f.slot) as k
-    from (select distinct on (w.key) w.key, w.lim from wanted w order by w.key) w
-   cross join lateral (
-     select s.slot
-       from generate_series(0, w.lim - 1) as s(slot)
-      where not exists (select 1 from x_job_leases l
-                         where l.key = w.key and l.slot = s.slot
-                           and l.expires_at > x_ts($4::bigint))
-      order by s.slot
-      limit greatest(w.lim - (select count(*) from x_job_leases l
-                               where l.key = w.key and l.expires_at > x_ts($4::bigint)), 0)
-   ) f
-),
-slotted as (
-  insert into x_job_leases as l (key, slot, holder, acquired_at, expires_at)
-  select w.key, o.slot, w.holder, x_ts($4::bigint), x_ts($4::bigint + $5::bigint)
-    from wanted w
-    join open o on o.key = w.key and o.k = w.k
-   order by w.key, o.slot
-  on conflict (key, slot) do update
-     set holder = excluded.holder, acquired_at = excluded.acquired_at,
-         expires_at = excluded.expires_at
-   where l.expires_at <= x_ts($4::bigint)
-  returning l.key, l.holder
-),
-held as (
-  select w.id, w.key from wanted w join slotted s on s.key = w.key and s.holder = w.holder
-),
 buried as (
   update x_jobs j
      set state = case when j.name = any($6::text[]) then 'failed' else 'dead' end,
@@ -333,9 +278,8 @@ select x.kind, x.id, x.run_id, x.name, x.queue, x.input::text as input, x.tenant
        x.idempotency_key, x.attempt, x.max_attempts, x.claimed_by, x.claim, x.state,
        x_ms(x.run_at) as run_at_ms, x_ms(x.created_at) as created_at_ms,
        x_ms(x.lease_expires_at) as lease_expires_at_ms, x.traceparent, x.enqueued_by, x.ahead,
-       x.snoozes, x.priority, h.key as slot
+       x.snoozes, x.priority
   from (select 'claimed' as kind, p.n, c.* from claimed c join picked p on p.id = c.id
         union all
         select 'buried' as kind, null as n, b.* from buried b) x
-  left join held h on h.id = x.id and x.kind = 'claimed'
  order by x.kind desc, x.n, x.priority, x.run_at, x.seq

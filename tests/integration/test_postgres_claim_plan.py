@@ -56,8 +56,7 @@ async def test_a_claim_reads_none_of_the_rows_running_on_live_leases(
     # last three: four rows started at once, the rest claimed ahead; three ahead hand-backs;
     # no settlements outbox.
     args = (
-        f"('{{default}}', {DUE}, 'w', {now}, 60000, '{{}}', {width}, {start}, 4, 3, false, '{{}}',"
-        " '{}', '{}')"
+        f"('{{default}}', {DUE}, 'w', {now}, 60000, '{{}}', {width}, {start}, 4, 3, false, '{{}}')"
     )
     plan, taken = await explain_prepared(
         pg_pool,
@@ -111,7 +110,7 @@ async def test_a_claim_walks_the_priority_index_band_by_band_and_stops_at_its_li
     # (test_postgres_fair_plan.py reads the fair one's plan).
     args = (
         f"('{{default}}', {DUE}, 'w', {now}, 60000, '{{}}', {width}, {start}, null, 3, false,"
-        " '{default}', '{}', '{}')"
+        " '{default}')"
     )
     plan, taken = await explain_prepared(
         pg_pool,

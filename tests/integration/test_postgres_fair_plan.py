@@ -65,7 +65,7 @@ async def _explain(
     width, start = counter_bucket(now)
     args = (
         f"('{{default}}', {LIMIT}, 'w', {now}, 60000, '{{}}', {width}, {start}, null, 3, false,"
-        " '{}', '{}', '{}')"
+        " '{}')"
     )
 
     async def call(conn: Conn) -> tuple[dict[str, Any], list[Any]]:

@@ -64,14 +64,27 @@ _NACK = (
 # name: (literal arguments, the indexes its plan must use)
 STATEMENTS: dict[str, tuple[str, frozenset[str]]] = {
     "claim": (
-        f"('{{default}}', 16, 'w', {NOW}, 60000, '{{}}', 60000, {NOW}, 4, 3, false, '{{}}',"
-        " '{}', '{}')",
+        f"('{{default}}', 16, 'w', {NOW}, 60000, '{{}}', 60000, {NOW}, 4, 3, false, '{{}}')",
         frozenset(
             {
                 "x_jobs_claim_priority_idx",
                 "x_jobs_fair_idx",
                 "x_jobs_running_lease_idx",
                 "x_jobs_pkey",
+            }
+        ),
+    ),
+    # A deliverer's claim: the same walk, and each key's slots read by the leases' primary key.
+    "claim_slots": (
+        f"('{{default}}', 16, 'w', {NOW}, 60000, '{{}}', 60000, {NOW}, 4, 3, false, '{{}}',"
+        " '{work}', '{8}')",
+        frozenset(
+            {
+                "x_jobs_claim_priority_idx",
+                "x_jobs_fair_idx",
+                "x_jobs_running_lease_idx",
+                "x_jobs_pkey",
+                "x_job_leases_pkey",
             }
         ),
     ),
