@@ -7,8 +7,12 @@
                                                               # per slot, as ``ujobs worker``)
     BENCH_HISTORY=1000000 python bench/worker_drain_micro.py  # over a million finished rows
     BENCH_FLOOR=0 python bench/worker_drain_micro.py          # without the floor beside it
+    BENCH_GC_THRESHOLD=0 python bench/worker_drain_micro.py   # Python's own collector thresholds
+    BENCH_CALLGRIND=1 BENCH_N=2000 BENCH_FLOOR=0 valgrind --tool=callgrind --instr-atstart=no \
+        python bench/worker_drain_micro.py   # instructions of the drain alone ("Collected")
 
-The worker runs on the pool ``ujobs worker`` builds (``postgres_pool``: generic plans, no
+The worker runs with the collector threshold ``ujobs worker`` sets (``UJOBS_GC_THRESHOLD``), on
+the pool ``ujobs worker`` builds (``postgres_pool``: generic plans, no
 reset statement). The jobs are enqueued before the worker starts (``enqueue_many``, 1,000 a
 statement), so the figure is the drain alone: from ``start()`` to the last settle. It runs in
 a throwaway database (created from ``TEST_DATABASE_URL``'s server, migrated, dropped). Not the
@@ -32,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import subprocess
 import sys
 import time
 import uuid
@@ -58,6 +63,7 @@ from ujobs.jobs.registry import Registry
 from ujobs.lifecycle import Lifecycle
 from ujobs.metrics import JobMetrics
 from ujobs.services.config.variables import CLAIM_AHEAD_PER_SLOT
+from ujobs.services.runtime.gc_tuning import DEFAULT_GC_THRESHOLD, tune_gc
 from ujobs.worker import job_worker
 
 ADMIN = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -101,6 +107,13 @@ def time_statements(driver: Any) -> StatementTimes:
     return times
 
 
+def instrument(state: str) -> None:
+    """Under ``valgrind --tool=callgrind --instr-atstart=no`` (``BENCH_CALLGRIND=1``), count
+    instructions for the drain alone: a count that does not move with the machine's load."""
+    if os.environ.get("BENCH_CALLGRIND") == "1":
+        subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True)
+
+
 async def main() -> None:
     n = int(os.environ.get("BENCH_N", "20000"))
     slots = int(os.environ.get("BENCH_SLOTS", "16"))
@@ -137,6 +150,8 @@ async def main() -> None:
             lifecycle=Lifecycle(),
             close_driver=False,
         )
+        tune_gc(int(os.environ.get("BENCH_GC_THRESHOLD", str(DEFAULT_GC_THRESHOLD))))
+        instrument("on")
         began = time.perf_counter()
         cpu_began = time.process_time()
         await worker.start()
@@ -144,6 +159,7 @@ async def main() -> None:
             await asyncio.sleep(0.002)
         seconds = time.perf_counter() - began
         cpu = time.process_time() - cpu_began
+        instrument("off")
         await worker.stop()
         left = await pool.fetchval(  # the drained jobs only: 2 % of the history is not done
             "select count(*) from x_jobs where state <> 'done' and idempotency_key like 'noop:%'"

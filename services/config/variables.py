@@ -16,6 +16,7 @@ from ujobs.drivers.base import DEFAULT_VISIBILITY_MS
 from ujobs.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
 from ujobs.outbox.relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
 from ujobs.results import DEFAULT_RESULT_MAX_BYTES
+from ujobs.services.runtime.gc_tuning import DEFAULT_GC_THRESHOLD
 
 DriverName = Literal["postgres", "redis"]
 DRIVERS: tuple[DriverName, ...] = ("postgres", "redis")
@@ -228,6 +229,13 @@ VARIABLES: dict[str, Variable] = {
             _ALL,
         ),
         Variable("UJOBS_LOG_LEVEL", "debug, info, warning or error", "info", _ALL),
+        Variable(
+            "UJOBS_GC_THRESHOLD",
+            "allocations between two young garbage collections in the service process (0: "
+            "Python's default of 700); a higher one spends less CPU per job",
+            str(DEFAULT_GC_THRESHOLD),
+            _ALL,
+        ),
         Variable(
             "UJOBS_CLOCK_OFFSET_MS",
             "TESTS ONLY: the service's clock reads this far ahead of the wall clock (an "
