@@ -9,7 +9,8 @@
     BENCH_FLOOR=0 python bench/worker_drain_micro.py          # without the floor beside it
     BENCH_GC_THRESHOLD=0 python bench/worker_drain_micro.py   # Python's own collector thresholds
     BENCH_CALLGRIND=1 BENCH_N=2000 BENCH_FLOOR=0 valgrind --tool=callgrind --instr-atstart=no \
-        python bench/worker_drain_micro.py   # instructions of the drain alone ("Collected")
+        python bench/worker_drain_micro.py   # instructions of the drain alone ("Collected";
+                                             # the floor's own run: bench/worker_floor.py)
 
 The worker runs with the collector threshold ``ujobs worker`` sets (``UJOBS_GC_THRESHOLD``), on
 the pool ``ujobs worker`` builds (``postgres_pool``: generic plans, no
@@ -36,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import subprocess
 import sys
 import time
 import uuid
@@ -51,7 +51,7 @@ from prometheus_client import CollectorRegistry
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_history import insert_history  # beside this script: on sys.path when it runs
-from worker_floor import floor_drain
+from worker_floor import floor_drain, instrument
 
 from ujobs import job, t
 from ujobs.drivers.postgres.driver import postgres_driver
@@ -105,13 +105,6 @@ def time_statements(driver: Any) -> StatementTimes:
 
     driver._fetch = timed
     return times
-
-
-def instrument(state: str) -> None:
-    """Under ``valgrind --tool=callgrind --instr-atstart=no`` (``BENCH_CALLGRIND=1``), count
-    instructions for the drain alone: a count that does not move with the machine's load."""
-    if os.environ.get("BENCH_CALLGRIND") == "1":
-        subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True)
 
 
 async def main() -> None:
