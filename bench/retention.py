@@ -66,6 +66,7 @@ from ujobs.lifecycle import Lifecycle
 from ujobs.metrics import JobMetrics
 from ujobs.retention import jobs_purge_target
 from ujobs.services.config.variables import CLAIM_AHEAD_PER_SLOT
+from ujobs.services.runtime.gc_tuning import DEFAULT_GC_THRESHOLD, tune_gc
 from ujobs.worker import job_worker
 
 ADMIN = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -182,6 +183,7 @@ async def run_backfill(driver: PostgresDriver, handle: JobHandle[Any]) -> tuple[
 
 
 async def main() -> None:
+    tune_gc(DEFAULT_GC_THRESHOLD)  # the drain and the sweep run as ``ujobs worker`` runs them
     history = int(os.environ.get("BENCH_PURGE_N", "1000000"))
     drain_n = int(os.environ.get("BENCH_DRAIN_N", "20000"))
     posts = int(os.environ.get("BENCH_BACKFILL_ROWS", "50000"))
