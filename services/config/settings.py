@@ -57,6 +57,7 @@ from ujobs.services.config.variables import (
     DEFAULT_API_MAX_BODY_BYTES,
     DEFAULT_API_MAX_WAIT_MS,
     DEFAULT_API_PORT,
+    DEFAULT_GC_THRESHOLD,
     DEFAULT_METRICS_PORT,
     DEFAULT_METRICS_REFRESH_MS,
     DEFAULT_NATS_MAX_ACK_PENDING,
@@ -71,7 +72,6 @@ from ujobs.services.config.variables import (
     Env,
 )
 from ujobs.services.redact import redact_url
-from ujobs.services.runtime.gc_tuning import DEFAULT_GC_THRESHOLD
 
 T = TypeVar("T")
 _DEFAULT_QUEUES: tuple[str, ...] = (DEFAULT_QUEUE,)

@@ -16,7 +16,6 @@ from ujobs.drivers.base import DEFAULT_VISIBILITY_MS
 from ujobs.lifecycle import DEFAULT_DRAIN_DEADLINE_MS
 from ujobs.outbox.relay import DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_LEASE_MS
 from ujobs.results import DEFAULT_RESULT_MAX_BYTES
-from ujobs.services.runtime.gc_tuning import DEFAULT_GC_THRESHOLD
 
 DriverName = Literal["postgres", "redis"]
 DRIVERS: tuple[DriverName, ...] = ("postgres", "redis")
@@ -37,6 +36,9 @@ DEFAULT_API_MAX_WAIT_MS = 60_000
 """The longest ``?wait=`` a result read or an enqueue-and-wait may ask for: a held request is a
 held connection (and a proxy's idle timeout is often 60 s); a caller wanting longer asks again."""
 DEFAULT_PG_POOL_SIZE = 10
+DEFAULT_GC_THRESHOLD = 10_000
+"""Allocations between two young collections in a service process (Python's own: 700;
+``ujobs.services.runtime.gc_tuning``)."""
 DEFAULT_REDIS_PREFIX = "ujobs"
 DEFAULT_SCHEDULER_TICK_MS = 1_000
 DEFAULT_SCHEDULER_LEASE_TTL_MS = 30_000

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import gc
 
-DEFAULT_GC_THRESHOLD = 10_000
-"""Allocations between two young collections in a service process (Python's own: 700)."""
+from ujobs.services.config.variables import DEFAULT_GC_THRESHOLD
+
+__all__ = ["DEFAULT_GC_THRESHOLD", "tune_gc"]
 
 
 def tune_gc(threshold: int) -> tuple[int, int, int]:
