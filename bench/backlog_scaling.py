@@ -92,6 +92,7 @@ from ujobs.jobs.registry import Registry  # noqa: E402
 from ujobs.lifecycle import Lifecycle  # noqa: E402
 from ujobs.metrics import JobMetrics  # noqa: E402
 from ujobs.outbox import outbox_relay, postgres_outbox_store  # noqa: E402
+from ujobs.services.runtime.gc_tuning import DEFAULT_GC_THRESHOLD, tune_gc  # noqa: E402
 from ujobs.wake.announce import RedisAnnouncer, announcing  # noqa: E402
 from ujobs.wake.listener import redis_wake  # noqa: E402
 from ujobs.worker import job_worker  # noqa: E402
@@ -552,6 +553,7 @@ def write_curve(line: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
+    tune_gc(DEFAULT_GC_THRESHOLD)  # the in-process worker runs as ``ujobs worker`` runs it
     with bench_lock():
         result = asyncio.run(run())
     write_curve(result)

@@ -46,6 +46,8 @@ that exists. Settings, by environment:
 - ``BENCH_UJOBS_SETTLEMENTS=1`` (Postgres only): the worker's driver writes the NATS edge's
   settlements outbox in every settle (``postgres_driver(settlements=True)``, what
   ``UJOBS_NATS_SETTLEMENTS=on`` does), for the drain with it against the drain without.
+- ``BENCH_UJOBS_GC_THRESHOLD`` (default ``UJOBS_GC_THRESHOLD``'s, 10,000): the collector's
+  first threshold, set as ``ujobs worker`` sets it once started (0: Python's own).
 - ``BENCH_CLAIMS_OUT``: a file the worker appends one line per claim statement to (its
   ``time.time()``), which is how ``bench/latency.py`` counts an idle worker's claims.
 
@@ -104,6 +106,7 @@ from ujobs.jobs.registry import Registry  # noqa: E402
 from ujobs.lifecycle import Lifecycle  # noqa: E402
 from ujobs.metrics import JobMetrics  # noqa: E402
 from ujobs.services.config.variables import CLAIM_AHEAD_PER_SLOT  # noqa: E402
+from ujobs.services.runtime.gc_tuning import DEFAULT_GC_THRESHOLD, tune_gc  # noqa: E402
 from ujobs.wake.listener import (  # noqa: E402
     OUTBOX_WAKE_CHANNEL,
     POSTGRES_WAKE_CHANNEL,
@@ -144,6 +147,7 @@ if os.environ.get("BENCH_UJOBS_LAT_INTERVAL_S"):
 REDIS_URL = common.redis_url(0)
 SLOTS = 16
 CLAIM_AHEAD = int(os.environ.get("BENCH_UJOBS_CLAIM_AHEAD", str(CLAIM_AHEAD_PER_SLOT * SLOTS)))
+GC_THRESHOLD = int(os.environ.get("BENCH_UJOBS_GC_THRESHOLD", str(DEFAULT_GC_THRESHOLD)))
 DSN = f"{common.PG_BASE}/{DB_NAME}"
 HISTORY = int(os.environ.get("BENCH_UJOBS_HISTORY", "0"))
 SETTLEMENTS = os.environ.get("BENCH_UJOBS_SETTLEMENTS", "") == "1"
@@ -487,6 +491,7 @@ async def worker_main() -> None:
         )
     registry = Registry()
     registry.register_job(bench_noop)
+    tune_gc(GC_THRESHOLD)
     worker = job_worker(
         driver=driver,
         context=None,

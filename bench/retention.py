@@ -25,8 +25,9 @@
   alone can be slower than 200 a second, and no pause can make them faster).
   These three passes read the first ``BENCH_CADENCE_ROWS`` (5,000) rows, taking turns for
   ``BENCH_CADENCE_ROUNDS`` (3) rounds; each figure is the median of its rounds.
-* ``BENCH_PURGE_REST`` / ``BENCH_PURGE_BATCH``: the jobs target's ``rest_ratio`` (1) and
-  ``batch_size`` (1,000), to explore.
+* ``BENCH_PURGE_REST`` / ``BENCH_PURGE_BUSY_REST`` / ``BENCH_PURGE_BATCH``: the jobs target's
+  ``rest_ratio`` (1), ``busy_rest_ratio`` (3) and ``batch_size`` (1,000), to explore;
+  ``purge_busy_rests`` counts the rests the sweep took at its busy pace (the drain beside it).
 
 Everything runs in one throwaway database (created from ``TEST_DATABASE_URL``'s server,
 migrated, dropped), in this process, on the pool ``ujobs worker`` builds.
@@ -66,6 +67,7 @@ from ujobs.lifecycle import Lifecycle
 from ujobs.metrics import JobMetrics
 from ujobs.retention import jobs_purge_target
 from ujobs.services.config.variables import CLAIM_AHEAD_PER_SLOT
+from ujobs.services.runtime.gc_tuning import DEFAULT_GC_THRESHOLD, tune_gc
 from ujobs.worker import job_worker
 
 ADMIN = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -128,13 +130,17 @@ class Sweep:
 
     def __init__(self, pool: Any, driver: PostgresDriver, history: int) -> None:
         rest = float(os.environ.get("BENCH_PURGE_REST", "1"))
+        busy_rest = float(os.environ.get("BENCH_PURGE_BUSY_REST", "3"))
         batch = int(os.environ.get("BENCH_PURGE_BATCH", "1000"))
-        self.target = jobs_purge_target(executor=pool, rest_ratio=rest, batch_size=batch)
+        self.target = jobs_purge_target(
+            executor=pool, rest_ratio=rest, busy_rest_ratio=busy_rest, batch_size=batch
+        )
         self.driver = driver
         self.history = history
         self.on = asyncio.Event()
         self.seconds = 0.0
         self.jobs = 0
+        self.busy_rests = 0
 
     async def run(self) -> None:
         while self.jobs < self.history:
@@ -143,6 +149,7 @@ class Sweep:
             await self.target.purge_expired(self.driver.clock.now_ms())
             self.seconds += time.perf_counter() - began
             self.jobs += self.target.last.jobs
+            self.busy_rests += self.target.last.busy_rests
             if self.target.last.jobs == 0:
                 break
 
@@ -182,6 +189,7 @@ async def run_backfill(driver: PostgresDriver, handle: JobHandle[Any]) -> tuple[
 
 
 async def main() -> None:
+    tune_gc(DEFAULT_GC_THRESHOLD)  # the drain and the sweep run as ``ujobs worker`` runs them
     history = int(os.environ.get("BENCH_PURGE_N", "1000000"))
     drain_n = int(os.environ.get("BENCH_DRAIN_N", "20000"))
     posts = int(os.environ.get("BENCH_BACKFILL_ROWS", "50000"))
@@ -255,6 +263,7 @@ async def main() -> None:
                     "purged_rows": purged,
                     "purge_seconds": round(purge_s, 2),
                     "purge_rows_per_s": round(purged / purge_s, 1),
+                    "purge_busy_rests": sweep.busy_rests,
                     "drain_jobs": drain_n,
                     "drain_per_s_alone": round(alone, 1),
                     "drain_per_s_during_purge": round(during, 1),

@@ -7,8 +7,13 @@
                                                               # per slot, as ``ujobs worker``)
     BENCH_HISTORY=1000000 python bench/worker_drain_micro.py  # over a million finished rows
     BENCH_FLOOR=0 python bench/worker_drain_micro.py          # without the floor beside it
+    BENCH_GC_THRESHOLD=0 python bench/worker_drain_micro.py   # Python's own collector thresholds
+    BENCH_CALLGRIND=1 BENCH_N=2000 BENCH_FLOOR=0 valgrind --tool=callgrind --instr-atstart=no \
+        python bench/worker_drain_micro.py   # instructions of the drain alone ("Collected";
+                                             # the floor's own run: bench/worker_floor.py)
 
-The worker runs on the pool ``ujobs worker`` builds (``postgres_pool``: generic plans, no
+The worker runs with the collector threshold ``ujobs worker`` sets (``UJOBS_GC_THRESHOLD``), on
+the pool ``ujobs worker`` builds (``postgres_pool``: generic plans, no
 reset statement). The jobs are enqueued before the worker starts (``enqueue_many``, 1,000 a
 statement), so the figure is the drain alone: from ``start()`` to the last settle. It runs in
 a throwaway database (created from ``TEST_DATABASE_URL``'s server, migrated, dropped). Not the
@@ -46,7 +51,7 @@ from prometheus_client import CollectorRegistry
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_history import insert_history  # beside this script: on sys.path when it runs
-from worker_floor import floor_drain
+from worker_floor import floor_drain, instrument
 
 from ujobs import job, t
 from ujobs.drivers.postgres.driver import postgres_driver
@@ -58,6 +63,7 @@ from ujobs.jobs.registry import Registry
 from ujobs.lifecycle import Lifecycle
 from ujobs.metrics import JobMetrics
 from ujobs.services.config.variables import CLAIM_AHEAD_PER_SLOT
+from ujobs.services.runtime.gc_tuning import DEFAULT_GC_THRESHOLD, tune_gc
 from ujobs.worker import job_worker
 
 ADMIN = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -137,6 +143,8 @@ async def main() -> None:
             lifecycle=Lifecycle(),
             close_driver=False,
         )
+        tune_gc(int(os.environ.get("BENCH_GC_THRESHOLD", str(DEFAULT_GC_THRESHOLD))))
+        instrument("on")
         began = time.perf_counter()
         cpu_began = time.process_time()
         await worker.start()
@@ -144,6 +152,7 @@ async def main() -> None:
             await asyncio.sleep(0.002)
         seconds = time.perf_counter() - began
         cpu = time.process_time() - cpu_began
+        instrument("off")
         await worker.stop()
         left = await pool.fetchval(  # the drained jobs only: 2 % of the history is not done
             "select count(*) from x_jobs where state <> 'done' and idempotency_key like 'noop:%'"

@@ -11,6 +11,12 @@ cancel. Its table is a bare one (``id``, ``state``, ``input``), so the figure is
 asyncio and driver cost, not Postgres's.
 
     python bench/worker_floor.py             # BENCH_N=20000, BENCH_SLOTS=16: one JSON line
+    BENCH_CALLGRIND=1 BENCH_N=2000 valgrind --tool=callgrind --instr-atstart=no \
+        python bench/worker_floor.py         # instructions of the drain alone ("Collected")
+
+Under callgrind (``BENCH_CALLGRIND=1``, the collection off at start) ``instrument()`` counts the
+drain alone: an instruction count does not move with the machine's load, so it compares two
+trees, or the worker with this floor, where CPU seconds on a shared 2-core VM cannot.
 
 ``floor_drain()`` is what ``worker_drain_micro.py`` calls for its ``floor_cpu_ms_per_job``.
 """
@@ -20,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import os
 import resource
+import subprocess
 import time
 import uuid
 from typing import Any
@@ -105,6 +112,12 @@ class _Floor:
             self.finished.set()
 
 
+def instrument(state: str) -> None:
+    """``callgrind_control -i on|off`` on this process when ``BENCH_CALLGRIND=1``."""
+    if os.environ.get("BENCH_CALLGRIND") == "1":
+        subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True)
+
+
 async def floor_drain(admin_dsn: str, n: int, slots: int) -> dict[str, float]:
     """Drain ``n`` no-op rows of a bare table in a throwaway database; answers jobs/s and the
     process's CPU per job (user + system, ms)."""
@@ -119,11 +132,13 @@ async def floor_drain(admin_dsn: str, n: int, slots: int) -> dict[str, float]:
             await pool.execute(FILL, n)
             await pool.execute("analyze floor_jobs")
             floor = _Floor(pool, n, slots)
+            instrument("on")
             began, usage = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
             claimer = asyncio.get_running_loop().create_task(floor.claim_loop())
             await floor.finished.wait()
             seconds = time.perf_counter() - began
             after = resource.getrusage(resource.RUSAGE_SELF)
+            instrument("off")
             claimer.cancel()
             cpu = (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
         finally:

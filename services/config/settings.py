@@ -57,6 +57,7 @@ from ujobs.services.config.variables import (
     DEFAULT_API_MAX_BODY_BYTES,
     DEFAULT_API_MAX_WAIT_MS,
     DEFAULT_API_PORT,
+    DEFAULT_GC_THRESHOLD,
     DEFAULT_METRICS_PORT,
     DEFAULT_METRICS_REFRESH_MS,
     DEFAULT_NATS_MAX_ACK_PENDING,
@@ -181,6 +182,8 @@ class CommonConfig:
     """``UJOBS_ENVIRONMENT``: what a backfill's ``environments=`` is checked against."""
     retention: RetentionWindows = field(default_factory=RetentionWindows)
     """``UJOBS_PURGE_*_RETENTION_MS``: how old a row must be for ``x.purge`` to delete it."""
+    gc_threshold: int = DEFAULT_GC_THRESHOLD
+    """``UJOBS_GC_THRESHOLD``: the collector's first threshold once the service started."""
     clock_offset_ms: int = 0
     """``UJOBS_CLOCK_OFFSET_MS``: test-only, how far ahead of the wall clock this service's
     clock reads (``ujobs.clock.shift_system_clock``)."""
@@ -224,6 +227,7 @@ def read_common(
         drain_deadline_ms=src.read(
             "UJOBS_DRAIN_DEADLINE_MS", whole_from(0), DEFAULT_DRAIN_DEADLINE_MS
         ),
+        gc_threshold=src.read("UJOBS_GC_THRESHOLD", whole_from(0), DEFAULT_GC_THRESHOLD),
         purge_cron=(
             src.read("UJOBS_PURGE_CRON", cron_expression, DEFAULT_PURGE_CRON)
             if src.read("UJOBS_PURGE", purge_on, True)

@@ -36,6 +36,9 @@ DEFAULT_API_MAX_WAIT_MS = 60_000
 """The longest ``?wait=`` a result read or an enqueue-and-wait may ask for: a held request is a
 held connection (and a proxy's idle timeout is often 60 s); a caller wanting longer asks again."""
 DEFAULT_PG_POOL_SIZE = 10
+DEFAULT_GC_THRESHOLD = 10_000
+"""Allocations between two young collections in a service process (Python's own: 700;
+``ujobs.services.runtime.gc_tuning``)."""
 DEFAULT_REDIS_PREFIX = "ujobs"
 DEFAULT_SCHEDULER_TICK_MS = 1_000
 DEFAULT_SCHEDULER_LEASE_TTL_MS = 30_000
@@ -228,6 +231,13 @@ VARIABLES: dict[str, Variable] = {
             _ALL,
         ),
         Variable("UJOBS_LOG_LEVEL", "debug, info, warning or error", "info", _ALL),
+        Variable(
+            "UJOBS_GC_THRESHOLD",
+            "allocations between two young garbage collections in the service process (0: "
+            "Python's default of 700); a higher one spends less CPU per job",
+            str(DEFAULT_GC_THRESHOLD),
+            _ALL,
+        ),
         Variable(
             "UJOBS_CLOCK_OFFSET_MS",
             "TESTS ONLY: the service's clock reads this far ahead of the wall clock (an "

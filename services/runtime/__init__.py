@@ -14,5 +14,6 @@
 | ``log_limit`` | at most one log line per reason per window |
 | ``metrics_server`` | ``/metrics``, ``/healthz``, ``/readyz`` for the services without an api |
 | ``service_metrics`` | the relay's and the scheduler's own Prometheus series |
+| ``gc_tuning`` | the collector's first threshold in a service process (``UJOBS_GC_THRESHOLD``) |
 | ``retention`` | the built-in ``x.purge`` the worker and the scheduler register at boot |
 """

@@ -23,6 +23,7 @@ import typer
 from ujobs.clock import shift_system_clock
 from ujobs.lifecycle import configure_lifecycle, process_lifecycle
 from ujobs.services.config.settings import CommonConfig
+from ujobs.services.runtime.gc_tuning import tune_gc
 from ujobs.services.runtime.logging import configure_logging
 from ujobs.services.runtime.output import reported
 
@@ -68,10 +69,12 @@ async def _serve(common: CommonConfig, start: Start) -> int:
         async with contextlib.AsyncExitStack() as stack:
             run = ServiceRun(common=common, stack=stack)
             await start(run)
+            gc_threshold = tune_gc(common.gc_threshold)[0]
             log.info(
                 "ujobs.service.started",
                 extra={
                     "drain_deadline_ms": common.drain_deadline_ms,
+                    "gc_threshold": gc_threshold,
                     "app": common.app,
                     **common.connections.public(),
                 },

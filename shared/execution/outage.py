@@ -90,32 +90,39 @@ async def send_until_landed(
     lease_left: LeaseLeft,
     fields: Callable[[], dict[str, Any]],
     rng: random.Random | None = None,
+    first_failure: Exception | None = None,
 ) -> SettleResult:
     """``send()`` until it answers, sent again on ``X_DRIVER_UNREACHABLE`` while the lease
     lasts. Logs once when it starts retrying and once when it ends (never per try: an outage
-    under load would otherwise write a line per held row per try)."""
+    under load would otherwise write a line per held row per try). ``first_failure``: the
+    caller already sent once and that try raised it (the settle's first try is sent without
+    this frame, so a settle that lands at once pays for none of it)."""
     tries = 0
+    failure = first_failure
     while True:
         tries += 1
-        try:
-            landed = await send()
-        except Exception as exc:
-            left = lease_left()
-            if not unreachable_failure(exc) or left <= 0:
-                log.error(
-                    "jobs.settle.failed",
-                    exc_info=(type(exc), exc, exc.__traceback__),
-                    extra={**fields(), "tries": tries, "lease_left_ms": max(0, left)},
-                )
-                return SettleResult("failed", tries)
-            delay = min(retry_delay_ms(tries, rng), left)
-            if tries == 1:
-                log.warning(
-                    "jobs.settle.retrying",
-                    extra={**fields(), "lease_left_ms": left, "error": f"{exc}"},
-                )
-            await asyncio.sleep(delay / 1000)
-            continue
-        if tries > 1:
-            log.info("jobs.settle.recovered", extra={**fields(), "tries": tries})
-        return SettleResult("landed" if landed else "refused", tries)
+        if failure is None:
+            try:
+                landed = await send()
+            except Exception as raised:
+                failure = raised
+            else:
+                if tries > 1:
+                    log.info("jobs.settle.recovered", extra={**fields(), "tries": tries})
+                return SettleResult("landed" if landed else "refused", tries)
+        error, failure = failure, None
+        left = lease_left()
+        if not unreachable_failure(error) or left <= 0:
+            log.error(
+                "jobs.settle.failed",
+                exc_info=(type(error), error, error.__traceback__),
+                extra={**fields(), "tries": tries, "lease_left_ms": max(0, left)},
+            )
+            return SettleResult("failed", tries)
+        delay = min(retry_delay_ms(tries, rng), left)
+        if tries == 1:
+            log.warning(
+                "jobs.settle.retrying",
+                extra={**fields(), "lease_left_ms": left, "error": f"{error}"},
+            )
+        await asyncio.sleep(delay / 1000)

@@ -46,6 +46,7 @@ from ujobs.execution.on_settled import tell_settled
 from ujobs.execution.outage import (
     LeaseLeft,
     SettleAnswer,
+    SettleResult,
     claim_lease_left,
     outage_hand_back,
     send_until_landed,
@@ -243,16 +244,20 @@ async def settle_answer(
         except Exception:
             log.exception("jobs.settle.before-failed", extra=_settle_fields(claimed, outcome))
 
-    async def send() -> bool:
+    def send() -> Awaitable[bool]:
         if nack is None:
-            return await driver.ack(claimed.id, claimed.ref, duration_ms=duration_ms, result=result)
-        return await driver.nack(claimed.id, claimed.ref, nack)
+            return driver.ack(claimed.id, claimed.ref, duration_ms=duration_ms, result=result)
+        return driver.nack(claimed.id, claimed.ref, nack)
 
-    landing = await send_until_landed(
-        send,
-        lease_left=lease_left or claim_lease_left(claimed, driver.clock),
-        fields=partial(_settle_fields, claimed, outcome),
-    )
+    try:
+        landing = SettleResult("landed" if await send() else "refused", 1)
+    except Exception as exc:
+        landing = await send_until_landed(
+            send,
+            lease_left=lease_left or claim_lease_left(claimed, driver.clock),
+            fields=partial(_settle_fields, claimed, outcome),
+            first_failure=exc,
+        )
     if landing.answer == "refused" and report_refusal:
         # After a try that could not reach the store, the refusal may be that try's own
         # landing, its answer lost with the connection. A row whose whole keyspace went (a

@@ -15,11 +15,14 @@ reached, so it does not re-read the entries its predecessors left dead until VAC
 one short statement, so a sweep never holds a long lock and never waits on a row a worker holds.
 Between two batches it rests ``rest_ratio`` (1) times as long as the last batch took, so a sweep
 of a long backlog takes at most half of what the database (and a small machine's cores) can
-give. A batch whose run still had a row it could not see deleted is followed, after its commit,
-by ``jobs_purge_steps``, so two sweeps that split a run settle its steps after both commit.
-After the batches one statement removes up to ``batch_size`` step records whose run has no row
-left (what a sweep that died before its follow-up stranded), and one more the fleet-lease rows
-whose TTL lapsed.
+give; while other sessions of the database are running statements (workers draining, an api
+enqueueing: ``jobs_purge_busy``, read before each rest and trusted for ``BUSY_HOLD_S``) it rests
+``busy_rest_ratio`` (3) times as long, a quarter of the database at most, so a drain beside the
+sweep keeps nearly all its pace and a sweep alone keeps its own. A batch whose run still had a
+row it could not see deleted is followed, after its commit, by ``jobs_purge_steps``, so two
+sweeps that split a run settle its steps after both commit. After the batches one statement
+removes up to ``batch_size`` step records whose run has no row left (what a sweep that died
+before its follow-up stranded), and one more the fleet-lease rows whose TTL lapsed.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ _FOLLOW_UP = query("jobs_purge_steps")
 _ORPHANS = query("jobs_purge_orphan_steps")
 _LEASES = query("jobs_purge_leases")
 _COUNT = query("jobs_purge_count")
+_BUSY = query("jobs_purge_busy")
 
 JOBS_PURGE_TARGET = "x_jobs"
 DAY_MS = 86_400_000
@@ -47,6 +51,10 @@ DEFAULT_DEAD_RETENTION_MS = 90 * DAY_MS
 DEFAULT_PURGE_BATCH_SIZE = 1_000
 DEFAULT_PURGE_MAX_BATCHES = 50
 DEFAULT_REST_RATIO = 1.0
+DEFAULT_BUSY_REST_RATIO = 3.0
+BUSY_HOLD_S = 1.0
+"""How long one sight of another active session keeps the sweep at its busy pace: a drain's
+sessions are between statements much of the time, so one read alone would miss it."""
 DEAD_STATES: tuple[str, ...] = ("dead", "failed", "cancelled")
 
 
@@ -57,6 +65,8 @@ class JobsPurgeCount:
     jobs: int = 0
     steps: int = 0
     leases: int = 0
+    busy_rests: int = 0
+    """Rests taken at ``busy_rest_ratio`` (other sessions were running statements): not rows."""
 
     @property
     def total(self) -> int:
@@ -73,9 +83,11 @@ class JobsPurgeTarget:
     batch_size: int = DEFAULT_PURGE_BATCH_SIZE
     max_batches: int = DEFAULT_PURGE_MAX_BATCHES
     rest_ratio: float = DEFAULT_REST_RATIO
+    busy_rest_ratio: float = DEFAULT_BUSY_REST_RATIO
     name: str = JOBS_PURGE_TARGET
     last: JobsPurgeCount = field(default_factory=JobsPurgeCount, compare=False)
     _spent: float = field(default=0.0, compare=False)
+    _busy_until: float = field(default=0.0, compare=False)
     _jit: JitCheck = field(
         default_factory=lambda: JitCheck("the jobs purge"), compare=False, repr=False
     )
@@ -95,7 +107,7 @@ class JobsPurgeTarget:
             reached: int | None = None
             while budget > 0:
                 if self._spent:  # the last batch was full: rest before the next one
-                    await self._rest()
+                    counted.busy_rests += await self._rest()
                 budget -= 1
                 began = time.monotonic()
                 rows = await self.executor.fetch(
@@ -119,18 +131,26 @@ class JobsPurgeTarget:
         counted.steps += int(orphans[0]["deleted"])
         leases = await self.executor.fetch(_LEASES, now_ms, self.batch_size)
         counted.leases += int(leases[0]["deleted"])
-        self.last.jobs, self.last.steps, self.last.leases = (
-            counted.jobs,
-            counted.steps,
-            counted.leases,
-        )
+        self.last = counted
         return counted.total
 
-    async def _rest(self) -> None:
-        """Between two batches, ``rest_ratio`` times as long as the last one took: the sweep
-        leaves the database (and a small machine's cores) to the claim most of the time."""
-        if self.rest_ratio > 0:
-            await asyncio.sleep(self._spent * self.rest_ratio)
+    async def _rest(self) -> int:
+        """Between two batches, ``rest_ratio`` times as long as the last one took, or
+        ``busy_rest_ratio`` times while other sessions are running statements: the sweep
+        leaves the database (and a small machine's cores) to the claim most of the time.
+        Answers 1 for a rest at the busy pace. ``rest_ratio`` 0 never rests nor asks."""
+        if self.rest_ratio <= 0:
+            return 0
+        busy = self.busy_rest_ratio > self.rest_ratio and await self._database_busy()
+        await asyncio.sleep(self._spent * (self.busy_rest_ratio if busy else self.rest_ratio))
+        return int(busy)
+
+    async def _database_busy(self) -> bool:
+        now = time.monotonic()
+        rows = await self.executor.fetch(_BUSY)
+        if int(rows[0]["active"]) > 0:
+            self._busy_until = now + BUSY_HOLD_S
+        return now < self._busy_until
 
     async def count_expired(self, now_ms: int) -> int:
         """The ``x_jobs`` rows a pass at ``now_ms`` would remove (``ujobs db purge --dry-run``),
@@ -149,19 +169,22 @@ def jobs_purge_target(
     batch_size: int = DEFAULT_PURGE_BATCH_SIZE,
     max_batches: int = DEFAULT_PURGE_MAX_BATCHES,
     rest_ratio: float = DEFAULT_REST_RATIO,
+    busy_rest_ratio: float = DEFAULT_BUSY_REST_RATIO,
 ) -> JobsPurgeTarget:
-    """The ``x_jobs`` retention target; every option but ``rest_ratio`` (a finite number >= 0,
-    0: batches back to back) is a positive whole number."""
-    if (
-        isinstance(rest_ratio, bool)
-        or not isinstance(rest_ratio, int | float)
-        or not math.isfinite(rest_ratio)
-        or rest_ratio < 0
-    ):
-        raise ConfigInvalidError(
-            f"rest_ratio must be a finite number of at least 0; got {rest_ratio!r}",
-            meta={"option": "rest_ratio"},
-        )
+    """The ``x_jobs`` retention target; every option but the two rest ratios (finite numbers
+    >= 0; ``rest_ratio`` 0: batches back to back, busy or not; a ``busy_rest_ratio`` at or
+    below ``rest_ratio``: one pace whatever the load) is a positive whole number."""
+    for option, ratio in (("rest_ratio", rest_ratio), ("busy_rest_ratio", busy_rest_ratio)):
+        if (
+            isinstance(ratio, bool)
+            or not isinstance(ratio, int | float)
+            or not math.isfinite(ratio)
+            or ratio < 0
+        ):
+            raise ConfigInvalidError(
+                f"{option} must be a finite number of at least 0; got {ratio!r}",
+                meta={"option": option},
+            )
     for option, value in (
         ("done_retention_ms", done_retention_ms),
         ("dead_retention_ms", dead_retention_ms),
@@ -174,5 +197,11 @@ def jobs_purge_target(
                 meta={"option": option},
             )
     return JobsPurgeTarget(
-        executor, done_retention_ms, dead_retention_ms, batch_size, max_batches, float(rest_ratio)
+        executor,
+        done_retention_ms,
+        dead_retention_ms,
+        batch_size,
+        max_batches,
+        float(rest_ratio),
+        float(busy_rest_ratio),
     )

@@ -15,12 +15,15 @@ from collections.abc import Mapping
 class Slots:
     """Counts of runs held, per queue and in total."""
 
-    __slots__ = ("_cap", "_held", "_pools", "in_flight")
+    __slots__ = ("_cap", "_free", "_held", "_pools", "in_flight")
 
     def __init__(self, pools: Mapping[str, int], max_in_flight: int | None) -> None:
         self._pools = dict(pools)
         self._cap = max_in_flight
         self._held: dict[str, int] = dict.fromkeys(self._pools, 0)
+        self._free = sum(max(0, size) for size in self._pools.values())
+        """The pools' free slots summed (a pool held past its size counts 0): kept by
+        ``take`` and ``give``, since ``room()`` is read twice a run."""
         self.in_flight = 0
 
     @property
@@ -39,20 +42,28 @@ class Slots:
 
     def room(self) -> int:
         """How many more runs may be claimed now, across every queue."""
-        free = sum(max(0, self.free(q)) for q in self._pools)
         if self._cap is None:
-            return free
-        return max(0, min(free, self._cap - self.in_flight))
+            return self._free
+        return max(0, min(self._free, self._cap - self.in_flight))
 
     def held(self, queue: str) -> int:
         return self._held.get(queue, 0)
 
     def take(self, queue: str) -> None:
-        self._held[queue] = self._held.get(queue, 0) + 1
+        held = self._held.get(queue, 0)
+        if held < self._pools.get(queue, 0):
+            self._free -= 1
+        self._held[queue] = held + 1
         self.in_flight += 1
 
     def give(self, queue: str) -> None:
-        self._held[queue] = max(0, self._held.get(queue, 0) - 1)
+        held = self._held.get(queue, 0)
+        if held > 0:
+            self._held[queue] = held - 1
+            if held <= self._pools.get(queue, 0):
+                self._free += 1
+        else:
+            self._held[queue] = 0
         self.in_flight = max(0, self.in_flight - 1)
 
     def by_queue(self) -> dict[str, int]:

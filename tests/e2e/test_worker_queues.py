@@ -31,7 +31,8 @@ async def test_a_worker_given_no_queues_serves_every_queue_the_app_names(
     driver = postgres_driver(pg_pool)
     worker = await ServiceProcess.start("worker", env=env)
     try:
-        await worker.log_event("ujobs.service.started")
+        started = await worker.log_event("ujobs.service.started")
+        assert started["gc_threshold"] == 10_000  # UJOBS_GC_THRESHOLD's default, in force
         mail = await driver.enqueue(_request("send_mail", "mail", 1))
         report = await driver.enqueue(_request("build_report", "reports", 1))
         async with asyncio.timeout(30):

@@ -239,6 +239,66 @@ async def test_the_event_bus_is_a_target_deleting_in_batches(pool: Pool) -> None
     assert await pool.fetchval("select count(*) from x_job_events") == 1
 
 
+class Rests:
+    """``asyncio.sleep`` in the jobs target, recorded and not slept."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.slept: list[float] = []
+        self._sleep = asyncio.sleep
+        monkeypatch.setattr("ujobs.retention.jobs_target.asyncio.sleep", self.sleep)
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        await self._sleep(0)
+
+
+async def test_a_sweep_rests_at_its_busy_pace_while_another_session_runs_a_statement(
+    pool: Pool, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rests = Rests(monkeypatch)
+    for n in range(3):
+        await job_row(pool, f"q{n}", "done", T0 - 30 * DAY, steps=0)
+    quiet = jobs_purge_target(executor=pool, batch_size=1, busy_rest_ratio=3)
+    assert await quiet.purge_expired(T0) == 3
+    assert len(rests.slept) == 3  # a rest after each full batch
+    assert quiet.last.busy_rests == 0  # nobody else ran a statement: its own pace
+
+    for n in range(3):
+        await job_row(pool, f"b{n}", "done", T0 - 30 * DAY, steps=0)
+    other = await asyncpg.connect(pg_dsn)  # a worker's claim, say, that takes its time
+    running = asyncio.ensure_future(other.execute("select pg_sleep(5)"))
+    try:
+        async with asyncio.timeout(10):
+            while not await pool.fetchval(
+                "select count(*) from pg_stat_activity where query = 'select pg_sleep(5)'"
+                " and state = 'active'"
+            ):
+                await asyncio.sleep(0.01)
+        busy = jobs_purge_target(executor=pool, batch_size=1, busy_rest_ratio=3)
+        assert await busy.purge_expired(T0) == 3
+        assert busy.last.busy_rests == 3
+        # rest_ratio 0 is batches back to back, busy or not: no rest, no question asked
+        for n in range(2):
+            await job_row(pool, f"z{n}", "done", T0 - 30 * DAY, steps=0)
+        before = len(rests.slept)
+        eager = jobs_purge_target(executor=pool, batch_size=1, rest_ratio=0)
+        assert await eager.purge_expired(T0) == 2
+        assert (len(rests.slept), eager.last.busy_rests) == (before, 0)
+        # a busy ratio at or under rest_ratio: one pace whatever the load
+        for n in range(2):
+            await job_row(pool, f"o{n}", "done", T0 - 30 * DAY, steps=0)
+        one_pace = jobs_purge_target(executor=pool, batch_size=1, rest_ratio=2, busy_rest_ratio=1)
+        assert await one_pace.purge_expired(T0) == 2
+        assert one_pace.last.busy_rests == 0
+    finally:
+        running.cancel()
+        await other.close(timeout=5)
+    for bad in (-1, math.nan, math.inf, True, "3"):
+        with pytest.raises(ConfigInvalidError) as refused:
+            jobs_purge_target(executor=pool, busy_rest_ratio=bad)  # type: ignore[arg-type]
+        assert refused.value.meta == {"option": "busy_rest_ratio"}
+
+
 async def test_a_sweep_rests_between_batches_as_long_as_rest_ratio_says(
     pool: Pool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
