@@ -154,6 +154,8 @@ def check_enqueue_request(request: EnqueueRequest) -> None:
         )
     if type(request.priority) is not int or not MIN_PRIORITY <= request.priority <= MAX_PRIORITY:
         check_priority(request.priority)  # raises, naming what is wrong
+    if request.debounce_ms is None and request.unique_for_ms is None:
+        return  # most requests: neither control, nothing more to check
     for field_name, value in (
         ("debounce_ms", request.debounce_ms),
         ("unique_for_ms", request.unique_for_ms),
@@ -181,6 +183,7 @@ def refuse_controls(requests: Sequence[EnqueueRequest], path: str) -> None:
             )
 
 
+@slot_init  # a batch enqueue answers hundreds per call
 @dataclass(frozen=True, slots=True)
 class Enqueued:
     """What an enqueue answers: the job's own ids on every path, and whether it deduped.

@@ -11,6 +11,8 @@ The map:
 - ``enqueue_target``: Where ``handle.enqueue()`` goes: the installed jobs facade, else the
   installed driver.
 - ``job``: ``job()``: declare a job (as a decorator or a factory) and answer its handle.
+- ``request_fields``: What a handle puts in an ``EnqueueRequest`` besides the input, read
+  and checked once per call (a batch's requests share it).
 - ``registry``: ``define_api()``: the one way an app hands its jobs and tasks to the system.
 - ``result_read``: ``handle.result(job_id, timeout=)`` and ``enqueued.result(timeout=)``: a
   job's result once it settles, or its failure raised with its code.

@@ -9,20 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, Literal, TypeVar, overload
 
 from ujobs.clock import SYSTEM_CLOCK, Clock
-from ujobs.context import Actor, acting_as, current_actor, current_traceparent
+from ujobs.context import Actor, acting_as
 from ujobs.drivers.base import (
     DEFAULT_PRIORITY,
     DEFAULT_QUEUE,
-    MAX_QUEUE_CONTROL_MS,
     Enqueued,
     EnqueueRequest,
-    check_priority,
 )
-from ujobs.durations import Duration, duration_ms
+from ujobs.durations import Duration
 from ujobs.errors import (
     IdempotencyRequiredError,
     InvariantError,
@@ -57,6 +55,7 @@ from ujobs.jobs.definition import (
     build_definition,
 )
 from ujobs.jobs.enqueue_target import jobs_facade
+from ujobs.jobs.request_fields import SharedFields, request_of, shared_fields
 from ujobs.jobs.result_read import job_result
 from ujobs.jobs.retry import Retry
 from ujobs.limits import check_depth, check_text, text_problem
@@ -249,13 +248,61 @@ class JobHandle(Generic[InputT]):
     ) -> EnqueueRequest:
         """The validated ``EnqueueRequest`` for ``input``; nothing invalid gets this far.
 
-        A batch enqueue builds hundreds of these per call, so the definition is read once
-        here rather than through the handle's properties. Every text field is checked against
-        ``ujobs.limits`` and the input's nesting before pydantic walks it (a dict or list as
-        sent), or, for a model instance, in the form it is stored in."""
+        Every text field is checked against ``ujobs.limits`` and the input's nesting before
+        pydantic walks it (a dict or list as sent), or, for a model instance, in the form it
+        is stored in."""
+        dumped, key, tenant, slot_key = self._checked_input(input, idempotency_key)
+        shared = shared_fields(
+            self._definition,
+            delay,
+            run_at_ms,
+            queue,
+            run_id,
+            enqueued_by,
+            clock,
+            debounce,
+            priority,
+        )
+        return request_of(self._name, dumped, key, tenant, slot_key, shared, job_id, run_id)
+
+    def _requests(
+        self,
+        inputs: Iterable[Any],
+        delay: Duration | None,
+        queue: str | None,
+        debounce: Duration | None,
+        priority: int | None,
+    ) -> Iterator[EnqueueRequest]:
+        """``request(value, ...)`` for each value of ``inputs``, as the driver reads them:
+        what every request of the batch shares (the options, the actor, the trace) is checked
+        and read once, at the first value, and only the input, its key and its tenant per
+        value. A batch enqueue builds hundreds of requests per call."""
+        shared: SharedFields | None = None
+        name = self._name
+        for value in inputs:
+            dumped, key, tenant, slot_key = self._checked_input(value, None)
+            if shared is None:
+                shared = shared_fields(
+                    self._definition,
+                    delay,
+                    None,
+                    queue,
+                    None,
+                    None,
+                    SYSTEM_CLOCK,
+                    debounce,
+                    priority,
+                )
+            yield request_of(name, dumped, key, tenant, slot_key, shared, None, None)
+
+    def _checked_input(
+        self, input: Any, idempotency_key: str | None
+    ) -> tuple[Any, str, str | None, str | None]:
+        """The input as stored, its idempotency key, its tenant and its fleet slot's lease key
+        (``slot_key_for``), each checked."""
         d = self._definition
         raw = {} if input is None else input
-        plain = isinstance(raw, dict | list)
+        plain = isinstance(raw, (dict, list))
         if plain:
             check_depth(raw, "input")
         value = d.input.parse(raw)
@@ -268,42 +315,7 @@ class JobHandle(Generic[InputT]):
             key = self.idempotency_key_for(value)
         tenant = self.tenant_for(value)
         slot_key = self.slot_key_for(value)
-        if delay is not None and run_at_ms is not None:
-            raise InvariantError("pass delay or run_at_ms, not both")
-        if delay is not None:
-            run_at_ms = clock.now_ms() + duration_ms(delay, field="delay")
-        if queue is not None:
-            validate_name(queue, kind="queue")
-        if run_id is not None:
-            check_text("runId", run_id)
-        debounce_ms = d.debounce_ms
-        if debounce is not None:
-            debounce_ms = duration_ms(debounce, field="debounce")
-            if not 0 < debounce_ms <= MAX_QUEUE_CONTROL_MS:
-                raise InvariantError(
-                    "debounce must be above zero and at most a year",
-                    meta={"debounce_ms": debounce_ms},
-                )
-        if priority is not None:
-            check_priority(priority)
-        actor = current_actor()
-        return EnqueueRequest(
-            name=self._name,
-            input=dumped,
-            idempotency_key=key,
-            queue=queue or d.queue,
-            tenant_id=tenant,
-            max_attempts=d.retry.attempts,
-            run_at_ms=run_at_ms,
-            id=job_id,
-            run_id=run_id,
-            traceparent=current_traceparent(),
-            enqueued_by=enqueued_by if enqueued_by is not None else (actor.id if actor else None),
-            debounce_ms=debounce_ms,
-            unique_for_ms=d.unique_for_ms,
-            priority=d.priority if priority is None else priority,
-            slot_key=slot_key,
-        )
+        return dumped, key, tenant, slot_key
 
     async def enqueue(
         self,
@@ -345,8 +357,7 @@ class JobHandle(Generic[InputT]):
         inputs overlaps inserting the earlier ones. A bad input anywhere queues none of them
         (``X_INPUT_INVALID`` with its path, as ``enqueue`` raises it)."""
         return await jobs_facade().enqueue_many(
-            self.request(value, delay=delay, queue=queue, debounce=debounce, priority=priority)
-            for value in inputs
+            self._requests(inputs, delay, queue, debounce, priority)
         )
 
     async def as_(

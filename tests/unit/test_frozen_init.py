@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from ujobs.drivers.records import ClaimedJob, ClaimRef
+from ujobs.drivers.records import ClaimedJob, ClaimRef, Enqueued
 from ujobs.execution.frozen_init import slot_init
 from ujobs.execution.outcome import JobExecution
 
@@ -58,6 +58,18 @@ def test_still_frozen_and_replace_works() -> None:
     assert execution.result is None
     with pytest.raises(dataclasses.FrozenInstanceError):
         execution.settled = False  # type: ignore[misc]
+
+
+def test_an_enqueue_answer_is_built_by_its_slots() -> None:
+    answer = Enqueued("j", "r", False)
+    assert answer == Enqueued(id="j", run_id="r", deduped=False, debounced=False)
+    assert hash(answer) == hash(Enqueued("j", "r", False))
+    assert dataclasses.replace(answer, deduped=True) == Enqueued("j", "r", True)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        answer.deduped = True  # type: ignore[misc]
+    # built by slot_init: the dataclass's own __init__ writes through object.__setattr__
+    assert Enqueued.__init__.__qualname__ == "Enqueued.__init__"
+    assert "_set0" in Enqueued.__init__.__code__.co_names
 
 
 def test_missing_argument_is_a_type_error() -> None:

@@ -3,6 +3,7 @@ refused at enqueue is refused before anything is queued."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -275,3 +276,61 @@ async def test_run_drives_the_body_by_hand_with_the_workers_final_attempt() -> N
     )
     assert run.final_attempt is True
     assert await handle.run(run) == "placed 1"
+
+
+# --- a batch enqueue builds each request as enqueue builds one --------------------------------
+
+
+async def test_enqueue_many_builds_each_request_as_request_builds_it(
+    queued: RecordingFacade,
+) -> None:
+    handle = order_job()
+    two = {"org_id": OTHER_ORG, "items": [{"id": "a"}, {"id": "b"}]}
+    actor = Actor(id="token-1", org_id=None)
+    trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    with acting_as(actor), traced(trace):
+        await handle.enqueue_many([GOOD, two], queue="bulk", priority=3, delay=60)
+        single = [handle.request(v, queue="bulk", priority=3, delay=60) for v in (GOOD, two)]
+    batch = queued.requests
+    assert [dataclasses.replace(r, run_at_ms=0) for r in batch] == [
+        dataclasses.replace(r, run_at_ms=0) for r in single
+    ]
+    assert [r.tenant_id for r in batch] == [ORG, OTHER_ORG]
+    assert {(r.queue, r.priority, r.enqueued_by, r.traceparent) for r in batch} == {
+        ("bulk", 3, "token-1", trace)
+    }
+    # delay: each request is due 60 s after its own clock read
+    for request, built in zip(batch, single, strict=True):
+        assert request.run_at_ms is not None
+        assert built.run_at_ms is not None
+        assert 0 <= built.run_at_ms - request.run_at_ms < 5_000
+
+
+async def test_enqueue_many_reads_what_its_requests_share_once(
+    queued: RecordingFacade, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ujobs.jobs.request_fields as fields_module
+
+    reads: list[int] = []
+
+    def counted_traceparent() -> str | None:
+        reads.append(1)
+        return None
+
+    monkeypatch.setattr(fields_module, "current_traceparent", counted_traceparent)
+    inputs = [{"org_id": ORG, "items": [{"id": str(i)}] * (i + 1)} for i in range(50)]
+    await order_job().enqueue_many(inputs)
+    assert len(queued.requests) == 50
+    assert len(reads) == 1  # the trace, the actor and the options: once per batch
+
+
+async def test_enqueue_many_refuses_a_bad_option_at_its_first_input(
+    queued: RecordingFacade,
+) -> None:
+    handle = order_job()
+    assert await handle.enqueue_many([], queue="no spaces") == []  # nothing to refuse
+    with pytest.raises(JobDeclarationInvalidError):
+        await handle.enqueue_many([GOOD], queue="no spaces")
+    with pytest.raises(InvariantError):
+        await handle.enqueue_many([GOOD], debounce=0)
+    assert queued.requests == []

@@ -61,8 +61,9 @@ def copy_target(sql: str) -> str:
     return shape.group(1)
 
 
-_PRIORITIES = tuple(str(p) for p in range(10))
-"""A priority's COPY text, by priority (checked 0..9 before a row is resolved)."""
+_PRIORITIES = tuple(f"{p}\n" for p in range(10))
+"""A priority's COPY text and the line's end, by priority (checked 0..9 before a row is
+resolved): the last field, so the line is one join."""
 
 _PG_EPOCH_S = 946_684_800  # 2000-01-01, where Postgres counts its microseconds from
 
@@ -129,26 +130,23 @@ def _line(row: dict[str, Any], now: int, now_text: str) -> str:
     probe = "".join(text)
     if "\\" in probe or "\t" in probe or "\n" in probe or "\r" in probe:
         text = tuple(t.translate(_ESCAPES) for t in text)
-    return (
-        "\t".join(
-            (
-                text[0],
-                text[1],
-                text[2],
-                text[3],
-                "delayed" if delayed else "ready",
-                text[4],
-                _NULL if tenant is None else tenant.translate(_ESCAPES),
-                text[5],
-                str(row["max_attempts"]),
-                run_at,
-                now_text,
-                now_text,
-                _NULL if trace is None else trace.translate(_ESCAPES),
-                _NULL if actor is None else actor.translate(_ESCAPES),
-                _PRIORITIES[row["priority"]],
-                _NULL if slot is None else slot.translate(_ESCAPES),
-            )
+    return "\t".join(
+        (
+            text[0],
+            text[1],
+            text[2],
+            text[3],
+            "delayed" if delayed else "ready",
+            text[4],
+            _NULL if tenant is None else tenant.translate(_ESCAPES),
+            text[5],
+            str(row["max_attempts"]),
+            run_at,
+            now_text,
+            now_text,
+            _NULL if trace is None else trace.translate(_ESCAPES),
+            _NULL if actor is None else actor.translate(_ESCAPES),
+            _PRIORITIES[row["priority"]],
+            _NULL if slot is None else slot.translate(_ESCAPES),
         )
-        + "\n"
     )
