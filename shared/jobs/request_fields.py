@@ -37,6 +37,7 @@ REQUEST_FIELDS = (
     "debounce_ms",
     "unique_for_ms",
     "priority",
+    "slot_key",
 )
 """The order ``request_of`` passes an ``EnqueueRequest``'s fields in."""
 if tuple(f.name for f in dataclasses.fields(EnqueueRequest)) != REQUEST_FIELDS:
