@@ -42,8 +42,8 @@ COLUMNS = (
     "updated_at",
     "traceparent",
     "enqueued_by",
-    "priority",
     "slot_key",
+    "priority",
 )
 """The order ``copy_rows`` writes a row's fields in; ``copy_target`` checks the file agrees."""
 
@@ -146,7 +146,7 @@ def _line(row: dict[str, Any], now: int, now_text: str) -> str:
             now_text,
             _NULL if trace is None else trace.translate(_ESCAPES),
             _NULL if actor is None else actor.translate(_ESCAPES),
-            _PRIORITIES[row["priority"]],
             _NULL if slot is None else slot.translate(_ESCAPES),
+            _PRIORITIES[row["priority"]],
         )
     )
