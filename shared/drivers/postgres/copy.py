@@ -19,9 +19,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import orjson
+
+from ujobs.drivers.postgres.enqueue_rows import NewRow
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
@@ -86,8 +87,8 @@ exception there makes asyncpg send a cancel request on a second connection, whic
 whatever the connection runs next."""
 
 
-def copy_chunks(chunks: Iterable[list[dict[str, Any]] | None], now: int) -> Iterator[bytes]:
-    """Each list of rows (``batch_row`` dicts) of ``chunks`` as one piece of COPY text, as
+def copy_chunks(chunks: Iterable[list[NewRow] | None], now: int) -> Iterator[bytes]:
+    """Each list of rows (``BatchRows.resolve``'s) of ``chunks`` as one piece of COPY text, as
     the rows come: a batch is written while the server inserts what came before. A None chunk
     (a request was refused: nothing may be inserted) or a row that cannot be written (a field
     that is not text, an input orjson refuses, a time past what a datetime holds) ends the
@@ -112,21 +113,23 @@ def copy_chunks(chunks: Iterable[list[dict[str, Any]] | None], now: int) -> Iter
             yield text.encode()
 
 
-def _line(row: dict[str, Any], now: int, now_text: str) -> str:
-    """One row as a line of COPY text (its newline included)."""
-    at = row["at"]
+def _line(row: NewRow, now: int, now_text: str) -> str:
+    """One row (a request and the ids it is inserted under) as a line of COPY text, its
+    newline included: the request's own fields, read once, no intermediate dict."""
+    request, job_id, run_id = row
+    at = request.run_at_ms
     delayed = at is not None and at > now
     run_at = now_text if at is None or at == now else timestamp(at)
     text: tuple[str, ...] = (
-        row["id"],
-        row["run_id"],
-        row["name"],
-        row["queue"],
-        orjson.dumps(row["input"]).decode(),
-        row["idempotency_key"],
+        job_id,
+        run_id,
+        request.name,
+        request.queue,
+        orjson.dumps(request.input).decode(),
+        request.idempotency_key,
     )
-    tenant, trace, actor = row["tenant_id"], row["traceparent"], row["enqueued_by"]
-    slot = row["slot_key"]
+    tenant, trace, actor = request.tenant_id, request.traceparent, request.enqueued_by
+    slot = request.slot_key
     probe = "".join(text)
     if "\\" in probe or "\t" in probe or "\n" in probe or "\r" in probe:
         text = tuple(t.translate(_ESCAPES) for t in text)
@@ -140,13 +143,13 @@ def _line(row: dict[str, Any], now: int, now_text: str) -> str:
             text[4],
             _NULL if tenant is None else tenant.translate(_ESCAPES),
             text[5],
-            str(row["max_attempts"]),
+            str(request.max_attempts),
             run_at,
             now_text,
             now_text,
             _NULL if trace is None else trace.translate(_ESCAPES),
             _NULL if actor is None else actor.translate(_ESCAPES),
             _NULL if slot is None else slot.translate(_ESCAPES),
-            _PRIORITIES[row["priority"]],
+            _PRIORITIES[request.priority],
         )
     )

@@ -37,7 +37,7 @@ from ujobs.drivers.base import (
 )
 from ujobs.drivers.postgres.copy import COLUMNS as COPY_COLUMNS
 from ujobs.drivers.postgres.copy import copy_chunks, copy_target
-from ujobs.drivers.postgres.enqueue_rows import COPY_CHUNK_ROWS, BatchRows, StampedJob
+from ujobs.drivers.postgres.enqueue_rows import COPY_CHUNK_ROWS, BatchRows, NewRow, StampedJob
 from ujobs.drivers.postgres.held_connections import HeldConnections
 from ujobs.drivers.postgres.rows import dumps
 from ujobs.drivers.postgres.sql import query
@@ -174,11 +174,11 @@ class PostgresEnqueuer:
             return GuardedAnswers(each, frozenset(refused))
         batch = BatchRows(requests)
         batch.resolve_all()
-        for index, row in batch.todo:
+        todo = batch.todo()
+        for index, row in todo:
             row["token"] = tokens[index]
         answers: list[Enqueued | None] = [None] * batch.count
         dead: set[str] = set()
-        todo = batch.todo
         for _ in range(ENQUEUE_RETRIES):
             if not todo:
                 return GuardedAnswers(batch.answers_or_none(answers), frozenset(dead))
@@ -319,12 +319,12 @@ class PostgresEnqueuer:
         first = next(chunks, None)  # never raises: a refusal is kept in batch.error
         if batch.error is not None:
             raise batch.error  # nothing was sent
-        if not batch.todo:
+        if not batch.new:
             return []
         if await self._copy_batch(batch, itertools.chain([first], chunks)):
             return batch.answers_when_all_inserted()
         batch.resolve_all()  # raises what the COPY met in the requests
-        todo = batch.todo
+        todo = batch.todo()
         answers: list[Enqueued | None] = [None] * batch.count
         for _ in range(ENQUEUE_RETRIES):
             if not todo:
@@ -352,7 +352,7 @@ class PostgresEnqueuer:
         conflicts = [{"index": i, "sameAs": first} for i, first in batch.repeats()]
         if conflicts:
             raise _duplicates(conflicts, batch.count)
-        rows = [row for _, row in batch.todo]
+        rows = [row for _, row in batch.todo()]
         for _ in range(ENQUEUE_RETRIES):
             now = self.clock.now_ms()
             for row in rows:
@@ -376,9 +376,7 @@ class PostgresEnqueuer:
             meta={"pending": len(rows)},
         )
 
-    async def _copy_batch(
-        self, batch: BatchRows, chunks: Iterator[list[dict[str, Any]] | None]
-    ) -> bool:
+    async def _copy_batch(self, batch: BatchRows, chunks: Iterator[list[NewRow] | None]) -> bool:
         """Every row of ``batch`` by COPY, then the wake; False when it was not tried (a recent
         batch met a taken id or key) or failed (COPY is all or nothing: then nothing was
         inserted, and the statement answers the batch or the caller raises what the requests
@@ -403,7 +401,11 @@ class PostgresEnqueuer:
             return False  # the statement inserts the batch or raises its own error
         slot = now // WAKE_SLOT_MS
         due_by = now + WAKE_DUE_WITHIN_MS
-        due = {row["queue"] for _, row in batch.todo if row["at"] is None or row["at"] <= due_by}
+        due = {
+            request.queue
+            for _, (request, _, _) in batch.new
+            if request.run_at_ms is None or request.run_at_ms <= due_by
+        }
         queues = sorted(queue for queue in due if self._slot_to_announce(queue, slot) is not None)
         if queues:
             await self._fetch(_ENQUEUE_WAKE, queues, slot)

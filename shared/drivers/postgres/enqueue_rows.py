@@ -14,6 +14,9 @@ from ujobs.drivers.postgres.rows import dumps
 from ujobs.errors import InputInvalidError
 from ujobs.ids import new_ids
 
+NewRow = tuple[EnqueueRequest, str, str]
+"""A request that is a row of its own, with the ids it is inserted under (id, run id)."""
+
 COPY_CHUNK_ROWS = 64
 """A batch's COPY is sent this many requests at a time, each piece encoded while the server
 inserts the one before it."""
@@ -65,7 +68,8 @@ class BatchRows:
 
     def __init__(self, requests: Iterable[EnqueueRequest]) -> None:
         self._source = iter(requests)
-        self.todo: list[tuple[int, dict[str, Any]]] = []
+        self.new: list[tuple[int, NewRow]] = []
+        """Each request that is a row of its own, by its index in the batch."""
         self.error: Exception | None = None
         self._first_of: list[int] = []
         self._by_id: dict[str, int] = {}
@@ -77,7 +81,7 @@ class BatchRows:
         """Requests resolved so far."""
         return len(self._first_of)
 
-    def resolve(self, chunk_rows: int) -> Iterator[list[dict[str, Any]] | None]:
+    def resolve(self, chunk_rows: int) -> Iterator[list[NewRow] | None]:
         """The new rows of the next ``chunk_rows`` requests, chunk by chunk; None (and the
         end) when a request is refused."""
         while not self._drained:
@@ -95,7 +99,7 @@ class BatchRows:
                 return
             self._drained = len(taken) < chunk_rows
             minted = iter(new_ids(sum((not r.id) + (not r.run_id) for r in taken)))
-            rows: list[dict[str, Any]] = []
+            rows: list[NewRow] = []
             for request in taken:
                 row = self._resolve(request, minted)
                 if row is not None:
@@ -109,7 +113,7 @@ class BatchRows:
         if self.error is not None:
             raise self.error
 
-    def _resolve(self, request: EnqueueRequest, minted: Iterator[str]) -> dict[str, Any] | None:
+    def _resolve(self, request: EnqueueRequest, minted: Iterator[str]) -> NewRow | None:
         index = len(self._first_of)  # self.count, without a property call per request
         key = (request.name, request.tenant_id or "", request.idempotency_key)
         earlier = self._by_id.get(request.id) if request.id is not None else None
@@ -121,17 +125,22 @@ class BatchRows:
         job_id = request.id or next(minted)
         self._by_id[job_id] = index
         self._by_key[key] = index
-        row = batch_row(request, job_id, request.run_id or next(minted))
-        self.todo.append((index, row))
+        row = (request, job_id, request.run_id or next(minted))
+        self.new.append((index, row))
         return row
+
+    def todo(self) -> list[tuple[int, dict[str, Any]]]:
+        """The new rows as the statements read them (``batch_row``), by request index: built
+        only when a statement sends the batch (the COPY writes each line from ``new``)."""
+        return [(index, batch_row(*row)) for index, row in self.new]
 
     def answers_when_all_inserted(self) -> list[Enqueued]:
         """The answers when every row of ``todo`` was inserted."""
-        fresh = [Enqueued(row["id"], row["run_id"], False) for _, row in self.todo]
+        fresh = [Enqueued(job_id, run_id, False) for _, (_, job_id, run_id) in self.new]
         if len(fresh) == self.count:
             return fresh  # no repeats inside the batch: every job is its own answer
         answers: list[Enqueued | None] = [None] * self.count
-        for (index, _), inserted in zip(self.todo, fresh, strict=True):
+        for (index, _), inserted in zip(self.new, fresh, strict=True):
             answers[index] = inserted
         return self.answers(answers)
 
@@ -178,4 +187,4 @@ def batch_row(request: EnqueueRequest, job_id: str, run_id: str) -> dict[str, An
     }
 
 
-__all__ = ["COPY_CHUNK_ROWS", "BatchRows", "StampedJob", "batch_row"]
+__all__ = ["COPY_CHUNK_ROWS", "BatchRows", "NewRow", "StampedJob", "batch_row"]
