@@ -35,6 +35,11 @@ What it measures, against a local aiohttp receiver running in its own process:
   = 1 / (1 / floor + 1 / raw) (``ratios.ceiling_unslotted_vs_raw_posts``): what ONE process
   could deliver if the per-endpoint cap cost nothing at all, the bound on the 0.5 target a
   delivery's being a durable job sets on this machine.
+- ``commits_per_delivery``, ``commits_per_floor_job``, ``commits_per_floor_slot_job``: the bench
+  database's committed transactions over each phase (``pg_stat_database.xact_commit``, read
+  ``STATS_FLUSH_S`` after it ends), per delivery or job: every statement the deliverer sends
+  outside a transaction is one, so this counts round trips that commit, the figure a busy
+  machine does not move (it includes the deliverer's few idle polls in those seconds).
 
 Before each timed phase the bench runs ``ANALYZE`` (``analyze``), as a deployment's autovacuum
 would by then; ``BENCH_WEBHOOKS_ANALYZE=0`` leaves the plans the deliverer made on empty tables.
@@ -97,6 +102,9 @@ KEY = base64.b64encode(os.urandom(32)).decode()
 LOCAL = GuardPolicy.parse("127.0.0.1/32", allow_http=True)
 BODY = json.dumps({"type": "bench.tick", "data": {"order": "ord_0001", "total": "12.50"}})
 WAIT_S = 300.0
+STATS_FLUSH_S = 11.0
+"""A backend's counters reach ``pg_stat_database`` within Postgres's idle flush interval (10 s),
+so the commit counts read this long after a phase hold every commit of it."""
 ANALYZE = os.environ.get("BENCH_WEBHOOKS_ANALYZE", "1") != "0"
 
 
@@ -231,6 +239,15 @@ async def analyze(pool: asyncpg.Pool[Any]) -> None:
         await pool.execute("analyze")
 
 
+async def commits(pool: asyncpg.Pool[Any]) -> int:
+    """The bench database's committed transactions so far, every backend's flushed."""
+    await asyncio.sleep(STATS_FLUSH_S)
+    value = await pool.fetchval(
+        "select xact_commit from pg_stat_database where datname = current_database()"
+    )
+    return int(value)
+
+
 def cpu_s(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -239,8 +256,9 @@ def cpu_s(pid: int) -> float:
 
 async def throughput(
     bench: Bench, http: aiohttp.ClientSession, base: str, deliverer: int
-) -> tuple[float, float]:
-    """Deliveries a second, and the deliverer's CPU milliseconds per delivery."""
+) -> tuple[float, float, float]:
+    """Deliveries a second, the deliverer's CPU milliseconds per delivery, and the database's
+    commits per delivery (every transaction of the phase, the deliverer's polls included)."""
     pool, driver = bench.pool, bench.driver
     await pause_queues(driver, [WEBHOOKS_QUEUE], pause=True)
     now = int(time.time() * 1000)
@@ -258,22 +276,27 @@ async def throughput(
         await builtin.deliver_global.enqueue_many(inputs[start : start + 1000])
     await analyze(pool)
     await http.post(f"{base}/reset")
+    commits_before = await commits(pool)
     cpu_before = cpu_s(deliverer)
     began = time.time_ns()
     await pause_queues(driver, [WEBHOOKS_QUEUE], pause=False)
     last_ns = await until_count(http, base, N)
-    return N / ((last_ns - began) / 1e9), (cpu_s(deliverer) - cpu_before) * 1000 / N
+    cpu = (cpu_s(deliverer) - cpu_before) * 1000 / N
+    committed = (await commits(pool) - commits_before) / N
+    return N / ((last_ns - began) / 1e9), cpu, committed
 
 
-async def floor(bench: Bench, name: str, deliverer: int) -> tuple[float, float]:
-    """No-op jobs ``name`` a second through the deliverer, and its CPU milliseconds per job:
-    queued while the queue is paused, timed from the resume to the last one's finish."""
+async def floor(bench: Bench, name: str, deliverer: int) -> tuple[float, float, float]:
+    """No-op jobs ``name`` a second through the deliverer, its CPU milliseconds per job and
+    the database's commits per job: queued while the queue is paused, timed from the resume to
+    the last one's finish."""
     handle = webhook_floor_app.api.jobs[name]
     await pause_queues(bench.driver, [WEBHOOKS_QUEUE], pause=True)
     inputs = [{"n": i, "endpoint": f"ep_{i % ENDPOINTS:02d}"} for i in range(N)]
     for start in range(0, N, 1000):
         await handle.enqueue_many(inputs[start : start + 1000])
     await analyze(bench.pool)
+    commits_before = await commits(bench.pool)
     cpu_before = cpu_s(deliverer)
     began = time.time()
     await pause_queues(bench.driver, [WEBHOOKS_QUEUE], pause=False)
@@ -286,7 +309,9 @@ async def floor(bench: Bench, name: str, deliverer: int) -> tuple[float, float]:
         )
         assert row is not None
         if row["done"] >= N:
-            return N / (float(row["last"]) - began), (cpu_s(deliverer) - cpu_before) * 1000 / N
+            cpu = (cpu_s(deliverer) - cpu_before) * 1000 / N
+            committed = (await commits(bench.pool) - commits_before) / N
+            return N / (float(row["last"]) - began), cpu, committed
         if time.monotonic() > deadline:
             raise RuntimeError(f"only {row['done']} of {N} {name} jobs finished")
         await asyncio.sleep(0.05)
@@ -387,7 +412,7 @@ async def seed(dsn: str, base: str) -> None:
 
 async def measure(dsn: str, base: str, port: int, deliverer: int) -> dict[str, Any]:
     async with Bench(dsn) as bench, aiohttp.ClientSession() as http:
-        deliveries, delivery_cpu = await throughput(bench, http, base, deliverer)
+        deliveries, delivery_cpu, delivery_commits = await throughput(bench, http, base, deliverer)
         raw, raw_cpu = await raw_posts(bench.store, http, base, port)
         await analyze(bench.pool)  # the 10,000 delivered rows, as autovacuum would see them
         latencies = await latency(bench.store, http, base)
@@ -396,6 +421,7 @@ async def measure(dsn: str, base: str, port: int, deliverer: int) -> dict[str, A
         "raw": raw,
         "latencies": latencies,
         "delivery_cpu": delivery_cpu,
+        "delivery_commits": delivery_commits,
         "raw_cpu": raw_cpu,
     }
 
@@ -446,7 +472,8 @@ def run() -> dict[str, Any]:
         asyncio.run(admin(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
         log.unlink(missing_ok=True)
     deliveries, raw, latencies = got["deliveries"], got["raw"], got["latencies"]
-    (floor_jobs, floor_cpu), (slot_jobs, slot_cpu) = got["floor"], got["floor_slot"]
+    (floor_jobs, floor_cpu, floor_commits) = got["floor"]
+    (slot_jobs, slot_cpu, slot_commits) = got["floor_slot"]
     ceiling = 1 / (1 / slot_jobs + 1 / raw)
     ceiling_unslotted = 1 / (1 / floor_jobs + 1 / raw)
     quantiles = statistics.quantiles(latencies, n=20)
@@ -468,6 +495,9 @@ def run() -> dict[str, Any]:
         "floor_slot_jobs_per_s": round(slot_jobs, 1),
         "deliverer_cpu_ms_per_floor_job": round(floor_cpu, 3),
         "deliverer_cpu_ms_per_floor_slot_job": round(slot_cpu, 3),
+        "commits_per_delivery": round(got["delivery_commits"], 2),
+        "commits_per_floor_job": round(floor_commits, 2),
+        "commits_per_floor_slot_job": round(slot_commits, 2),
         "ceiling_deliveries_per_s": round(ceiling, 1),
         "ceiling_unslotted_deliveries_per_s": round(ceiling_unslotted, 1),
         "ratios": {

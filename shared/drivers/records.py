@@ -95,6 +95,10 @@ class EnqueueRequest:
     debounce_ms: int | None = None
     unique_for_ms: int | None = None
     priority: int = 0
+    slot_key: str | None = None
+    """The fleet slot's lease key (``job.concurrency``), computed from the input at enqueue by
+    ``JobHandle.request``; a driver that can take the slot in its claim stores it (Postgres),
+    the others ignore it. None: no concurrency, or not known (the worker computes it)."""
 
     @property
     def controlled(self) -> bool:
@@ -244,6 +248,9 @@ class ClaimedJob:
     """The times this run snoozed before this claim (``ujobs.jobs.snooze``; a requeue resets it)."""
     priority: int = 0
     """0 (first) to 9: the order the claim handed it out in (``EnqueueRequest.priority``)."""
+    slot: str | None = None
+    """The fleet slot (a lease key) the claim itself took for this run, held under
+    ``lease_holder(this row)`` (``ClaimOptions.slots``); None: the worker takes it, if any."""
 
     @property
     def ref(self) -> ClaimRef:
@@ -306,6 +313,11 @@ class ClaimOptions:
     strict_queues: frozenset[str] = frozenset()
     """Queues served first-in first-out (``fair=False``, ``UJOBS_STRICT_QUEUES``); every other
     queue is tenant-fair (``ujobs.drivers.fairness``)."""
+    slots: tuple[tuple[str, int], ...] = ()
+    """``(job name, limit)`` of the jobs declared with ``concurrency`` whose fleet slot the
+    claim may take in its own statement (``ClaimedJob.slot``): a driver that can (Postgres, for
+    a row whose key was stored at enqueue) does, under the lease store's rules; any other row,
+    and every row of a driver that cannot, is answered with ``slot=None``."""
 
 
 # --- settle ---------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import quote
 
 from ujobs.durations import Duration, duration_ms
 from ujobs.errors import (
@@ -46,6 +47,16 @@ class KeyedConcurrency:
 
 
 Concurrency = int | KeyedConcurrency | Mapping[str, Any]
+
+
+def job_lease_key(name: str, key: str) -> str:
+    """The lease row of one concurrency key of job ``name``."""
+    return f"job-key:{quote(name, safe='')}:{key}"
+
+
+def job_cap_key(name: str) -> str:
+    """The lease row of a plain ``concurrency=N`` cap."""
+    return f"job:{name}"
 
 
 def declaration_invalid(name: str, message: str, **meta: Any) -> JobDeclarationInvalidError:

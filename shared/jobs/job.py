@@ -41,6 +41,8 @@ from ujobs.jobs.declaration_rules import (
     WhenBusy,
     claim_declared_name,
     declaration_invalid,
+    job_cap_key,
+    job_lease_key,
     reset_declared_names,
     validate_concurrency,
     validate_name,
@@ -215,6 +217,19 @@ class JobHandle(Generic[InputT]):
         assert isinstance(key, str)
         return key
 
+    def slot_key_for(self, value: InputT) -> str | None:
+        """The fleet slot's lease key of a run of this input (``ujobs.worker.concurrency``):
+        ``job:<name>`` for a plain cap, ``job-key:<encoded name>:<key>`` for a keyed one, None
+        without ``concurrency``. Raises as ``concurrency_key_for`` does."""
+        conc = self._definition.concurrency
+        if conc is None:
+            return None
+        if isinstance(conc, KeyedConcurrency):
+            key = self.concurrency_key_for(value)
+            assert key is not None
+            return job_lease_key(self._name, key)
+        return job_cap_key(self._name)
+
     # -- enqueue -------------------------------------------------------------------------
     def request(
         self,
@@ -236,7 +251,7 @@ class JobHandle(Generic[InputT]):
         Every text field is checked against ``ujobs.limits`` and the input's nesting before
         pydantic walks it (a dict or list as sent), or, for a model instance, in the form it
         is stored in."""
-        dumped, key, tenant = self._checked_input(input, idempotency_key)
+        dumped, key, tenant, slot_key = self._checked_input(input, idempotency_key)
         shared = shared_fields(
             self._definition,
             delay,
@@ -248,7 +263,7 @@ class JobHandle(Generic[InputT]):
             debounce,
             priority,
         )
-        return request_of(self._name, dumped, key, tenant, shared, job_id, run_id)
+        return request_of(self._name, dumped, key, tenant, slot_key, shared, job_id, run_id)
 
     def _requests(
         self,
@@ -265,7 +280,7 @@ class JobHandle(Generic[InputT]):
         shared: SharedFields | None = None
         name = self._name
         for value in inputs:
-            dumped, key, tenant = self._checked_input(value, None)
+            dumped, key, tenant, slot_key = self._checked_input(value, None)
             if shared is None:
                 shared = shared_fields(
                     self._definition,
@@ -278,12 +293,13 @@ class JobHandle(Generic[InputT]):
                     debounce,
                     priority,
                 )
-            yield request_of(name, dumped, key, tenant, shared, None, None)
+            yield request_of(name, dumped, key, tenant, slot_key, shared, None, None)
 
     def _checked_input(
         self, input: Any, idempotency_key: str | None
-    ) -> tuple[Any, str, str | None]:
-        """The input as stored, its idempotency key and its tenant, each checked."""
+    ) -> tuple[Any, str, str | None, str | None]:
+        """The input as stored, its idempotency key, its tenant and its fleet slot's lease key
+        (``slot_key_for``), each checked."""
         d = self._definition
         raw = {} if input is None else input
         plain = isinstance(raw, (dict, list))
@@ -298,8 +314,8 @@ class JobHandle(Generic[InputT]):
         else:
             key = self.idempotency_key_for(value)
         tenant = self.tenant_for(value)
-        self.concurrency_key_for(value)
-        return dumped, key, tenant
+        slot_key = self.slot_key_for(value)
+        return dumped, key, tenant, slot_key
 
     async def enqueue(
         self,

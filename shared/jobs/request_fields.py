@@ -37,6 +37,7 @@ REQUEST_FIELDS = (
     "debounce_ms",
     "unique_for_ms",
     "priority",
+    "slot_key",
 )
 """The order ``request_of`` passes an ``EnqueueRequest``'s fields in."""
 if tuple(f.name for f in dataclasses.fields(EnqueueRequest)) != REQUEST_FIELDS:
@@ -112,11 +113,13 @@ def request_of(
     dumped: Any,
     key: str,
     tenant: str | None,
+    slot_key: str | None,
     shared: SharedFields,
     job_id: str | None,
     run_id: str | None,
 ) -> EnqueueRequest:
-    """The request of job ``name`` for one input (``dumped``, its key and its tenant)."""
+    """The request of job ``name`` for one input (``dumped``, its key, its tenant and its fleet
+    slot's lease key)."""
     (
         queue,
         max_attempts,
@@ -146,6 +149,7 @@ def request_of(
         debounce_ms,
         unique_for_ms,
         priority,
+        slot_key,
     )
 
 

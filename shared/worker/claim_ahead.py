@@ -27,6 +27,9 @@ What a buffered row keeps, and how it is never lost:
   other. A body that kills its worker before its mark landed looks unstarted too, so those
   uncounted returns are capped per row (``AHEAD_RETURNS_MAX``): a poison pill still exhausts
   its attempts.
+* **its fleet slot** — a row of a job with ``concurrency`` whose claim took its slot
+  (``ClaimedJob.slot``, Postgres) holds it while it waits here, its TTL counting from the
+  claim like the lease; a row handed back unstarted releases it after the nack.
 * **the drain** — ``stop_claiming`` hands every buffered row back at once; a row the pass in
   flight claims after that, with no slot for it, is handed back too. ``settle()`` waits for
   those nacks. A row is popped from the buffer exactly once, to run or to go back.
@@ -42,6 +45,7 @@ from collections.abc import Callable
 
 from ujobs.drivers.base import ClaimedJob, JobDriver
 from ujobs.execution.attempt import hand_back
+from ujobs.worker.concurrency import lease_holder
 
 log = logging.getLogger("ujobs.worker")
 
@@ -128,6 +132,15 @@ class Prefetch:
                 "jobs.worker.prefetch-return-failed",
                 extra={"job_id": claimed.id, "claim": claimed.claim, "error": repr(exc)},
             )
+        leases = self._driver.leases
+        if claimed.slot is not None and leases is not None:  # the claim took its fleet slot
+            try:
+                await leases.release(claimed.slot, lease_holder(claimed))
+            except Exception as exc:  # it lapses by its TTL instead
+                log.warning(
+                    "jobs.worker.slot-release-failed",
+                    extra={"job_id": claimed.id, "key": claimed.slot, "error": repr(exc)},
+                )
 
     def close(self) -> None:
         """No more rows kept: every buffered row goes back now (the drain)."""

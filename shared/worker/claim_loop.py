@@ -140,6 +140,7 @@ class ClaimLoop:
         dispatch: Dispatch,
         on_exhausted: OnExhausted | None,
         drop_exhausted: frozenset[str],
+        claim_slots: tuple[tuple[str, int], ...] = (),
         idle_ceiling_ms: Callable[[], int],
         signals: Signals,
         ahead: Callable[[], int] | None = None,
@@ -154,6 +155,7 @@ class ClaimLoop:
         self._dispatch = dispatch
         self._on_exhausted = on_exhausted
         self.drop_exhausted = drop_exhausted
+        self.claim_slots = claim_slots
         self._ceiling = idle_ceiling_ms
         self._order = {q: i for i, q in enumerate(options.queues)}
         self._busy = False
@@ -264,6 +266,7 @@ class ClaimLoop:
                     drop_exhausted=self.drop_exhausted,
                     ahead_after=ahead_after,
                     strict_queues=self.options.strict_queues,
+                    slots=self.claim_slots,
                 )
             )
         except Exception as exc:

@@ -44,8 +44,8 @@ from ujobs.jobs.registry import Registry
 from ujobs.lifecycle import Lifecycle
 from ujobs.loop_probes import Signals
 from ujobs.metrics import JobMetrics
-from ujobs.worker.concurrency import acquire_slot
-from ujobs.worker.heartbeat import HeldRun
+from ujobs.worker.concurrency import acquire_slot, claimed_slot, lease_holder
+from ujobs.worker.heartbeat import FleetSlot, HeldRun
 from ujobs.worker.limits import Limiter
 from ujobs.worker.options import WorkerOptions
 
@@ -124,6 +124,8 @@ class Runner:
 
     async def _attempt(self, held: HeldRun) -> JobExecution:
         claimed = held.claimed
+        if claimed.slot is not None:  # the claim took it: the run's end releases it, whatever
+            held.slot = FleetSlot(claimed.slot, lease_holder(claimed))
         handle = self.registry.job(claimed.name)
         if handle is None:
             self.counters.unknown += 1
@@ -145,9 +147,14 @@ class Runner:
             if leases is None:  # start() refuses this for every job registered by then
                 log.error("jobs.worker.concurrency-unenforceable", extra=held.fields())
                 return await self._wait(held, "no-lease-store")
-            decision = await acquire_slot(
-                leases, handle, claimed, ttl_ms=self.options.visibility_timeout_ms
-            )
+            decision = None
+            if claimed.slot is not None:
+                decision = await claimed_slot(leases, handle, claimed)
+                held.slot = None if decision is None else decision.slot
+            if decision is None:
+                decision = await acquire_slot(
+                    leases, handle, claimed, ttl_ms=self.options.visibility_timeout_ms
+                )
             if decision.kind == "wait":
                 return await self._wait(held, decision.reason)
             if decision.kind == "refuse":

@@ -25,6 +25,17 @@ What a busy key decides (§ One run per key):
   the ordinary way and the body never runs (never the claim round).
 * the lease store raised: ``wait`` — logged ``jobs.worker.slot-failed``; an outage of the
   store never fails a run.
+
+Taken by the claim (``ClaimedJob.slot``): on Postgres the claim statement itself takes the slot
+of a row whose lease key was stored at enqueue (``EnqueueRequest.slot_key``), under the same
+rules and holder id, for the jobs ``claim_slots`` names. ``claimed_slot`` checks that key
+against the one this worker computes from the input now: the same, it is ``held`` with no
+statement; different (the key function changed since the enqueue), the claim's slot is given
+back and the run takes its own as above; the input or ``key(input)`` failing is ``failed``
+with the claim's slot kept on the run, so its end releases it. A row claimed ahead holds the
+claim's slot while it waits in the buffer (``ujobs.worker.claim_ahead``), and releases it if
+it is handed back unstarted. A row the claim could not give a slot (busy, a lost race, no
+stored key) takes the path above unchanged.
 """
 
 from __future__ import annotations
@@ -37,6 +48,8 @@ from urllib.parse import quote, unquote
 from ujobs.drivers.base import ClaimedJob, JobDriver, LeaseStore
 from ujobs.errors import ConcurrencyUnenforceableError
 from ujobs.execution.scope import parse_stored
+from ujobs.jobs.declaration_rules import job_cap_key as job_cap_key
+from ujobs.jobs.declaration_rules import job_lease_key as job_lease_key
 from ujobs.jobs.job import JobHandle, KeyedConcurrency
 from ujobs.jobs.registry import Registry
 from ujobs.worker.heartbeat import FleetSlot
@@ -61,14 +74,15 @@ def check_enforceable(driver: JobDriver, registry: Registry) -> None:
         )
 
 
-def job_lease_key(name: str, key: str) -> str:
-    """The lease row of one concurrency key of job ``name``."""
-    return f"job-key:{quote(name, safe='')}:{key}"
-
-
-def job_cap_key(name: str) -> str:
-    """The lease row of a plain ``concurrency=N`` cap."""
-    return f"job:{name}"
+def claim_slots(registry: Registry) -> tuple[tuple[str, int], ...]:
+    """``(name, limit)`` of every registered job declaring ``concurrency``: the slots a claim
+    may take for this worker (``ClaimOptions.slots``)."""
+    out: list[tuple[str, int]] = []
+    for name, handle in sorted(registry.jobs.items()):
+        conc = handle.concurrency
+        if conc is not None:
+            out.append((name, conc.limit if isinstance(conc, KeyedConcurrency) else conc))
+    return tuple(out)
 
 
 def lease_holder(claimed: ClaimedJob) -> str:
@@ -135,3 +149,33 @@ async def acquire_slot(
         return SlotDecision("refuse", reason="busy")
     reason = "own-leftover" if len(others) < len(holders) else "freed"
     return SlotDecision("wait", reason=reason)
+
+
+async def claimed_slot(
+    leases: LeaseStore, handle: JobHandle[Any], claimed: ClaimedJob
+) -> SlotDecision | None:
+    """The decision for a slot the claim took (``claimed.slot``), or None when the run must
+    take its own (``acquire_slot``): the key the claim used is not the one the input gives now,
+    and that slot has been given back."""
+    assert claimed.slot is not None
+    slot = FleetSlot(claimed.slot, lease_holder(claimed))
+    if isinstance(handle.concurrency, KeyedConcurrency):
+        parsed = parse_stored(handle, claimed.input, stored_tenant=claimed.tenant_id)
+        if not parsed.ok:
+            return SlotDecision("failed", slot=slot, error=parsed.error, reason="input")
+        try:
+            key = handle.slot_key_for(parsed.value)
+        except Exception as exc:
+            return SlotDecision("failed", slot=slot, error=exc, reason="key")
+    else:
+        key = job_cap_key(handle.name)
+    if key == claimed.slot:
+        return SlotDecision("held", slot=slot)
+    try:
+        await leases.release(slot.key, slot.holder)
+    except Exception as exc:  # it lapses by its TTL instead
+        log.warning(
+            "jobs.worker.slot-release-failed",
+            extra={"job": claimed.name, "job_id": claimed.id, "key": slot.key, "error": repr(exc)},
+        )
+    return None

@@ -49,7 +49,7 @@ from ujobs.wake.protocol import QueueWake, idle_ceiling_ms
 from ujobs.worker.claim_ahead import Prefetch
 from ujobs.worker.claim_loop import ClaimLoop, PassResult
 from ujobs.worker.claimed_run import Runner
-from ujobs.worker.concurrency import check_enforceable, job_lease_key
+from ujobs.worker.concurrency import check_enforceable, claim_slots, job_lease_key
 from ujobs.worker.drain import drain_reason, wait_out
 from ujobs.worker.heartbeat import HeartbeatTimer, HeldRun, Renewals
 from ujobs.worker.limits import LimitConfig
@@ -112,6 +112,7 @@ class JobWorker(Role):
             dispatch=self._dispatch,
             on_exhausted=self._on_exhausted,
             drop_exhausted=self._drop_exhausted(),
+            claim_slots=claim_slots(self.registry),
             idle_ceiling_ms=self.idle_ceiling_ms,
             signals=self.signals,
             ahead=self._ahead,
@@ -310,6 +311,7 @@ class JobWorker(Role):
 
     async def _begin(self) -> None:
         self.loop.drop_exhausted = self._drop_exhausted()
+        self.loop.claim_slots = claim_slots(self.registry)
         if self.drains_with_lifecycle:
             self.runner.lifecycle = self.lifecycle
         self.on_stop(

@@ -60,6 +60,8 @@
 -- $10 the cap on a row's uncounted ahead hand-backs  $11 write the settlements outbox (bool)
 -- $12 strict queues: served by priority then first-in first-out (fair=False,
 --     UJOBS_STRICT_QUEUES)
+-- claim_slots.sql is this statement plus the fleet slots it takes: a change here is made there
+-- too (tests/unit/test_claim_slots_sql.py fails until it is).
 with recursive queues as (
   select q.name
     from unnest($1::text[]) as q(name)

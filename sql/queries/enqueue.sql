@@ -10,16 +10,16 @@
 -- ($13, null when the row is due more than 1 s out), never on a dedupe.
 -- $1 id  $2 run_id  $3 name  $4 queue  $5 input (json text)  $6 tenant_id  $7 idempotency_key
 -- $8 max_attempts  $9 run_at ms  $10 now ms  $11 traceparent  $12 enqueued_by  $13 wake slot
--- $14 priority
+-- $14 priority  $15 slot_key (the fleet slot's lease key, 0032; null: none or not known)
 with inserted as (
   insert into x_jobs (id, run_id, name, queue, state, input, tenant_id, idempotency_key,
                       max_attempts, run_at, created_at, updated_at, traceparent, enqueued_by,
-                      priority)
+                      priority, slot_key)
   values ($1::text, $2::text, $3::text, $4::text,
           case when $9::bigint > $10::bigint then 'delayed' else 'ready' end,
           $5::text::jsonb, $6::text, $7::text, $8::int,
           x_ts($9::bigint), x_ts($10::bigint), x_ts($10::bigint), $11::text, $12::text,
-          $14::smallint)
+          $14::smallint, $15::text)
   on conflict do nothing
   returning id, run_id, queue
 ),

@@ -8,27 +8,27 @@
 -- enqueue.sql and the COPY (enqueue_many_copy.sql) store it.
 -- One wake per queue that gained a row due within 1 s, throttled per 250 ms slot.
 -- $1 the jobs, one JSON array of objects (one parameter: no per-element array encoding, and
--- each input travels as JSON inside it)  $2 now ms  $3 wake slot  $4 due-by ms
+-- each input travels as JSON inside it; slot_key: the fleet slot's lease key, 0032)  $2 now ms  $3 wake slot  $4 due-by ms
 with req as (
   select *
     from rows from (jsonb_to_recordset($1::text::jsonb)
                     as (id text, run_id text, name text, queue text, input jsonb,
                         tenant_id text, idempotency_key text, max_attempts int,
                         run_at_ms bigint, traceparent text, enqueued_by text,
-                        priority smallint))
+                        priority smallint, slot_key text))
          with ordinality as r(id, run_id, name, queue, input, tenant_id, idempotency_key,
                               max_attempts, run_at_ms, traceparent, enqueued_by, priority,
-                              ord)
+                              slot_key, ord)
 ),
 inserted as (
   insert into x_jobs (id, run_id, name, queue, state, input, tenant_id, idempotency_key,
                       max_attempts, run_at, created_at, updated_at, traceparent, enqueued_by,
-                      priority)
+                      priority, slot_key)
   select r.id, r.run_id, r.name, r.queue,
          case when r.run_at_ms > $2::bigint then 'delayed' else 'ready' end,
          coalesce(r.input, 'null'::jsonb), r.tenant_id, r.idempotency_key, r.max_attempts,
          x_ts(r.run_at_ms), x_ts($2::bigint), x_ts($2::bigint), r.traceparent, r.enqueued_by,
-         coalesce(r.priority, 0)
+         coalesce(r.priority, 0), r.slot_key
     from req r
    order by r.ord
   on conflict do nothing

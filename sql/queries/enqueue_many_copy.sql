@@ -12,4 +12,5 @@
 -- announced afterwards by enqueue_wake.sql. The driver reads the table and the column list
 -- from this file; asyncpg sends the same statement.
 copy x_jobs (id, run_id, name, queue, state, input, tenant_id, idempotency_key, max_attempts,
-             run_at, created_at, updated_at, traceparent, enqueued_by, priority) from stdin
+             run_at, created_at, updated_at, traceparent, enqueued_by, slot_key, priority)
+  from stdin

@@ -74,6 +74,20 @@ STATEMENTS: dict[str, tuple[str, frozenset[str]]] = {
             }
         ),
     ),
+    # A deliverer's claim: the same walk, and each key's slots read by the leases' primary key.
+    "claim_slots": (
+        f"('{{default}}', 16, 'w', {NOW}, 60000, '{{}}', 60000, {NOW}, 4, 3, false, '{{}}',"
+        " '{work}', '{8}')",
+        frozenset(
+            {
+                "x_jobs_claim_priority_idx",
+                "x_jobs_fair_idx",
+                "x_jobs_running_lease_idx",
+                "x_jobs_pkey",
+                "x_job_leases_pkey",
+            }
+        ),
+    ),
     "ack": (
         f"('{{j000000001}}', '{_ACKS}', {NOW}, 60000, {NOW}, 'running')",
         frozenset({"x_jobs_pkey"}),
@@ -90,7 +104,7 @@ STATEMENTS: dict[str, tuple[str, frozenset[str]]] = {
     "settlements_nack": (f"({_NACK})", frozenset({"x_jobs_pkey"})),
     "heartbeat": (f"('j000000001', 'w', 1, {NOW}, 60000)", frozenset({"x_jobs_pkey"})),
     "enqueue": (
-        f"({_ONE}, 0)",
+        f"({_ONE}, 0, null)",
         frozenset({"x_jobs_pkey", "x_jobs_name_tenant_idempotency_live_idx"}),
     ),
     # debounce 5 s, unique_for 1 h, a token: the recent-done lookup reads the partial index of
@@ -106,7 +120,7 @@ STATEMENTS: dict[str, tuple[str, frozenset[str]]] = {
         ),
     ),
     # A bare INSERT ... ON CONFLICT DO NOTHING: it probes every unique index and reads nothing.
-    "enqueue_insert": (f"({_ONE.rsplit(',', 1)[0]}, 0)", frozenset()),
+    "enqueue_insert": (f"({_ONE.rsplit(',', 1)[0]}, 0, null)", frozenset()),
     "enqueue_insert_live": (f"({_ONE.rsplit(',', 1)[0]}, 'token-1', 0)", frozenset()),
     "enqueue_many": (
         f"('[{_JOB}]', {NOW}, {NOW // 250}, {NOW + 1000})",

@@ -50,6 +50,7 @@ def test_a_request_is_a_frozen_value() -> None:
         None,
         None,
         0,
+        None,
     )
     with pytest.raises(dataclasses.FrozenInstanceError):
         a.name = "other"  # type: ignore[misc]

@@ -341,6 +341,7 @@ class MemoryDriver:
             ahead=row.ahead,
             snoozes=row.snoozes,
             priority=row.priority,
+            slot=None,  # fleet slots are the worker's to take (ClaimOptions.slots)
             store_epoch=None,  # one process's heap: a loss of it is the process's own
         )
 

@@ -43,6 +43,7 @@ COLUMNS = (
     "updated_at",
     "traceparent",
     "enqueued_by",
+    "slot_key",
     "priority",
 )
 """The order ``copy_rows`` writes a row's fields in; ``copy_target`` checks the file agrees."""
@@ -128,6 +129,7 @@ def _line(row: NewRow, now: int, now_text: str) -> str:
         request.idempotency_key,
     )
     tenant, trace, actor = request.tenant_id, request.traceparent, request.enqueued_by
+    slot = request.slot_key
     probe = "".join(text)
     if "\\" in probe or "\t" in probe or "\n" in probe or "\r" in probe:
         text = tuple(t.translate(_ESCAPES) for t in text)
@@ -147,6 +149,7 @@ def _line(row: NewRow, now: int, now_text: str) -> str:
             now_text,
             _NULL if trace is None else trace.translate(_ESCAPES),
             _NULL if actor is None else actor.translate(_ESCAPES),
+            _NULL if slot is None else slot.translate(_ESCAPES),
             _PRIORITIES[request.priority],
         )
     )

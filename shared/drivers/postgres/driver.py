@@ -77,6 +77,7 @@ if TYPE_CHECKING:
 JSONValue = Any
 
 _CLAIM = query("claim")
+_CLAIM_SLOTS = query("claim_slots")
 _ACK = query("ack")
 _NACK = query("nack")
 _START_AHEAD = query("start_ahead")
@@ -96,7 +97,7 @@ QUEUE_COUNT_CAP = 10_000
 OPERATION_QUERIES: dict[str, tuple[str, ...]] = {
     "enqueue": ("enqueue",),
     "enqueue_many": ("enqueue_many_copy", "enqueue_wake", "enqueue_many"),
-    "claim": ("claim",),
+    "claim": ("claim", "claim_slots"),
     "ack": ("ack", "settlements_ack"),
     "nack": ("nack", "settlements_nack"),
     "heartbeat": ("heartbeat",),
@@ -247,9 +248,13 @@ class PostgresDriver:
             )
         now = self.clock.now_ms()
         width, start = counter_bucket(now)
+        # With fleet slots to take, the twin that takes them (claim_slots.sql, two more
+        # parameters); the plain claim stays as lean as it was for every other worker.
+        slots = options.slots
+        extra = ([n for n, _ in slots], [limit for _, limit in slots]) if slots else ()
         rows = await retry_deadlock(
             self._fetch,
-            _CLAIM,
+            _CLAIM_SLOTS if slots else _CLAIM,
             list(dict.fromkeys(options.queues)),
             options.limit,
             options.worker_id,
@@ -262,6 +267,7 @@ class PostgresDriver:
             AHEAD_RETURNS_MAX,
             self.settlements,
             sorted(options.strict_queues),
+            *extra,
         )
         claimed = [claimed_job(r) for r in rows if r["kind"] == "claimed"]
         buried = [exhausted_job(r) for r in rows if r["kind"] == "buried"]

@@ -127,7 +127,7 @@ class PostgresEnqueuer:
             return answer
         args = stamped.at(self.clock.now_ms())
         if self._slot_to_announce(request.queue, wake_slot(args[8], args[9])) is None:
-            rows = await self._fetch(_ENQUEUE_INSERT, *args, request.priority)
+            rows = await self._fetch(_ENQUEUE_INSERT, *args, request.priority, request.slot_key)
             if rows:
                 return Enqueued(rows[0]["id"], rows[0]["run_id"], False)
         return await self._enqueue_or_answer(request, stamped)
@@ -271,7 +271,11 @@ class PostgresEnqueuer:
             args = stamped.at(self.clock.now_ms())
             slot = wake_slot(args[8], args[9])
             rows = await self._fetch(
-                _ENQUEUE, *args, self._slot_to_announce(request.queue, slot), request.priority
+                _ENQUEUE,
+                *args,
+                self._slot_to_announce(request.queue, slot),
+                request.priority,
+                request.slot_key,
             )
             if rows:
                 answer = Enqueued(rows[0]["id"], rows[0]["run_id"], rows[0]["deduped"])

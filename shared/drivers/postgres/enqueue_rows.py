@@ -183,6 +183,7 @@ def batch_row(request: EnqueueRequest, job_id: str, run_id: str) -> dict[str, An
         "traceparent": request.traceparent,
         "enqueued_by": request.enqueued_by,
         "priority": request.priority,
+        "slot_key": request.slot_key,
     }
 
 

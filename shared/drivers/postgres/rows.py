@@ -117,6 +117,7 @@ def claimed_job(r: Record) -> ClaimedJob:
         ahead=r["ahead"],
         snoozes=r["snoozes"],
         priority=r["priority"],
+        slot=r.get("slot"),  # claim_slots.sql's column; claim.sql has none
         store_epoch=None,  # a Postgres restart keeps what was committed: nothing to watch
     )
 

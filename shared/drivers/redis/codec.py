@@ -120,6 +120,7 @@ def claimed_from(row: Sequence[Any], store_epoch: str | None = None) -> ClaimedJ
         ahead=int(row[16]) == 1,
         snoozes=int(row[17]),
         priority=int(row[18]),
+        slot=None,  # fleet slots are the worker's to take (ClaimOptions.slots)
     )
 
 

@@ -1,0 +1,11 @@
+-- 0032: the fleet slot a run takes (job.concurrency), on its row. `slot_key` is the
+-- x_job_leases key of a job declared with `concurrency` (`job:<name>` for a plain cap,
+-- `job-key:<encoded name>:<key>` for a keyed one), computed from the input at enqueue by the
+-- statements the Python enqueue sends (single, batch, COPY). The claim reads it to take the
+-- run's slot in its own statement (sql/queries/claim.sql), so a run with a slot pays no
+-- separate lease statement and commit; the worker checks the key against the one it computes
+-- and takes the slot the old way when they differ or the column is null (rows enqueued before
+-- this migration, or by a path that does not write it: children, the scheduler, the outbox
+-- relay). Nullable without a default: adding it rewrites nothing and takes the table's lock
+-- only for the catalog update.
+alter table x_jobs add column slot_key text collate "C";
