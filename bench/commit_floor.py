@@ -50,11 +50,12 @@ ROUNDS = 3
 
 
 def enqueue_args(seq: int) -> tuple[object, ...]:
-    """``enqueue_insert.sql``'s $1..$13 for one job of the bench's shape, due now (priority 0)."""
+    """``enqueue_insert.sql``'s $1..$14 for one job of the bench's shape, due now (priority 0,
+    no fleet slot)."""
     job_id, run_id = new_ids(2)
     now = int(time.time() * 1000)
     return (job_id, run_id, "bench.noop", "default", f'{{"seq": {seq}, "ts": 0.0}}', None,
-            f"floor:{seq}", 3, now, now, None, None, 0)  # fmt: skip
+            f"floor:{seq}", 3, now, now, None, None, 0, None)  # fmt: skip
 
 
 async def one_round(
