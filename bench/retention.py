@@ -26,7 +26,7 @@
   These three passes read the first ``BENCH_CADENCE_ROWS`` (5,000) rows, taking turns for
   ``BENCH_CADENCE_ROUNDS`` (3) rounds; each figure is the median of its rounds.
 * ``BENCH_PURGE_REST`` / ``BENCH_PURGE_BUSY_REST`` / ``BENCH_PURGE_BATCH``: the jobs target's
-  ``rest_ratio`` (1), ``busy_rest_ratio`` (3) and ``batch_size`` (1,000), to explore;
+  ``rest_ratio`` (1), ``busy_rest_ratio`` (9) and ``batch_size`` (1,000), to explore;
   ``purge_busy_rests`` counts the rests the sweep took at its busy pace (the drain beside it).
 
 Everything runs in one throwaway database (created from ``TEST_DATABASE_URL``'s server,
@@ -130,7 +130,7 @@ class Sweep:
 
     def __init__(self, pool: Any, driver: PostgresDriver, history: int) -> None:
         rest = float(os.environ.get("BENCH_PURGE_REST", "1"))
-        busy_rest = float(os.environ.get("BENCH_PURGE_BUSY_REST", "3"))
+        busy_rest = float(os.environ.get("BENCH_PURGE_BUSY_REST", "9"))
         batch = int(os.environ.get("BENCH_PURGE_BATCH", "1000"))
         self.target = jobs_purge_target(
             executor=pool, rest_ratio=rest, busy_rest_ratio=busy_rest, batch_size=batch

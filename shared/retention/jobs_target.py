@@ -17,12 +17,14 @@ Between two batches it rests ``rest_ratio`` (1) times as long as the last batch 
 of a long backlog takes at most half of what the database (and a small machine's cores) can
 give; while other sessions of the database are running statements (workers draining, an api
 enqueueing: ``jobs_purge_busy``, read before each rest and trusted for ``BUSY_HOLD_S``) it rests
-``busy_rest_ratio`` (3) times as long, a quarter of the database at most, so a drain beside the
-sweep keeps nearly all its pace and a sweep alone keeps its own. A batch whose run still had a
-row it could not see deleted is followed, after its commit, by ``jobs_purge_steps``, so two
-sweeps that split a run settle its steps after both commit. After the batches one statement
-removes up to ``batch_size`` step records whose run has no row left (what a sweep that died
-before its follow-up stranded), and one more the fleet-lease rows whose TTL lapsed.
+``busy_rest_ratio`` (9) times as long, a tenth of the database at most, so a drain beside the
+sweep keeps nearly all its pace and a sweep alone keeps its own (a pass is at most
+``max_batches`` batches, so an hourly pass still ends well within its hour). A batch whose run
+still had a row it could not see deleted is followed, after its commit, by
+``jobs_purge_steps``, so two sweeps that split a run settle its steps after both commit. After
+the batches one statement removes up to ``batch_size`` step records whose run has no row left
+(what a sweep that died before its follow-up stranded), and one more the fleet-lease rows whose
+TTL lapsed.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ DEFAULT_DEAD_RETENTION_MS = 90 * DAY_MS
 DEFAULT_PURGE_BATCH_SIZE = 1_000
 DEFAULT_PURGE_MAX_BATCHES = 50
 DEFAULT_REST_RATIO = 1.0
-DEFAULT_BUSY_REST_RATIO = 3.0
+DEFAULT_BUSY_REST_RATIO = 9.0
 BUSY_HOLD_S = 1.0
 """How long one sight of another active session keeps the sweep at its busy pace: a drain's
 sessions are between statements much of the time, so one read alone would miss it."""
