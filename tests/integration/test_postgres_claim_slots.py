@@ -1,5 +1,5 @@
-"""Fleet slots taken by the claim itself (sql/queries/claim.sql, ``ClaimOptions.slots``): a row
-whose lease key was stored at enqueue holds its ``concurrency`` slot when the claim answers,
+"""Fleet slots taken by the claim itself (sql/queries/claim_slots.sql, ``ClaimOptions.slots``):
+a row whose lease key was stored at enqueue holds its ``concurrency`` slot when the claim answers,
 under lease_acquire.sql's rules (the limit across the rows of one claim and across concurrent
 claimers, a lapsed slot reused), with ``lease_holder``'s id; the worker then sends no acquire,
 releases the slot at the end, and a busy key still waits or is refused through the lease store."""

@@ -310,17 +310,10 @@ async def test_a_sweep_rests_between_batches_as_long_as_rest_ratio_says(
         with pytest.raises(ConfigInvalidError) as refused:
             jobs_purge_target(executor=pool, rest_ratio=bad)
         assert refused.value.meta == {"option": "rest_ratio"}
-    slept: list[float] = []
-    real_sleep = asyncio.sleep
-
-    async def sleep(seconds: float) -> None:
-        slept.append(seconds)
-        await real_sleep(0)
-
-    monkeypatch.setattr("ujobs.retention.jobs_target.asyncio.sleep", sleep)
+    rests = Rests(monkeypatch)
     for n in range(3):
         await job_row(pool, f"k{n}", "done", T0 - 30 * DAY, steps=0)
     resting = jobs_purge_target(executor=pool, batch_size=1, rest_ratio=2)
     assert await resting.purge_expired(T0) == 3
-    assert len(slept) == 3  # after each full batch; none after the empty one, none per state
-    assert all(s > 0 for s in slept)
+    assert len(rests.slept) == 3  # after each full batch; none after the empty one, none per state
+    assert all(s > 0 for s in rests.slept)
