@@ -73,7 +73,7 @@ from ujobs.execution.outage import MAX_UNREACHABLE_RETURNS, LeaseLeft, unreachab
 from ujobs.execution.outcome import OUTCOMES, ExecutionOutcome, JobExecution, JobOutcome
 from ujobs.execution.progress import ProgressReporter
 from ujobs.execution.run import Run, Settled, SettledOutcome
-from ujobs.execution.scope import ContextSpec, build_ctx, job_scope, parse_stored
+from ujobs.execution.scope import AttemptScope, ContextSpec, build_ctx, parse_stored
 from ujobs.execution.settle import (
     BeforeSettle,
     FailureVerdict,
@@ -90,7 +90,6 @@ from ujobs.jobs.retry import StopReason, is_final_attempt
 from ujobs.jobs.snooze import MAX_SNOOZES, Snooze
 from ujobs.results import encode_result
 from ujobs.signal import Signal
-from ujobs.tracing import job_span
 
 log = logging.getLogger("ujobs.jobs")
 
@@ -153,16 +152,7 @@ async def execute_job(
     parsed = parse_stored(handle, claimed.input, stored_tenant=claimed.tenant_id)
     ref = claimed.ref
     try:
-        with (
-            job_span(
-                claimed.name,
-                job_id=claimed.id,
-                queue=claimed.queue,
-                attempt=claimed.attempt,
-                parent=claimed.traceparent,
-            ) as traceparent,
-            job_scope(parsed.tenant, traceparent),
-        ):
+        with AttemptScope(claimed, parsed.tenant):
             ctx: Any = None
             failure = parsed.error or failure
             try:
@@ -181,18 +171,21 @@ async def execute_job(
                 attempt.stop_body(lapsed)
                 failure = failure or lapsed
             if failure is None and not attempt.signal.aborted:
-                # Lazy: the stored steps are read on the body's first step call.
-                step = Step.lazy(
+                # Lazy (``stored=None``, as ``Step.lazy`` builds it): the stored steps are read
+                # on the body's first step call.
+                definition = handle.definition
+                step = Step(
                     driver=driver,
                     job_id=claimed.id,
                     run_id=claimed.run_id,
                     tenant_id=claimed.tenant_id,
                     ref=ref,
+                    stored=None,
                     signal=attempt.signal,
                     clock=clock,
                     bus=events,
-                    step_timeout_ms=handle.definition.step_timeout_ms,
-                    event_poll_ms=handle.definition.event_poll_ms,
+                    step_timeout_ms=definition.step_timeout_ms,
+                    event_poll_ms=definition.event_poll_ms,
                     lease_check=lease_check,
                 )
             if failure is not None:
@@ -323,7 +316,8 @@ async def _settle(
         wiped = error_code_of(error) == LeaseLostError.code and await store_lost(driver, claimed)
         _log_failure(claimed, handle, outcome, stop, error, resume_at, now, quiet=wiped)
         exhausted = verdict.settled_error
-    await progress.flush()
+    if progress.close():
+        await progress.flush()
     if step is not None:
         step.close(partial(_settled_error, claimed.name, outcome))
     answer = await settle_answer(

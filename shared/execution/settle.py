@@ -60,7 +60,9 @@ from ujobs.jobs.retry import Retry, StopReason, retry_delay_ms, stop_reason
 
 log = logging.getLogger("ujobs.jobs")
 
-BeforeSettle = Callable[[], Awaitable[None]]
+BeforeSettle = Callable[[], Awaitable[None] | None]
+"""Called right before the ack/nack is sent; awaited when it answers an awaitable (the worker's
+``HeldRun.stop`` is plain: it only flags the run, and a coroutine a settle costs a frame)."""
 
 HAND_BACK_DELAY_MS = 1_000
 """A shed or a limit: due again after about one poll, so the row does not spin on one worker."""
@@ -240,18 +242,27 @@ async def settle_answer(
     with the row (``ujobs.results``)."""
     if before_settle is not None:
         try:
-            await before_settle()
+            waiting = before_settle()
+            if waiting is not None:
+                await waiting
         except Exception:
             log.exception("jobs.settle.before-failed", extra=_settle_fields(claimed, outcome))
 
-    def send() -> Awaitable[bool]:
-        if nack is None:
-            return driver.ack(claimed.id, claimed.ref, duration_ms=duration_ms, result=result)
-        return driver.nack(claimed.id, claimed.ref, nack)
-
     try:
-        landing = SettleResult("landed" if await send() else "refused", 1)
+        # The first try calls the driver itself; ``send`` is built for the retry loop only.
+        sent = (
+            driver.ack(claimed.id, claimed.ref, duration_ms=duration_ms, result=result)
+            if nack is None
+            else driver.nack(claimed.id, claimed.ref, nack)
+        )
+        landing = SettleResult("landed" if await sent else "refused", 1)
     except Exception as exc:
+
+        def send() -> Awaitable[bool]:
+            if nack is None:
+                return driver.ack(claimed.id, claimed.ref, duration_ms=duration_ms, result=result)
+            return driver.nack(claimed.id, claimed.ref, nack)
+
         landing = await send_until_landed(
             send,
             lease_left=lease_left or claim_lease_left(claimed, driver.clock),
