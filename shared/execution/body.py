@@ -120,15 +120,14 @@ class Attempt:
 
     # -- running it ------------------------------------------------------------------------
     async def run_body(self, run: Run[Any], step: Step) -> BodyEnd:
-        loop = asyncio.get_running_loop()
-        self.task = asyncio.current_task()
+        task = self.task = asyncio.current_task()
         body = Inline(self.handle.run(run))
         body.on_first_wait = self.on_running
         body.on_cancel_kept = self._cancel_kept
         self.body = body
         timeout_ms = self.handle.definition.timeout_ms
         timer = (
-            loop.call_later(timeout_ms / 1000, self.on_deadline, timeout_ms)
+            asyncio.get_running_loop().call_later(timeout_ms / 1000, self.on_deadline, timeout_ms)
             if timeout_ms is not None
             else None
         )
@@ -147,8 +146,8 @@ class Attempt:
                 self._grace.cancel()
             if self.on_end is not None:
                 self.on_end()
-        outside = self._uncancel()
-        if outside:
+        # Nothing to take back, nothing from outside: the common case asks the task once.
+        if (self._cancels or (task is not None and task.cancelling())) and self._uncancel():
             raise asyncio.CancelledError()  # the run was cancelled from outside: no settle
         if isinstance(error, KeyboardInterrupt | SystemExit):
             raise error  # the process's, never a job's verdict (as a task re-raises them)

@@ -46,7 +46,6 @@ from ujobs.execution.on_settled import tell_settled
 from ujobs.execution.outage import (
     LeaseLeft,
     SettleAnswer,
-    SettleResult,
     claim_lease_left,
     outage_hand_back,
     send_until_landed,
@@ -255,7 +254,8 @@ async def settle_answer(
             if nack is None
             else driver.nack(claimed.id, claimed.ref, nack)
         )
-        landing = SettleResult("landed" if await sent else "refused", 1)
+        answer: SettleAnswer = "landed" if await sent else "refused"
+        tries = 1
     except Exception as exc:
 
         def send() -> Awaitable[bool]:
@@ -269,7 +269,8 @@ async def settle_answer(
             fields=partial(_settle_fields, claimed, outcome),
             first_failure=exc,
         )
-    if landing.answer == "refused" and report_refusal:
+        answer, tries = landing.answer, landing.tries
+    if answer == "refused" and report_refusal:
         # After a try that could not reach the store, the refusal may be that try's own
         # landing, its answer lost with the connection. A row whose whole keyspace went (a
         # Redis back empty) is reported once for all of them (ujobs.execution.store_loss).
@@ -279,11 +280,11 @@ async def settle_answer(
             "jobs.settle.unowned",
             extra={
                 **_settle_fields(claimed, outcome),
-                "after_unreachable": landing.tries > 1,
+                "after_unreachable": tries > 1,
                 "store_lost": wiped,
             },
         )
-    return landing.answer
+    return answer
 
 
 def _settle_fields(claimed: ClaimedJob, outcome: str) -> dict[str, Any]:
