@@ -37,7 +37,6 @@ class ProgressReporter:
 
     def __init__(
         self,
-        *,
         introspect: JobIntrospection | None,
         job_id: str,
         ref: ClaimRef,

@@ -79,7 +79,7 @@ class HeldRun:
         "task",
     )
 
-    def __init__(self, claimed: ClaimedJob, *, sent_ms: int, interval_ms: int) -> None:
+    def __init__(self, claimed: ClaimedJob, sent_ms: int, interval_ms: int) -> None:
         self.claimed = claimed
         self.signal = Signal()
         self.last_landed_ms = sent_ms

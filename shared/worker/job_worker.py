@@ -222,7 +222,7 @@ class JobWorker(Role):
         self._start(claimed, sent_ms)
 
     def _start(self, claimed: ClaimedJob, sent_ms: int) -> None:
-        held = HeldRun(claimed, sent_ms=sent_ms, interval_ms=self.options.heartbeat_interval_ms)
+        held = HeldRun(claimed, sent_ms, self.options.heartbeat_interval_ms)
         if self._drain_reason is not None:
             held.signal.abort(self._drain_reason)  # claimed by the pass the drain caught
         held.on_settling = self._settling
