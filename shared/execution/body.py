@@ -133,7 +133,7 @@ class Attempt:
         coro = self.handle.run(run)
         timeout_ms = self.handle.definition.timeout_ms
         loop = asyncio.get_running_loop()
-        started = loop.time()
+        started = loop.time() if timeout_ms is not None else 0.0  # no clock read without one
         body: Inline | None = None
         timer: asyncio.TimerHandle | None = None
         result: Any = None
