@@ -252,13 +252,14 @@ async def test_a_busy_key_still_waits_or_is_refused(pg_pool: asyncpg.Pool[Any]) 
         await worker.join()
         row = await driver.introspect.get(job_id)
         assert row is not None
-        if handle is waits:
-            assert (row.state, row.attempt, worker.stats().waited) == ("ready", 0, 1)
-        else:
-            assert row.state == "failed"
+        claims = await pg_pool.fetchval("select claim from x_jobs where id = $1", job_id)
+        if handle is waits:  # a key with no room: never claimed, nothing to hand back
+            assert (row.state, row.attempt, claims, worker.stats().waited) == ("ready", 0, 0, 0)
+        else:  # claimed to be refused, through the lease store
+            assert (row.state, claims) == ("failed", 1)
             assert "X_JOB_KEY_BUSY" in (row.last_error or "")
         assert await driver.leases.holders(key) == ["other#1@elsewhere"]
-    assert len(acquires.calls) == 2  # the claim had no room: the lease store decided
+    assert len(acquires.calls) == 1  # the refused run's: the claim had no room to give it
     await driver.close()
 
 
@@ -304,4 +305,55 @@ async def test_a_row_claimed_ahead_holds_its_slot_and_gives_it_back_unstarted(
     assert await pg_pool.fetchval("select count(*) from x_job_leases") == 0
     states = await pg_pool.fetch("select state, count(*) as n from x_jobs group by state")
     assert {r["state"]: r["n"] for r in states} == {"done": 2, "ready": 4}
+    await driver.close()
+
+
+async def test_a_key_with_no_room_is_left_where_it_is(pg_pool: asyncpg.Pool[Any]) -> None:
+    """One hot key's backlog (one endpoint's deliveries): a claim hands out only the rows its
+    key has room for and claims the other keys' rows behind them; the rest stay ``ready``,
+    never claimed, instead of being claimed and handed back one lease round each."""
+    clock = FrozenClock(T0)
+    driver = postgres_driver(pg_pool, clock=clock)
+    handle = _keyed(limit=2)
+    hot = [{"n": n, "account": "hot"} for n in range(8)]
+    await driver.enqueue_many([handle.request(i, clock=clock) for i in hot])
+    await driver.enqueue(handle.request({"n": 8, "account": "cold"}, clock=clock))
+    hot_key = job_lease_key(handle.name, "hot")
+    assert await driver.leases.acquire(hot_key, "other#1@elsewhere", 2, 60_000)
+    waits = frozenset({handle.name})
+    claimed = await driver.claim(_claim(handle, "w1", ahead_after=1, slots_wait=waits))
+    assert [(c.input["n"], c.slot, c.ahead) for c in claimed] == [
+        (0, hot_key, False),  # the one room left on the hot key, handed out first
+        (8, job_lease_key(handle.name, "cold"), True),  # ahead: counted after the kept rows
+    ]
+    left = await pg_pool.fetch(
+        "select state, claim from x_jobs where input->>'account' = 'hot' and input->>'n' <> '0'"
+    )
+    assert {(r["state"], r["claim"]) for r in left} == {("ready", 0)}
+    assert await driver.claim(_claim(handle, "w2", slots_wait=waits)) == []
+    # A freed slot lets the next row in; without the wait list every row is handed out.
+    await driver.leases.release(hot_key, "other#1@elsewhere")
+    (next_row,) = await driver.claim(_claim(handle, "w2", slots_wait=waits))
+    assert (next_row.input["n"], next_row.slot) == (1, hot_key)
+    rest = await driver.claim(_claim(handle, "w3"))
+    assert [(c.input["n"], c.slot) for c in rest] == [(n, None) for n in range(2, 8)]
+    await driver.close()
+
+
+async def test_a_lapsed_run_of_a_full_key_is_handed_out_again(pg_pool: asyncpg.Pool[Any]) -> None:
+    """A row whose lease lapsed is re-claimed even when its key has no room: the lapse must be
+    handed out (or buried) whatever the key holds; its worker then waits on the slot."""
+    clock = FrozenClock(T0)
+    driver = postgres_driver(pg_pool, clock=clock)
+    handle = _keyed(limit=1)
+    waits = frozenset({handle.name})
+    await driver.enqueue(handle.request({"n": 1, "account": "ep"}, clock=clock))
+    (first,) = await driver.claim(_claim(handle, "w1", slots_wait=waits))
+    key = job_lease_key(handle.name, "ep")
+    await pg_pool.execute(
+        "update x_job_leases set expires_at = x_ts($1) where key = $2", T0 + 10 * VISIBILITY_MS, key
+    )
+    clock.advance(VISIBILITY_MS)
+    (again,) = await driver.claim(_claim(handle, "w2", slots_wait=waits))
+    assert (again.id, again.claim, again.slot) == (first.id, 2, None)
     await driver.close()
