@@ -40,7 +40,7 @@ woke as (
 released as (
   delete from x_job_leases l
    using unnest($7::text[], $8::text[]) as r(key, holder)
-   where l.key = any($7::text[]) and l.key = r.key and l.holder = r.holder
+   where l.key = r.key and l.holder = r.holder
 ),
 counted as (
   insert into x_job_counters as c (job, width_ms, bucket_start_ms, done, duration_ms)
