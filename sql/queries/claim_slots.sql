@@ -25,11 +25,13 @@
 -- there, a lost race asks again).
 --
 -- A key with no room is not claimed (`kept`): a row of a $15 job whose key already has its
--- limit of live holders, counting the rows ahead of it in this claim, is left `ready` where it
--- is, as the worker would hand it back (uncounted, due now) after a lease round of its own. A
--- backlog for one hot key (one endpoint's deliveries) would otherwise be claimed whole, a
--- claim at a time, and handed back row by row. Rows re-claimed from a lapsed lease and rows of
--- a when_busy='fail' job are kept: the first must be handed out again, the second refused.
+-- limit of live holders, counting the rows ahead of it in this claim, stays unclaimed, and
+-- `deferred` makes it due now, behind every row already due, as the worker's hand back would
+-- have (uncounted) after a claim, a lease round and a nack of its own. A backlog for one hot
+-- key (one endpoint's deliveries) was claimed whole, a claim at a time, and handed back row by
+-- row; moving its rows back keeps the other keys behind them from waiting on it. Rows
+-- re-claimed from a lapsed lease and rows of a when_busy='fail' job are kept: the first must
+-- be handed out again, the second refused.
 with recursive queues as (
   select q.name
     from unnest($1::text[]) as q(name)
@@ -202,6 +204,12 @@ kept as (
               on s.name = j.name and j.name = any($15::text[]) and j.slot_key is not null
                  and p.part <> 0) r
    where r.room is null or r.k <= r.room
+),
+deferred as (
+  update x_jobs j
+     set run_at = x_ts($4::bigint), updated_at = x_ts($4::bigint)
+   where j.id = any(array(select p.id from picked p
+                           where p.id <> all(array(select k.id from kept k))))
 ),
 moved as (
   insert into x_fair_cursors as c (queue, tenant)

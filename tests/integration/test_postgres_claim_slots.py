@@ -308,35 +308,44 @@ async def test_a_row_claimed_ahead_holds_its_slot_and_gives_it_back_unstarted(
     await driver.close()
 
 
-async def test_a_key_with_no_room_is_left_where_it_is(pg_pool: asyncpg.Pool[Any]) -> None:
+async def test_a_key_with_no_room_is_not_claimed_and_moves_back(
+    pg_pool: asyncpg.Pool[Any],
+) -> None:
     """One hot key's backlog (one endpoint's deliveries): a claim hands out only the rows its
-    key has room for and claims the other keys' rows behind them; the rest stay ``ready``,
-    never claimed, instead of being claimed and handed back one lease round each."""
+    key has room for, and the rows it could not are left unclaimed and made due now, behind
+    the other keys' rows, instead of being claimed and handed back one lease round each."""
     clock = FrozenClock(T0)
     driver = postgres_driver(pg_pool, clock=clock)
     handle = _keyed(limit=2)
-    hot = [{"n": n, "account": "hot"} for n in range(8)]
+    hot = [{"n": n, "account": "hot"} for n in range(5)]
     await driver.enqueue_many([handle.request(i, clock=clock) for i in hot])
+    clock.advance(10)
     await driver.enqueue(handle.request({"n": 8, "account": "cold"}, clock=clock))
-    hot_key = job_lease_key(handle.name, "hot")
+    hot_key, cold_key = job_lease_key(handle.name, "hot"), job_lease_key(handle.name, "cold")
     assert await driver.leases.acquire(hot_key, "other#1@elsewhere", 2, 60_000)
     waits = frozenset({handle.name})
-    claimed = await driver.claim(_claim(handle, "w1", ahead_after=1, slots_wait=waits))
-    assert [(c.input["n"], c.slot, c.ahead) for c in claimed] == [
-        (0, hot_key, False),  # the one room left on the hot key, handed out first
-        (8, job_lease_key(handle.name, "cold"), True),  # ahead: counted after the kept rows
-    ]
-    left = await pg_pool.fetch(
-        "select state, claim from x_jobs where input->>'account' = 'hot' and input->>'n' <> '0'"
+    clock.advance(10)
+    claimed = await driver.claim(_claim(handle, "w1", limit=4, ahead_after=1, slots_wait=waits))
+    # The one room left on the hot key; the next three hot rows move back behind the cold one.
+    assert [(c.input["n"], c.slot, c.ahead) for c in claimed] == [(0, hot_key, False)]
+    moved = await pg_pool.fetch(
+        "select input->>'n' as n, state, claim, attempt, x_ms(run_at) as run_at from x_jobs"
+        " where input->>'account' = 'hot' and x_ms(run_at) = $1 order by seq",
+        T0 + 20,
     )
-    assert {(r["state"], r["claim"]) for r in left} == {("ready", 0)}
-    assert await driver.claim(_claim(handle, "w2", slots_wait=waits)) == []
-    # A freed slot lets the next row in; without the wait list every row is handed out.
+    assert [(r["n"], r["state"], r["claim"], r["attempt"]) for r in moved] == [
+        (str(n), "ready", 0, 0) for n in (1, 2, 3)
+    ]
+    clock.advance(10)
+    claimed = await driver.claim(_claim(handle, "w2", limit=4, slots_wait=waits))
+    # Hot row 4, then the cold row, then the rows moved back: the cold row is not held behind.
+    assert [(c.input["n"], c.slot) for c in claimed] == [(8, cold_key)]
+    # A freed slot lets the oldest hot row in; without the wait list every row is handed out.
     await driver.leases.release(hot_key, "other#1@elsewhere")
-    (next_row,) = await driver.claim(_claim(handle, "w2", slots_wait=waits))
-    assert (next_row.input["n"], next_row.slot) == (1, hot_key)
-    rest = await driver.claim(_claim(handle, "w3"))
-    assert [(c.input["n"], c.slot) for c in rest] == [(n, None) for n in range(2, 8)]
+    (next_row,) = await driver.claim(_claim(handle, "w3", slots_wait=waits))
+    assert (next_row.input["n"], next_row.slot) == (3, hot_key)  # moved back first, due first
+    rest = await driver.claim(_claim(handle, "w4"))
+    assert sorted((c.input["n"], c.slot) for c in rest) == [(n, None) for n in (1, 2, 4)]
     await driver.close()
 
 

@@ -1,6 +1,6 @@
 """``claim_slots.sql`` is ``claim.sql`` plus the fleet slots the claim takes (the ``kept``,
-``wanted``, ``open``, ``slotted`` and ``held`` CTEs, the rows ``kept`` read where claim.sql
-reads ``picked``, and the ``slot`` column joined from ``held``), kept as
+``deferred``, ``wanted``, ``open``, ``slotted`` and ``held`` CTEs, the rows ``kept`` read where
+claim.sql reads ``picked``, and the ``slot`` column joined from ``held``), kept as
 a whole file so each stays a statement a person can read and run, and so the plain claim of
 every worker without ``concurrency`` jobs pays nothing for the slots. This holds the pair to
 that: with those parts taken out, the two statements are the same text, so a change to the
@@ -12,7 +12,7 @@ import re
 
 from ujobs.drivers.postgres.sql import query
 
-SLOT_CTES = ("kept", "wanted", "open", "slotted", "held")
+SLOT_CTES = ("kept", "deferred", "wanted", "open", "slotted", "held")
 
 
 def statement_core(text: str) -> str:
