@@ -86,6 +86,13 @@ def json_depth_over(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     with their depth; a scalar costs one type check."""
     if not isinstance(value, (dict, list, tuple)):
         return False
+    if type(value) is dict:
+        # Most inputs: one object of scalars (a batch enqueue walks one per row).
+        for child in value.values():
+            if isinstance(child, (dict, list, tuple)):
+                break
+        else:
+            return limit < 1
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
