@@ -16,11 +16,11 @@ from typing import Any
 
 from ujobs.drivers.records import EnqueueRequest
 
-Checked = tuple[Any, str, str | None, str | None]
-"""What one input decides, checked: (the input as stored, its idempotency key, its tenant, its
-fleet slot's lease key)."""
+Checked = tuple[Any, bytes, str, str | None, str | None]
+"""What one input decides, checked: (the input as stored, its JSON text as orjson writes it,
+its idempotency key, its tenant, its fleet slot's lease key)."""
 
-Row = tuple[Any, str, str | None, str | None, int | None]
+Row = tuple[Any, bytes, str, str | None, str | None, int | None]
 """A ``Checked`` and its due time (``run_at_ms``): everything of a request ``shared`` lacks."""
 
 
@@ -56,22 +56,23 @@ class RequestRows:
         """Each input's row, checked as it is read."""
         check, due, run_ats = self._check, self._due, self.run_ats
         for value in self._inputs:
-            stored, key, tenant, slot_key = check(value)
+            checked = check(value)
             shared = self.shared
             if shared is None:
                 shared = self.shared = self._share()
+            # Concatenated: one tuple copy, where unpacking into a new tuple builds a list first.
             if due is None or run_ats is None:
-                yield stored, key, tenant, slot_key, shared.run_at_ms
+                yield checked + (shared.run_at_ms,)  # noqa: RUF005
             else:
                 run_at = due()
                 run_ats.append(run_at)
-                yield stored, key, tenant, slot_key, run_at
+                yield checked + (run_at,)  # noqa: RUF005
 
     def request(self, row: Row) -> EnqueueRequest:
         """The ``EnqueueRequest`` of ``row`` (one of ``rows()``)."""
         s = self.shared
         assert s is not None  # a row is only yielded once shared is known
-        stored, key, tenant, slot_key, run_at_ms = row
+        stored, _, key, tenant, slot_key, run_at_ms = row
         return EnqueueRequest(
             s.name,
             stored,

@@ -252,7 +252,7 @@ class JobHandle(Generic[InputT]):
         Every text field is checked against ``ujobs.limits`` and the input's nesting before
         pydantic walks it (a dict or list as sent), or, for a model instance, in the form it
         is stored in."""
-        dumped, key, tenant, slot_key = self._checked_input(input, idempotency_key)
+        dumped, _, key, tenant, slot_key = self._checked_input(input, idempotency_key)
         shared = shared_fields(
             self._definition,
             delay,
@@ -297,16 +297,16 @@ class JobHandle(Generic[InputT]):
         return RequestRows(inputs, self._checked_input, share, None if delay is None else due)
 
     def _checked_input(self, input: Any, idempotency_key: str | None = None) -> Checked:
-        """The input as stored, its idempotency key, its tenant and its fleet slot's lease key
-        (``slot_key_for``), each checked: the one per-input path of ``request`` and of every
-        row of a batch."""
+        """The input as stored and its JSON text, its idempotency key, its tenant and its
+        fleet slot's lease key (``slot_key_for``), each checked: the one per-input path of
+        ``request`` and of every row of a batch."""
         d = self._definition
         raw = {} if input is None else input
         plain = isinstance(raw, (dict, list))
         if plain:
             check_depth(raw, "input")
         value = d.input.parse(raw)
-        dumped = d.input.dump(value)
+        dumped, encoded = d.input.dump_encoded(value)
         if not plain:
             check_depth(dumped, "input")
         if idempotency_key is not None:
@@ -316,7 +316,7 @@ class JobHandle(Generic[InputT]):
         # A job with no tenant function and no concurrency (most) asks neither per input.
         tenant = None if d.tenant == "none" else self.tenant_for(value)
         slot_key = None if d.concurrency is None else self.slot_key_for(value)
-        return dumped, key, tenant, slot_key
+        return dumped, encoded, key, tenant, slot_key
 
     async def enqueue(
         self,

@@ -15,8 +15,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator
 
-import orjson
-
 from ujobs.drivers.postgres.copy import ABORT_LINE, ESCAPES, NULL, PRIORITIES, timestamp
 from ujobs.drivers.records import Enqueued, EnqueueRequest, check_enqueue_request
 from ujobs.drivers.request_rows import RequestRows, Row
@@ -66,7 +64,7 @@ class RowsCopy:
         first, answers = self._first, self.answers
         lines: list[NewLine] = []
         for index, row in enumerate(taken, start):
-            key = (row[2] or "", row[1])
+            key = (row[3] or "", row[2])
             earlier = first.setdefault(key, index)
             if earlier != index:
                 held = answers[earlier]
@@ -81,7 +79,7 @@ class RowsCopy:
     def text(self, first: list[NewLine], size: int, now: int, due_by: int) -> Iterator[bytes]:
         """The COPY text of ``first`` and of every later chunk, as asyncpg reads it; it ends
         with ``ABORT_LINE`` when a row raised or cannot be written (a value that is not text,
-        an input orjson refuses, a time past what a datetime holds). ``due`` turns True when
+        a time past what a datetime holds). ``due`` turns True when
         a line is due by ``due_by``."""
         shared = self.batch.shared
         assert shared is not None
@@ -98,7 +96,7 @@ class RowsCopy:
                 yield ABORT_LINE
                 return
             if not self.due:
-                self.due = any(row[4] is None or row[4] <= due_by for _, _, row in lines)
+                self.due = any(row[5] is None or row[5] <= due_by for _, _, row in lines)
             yield text.encode()
             lines = self.chunk(size)
         if lines is None:
@@ -123,11 +121,10 @@ def _writer(shared: EnqueueRequest, now: int, now_text: str) -> Callable[[str, s
     middle = f"\t{shared.max_attempts}\t"
     tail = f"\t{now_text}\t{now_text}\t{text(shared.traceparent)}\t{text(shared.enqueued_by)}\t"
     end = f"\t{PRIORITIES[shared.priority]}"
-    dumps = orjson.dumps
 
     def line(job_id: str, run_id: str, row: Row) -> str:
-        stored, key, tenant, slot, at = row
-        data = dumps(stored).decode()
+        _, encoded, key, tenant, slot, at = row
+        data = encoded.decode()  # the bytes the input's check wrote: the one encoding
         if "\\" in data:  # JSON text holds no raw tab, newline or carriage return
             data = data.translate(ESCAPES)
         probe = f"{key}{tenant or ''}{slot or ''}"
