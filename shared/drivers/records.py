@@ -318,6 +318,11 @@ class ClaimOptions:
     claim may take in its own statement (``ClaimedJob.slot``): a driver that can (Postgres, for
     a row whose key was stored at enqueue) does, under the lease store's rules; any other row,
     and every row of a driver that cannot, is answered with ``slot=None``."""
+    slots_wait: frozenset[str] = frozenset()
+    """Those of ``slots``' jobs whose busy key waits (a plain cap, ``when_busy='wait'``): a
+    driver that takes slots in the claim leaves a row of theirs unclaimed when its key has no
+    room, where the worker would only hand it back; a ``when_busy='fail'`` row is still handed
+    out, to be refused."""
 
 
 # --- settle ---------------------------------------------------------------------------------

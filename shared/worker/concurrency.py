@@ -85,6 +85,21 @@ def claim_slots(registry: Registry) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
+def claim_waits(registry: Registry) -> frozenset[str]:
+    """Those of ``claim_slots``' jobs whose busy key waits (every plain cap, a keyed one with
+    ``when_busy='wait'``): a claim that takes slots leaves their rows unclaimed when the key has
+    no room (``ClaimOptions.slots_wait``), since this worker would only hand them back."""
+    return frozenset(
+        name
+        for name, handle in registry.jobs.items()
+        if handle.concurrency is not None
+        and (
+            not isinstance(handle.concurrency, KeyedConcurrency)
+            or handle.concurrency.when_busy == "wait"
+        )
+    )
+
+
 def lease_holder(claimed: ClaimedJob) -> str:
     """``<encoded job id>#<claim>@<worker id>``: which run, which claim, which worker."""
     return f"{quote(claimed.id, safe='')}#{claimed.claim}@{claimed.worker_id}"

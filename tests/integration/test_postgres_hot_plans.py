@@ -77,7 +77,7 @@ STATEMENTS: dict[str, tuple[str, frozenset[str]]] = {
     # A deliverer's claim: the same walk, and each key's slots read by the leases' primary key.
     "claim_slots": (
         f"('{{default}}', 16, 'w', {NOW}, 60000, '{{}}', 60000, {NOW}, 4, 3, false, '{{}}',"
-        " '{work}', '{8}')",
+        " '{work}', '{8}', '{work}')",
         frozenset(
             {
                 "x_jobs_claim_priority_idx",

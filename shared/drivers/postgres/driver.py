@@ -251,7 +251,11 @@ class PostgresDriver:
         # With fleet slots to take, the twin that takes them (claim_slots.sql, two more
         # parameters); the plain claim stays as lean as it was for every other worker.
         slots = options.slots
-        extra = ([n for n, _ in slots], [limit for _, limit in slots]) if slots else ()
+        extra = (
+            ([n for n, _ in slots], [limit for _, limit in slots], sorted(options.slots_wait))
+            if slots
+            else ()
+        )
         rows = await retry_deadlock(
             self._fetch,
             _CLAIM_SLOTS if slots else _CLAIM,
