@@ -237,7 +237,8 @@ async def settle_answer(
     keyspace was wiped (``ujobs.execution.store_loss`` reports that once); a driver error logs
     ``jobs.settle.failed`` — the row stays running and its lease lapses, which is what
     at-least-once already promises. ``result`` (an ack's) is the encoded JSON the ack stores
-    with the row (``ujobs.results``)."""
+    with the row (``ujobs.results``). The run's fleet slot (``claimed.slot``) rides the settle
+    (``JobDriver.ack``'s ``slot``): released in the settle's own write."""
     if before_settle is not None:
         try:
             await before_settle()
@@ -245,9 +246,12 @@ async def settle_answer(
             log.exception("jobs.settle.before-failed", extra=_settle_fields(claimed, outcome))
 
     def send() -> Awaitable[bool]:
+        # ``claimed.slot``: the fleet slot the run holds, released by this same settle
         if nack is None:
-            return driver.ack(claimed.id, claimed.ref, duration_ms=duration_ms, result=result)
-        return driver.nack(claimed.id, claimed.ref, nack)
+            return driver.ack(
+                claimed.id, claimed.ref, duration_ms=duration_ms, result=result, slot=claimed.slot
+            )
+        return driver.nack(claimed.id, claimed.ref, nack, slot=claimed.slot)
 
     try:
         landing = SettleResult("landed" if await send() else "refused", 1)

@@ -238,8 +238,8 @@ class JobWorker(Role):
         """The run's ack/nack is being SENT: its body is over, so its pool slot (and limiter
         lease) is free now and a pass is kicked — the next claim overlaps the settle's round
         trip. A run holding a fleet ``concurrency`` slot keeps its pool slot until that slot
-        is released (after the settle), so this worker never meets its own finished run's
-        slot on the next claim."""
+        is released (by the settle's own write, so until the settle answers), so this worker
+        never meets its own finished run's slot on the next claim."""
         if held.slot is None:
             self._free(held)
 

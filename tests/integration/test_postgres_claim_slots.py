@@ -2,7 +2,8 @@
 a row whose lease key was stored at enqueue holds its ``concurrency`` slot when the claim answers,
 under lease_acquire.sql's rules (the limit across the rows of one claim and across concurrent
 claimers, a lapsed slot reused), with ``lease_holder``'s id; the worker then sends no acquire,
-releases the slot at the end, and a busy key still waits or is refused through the lease store."""
+the run's settle releases the slot (test_postgres_slot_settle.py), and a busy key still waits
+or is refused through the lease store."""
 
 from __future__ import annotations
 
@@ -274,8 +275,9 @@ async def test_a_key_that_changed_since_the_enqueue_takes_the_inputs_key(
     worker = _worker(driver, handle)
     await worker.run_once()
     await gate.entered.wait()
+    # The run holds the input's key now, and its row says so: its settle releases that one.
     claimed: ClaimedJob = next(iter(worker.held.values())).claimed
-    assert claimed.slot == stale
+    assert claimed.slot == job_lease_key(handle.name, "now")
     assert await driver.leases.holders(stale) == []
     assert await driver.leases.holders(job_lease_key(handle.name, "now")) == [lease_holder(claimed)]
     gate.open.set()
