@@ -53,23 +53,31 @@ def _format_each(prefixes: list[int], entropy: bytes) -> list[str]:
 
 
 def _format_bulk(prefixes: list[int], entropy: bytes) -> list[str]:
-    """The same ids as ``_format_each``, built column-wise: each of the five dash-separated
-    groups of every id is laid out by a few slice copies, hex-encoded in one call (a space
-    between ids) and split, and the groups are joined per id in C — a fraction of the
-    per-id integer and f-string work for a batch of hundreds."""
+    """The same ids as ``_format_each``, laid out as one text: each id's sixteen bytes side
+    by side (its prefix, then eight bytes of ``entropy`` with the variant), hex-encoded in
+    one call, each hex column of every id copied to its place in that id's 8-4-4-4-12 form
+    by one slice assignment, and the text split into the ids in C: a handful of C calls per
+    column of the form and one string per id, where the per-id integer and f-string work
+    cost several times as much for a batch of hundreds."""
     count = len(prefixes)
+    raw = bytearray(16 * count)
     high = struct.pack(f">{count}Q", *prefixes)  # ms (6 bytes), version + counter (2)
-    low = bytearray(entropy[: 8 * count])
-    low[0::8] = low[0::8].translate(_VARIANT_BYTE)  # the variant: 10xxxxxx
-    groups: list[list[str]] = []
-    for half, first, width in ((high, 0, 4), (high, 4, 2), (high, 6, 2), (low, 0, 2), (low, 2, 6)):
-        laid = bytearray(width * count)
-        for column in range(width):
-            laid[column::width] = half[first + column :: 8]  # that byte of every id
-        groups.append(laid.hex(" ", width).split(" "))
-    return list(map("-".join, zip(*groups, strict=True)))
+    for column in range(8):
+        raw[column::16] = high[column::8]
+        raw[8 + column :: 16] = entropy[column : 8 * count : 8]
+    raw[8::16] = raw[8::16].translate(_VARIANT_BYTE)  # the variant: 10xxxxxx
+    hexed = raw.hex().encode()
+    text = bytearray(b"-" * (_SLOT * count))
+    for column, at in enumerate(_HEX_AT):
+        text[at::_SLOT] = hexed[column::32]
+    text[_SLOT - 1 :: _SLOT] = b" " * count
+    return text[:-1].decode().split(" ")
 
 
+_SLOT = 37
+"""An id's 36 characters and the space after it, in ``_format_bulk``'s text."""
+_HEX_AT = (*range(8), *range(9, 13), *range(14, 18), *range(19, 23), *range(24, 36))
+"""Where each of an id's 32 hex digits stands in its 8-4-4-4-12 form."""
 _BULK = 16
 _VARIANT_BYTE = bytes((byte & 0x3F) | 0x80 for byte in range(256))
 _RAND_MASK = 0x3FFF_FFFF_FFFF_FFFF

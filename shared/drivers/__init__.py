@@ -12,6 +12,8 @@ The map:
 - ``fairness``: the tenant-fair hand-out order every driver's claim follows (weighted round
   robin from a rotating cursor) and the ``weights`` capability (``TenantWeights``).
 - ``delegating``: a driver that hands every call to an inner one, for wrappers to build on.
+- ``request_rows``: one job's batch enqueue as its shared fields and each input's part
+  (``RequestRows``), an iterable of requests that a driver writing rows reads without them.
 - ``results``: the ``results`` capability: waiting for a job to settle, woken by the settle
   itself (``wait_settled``).
 - ``keyspace``: ``StoreWatch``, the capability of a store that can lose its whole keyspace

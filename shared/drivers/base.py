@@ -104,6 +104,7 @@ from ujobs.drivers.records import (
     nack_counter,
     nack_state,
     refuse_controls,
+    slot_holder,
 )
 from ujobs.errors import NotImplementedByDriverError
 
@@ -130,14 +131,25 @@ class JobDriver(Protocol):
         *,
         duration_ms: int | None = None,
         result: str | None = None,
+        slot: str | None = None,
     ) -> bool:
         """Settle ``done``, storing ``result`` (the body's return value as encoded JSON text,
         ``ujobs.results``; None: no result) in the same write. False when the row is not
-        ``running`` under ``ref``."""
+        ``running`` under ``ref``.
+
+        ``slot``: the fleet slot (a ``leases`` key) the run holds under
+        ``slot_holder(job_id, ref)``, released by this settle whether or not the row was
+        still ours — in the settle's own write where the store allows (Postgres: the same
+        statement, so a settle that fails keeps it), else through ``leases`` before the
+        answer. Only that holder's slot is released. A driver without ``leases`` is never
+        handed one."""
         ...
 
-    async def nack(self, job_id: str, ref: ClaimRef, options: NackOptions) -> bool:
-        """Settle per ``nack_state(options)``. False when not ``running`` under ``ref``."""
+    async def nack(
+        self, job_id: str, ref: ClaimRef, options: NackOptions, *, slot: str | None = None
+    ) -> bool:
+        """Settle per ``nack_state(options)``. False when not ``running`` under ``ref``.
+        ``slot``: as ``ack``'s."""
         ...
 
     async def heartbeat(self, job_id: str, ref: ClaimRef, visibility_ms: int) -> HeartbeatResult:
@@ -349,6 +361,7 @@ __all__ = [
     "refuse_controls",
     "require_backfills",
     "require_introspection",
+    "slot_holder",
     "stores_in",
     "validate_job_filter",
 ]

@@ -74,11 +74,14 @@ class DelegatingDriver(JobDriver):
         *,
         duration_ms: int | None = None,
         result: str | None = None,
+        slot: str | None = None,
     ) -> bool:
-        return await self.inner.ack(job_id, ref, duration_ms=duration_ms, result=result)
+        return await self.inner.ack(job_id, ref, duration_ms=duration_ms, result=result, slot=slot)
 
-    async def nack(self, job_id: str, ref: ClaimRef, options: NackOptions) -> bool:
-        return await self.inner.nack(job_id, ref, options)
+    async def nack(
+        self, job_id: str, ref: ClaimRef, options: NackOptions, *, slot: str | None = None
+    ) -> bool:
+        return await self.inner.nack(job_id, ref, options, slot=slot)
 
     async def heartbeat(self, job_id: str, ref: ClaimRef, visibility_ms: int) -> HeartbeatResult:
         return await self.inner.heartbeat(job_id, ref, visibility_ms)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import quote
 
 from ujobs.durations import Duration
 from ujobs.errors import EnqueueOptionUnsupportedError, InvariantError, PriorityInvalidError
@@ -249,8 +250,10 @@ class ClaimedJob:
     priority: int = 0
     """0 (first) to 9: the order the claim handed it out in (``EnqueueRequest.priority``)."""
     slot: str | None = None
-    """The fleet slot (a lease key) the claim itself took for this run, held under
-    ``lease_holder(this row)`` (``ClaimOptions.slots``); None: the worker takes it, if any."""
+    """The fleet slot (a lease key) this run holds, under ``slot_holder(id, ref)``: as the
+    claim answers, the one the claim itself took (``ClaimOptions.slots``; None: the worker
+    takes it, if any); the worker sets it to the slot the run ends holding, and the run's
+    settle releases it (``JobDriver.ack`` / ``nack`` ``slot``)."""
 
     @property
     def ref(self) -> ClaimRef:
@@ -260,6 +263,14 @@ class ClaimedJob:
 def claim_of(job: ClaimedJob) -> ClaimRef:
     """The ``{worker_id, claim}`` a claimed job's settles are fenced on."""
     return ClaimRef(job.worker_id, job.claim)
+
+
+def slot_holder(job_id: str, ref: ClaimRef) -> str:
+    """``<percent-encoded job id>#<claim>@<worker id>``: the holder id of a run's fleet slot in
+    the lease store. It names the job and its claim, so the settle of that claim releases
+    exactly its own slot (never another holder's on the same key), and a run can tell its
+    own earlier claim's leftover slot from another run's (``ujobs.worker.concurrency``)."""
+    return f"{quote(job_id, safe='')}#{ref.claim}@{ref.worker_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +329,11 @@ class ClaimOptions:
     claim may take in its own statement (``ClaimedJob.slot``): a driver that can (Postgres, for
     a row whose key was stored at enqueue) does, under the lease store's rules; any other row,
     and every row of a driver that cannot, is answered with ``slot=None``."""
+    slots_wait: frozenset[str] = frozenset()
+    """Those of ``slots``' jobs whose busy key waits (a plain cap, ``when_busy='wait'``): a
+    driver that takes slots in the claim leaves a row of theirs unclaimed when its key has no
+    room, where the worker would only hand it back; a ``when_busy='fail'`` row is still handed
+    out, to be refused."""
 
 
 # --- settle ---------------------------------------------------------------------------------

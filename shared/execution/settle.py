@@ -238,7 +238,8 @@ async def settle_answer(
     keyspace was wiped (``ujobs.execution.store_loss`` reports that once); a driver error logs
     ``jobs.settle.failed`` — the row stays running and its lease lapses, which is what
     at-least-once already promises. ``result`` (an ack's) is the encoded JSON the ack stores
-    with the row (``ujobs.results``)."""
+    with the row (``ujobs.results``). The run's fleet slot (``claimed.slot``) rides the settle
+    (``JobDriver.ack``'s ``slot``): released in the settle's own write."""
     if before_settle is not None:
         try:
             waiting = before_settle()
@@ -247,22 +248,18 @@ async def settle_answer(
         except Exception:
             log.exception("jobs.settle.before-failed", extra=_settle_fields(claimed, outcome))
 
+    def send() -> Awaitable[bool]:
+        # ``claimed.slot``: the fleet slot the run holds, released by this same settle
+        if nack is None:
+            return driver.ack(
+                claimed.id, claimed.ref, duration_ms=duration_ms, result=result, slot=claimed.slot
+            )
+        return driver.nack(claimed.id, claimed.ref, nack, slot=claimed.slot)
+
     try:
-        # The first try calls the driver itself; ``send`` is built for the retry loop only.
-        sent = (
-            driver.ack(claimed.id, claimed.ref, duration_ms=duration_ms, result=result)
-            if nack is None
-            else driver.nack(claimed.id, claimed.ref, nack)
-        )
-        answer: SettleAnswer = "landed" if await sent else "refused"
+        answer: SettleAnswer = "landed" if await send() else "refused"
         tries = 1
     except Exception as exc:
-
-        def send() -> Awaitable[bool]:
-            if nack is None:
-                return driver.ack(claimed.id, claimed.ref, duration_ms=duration_ms, result=result)
-            return driver.nack(claimed.id, claimed.ref, nack)
-
         landing = await send_until_landed(
             send,
             lease_left=lease_left or claim_lease_left(claimed, driver.clock),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, Literal, TypeVar, overload
 
 from ujobs.clock import SYSTEM_CLOCK, Clock
@@ -20,6 +20,7 @@ from ujobs.drivers.base import (
     Enqueued,
     EnqueueRequest,
 )
+from ujobs.drivers.request_rows import Checked, RequestRows
 from ujobs.durations import Duration
 from ujobs.errors import (
     IdempotencyRequiredError,
@@ -251,7 +252,7 @@ class JobHandle(Generic[InputT]):
         Every text field is checked against ``ujobs.limits`` and the input's nesting before
         pydantic walks it (a dict or list as sent), or, for a model instance, in the form it
         is stored in."""
-        dumped, key, tenant, slot_key = self._checked_input(input, idempotency_key)
+        dumped, _, key, tenant, slot_key = self._checked_input(input, idempotency_key)
         shared = shared_fields(
             self._definition,
             delay,
@@ -265,57 +266,57 @@ class JobHandle(Generic[InputT]):
         )
         return request_of(self._name, dumped, key, tenant, slot_key, shared, job_id, run_id)
 
-    def _requests(
+    def _batch(
         self,
         inputs: Iterable[Any],
         delay: Duration | None,
         queue: str | None,
         debounce: Duration | None,
         priority: int | None,
-    ) -> Iterator[EnqueueRequest]:
-        """``request(value, ...)`` for each value of ``inputs``, as the driver reads them:
-        what every request of the batch shares (the options, the actor, the trace) is checked
-        and read once, at the first value, and only the input, its key and its tenant per
-        value. A batch enqueue builds hundreds of requests per call."""
-        shared: SharedFields | None = None
-        name = self._name
-        for value in inputs:
-            dumped, key, tenant, slot_key = self._checked_input(value, None)
-            if shared is None:
-                shared = shared_fields(
-                    self._definition,
-                    delay,
-                    None,
-                    queue,
-                    None,
-                    None,
-                    SYSTEM_CLOCK,
-                    debounce,
-                    priority,
-                )
-            yield request_of(name, dumped, key, tenant, slot_key, shared, None, None)
+    ) -> RequestRows:
+        """``request(value, ...)`` for each value of ``inputs``, as the driver reads them
+        (``ujobs.drivers.request_rows``): what every request of the batch shares (the
+        options, the actor, the trace) is checked and read once, at the first value, and only
+        the input, its key, its tenant and its slot key per value. A batch enqueue builds
+        hundreds of requests per call."""
+        d, name = self._definition, self._name
+        fields: list[SharedFields] = []
 
-    def _checked_input(
-        self, input: Any, idempotency_key: str | None
-    ) -> tuple[Any, str, str | None, str | None]:
-        """The input as stored, its idempotency key, its tenant and its fleet slot's lease key
-        (``slot_key_for``), each checked."""
+        def share() -> EnqueueRequest:
+            shared = shared_fields(
+                d, delay, None, queue, None, None, SYSTEM_CLOCK, debounce, priority
+            )
+            fields.append(shared)
+            return request_of(name, None, "", None, None, shared, None, None)
+
+        def due() -> int:
+            delay_ms = fields[0].delay_ms
+            assert delay_ms is not None  # due is only given with a delay
+            return SYSTEM_CLOCK.now_ms() + delay_ms  # each request's own clock read
+
+        return RequestRows(inputs, self._checked_input, share, None if delay is None else due)
+
+    def _checked_input(self, input: Any, idempotency_key: str | None = None) -> Checked:
+        """The input as stored and its JSON text, its idempotency key, its tenant and its
+        fleet slot's lease key (``slot_key_for``), each checked: the one per-input path of
+        ``request`` and of every row of a batch."""
         d = self._definition
         raw = {} if input is None else input
         plain = isinstance(raw, (dict, list))
         if plain:
             check_depth(raw, "input")
         value = d.input.parse(raw)
-        dumped = d.input.dump(value)
+        dumped, encoded = d.input.dump_encoded(value)
         if not plain:
             check_depth(dumped, "input")
         if idempotency_key is not None:
             key = self._checked_key(idempotency_key)
         else:
             key = self.idempotency_key_for(value)
-        tenant = self.tenant_for(value)
-        slot_key = self.slot_key_for(value)
-        return dumped, key, tenant, slot_key
+        # A job with no tenant function and no concurrency (most) asks neither per input.
+        tenant = None if d.tenant == "none" else self.tenant_for(value)
+        slot_key = None if d.concurrency is None else self.slot_key_for(value)
+        return dumped, encoded, key, tenant, slot_key
 
     async def enqueue(
         self,
@@ -353,11 +354,13 @@ class JobHandle(Generic[InputT]):
         """Queue one run per input in one operation (the facade's ``enqueue_many``), answered
         in input order; an input whose key a live run (or an earlier input) holds is deduped.
 
-        Each request is built as the driver reads it, so on Postgres validating the later
-        inputs overlaps inserting the earlier ones. A bad input anywhere queues none of them
+        Each input is checked as the driver reads it, so on Postgres validating the later
+        inputs overlaps inserting the earlier ones; a driver that writes rows itself reads
+        each input's part and the shared fields without a request per input
+        (``ujobs.drivers.request_rows``). A bad input anywhere queues none of them
         (``X_INPUT_INVALID`` with its path, as ``enqueue`` raises it)."""
         return await jobs_facade().enqueue_many(
-            self._requests(inputs, delay, queue, debounce, priority)
+            self._batch(inputs, delay, queue, debounce, priority)
         )
 
     async def as_(

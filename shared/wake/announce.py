@@ -52,6 +52,7 @@ from ujobs.drivers.base import (
 )
 from ujobs.drivers.children import WakesParents
 from ujobs.drivers.delegating import DelegatingDriver
+from ujobs.drivers.request_rows import RequestRows
 from ujobs.drivers.results import JobResults, results_of
 from ujobs.errors import ConfigInvalidError
 from ujobs.loop_probes import Signals
@@ -227,6 +228,8 @@ class AnnouncingDriver(DelegatingDriver):
         return answer
 
     async def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[Enqueued]:
+        if isinstance(requests, RequestRows):
+            return await self._enqueue_rows(requests)
         kept = _Kept(requests)  # the inner driver may read a generator as it goes
         answers = await self.inner.enqueue_many(kept)
         due_by = self._due_by()  # one clock read for the batch
@@ -238,6 +241,26 @@ class AnnouncingDriver(DelegatingDriver):
                 queues[request.queue] = None
         for queue in queues:
             self.announce(queue)
+        return answers
+
+    async def _enqueue_rows(self, rows: RequestRows) -> list[Enqueued]:
+        """``enqueue_many`` of one job's batch: its requests share their queue and controls,
+        so the queue is announced when any row inserted is due, read from the rows' due
+        times (``rows.run_ats``) or the one they share, with no request kept per row."""
+        answers = await self.inner.enqueue_many(rows)
+        shared = rows.shared
+        if shared is None or (
+            shared.debounce_ms is not None and shared.debounce_ms > WAKE_DUE_WITHIN_MS
+        ):
+            return answers  # nothing read, or due a debounce from now: the poll finds them
+        due_by = self._due_by()
+        run_ats = rows.run_ats
+        for index, answer in enumerate(answers):
+            if not answer.deduped:
+                at = shared.run_at_ms if run_ats is None else run_ats[index]
+                if at is None or at <= due_by:
+                    self.announce(shared.queue)
+                    break
         return answers
 
     @property

@@ -29,7 +29,8 @@ What a buffered row keeps, and how it is never lost:
   its attempts.
 * **its fleet slot** — a row of a job with ``concurrency`` whose claim took its slot
   (``ClaimedJob.slot``, Postgres) holds it while it waits here, its TTL counting from the
-  claim like the lease; a row handed back unstarted releases it after the nack.
+  claim like the lease; a row handed back unstarted releases it in the nack's own statement
+  (or on its own after a nack that did not land).
 * **the drain** — ``stop_claiming`` hands every buffered row back at once; a row the pass in
   flight claims after that, with no slot for it, is handed back too. ``settle()`` waits for
   those nacks. A row is popped from the buffer exactly once, to run or to go back.
@@ -128,7 +129,9 @@ class Prefetch:
 
     async def _hand_back(self, claimed: ClaimedJob) -> None:
         try:
-            await hand_back(claimed, driver=self._driver, reason="prefetch", delay_ms=0)
+            back = await hand_back(claimed, driver=self._driver, reason="prefetch", delay_ms=0)
+            if back.settled:
+                return  # its nack released the claim's fleet slot too (``ClaimedJob.slot``)
         except Exception as exc:  # the lease lapses instead: a counted, never final, attempt
             log.warning(
                 "jobs.worker.prefetch-return-failed",

@@ -141,6 +141,7 @@ class ClaimLoop:
         on_exhausted: OnExhausted | None,
         drop_exhausted: frozenset[str],
         claim_slots: tuple[tuple[str, int], ...] = (),
+        claim_waits: frozenset[str] = frozenset(),
         idle_ceiling_ms: Callable[[], int],
         signals: Signals,
         ahead: Callable[[], int] | None = None,
@@ -156,6 +157,7 @@ class ClaimLoop:
         self._on_exhausted = on_exhausted
         self.drop_exhausted = drop_exhausted
         self.claim_slots = claim_slots
+        self.claim_waits = claim_waits
         self._ceiling = idle_ceiling_ms
         self._order = {q: i for i, q in enumerate(options.queues)}
         self._busy = False
@@ -267,6 +269,7 @@ class ClaimLoop:
                     ahead_after=ahead_after,
                     strict_queues=self.options.strict_queues,
                     slots=self.claim_slots,
+                    slots_wait=self.claim_waits,
                 )
             )
         except Exception as exc:

@@ -11,8 +11,9 @@ each step's save — a lapsed one aborts the attempt there). A run is HELD — i
 slot, its limiter lease — from its claim until its settle is SENT: then its body is over, the
 worker frees the slot and kicks a pass, so the next claim overlaps the ack's round trip instead
 of waiting behind it (a run holding a fleet slot frees its pool slot only once that slot is
-released). The ``finally``
-releases the fleet slot and frees whatever the settle did not (a path that never settled).
+released: by the settle itself, which carries it — ``ujobs.worker.concurrency``). The
+``finally`` releases a fleet slot the settle did not (a settle that did not land, a path that
+never settled) and frees whatever else it left.
 
 A row claimed AHEAD (``ClaimedJob.ahead``: it may have waited in the claim-ahead buffer) is
 marked started (``driver.start_ahead``, not awaited) once its body has run
@@ -29,12 +30,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
 from ujobs.clock import Clock
-from ujobs.drivers.base import JobDriver
+from ujobs.drivers.base import ClaimedJob, JobDriver
 from ujobs.events.bus import EventBus
 from ujobs.execution.attempt import execute_job, hand_back, refuse_job
 from ujobs.execution.outage import LeaseLeft
@@ -112,7 +113,10 @@ class Runner:
         if lifecycle is not None:
             lifecycle.work_started()  # the drain's in-flight phase waits for it
         try:
-            self._after(await self._attempt(held))
+            execution = await self._attempt(held)
+            if execution.settled:
+                held.slot = None  # the settle released it in its own write (``ClaimedJob.slot``)
+            self._after(execution)
         except asyncio.CancelledError:
             raise  # abandoned at the drain deadline: no settle, the lease lapses
         except Exception:
@@ -141,7 +145,7 @@ class Runner:
 
     async def _gated(self, held: HeldRun, handle: JobHandle[Any] | None) -> JobExecution:
         claimed = held.claimed
-        if claimed.slot is not None:  # the claim took it: the run's end releases it, whatever
+        if claimed.slot is not None:  # the claim took it: the run's settle releases it
             held.slot = FleetSlot(claimed.slot, lease_holder(claimed))
         if handle is None:
             self.counters.unknown += 1
@@ -166,11 +170,12 @@ class Runner:
             decision = None
             if claimed.slot is not None:
                 decision = await claimed_slot(leases, handle, claimed)
-                held.slot = None if decision is None else decision.slot
             if decision is None:
                 decision = await acquire_slot(
                     leases, handle, claimed, ttl_ms=self.options.visibility_timeout_ms
                 )
+            held.slot = decision.slot
+            claimed = _settles_slot(held)
             if decision.kind == "wait":
                 return await self._wait(held, decision.reason)
             if decision.kind == "refuse":
@@ -184,13 +189,12 @@ class Runner:
                     lease_left=self._lease_left(held),
                 )
             failure = decision.error
-            held.slot = decision.slot
         return await self._execute(held, handle, failure)
 
     def _execute(
         self, held: HeldRun, handle: JobHandle[Any], failure: BaseException | None
     ) -> Awaitable[JobExecution]:
-        claimed = held.claimed
+        claimed = held.claimed  # with the slot it settles (``_settles_slot``)
         return execute_job(
             claimed,
             driver=self.driver,
@@ -302,6 +306,8 @@ class Runner:
         self.signals.emit("settled", execution)
 
     async def _release(self, held: HeldRun) -> None:
+        """The fleet slot of a run whose settle did not land (it raised, was refused, or never
+        was sent): released on its own, as a settle would have."""
         slot, leases = held.slot, self.driver.leases
         if slot is None or leases is None:
             return
@@ -313,3 +319,12 @@ class Runner:
                     "jobs.worker.slot-release-failed",
                     extra={**held.fields(), "key": slot.key, "error": repr(exc)},
                 )
+
+
+def _settles_slot(held: HeldRun) -> ClaimedJob:
+    """``held.claimed`` with ``slot`` the key the run holds now (``held.slot``), so its settle
+    releases that one: the claim's slot given back for another key, or none taken."""
+    key = None if held.slot is None else held.slot.key
+    if held.claimed.slot != key:
+        held.claimed = replace(held.claimed, slot=key)
+    return held.claimed

@@ -6,6 +6,14 @@ can collide with another job's key. A slot lives one visibility timeout, renewed
 heartbeat with the row's lease, released when the run ends, and reclaimed by TTL when its
 worker was SIGKILLed.
 
+Released by the run's settle: the ack or nack that ends the run (done, retried, failed,
+dead-lettered, refused, handed back, suspended by ``step.sleep``) carries the slot
+(``ClaimedJob.slot``, ``JobDriver.ack`` / ``nack`` ``slot``), and the driver deletes it keyed
+on (key, holder) in the settle's own write — on Postgres the same statement and commit, so a
+settle that fails keeps it. A run whose settle did not land (the driver raised, the row was no
+longer ours, the run was abandoned at the drain's deadline), and a slot given back before any
+settle (below), is released through the lease store on its own.
+
 The holder id is ``<percent-encoded job id>#<claim>@<worker id>``: it names the job and the
 claim, so a run can tell its OWN earlier claim's leftover slot (a retry, a ``step.sleep``
 resume or a redelivery meeting the slot its last claim has not yet released or let lapse) from
@@ -43,9 +51,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
-from ujobs.drivers.base import ClaimedJob, JobDriver, LeaseStore
+from ujobs.drivers.base import ClaimedJob, JobDriver, LeaseStore, slot_holder
 from ujobs.errors import ConcurrencyUnenforceableError
 from ujobs.execution.scope import parse_stored
 from ujobs.jobs.declaration_rules import job_cap_key as job_cap_key
@@ -85,9 +93,25 @@ def claim_slots(registry: Registry) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
+def claim_waits(registry: Registry) -> frozenset[str]:
+    """Those of ``claim_slots``' jobs whose busy key waits (every plain cap, a keyed one with
+    ``when_busy='wait'``): a claim that takes slots leaves their rows unclaimed when the key has
+    no room (``ClaimOptions.slots_wait``), since this worker would only hand them back."""
+    return frozenset(
+        name
+        for name, handle in registry.jobs.items()
+        if handle.concurrency is not None
+        and (
+            not isinstance(handle.concurrency, KeyedConcurrency)
+            or handle.concurrency.when_busy == "wait"
+        )
+    )
+
+
 def lease_holder(claimed: ClaimedJob) -> str:
-    """``<encoded job id>#<claim>@<worker id>``: which run, which claim, which worker."""
-    return f"{quote(claimed.id, safe='')}#{claimed.claim}@{claimed.worker_id}"
+    """``<encoded job id>#<claim>@<worker id>``: which run, which claim, which worker
+    (``slot_holder``, which the drivers use to release a settled run's slot)."""
+    return slot_holder(claimed.id, claimed.ref)
 
 
 def parse_holder(holder: str) -> tuple[str, int] | None:

@@ -49,7 +49,7 @@ from ujobs.wake.protocol import QueueWake, idle_ceiling_ms
 from ujobs.worker.claim_ahead import Prefetch
 from ujobs.worker.claim_loop import ClaimLoop, PassResult
 from ujobs.worker.claimed_run import Runner
-from ujobs.worker.concurrency import check_enforceable, claim_slots, job_lease_key
+from ujobs.worker.concurrency import check_enforceable, claim_slots, claim_waits, job_lease_key
 from ujobs.worker.drain import drain_reason, wait_out
 from ujobs.worker.heartbeat import HeartbeatTimer, HeldRun, Renewals
 from ujobs.worker.limits import LimitConfig
@@ -113,6 +113,7 @@ class JobWorker(Role):
             on_exhausted=self._on_exhausted,
             drop_exhausted=self._drop_exhausted(),
             claim_slots=claim_slots(self.registry),
+            claim_waits=claim_waits(self.registry),
             idle_ceiling_ms=self.idle_ceiling_ms,
             signals=self.signals,
             ahead=self._ahead,
@@ -235,8 +236,8 @@ class JobWorker(Role):
         """The run's ack/nack is being SENT: its body is over, so its pool slot (and limiter
         lease) is free now and a pass is kicked — the next claim overlaps the settle's round
         trip. A run holding a fleet ``concurrency`` slot keeps its pool slot until that slot
-        is released (after the settle), so this worker never meets its own finished run's
-        slot on the next claim."""
+        is released (by the settle's own write, so until the settle answers), so this worker
+        never meets its own finished run's slot on the next claim."""
         if held.slot is None:
             self._free(held)
 
@@ -310,6 +311,7 @@ class JobWorker(Role):
     async def _begin(self) -> None:
         self.loop.drop_exhausted = self._drop_exhausted()
         self.loop.claim_slots = claim_slots(self.registry)
+        self.loop.claim_waits = claim_waits(self.registry)
         if self.drains_with_lifecycle:
             self.runner.lifecycle = self.lifecycle
         self.on_stop(

@@ -25,8 +25,13 @@
 -- condition on its count: a wait that marked the child after this statement's snapshot
 -- leaves the parent's count null in that snapshot, and only a row the update reaches is read
 -- again at its latest version (a null count minus n stays null: a parent nobody counted).
+-- Fleet slots (job.concurrency): the slot each run of the batch holds, if any, is deleted in
+-- this same statement, keyed on (key, holder) exactly as lease_release.sql (never another
+-- holder's row of the key), whether or not the row's fence matched: the run is over either
+-- way. A statement that fails takes the release back with the settle, so the slot stays
+-- held until the worker releases it on its own or its TTL lapses.
 -- $1 ids  $2 the batch (json text)  $3 now ms  $4 counter bucket width ms
--- $5 counter bucket start ms  $6 'running'
+-- $5 counter bucket start ms  $6 'running'  $7 slot keys  $8 their holders (pairwise)
 with batch as materialized (select $2::text::jsonb as b),
 settled as (
   update x_jobs j
@@ -60,6 +65,11 @@ woke as (
   returning p.queue, p.state = 'suspended' and p.children_waited is null as woken,
             case when p.state = 'suspended' and p.children_waited is null
                  then pg_notify('x_jobs_wake', p.queue) end as told
+),
+released as (
+  delete from x_job_leases l
+   using unnest($7::text[], $8::text[]) as r(key, holder)
+   where l.key = r.key and l.holder = r.holder
 ),
 counted as (
   insert into x_job_counters as c (job, width_ms, bucket_start_ms, done, duration_ms)

@@ -6,6 +6,7 @@
 -- claim.sql: the slot CTEs cost the hot claim of every other worker time even when they take
 -- nothing, and the claim is the drain's hottest statement.
 -- $13 the job names whose fleet slot this claim takes  $14 their limits (pairwise; empty: none)
+-- $15 those of them whose busy key waits (a plain cap, or when_busy='wait'; empty: none)
 --
 -- Fleet slots (job.concurrency, ujobs.worker.concurrency): a claimed row of a job in $13 that
 -- carries its lease key (`slot_key`, written at enqueue: 0032) takes its slot here, under
@@ -22,6 +23,15 @@
 -- would change is left out. Each row answers `slot` (the key it holds) or null: the worker
 -- then takes its slot through the lease store as before (a busy key waits or is refused
 -- there, a lost race asks again).
+--
+-- A key with no room is not claimed (`kept`): a row of a $15 job whose key already has its
+-- limit of live holders, counting the rows ahead of it in this claim, stays unclaimed, and
+-- `deferred` makes it due now, behind every row already due, as the worker's hand back would
+-- have (uncounted) after a claim, a lease round and a nack of its own. A backlog for one hot
+-- key (one endpoint's deliveries) was claimed whole, a claim at a time, and handed back row by
+-- row; moving its rows back keeps the other keys behind them from waiting on it. Rows
+-- re-claimed from a lapsed lease and rows of a when_busy='fail' job are kept: the first must
+-- be handed out again, the second refused.
 with recursive queues as (
   select q.name
     from unnest($1::text[]) as q(name)
@@ -182,10 +192,29 @@ picked as (
    order by n
    limit $2::int
 ),
+kept as (
+  select r.id, r.part, r.queue, r.tenant, row_number() over (order by r.n) as n
+    from (select p.id, p.part, p.queue, p.tenant, p.n, j.slot_key,
+                 s.lim - (select count(*) from x_job_leases l
+                           where l.key = j.slot_key and l.expires_at > x_ts($4::bigint)) as room,
+                 row_number() over (partition by j.slot_key, s.lim is null order by p.n) as k
+            from picked p
+            join x_jobs j on j.id = p.id
+            left join unnest($13::text[], $14::int[]) as s(name, lim)
+              on s.name = j.name and j.name = any($15::text[]) and j.slot_key is not null
+                 and p.part <> 0) r
+   where r.room is null or r.k <= r.room
+),
+deferred as (
+  update x_jobs j
+     set run_at = x_ts($4::bigint), updated_at = x_ts($4::bigint)
+   where j.id = any(array(select p.id from picked p
+                           where p.id <> all(array(select k.id from kept k))))
+),
 moved as (
   insert into x_fair_cursors as c (queue, tenant)
   select distinct on (p.queue) p.queue, p.tenant
-    from picked p
+    from kept p
    where p.part = 1
    order by p.queue, p.n desc
   on conflict (queue) do update set tenant = excluded.tenant
@@ -197,12 +226,12 @@ claimed as (
                                           and j.ahead_returns < $10::int then 0 else 1 end),
          ahead_returns = j.ahead_returns + (case when j.state = 'running' and j.ahead
                                                   and j.ahead_returns < $10::int then 1 else 0 end),
-         ahead = j.id = any(array(select p.id from picked p where p.n > $9::int)),
+         ahead = j.id = any(array(select p.id from kept p where p.n > $9::int)),
          claim = j.claim + 1,
          claimed_by = $3::text,
          lease_expires_at = x_ts($4::bigint + $5::bigint),
          updated_at = x_ts($4::bigint)
-   where j.id = any(array(select p.id from picked p))
+   where j.id = any(array(select p.id from kept p))
   returning j.*
 ),
 wanted as (
@@ -210,7 +239,7 @@ wanted as (
          c.id || '#' || c.claim || '@' || $3::text as holder,
          row_number() over (partition by c.slot_key order by p.n) as k
     from claimed c
-    join picked p on p.id = c.id
+    join kept p on p.id = c.id
     join unnest($13::text[], $14::int[]) as s(name, lim) on s.name = c.name
    where c.slot_key is not null
      and translate(c.id, 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~',
@@ -279,7 +308,7 @@ select x.kind, x.id, x.run_id, x.name, x.queue, x.input::text as input, x.tenant
        x_ms(x.run_at) as run_at_ms, x_ms(x.created_at) as created_at_ms,
        x_ms(x.lease_expires_at) as lease_expires_at_ms, x.traceparent, x.enqueued_by, x.ahead,
        x.snoozes, x.priority, h.key as slot
-  from (select 'claimed' as kind, p.n, c.* from claimed c join picked p on p.id = c.id
+  from (select 'claimed' as kind, p.n, c.* from claimed c join kept p on p.id = c.id
         union all
         select 'buried' as kind, null as n, b.* from buried b) x
   left join held h on h.id = x.id and x.kind = 'claimed'

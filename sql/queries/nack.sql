@@ -10,7 +10,8 @@
 -- now)  $8 now ms  $9 counter kind  $10 bucket width ms  $11 bucket start ms  $12 progress
 -- $13 unreachable cap (null: not an outage hand-back)  $14 attempt errors kept  $15 characters
 -- kept of each (a counted nack with an error appends one, migration 0021)  $16 a snooze (adds
--- one to snoozes, migration 0022)
+-- one to snoozes, migration 0022)  $17 the fleet slot the run holds (null: none)  $18 its
+-- holder: deleted in this same statement, as in ack.sql (read it there)
 -- Children (migration 0027): a child its parent waits for (parent_waits) that ends dead or
 -- failed takes one off the parent's children_waited and, at zero, makes a suspended parent
 -- due now (announced on x_jobs_wake, and its queue answered as `woke`: the driver tells this
@@ -61,6 +62,10 @@ woke as (
   returning p.queue, p.state = 'suspended' and p.children_waited is null as woken,
             case when p.state = 'suspended' and p.children_waited is null
                  then pg_notify('x_jobs_wake', p.queue) end as told
+),
+released as (
+  delete from x_job_leases l
+   where l.key = $17::text and l.holder = $18::text
 ),
 counted as (
   insert into x_job_counters as c (job, width_ms, bucket_start_ms, retried, failed, dead)

@@ -2,7 +2,7 @@
 -- the same statement (the Postgres driver runs it instead of ack when its settlements are on;
 -- off, the hot ack stays the statement it was). Everything else is ack.sql's: read it there.
 -- $1 ids  $2 the batch (json text)  $3 now ms  $4 counter bucket width ms
--- $5 counter bucket start ms  $6 'running'
+-- $5 counter bucket start ms  $6 'running'  $7 slot keys  $8 their holders (pairwise)
 with batch as materialized (select $2::text::jsonb as b),
 settled as (
   update x_jobs j
@@ -36,6 +36,11 @@ woke as (
   returning p.queue, p.state = 'suspended' and p.children_waited is null as woken,
             case when p.state = 'suspended' and p.children_waited is null
                  then pg_notify('x_jobs_wake', p.queue) end as told
+),
+released as (
+  delete from x_job_leases l
+   using unnest($7::text[], $8::text[]) as r(key, holder)
+   where l.key = r.key and l.holder = r.holder
 ),
 counted as (
   insert into x_job_counters as c (job, width_ms, bucket_start_ms, done, duration_ms)

@@ -7,7 +7,8 @@
 -- now)  $8 now ms  $9 counter kind  $10 bucket width ms  $11 bucket start ms  $12 progress
 -- $13 unreachable cap (null: not an outage hand-back)  $14 attempt errors kept  $15 characters
 -- kept of each (a counted nack with an error appends one, migration 0021)  $16 a snooze (adds
--- one to snoozes, migration 0022)
+-- one to snoozes, migration 0022)  $17 the fleet slot the run holds (null: none)  $18 its
+-- holder
 with settled as (
   update x_jobs j
      set state = $4::text,
@@ -53,6 +54,10 @@ woke as (
   returning p.queue, p.state = 'suspended' and p.children_waited is null as woken,
             case when p.state = 'suspended' and p.children_waited is null
                  then pg_notify('x_jobs_wake', p.queue) end as told
+),
+released as (
+  delete from x_job_leases l
+   where l.key = $17::text and l.holder = $18::text
 ),
 counted as (
   insert into x_job_counters as c (job, width_ms, bucket_start_ms, retried, failed, dead)

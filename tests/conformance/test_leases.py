@@ -1,9 +1,13 @@
-"""Fleet slots: at most ``limit`` holders per key, in slot order, reclaimed by TTL."""
+"""Fleet slots: at most ``limit`` holders per key, in slot order, reclaimed by TTL; a run's
+settle carrying its slot (``ack`` / ``nack`` ``slot``) frees exactly that holder's slot."""
 
 from __future__ import annotations
 
+import pytest
+
+from tests.support.conformance import claim_one, req
 from ujobs.clock import FrozenClock
-from ujobs.drivers.base import LeaseStore
+from ujobs.drivers.base import JobDriver, LeaseStore, NackOptions, slot_holder
 
 
 async def test_acquire_up_to_the_limit(leases: LeaseStore) -> None:
@@ -74,3 +78,34 @@ async def test_renew_of_a_slot_never_held_or_released_is_false(leases: LeaseStor
     assert await leases.acquire("k", "w1", 1, 5_000)
     await leases.release("k", "w1")
     assert not await leases.renew("k", "w1", 5_000)
+
+
+@pytest.mark.parametrize(
+    "settle",
+    ["ack", "retried", "dead", "handed-back", "suspended", "refused-by-the-row"],
+)
+async def test_a_settle_frees_its_runs_slot_and_no_other(
+    driver: JobDriver, leases: LeaseStore, settle: str
+) -> None:
+    await driver.enqueue(req())
+    job = await claim_one(driver, worker="w1")
+    mine = slot_holder(job.id, job.ref)
+    assert await leases.acquire("job-key:sync:a", mine, 2, 10_000)
+    assert await leases.acquire("job-key:sync:a", "other#1@w2", 2, 10_000)
+    assert await leases.acquire("job-key:sync:b", mine, 2, 10_000)
+    slot = "job-key:sync:a"
+    if settle == "ack":
+        assert await driver.ack(job.id, job.ref, slot=slot)
+    elif settle == "refused-by-the-row":
+        assert await driver.ack(job.id, job.ref)
+        assert not await driver.ack(job.id, job.ref, slot=slot), "the run is over either way"
+    else:
+        options = {
+            "retried": NackOptions(error="x", run_at_ms=0),
+            "dead": NackOptions(error="x", dead_letter=True),
+            "handed-back": NackOptions(count=False),
+            "suspended": NackOptions(park=True, count=False, run_at_ms=10**13),
+        }[settle]
+        assert await driver.nack(job.id, job.ref, options, slot=slot)
+    assert await leases.holders("job-key:sync:a") == ["other#1@w2"]
+    assert await leases.holders("job-key:sync:b") == [mine]

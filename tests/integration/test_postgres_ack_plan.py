@@ -47,7 +47,7 @@ async def ack_plan(
     ids = "{" + ",".join(j.id for j in acked) + "}"
     now = clock.now_ms()
     width, start = counter_bucket(now)
-    args = f"('{ids}', $batch${batch}$batch$, {now}, {width}, {start}, 'running')"
+    args = f"('{ids}', $batch${batch}$batch$, {now}, {width}, {start}, 'running', '{{}}', '{{}}')"
     plan, done = await explain_prepared(
         pg_pool,
         query("ack"),

@@ -2,7 +2,8 @@
 a row whose lease key was stored at enqueue holds its ``concurrency`` slot when the claim answers,
 under lease_acquire.sql's rules (the limit across the rows of one claim and across concurrent
 claimers, a lapsed slot reused), with ``lease_holder``'s id; the worker then sends no acquire,
-releases the slot at the end, and a busy key still waits or is refused through the lease store."""
+the run's settle releases the slot (test_postgres_slot_settle.py), and a busy key still waits
+or is refused through the lease store."""
 
 from __future__ import annotations
 
@@ -251,13 +252,14 @@ async def test_a_busy_key_still_waits_or_is_refused(pg_pool: asyncpg.Pool[Any]) 
         await worker.join()
         row = await driver.introspect.get(job_id)
         assert row is not None
-        if handle is waits:
-            assert (row.state, row.attempt, worker.stats().waited) == ("ready", 0, 1)
-        else:
-            assert row.state == "failed"
+        claims = await pg_pool.fetchval("select claim from x_jobs where id = $1", job_id)
+        if handle is waits:  # a key with no room: never claimed, nothing to hand back
+            assert (row.state, row.attempt, claims, worker.stats().waited) == ("ready", 0, 0, 0)
+        else:  # claimed to be refused, through the lease store
+            assert (row.state, claims) == ("failed", 1)
             assert "X_JOB_KEY_BUSY" in (row.last_error or "")
         assert await driver.leases.holders(key) == ["other#1@elsewhere"]
-    assert len(acquires.calls) == 2  # the claim had no room: the lease store decided
+    assert len(acquires.calls) == 1  # the refused run's: the claim had no room to give it
     await driver.close()
 
 
@@ -273,8 +275,9 @@ async def test_a_key_that_changed_since_the_enqueue_takes_the_inputs_key(
     worker = _worker(driver, handle)
     await worker.run_once()
     await gate.entered.wait()
+    # The run holds the input's key now, and its row says so: its settle releases that one.
     claimed: ClaimedJob = next(iter(worker.held.values())).claimed
-    assert claimed.slot == stale
+    assert claimed.slot == job_lease_key(handle.name, "now")
     assert await driver.leases.holders(stale) == []
     assert await driver.leases.holders(job_lease_key(handle.name, "now")) == [lease_holder(claimed)]
     gate.open.set()
@@ -302,4 +305,64 @@ async def test_a_row_claimed_ahead_holds_its_slot_and_gives_it_back_unstarted(
     assert await pg_pool.fetchval("select count(*) from x_job_leases") == 0
     states = await pg_pool.fetch("select state, count(*) as n from x_jobs group by state")
     assert {r["state"]: r["n"] for r in states} == {"done": 2, "ready": 4}
+    await driver.close()
+
+
+async def test_a_key_with_no_room_is_not_claimed_and_moves_back(
+    pg_pool: asyncpg.Pool[Any],
+) -> None:
+    """One hot key's backlog (one endpoint's deliveries): a claim hands out only the rows its
+    key has room for, and the rows it could not are left unclaimed and made due now, behind
+    the other keys' rows, instead of being claimed and handed back one lease round each."""
+    clock = FrozenClock(T0)
+    driver = postgres_driver(pg_pool, clock=clock)
+    handle = _keyed(limit=2)
+    hot = [{"n": n, "account": "hot"} for n in range(5)]
+    await driver.enqueue_many([handle.request(i, clock=clock) for i in hot])
+    clock.advance(10)
+    await driver.enqueue(handle.request({"n": 8, "account": "cold"}, clock=clock))
+    hot_key, cold_key = job_lease_key(handle.name, "hot"), job_lease_key(handle.name, "cold")
+    assert await driver.leases.acquire(hot_key, "other#1@elsewhere", 2, 60_000)
+    waits = frozenset({handle.name})
+    clock.advance(10)
+    claimed = await driver.claim(_claim(handle, "w1", limit=4, ahead_after=1, slots_wait=waits))
+    # The one room left on the hot key; the next three hot rows move back behind the cold one.
+    assert [(c.input["n"], c.slot, c.ahead) for c in claimed] == [(0, hot_key, False)]
+    moved = await pg_pool.fetch(
+        "select input->>'n' as n, state, claim, attempt, x_ms(run_at) as run_at from x_jobs"
+        " where input->>'account' = 'hot' and x_ms(run_at) = $1 order by seq",
+        T0 + 20,
+    )
+    assert [(r["n"], r["state"], r["claim"], r["attempt"]) for r in moved] == [
+        (str(n), "ready", 0, 0) for n in (1, 2, 3)
+    ]
+    clock.advance(10)
+    claimed = await driver.claim(_claim(handle, "w2", limit=4, slots_wait=waits))
+    # Hot row 4, then the cold row, then the rows moved back: the cold row is not held behind.
+    assert [(c.input["n"], c.slot) for c in claimed] == [(8, cold_key)]
+    # A freed slot lets the oldest hot row in; without the wait list every row is handed out.
+    await driver.leases.release(hot_key, "other#1@elsewhere")
+    (next_row,) = await driver.claim(_claim(handle, "w3", slots_wait=waits))
+    assert (next_row.input["n"], next_row.slot) == (3, hot_key)  # moved back first, due first
+    rest = await driver.claim(_claim(handle, "w4"))
+    assert sorted((c.input["n"], c.slot) for c in rest) == [(n, None) for n in (1, 2, 4)]
+    await driver.close()
+
+
+async def test_a_lapsed_run_of_a_full_key_is_handed_out_again(pg_pool: asyncpg.Pool[Any]) -> None:
+    """A row whose lease lapsed is re-claimed even when its key has no room: the lapse must be
+    handed out (or buried) whatever the key holds; its worker then waits on the slot."""
+    clock = FrozenClock(T0)
+    driver = postgres_driver(pg_pool, clock=clock)
+    handle = _keyed(limit=1)
+    waits = frozenset({handle.name})
+    await driver.enqueue(handle.request({"n": 1, "account": "ep"}, clock=clock))
+    (first,) = await driver.claim(_claim(handle, "w1", slots_wait=waits))
+    key = job_lease_key(handle.name, "ep")
+    await pg_pool.execute(
+        "update x_job_leases set expires_at = x_ts($1) where key = $2", T0 + 10 * VISIBILITY_MS, key
+    )
+    clock.advance(VISIBILITY_MS)
+    (again,) = await driver.claim(_claim(handle, "w2", slots_wait=waits))
+    assert (again.id, again.claim, again.slot) == (first.id, 2, None)
     await driver.close()

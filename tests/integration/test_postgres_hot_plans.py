@@ -58,7 +58,7 @@ _FIRE_ARRAYS = (
 )
 _NACK = (
     f"'j000000001', 'w', 1, 'ready', true, 'boom', null, {NOW}, 'retried', 60000, {NOW},"
-    " null, null, 10, 4000, false"
+    " null, null, 10, 4000, false, 'k7', '1#1@w'"
 )
 
 # name: (literal arguments, the indexes its plan must use)
@@ -77,7 +77,7 @@ STATEMENTS: dict[str, tuple[str, frozenset[str]]] = {
     # A deliverer's claim: the same walk, and each key's slots read by the leases' primary key.
     "claim_slots": (
         f"('{{default}}', 16, 'w', {NOW}, 60000, '{{}}', 60000, {NOW}, 4, 3, false, '{{}}',"
-        " '{work}', '{8}')",
+        " '{work}', '{8}', '{work}')",
         frozenset(
             {
                 "x_jobs_claim_priority_idx",
@@ -88,20 +88,21 @@ STATEMENTS: dict[str, tuple[str, frozenset[str]]] = {
             }
         ),
     ),
+    # A settle deletes the fleet slot its run holds (if any) by its (key, holder) index.
     "ack": (
-        f"('{{j000000001}}', '{_ACKS}', {NOW}, 60000, {NOW}, 'running')",
-        frozenset({"x_jobs_pkey"}),
+        f"('{{j000000001}}', '{_ACKS}', {NOW}, 60000, {NOW}, 'running', '{{k7}}', '{{1#1@w}}')",
+        frozenset({"x_jobs_pkey", "x_job_leases_holder_idx"}),
     ),
     "settlements_ack": (
-        f"('{{j000000001}}', '{_ACKS}', {NOW}, 60000, {NOW}, 'running')",
-        frozenset({"x_jobs_pkey"}),
+        f"('{{j000000001}}', '{_ACKS}', {NOW}, 60000, {NOW}, 'running', '{{k7}}', '{{1#1@w}}')",
+        frozenset({"x_jobs_pkey", "x_job_leases_holder_idx"}),
     ),
     "start_ahead": (
         "('{j000000001}', '{\"j000000001\": {\"1\": {\"w\": 1}}}', 'running')",
         frozenset({"x_jobs_pkey"}),
     ),
-    "nack": (f"({_NACK})", frozenset({"x_jobs_pkey"})),
-    "settlements_nack": (f"({_NACK})", frozenset({"x_jobs_pkey"})),
+    "nack": (f"({_NACK})", frozenset({"x_jobs_pkey", "x_job_leases_holder_idx"})),
+    "settlements_nack": (f"({_NACK})", frozenset({"x_jobs_pkey", "x_job_leases_holder_idx"})),
     "heartbeat": (f"('j000000001', 'w', 1, {NOW}, 60000)", frozenset({"x_jobs_pkey"})),
     "enqueue": (
         f"({_ONE}, 0, null)",

@@ -1,5 +1,6 @@
-"""``claim_slots.sql`` is ``claim.sql`` plus the fleet slots the claim takes (the ``wanted``,
-``open``, ``slotted`` and ``held`` CTEs, and the ``slot`` column joined from ``held``), kept as
+"""``claim_slots.sql`` is ``claim.sql`` plus the fleet slots the claim takes (the ``kept``,
+``deferred``, ``wanted``, ``open``, ``slotted`` and ``held`` CTEs, the rows ``kept`` read where
+claim.sql reads ``picked``, and the ``slot`` column joined from ``held``), kept as
 a whole file so each stays a statement a person can read and run, and so the plain claim of
 every worker without ``concurrency`` jobs pays nothing for the slots. This holds the pair to
 that: with those parts taken out, the two statements are the same text, so a change to the
@@ -11,7 +12,7 @@ import re
 
 from ujobs.drivers.postgres.sql import query
 
-SLOT_CTES = ("wanted", "open", "slotted", "held")
+SLOT_CTES = ("kept", "deferred", "wanted", "open", "slotted", "held")
 
 
 def statement_core(text: str) -> str:
@@ -25,6 +26,9 @@ def test_claim_slots_is_the_claim_plus_the_slot_ctes() -> None:
     for name in SLOT_CTES:
         assert f"\n{name} as (" in variant
         variant = re.sub(rf"\n{name} as \(\n.*?\n\),(?=\n)", "", variant, count=1, flags=re.S)
+    variant = variant.replace(
+        " kept p", " picked p"
+    )  # the rows `kept` leaves, where claim.sql reads `picked`
     variant = variant.replace(", h.key as slot\n", "\n")
     variant = variant.replace("  left join held h on h.id = x.id and x.kind = 'claimed'\n", "")
     assert variant == plain

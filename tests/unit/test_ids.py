@@ -66,3 +66,11 @@ def test_the_bulk_layout_formats_exactly_what_the_per_id_loop_does() -> None:
     prefixes = [(1_700_000_000_000 + i // 7) << 16 | 0x7000 | (i * 37 % 4096) for i in range(99)]
     assert ids._format_bulk(prefixes, entropy) == ids._format_each(prefixes, entropy)
     assert len(new_ids(ids._BULK - 1)) == ids._BULK - 1  # the per-id loop path
+
+
+@pytest.mark.parametrize("count", [1, 15, 16, 17, 64, 128, 1_000])
+def test_the_bulk_layout_formats_the_ids_one_at_a_time_formatting_does(count: int) -> None:
+    entropy = bytes(range(256)) * (8 * count // 256 + 1)  # every byte value, the variant's too
+    entropy = entropy[: 8 * count] + b"\xff\xff"
+    prefixes = [(0x0193_A1B2_C3D4 << 16) | 0x7000 | (i & 0xFFF) for i in range(count)]
+    assert ids._format_bulk(prefixes, entropy) == ids._format_each(prefixes, entropy)

@@ -141,3 +141,25 @@ async def test_an_event_payload_nested_past_the_limit_is_input_invalid() -> None
     with pytest.raises(InputInvalidError) as info:
         await bus.publish("approved", nested(MAX_JSON_DEPTH + 1))
     assert info.value.meta["maxDepth"] == MAX_JSON_DEPTH
+
+
+class _Mapping(dict[str, object]):
+    """A dict subclass: not one of the exact scalar types the flat walk skips."""
+
+
+@pytest.mark.parametrize(
+    ("value", "limit", "over"),
+    [
+        ({"a": 1, "b": "x", "c": 2.5, "d": True, "e": None}, 1, False),
+        ({"a": 1}, 0, True),
+        ({}, 1, False),
+        ({"a": _Mapping(b=_Mapping(c=1))}, 2, True),
+        ({"a": _Mapping(b=_Mapping(c=1))}, 3, False),
+        ({"a": 1, "b": ((1,),)}, 2, True),
+        ({"a": 1, "b": [[1]]}, 3, False),
+    ],
+)
+def test_an_object_of_scalars_is_one_level_and_any_container_in_it_is_walked(
+    value: dict[str, object], limit: int, over: bool
+) -> None:
+    assert json_depth_over(value, limit) is over

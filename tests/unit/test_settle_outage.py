@@ -53,13 +53,16 @@ class AwayDriver(MemoryDriver):
         *,
         duration_ms: int | None = None,
         result: str | None = None,
+        slot: str | None = None,
     ) -> bool:
         self._reach("ack")
-        return await super().ack(job_id, ref, duration_ms=duration_ms, result=result)
+        return await super().ack(job_id, ref, duration_ms=duration_ms, result=result, slot=slot)
 
-    async def nack(self, job_id: str, ref: ClaimRef, options: NackOptions) -> bool:
+    async def nack(
+        self, job_id: str, ref: ClaimRef, options: NackOptions, *, slot: str | None = None
+    ) -> bool:
         self._reach("nack")
-        return await super().nack(job_id, ref, options)
+        return await super().nack(job_id, ref, options, slot=slot)
 
     async def load_steps(self, run_id: str, *, tenant_id: str | None) -> list[StepRecord]:
         self._reach("load_steps")

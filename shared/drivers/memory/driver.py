@@ -48,6 +48,7 @@ from ujobs.drivers.base import (
     check_enqueue_request,
     nack_counter,
     nack_state,
+    slot_holder,
 )
 from ujobs.drivers.fairness import (
     DEFAULT_WEIGHT,
@@ -353,7 +354,10 @@ class MemoryDriver:
         *,
         duration_ms: int | None = None,
         result: str | None = None,
+        slot: str | None = None,
     ) -> bool:
+        if slot is not None:  # in the same turn as the settle: nothing runs between the two
+            self._leases.drop(slot, slot_holder(job_id, ref))
         row = self.state.owned(job_id, ref)
         if row is None:
             return False
@@ -364,7 +368,11 @@ class MemoryDriver:
         self.state.count(row.name, "done", now, duration_ms)
         return True
 
-    async def nack(self, job_id: str, ref: ClaimRef, options: NackOptions) -> bool:
+    async def nack(
+        self, job_id: str, ref: ClaimRef, options: NackOptions, *, slot: str | None = None
+    ) -> bool:
+        if slot is not None:
+            self._leases.drop(slot, slot_holder(job_id, ref))
         row = self.state.owned(job_id, ref)
         if row is None:
             return False

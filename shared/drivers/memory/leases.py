@@ -80,6 +80,11 @@ class MemoryLeaseStore:
         return False
 
     async def release(self, key: str, holder: str) -> None:
+        self.drop(key, holder)
+
+    def drop(self, key: str, holder: str) -> None:
+        """``release`` without a turn of the loop: the driver's settle frees the run's slot in
+        the same step as the row (``MemoryDriver.ack`` / ``nack`` ``slot``)."""
         slots = self._slots.get(key, {})
         for number in [n for n, s in slots.items() if s.holder == holder]:
             del slots[number]

@@ -6,6 +6,8 @@ The map:
 - ``backfills``: The backfill ledger in ``x_backfills``: one row per pass, the twin of
   ``x_migrations``.
 - ``copy``: A batch enqueue as COPY's text format (sql/queries/enqueue_many_copy.sql).
+- ``copy_rows``: One job's batch (``RequestRows``) as COPY text, each line from the shared fields
+  and the row, no request per row.
 - ``deadlock_retry``: One more try for a statement Postgres chose as a deadlock victim.
 - ``driver``: The Postgres driver: the queue in ``x_jobs``, every statement a named file in
   ``sql/queries``.

@@ -25,8 +25,8 @@ import orjson
 from ujobs.drivers.postgres.enqueue_rows import NewRow
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
-_NULL = "\\N"
+ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+NULL = "\\N"
 _SHAPE = re.compile(r"^copy\s+(\w+)\s*\(([\w\s,]+)\)\s+from\s+stdin\s*$", re.IGNORECASE)
 COLUMNS = (
     "id",
@@ -62,7 +62,7 @@ def copy_target(sql: str) -> str:
     return shape.group(1)
 
 
-_PRIORITIES = tuple(f"{p}\n" for p in range(10))
+PRIORITIES = tuple(f"{p}\n" for p in range(10))
 """A priority's COPY text and the line's end, by priority (checked 0..9 before a row is
 resolved): the last field, so the line is one join."""
 
@@ -132,7 +132,7 @@ def _line(row: NewRow, now: int, now_text: str) -> str:
     slot = request.slot_key
     probe = "".join(text)
     if "\\" in probe or "\t" in probe or "\n" in probe or "\r" in probe:
-        text = tuple(t.translate(_ESCAPES) for t in text)
+        text = tuple(t.translate(ESCAPES) for t in text)
     return "\t".join(
         (
             text[0],
@@ -141,15 +141,15 @@ def _line(row: NewRow, now: int, now_text: str) -> str:
             text[3],
             "delayed" if delayed else "ready",
             text[4],
-            _NULL if tenant is None else tenant.translate(_ESCAPES),
+            NULL if tenant is None else tenant.translate(ESCAPES),
             text[5],
             str(request.max_attempts),
             run_at,
             now_text,
             now_text,
-            _NULL if trace is None else trace.translate(_ESCAPES),
-            _NULL if actor is None else actor.translate(_ESCAPES),
-            _NULL if slot is None else slot.translate(_ESCAPES),
-            _PRIORITIES[request.priority],
+            NULL if trace is None else trace.translate(ESCAPES),
+            NULL if actor is None else actor.translate(ESCAPES),
+            NULL if slot is None else slot.translate(ESCAPES),
+            PRIORITIES[request.priority],
         )
     )

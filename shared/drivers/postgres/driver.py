@@ -46,6 +46,7 @@ from ujobs.drivers.base import (
     StepRecord,
     nack_counter,
     nack_state,
+    slot_holder,
 )
 from ujobs.drivers.postgres.backfills import PostgresBackfillLedger
 from ujobs.drivers.postgres.children import PostgresChildren
@@ -118,8 +119,8 @@ def counter_bucket(now_ms: int) -> tuple[int, int]:
 @dataclass(frozen=True, slots=True, eq=False)
 class _Ack:
     """One ack waiting for its batch. Compared and hashed by identity (``eq=False``): the
-    batch answers each submitted item whether it landed, and a field-by-field hash cost two
-    six-field tuples an ack."""
+    batch answers each submitted item whether it landed, and a field-by-field hash built a
+    tuple of every field twice an ack."""
 
     id: str
     worker_id: str
@@ -127,6 +128,7 @@ class _Ack:
     duration_ms: int | None
     progress: str | None
     result: str | None = None
+    slot: str | None = None
 
 
 @slot_init  # one per row started from a claim-ahead buffer
@@ -257,7 +259,11 @@ class PostgresDriver:
         # With fleet slots to take, the twin that takes them (claim_slots.sql, two more
         # parameters); the plain claim stays as lean as it was for every other worker.
         slots = options.slots
-        extra = ([n for n, _ in slots], [limit for _, limit in slots]) if slots else ()
+        extra = (
+            ([n for n, _ in slots], [limit for _, limit in slots], sorted(options.slots_wait))
+            if slots
+            else ()
+        )
         rows = await retry_deadlock(
             self._fetch,
             _CLAIM_SLOTS if slots else _CLAIM,
@@ -289,9 +295,10 @@ class PostgresDriver:
         *,
         duration_ms: int | None = None,
         result: str | None = None,
+        slot: str | None = None,
     ) -> bool:
         progress = self.progress.settle(job_id)
-        item = _Ack(job_id, ref.worker_id, ref.claim, duration_ms, progress, result)
+        item = _Ack(job_id, ref.worker_id, ref.claim, duration_ms, progress, result, slot)
         return await self._acks.submit(item)
 
     async def _flush_acks(self, items: Sequence[_Ack]) -> set[_Ack]:
@@ -306,8 +313,22 @@ class PostgresDriver:
                 fences[i.worker_id] = [i.duration_ms, i.progress]
             else:
                 fences[i.worker_id] = [i.duration_ms, i.progress, i.result]
+        # The fleet slots these runs hold go in the same statement (and commit) as their rows.
+        keys = [i.slot for i in items if i.slot is not None]
+        holders = [
+            slot_holder(i.id, ClaimRef(i.worker_id, i.claim)) for i in items if i.slot is not None
+        ]
         rows = await retry_deadlock(
-            self._fetch, self._ack_sql, list(batch), dumps(batch), now, width, start, "running"
+            self._fetch,
+            self._ack_sql,
+            list(batch),
+            dumps(batch),
+            now,
+            width,
+            start,
+            "running",
+            keys,
+            holders,
         )
         # Keyed by the whole fence: of two acks of one id in a batch, only the claim that
         # matched the row landed.
@@ -328,7 +349,9 @@ class PostgresDriver:
         landed = {(r["id"], r["claimed_by"], r["claim"]) for r in rows}
         return {i for i in items if (i.id, i.worker_id, i.claim) in landed}
 
-    async def nack(self, job_id: str, ref: ClaimRef, options: NackOptions) -> bool:
+    async def nack(
+        self, job_id: str, ref: ClaimRef, options: NackOptions, *, slot: str | None = None
+    ) -> bool:
         progress = self.progress.settle(job_id)
         now = self.clock.now_ms()
         width, start = counter_bucket(now)
@@ -351,6 +374,8 @@ class PostgresDriver:
             ATTEMPT_ERRORS_KEPT,
             ATTEMPT_ERROR_CHARS,
             options.snooze,
+            slot,
+            None if slot is None else slot_holder(job_id, ref),
         )
         if row["woke"] is not None:
             self._parent_woken(row["woke"])

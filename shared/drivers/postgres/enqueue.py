@@ -37,10 +37,12 @@ from ujobs.drivers.base import (
 )
 from ujobs.drivers.postgres.copy import COLUMNS as COPY_COLUMNS
 from ujobs.drivers.postgres.copy import copy_chunks, copy_target
+from ujobs.drivers.postgres.copy_rows import RowsCopy
 from ujobs.drivers.postgres.enqueue_rows import COPY_CHUNK_ROWS, BatchRows, NewRow, StampedJob
 from ujobs.drivers.postgres.held_connections import HeldConnections
 from ujobs.drivers.postgres.rows import dumps
 from ujobs.drivers.postgres.sql import query
+from ujobs.drivers.request_rows import RequestRows
 from ujobs.errors import InputInvalidError, InvariantError, JobDuplicateError
 
 
@@ -300,6 +302,8 @@ class PostgresEnqueuer:
         the COPY cannot honour them. A generator that starts without and yields them later is
         already streaming out: it is refused, ``X_ENQUEUE_OPTION_UNSUPPORTED``, and nothing is
         queued."""
+        if isinstance(requests, RequestRows) and not self._deduping_batches:
+            return await self._enqueue_rows(requests)
         source = iter(requests)
         head = next(source, None)
         if head is None:
@@ -314,14 +318,49 @@ class PostgresEnqueuer:
                 check_enqueue_request(request)
             controlled = await self._enqueue_many_controlled(every, None)
             return [a for a in controlled if a is not None]
-        batch = BatchRows(itertools.chain([head], source))
+        return await self._enqueue_requests(itertools.chain([head], source))
+
+    async def _enqueue_rows(self, batch: RequestRows) -> list[Enqueued]:
+        """``enqueue_many`` of one job's batch by COPY, each line written from the batch's
+        shared fields and the row (``RowsCopy``), no request built; a batch with debounce or
+        unique_for, or one the COPY could not answer, goes as its requests."""
+        rows = RowsCopy(batch)
+        first = rows.chunk(COPY_CHUNK_ROWS)
+        if first is None:
+            assert rows.error is not None
+            raise rows.error  # nothing was sent
+        shared = batch.shared
+        if shared is None:
+            return []
+        if shared.controlled:
+            every = list(rows.requests())
+            for request in every:
+                check_enqueue_request(request)
+            controlled = await self._enqueue_many_controlled(every, None)
+            return [a for a in controlled if a is not None]
+        now = self.clock.now_ms()
+        due_by = now + WAKE_DUE_WITHIN_MS
+        if await self._copy(rows.text(first, COPY_CHUNK_ROWS, now, due_by)):
+            if rows.due:
+                await self._announce_copied({shared.queue}, now)
+            return rows.answers
+        if rows.error is not None:
+            raise rows.error  # what the COPY met in the rows
+        return await self._enqueue_requests(rows.requests(), copy=False)
+
+    async def _enqueue_requests(
+        self, requests: Iterator[EnqueueRequest], *, copy: bool = True
+    ) -> list[Enqueued]:
+        """``enqueue_many`` of ``requests`` (none controlled): by COPY (unless ``copy`` is
+        False: it was just tried), else the statement."""
+        batch = BatchRows(requests)
         chunks = batch.resolve(COPY_CHUNK_ROWS)
         first = next(chunks, None)  # never raises: a refusal is kept in batch.error
         if batch.error is not None:
             raise batch.error  # nothing was sent
         if not batch.new:
             return []
-        if await self._copy_batch(batch, itertools.chain([first], chunks)):
+        if copy and await self._copy_batch(batch, itertools.chain([first], chunks)):
             return batch.answers_when_all_inserted()
         batch.resolve_all()  # raises what the COPY met in the requests
         todo = batch.todo()
@@ -387,7 +426,21 @@ class PostgresEnqueuer:
             self._deduping_batches -= 1
             return False
         now = self.clock.now_ms()
-        text = copy_chunks(chunks, now)
+        if not await self._copy(copy_chunks(chunks, now)):
+            return False
+        due_by = now + WAKE_DUE_WITHIN_MS
+        due = {
+            request.queue
+            for _, (request, _, _) in batch.new
+            if request.run_at_ms is None or request.run_at_ms <= due_by
+        }
+        await self._announce_copied(due, now)
+        return True
+
+    async def _copy(self, text: Iterator[bytes]) -> bool:
+        """One COPY of ``text`` into the jobs table; False when it failed (COPY is all or
+        nothing: nothing was inserted), and a taken id or key (or a deadlock) sends the next
+        ``COPY_PAUSE_BATCHES`` batches straight to the deduping statement."""
         try:
             await self._conns.run(
                 lambda conn: conn.copy_to_table(
@@ -399,19 +452,17 @@ class PostgresEnqueuer:
             return False
         except asyncpg.PostgresError:
             return False  # the statement inserts the batch or raises its own error
+        return True
+
+    async def _announce_copied(self, due: set[str], now: int) -> None:
+        """``enqueue_wake`` for the queues of ``due`` (rows a COPY at ``now`` inserted that are
+        due soon) whose 250 ms slot this process has not seen announced."""
         slot = now // WAKE_SLOT_MS
-        due_by = now + WAKE_DUE_WITHIN_MS
-        due = {
-            request.queue
-            for _, (request, _, _) in batch.new
-            if request.run_at_ms is None or request.run_at_ms <= due_by
-        }
         queues = sorted(queue for queue in due if self._slot_to_announce(queue, slot) is not None)
         if queues:
             await self._fetch(_ENQUEUE_WAKE, queues, slot)
             for queue in queues:  # announced now, or already by another process
                 self._seen_slot(queue, slot)
-        return True
 
     async def _enqueue_batch(
         self,

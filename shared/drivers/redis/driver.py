@@ -369,6 +369,7 @@ class RedisDriver:
         *,
         duration_ms: int | None = None,
         result: str | None = None,
+        slot: str | None = None,  # no lease store here (``leases`` is None): never handed one
     ) -> bool:
         duration = None if duration_ms is None else max(0, int(duration_ms))
         row = [
@@ -381,7 +382,9 @@ class RedisDriver:
         ]
         return bool(await self._row("ack", [self.done_ttl_ms, self._settle_flag], row))
 
-    async def nack(self, job_id: str, ref: ClaimRef, options: NackOptions) -> bool:
+    async def nack(
+        self, job_id: str, ref: ClaimRef, options: NackOptions, *, slot: str | None = None
+    ) -> bool:
         duration = None if options.duration_ms is None else max(0, int(options.duration_ms))
         args = [
             job_id,
