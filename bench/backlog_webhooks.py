@@ -7,7 +7,10 @@ For each backlog (``SMALL``, then ``BIG``, deliveries queued for ONE endpoint wh
 them), the queue is resumed and the first ``WINDOW`` receipts timed: every delivery takes the
 endpoint's slot (the per-endpoint cap, ``x_job_leases``) and reserves its pace
 (``x_webhook_pace``: the endpoint has a rate far above what one process reaches, so the pace
-statement runs without ever making a delivery wait).
+statement runs without ever making a delivery wait). Beside each rate: the database's commits
+a delivery over the window (``webhook_deliveries.commits``) and the most
+claims one row took (a row claimed and handed back because its endpoint had no free slot is
+claimed again).
 """
 
 from __future__ import annotations
@@ -73,12 +76,21 @@ async def _rate(dsn: str, base: str, rows: int) -> dict[str, Any]:
         await _queue(bench, rows)
         filled_s = time.perf_counter() - began_fill
         await http.post(f"{base}/reset")
+        before = await wd.commits(bench.pool)
         began = time.time_ns()
         await pause_queues(bench.driver, [WEBHOOKS_QUEUE], pause=False)
         last_ns = await wd.until_count(http, base, WINDOW)
         await pause_queues(bench.driver, [WEBHOOKS_QUEUE], pause=True)
+        commits = await wd.commits(bench.pool) - before
+        claims = await bench.pool.fetchval("select max(claim) from x_jobs")
     rate = WINDOW / ((last_ns - began) / 1e9)
-    return {"backlog": rows, "fill_s": round(filled_s, 1), "deliveries_per_s": round(rate, 1)}
+    return {
+        "backlog": rows,
+        "fill_s": round(filled_s, 1),
+        "deliveries_per_s": round(rate, 1),
+        "commits_per_delivery": round(commits / WINDOW, 2),
+        "most_claims_a_row": claims,
+    }
 
 
 def run() -> dict[str, Any]:
@@ -119,4 +131,6 @@ def _mean(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "backlog": runs[0]["backlog"],
         "deliveries_per_s": round(sum(rates) / len(rates), 1),
         "runs": rates,
+        "commits_per_delivery": [r["commits_per_delivery"] for r in runs],
+        "most_claims_a_row": max(r["most_claims_a_row"] for r in runs),
     }
