@@ -161,9 +161,17 @@ class ActorTrace:
 
     def __enter__(self) -> Actor | None:
         self._actor_token = _actor.set(self._actor)
-        self._trace_token = _traceparent.set(self._traceparent)
+        traceparent = self._traceparent
+        # A run with no trace, in a task that has none (the worker's): nothing to set, nothing
+        # to reset (a set and a reset each build a new context mapping).
+        self._trace_token = (
+            None
+            if traceparent is None and _traceparent.get() is None
+            else _traceparent.set(traceparent)
+        )
         return self._actor
 
     def __exit__(self, *exc: object) -> None:
-        _traceparent.reset(self._trace_token)
+        if self._trace_token is not None:
+            _traceparent.reset(self._trace_token)
         _actor.reset(self._actor_token)

@@ -24,7 +24,8 @@ class Signal:
     def __init__(self) -> None:
         self._reason: BaseException | None = None
         self._event: asyncio.Event | None = None
-        self._callbacks: list[AbortCallback] = []
+        self._callbacks: list[AbortCallback] | None = None
+        """Made by the first ``on_abort``: most signals (two a run) never get one."""
 
     @property
     def aborted(self) -> bool:
@@ -41,8 +42,8 @@ class Signal:
         self._reason = reason if reason is not None else JobAbortedError("the signal was aborted")
         if self._event is not None:
             self._event.set()
-        callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
+        callbacks, self._callbacks = self._callbacks, None
+        for callback in callbacks or ():
             callback(self._reason)
         return True
 
@@ -64,11 +65,14 @@ class Signal:
         if self._reason is not None:
             callback(self._reason)
             return lambda: None
+        if self._callbacks is None:
+            self._callbacks = []
         self._callbacks.append(callback)
 
         def unsubscribe() -> None:
-            if callback in self._callbacks:
-                self._callbacks.remove(callback)
+            callbacks = self._callbacks
+            if callbacks is not None and callback in callbacks:
+                callbacks.remove(callback)
 
         return unsubscribe
 

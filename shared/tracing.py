@@ -97,6 +97,13 @@ def _tracer(trace: Any) -> Any:
     return provider.get_tracer("ultimate-jobs")
 
 
+def live_tracer() -> Any:
+    """The tracer a job span would record on, or None (no OpenTelemetry, or no provider that
+    records): then an attempt needs no span object, only its child ``traceparent``."""
+    trace = _opentelemetry()
+    return None if trace is None else _tracer(trace)
+
+
 class JobSpan:
     """One attempt's span; entering answers the ``traceparent`` the attempt runs under. A
     plain class (no generator frame): the worker enters one per attempt."""
@@ -112,10 +119,10 @@ class JobSpan:
         self._scope: Any = None
 
     def __enter__(self) -> str | None:
-        trace = _opentelemetry()
-        tracer = None if trace is None else _tracer(trace)
+        tracer = live_tracer()
         if tracer is None:
             return child_traceparent(self._parent)
+        trace = _opentelemetry()
         context = None
         if parse_traceparent(self._parent) is not None:
             context = _propagator().extract({"traceparent": str(self._parent)})

@@ -42,6 +42,11 @@ is settled without waiting); if it finishes later it is logged ``jobs.timeout.ab
 one way to find a handler that never reads ``run.signal``. Its later step writes are refused
 (``X_ABORTED``) and its progress is dropped.
 
+The objects an attempt builds (its step runner, its ``Run``, its ``JobExecution``) are built
+with positional arguments, each commented with the field it fills: a class called with a dozen
+keywords pays for a keyword dict and its unpacking on every call, the largest part of what an
+attempt cost beyond its body.
+
 The verdict is read off the signal, not off the error: once the attempt's signal is aborted, the
 failure recorded is the signal's reason, whatever the body unwound with. A body that returns
 normally after a drain signal completed; a halted body (deadline, lost lease) fails even if it
@@ -73,7 +78,7 @@ from ujobs.execution.outage import MAX_UNREACHABLE_RETURNS, LeaseLeft, unreachab
 from ujobs.execution.outcome import OUTCOMES, ExecutionOutcome, JobExecution, JobOutcome
 from ujobs.execution.progress import ProgressReporter
 from ujobs.execution.run import Run, Settled, SettledOutcome
-from ujobs.execution.scope import ContextSpec, build_ctx, job_scope, parse_stored
+from ujobs.execution.scope import AttemptScope, ContextSpec, build_ctx, parse_stored
 from ujobs.execution.settle import (
     BeforeSettle,
     FailureVerdict,
@@ -90,7 +95,6 @@ from ujobs.jobs.retry import StopReason, is_final_attempt
 from ujobs.jobs.snooze import MAX_SNOOZES, Snooze
 from ujobs.results import encode_result
 from ujobs.signal import Signal
-from ujobs.tracing import job_span
 
 log = logging.getLogger("ujobs.jobs")
 
@@ -146,23 +150,14 @@ async def execute_job(
     """
     clock = clock or driver.clock
     started_ms = clock.now_ms()
-    attempt = Attempt(claimed, handle, grace_ms=abandon_grace_ms)
+    attempt = Attempt(claimed, handle, abandon_grace_ms)
     attempt.on_running = body_running
     attempt.on_end = body_ended
     unsubscribe = signal.on_abort(attempt.on_external) if signal is not None else None
     parsed = parse_stored(handle, claimed.input, stored_tenant=claimed.tenant_id)
     ref = claimed.ref
     try:
-        with (
-            job_span(
-                claimed.name,
-                job_id=claimed.id,
-                queue=claimed.queue,
-                attempt=claimed.attempt,
-                parent=claimed.traceparent,
-            ) as traceparent,
-            job_scope(parsed.tenant, traceparent),
-        ):
+        with AttemptScope(claimed, parsed.tenant):
             ctx: Any = None
             failure = parsed.error or failure
             try:
@@ -170,9 +165,7 @@ async def execute_job(
             except Exception as exc:
                 failure = failure or exc
             step: Step | None = None
-            progress = ProgressReporter(
-                introspect=driver.introspect, job_id=claimed.id, ref=ref, clock=clock
-            )
+            progress = ProgressReporter(driver.introspect, claimed.id, ref, clock)
             end: BodyEnd
             lapsed = lease_check() if lease_check is not None else None
             if lapsed is not None:
@@ -181,19 +174,22 @@ async def execute_job(
                 attempt.stop_body(lapsed)
                 failure = failure or lapsed
             if failure is None and not attempt.signal.aborted:
-                # Lazy: the stored steps are read on the body's first step call.
-                step = Step.lazy(
-                    driver=driver,
-                    job_id=claimed.id,
-                    run_id=claimed.run_id,
-                    tenant_id=claimed.tenant_id,
-                    ref=ref,
-                    signal=attempt.signal,
-                    clock=clock,
-                    bus=events,
-                    step_timeout_ms=handle.definition.step_timeout_ms,
-                    event_poll_ms=handle.definition.event_poll_ms,
-                    lease_check=lease_check,
+                # Lazy (``stored=None``, as ``Step.lazy`` builds it): the stored steps are read
+                # on the body's first step call.
+                definition = handle.definition
+                step = Step(  # positional, in the signature's order (see Step.__init__)
+                    driver,  # driver
+                    claimed.id,  # job_id
+                    claimed.run_id,  # run_id
+                    claimed.tenant_id,  # tenant_id
+                    ref,  # ref
+                    None,  # stored
+                    attempt.signal,  # signal
+                    clock,  # clock
+                    events,  # bus
+                    definition.step_timeout_ms,  # step_timeout_ms
+                    definition.event_poll_ms,  # event_poll_ms
+                    lease_check,  # lease_check
                 )
             if failure is not None:
                 end = BodyEnd("raised", error=failure)
@@ -201,19 +197,19 @@ async def execute_job(
                 # Drained or halted before the body started: it never runs.
                 end = BodyEnd("raised", error=attempt.signal.reason)
             else:
-                run: Run[Any] = Run(
-                    input=parsed.value,
-                    step=step,
-                    ctx=ctx,
-                    attempt=claimed.attempt,
-                    final_attempt=is_final_attempt(handle.retry, claimed.attempt),
-                    job_id=claimed.id,
-                    run_id=claimed.run_id,
-                    signal=attempt.signal,
-                    progress=progress,
-                    name=claimed.name,
-                    queue=claimed.queue,
-                    tenant_id=parsed.tenant,
+                run: Run[Any] = Run(  # positional, in field order (the module's docstring)
+                    parsed.value,  # input
+                    step,  # step
+                    ctx,  # ctx
+                    claimed.attempt,  # attempt
+                    is_final_attempt(handle.retry, claimed.attempt),  # final_attempt
+                    claimed.id,  # job_id
+                    claimed.run_id,  # run_id
+                    attempt.signal,  # signal
+                    progress,  # progress
+                    claimed.name,  # name
+                    claimed.queue,  # queue
+                    parsed.tenant,  # tenant_id
                 )
                 end = await attempt.run_body(run, step)
             return await _settle(
@@ -323,7 +319,8 @@ async def _settle(
         wiped = error_code_of(error) == LeaseLostError.code and await store_lost(driver, claimed)
         _log_failure(claimed, handle, outcome, stop, error, resume_at, now, quiet=wiped)
         exhausted = verdict.settled_error
-    await progress.flush()
+    if progress.close():
+        await progress.flush()
     if step is not None:
         step.close(partial(_settled_error, claimed.name, outcome))
     answer = await settle_answer(
@@ -374,22 +371,22 @@ async def _settle(
         hook_error = await tell_settled(
             handle, settled, tenant=tenant, traceparent=claimed.traceparent
         )
-    return JobExecution(
-        outcome=outcome,
-        job_id=claimed.id,
-        run_id=claimed.run_id,
-        name=claimed.name,
-        queue=claimed.queue,
-        attempt=claimed.attempt,
-        settled=landed,
-        duration_ms=duration,
-        stop_reason=stop,
-        resume_at_ms=resume_at,
-        result=end.result if outcome == "completed" else None,
-        error=error,
-        code=error_code_of(error) if error is not None else None,
-        on_settled_error=hook_error,
-        abandoned=end.kind == "abandoned",
+    return JobExecution(  # positional, in field order (the module's docstring)
+        outcome,  # outcome
+        claimed.id,  # job_id
+        claimed.run_id,  # run_id
+        claimed.name,  # name
+        claimed.queue,  # queue
+        claimed.attempt,  # attempt
+        landed,  # settled
+        duration,  # duration_ms
+        stop,  # stop_reason
+        resume_at,  # resume_at_ms
+        end.result if outcome == "completed" else None,  # result
+        error,  # error
+        error_code_of(error) if error is not None else None,  # code
+        hook_error,  # on_settled_error
+        end.kind == "abandoned",  # abandoned
     )
 
 

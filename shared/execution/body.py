@@ -51,7 +51,6 @@ class Attempt:
         self,
         claimed: ClaimedJob,
         handle: JobHandle[Any],
-        *,
         grace_ms: int,
     ) -> None:
         self.claimed = claimed
@@ -86,9 +85,13 @@ class Attempt:
 
     def stop_body(self, reason: BaseException) -> None:
         """Halt the body: its run's task is cancelled (the body sees ``CancelledError``), and a
-        body still going ``grace_ms`` later is abandoned. Before the body starts, only noted."""
+        body still going ``grace_ms`` later is abandoned. Until the body first waits, only
+        noted (``run_body`` applies it then)."""
         if self.halted_by is None:
             self.halted_by = reason
+        self._cancel_body()
+
+    def _cancel_body(self) -> None:
         task = self.task
         if self.body is None or task is None or self._ended or self._grace is not None:
             return
@@ -120,39 +123,55 @@ class Attempt:
 
     # -- running it ------------------------------------------------------------------------
     async def run_body(self, run: Run[Any], step: Step) -> BodyEnd:
-        loop = asyncio.get_running_loop()
-        self.task = asyncio.current_task()
-        body = Inline(self.handle.run(run))
-        body.on_first_wait = self.on_running
-        body.on_cancel_kept = self._cancel_kept
-        self.body = body
+        """Run the body to its end. Its first step runs here, synchronously: a body that ends
+        there (it never waits) needs no ``Inline``, no hooks and no deadline timer, since no
+        timer can fire before it waits. One that waits is handed to an ``Inline`` from where it
+        stands, the deadline armed from the body's start, and a halt that came during that
+        first step (``stop_body`` only notes one before there is a body to cancel) is applied
+        before it waits."""
+        task = self.task = asyncio.current_task()
+        coro = self.handle.run(run)
         timeout_ms = self.handle.definition.timeout_ms
-        timer = (
-            loop.call_later(timeout_ms / 1000, self.on_deadline, timeout_ms)
-            if timeout_ms is not None
-            else None
-        )
+        loop = asyncio.get_running_loop()
+        started = loop.time() if timeout_ms is not None else 0.0  # no clock read without one
+        body: Inline | None = None
+        timer: asyncio.TimerHandle | None = None
         result: Any = None
         error: BaseException | None = None
         try:
-            result = await body
+            try:
+                first = coro.send(None)
+            except StopIteration as stop:
+                result = stop.value
+            else:
+                body = Inline(coro, first)
+                body.on_first_wait = self.on_running
+                body.on_cancel_kept = self._cancel_kept
+                self.body = body
+                if timeout_ms is not None:
+                    timer = loop.call_at(started + timeout_ms / 1000, self.on_deadline, timeout_ms)
+                if self.halted_by is not None:
+                    self._cancel_body()
+                result = await body
         except BaseException as exc:
             error = exc
         finally:
             self._ended = True
-            body.on_first_wait = body.on_cancel_kept = None  # no cycle back to this attempt
+            if body is not None:
+                body.on_first_wait = body.on_cancel_kept = None  # no cycle back to this attempt
             if timer is not None:
                 timer.cancel()
             if self._grace is not None:
                 self._grace.cancel()
             if self.on_end is not None:
                 self.on_end()
-        outside = self._uncancel()
-        if outside:
+        # Nothing to take back, nothing from outside: the common case asks the task once.
+        if (self._cancels or (task is not None and task.cancelling())) and self._uncancel():
             raise asyncio.CancelledError()  # the run was cancelled from outside: no settle
         if isinstance(error, KeyboardInterrupt | SystemExit):
             raise error  # the process's, never a job's verdict (as a task re-raises them)
         if result is DETACHED:
+            assert body is not None
             assert body.detached is not None
             body.detached.add_done_callback(self._finished_late)
             return BodyEnd("abandoned", suspension=step.suspension)
@@ -169,7 +188,7 @@ class Attempt:
         if error is None:
             if step.suspension is not None:
                 return BodyEnd("suspended", suspension=step.suspension)
-            return BodyEnd("returned", result=result)
+            return BodyEnd("returned", result)
         if isinstance(error, StepSuspension) or step.suspension is not None:
             return BodyEnd("suspended", suspension=step.suspension or _as_suspension(error))
         return BodyEnd("raised", error=error)

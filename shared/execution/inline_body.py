@@ -36,6 +36,15 @@ class Detached:
 DETACHED = Detached()
 
 
+class NotStarted:
+    """``Inline``'s default ``first``: the body has not run its first step yet."""
+
+    __slots__ = ()
+
+
+NOT_STARTED = NotStarted()
+
+
 def _chain(wake: asyncio.Future[Any], _: asyncio.Future[Any]) -> None:
     if not wake.done():
         wake.set_result(None)
@@ -45,10 +54,21 @@ class Inline:
     """Await it once, in the run's task: answers the body's result (or raises its error), or
     ``DETACHED`` after ``detach()``."""
 
-    __slots__ = ("_coro", "_detach", "_wake", "detached", "on_cancel_kept", "on_first_wait")
+    __slots__ = (
+        "_coro",
+        "_detach",
+        "_first",
+        "_wake",
+        "detached",
+        "on_cancel_kept",
+        "on_first_wait",
+    )
 
-    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any = NOT_STARTED) -> None:
+        """``first``: what the body yielded when it was already started (its first step run by
+        the caller, ``ujobs.execution.body``); it is waited on as if this had sent it."""
         self._coro = coro
+        self._first = first
         self._detach = False
         self._wake: asyncio.Future[Any] | None = None
         self.detached: asyncio.Task[Any] | None = None
@@ -74,11 +94,15 @@ class Inline:
         coro = self._coro
         error: BaseException | None = None
         first = True
+        pending, self._first = self._first, NOT_STARTED
         while True:
-            try:
-                yielded = coro.send(None) if error is None else coro.throw(error)
-            except StopIteration as stop:
-                return stop.value
+            if pending is NOT_STARTED:
+                try:
+                    yielded = coro.send(None) if error is None else coro.throw(error)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                yielded, pending = pending, NOT_STARTED
             cancelled, error = isinstance(error, asyncio.CancelledError), None
             if first:
                 first = False

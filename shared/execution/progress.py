@@ -37,7 +37,6 @@ class ProgressReporter:
 
     def __init__(
         self,
-        *,
         introspect: JobIntrospection | None,
         job_id: str,
         ref: ClaimRef,
@@ -96,6 +95,16 @@ class ProgressReporter:
         finally:
             if self._inflight is asyncio.current_task():
                 self._inflight = None
+
+    def close(self) -> bool:
+        """Record nothing more (the row is about to leave ``running``); answers whether
+        ``flush()`` has anything to do: a write in flight, or a value newer than the last
+        written. A run that never reported progress settles without awaiting a flush."""
+        self._closed = True
+        if self._inflight is not None:
+            return True
+        latest = self._latest
+        return self._introspect is not None and latest is not None and latest != self._written
 
     async def flush(self) -> None:
         """Before the settle: wait out a write in flight, then write the last value if newer.

@@ -15,9 +15,10 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ujobs.context import Actor, ActorTrace
-from ujobs.drivers.base import JSONValue
+from ujobs.drivers.base import ClaimedJob, JSONValue
 from ujobs.errors import InputInvalidError, JobInputUnparseableError, error_code_of
 from ujobs.jobs.job import JobHandle
+from ujobs.tracing import JobSpan, child_traceparent, job_span, live_tracer
 
 ContextSpec = Any
 """The app's ``ctx``: a value, or a zero-argument callable answering it (called per attempt,
@@ -38,6 +39,45 @@ def job_scope(tenant: str | None, traceparent: str | None) -> ActorTrace:
     """Install the job's actor and its trace for the block (and every task created in it);
     ``with job_scope(...) as actor``."""
     return ActorTrace(job_actor(tenant), traceparent)
+
+
+class AttemptScope(ActorTrace):
+    """``with job_span(...) as traceparent, job_scope(tenant, traceparent)`` as ONE block, the
+    one ``execute_job`` enters per attempt: with no tracer recording there is no span object,
+    only the child ``traceparent`` (``ujobs.tracing``), and the actor and trace are set as
+    ``ActorTrace`` sets them. Leaving it resets the scope, then ends the span (if any) with the
+    block's exception, as the two nested blocks did."""
+
+    __slots__ = ("_claimed", "_span")
+
+    def __init__(self, claimed: ClaimedJob, tenant: str | None) -> None:
+        ActorTrace.__init__(self, job_actor(tenant), None)
+        self._claimed = claimed
+        self._span: JobSpan | None = None
+
+    def __enter__(self) -> Actor | None:
+        claimed = self._claimed
+        parent = claimed.traceparent
+        if live_tracer() is None:
+            self._traceparent = None if parent is None else child_traceparent(parent)
+        else:
+            span = job_span(
+                claimed.name,
+                job_id=claimed.id,
+                queue=claimed.queue,
+                attempt=claimed.attempt,
+                parent=parent,
+            )
+            self._traceparent = span.__enter__()
+            self._span = span
+        return ActorTrace.__enter__(self)
+
+    def __exit__(self, *exc: Any) -> None:
+        ActorTrace.__exit__(self, *exc)
+        span = self._span
+        if span is not None:
+            self._span = None
+            span.__exit__(*exc)
 
 
 def build_ctx(context: ContextSpec) -> Any:

@@ -46,7 +46,6 @@ from ujobs.execution.on_settled import tell_settled
 from ujobs.execution.outage import (
     LeaseLeft,
     SettleAnswer,
-    SettleResult,
     claim_lease_left,
     outage_hand_back,
     send_until_landed,
@@ -60,7 +59,9 @@ from ujobs.jobs.retry import Retry, StopReason, retry_delay_ms, stop_reason
 
 log = logging.getLogger("ujobs.jobs")
 
-BeforeSettle = Callable[[], Awaitable[None]]
+BeforeSettle = Callable[[], Awaitable[None] | None]
+"""Called right before the ack/nack is sent; awaited when it answers an awaitable (the worker's
+``HeldRun.stop`` is plain: it only flags the run, and a coroutine a settle costs a frame)."""
 
 HAND_BACK_DELAY_MS = 1_000
 """A shed or a limit: due again after about one poll, so the row does not spin on one worker."""
@@ -241,7 +242,9 @@ async def settle_answer(
     (``JobDriver.ack``'s ``slot``): released in the settle's own write."""
     if before_settle is not None:
         try:
-            await before_settle()
+            waiting = before_settle()
+            if waiting is not None:
+                await waiting
         except Exception:
             log.exception("jobs.settle.before-failed", extra=_settle_fields(claimed, outcome))
 
@@ -254,7 +257,8 @@ async def settle_answer(
         return driver.nack(claimed.id, claimed.ref, nack, slot=claimed.slot)
 
     try:
-        landing = SettleResult("landed" if await send() else "refused", 1)
+        answer: SettleAnswer = "landed" if await send() else "refused"
+        tries = 1
     except Exception as exc:
         landing = await send_until_landed(
             send,
@@ -262,7 +266,8 @@ async def settle_answer(
             fields=partial(_settle_fields, claimed, outcome),
             first_failure=exc,
         )
-    if landing.answer == "refused" and report_refusal:
+        answer, tries = landing.answer, landing.tries
+    if answer == "refused" and report_refusal:
         # After a try that could not reach the store, the refusal may be that try's own
         # landing, its answer lost with the connection. A row whose whole keyspace went (a
         # Redis back empty) is reported once for all of them (ujobs.execution.store_loss).
@@ -272,11 +277,11 @@ async def settle_answer(
             "jobs.settle.unowned",
             extra={
                 **_settle_fields(claimed, outcome),
-                "after_unreachable": landing.tries > 1,
+                "after_unreachable": tries > 1,
                 "store_lost": wiped,
             },
         )
-    return landing.answer
+    return answer
 
 
 def _settle_fields(claimed: ClaimedJob, outcome: str) -> dict[str, Any]:

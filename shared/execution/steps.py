@@ -128,7 +128,6 @@ class Step(ChildStepApi):
 
     def __init__(
         self,
-        *,
         driver: JobDriver,
         job_id: str,
         run_id: str,
@@ -142,6 +141,8 @@ class Step(ChildStepApi):
         event_poll_ms: int = 30_000,
         lease_check: LeaseCheck | None = None,
     ) -> None:
+        """Keywords everywhere but ``execute_job``, which passes them in this order: a class
+        called with a dozen keywords pays for a keyword dict and its unpacking every attempt."""
         self.driver = driver
         self.job_id = job_id
         self.run_id = run_id

@@ -73,7 +73,9 @@ class Prefetch:
         self.max_wait_ms = min(PREFETCH_MAX_WAIT_MS, visibility_ms // 4)
         self._start = start
         self._can_start = can_start
-        self._rows: deque[tuple[ClaimedJob, int, float]] = deque()
+        self.rows: deque[tuple[ClaimedJob, int, float]] = deque()
+        """The buffered rows (claimed, claim sent at ms, buffered at monotonic s), oldest
+        first; read, never written, outside this class."""
         self._returning: set[asyncio.Task[None]] = set()
         self._sweep: asyncio.TimerHandle | None = None
         self._paused_until = 0.0
@@ -81,20 +83,20 @@ class Prefetch:
         self.returned = 0
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self.rows)
 
     def room(self) -> int:
         """How many rows the next claim may take beyond the free slots."""
         if self._closed or self.limit <= 0 or time.monotonic() < self._paused_until:
             return 0
-        return max(0, self.limit - len(self._rows))
+        return max(0, self.limit - len(self.rows))
 
     def hold(self, claimed: ClaimedJob, sent_ms: int) -> None:
         """A claimed row with no slot free: keep it (or hand it back — see the module)."""
         if self._closed or self.limit <= 0:
             self.give_back(claimed, pause=not self._closed)
             return
-        self._rows.append((claimed, sent_ms, time.monotonic()))
+        self.rows.append((claimed, sent_ms, time.monotonic()))
         if self._sweep is None:
             self._sweep = asyncio.get_running_loop().call_later(
                 self.max_wait_ms / 1000, self._on_sweep
@@ -102,18 +104,18 @@ class Prefetch:
 
     def feed(self) -> None:
         """Start buffered rows while their queue has a free slot (oldest first)."""
-        while self._rows and self._can_start(self._rows[0][0].queue):
-            claimed, sent_ms, _ = self._rows.popleft()
+        while self.rows and self._can_start(self.rows[0][0].queue):
+            claimed, sent_ms, _ = self.rows.popleft()
             self._start(claimed, sent_ms)
 
     def _on_sweep(self) -> None:
         self._sweep = None
         horizon = time.monotonic() - self.max_wait_ms / 1000
-        while self._rows and self._rows[0][2] <= horizon:
-            claimed, _, _ = self._rows.popleft()
+        while self.rows and self.rows[0][2] <= horizon:
+            claimed, _, _ = self.rows.popleft()
             self.give_back(claimed, pause=True)
-        if self._rows:
-            wait = self._rows[0][2] - horizon
+        if self.rows:
+            wait = self.rows[0][2] - horizon
             self._sweep = asyncio.get_running_loop().call_later(max(0.0, wait), self._on_sweep)
 
     def give_back(self, claimed: ClaimedJob, *, pause: bool) -> None:
@@ -151,8 +153,8 @@ class Prefetch:
         if self._sweep is not None:
             self._sweep.cancel()
             self._sweep = None
-        while self._rows:
-            claimed, _, _ = self._rows.popleft()
+        while self.rows:
+            claimed, _, _ = self.rows.popleft()
             self.give_back(claimed, pause=False)
 
     async def settle(self, timeout_s: float | None) -> None:

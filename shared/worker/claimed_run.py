@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -41,6 +41,7 @@ from ujobs.execution.attempt import execute_job, hand_back, refuse_job
 from ujobs.execution.outage import LeaseLeft
 from ujobs.execution.outcome import JobExecution
 from ujobs.execution.scope import ContextSpec
+from ujobs.jobs.job import JobHandle
 from ujobs.jobs.registry import Registry
 from ujobs.lifecycle import Lifecycle
 from ujobs.loop_probes import Signals
@@ -121,16 +122,31 @@ class Runner:
         except Exception:
             log.exception("jobs.worker.run-failed", extra=held.fields())
         finally:
-            await self._release(held)
+            if held.slot is not None:
+                await self._release(held)
             self._finished(held)
             if lifecycle is not None:
                 lifecycle.work_finished()
 
-    async def _attempt(self, held: HeldRun) -> JobExecution:
+    def _attempt(self, held: HeldRun) -> Awaitable[JobExecution]:
+        """The run's attempt: ``execute_job``'s own coroutine for a known job under no limit, no
+        fleet slot and no concurrency key (no frame of this method's around it); the others go
+        through ``_gated``."""
+        claimed = held.claimed
+        handle = self.registry.job(claimed.name)
+        if (
+            handle is None
+            or claimed.slot is not None
+            or self.limiter is not None
+            or handle.concurrency is not None
+        ):
+            return self._gated(held, handle)
+        return self._execute(held, handle, None)
+
+    async def _gated(self, held: HeldRun, handle: JobHandle[Any] | None) -> JobExecution:
         claimed = held.claimed
         if claimed.slot is not None:  # the claim took it: the run's settle releases it
             held.slot = FleetSlot(claimed.slot, lease_holder(claimed))
-        handle = self.registry.job(claimed.name)
         if handle is None:
             self.counters.unknown += 1
             return await hand_back(
@@ -173,7 +189,13 @@ class Runner:
                     lease_left=self._lease_left(held),
                 )
             failure = decision.error
-        return await execute_job(
+        return await self._execute(held, handle, failure)
+
+    def _execute(
+        self, held: HeldRun, handle: JobHandle[Any], failure: BaseException | None
+    ) -> Awaitable[JobExecution]:
+        claimed = held.claimed  # with the slot it settles (``_settles_slot``)
+        return execute_job(
             claimed,
             driver=self.driver,
             handle=handle,

@@ -79,7 +79,7 @@ class HeldRun:
         "task",
     )
 
-    def __init__(self, claimed: ClaimedJob, *, sent_ms: int, interval_ms: int) -> None:
+    def __init__(self, claimed: ClaimedJob, sent_ms: int, interval_ms: int) -> None:
         self.claimed = claimed
         self.signal = Signal()
         self.last_landed_ms = sent_ms
@@ -100,9 +100,10 @@ class HeldRun:
         settle does not (``claimed_run.Runner._mark_started``)."""
         self.body_over = True
 
-    async def stop(self) -> None:
+    def stop(self) -> None:
         """No more renewals, and none on the wire is read: the settle is being sent. Tells
-        ``on_settling`` once (the worker frees the run's pool slot there)."""
+        ``on_settling`` once (the worker frees the run's pool slot there). Plain, not a
+        coroutine: the settle calls it as its ``before_settle`` and awaits nothing."""
         self.stopped = True
         if self.on_settling is not None:
             callback, self.on_settling = self.on_settling, None

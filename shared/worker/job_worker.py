@@ -125,7 +125,15 @@ class JobWorker(Role):
             else 0,
             visibility_ms=options.visibility_timeout_ms,
             start=self._start,
-            can_start=self._can_start,
+            can_start=self.slots.can_take,
+        )
+        self.renewals = Renewals(
+            driver=driver,
+            clock=clock,
+            held=self.held,
+            visibility_ms=options.visibility_timeout_ms,
+            interval_ms=options.heartbeat_interval_ms,
+            metrics=metrics,
         )
         self.runner = Runner(
             driver=driver,
@@ -139,15 +147,7 @@ class JobWorker(Role):
             lifecycle=None,  # set by start() when the worker drains with the process
             due_at=self.loop.due_at,
             finished=self._finished,
-            lapsed=lambda held: self.renewals.lapsed(held),
-        )
-        self.renewals = Renewals(
-            driver=driver,
-            clock=clock,
-            held=self.held,
-            visibility_ms=options.visibility_timeout_ms,
-            interval_ms=options.heartbeat_interval_ms,
-            metrics=metrics,
+            lapsed=self.renewals.lapsed,
         )
         self.registry_beat = RegistryBeat(
             registry=driver.workers,
@@ -212,20 +212,18 @@ class JobWorker(Role):
     def _ahead(self) -> int:
         return self.prefetch.room() if self.phase == "running" else 0
 
-    def _can_start(self, queue: str) -> bool:
-        return self.slots.free(queue) > 0 and self.slots.room() > 0
-
     def _dispatch(self, claimed: ClaimedJob, sent_ms: int) -> None:
         """A claimed row: run it when its queue has a slot, else (claimed ahead) buffer it.
         Without claim-ahead every row claimed has its slot (the pass asked for the room)."""
-        if self.prefetch.limit > 0 and (self.prefetch or not self._can_start(claimed.queue)):
+        prefetch = self.prefetch
+        if prefetch.limit > 0 and (prefetch.rows or not self.slots.can_take(claimed.queue)):
             self.prefetch.hold(claimed, sent_ms)
             self.prefetch.feed()
             return
         self._start(claimed, sent_ms)
 
     def _start(self, claimed: ClaimedJob, sent_ms: int) -> None:
-        held = HeldRun(claimed, sent_ms=sent_ms, interval_ms=self.options.heartbeat_interval_ms)
+        held = HeldRun(claimed, sent_ms, self.options.heartbeat_interval_ms)
         if self._drain_reason is not None:
             held.signal.abort(self._drain_reason)  # claimed by the pass the drain caught
         held.on_settling = self._settling

@@ -46,6 +46,15 @@ class Slots:
             return self._free
         return max(0, min(self._free, self._cap - self.in_flight))
 
+    def can_take(self, queue: str) -> bool:
+        """``free(queue) > 0 and room() > 0`` in one call: asked for every row dispatched and
+        every buffered row fed."""
+        if self._pools.get(queue, 0) - self._held.get(queue, 0) <= 0:
+            return False
+        if self._cap is None:
+            return self._free > 0
+        return min(self._free, self._cap - self.in_flight) > 0
+
     def held(self, queue: str) -> int:
         return self._held.get(queue, 0)
 

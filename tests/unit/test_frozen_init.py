@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from ujobs.drivers.records import ClaimedJob, ClaimRef, Enqueued
-from ujobs.execution.frozen_init import slot_init
+from ujobs.execution.frozen_init import _twin, slot_init
 from ujobs.execution.outcome import JobExecution
+from ujobs.execution.run import Run
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,3 +104,25 @@ def test_refuses_an_init_var() -> None:
 
     with pytest.raises(TypeError):
         slot_init(WithInitVar)
+
+
+class FastChild(Fast):
+    """A subclass: its instances are written slot by slot (the twin has the parent's layout)."""
+
+    __slots__ = ("d",)
+
+
+def test_an_instance_is_of_its_own_class_after_init_and_a_subclass_still_builds() -> None:
+    fast = Fast(1, "x")
+    assert type(fast) is Fast
+    child = FastChild(2)
+    assert type(child) is FastChild
+    assert (child.a, child.b, child.c) == (2, "b", ())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        child.a = 3  # type: ignore[misc]
+
+
+def test_a_generic_frozen_class_gets_the_twin_too() -> None:
+    twin = _twin(Run)
+    assert twin is not None
+    assert twin.__slots__ == Run.__slots__

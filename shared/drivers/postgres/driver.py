@@ -116,8 +116,12 @@ def counter_bucket(now_ms: int) -> tuple[int, int]:
 
 
 @slot_init  # one per ack: see ujobs.execution.frozen_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class _Ack:
+    """One ack waiting for its batch. Compared and hashed by identity (``eq=False``): the
+    batch answers each submitted item whether it landed, and a field-by-field hash built a
+    tuple of every field twice an ack."""
+
     id: str
     worker_id: str
     claim: int
@@ -128,8 +132,10 @@ class _Ack:
 
 
 @slot_init  # one per row started from a claim-ahead buffer
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class _Start:
+    """One start mark waiting for its batch; by identity, as ``_Ack``."""
+
     id: str
     worker_id: str
     claim: int
