@@ -26,6 +26,11 @@ bench's probe, not an API. With ``BENCH_HISTORY=<n>`` the table first gets ``n``
 (``bench_history.insert_history``, as the throughput bench's history pass), so the two
 statements can be compared with and without history.
 
+``postgres_cpu_ms_per_job`` is the CPU the drain's database backends spent (from ``/proc``,
+every server process serving the throwaway database) over the jobs: beside
+``worker_cpu_ms_per_job`` it says which side of the wire bounds the drain on a machine whose
+two cores both of them share.
+
 ``floor_cpu_ms_per_job`` is ``bench/worker_floor.py`` run right after the drain, same ``n`` and
 slots: the least a Python asyncio worker on asyncpg pays per no-op job on this machine (a task
 per job, coalesced acks, nothing a job queue promises). Issue 39's target (0.05 ms) is read
@@ -51,6 +56,7 @@ from prometheus_client import CollectorRegistry
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_history import insert_history  # beside this script: on sys.path when it runs
+from cpu_share import process_cpu_s
 from worker_floor import floor_drain, instrument
 
 from ujobs import job, t
@@ -87,6 +93,23 @@ class StatementTimes:
             for name, times in self.spent.items()
             if times
         }
+
+
+def backends_cpu_s(database: str) -> float:
+    """User + system CPU seconds so far of every server process serving ``database`` (its
+    backends, named so in their command lines): what the drain costs Postgres, beside what it
+    costs the worker. 0.0 where /proc does not show them."""
+    total = 0.0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if f" {database} ".encode() not in (proc / "cmdline").read_bytes().replace(b"\0", b" "):
+                continue
+        except OSError:
+            continue
+        total += process_cpu_s(int(proc.name))
+    return total
 
 
 def time_statements(driver: Any) -> StatementTimes:
@@ -156,10 +179,12 @@ async def main() -> None:
         instrument("on")
         began = time.perf_counter()
         cpu_began = time.process_time()
+        server_began = backends_cpu_s(name)
         await worker.start()
         await drained.wait()
         seconds = time.perf_counter() - began
         cpu = time.process_time() - cpu_began
+        server_cpu = backends_cpu_s(name) - server_began
         instrument("off")
         await worker.stop()
         left = await pool.fetchval(  # the drained jobs only: 2 % of the history is not done
@@ -183,6 +208,7 @@ async def main() -> None:
                     "seconds": round(seconds, 3),
                     "jobs_per_s": round(n / seconds, 1),
                     "worker_cpu_ms_per_job": round(cpu * 1000 / n, 3),
+                    "postgres_cpu_ms_per_job": round(server_cpu * 1000 / n, 3),
                     "passes": worker.stats().passes,
                     "not_done": left,
                     "statements": statements.summary(),
