@@ -20,7 +20,12 @@ from ujobs.exports.manifest import Manifest, manifest_key, part_key
 from ujobs.exports.sinks import ExportNotFoundError, ExportSink
 from ujobs.jobs.job import JobHandle
 
+LINK_TTL = timedelta(minutes=15)
+"""How long a download link handed out for an export's part stays valid (the api, the
+dashboard and ``ujobs exports show`` all hand out links this long)."""
+
 __all__ = [
+    "LINK_TTL",
     "FoundExport",
     "describe_export",
     "find_export",

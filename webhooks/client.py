@@ -12,11 +12,15 @@ import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import aiohttp
-from aiohttp.abc import AbstractResolver
+from ujobs.webhooks.ssrf import GuardPolicy, check_url
 
-from ujobs.webhooks.ssrf import GuardedResolver, GuardPolicy, check_url
+if TYPE_CHECKING:
+    # aiohttp is imported when the first session opens: a process that only reads the
+    # families (the api, every ``ujobs`` command) never loads it.
+    import aiohttp
+    from aiohttp.abc import AbstractResolver
 
 DEFAULT_RESPONSE_LIMIT = 4096
 DEFAULT_CONNECTIONS = 256
@@ -63,6 +67,10 @@ class WebhookClient:
 
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
+            import aiohttp
+
+            from ujobs.webhooks.resolver import GuardedResolver
+
             connector = aiohttp.TCPConnector(
                 resolver=GuardedResolver(self.policy, self._inner_resolver),
                 limit=self._connections,
@@ -81,6 +89,8 @@ class WebhookClient:
     ) -> HttpAnswer:
         """POST ``body`` to ``url``; raises ``X_WEBHOOK_ENDPOINT_INVALID`` for a URL or an
         address the guard refuses and ``TransportError`` when no answer came."""
+        import aiohttp  # loaded by ``_open`` already: a lookup in sys.modules
+
         check_url(url, self.policy)
         session = self._open()
         started = time.monotonic()

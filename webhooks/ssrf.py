@@ -3,9 +3,10 @@
 An endpoint URL is written by a stranger, so the deliverer resolves the host itself and refuses
 loopback, private, link-local (cloud metadata at 169.254.169.254 included), shared (CGNAT,
 where some clouds put theirs), multicast, reserved and unspecified addresses. The check runs
-inside the connector's resolver, at connect time, on the addresses the socket then uses: a
-check made earlier (when the endpoint was registered, or a lookup before the request) would
-let DNS rebinding answer a public address to the check and a private one to the connect.
+inside the connector's resolver (``ujobs.webhooks.resolver``), at connect time, on the
+addresses the socket then uses: a check made earlier (when the endpoint was registered, or a
+lookup before the request) would let DNS rebinding answer a public address to the check and
+a private one to the connect.
 An IP literal never reaches a resolver, so ``check_url`` refuses those up front, in every
 spelling a resolver or the HTTP client would turn into an address (``0x7f.1``, ``2130706433``,
 ``0177.0.0.1``, ``127.1``, ``[::ffff:127.0.0.1]``, full-width digits, a trailing dot), and
@@ -25,8 +26,6 @@ import socket
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from aiohttp.abc import AbstractResolver, ResolveResult
-from aiohttp.resolver import DefaultResolver
 from yarl import URL
 
 from ujobs.errors import ConfigInvalidError
@@ -94,7 +93,7 @@ def refused_reason(address: IPAddress, policy: GuardPolicy) -> str | None:
     return None
 
 
-def _refused(host: str, address: str, why: str) -> WebhookEndpointInvalidError:
+def refusal_error(host: str, address: str, why: str) -> WebhookEndpointInvalidError:
     return WebhookEndpointInvalidError(
         f"the endpoint's host {host!r} resolves to {'an' if why[0] in 'aeiou' else 'a'} {why} "
         f"address ({address}); webhooks only "
@@ -142,7 +141,7 @@ def check_url(url: str, policy: GuardPolicy) -> str:
     named = host_addresses(host)
     refusals = [(str(a), why) for a in named if (why := refused_reason(a, policy)) is not None]
     if named and len(refusals) == len(named):
-        raise _refused(host, *refusals[0])
+        raise refusal_error(host, *refusals[0])
     return host
 
 
@@ -173,33 +172,3 @@ def host_addresses(host: str) -> tuple[IPAddress, ...]:
         return (ipaddress.IPv4Address(socket.inet_aton(bare)),)
     except (OSError, ValueError):
         return ()
-
-
-class GuardedResolver(AbstractResolver):
-    """Resolves through ``inner`` and drops every address the policy refuses; refuses the host
-    when none is left. The connector connects only to what this answers."""
-
-    def __init__(self, policy: GuardPolicy, inner: AbstractResolver | None = None) -> None:
-        self._policy = policy
-        self._inner = inner if inner is not None else DefaultResolver()
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        answers = await self._inner.resolve(host, port, family)
-        kept: list[ResolveResult] = []
-        refused: list[tuple[str, str]] = []
-        for answer in answers:
-            why = refused_reason(ipaddress.ip_address(answer["host"]), self._policy)
-            if why is None:
-                kept.append(answer)
-            else:
-                refused.append((answer["host"], why))
-        if not kept:
-            if refused:
-                raise _refused(host, refused[0][0], refused[0][1])
-            raise OSError(f"no address for {host!r}")
-        return kept
-
-    async def close(self) -> None:
-        await self._inner.close()

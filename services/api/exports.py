@@ -30,14 +30,19 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import timedelta
 from typing import Any, Protocol
 
 from aiohttp import web
 
 from ujobs.drivers.base import ALL_STATES, JobDriver
 from ujobs.errors import UltimateError
-from ujobs.exports.downloads import FoundExport, describe_export, find_export, read_manifest
+from ujobs.exports.downloads import (
+    LINK_TTL,
+    FoundExport,
+    describe_export,
+    find_export,
+    read_manifest,
+)
 from ujobs.exports.manifest import Manifest
 from ujobs.exports.sinks import ExportNotFoundError
 from ujobs.jobs.registry import Registry
@@ -58,8 +63,6 @@ __all__ = [
     "sign_path",
     "verify_path",
 ]
-
-LINK_TTL = timedelta(minutes=15)
 
 
 class Reader(Protocol):

@@ -31,12 +31,17 @@ from rich.progress import Progress as Bar
 from ujobs.drivers.base import DEFAULT_JOB_PAGE, JobFilter
 from ujobs.errors import JobNotFoundError
 from ujobs.execution.settle import error_summary
-from ujobs.exports.downloads import FoundExport, describe_export, find_export, read_manifest
+from ujobs.exports.downloads import (
+    LINK_TTL,
+    FoundExport,
+    describe_export,
+    find_export,
+    read_manifest,
+)
 from ujobs.exports.family import EXPORTS_QUEUE
 from ujobs.exports.manifest import Manifest
 from ujobs.exports.sinks import ExportNotFoundError
 from ujobs.introspect import list_jobs, resolve_job_id
-from ujobs.services.api.exports import LINK_TTL
 from ujobs.services.cli.common import (
     AppOption,
     DatabaseUrlOption,

@@ -18,8 +18,6 @@ from ujobs.drivers.postgres.sql import query
 from ujobs.services.cli.common import JsonOption
 from ujobs.services.config.settings import NatsStatusConfig, environment
 from ujobs.services.nats.names import NatsNames
-from ujobs.services.nats.service import connect
-from ujobs.services.nats.streams import stream_status
 from ujobs.services.runtime.backends import open_pool, open_redis
 from ujobs.services.runtime.output import Progress, emit_json, note, print_table, reported
 
@@ -29,6 +27,11 @@ nats_app = typer.Typer(help="The NATS edge: streams, consumer, settlements.", no
 
 
 async def _status(config: NatsStatusConfig) -> dict[str, Any]:
+    # The NATS client (and the aiohttp it brings) is loaded by this command alone, not by
+    # every ``ujobs`` command that starts.
+    from ujobs.services.nats.service import connect
+    from ujobs.services.nats.streams import stream_status
+
     names = NatsNames(config.prefix)
     nc = await connect(config.nats_url, name=f"{names.prefix}-cli")
     try:
