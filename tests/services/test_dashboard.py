@@ -204,6 +204,11 @@ async def test_the_job_page_shows_the_priority(api: Api) -> None:
     assert '<dd id="priority">2 <span class="none">(0 first, 9 last)</span></dd>' in shown
     default = await (await api.client.get(f"/_x/jobs/{plain}")).text()
     assert '<dd id="priority">0 ' in default
+    # The list shows each row's priority in its own column.
+    listed = await (await api.client.get("/_x/jobs")).text()
+    assert ">Pri</abbr></th>" in listed
+    row = re.compile(r'<tr data-job="([^"]+)">.*?data-priority="(\d)"', re.S)
+    assert dict(row.findall(listed)) == {urgent["id"]: "2", plain: "0"}
 
 
 @pytest.mark.parametrize(
