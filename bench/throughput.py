@@ -26,6 +26,12 @@ The runs, in order (each says so on stderr first):
    here without trading durability (issue 4 asks 1.5). The same script sends our own enqueue
    statement alone, in turn with the floor's INSERT: ``enqueue_statement_ceiling_vs_pgqueuer``
    is the most OUR single enqueue could reach if the client cost nothing.
+6. ``bench/worker_drain_micro.py`` at the same ``BENCH_N`` and 16 slots (``drain_cpu``): the CPU
+   a drained no-op job costs the worker process and its Postgres backends, and from them
+   ``ceiling_per_s``, the most jobs a second this machine's cores could drain if they did
+   nothing else (cores / both figures' sum). ``drain_cpu_ceiling_vs_pgqueuer`` is that ceiling
+   over pgqueuer's drain: the most the drain ratio could be here at this CPU a job (issue 39
+   asks 3 at least); ``drain_steady_vs_cpu_ceiling`` is how near our own steady drain comes.
 
 Each run holds the bench lock (``/tmp/ujobs-bench.lock``) for itself only, so do NOT wrap this
 command in ``flock`` (see ``bench/harness_run.py``). The harness's budget is
@@ -73,6 +79,7 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "1"))
 TIMEOUT_S = BUDGET_S + 120
 SLOTS = 16
 FLOOR_SCRIPT = Path(__file__).resolve().with_name("commit_floor.py")
+CPU_SCRIPT = Path(__file__).resolve().with_name("worker_drain_micro.py")
 ALL_PEERS = ("pgqueuer", "procrastinate", "dramatiq", "saq", "arq", "celery", "rq")
 
 # ratio name -> (at_least, at_most): issue 4 (Postgres) and issue 8 (Redis).
@@ -166,17 +173,37 @@ def judge(ratios: dict[str, float | None]) -> dict[str, Any]:
     return targets
 
 
+def drain_cpu(micro: dict[str, Any]) -> dict[str, Any]:
+    """``bench/worker_drain_micro.py``'s line boiled down to the CPU a drained job costs each
+    side and the drain those costs allow on this machine's cores."""
+    if micro.get("errors"):
+        return {"errors": list(micro["errors"])}
+    worker, server = micro.get("worker_cpu_ms_per_job"), micro.get("postgres_cpu_ms_per_job")
+    cores = os.cpu_count() or 1
+    spent = (worker or 0) + (server or 0)
+    return {
+        "jobs_per_s": micro.get("jobs_per_s"),
+        "worker_cpu_ms_per_job": worker,
+        "postgres_cpu_ms_per_job": server,
+        "cores": cores,
+        "ceiling_per_s": round(cores * 1000 / spent, 1) if worker and server else None,
+    }
+
+
 def summarise(
     ours: dict[str, dict[str, Any]],
     peers: dict[str, dict[str, Any]],
     floor: dict[str, Any] | None = None,
+    cpu: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The one JSON line, from the harness lines of our runs (keys of ``OURS_RUNS``), the
-    peers' (by name) and ``bench/commit_floor.py``'s; a run missing from any is reported as an
-    error, its ratios null."""
+    peers' (by name), ``bench/commit_floor.py``'s and ``bench/worker_drain_micro.py``'s; a run
+    missing from any is reported as an error, its ratios null."""
     errors: list[str] = []
     floor = floor or {"errors": ["did not run"]}
     errors.extend(f"commit floor: {error}" for error in floor.get("errors", []))
+    ceiling = drain_cpu(cpu or {"errors": ["did not run"]})
+    errors.extend(f"drain cpu: {error}" for error in ceiling.get("errors", []))
     mine: dict[str, dict[str, Any]] = {}
     for name in OURS_RUNS:
         result = ours.get(name, {"errors": ["did not run"]})
@@ -213,6 +240,12 @@ def summarise(
         "enqueue_statement_ceiling_vs_pgqueuer": ratio(
             floor.get("enqueue_statement_ceiling_per_s"), pgq.get("enqueue_single_per_s")
         ),
+        "drain_cpu_ceiling_vs_pgqueuer": ratio(
+            ceiling.get("ceiling_per_s"), pgq.get("drain_per_s")
+        ),
+        "drain_steady_vs_cpu_ceiling": ratio(
+            pg["drain_steady_per_s"], ceiling.get("ceiling_per_s")
+        ),
     }
     targets = judge(ratios)
     redis_figures = {k: v for k, v in redis.items() if k != "version"}
@@ -236,6 +269,7 @@ def summarise(
         "enqueue_batch_per_s_with_history": hist["enqueue_batch_per_s"],
         "redis": redis_figures,
         "floor": {k: v for k, v in floor.items() if k != "bench"},
+        "drain_cpu": ceiling,
         "peers": theirs,
         "ratios": ratios,
         "targets": targets,
@@ -295,6 +329,7 @@ def combine(lines: list[dict[str, Any]]) -> dict[str, Any]:
         out[key] = lines[0][key]
     out["redis"] = _median_fields([line["redis"] for line in lines])
     out["floor"] = _median_fields([line["floor"] for line in lines])
+    out["drain_cpu"] = _median_fields([line["drain_cpu"] for line in lines])
     out["peers"] = {
         peer: _median_fields([line["peers"].get(peer, {}) for line in lines])
         for peer in lines[0]["peers"]
@@ -337,7 +372,16 @@ def one_round(tag: str, peers: list[str], label: str) -> dict[str, Any]:
         results[peer] = run_harness(peer_argv(peer), env, TIMEOUT_S, lock=True)
     print(f"throughput{label}: commit floor", file=sys.stderr, flush=True)
     floor = run_harness([sys.executable, str(FLOOR_SCRIPT)], dict(os.environ), 120, lock=True)
-    return summarise(ours, results, floor)
+    print(f"throughput{label}: the drain's CPU a job", file=sys.stderr, flush=True)
+    micro_env = dict(os.environ) | {
+        "BENCH_N": str(N_JOBS),
+        "BENCH_SLOTS": str(SLOTS),
+        "BENCH_FLOOR": "0",
+        "BENCH_HISTORY": "0",
+    }
+    micro_env.pop("BENCH_CLAIM_AHEAD", None)  # the worker's default, as the harness's drain
+    cpu = run_harness([sys.executable, str(CPU_SCRIPT)], micro_env, TIMEOUT_S, lock=True)
+    return summarise(ours, results, floor, cpu)
 
 
 def main() -> None:
