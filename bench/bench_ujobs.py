@@ -305,11 +305,17 @@ def precompile() -> None:
     The worker runs from the source tree, and with ``PYTHONDONTWRITEBYTECODE`` set (as on the
     bench machine) every worker process would compile each module again inside the drain's
     timed start-up, which a peer installed in its venv (bytecode written by pip) never does.
-    ``compileall`` writes the files whatever that setting says; a stale one is never used."""
+    ``compileall`` writes the files whatever that setting says; a stale one is never used.
+    The folders are the ones the worker imports ``ujobs`` from: an editable install's
+    ``build/__editable__…`` link farm keeps its own ``__pycache__`` beside the links, so the
+    bytecode of ``shared/`` alone is never read there (120 modules compiled at every start)."""
     import compileall
+    import importlib.util
 
-    for folder in ("shared", "bench"):
-        compileall.compile_dir(ROOT / folder, quiet=2)
+    spec = importlib.util.find_spec("ujobs")
+    package = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+    for folder in [*package, ROOT / "shared", ROOT / "bench"]:
+        compileall.compile_dir(folder, quiet=2)
 
 
 def setup() -> None:
