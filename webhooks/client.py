@@ -18,7 +18,7 @@ from ujobs.webhooks.ssrf import GuardPolicy, check_url
 
 if TYPE_CHECKING:
     # aiohttp is imported when the first session opens: a process that only reads the
-    # families (the api, every ``ujobs`` command) never loads it.
+    # families (every ``ujobs`` operator command) never loads it.
     import aiohttp
     from aiohttp.abc import AbstractResolver
 

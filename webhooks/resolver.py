@@ -3,7 +3,7 @@
 ``ujobs.webhooks.ssrf`` holds the rule (``check_url``, ``refused_reason``); this is the piece
 of it that runs inside aiohttp's connector, at connect time, on the addresses the socket then
 uses, so DNS rebinding cannot answer one address to a check and another to the connect. It
-lives apart from the rule so that reading the rule (the store, the api, every ``ujobs``
+lives apart from the rule so that reading the rule (the store, every ``ujobs`` operator
 command) does not import aiohttp; the deliverer's client imports it when it opens its session.
 """
 
