@@ -4,9 +4,14 @@ libraries (``ujobs nats status`` and the deliverer's first POST load them when t
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
+
+from ujobs.webhooks.client import WebhookClient
+from ujobs.webhooks.resolver import GuardedResolver
+from ujobs.webhooks.ssrf import GuardPolicy
 
 PROBE = """
 import json, sys
@@ -27,11 +32,6 @@ def test_the_cli_root_loads_neither_aiohttp_nor_nats() -> None:
 
 def test_the_deliverers_client_still_guards_its_connections() -> None:
     """The resolver moved out of ``ssrf`` is still the one the client's connector uses."""
-    import asyncio
-
-    from ujobs.webhooks.client import WebhookClient
-    from ujobs.webhooks.resolver import GuardedResolver
-    from ujobs.webhooks.ssrf import GuardPolicy
 
     async def opened() -> object:
         client = WebhookClient(GuardPolicy())
