@@ -67,8 +67,19 @@ def test_ratios_and_targets_are_ours_over_theirs() -> None:
         "durable_single_ceiling_per_s": 2_500.0,
         "enqueue_statement_ceiling_per_s": 2_000.0,
     }
-    line = tp.summarise(ours, peers, floor)
+    cpu = {
+        "bench": "worker_drain_micro",
+        "jobs_per_s": 2_600.0,
+        "worker_cpu_ms_per_job": 0.3,
+        "postgres_cpu_ms_per_job": 0.5,
+    }
+    line = tp.summarise(ours, peers, floor, cpu)
     r = line["ratios"]
+    # The cores / (0.3 + 0.5 ms) ceiling beside pgqueuer's drain and our steady one.
+    cores = line["drain_cpu"]["cores"]
+    assert line["drain_cpu"]["ceiling_per_s"] == round(cores * 1000 / 0.8, 1)
+    assert r["drain_cpu_ceiling_vs_pgqueuer"] == round(cores * 1000 / 0.8 / 1_000, 2)
+    assert r["drain_steady_vs_cpu_ceiling"] == round(2_400 * 1.1 / (cores * 1000 / 0.8), 2)
     assert r["durable_single_ceiling_vs_pgqueuer"] == 2.5
     assert r["enqueue_statement_ceiling_vs_pgqueuer"] == 2.0
     assert line["floor"] == {
@@ -110,6 +121,8 @@ def test_a_run_cut_short_says_what_it_did_not_finish() -> None:
     assert any(e.startswith("rq: drain incomplete, 6000 of 20000") for e in errors)
     assert "arq: no answer within 420 s" in errors
     assert "commit floor: did not run" in errors
+    assert "drain cpu: did not run" in errors
+    assert line["ratios"]["drain_cpu_ceiling_vs_pgqueuer"] is None
     assert line["ratios"]["durable_single_ceiling_vs_pgqueuer"] is None
     assert line["ratios"]["enqueue_statement_ceiling_vs_pgqueuer"] is None
     assert "arq: no drain figure" in errors
@@ -129,7 +142,8 @@ def round_line(single: float, drain: float, pgq_single: float, *, errors: list[s
     }
     peers = {"pgqueuer": harness_line(pgq_single, 20_000, 1_000, 6.0)}
     floor = {"insert_commit_us": 400.0, "durable_single_ceiling_per_s": 2_500.0}
-    return tp.summarise(ours, peers, floor)
+    cpu = {"worker_cpu_ms_per_job": 0.3, "postgres_cpu_ms_per_job": 0.5}
+    return tp.summarise(ours, peers, floor, cpu)
 
 
 def test_rounds_combine_into_medians_of_figures_and_of_each_rounds_ratios() -> None:
@@ -155,6 +169,7 @@ def test_rounds_combine_into_medians_of_figures_and_of_each_rounds_ratios() -> N
     assert line["targets"]["drain_vs_pgqueuer"]["met"] is True
     assert line["n"] == 20_000
     assert line["floor"]["insert_commit_us"] == 400.0
+    assert line["drain_cpu"]["worker_cpu_ms_per_job"] == 0.3
     assert [r["ratios"]["enqueue_single_vs_pgqueuer"] for r in line["rounds"]] == [1.5, 1.0, 1.6]
     assert [r["drain_per_s"] for r in line["rounds"]] == [2_400, 1_800, 2_100]
     assert line["errors"] == ["round 2: ultimate-jobs postgres: slow"]
