@@ -6,6 +6,8 @@ pipeline on a machine whose cores every process of it shares.
 seconds each role spent in between. ``pipeline_bound_per_s`` turns a phase's CPU a message
 into the most messages a second the machine could carry: every core busy on the pipeline
 (``cores / sum``), and no single-threaded role past one core (``1 / its share``).
+``database_cpu_s`` is the CPU of every Postgres process serving one database, found by the
+database name in their command lines (the drain benches' Postgres side).
 """
 
 from __future__ import annotations
@@ -23,6 +25,23 @@ def process_cpu_s(pid: int) -> float:
     except (FileNotFoundError, ProcessLookupError):
         return 0.0
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def database_cpu_s(database: str) -> float:
+    """User + system CPU seconds so far of every Postgres process serving ``database`` (its
+    backends, which name it in their command lines, those a pool opens mid-phase included);
+    0.0 where /proc does not show them."""
+    total = 0.0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if f" {database} ".encode() not in (proc / "cmdline").read_bytes().replace(b"\0", b" "):
+                continue
+        except OSError:
+            continue
+        total += process_cpu_s(int(proc.name))
+    return total
 
 
 def listener_pid(port: int) -> int | None:

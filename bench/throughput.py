@@ -180,13 +180,12 @@ def drain_cpu(micro: dict[str, Any]) -> dict[str, Any]:
         return {"errors": list(micro["errors"])}
     worker, server = micro.get("worker_cpu_ms_per_job"), micro.get("postgres_cpu_ms_per_job")
     cores = os.cpu_count() or 1
-    spent = (worker or 0) + (server or 0)
     return {
         "jobs_per_s": micro.get("jobs_per_s"),
         "worker_cpu_ms_per_job": worker,
         "postgres_cpu_ms_per_job": server,
         "cores": cores,
-        "ceiling_per_s": round(cores * 1000 / spent, 1) if worker and server else None,
+        "ceiling_per_s": round(cores * 1000 / (worker + server), 1) if worker and server else None,
     }
 
 

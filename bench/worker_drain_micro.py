@@ -56,7 +56,7 @@ from prometheus_client import CollectorRegistry
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_history import insert_history  # beside this script: on sys.path when it runs
-from cpu_share import process_cpu_s
+from cpu_share import database_cpu_s
 from worker_floor import floor_drain, instrument
 
 from ujobs import job, t
@@ -93,23 +93,6 @@ class StatementTimes:
             for name, times in self.spent.items()
             if times
         }
-
-
-def backends_cpu_s(database: str) -> float:
-    """User + system CPU seconds so far of every server process serving ``database`` (its
-    backends, named so in their command lines): what the drain costs Postgres, beside what it
-    costs the worker. 0.0 where /proc does not show them."""
-    total = 0.0
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if f" {database} ".encode() not in (proc / "cmdline").read_bytes().replace(b"\0", b" "):
-                continue
-        except OSError:
-            continue
-        total += process_cpu_s(int(proc.name))
-    return total
 
 
 def time_statements(driver: Any) -> StatementTimes:
@@ -179,12 +162,12 @@ async def main() -> None:
         instrument("on")
         began = time.perf_counter()
         cpu_began = time.process_time()
-        server_began = backends_cpu_s(name)
+        server_began = database_cpu_s(name)
         await worker.start()
         await drained.wait()
         seconds = time.perf_counter() - began
         cpu = time.process_time() - cpu_began
-        server_cpu = backends_cpu_s(name) - server_began
+        server_cpu = database_cpu_s(name) - server_began
         instrument("off")
         await worker.stop()
         left = await pool.fetchval(  # the drained jobs only: 2 % of the history is not done
