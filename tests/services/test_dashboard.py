@@ -199,12 +199,17 @@ async def test_the_job_page_shows_the_priority(api: Api) -> None:
     )
     assert status == 202
     plain = await enqueue(api, ORG_A, "p@x.io")
+    status, _ = await api.call(
+        "POST", "/v1/jobs/send_mail", token, {"input": mail(ORG_B, to="b@x.io"), "priority": 7}
+    )
+    assert status == 202
     await login(api, await api.token("read", tenant=ORG_A))
     shown = await (await api.client.get(f"/_x/jobs/{urgent['id']}")).text()
     assert '<dd id="priority">2 <span class="none">(0 first, 9 last)</span></dd>' in shown
     default = await (await api.client.get(f"/_x/jobs/{plain}")).text()
     assert '<dd id="priority">0 ' in default
-    # The list shows each row's priority in its own column.
+    # The list shows each row's priority in its own column, and only the tenant's own rows
+    # (the other tenant's priority-7 job is not among them).
     listed = await (await api.client.get("/_x/jobs")).text()
     assert ">Pri</abbr></th>" in listed
     row = re.compile(r'<tr data-job="([^"]+)">.*?data-priority="(\d)"', re.S)
