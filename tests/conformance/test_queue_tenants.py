@@ -53,7 +53,10 @@ async def test_the_rows_read_are_the_first_in_hand_out_order_priority_first(
         await driver.enqueue(req(tenant_id="urgent", key=f"u{n}"))
     found = await introspect.queue_tenants("default", clock.now_ms(), cap=3, top=10)
     assert found.capped is True
-    assert [(t.tenant_id, t.oldest_due_ms) for t in found.tenants] == [("urgent", urgent_at)]
+    # The cap's rows, not one more: the three first urgent rows (the fourth is past the cap).
+    assert [(t.tenant_id, t.due, t.oldest_due_ms) for t in found.tenants] == [
+        ("urgent", 3, urgent_at)
+    ]
 
 
 async def test_a_tenants_oldest_due_row_is_its_oldest_across_bands(
