@@ -2,7 +2,9 @@
 
 | Module | Holds |
 |---|---|
-| ``app`` | the root command: registers the groups below and the services; ``main`` |
+| ``root`` | the root command's options, the table of its commands, ``main`` (loads only the command it runs) |
+| ``app`` | the full root (every command), for the tests and the reference pages |
+| ``manifest`` | ``ujobs manifest``: every job and task descriptor as JSON |
 | ``remote`` | the commands that also work against a remote api (``UJOBS_URL`` + ``UJOBS_TOKEN``) |
 | ``common`` | what every operator command shares: its options, ``operate`` (reaching the backend) |
 | ``services`` | the service commands: ``api``, ``worker``, ``relay``, ``scheduler``, ``dev``, … |
@@ -21,5 +23,5 @@
 | ``retention`` | ``ujobs db purge`` and the built-in ``x.purge`` the services register |
 
 How a command prints, fails and shows progress is ``ujobs.services.runtime.output``.
-``python -m ujobs.services.cli`` runs ``app.main`` (``__main__``).
+``python -m ujobs.services.cli`` runs ``root.main`` (``__main__``).
 """

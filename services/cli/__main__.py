@@ -1,5 +1,5 @@
 """``python -m ujobs.services.cli``: the ``ujobs`` command without its console script."""
 
-from ujobs.services.cli.app import main
+from ujobs.services.cli.root import main
 
 main()
