@@ -40,7 +40,8 @@
 -- statement's own locks do not skip them). `picked` is the hand-out order, by priority, and
 -- within a band: lapsed rows (run_at, seq), then the fair rows (by round, place in the walk,
 -- queue, i), then the fill (run_at, seq); the rows come back in that order, and each fair queue's cursor moves to
--- the tenant of its last fair row handed out (`moved`).
+-- the tenant of its last fair row handed out (`moved`; a cursor already there is not rewritten:
+-- a queue of one tenant, most, writes no new version of its cursor row per claim).
 -- The lapsed arm walks x_jobs_running_lease_idx (queue, lease_expires_at) up to now, so it
 -- reads only rows whose lease lapsed, however many run on live leases (0005).
 -- A lapsed row already at attempt >= max_attempts is never handed out: the
@@ -229,6 +230,7 @@ moved as (
    where p.part = 1
    order by p.queue, p.n desc
   on conflict (queue) do update set tenant = excluded.tenant
+   where c.tenant is distinct from excluded.tenant
 ),
 claimed as (
   update x_jobs j

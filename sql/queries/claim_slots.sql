@@ -218,6 +218,7 @@ moved as (
    where p.part = 1
    order by p.queue, p.n desc
   on conflict (queue) do update set tenant = excluded.tenant
+   where c.tenant is distinct from excluded.tenant
 ),
 claimed as (
   update x_jobs j
