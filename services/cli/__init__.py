@@ -2,7 +2,7 @@
 
 | Module | Holds |
 |---|---|
-| ``root`` | the root command's options, the table of its commands, ``main`` (loads only the command it runs) |
+| ``root`` | the root's options, its table of commands, ``main`` (loads the one it runs) |
 | ``app`` | the full root (every command), for the tests and the reference pages |
 | ``manifest`` | ``ujobs manifest``: every job and task descriptor as JSON |
 | ``remote`` | the commands that also work against a remote api (``UJOBS_URL`` + ``UJOBS_TOKEN``) |
