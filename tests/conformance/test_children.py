@@ -25,6 +25,7 @@ from ujobs.clock import FrozenClock
 from ujobs.drivers.base import JobDriver, JobIntrospection
 from ujobs.drivers.children import JobChildren, children_of
 from ujobs.drivers.delegating import DelegatingDriver
+from ujobs.introspect import retry_job
 
 
 @pytest.fixture
@@ -177,6 +178,30 @@ async def test_a_dead_child_fails_the_wait_with_its_code_as_the_cause(
     row = await parent_row(driver, parent_id)
     assert row.state == "dead"
     assert (row.last_error or "").startswith("X_CHILD_FAILED")
+
+
+async def test_a_parent_retried_from_its_enqueue_step_meets_the_same_child_as_it_stands(
+    driver: JobDriver, children: JobChildren
+) -> None:
+    """The step derives the child's id again, so the retried parent answers the child that
+    already ran (dead here), without a new run of it: the guide's "retry the child itself"."""
+    parent_id = await _parent(driver, 1, fail=[0])
+    await run_due(driver)  # the parent enqueues its child and parks
+    await run_due(driver)  # the child fails for good
+    [kid] = await child_ids(children, parent_id)
+    [woken] = await due(driver)
+    assert (await run_claimed(driver, woken)).outcome == "dead-lettered"
+    dead_child = await parent_row(driver, kid)
+
+    moved = await retry_job(driver, parent_id, from_step="enqueue:children.leaf#1")
+    assert moved.state == "ready"
+    [again] = await due(driver)
+    assert again.id == parent_id
+    execution = await run_claimed(driver, again)
+    assert execution.outcome == "dead-lettered"
+    assert getattr(execution.error, "code", None) == "X_CHILD_FAILED"
+    assert await child_ids(children, parent_id) == [kid]
+    assert await parent_row(driver, kid) == dead_child  # not run again
 
 
 async def test_cancelling_a_parent_cancels_its_live_children_but_not_detached_ones(
