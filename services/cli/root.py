@@ -56,7 +56,8 @@ COMMANDS: dict[str, Command] = {
     "webhook-deliverer": Command(f"{_CLI}.services", "webhook_deliverer_command", service=True),
     "exporter": Command(f"{_CLI}.services", "exporter_command", service=True),
 }
-"""Every root command, in the order ``ujobs --help`` lists them."""
+"""Every root command, registered in this order (``ujobs --help`` lists the plain commands
+before the groups)."""
 
 _FLAGS = frozenset({"--debug"})
 """The root's options that take no value: the command named after them is still the command."""

@@ -2,11 +2,12 @@
 -- the dashboard's queue page). A bounded read, whatever the backlog: the first $3 + 1 due rows
 -- of the queue in hand-out order (priority, run_at, seq); the first $3 of them are grouped by
 -- tenant, and a row past them means the counts are lower bounds (capped). The extra row only
--- says so: counted, it would add one row the cap left out to one tenant's figure. The rows are read band by band, 0 to 9, as the
--- claim walks them: per band an ordered range of x_jobs_claim_priority_idx (queue, priority,
--- run_at, seq) up to now, so future rows are never read, and the walk stops after $3 + 1 rows
--- (no ORDER BY over the bands: a nested loop over generate_series reads them in order, and one
--- would sort every band's rows before the limit).
+-- says so: counted, it would add one row the cap left out to one tenant's figure.
+-- The rows are read band by band, 0 to 9, as the claim walks them: per band an ordered range
+-- of x_jobs_claim_priority_idx (queue, priority, run_at, seq) up to now, so future rows are
+-- never read, and the walk stops after $3 + 1 rows (no ORDER BY over the bands: a nested loop
+-- over generate_series reads them in order, and one would sort every band's rows before the
+-- limit). `due` sorts only those $3 + 1 rows, to keep the first $3.
 -- $1 queue  $2 now ms  $3 cap  $4 how many tenants
 with read as (
   select b.priority, d.tenant_id, d.run_at, d.seq
