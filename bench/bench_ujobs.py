@@ -48,6 +48,8 @@ that exists. Settings, by environment:
   ``UJOBS_NATS_SETTLEMENTS=on`` does), for the drain with it against the drain without.
 - ``BENCH_UJOBS_GC_THRESHOLD`` (default ``UJOBS_GC_THRESHOLD``'s, 10,000): the collector's
   first threshold, set as ``ujobs worker`` sets it once started (0: Python's own).
+- ``UJOBS_EVENT_LOOP`` (default ``auto``): the worker process's event loop, chosen as
+  ``ujobs worker`` chooses it (uvloop where installed; ``asyncio`` for the standard loop).
 - ``BENCH_CLAIMS_OUT``: a file the worker appends one line per claim statement to (its
   ``time.time()``), which is how ``bench/latency.py`` counts an idle worker's claims.
 
@@ -106,6 +108,7 @@ from ujobs.jobs.registry import Registry  # noqa: E402
 from ujobs.lifecycle import Lifecycle  # noqa: E402
 from ujobs.metrics import JobMetrics  # noqa: E402
 from ujobs.services.config.variables import CLAIM_AHEAD_PER_SLOT  # noqa: E402
+from ujobs.services.runtime.event_loop import resolve_event_loop, run_on  # noqa: E402
 from ujobs.services.runtime.gc_tuning import DEFAULT_GC_THRESHOLD, tune_gc  # noqa: E402
 from ujobs.wake.listener import (  # noqa: E402
     OUTBOX_WAKE_CHANNEL,
@@ -543,7 +546,8 @@ async def worker_main() -> None:
 
 if __name__ == "__main__":
     if "--worker" in sys.argv:
-        asyncio.run(worker_main())
+        # On the loop ``ujobs worker`` runs on (UJOBS_EVENT_LOOP, default auto: uvloop).
+        run_on(resolve_event_loop(os.environ.get("UJOBS_EVENT_LOOP", "auto")), worker_main())
     else:
         answer_version()
         common.main(sys.modules[__name__])

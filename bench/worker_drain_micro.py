@@ -13,6 +13,7 @@
                                              # the floor's own run: bench/worker_floor.py)
 
 The worker runs with the collector threshold ``ujobs worker`` sets (``UJOBS_GC_THRESHOLD``), on
+the event loop it runs on (``UJOBS_EVENT_LOOP``: uvloop unless set to ``asyncio``), on
 the pool ``ujobs worker`` builds (``postgres_pool``: generic plans, no
 reset statement). The jobs are enqueued before the worker starts (``enqueue_many``, 1,000 a
 statement), so the figure is the drain alone: from ``start()`` to the last settle. It runs in
@@ -69,6 +70,7 @@ from ujobs.jobs.registry import Registry
 from ujobs.lifecycle import Lifecycle
 from ujobs.metrics import JobMetrics
 from ujobs.services.config.variables import CLAIM_AHEAD_PER_SLOT
+from ujobs.services.runtime.event_loop import resolve_event_loop, run_on
 from ujobs.services.runtime.gc_tuning import DEFAULT_GC_THRESHOLD, tune_gc
 from ujobs.worker import job_worker
 
@@ -214,4 +216,4 @@ async def main() -> None:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING)
-    asyncio.run(main())
+    run_on(resolve_event_loop(os.environ.get("UJOBS_EVENT_LOOP", "auto")), main())

@@ -66,6 +66,7 @@ from ujobs.services.config.variables import (
     DEFAULT_REDIS_PREFIX,
     DEFAULT_SCHEDULER_LEASE_TTL_MS,
     DEFAULT_SCHEDULER_TICK_MS,
+    EVENT_LOOPS,
     LOG_LEVELS,
     VARIABLES,
     DriverName,
@@ -184,6 +185,8 @@ class CommonConfig:
     """``UJOBS_PURGE_*_RETENTION_MS``: how old a row must be for ``x.purge`` to delete it."""
     gc_threshold: int = DEFAULT_GC_THRESHOLD
     """``UJOBS_GC_THRESHOLD``: the collector's first threshold once the service started."""
+    event_loop: str = "auto"
+    """``UJOBS_EVENT_LOOP``: auto, uvloop or asyncio (``ujobs.services.runtime.event_loop``)."""
     clock_offset_ms: int = 0
     """``UJOBS_CLOCK_OFFSET_MS``: test-only, how far ahead of the wall clock this service's
     clock reads (``ujobs.clock.shift_system_clock``)."""
@@ -228,6 +231,7 @@ def read_common(
             "UJOBS_DRAIN_DEADLINE_MS", whole_from(0), DEFAULT_DRAIN_DEADLINE_MS
         ),
         gc_threshold=src.read("UJOBS_GC_THRESHOLD", whole_from(0), DEFAULT_GC_THRESHOLD),
+        event_loop=src.read("UJOBS_EVENT_LOOP", lambda n, r: choice(n, r, EVENT_LOOPS), "auto"),
         purge_cron=(
             src.read("UJOBS_PURGE_CRON", cron_expression, DEFAULT_PURGE_CRON)
             if src.read("UJOBS_PURGE", purge_on, True)

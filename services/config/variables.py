@@ -20,6 +20,7 @@ from ujobs.results import DEFAULT_RESULT_MAX_BYTES
 DriverName = Literal["postgres", "redis"]
 DRIVERS: tuple[DriverName, ...] = ("postgres", "redis")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 JOBS_CONCURRENCY_DEFAULT = 8
 """Slots per queue when ``UJOBS_CONCURRENCY`` names no number for it (the spec's default)."""
 CLAIM_AHEAD_PER_SLOT = 3
@@ -236,6 +237,14 @@ VARIABLES: dict[str, Variable] = {
             "allocations between two young garbage collections in the service process (0: "
             "Python's default of 700); a higher one spends less CPU per job",
             str(DEFAULT_GC_THRESHOLD),
+            _ALL,
+        ),
+        Variable(
+            "UJOBS_EVENT_LOOP",
+            "the service's event loop: uvloop (less CPU a job and a delivery), asyncio (the "
+            "standard library's), or auto: uvloop where it is installed (it is a dependency on "
+            "Linux and macOS), else asyncio",
+            "auto",
             _ALL,
         ),
         Variable(

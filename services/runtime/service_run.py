@@ -2,7 +2,8 @@
 
 ``run_service(common, start)`` is what ``ujobs api`` / ``worker`` / ``relay`` / ``scheduler``
 / ``dev`` do after building their config: JSON log lines labelled with the service, the
-drain budget from ``UJOBS_DRAIN_DEADLINE_MS``, SIGTERM/SIGINT handlers that run the process
+drain budget from ``UJOBS_DRAIN_DEADLINE_MS``, the event loop from ``UJOBS_EVENT_LOOP``
+(``ujobs.services.runtime.event_loop``), SIGTERM/SIGINT handlers that run the process
 lifecycle's drain (``ujobs.lifecycle``: every role's ``accept``, the in-flight work, every
 ``close``, one deadline), and the exit code: 0 after a clean drain, 1 when a role reports its
 drain abandoned. ``start`` registers each role's hooks and returns; what it opened is closed by
@@ -11,7 +12,6 @@ the ``AsyncExitStack`` it is handed, after the drain.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
@@ -23,6 +23,7 @@ import typer
 from ujobs.clock import shift_system_clock
 from ujobs.lifecycle import configure_lifecycle, process_lifecycle
 from ujobs.services.config.settings import CommonConfig
+from ujobs.services.runtime.event_loop import loop_in_use, resolve_event_loop, run_on
 from ujobs.services.runtime.gc_tuning import tune_gc
 from ujobs.services.runtime.logging import configure_logging
 from ujobs.services.runtime.output import reported
@@ -57,7 +58,7 @@ def run_service(common: CommonConfig, start: Start, *, as_json: bool = False) ->
                 "ujobs.service.clock-shifted",
                 extra={"clock_offset_ms": common.clock_offset_ms},
             )
-        code = asyncio.run(_serve(common, start))
+        code = run_on(resolve_event_loop(common.event_loop), _serve(common, start))
     raise typer.Exit(code=code)
 
 
@@ -75,6 +76,7 @@ async def _serve(common: CommonConfig, start: Start) -> int:
                 extra={
                     "drain_deadline_ms": common.drain_deadline_ms,
                     "gc_threshold": gc_threshold,
+                    "event_loop": loop_in_use(),
                     "app": common.app,
                     **common.connections.public(),
                 },

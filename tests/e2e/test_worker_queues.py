@@ -33,6 +33,7 @@ async def test_a_worker_given_no_queues_serves_every_queue_the_app_names(
     try:
         started = await worker.log_event("ujobs.service.started")
         assert started["gc_threshold"] == 10_000  # UJOBS_GC_THRESHOLD's default, in force
+        assert started["event_loop"] == "uvloop"  # UJOBS_EVENT_LOOP's default where installed
         mail = await driver.enqueue(_request("send_mail", "mail", 1))
         report = await driver.enqueue(_request("build_report", "reports", 1))
         async with asyncio.timeout(30):
@@ -51,12 +52,16 @@ async def test_named_queues_are_the_only_ones_served(
     pg_dsn: str, pg_pool: asyncpg.Pool[Any]
 ) -> None:
     env = service_env(
-        DATABASE_URL=pg_dsn, UJOBS_APP="tests.e2e.queues_app:api", UJOBS_QUEUES="mail"
+        DATABASE_URL=pg_dsn,
+        UJOBS_APP="tests.e2e.queues_app:api",
+        UJOBS_QUEUES="mail",
+        UJOBS_EVENT_LOOP="asyncio",
     )
     driver = postgres_driver(pg_pool)
     worker = await ServiceProcess.start("worker", env=env)
     try:
-        await worker.log_event("ujobs.service.started")
+        started = await worker.log_event("ujobs.service.started")
+        assert started["event_loop"] == "asyncio"  # the standard loop, asked for: same service
         report = await driver.enqueue(_request("build_report", "reports", 2))
         mail = await driver.enqueue(_request("send_mail", "mail", 2))
         async with asyncio.timeout(30):

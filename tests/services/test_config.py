@@ -39,6 +39,7 @@ def test_defaults_need_only_a_database() -> None:
     assert config.visibility_timeout_ms == 30_000
     assert config.common.drain_deadline_ms == 25_000
     assert config.common.gc_threshold == 10_000
+    assert config.common.event_loop == "auto"
     assert config.common.connections.driver == "postgres"
     assert config.common.log_level == "info"
 
@@ -57,6 +58,7 @@ def test_every_value_is_read_from_its_variable() -> None:
             "UJOBS_RESULT_MAX_BYTES": "1024",
             "UJOBS_DRAIN_DEADLINE_MS": "600000",
             "UJOBS_GC_THRESHOLD": "0",
+            "UJOBS_EVENT_LOOP": "AsyncIO",
             "UJOBS_LOG_LEVEL": "DEBUG",
             "UJOBS_DRIVER": "redis",
         }
@@ -72,6 +74,7 @@ def test_every_value_is_read_from_its_variable() -> None:
     assert config.result_max_bytes == 1024
     assert config.common.drain_deadline_ms == 600_000
     assert config.common.gc_threshold == 0
+    assert config.common.event_loop == "asyncio"
     assert config.common.log_level_number == 10
     assert config.common.app == "myapp.jobs:api"
     assert config.common.connections.driver == "redis"
@@ -121,6 +124,7 @@ def test_pinned_queues_ignore_ujobs_queues() -> None:
         ({"UJOBS_APP": "myapp.jobs"}, "UJOBS_APP: must be 'module:attribute'", ""),
         ({"UJOBS_DRAIN_DEADLINE_MS": "25s"}, "UJOBS_DRAIN_DEADLINE_MS: '25s'", ""),
         ({"UJOBS_GC_THRESHOLD": "-5"}, "UJOBS_GC_THRESHOLD: '-5' is not a whole number", ""),
+        ({"UJOBS_EVENT_LOOP": "uvlop"}, "UJOBS_EVENT_LOOP: 'uvlop' is not one of", "'uvloop'"),
         ({"UJOBS_VISIBILITY_TIMEOUT_MS": "10"}, "UJOBS_VISIBILITY_TIMEOUT_MS: 10 is below", ""),
         ({"UJOBS_RESULT_MAX_BYTES": "0"}, "UJOBS_RESULT_MAX_BYTES: 0 is below", ""),
         ({"REDIS_URL": "localhost:6379"}, "REDIS_URL: 'localhost:6379' is not a URL", ""),
