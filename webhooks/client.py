@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 DEFAULT_RESPONSE_LIMIT = 4096
 DEFAULT_CONNECTIONS = 256
+MAX_CHECKED_URLS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,10 @@ class WebhookClient:
         self._connections = connections
         self.response_limit = response_limit
         self._session: aiohttp.ClientSession | None = None
+        self._checked: set[str] = set()
+        """URLs ``check_url`` passed under this client's policy (fixed for its life): the
+        check is a function of the two, so a URL is parsed once, not on every POST. A host
+        named by DNS is still checked on every connect, by the resolver."""
 
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -91,7 +96,11 @@ class WebhookClient:
         address the guard refuses and ``TransportError`` when no answer came."""
         import aiohttp  # loaded by ``_open`` already: a lookup in sys.modules
 
-        check_url(url, self.policy)
+        if url not in self._checked:
+            check_url(url, self.policy)
+            if len(self._checked) >= MAX_CHECKED_URLS:
+                self._checked.clear()
+            self._checked.add(url)
         session = self._open()
         started = time.monotonic()
         try:

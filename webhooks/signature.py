@@ -173,7 +173,8 @@ def _timestamp(timestamp: int) -> int:
 
 
 def _check_msg_id(msg_id: str) -> str:
-    if not isinstance(msg_id, str) or not msg_id or any(c.isspace() for c in msg_id):
+    # split() cuts at exactly the characters str.isspace() names: one piece is no whitespace.
+    if not isinstance(msg_id, str) or msg_id.split() != [msg_id]:
         raise WebhookEventInvalidError(
             f"a webhook id must be a non-empty string without whitespace, got {msg_id!r}",
             meta={"field": "id"},

@@ -185,3 +185,17 @@ def test_ultimate_rotation_carries_one_mac_per_secret() -> None:
     with pytest.raises(WebhookSignatureInvalidError) as exc:
         verify_ultimate("old", malformed, "{}", now_s=1700000000)
     assert reason(exc) == "malformed"
+
+
+@pytest.mark.parametrize(
+    "msg_id", ["", " ", "evt 1", " evt_1", "evt_1\n", "evt\t1", "evt\u20031", "evt\x1c1", "\u3000"]
+)
+def test_a_standard_id_with_any_whitespace_or_none_at_all_is_refused(msg_id: str) -> None:
+    with pytest.raises(WebhookEventInvalidError) as refused:
+        sign_standard(REF_SECRET, msg_id, 1700000000, "{}")
+    assert refused.value.meta == {"field": "id"}
+
+
+def test_a_standard_id_of_any_other_characters_is_signed() -> None:
+    for msg_id in ("evt_1", "évènement-1", "a.b:c/d", "\x00x"):
+        assert sign_standard(REF_SECRET, msg_id, 1700000000, "{}").startswith("v1,")

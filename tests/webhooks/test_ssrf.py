@@ -214,3 +214,34 @@ async def test_a_refused_connect_is_a_counted_terminal_failure_in_the_family(
         ("failed", "X_WEBHOOK_ENDPOINT_INVALID")
     ]
     assert receiver.requests == []
+
+
+async def test_a_url_the_client_passed_is_parsed_once_and_a_refused_one_every_time(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client remembers the URLs ``check_url`` passed under its (fixed) policy; a refusal
+    is never remembered, so a refused URL is refused, with its reason, on every POST."""
+    import ujobs.webhooks.client as client_module
+
+    checks: list[str] = []
+
+    def counted(url: str, policy: GuardPolicy) -> str:
+        checks.append(url)
+        return check_url(url, policy)
+
+    monkeypatch.setattr(client_module, "check_url", counted)
+    url = f"http://127.0.0.1:{receiver.port}/hook"
+    allowed = WebhookClient(GuardPolicy.parse("127.0.0.1/32", allow_http=True))
+    strict = WebhookClient(STRICT)
+    try:
+        for _ in range(3):
+            assert (await allowed.post(url, b"{}", {}, timeout_s=5)).status == 204
+        for _ in range(2):
+            with pytest.raises(WebhookEndpointInvalidError) as refused:
+                await strict.post(url, b"{}", {}, timeout_s=5)
+            assert refused.value.meta["reason"] == "loopback"
+    finally:
+        await allowed.close()
+        await strict.close()
+    assert checks == [url, url, url]  # once for the allowed client, twice for the strict one
+    assert len(receiver.requests) == 3
