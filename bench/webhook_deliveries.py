@@ -44,7 +44,9 @@ What it measures, against a local aiohttp receiver running in its own process:
 Before each timed phase the bench runs ``ANALYZE`` (``analyze``), as a deployment's autovacuum
 would by then; ``BENCH_WEBHOOKS_ANALYZE=0`` leaves the plans the deliverer made on empty tables.
 
-``BENCH_WEBHOOKS_PROFILE=/tmp/d.prof`` runs the deliverer under cProfile;
+``UJOBS_EVENT_LOOP`` and ``UJOBS_CLAIM_AHEAD``, when set, reach both deliverer processes (no
+other ``UJOBS_*`` variable of the shell does). ``BENCH_WEBHOOKS_PROFILE=/tmp/d.prof`` runs the
+deliverer under cProfile;
 ``BENCH_WEBHOOKS_POOL`` (12) is its ``UJOBS_PG_POOL_SIZE``.
 
 Postgres is ``BENCH_DATABASE_URL`` (default the local server's ``postgres`` database): a
@@ -106,6 +108,9 @@ STATS_FLUSH_S = 11.0
 """A backend's counters reach ``pg_stat_database`` within Postgres's idle flush interval (10 s),
 so the commit counts read this long after a phase hold every commit of it."""
 ANALYZE = os.environ.get("BENCH_WEBHOOKS_ANALYZE", "1") != "0"
+PASSED = frozenset({"UJOBS_EVENT_LOOP", "UJOBS_CLAIM_AHEAD"})
+"""The only ``UJOBS_*`` variables of this shell the deliverers see (for paired runs); the
+others are this bench's own settings."""
 
 
 # --- the receiver (its own process) -----------------------------------------------------------
@@ -179,7 +184,7 @@ async def admin(statement: str) -> None:
 
 
 def start_deliverer(dsn: str, log: Path, *, app: str | None = None) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UJOBS_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UJOBS_") or k in PASSED}
     if app is not None:
         env["UJOBS_APP"] = app
     env.update(

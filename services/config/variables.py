@@ -241,7 +241,7 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable(
             "UJOBS_EVENT_LOOP",
-            "the service's event loop: uvloop (less CPU a job and a delivery), asyncio (the "
+            "the service's event loop: uvloop (fewer instructions a job), asyncio (the "
             "standard library's), or auto: uvloop where it is installed (it is a dependency on "
             "Linux and macOS), else asyncio",
             "auto",

@@ -2,8 +2,7 @@
 
 uvloop (libuv under asyncio's interface, by the authors of asyncpg) schedules callbacks, wakes
 tasks and moves socket bytes in compiled code, where the standard loop runs Python for each:
-a webhook delivery, which waits on a socket several times, costs the deliverer about a sixth
-less CPU on it, and a no-op job about a sixteenth fewer instructions (bench/RESULTS.md).
+a drained no-op job costs the worker about 6 % fewer instructions on it (bench/RESULTS.md).
 ``auto`` (the default) takes uvloop where it is installed (a dependency on Linux and macOS)
 and the standard loop elsewhere; ``asyncio`` keeps the standard one. Only the service
 processes ``ujobs`` starts choose; a worker embedded in an application runs on the host's loop.
