@@ -15,5 +15,6 @@
 | ``metrics_server`` | ``/metrics``, ``/healthz``, ``/readyz`` for the services without an api |
 | ``service_metrics`` | the relay's and the scheduler's own Prometheus series |
 | ``gc_tuning`` | the collector's first threshold in a service process (``UJOBS_GC_THRESHOLD``) |
+| ``event_loop`` | the loop a service process runs on: uvloop or asyncio (``UJOBS_EVENT_LOOP``) |
 | ``retention`` | the built-in ``x.purge`` the worker and the scheduler register at boot |
 """
