@@ -108,7 +108,7 @@ from ujobs.jobs.registry import Registry  # noqa: E402
 from ujobs.lifecycle import Lifecycle  # noqa: E402
 from ujobs.metrics import JobMetrics  # noqa: E402
 from ujobs.services.config.variables import CLAIM_AHEAD_PER_SLOT  # noqa: E402
-from ujobs.services.runtime.event_loop import resolve_event_loop, run_on  # noqa: E402
+from ujobs.services.runtime.event_loop import loop_from_env, run_on  # noqa: E402
 from ujobs.services.runtime.gc_tuning import DEFAULT_GC_THRESHOLD, tune_gc  # noqa: E402
 from ujobs.wake.listener import (  # noqa: E402
     OUTBOX_WAKE_CHANNEL,
@@ -547,7 +547,7 @@ async def worker_main() -> None:
 if __name__ == "__main__":
     if "--worker" in sys.argv:
         # On the loop ``ujobs worker`` runs on (UJOBS_EVENT_LOOP, default auto: uvloop).
-        run_on(resolve_event_loop(os.environ.get("UJOBS_EVENT_LOOP", "auto")), worker_main())
+        run_on(loop_from_env(os.environ), worker_main())
     else:
         answer_version()
         common.main(sys.modules[__name__])

@@ -70,7 +70,7 @@ from ujobs.jobs.registry import Registry
 from ujobs.lifecycle import Lifecycle
 from ujobs.metrics import JobMetrics
 from ujobs.services.config.variables import CLAIM_AHEAD_PER_SLOT
-from ujobs.services.runtime.event_loop import resolve_event_loop, run_on
+from ujobs.services.runtime.event_loop import loop_from_env, run_on
 from ujobs.services.runtime.gc_tuning import DEFAULT_GC_THRESHOLD, tune_gc
 from ujobs.worker import job_worker
 
@@ -216,4 +216,4 @@ async def main() -> None:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING)
-    run_on(resolve_event_loop(os.environ.get("UJOBS_EVENT_LOOP", "auto")), main())
+    run_on(loop_from_env(os.environ), main())

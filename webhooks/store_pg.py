@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import operator
 import secrets as random_secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -60,8 +59,6 @@ _ENDPOINT_COLUMNS = (
     "rate_per_s",
     "payload",
 )
-_endpoint_key = operator.itemgetter(*_ENDPOINT_COLUMNS)
-"""The row's endpoint columns as one tuple (``_opened_endpoint``'s key), read in C."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +278,7 @@ class PgWebhookStore:
         """``_endpoint_of(row)``, remembered by the row's own values: the same row read again
         costs no decryption, and a rotation, a disable or any edit is a different row, so the
         answer is always the row just read."""
-        key = _endpoint_key(row)
+        key = tuple(row[c] for c in _ENDPOINT_COLUMNS)
         endpoint = self._opened.get(key)
         if endpoint is None:
             if len(self._opened) >= MAX_OPENED_ENDPOINTS:

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Literal, TypeVar
 
-from ujobs.services.config.parse import invalid
+from ujobs.services.config.parse import choice, invalid
 from ujobs.services.config.variables import EVENT_LOOPS
 
 T = TypeVar("T")
 
 EventLoopName = Literal["uvloop", "asyncio"]
-__all__ = ["EVENT_LOOPS", "EventLoopName", "loop_in_use", "resolve_event_loop", "run_on"]
+__all__ = ["EventLoopName", "loop_from_env", "loop_in_use", "resolve_event_loop", "run_on"]
 
 
 def resolve_event_loop(choice: str) -> EventLoopName:
@@ -39,6 +39,15 @@ def resolve_event_loop(choice: str) -> EventLoopName:
             value=choice,
         )
     return "asyncio"
+
+
+def loop_from_env(env: Mapping[str, str]) -> EventLoopName:
+    """The loop ``UJOBS_EVENT_LOOP`` in ``env`` names, read as ``ujobs`` services read it: what
+    a bench that builds its worker by hand runs on, to match ``ujobs worker``."""
+    raw = env.get("UJOBS_EVENT_LOOP")
+    return resolve_event_loop(
+        "auto" if raw is None else choice("UJOBS_EVENT_LOOP", raw, EVENT_LOOPS)
+    )
 
 
 def _factory(name: EventLoopName) -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -8,7 +8,12 @@ import importlib.util
 import pytest
 
 from ujobs.errors import UltimateError
-from ujobs.services.runtime.event_loop import loop_in_use, resolve_event_loop, run_on
+from ujobs.services.runtime.event_loop import (
+    loop_from_env,
+    loop_in_use,
+    resolve_event_loop,
+    run_on,
+)
 
 
 async def _kind() -> str:
@@ -37,3 +42,11 @@ def test_without_uvloop_auto_falls_back_and_an_explicit_uvloop_is_refused(
     assert refused.value.code == "X_CONFIG_INVALID"
     assert "UJOBS_EVENT_LOOP" in refused.value.message
     assert "UJOBS_EVENT_LOOP=asyncio" in refused.value.message
+
+
+def test_a_bench_reads_the_variable_as_the_services_do() -> None:
+    assert loop_from_env({}) == "uvloop"
+    assert loop_from_env({"UJOBS_EVENT_LOOP": "AsyncIO"}) == "asyncio"
+    with pytest.raises(UltimateError) as refused:
+        loop_from_env({"UJOBS_EVENT_LOOP": "uvlop"})
+    assert refused.value.code == "X_CONFIG_INVALID"
