@@ -130,7 +130,6 @@ class Attempt:
         first step (``stop_body`` only notes one before there is a body to cancel) is applied
         before it waits."""
         task = self.task = asyncio.current_task()
-        coro = self.handle.run(run)
         timeout_ms = self.handle.definition.timeout_ms
         loop = asyncio.get_running_loop()
         started = loop.time() if timeout_ms is not None else 0.0  # no clock read without one
@@ -140,6 +139,9 @@ class Attempt:
         error: BaseException | None = None
         try:
             try:
+                # Inside the try: a body whose signature does not take the run raises here,
+                # and that is the attempt's failure like any other.
+                coro = self.handle.start(run)
                 first = coro.send(None)
             except StopIteration as stop:
                 result = stop.value

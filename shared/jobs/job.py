@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Generic, Literal, TypeVar, overload
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import Any, Generic, Literal, TypeVar, cast, overload
 
 from ujobs.clock import SYSTEM_CLOCK, Clock
 from ujobs.context import Actor, acting_as
@@ -125,6 +125,7 @@ class JobHandle(Generic[InputT]):
     def __init__(self, definition: JobDefinition) -> None:
         self._definition = definition
         self._name = definition.name
+        self._native = inspect.iscoroutinefunction(definition.run)
 
     # -- identity ------------------------------------------------------------------------
     @property
@@ -443,11 +444,21 @@ class JobHandle(Generic[InputT]):
 
     async def run(self, run: Run[InputT]) -> Any:
         """Call the body directly — for a test that drives a run by hand. Never a second path
-        to production: the worker calls this too, through ``execute_job``."""
+        to production: the worker calls this too, through ``execute_job`` (``start``)."""
         result = self._definition.run(run)
         if not inspect.isawaitable(result):
             raise declaration_invalid(self.name, "the body must be an async function")
         return await result
+
+    def start(self, run: Run[InputT]) -> Coroutine[Any, Any, Any]:
+        """The coroutine ``execute_job`` drives for ``run``: the body's own when the body is an
+        ``async def`` (every ``@job``: no frame of this handle's between the worker and the
+        body, on every resume), else ``run(run)``, which checks what a factory-made body
+        answered. Calling an ``async def`` runs none of its code, so nothing the body does
+        happens here."""
+        if self._native:
+            return cast("Coroutine[Any, Any, Any]", self._definition.run(run))
+        return self.run(run)
 
     def __repr__(self) -> str:
         return f"JobHandle({self.name!r}, queue={self.queue!r})"

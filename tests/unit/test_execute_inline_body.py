@@ -233,3 +233,77 @@ async def test_an_attempt_leaves_no_reference_cycle_behind() -> None:
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+async def test_an_async_body_is_driven_as_its_own_coroutine() -> None:
+    """``JobHandle.start`` hands ``execute_job`` the body's own coroutine: no frame of the
+    handle's between the run's task and the body."""
+
+    async def own(run: Run[Any]) -> str:
+        return "ran"
+
+    handle = _declare(own)
+    coro = handle.start(object())
+    try:
+        assert coro.cr_code is own.__code__
+    finally:
+        coro.close()
+
+
+async def test_a_factory_body_that_answers_no_awaitable_fails_its_attempt() -> None:
+    """A ``job(run=...)`` body that is not an ``async def`` still goes through the check:
+    answering something that cannot be awaited fails the attempt with the declaration's code,
+    which no retry can fix (the worker's run never crashes)."""
+    driver, _ = frozen_driver()
+    not_async: Any = lambda run: "not awaitable"  # noqa: E731 - a factory-made body, on purpose
+    handle = job(
+        run=not_async,
+        name="inline.factory_sync",
+        idempotency_key="k",
+        tenant="none",
+        retry=Retry(attempts=3, jitter=False),
+    )
+    await enqueue(driver, handle)
+    execution = await execute_job(await claim(driver), driver=driver, handle=handle, context=None)
+    assert execution.outcome == "dead-lettered"
+    assert execution.error is not None
+    assert getattr(execution.error, "code", None) == "X_JOB_DECLARATION_INVALID"
+
+
+async def test_a_factory_body_that_answers_an_awaitable_completes() -> None:
+    driver, _ = frozen_driver()
+
+    async def later(value: str) -> str:
+        return value
+
+    handle = job(
+        run=lambda run: later("from an awaitable"),
+        name="inline.factory_awaitable",
+        idempotency_key="k",
+        tenant="none",
+    )
+    await enqueue(driver, handle)
+    execution = await execute_job(await claim(driver), driver=driver, handle=handle, context=None)
+    assert (execution.outcome, execution.result) == ("completed", "from an awaitable")
+
+
+async def test_an_async_body_that_does_not_take_the_run_fails_its_attempt() -> None:
+    """Calling an ``async def`` with the wrong arguments raises before any of its code runs;
+    that is the attempt's failure like any other, never the worker's."""
+    driver, _ = frozen_driver()
+
+    async def no_run() -> None:
+        return None
+
+    wrong: Any = no_run
+    handle = job(
+        run=wrong,
+        name="inline.no_run",
+        idempotency_key="k",
+        tenant="none",
+        retry=Retry(attempts=3, jitter=False),
+    )
+    await enqueue(driver, handle)
+    execution = await execute_job(await claim(driver), driver=driver, handle=handle, context=None)
+    assert execution.outcome == "retried"
+    assert isinstance(execution.error, TypeError)
