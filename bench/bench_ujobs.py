@@ -39,10 +39,11 @@ that exists. Settings, by environment:
   over a table holding that history (issue 4: the hot path must not scan it). ``setup()``
   reports the rows and the seconds it took on stderr as a ``bench-note`` line
   (``bench/harness_run.py`` collects those).
-- ``BENCH_UJOBS_CLAIM_AHEAD`` (default 48, three per slot): the worker's ``claim_ahead`` (rows
-  claimed beyond its free slots, ``ujobs.worker.claim_ahead``) — what ``ujobs worker`` on one
-  queue uses when ``UJOBS_CLAIM_AHEAD`` is unset (``WorkerConfig.claim_ahead_rows()``); 0 is
-  the library's own default (the runs that chose it: bench/RESULTS.md).
+- ``BENCH_UJOBS_CLAIM_AHEAD`` (default 256, sixteen per slot): the worker's ``claim_ahead``
+  (the most rows claimed beyond its free slots; the buffer holds about 50 ms of the worker's
+  pace within it, ``ujobs.worker.claim_ahead``) — what ``ujobs worker`` on one queue uses when
+  ``UJOBS_CLAIM_AHEAD`` is unset (``WorkerConfig.claim_ahead_rows()``); 0 is the library's own
+  default (the runs that chose it: bench/RESULTS.md).
 - ``BENCH_UJOBS_SETTLEMENTS=1`` (Postgres only): the worker's driver writes the NATS edge's
   settlements outbox in every settle (``postgres_driver(settlements=True)``, what
   ``UJOBS_NATS_SETTLEMENTS=on`` does), for the drain with it against the drain without.

@@ -2,10 +2,11 @@
 
     /work/wt-fairness/.venv/bin/python bench/fairness.py
 
-One worker in this process, as ``ujobs worker`` runs on one queue: 16 slots, claim-ahead three
-per slot (``CLAIM_AHEAD_PER_SLOT``), the ``postgres_pool`` the services build, a no-op body that
-notes when it started. Each scenario starts from an empty ``x_jobs`` (and no weights, no
-cursor), its jobs enqueued before the worker starts (``enqueue_many``, 1,000 a statement):
+One worker in this process, as ``ujobs worker`` runs on one queue: 16 slots, claim-ahead as
+its default (``CLAIM_AHEAD_PER_SLOT`` rows a slot at most, the buffer following the pace),
+the ``postgres_pool`` the services build, a no-op body that notes when it started. Each
+scenario starts from an empty ``x_jobs`` (and no weights, no cursor), its jobs enqueued
+before the worker starts (``enqueue_many``, 1,000 a statement):
 
 - ``quiet_tenant_wait_ms``: tenant ``flood`` has ``BENCH_FAIR_BACKLOG`` (100,000) jobs, then
   ``BENCH_FAIR_QUIET`` (10) quiet tenants enqueue one job each after it; the figure is the

@@ -3,8 +3,9 @@
 
     python bench/worker_drain_micro.py            # BENCH_N=20000 by default
     BENCH_N=5000 BENCH_SLOTS=16 python bench/worker_drain_micro.py
-    BENCH_CLAIM_AHEAD=0 python bench/worker_drain_micro.py    # claim_ahead off (default: three
-                                                              # per slot, as ``ujobs worker``)
+    BENCH_CLAIM_AHEAD=0 python bench/worker_drain_micro.py    # claim_ahead off (default: at
+                                                              # most sixteen per slot, as
+                                                              # ``ujobs worker``)
     BENCH_HISTORY=1000000 python bench/worker_drain_micro.py  # over a million finished rows
     BENCH_FLOOR=0 python bench/worker_drain_micro.py          # without the floor beside it
     BENCH_GC_THRESHOLD=0 python bench/worker_drain_micro.py   # Python's own collector thresholds

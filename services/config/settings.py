@@ -317,7 +317,8 @@ class WorkerConfig:
 
     def claim_ahead_rows(self) -> int:
         """The worker's ``claim_ahead``: 0 for several queues (the library claims ahead only
-        for one), else ``UJOBS_CLAIM_AHEAD``, by default three rows per slot of that queue."""
+        for one), else ``UJOBS_CLAIM_AHEAD``, by default at most sixteen rows per slot of that
+        queue (the buffer follows the pace within it: ``ujobs.worker.claim_ahead``)."""
         if len(self.queues) != 1:
             return 0
         if self.claim_ahead is not None:

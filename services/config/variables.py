@@ -23,10 +23,13 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 JOBS_CONCURRENCY_DEFAULT = 8
 """Slots per queue when ``UJOBS_CONCURRENCY`` names no number for it (the spec's default)."""
-CLAIM_AHEAD_PER_SLOT = 3
-"""``ujobs worker``'s claim-ahead on one queue when ``UJOBS_CLAIM_AHEAD`` is unset: rows per
-slot. Three rows per slot (rather than one) makes each claim of a one-worker drain carry about
-twice the rows, and the drain faster (bench/RESULTS.md)."""
+CLAIM_AHEAD_PER_SLOT = 16
+"""``ujobs worker``'s claim-ahead on one queue when ``UJOBS_CLAIM_AHEAD`` is unset: the most
+rows per slot. The buffer holds about 50 ms of the worker's pace within it, and never fewer
+than three rows a slot (``ujobs.worker.claim_ahead``). On short jobs it fills this far, and
+each claim and ack statement of a one-worker drain carries about three times the rows that a
+fixed three per slot allowed. The drain is then faster, and Postgres spends less CPU a job
+(bench/RESULTS.md)."""
 DEFAULT_API_PORT = 8080
 DEFAULT_METRICS_PORT = 9464
 """The worker roles', relay's and scheduler's /metrics port (the OpenTelemetry Prometheus
@@ -199,7 +202,8 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable(
             "UJOBS_CLAIM_AHEAD",
-            "rows a worker serving ONE queue claims beyond its free slots (at most 4 per slot); a "
+            "the most rows a worker serving ONE queue claims beyond its free slots (at most 16 "
+            "per slot); it holds about 50 ms of its recent pace, never fewer than 3 per slot; a "
             "row waits at most 500 ms, then goes back uncounted; 0 turns it off",
             f"{CLAIM_AHEAD_PER_SLOT} per slot of that queue",
             _WORKERS,

@@ -1,13 +1,23 @@
-"""Claim-ahead: a few rows claimed beyond the free slots, so the next run starts without a
-round trip.
+"""Claim-ahead: rows claimed beyond the free slots, so the next run starts without a round
+trip.
 
 Without it a worker claims only when a slot is free, so on short jobs the claim's round trip
 and the bodies never overlap: the slots sit empty while the claim is on the wire. A worker
 serving ONE queue (its pool is the whole of its room, so no rotation is at stake) may claim up
-to ``claim_ahead`` rows (``WorkerOptions``; at most ``CLAIM_AHEAD_MAX_PER_SLOT``, 4, times its
-capacity) more than it has room for;
+to ``claim_ahead`` rows (``WorkerOptions``; at most ``CLAIM_AHEAD_MAX_PER_SLOT``, 16, times
+its capacity) more than it has room for;
 they wait here, and a slot freed by a settle takes the oldest at once (the freeing kicks a
 pass that refills the buffer).
+
+**How many it holds: the worker's pace.** The buffer holds about ``PACE_MS`` (50 ms) of the
+runs this worker started lately, re-read at most every ``PACE_WINDOW_MS`` by the pass that asks
+for ``room()``. It never holds fewer than ``CLAIM_AHEAD_FLOOR_PER_SLOT`` (3) rows per slot,
+nor more than ``claim_ahead``. A worker of slow jobs thus keeps three rows a slot. A worker
+of short ones holds more, and each of its claim and ack statements then carries more rows.
+A statement costs Postgres about as much to start as to write twenty rows
+(bench/RESULTS.md, 2026-12-07), so fewer and larger statements are most of what the drain
+gains. Rows are claimed ahead in time, not in number: a run enqueued behind the buffer,
+however urgent, waits about 50 ms of this worker's work.
 
 What a buffered row keeps, and how it is never lost:
 
@@ -54,6 +64,10 @@ PREFETCH_MAX_WAIT_MS = 500
 """How long a claimed row may wait for a slot before it is handed back."""
 PREFETCH_COOLDOWN_MS = 30_000
 """How long claim-ahead pauses after a row had to be handed back."""
+PACE_MS = 50
+"""The buffer holds about this long of the worker's recent pace (runs started a second)."""
+PACE_WINDOW_MS = 100
+"""The pace is re-read at most this often: over a shorter window a pass or two is noise."""
 
 
 class Prefetch:
@@ -67,9 +81,19 @@ class Prefetch:
         visibility_ms: int,
         start: Callable[[ClaimedJob, int], None],
         can_start: Callable[[str], bool],
+        floor: int | None = None,
+        started: Callable[[], int] | None = None,
     ) -> None:
         self._driver = driver
         self.limit = max(0, limit)
+        """The most rows it may hold (``claim_ahead``)."""
+        self.floor = self.limit if floor is None else min(self.limit, max(0, floor))
+        """The fewest it holds room for, whatever the pace (three per slot)."""
+        self.size = self.floor
+        """How many it holds room for now: ``PACE_MS`` of the pace, within floor and limit."""
+        self._started = started
+        self._paced_at = time.monotonic()
+        self._paced_count = 0  # ``started`` counts from 0 (it is read first by a pass)
         self.max_wait_ms = min(PREFETCH_MAX_WAIT_MS, visibility_ms // 4)
         self._start = start
         self._can_start = can_start
@@ -87,9 +111,18 @@ class Prefetch:
 
     def room(self) -> int:
         """How many rows the next claim may take beyond the free slots."""
-        if self._closed or self.limit <= 0 or time.monotonic() < self._paused_until:
+        now = time.monotonic()
+        if self._closed or self.limit <= 0 or now < self._paused_until:
             return 0
-        return max(0, self.limit - len(self.rows))
+        if self._started is not None and now - self._paced_at >= PACE_WINDOW_MS / 1000:
+            self._pace(now, self._started())
+        return max(0, self.size - len(self.rows))
+
+    def _pace(self, now: float, started: int) -> None:
+        """Size the buffer to the runs started since the last reading (``PACE_MS`` of them)."""
+        per_s = (started - self._paced_count) / (now - self._paced_at)
+        self._paced_at, self._paced_count = now, started
+        self.size = max(self.floor, min(self.limit, round(per_s * PACE_MS / 1000)))
 
     def hold(self, claimed: ClaimedJob, sent_ms: int) -> None:
         """A claimed row with no slot free: keep it (or hand it back — see the module)."""

@@ -54,6 +54,7 @@ from ujobs.worker.drain import drain_reason, wait_out
 from ujobs.worker.heartbeat import HeartbeatTimer, HeldRun, Renewals
 from ujobs.worker.limits import LimitConfig
 from ujobs.worker.options import (
+    CLAIM_AHEAD_FLOOR_PER_SLOT,
     CLAIM_AHEAD_MAX_PER_SLOT,
     DEFAULT_POLL_INTERVAL_MS,
     DEFAULT_VISIBILITY_TIMEOUT_MS,
@@ -123,6 +124,8 @@ class JobWorker(Role):
             limit=min(options.claim_ahead, CLAIM_AHEAD_MAX_PER_SLOT * self.slots.capacity)
             if len(options.queues) == 1
             else 0,
+            floor=CLAIM_AHEAD_FLOOR_PER_SLOT * self.slots.capacity,
+            started=lambda: self.runner.counters.claimed,  # the runs started so far: the pace
             visibility_ms=options.visibility_timeout_ms,
             start=self._start,
             can_start=self.slots.can_take,

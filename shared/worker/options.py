@@ -20,7 +20,8 @@ fields of ``WorkerOptions``; what each option means:
   (``ujobs.wake.protocol.idle_ceiling_ms``).
 * ``claim_ahead`` — how many rows a worker serving ONE queue may claim beyond its free slots,
   to start the next run without a claim round trip (``ujobs.worker.claim_ahead``; at most
-  ``CLAIM_AHEAD_MAX_PER_SLOT`` times the worker's capacity). Off unless asked for, because a
+  ``CLAIM_AHEAD_MAX_PER_SLOT`` times the worker's capacity; the buffer holds about 50 ms of the
+  worker's pace within that, and never less than three rows a slot). Off unless asked for, because a
   row claimed ahead is one another worker of the fleet cannot take until it runs or goes back;
   on short jobs it is the drain's largest lever. A whole number >= 0; ignored on a worker of
   several queues.
@@ -48,11 +49,14 @@ from ujobs.worker.limits import LimitConfig
 JOBS_CONCURRENCY_DEFAULT = 8
 """The slots of a queue ``concurrency`` does not name."""
 DEFAULT_VISIBILITY_TIMEOUT_MS = 30_000
-CLAIM_AHEAD_MAX_PER_SLOT = 4
-"""``claim_ahead`` is honoured up to this many rows per unit of the worker's capacity (the same
-order as Celery's default prefetch multiplier, 4). Each buffered row waits at most 500 ms, but
-while it waits no other worker of the fleet can take it: on a short backlog a larger buffer
-lets one worker hoard what an idle one could run."""
+CLAIM_AHEAD_MAX_PER_SLOT = 16
+"""``claim_ahead`` is honoured up to this many rows per unit of the worker's capacity. The
+buffer fills that far only at a pace that runs it in about 50 ms (``ujobs.worker.claim_ahead``):
+while a row waits no other worker of the fleet can take it, so a worker holds no more than it
+will start soon."""
+CLAIM_AHEAD_FLOOR_PER_SLOT = 3
+"""Rows per unit of capacity the buffer keeps room for at any pace (``claim_ahead`` when that
+is fewer): a worker of slow jobs claims as it did before the buffer followed the pace."""
 DEFAULT_POLL_INTERVAL_MS = 250
 
 Concurrency = int | Mapping[str, int]

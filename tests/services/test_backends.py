@@ -60,8 +60,9 @@ async def test_the_api_serves_operator_pages_on_custom_plans(
 async def test_the_worker_service_claims_ahead_by_default_and_runs_every_job(
     pg_dsn: str,
 ) -> None:
-    """``ujobs worker`` on one queue claims three rows ahead per slot (``UJOBS_CLAIM_AHEAD``
-    unset), on its generic-plan pool, and every job still runs exactly once."""
+    """``ujobs worker`` on one queue claims ahead up to sixteen rows per slot, three at any pace
+    (``UJOBS_CLAIM_AHEAD`` unset), on its generic-plan pool, and every job still runs exactly
+    once."""
     env = {
         "DATABASE_URL": pg_dsn,
         "UJOBS_APP": "tests.e2e.services_app:api",
@@ -73,7 +74,8 @@ async def test_the_worker_service_claims_ahead_by_default_and_runs_every_job(
         run = ServiceRun(common=config.common, stack=stack)
         worker = await start_worker(run, config)
         try:
-            assert worker.options.claim_ahead == 12
+            assert worker.options.claim_ahead == 64
+            assert (worker.prefetch.limit, worker.prefetch.floor) == (64, 12)
             driver = worker.driver
             for i in range(40):
                 await driver.enqueue(

@@ -35,7 +35,7 @@ def test_defaults_need_only_a_database() -> None:
     assert config.concurrency == Concurrency(default=8)
     assert config.max_in_flight is None
     assert config.claim_ahead is None
-    assert config.claim_ahead_rows() == 24  # one queue: three rows ahead per slot
+    assert config.claim_ahead_rows() == 128  # one queue: at most sixteen rows ahead per slot
     assert config.visibility_timeout_ms == 30_000
     assert config.common.drain_deadline_ms == 25_000
     assert config.common.gc_threshold == 10_000

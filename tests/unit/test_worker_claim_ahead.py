@@ -135,7 +135,7 @@ async def test_a_body_that_ends_in_its_first_step_is_never_marked_however_busy_t
     assert driver.starts == []
 
 
-async def test_claim_ahead_beyond_the_slots_is_honoured_up_to_four_rows_per_slot() -> None:
+async def test_claim_ahead_beyond_the_slots_is_honoured_up_to_sixteen_rows_per_slot() -> None:
     driver = memory_driver()
     handle = declare(lambda run: None)
     for n in range(60):
@@ -149,7 +149,89 @@ async def test_claim_ahead_beyond_the_slots_is_honoured_up_to_four_rows_per_slot
         await settled(three, 60)
     finally:
         await three.stop()
-    assert make_worker(driver, [handle], concurrency=2, claim_ahead=100).prefetch.limit == 8
+    capped = make_worker(driver, [handle], concurrency=2, claim_ahead=100)
+    assert (capped.prefetch.limit, capped.prefetch.floor) == (32, 6)  # 16 and 3 per slot
+
+
+class Clock:
+    """``time.monotonic`` as the prefetch reads it, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _paced(
+    monkeypatch: pytest.MonkeyPatch, *, limit: int, floor: int
+) -> tuple[prefetch_module.Prefetch, Clock, list[int]]:
+    clock, started = Clock(), [0]
+    monkeypatch.setattr(time, "monotonic", clock)  # what the prefetch reads
+    buffer = prefetch_module.Prefetch(
+        driver=memory_driver(),
+        limit=limit,
+        floor=floor,
+        started=lambda: started[0],
+        visibility_ms=30_000,
+        start=lambda claimed, sent_ms: None,
+        can_start=lambda queue: False,
+    )
+    return buffer, clock, started
+
+
+def test_the_buffer_holds_about_fifty_ms_of_the_workers_pace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At 2,000 runs a second the buffer makes room for 100 rows (50 ms of them); at 10,000 a
+    second it stops at ``claim_ahead``; at 20 a second it keeps its floor (three a slot)."""
+    buffer, clock, started = _paced(monkeypatch, limit=256, floor=48)
+    assert buffer.room() == 48  # no pace read yet: the floor
+    clock.now += 0.2
+    started[0] += 400  # 2,000 a second
+    assert buffer.room() == 100
+    clock.now += 0.1
+    started[0] += 1_000  # 10,000 a second: 500 rows of pace, 256 at most
+    assert buffer.room() == 256
+    clock.now += 0.5
+    started[0] += 10  # 20 a second
+    assert buffer.room() == 48
+
+
+def test_the_pace_is_reread_only_once_a_window_has_passed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Passes closer together than ``PACE_WINDOW_MS`` keep the last reading: a pass or two is
+    too short a window to tell a pace from noise."""
+    buffer, clock, started = _paced(monkeypatch, limit=256, floor=48)
+    clock.now += prefetch_module.PACE_WINDOW_MS / 1000
+    started[0] += 300  # 3,000 a second: 150 rows
+    assert buffer.room() == 150
+    clock.now += 0.01
+    started[0] += 1_300  # 130,000 a second over 10 ms: not read yet
+    assert buffer.room() == 150
+    clock.now += prefetch_module.PACE_WINDOW_MS / 1000
+    assert buffer.room() == 256  # read now: 1,300 runs in 110 ms, 590 rows of pace, 256 at most
+
+
+def test_the_room_is_the_paced_size_less_the_rows_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    buffer, clock, started = _paced(monkeypatch, limit=256, floor=48)
+    clock.now += 0.2
+    started[0] += 400
+    assert buffer.room() == 100
+    for n in range(30):
+        buffer.rows.append((object(), n, clock.now))  # type: ignore[arg-type]
+    assert buffer.room() == 70
+    buffer.rows.clear()
+
+
+def test_a_limit_under_the_floor_is_the_whole_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``claim_ahead`` below three a slot is honoured as it is, at any pace."""
+    buffer, clock, started = _paced(monkeypatch, limit=4, floor=48)
+    assert (buffer.floor, buffer.room()) == (4, 4)
+    clock.now += 0.2
+    started[0] += 4_000
+    assert buffer.room() == 4
 
 
 async def test_stop_hands_the_buffered_rows_back_uncounted() -> None:
