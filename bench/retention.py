@@ -11,7 +11,8 @@
 * ``drain_per_s_alone`` and ``drain_per_s_during_purge``: one worker (16 slots, claim-ahead as
   ``ujobs worker``) draining ``BENCH_DRAIN_N`` (20,000) no-op jobs — the drain of
   ``bench/worker_drain_micro.py`` — over that history, in four halves taking turns: alone,
-  beside the sweep, alone, beside the sweep (the sweep pauses between its turns; the machine's
+  beside the sweep, beside the sweep, alone, after an uncounted warm-up drain of a fifth of a
+  half (the first drain reads a cold table; the sweep pauses between its turns; the machine's
   load drifts). ``ratios.drain_during_purge_vs_alone`` is the second figure over the first.
 * ``backfill_rows_per_s``: a backfill at the default rate (5 batches a second, 1,000 rows a
   batch) over ``BENCH_BACKFILL_ROWS`` (50,000) rows of a table, one UPDATE a page.
@@ -215,14 +216,16 @@ async def main() -> None:
         driver = postgres_driver(pool)
         set_job_driver(driver)
 
-        # Alone, beside the sweep, alone, beside the sweep: the machine's load drifts, so the
-        # two conditions take turns and the ratio is of their sums.
+        # A warm-up drain first, uncounted (the first drain reads a cold table); then alone,
+        # beside the sweep, beside the sweep, alone: the machine's load drifts, so the two
+        # conditions take turns in a mirrored order and the ratio is of their sums.
         sweep = Sweep(pool, driver, history)
         sweeping = asyncio.ensure_future(sweep.run())
         half = drain_n // 2
+        await drain(driver, 4 * half, max(1, half // 5))
         alone_s = during_s = 0.0
         for turn in range(4):
-            beside = turn % 2 == 1
+            beside = turn in (1, 2)
             if beside:
                 sweep.on.set()
             seconds = await drain(driver, turn * half, half)
