@@ -81,13 +81,13 @@ class Prefetch:
         visibility_ms: int,
         start: Callable[[ClaimedJob, int], None],
         can_start: Callable[[str], bool],
-        floor: int | None = None,
-        started: Callable[[], int] | None = None,
+        floor: int,
+        started: Callable[[], int],
     ) -> None:
         self._driver = driver
         self.limit = max(0, limit)
         """The most rows it may hold (``claim_ahead``)."""
-        self.floor = self.limit if floor is None else min(self.limit, max(0, floor))
+        self.floor = min(self.limit, max(0, floor))
         """The fewest it holds room for, whatever the pace (three per slot)."""
         self.size = self.floor
         """How many it holds room for now: ``PACE_MS`` of the pace, within floor and limit."""
@@ -114,7 +114,7 @@ class Prefetch:
         now = time.monotonic()
         if self._closed or self.limit <= 0 or now < self._paused_until:
             return 0
-        if self._started is not None and now - self._paced_at >= PACE_WINDOW_MS / 1000:
+        if now - self._paced_at >= PACE_WINDOW_MS / 1000:
             self._pace(now, self._started())
         return max(0, self.size - len(self.rows))
 

@@ -21,8 +21,9 @@ fields of ``WorkerOptions``; what each option means:
 * ``claim_ahead`` — how many rows a worker serving ONE queue may claim beyond its free slots,
   to start the next run without a claim round trip (``ujobs.worker.claim_ahead``; at most
   ``CLAIM_AHEAD_MAX_PER_SLOT`` times the worker's capacity; the buffer holds about 50 ms of the
-  worker's pace within that, and never less than three rows a slot). Off unless asked for, because a
-  row claimed ahead is one another worker of the fleet cannot take until it runs or goes back;
+  worker's pace within that, and never less than three rows a slot). Off unless asked for,
+  because a row claimed ahead is one another worker of the fleet cannot take until it runs or
+  goes back;
   on short jobs it is the drain's largest lever. A whole number >= 0; ignored on a worker of
   several queues.
 * ``fair`` — tenant-fair claims (``ujobs.drivers.fairness``): True (the default) for every

@@ -15,6 +15,7 @@ import pytest
 from tests.support.execute import attempt, claim, enqueue, frozen_driver, records
 from ujobs.execution.attempt import execute_job
 from ujobs.execution.inline_body import DETACHED, Inline
+from ujobs.execution.outcome import JobExecution
 from ujobs.execution.run import Run
 from ujobs.jobs.job import job
 from ujobs.jobs.retry import Retry
@@ -250,60 +251,48 @@ async def test_an_async_body_is_driven_as_its_own_coroutine() -> None:
         coro.close()
 
 
-async def test_a_factory_body_that_answers_no_awaitable_fails_its_attempt() -> None:
-    """A ``job(run=...)`` body that is not an ``async def`` still goes through the check:
-    answering something that cannot be awaited fails the attempt with the declaration's code,
-    which no retry can fix (the worker's run never crashes)."""
+async def _run_factory_made(body: Any, name: str) -> JobExecution:
+    """One attempt of a ``job(run=body)`` job (three attempts, no jitter) on a frozen driver."""
     driver, _ = frozen_driver()
-    not_async: Any = lambda run: "not awaitable"  # noqa: E731 - a factory-made body, on purpose
     handle = job(
-        run=not_async,
-        name="inline.factory_sync",
+        run=body,
+        name=name,
         idempotency_key="k",
         tenant="none",
         retry=Retry(attempts=3, jitter=False),
     )
     await enqueue(driver, handle)
-    execution = await execute_job(await claim(driver), driver=driver, handle=handle, context=None)
+    return await execute_job(await claim(driver), driver=driver, handle=handle, context=None)
+
+
+async def test_a_factory_body_that_answers_no_awaitable_fails_its_attempt() -> None:
+    """A ``job(run=...)`` body that is not an ``async def`` still goes through the check:
+    answering something that cannot be awaited fails the attempt with the declaration's code,
+    which no retry can fix (the worker's run never crashes)."""
+    not_async: Any = lambda run: "not awaitable"  # noqa: E731 - a factory-made body, on purpose
+    execution = await _run_factory_made(not_async, "inline.factory_sync")
     assert execution.outcome == "dead-lettered"
     assert execution.error is not None
     assert getattr(execution.error, "code", None) == "X_JOB_DECLARATION_INVALID"
 
 
 async def test_a_factory_body_that_answers_an_awaitable_completes() -> None:
-    driver, _ = frozen_driver()
-
     async def later(value: str) -> str:
         return value
 
-    handle = job(
-        run=lambda run: later("from an awaitable"),
-        name="inline.factory_awaitable",
-        idempotency_key="k",
-        tenant="none",
+    execution = await _run_factory_made(
+        lambda run: later("from an awaitable"), "inline.factory_awaitable"
     )
-    await enqueue(driver, handle)
-    execution = await execute_job(await claim(driver), driver=driver, handle=handle, context=None)
     assert (execution.outcome, execution.result) == ("completed", "from an awaitable")
 
 
 async def test_an_async_body_that_does_not_take_the_run_fails_its_attempt() -> None:
     """Calling an ``async def`` with the wrong arguments raises before any of its code runs;
     that is the attempt's failure like any other, never the worker's."""
-    driver, _ = frozen_driver()
 
     async def no_run() -> None:
         return None
 
-    wrong: Any = no_run
-    handle = job(
-        run=wrong,
-        name="inline.no_run",
-        idempotency_key="k",
-        tenant="none",
-        retry=Retry(attempts=3, jitter=False),
-    )
-    await enqueue(driver, handle)
-    execution = await execute_job(await claim(driver), driver=driver, handle=handle, context=None)
+    execution = await _run_factory_made(no_run, "inline.no_run")
     assert execution.outcome == "retried"
     assert isinstance(execution.error, TypeError)
