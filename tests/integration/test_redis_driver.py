@@ -307,6 +307,36 @@ async def test_done_rows_and_their_steps_expire(
         assert not (await drv.enqueue(req("again", id="done"))).deduped
 
 
+async def test_a_unique_for_run_is_kept_for_its_period_past_the_done_ttl(
+    redis_url: str, redis_prefix: str, clock: FrozenClock
+) -> None:
+    """The key's marker answers the run for the whole period, so the row (and its steps) stay
+    as long: an answer never names a run that is gone."""
+    period = 60_000
+    async with redis_test_driver(redis_url, redis_prefix, clock=clock, done_ttl_ms=200) as drv:
+        await drv.enqueue_many(
+            [
+                req("held", id="held", run_id="run-held", unique_for_ms=period),
+                req("plain", id="plain", run_id="run-plain"),
+            ]
+        )
+        jobs = {j.id: j for j in await claim(drv)}
+        for j in jobs.values():
+            assert await drv.save_step(j.id, j.ref, j.run_id, "s", 1, started_at_ms=1)
+            assert await drv.ack(j.id, j.ref)
+        client, tag = drv.client, drv.hash_tag
+        for key in (f"{tag}:job:held", f"{tag}:steps:run-held"):
+            assert 200 < await client.pttl(key) <= period
+        for key in (f"{tag}:job:plain", f"{tag}:steps:run-plain"):
+            assert 0 < await client.pttl(key) <= 200
+        await asyncio.sleep(0.3)  # Redis's own clock: past done_ttl_ms
+        assert not await client.exists(f"{tag}:job:plain")
+        again = await drv.enqueue(req("held", unique_for_ms=period))
+        assert (again.id, again.deduped) == ("held", True)
+        assert await client.exists(f"{tag}:job:held", f"{tag}:steps:run-held") == 2
+        assert [s.name for s in await drv.load_steps("run-held", tenant_id=None)] == ["s"]
+
+
 async def test_zero_ttl_keeps_done_rows(
     redis_url: str, redis_prefix: str, clock: FrozenClock
 ) -> None:

@@ -42,7 +42,9 @@ tenant and run id (``steps_key`` in ``prelude.lua``).
 
 Retention: a ``done`` row and its steps expire ``done_ttl_ms`` after the ack (Redis drops them,
 no sweep; ``0`` keeps them); ``dead`` and ``failed`` rows are kept. Its ids stop deduping an
-enqueue once expired.
+enqueue once expired. A run enqueued with ``unique_for`` is kept for the longer of
+``done_ttl_ms`` and its period (``ack.lua``), so the run its key's marker answers stays
+readable while the marker answers it, as the retention sweep keeps it on Postgres.
 
 This module is imported only when asked for (``ujobs.drivers.redis_driver`` is lazy), and no
 other module in ``shared`` imports redis: a Postgres deployment never loads it.

@@ -16,6 +16,9 @@
 -- ids and finished_at) for that long: enqueue.lua answers it within the period. The marker
 -- expires with the period (PEXPIRE), so nothing sweeps it; enqueue.lua compares finished_at
 -- with its own clock, so a clock moved ahead sees the period end before Redis drops it.
+-- Such a row and its steps are kept for the longer of done_ttl_ms and the period, as the
+-- retention sweep keeps them on Postgres: the run an enqueue is answered with inside the period
+-- is still there to read. The done zset still forgets it after done_ttl_ms (stats()).
 
 local ttl = tonumber(ARGV[1])
 local settlements = ARGV[2] == '1'
@@ -67,8 +70,12 @@ local function ack(id, worker, claim, now, duration, result)
     redis.call('PEXPIRE', marker, row[9])
   end
   if ttl > 0 then
-    redis.call('PEXPIRE', jk, ttl)
-    redis.call('PEXPIRE', steps_key(row[8], row[7]), ttl)
+    local keep = ttl
+    if row[9] and tonumber(row[9]) > keep then
+      keep = tonumber(row[9])
+    end
+    redis.call('PEXPIRE', jk, keep)
+    redis.call('PEXPIRE', steps_key(row[8], row[7]), keep)
   end
   local ids = list_of(unleased, queue)
   ids[#ids + 1] = id
