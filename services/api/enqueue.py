@@ -229,6 +229,7 @@ async def enqueue_one(
     *,
     limited: bool = True,
     job_id: str | None = None,
+    debounce_seq: int | None = None,
 ) -> dict[str, Any]:
     """One enqueue of ``job`` as the token behind ``authorization``, answered once its row
     is committed: ``POST /v1/jobs/{name}``, the NATS request and the NATS stream message are
@@ -240,12 +241,16 @@ async def enqueue_one(
     live before is not read again: its insert checks it is still live (``revoked`` inserts
     nothing; 401, and it is forgotten, so its next request reads the table). A request refused
     before that statement reads its token first, so a revoked token is 401 before any other
-    refusal. ``job_id`` (the stream form's derived id) makes a redelivery meet its own row."""
+    refusal. ``job_id`` (the stream form's derived id) makes a redelivery meet its own row, and
+    ``debounce_seq`` (its stream sequence) keeps a redelivered debounce from moving a run a
+    newer message moved (``EnqueueRequest.debounce_seq``)."""
     principal, unchecked = await enqueue_principal(path, authorization, limited=limited)
     try:
         body = await read_body()
         clock = path.driver.clock
-        req, on_conflict = single_request(registry, principal, job, body, clock, job_id=job_id)
+        req, on_conflict = single_request(
+            registry, principal, job, body, clock, job_id=job_id, debounce_seq=debounce_seq
+        )
         parent_id = parent_of(body, principal)
     except UltimateError:
         if unchecked is not None:
@@ -274,14 +279,18 @@ def single_request(
     clock: Clock,
     *,
     job_id: str | None = None,
+    debounce_seq: int | None = None,
 ) -> tuple[EnqueueRequest, OnConflict]:
     """The request a single enqueue's ``body`` asks for, as ``principal``, and its
-    ``onConflict``: the job (404), its scope (403), then the body's fields and input (400)."""
+    ``onConflict``: the job (404), its scope (403), then the body's fields and input (400).
+    ``debounce_seq`` goes on a request that debounces (the stream form's sequence)."""
     handle = job_handle(registry, job)
     principal.require(f"enqueue:{handle.name}")
     on_conflict = on_conflict_of(body)
     options = single_options(body)
     req = build_request(handle, principal, body.get("input"), clock, job_id=job_id, **options)
+    if debounce_seq is not None and req.debounce_ms is not None:
+        req = dataclasses.replace(req, debounce_seq=debounce_seq)
     return req, on_conflict
 
 

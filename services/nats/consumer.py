@@ -38,7 +38,11 @@ The lines about failing messages are rate-limited (``ujobs.services.runtime.log_
 
 A second delivery enqueues nothing new: the job's id is derived from the message
 (``stream_job_id``: from its ``Nats-Msg-Id`` header when given, else from the stream's
-sequence and timestamp), and an enqueue under an id that names a row inserts nothing. An event
+sequence and timestamp), and an enqueue under an id that names a row inserts nothing. Nor
+does it move anything: a message that debounced onto another message's run carries its stream
+sequence (``stream_seq``, ``EnqueueRequest.debounce_seq``), and the run moves only for a
+sequence above the one it took, so a delivery that comes back after a newer message of its key
+never puts its older input back. An event
 is at-least-once: one delivered again after its row committed but before its ack is published
 again (an event has no id a producer names).
 
@@ -113,6 +117,13 @@ def stream_job_id(job: str, msg: Msg) -> str:
         return derived_id(0, "nats-msg-id", stream, job, msg_id)
     stamp = datetime.datetime.fromtimestamp(int(stamp_ns) / 1_000_000_000.0, datetime.UTC)
     return derived_id(int(stamp.timestamp() * 1000), "nats-seq", stream, seq)
+
+
+def stream_seq(msg: Msg) -> int:
+    """The message's stream sequence: its place in the stream's order, the same on every
+    delivery (``EnqueueRequest.debounce_seq``: a debounce delivered again after a newer one of
+    its key moves nothing)."""
+    return int(reply_position(msg.reply)[1])
 
 
 def reply_position(reply: str | None) -> tuple[str, str, str]:
@@ -272,7 +283,13 @@ class StreamConsumer:
                 alone.append(msg)
                 continue
             try:
-                req = self.edge.request(caller[0], job, msg.data, job_id=stream_job_id(job, msg))
+                req = self.edge.request(
+                    caller[0],
+                    job,
+                    msg.data,
+                    job_id=stream_job_id(job, msg),
+                    debounce_seq=stream_seq(msg),
+                )
             except Exception:
                 alone.append(msg)
                 continue
@@ -345,7 +362,13 @@ class StreamConsumer:
         event = self.names.tail(msg.subject, self.names.js_events_wildcard)
         try:
             if job is not None:
-                await self.edge.enqueue(job, msg.data, auth, job_id=stream_job_id(job, msg))
+                await self.edge.enqueue(
+                    job,
+                    msg.data,
+                    auth,
+                    job_id=stream_job_id(job, msg),
+                    debounce_seq=stream_seq(msg),
+                )
             elif event is not None:
                 await self.edge.publish(event, msg.data, auth)
             else:

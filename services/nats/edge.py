@@ -177,13 +177,25 @@ class NatsEdge:
                 self.known.forget(bearer_secret(authorization))
 
     def request(
-        self, principal: Principal, job: str, data: bytes, *, job_id: str | None = None
+        self,
+        principal: Principal,
+        job: str,
+        data: bytes,
+        *,
+        job_id: str | None = None,
+        debounce_seq: int | None = None,
     ) -> EnqueueRequest:
         """The validated request a stream message asks for, as ``principal`` (refusals raise);
         the consumer's batched path, ``enqueue``'s rules without its statement."""
         body = parse_object(data, STREAM_FIELDS, self.max_message_bytes)
         req, _ = single_request(
-            self.registry, principal, job, body, self.driver.clock, job_id=job_id
+            self.registry,
+            principal,
+            job,
+            body,
+            self.driver.clock,
+            job_id=job_id,
+            debounce_seq=debounce_seq,
         )
         return req
 
@@ -194,19 +206,29 @@ class NatsEdge:
         authorization: str | None,
         *,
         job_id: str | None = None,
+        debounce_seq: int | None = None,
         limited: bool = False,
     ) -> dict[str, Any]:
         """Queue one run of ``job``: the HTTP edge's ``enqueue_one``. The request form
         (``job_id`` None) reads ``onConflict`` as HTTP does; the stream form passes its
         derived ``job_id``, so a second delivery of one message meets the row the first one
-        made, and takes no ``onConflict`` (that meeting is a dedupe it must not refuse)."""
+        made, and takes no ``onConflict`` (that meeting is a dedupe it must not refuse); its
+        ``debounce_seq`` (the message's stream sequence) keeps a second delivery from moving a
+        run a newer message of its key moved."""
         fields = SINGLE_FIELDS if job_id is None else STREAM_FIELDS
 
         async def body() -> dict[str, Any]:
             return parse_object(data, fields, self.max_message_bytes)
 
         return await enqueue_one(
-            self, self.registry, job, authorization, body, limited=limited, job_id=job_id
+            self,
+            self.registry,
+            job,
+            authorization,
+            body,
+            limited=limited,
+            job_id=job_id,
+            debounce_seq=debounce_seq,
         )
 
     async def publish(

@@ -78,6 +78,12 @@ class EnqueueRequest:
     enqueued with ``unique_for_ms`` that finished within the last ``unique_for_ms`` too (this
     request's period): that run is answered, deduped.
 
+    ``debounce_seq``: the request's place in its producer's order (the NATS edge gives a
+    stream message's sequence). A debounce whose seq is not above the one the waiting run
+    last took moves nothing and is answered deduped, so a message delivered again after a
+    newer one of its key never puts its older input back. None (every other edge): it moves
+    the run as above; the run keeps the highest seq it took.
+
     ``priority``: ``MIN_PRIORITY`` (0, the default, handed out first) to ``MAX_PRIORITY`` (9).
     A claim hands out due rows by (priority, run_at, seq) across all the queues it takes from.
     """
@@ -100,6 +106,7 @@ class EnqueueRequest:
     """The fleet slot's lease key (``job.concurrency``), computed from the input at enqueue by
     ``JobHandle.request``; a driver that can take the slot in its claim stores it (Postgres),
     the others ignore it. None: no concurrency, or not known (the worker computes it)."""
+    debounce_seq: int | None = None
 
     @property
     def controlled(self) -> bool:
@@ -110,6 +117,10 @@ class EnqueueRequest:
 
 MAX_QUEUE_CONTROL_MS = 366 * 86_400_000
 """The longest ``debounce`` or ``unique_for``: a year."""
+
+MAX_DEBOUNCE_SEQ = 2**53 - 1
+"""The largest ``debounce_seq``: every driver stores it exactly (a Redis script reads numbers
+as doubles)."""
 
 MIN_PRIORITY = 0
 """The first priority handed out, and every job's default."""
@@ -170,6 +181,14 @@ def check_enqueue_request(request: EnqueueRequest) -> None:
                 f"{field_name} must be between 1 ms and a year",
                 meta={field_name: repr(value), "max": MAX_QUEUE_CONTROL_MS},
             )
+    seq = request.debounce_seq
+    if seq is not None and (
+        isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= MAX_DEBOUNCE_SEQ
+    ):
+        raise InvariantError(
+            "debounce_seq must be a whole number from 0 to 2**53 - 1",
+            meta={"debounce_seq": repr(seq)},
+        )
 
 
 def refuse_controls(requests: Sequence[EnqueueRequest], path: str) -> None:

@@ -38,8 +38,10 @@ REQUEST_FIELDS = (
     "unique_for_ms",
     "priority",
     "slot_key",
+    "debounce_seq",
 )
-"""The order ``request_of`` passes an ``EnqueueRequest``'s fields in."""
+"""The order ``request_of`` passes an ``EnqueueRequest``'s fields in (all but the last: a
+handle never sets ``debounce_seq``, only an edge that knows its producer's order does)."""
 if tuple(f.name for f in dataclasses.fields(EnqueueRequest)) != REQUEST_FIELDS:
     raise TypeError(f"EnqueueRequest's fields are not {REQUEST_FIELDS} in that order")
 

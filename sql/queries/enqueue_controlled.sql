@@ -15,13 +15,17 @@
 --   $9 (the driver put now + debounce in it) and input $5, and is answered debounced. The UPDATE
 --   re-reads the row it locks (read committed): a holder a worker claimed after this
 --   statement's snapshot is no longer moved, and is answered deduped by the found arm.
+-- - $18 the debounce's seq (EnqueueRequest.debounce_seq; null: none): the holder is moved only
+--   when its debounce_seq is null or below $18, and takes $18; otherwise it is answered
+--   deduped by the found arm (a stream message delivered again after a newer one of its key).
+--   An inserted row stores it.
 -- - $16 a token id: the insert and the move happen only while that api token is live (as
 --   enqueue_insert_live.sql); null: no check.
 -- Answers one row always: live, and the ids with deduped/debounced; null ids (live) when a
 -- concurrent enqueue of the id or key committed after this statement's snapshot: the driver
 -- sends it again. The wake: as enqueue.sql, for an inserted or moved row ($13).
 -- $1..$12 as enqueue.sql  $13 wake slot  $14 debounce ms  $15 unique_for ms  $16 token id
--- $17 priority (a debounce moves the waiting run and leaves its priority)
+-- $17 priority (a debounce moves the waiting run and leaves its priority)  $18 debounce seq
 with live as (
   select $16::text is null or exists (
     select 1 from x_api_tokens t
@@ -51,12 +55,12 @@ recent as (
 inserted as (
   insert into x_jobs (id, run_id, name, queue, state, input, tenant_id, idempotency_key,
                       max_attempts, run_at, created_at, updated_at, traceparent, enqueued_by,
-                      unique_for_ms, priority)
+                      unique_for_ms, priority, debounce_seq)
   select $1::text, $2::text, $3::text, $4::text,
          case when $9::bigint > $10::bigint then 'delayed' else 'ready' end,
          $5::text::jsonb, $6::text, $7::text, $8::int,
          x_ts($9::bigint), x_ts($10::bigint), x_ts($10::bigint), $11::text, $12::text,
-         $15::bigint, $17::smallint
+         $15::bigint, $17::smallint, $18::bigint
     from live
    where live.ok
      and not exists (select 1 from recent)
@@ -69,7 +73,8 @@ moved as (
      set run_at = x_ts($9::bigint),
          state = case when $9::bigint > $10::bigint then 'delayed' else 'ready' end,
          input = $5::text::jsonb,
-         updated_at = x_ts($10::bigint)
+         updated_at = x_ts($10::bigint),
+         debounce_seq = coalesce($18::bigint, j.debounce_seq)
    where $14::bigint is not null
      and (select l.ok from live l)
      and not exists (select 1 from recent)
@@ -80,6 +85,7 @@ moved as (
      and j.idempotency_key = $7::text
      and j.state in ('ready', 'delayed')
      and j.claim = 0
+     and ($18::bigint is null or j.debounce_seq is null or j.debounce_seq < $18::bigint)
   returning j.id, j.run_id, j.queue
 ),
 found as (

@@ -34,6 +34,49 @@ async def test_a_debounce_moves_the_waiting_run_and_takes_the_newer_input(
     assert (job.id, job.input, job.run_at_ms) == (first.id, {"v": 2}, clock.now_ms())
 
 
+async def test_a_debounce_older_than_the_one_the_run_took_moves_nothing(
+    driver: JobDriver, clock: FrozenClock
+) -> None:
+    """``debounce_seq`` (a stream message's sequence): a message delivered again after a newer
+    one of its key is answered deduped and leaves the newer input and start in place."""
+    first = await driver.enqueue(
+        req(key="k", input={"v": 1}, debounce_ms=DEBOUNCE_MS, debounce_seq=1)
+    )
+    second = await driver.enqueue(
+        req(key="k", input={"v": 2}, debounce_ms=DEBOUNCE_MS, debounce_seq=2)
+    )
+    assert (second.id, second.deduped, second.debounced) == (first.id, True, True)
+    clock.advance(1_000)
+    for stale in (1, 2):  # older, and the same message again
+        again = await driver.enqueue(
+            req(key="k", input={"v": stale}, debounce_ms=DEBOUNCE_MS, debounce_seq=stale)
+        )
+        assert (again.id, again.deduped, again.debounced) == (first.id, True, False)
+    clock.advance(DEBOUNCE_MS - 1_000)  # the second message's due time: not moved since
+    job = await claim_one(driver)
+    assert (job.id, job.input) == (first.id, {"v": 2})
+
+
+async def test_a_debounce_without_a_seq_always_moves_and_keeps_the_highest_seq(
+    driver: JobDriver, clock: FrozenClock
+) -> None:
+    first = await driver.enqueue(
+        req(key="k", input={"v": 1}, debounce_ms=DEBOUNCE_MS, debounce_seq=5)
+    )
+    plain = await driver.enqueue(req(key="k", input={"v": 2}, debounce_ms=DEBOUNCE_MS))
+    assert (plain.id, plain.debounced) == (first.id, True)
+    stale = await driver.enqueue(
+        req(key="k", input={"v": 3}, debounce_ms=DEBOUNCE_MS, debounce_seq=4)
+    )
+    assert (stale.id, stale.debounced) == (first.id, False)
+    newer = await driver.enqueue(
+        req(key="k", input={"v": 4}, debounce_ms=DEBOUNCE_MS, debounce_seq=6)
+    )
+    assert (newer.id, newer.debounced) == (first.id, True)
+    clock.advance(DEBOUNCE_MS)
+    assert (await claim_one(driver)).input == {"v": 4}
+
+
 async def test_a_plain_enqueue_of_a_waiting_debounced_key_only_dedupes(
     driver: JobDriver, clock: FrozenClock
 ) -> None:

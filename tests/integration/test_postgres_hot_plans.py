@@ -111,7 +111,7 @@ STATEMENTS: dict[str, tuple[str, frozenset[str]]] = {
     # debounce 5 s, unique_for 1 h, a token: the recent-done lookup reads the partial index of
     # done unique_for rows, the debounce's UPDATE and the holder lookup the live-key index.
     "enqueue_controlled": (
-        f"({_ONE}, 5000, 3600000, 'token-1', 0)",
+        f"({_ONE}, 5000, 3600000, 'token-1', 0, 7)",
         frozenset(
             {
                 "x_jobs_pkey",

@@ -13,6 +13,7 @@ import pytest
 
 from tests.services.api_support import ORG_A, ORG_B, MakeClient
 from tests.services.nats_support import NatsApi, in_process, start_nats_api
+from ujobs.services.nats.consumer import stream_job_id, stream_seq
 
 
 def notify(user: str, *items: str) -> dict[str, Any]:
@@ -64,3 +65,47 @@ async def test_stream_messages_of_one_key_make_one_run_with_the_last_input(
         by_tenant = {r["tenant_id"]: orjson.loads(r["input"]) for r in rows}
         assert len(rows) == 2
         assert by_tenant == {ORG_A: notify(ORG_A, "3"), ORG_B: notify(ORG_A, "b")}
+
+
+@pytest.mark.parametrize("batched", [False, True])
+async def test_a_debounce_delivered_again_after_a_newer_one_keeps_the_newer_input(
+    pg_pool: asyncpg.Pool[Any], nats_url: str, batched: bool
+) -> None:
+    """The second message's row commits and its ack is lost; the third moves the run; the
+    second comes back: it moves nothing, on the batched path and on the one-by-one path."""
+    async with in_process(pg_pool, nats_url, cached_tokens=batched) as ip:
+        token = await ip.tokens.create(tenant=ORG_A, scopes=["enqueue:notify"])
+        subject = ip.names.js_enqueue_subject("notify")
+        for item in ("1", "2", "3"):
+            body = {"input": notify(ORG_A, item), "debounce": "5s"}
+            await ip.publish(subject, body, token.secret)
+        sub = await ip.js.pull_subscribe_bind(
+            durable=ip.names.durable, stream=ip.names.enqueue_stream
+        )
+        msgs = await sub.fetch(batch=3, timeout=5)
+        assert len(msgs) == 3
+        for msg in msgs:
+            await ip.edge.enqueue(
+                "notify",
+                msg.data,
+                f"Bearer {token.secret}",
+                job_id=stream_job_id("notify", msg),
+                debounce_seq=stream_seq(msg),
+            )
+            if msg is msgs[1]:
+                await msg.nak()  # the api died before this ack
+            else:
+                await msg.ack()
+        await sub.unsubscribe()
+        if batched:
+            assert await ip.consumer.run_once() == 1
+        else:
+            [again] = await (
+                await ip.js.pull_subscribe_bind(
+                    durable=ip.names.durable, stream=ip.names.enqueue_stream
+                )
+            ).fetch(batch=1, timeout=5)
+            await ip.consumer.handle(again)
+        [row] = await pg_pool.fetch("select input, debounce_seq from x_jobs")
+        assert orjson.loads(row["input"]) == notify(ORG_A, "3")
+        assert row["debounce_seq"] == stream_seq(msgs[2])

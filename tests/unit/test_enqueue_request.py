@@ -51,6 +51,7 @@ def test_a_request_is_a_frozen_value() -> None:
         None,
         0,
         None,
+        None,
     )
     with pytest.raises(dataclasses.FrozenInstanceError):
         a.name = "other"  # type: ignore[misc]

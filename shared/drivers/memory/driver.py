@@ -183,11 +183,13 @@ class MemoryDriver:
         holder = state.live.get(key)
         if holder is not None:
             live = state.rows[holder]
-            if request.debounce_ms is not None and debounceable(live):
+            if request.debounce_ms is not None and debounceable(live, request.debounce_seq):
                 live.run_at_ms = run_at
                 live.state = "delayed" if run_at > now else "ready"
                 live.input = json_copy(request.input)
                 live.updated_at_ms = now
+                if request.debounce_seq is not None:
+                    live.debounce_seq = request.debounce_seq
                 return Enqueued(live.id, live.run_id, True, debounced=True)
             return Enqueued(live.id, live.run_id, True)
         if request.unique_for_ms is not None:
@@ -212,6 +214,7 @@ class MemoryDriver:
             traceparent=request.traceparent,
             enqueued_by=request.enqueued_by,
             unique_for_ms=request.unique_for_ms,
+            debounce_seq=request.debounce_seq if request.debounce_ms is not None else None,
             priority=request.priority,
         )
         state.insert(row)

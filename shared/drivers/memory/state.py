@@ -78,6 +78,8 @@ class MemoryRow:
     enqueued_by: str | None = None
     # Enqueued with unique_for: once done it holds its key that long (EnqueueRequest).
     unique_for_ms: int | None = None
+    # The highest debounce_seq this waiting run took (EnqueueRequest.debounce_seq).
+    debounce_seq: int | None = None
     result: JSONValue = None
     # Snoozes taken by this run (ujobs.jobs.snooze); a requeue resets it.
     snoozes: int = 0
@@ -135,9 +137,12 @@ def live_key(name: str, tenant_id: str | None, idempotency_key: str) -> LiveKey:
     return (name, tenant_id or "", idempotency_key)
 
 
-def debounceable(row: MemoryRow) -> bool:
-    """Whether a debounced enqueue may move ``row``: waiting to start, never claimed."""
-    return row.state in ("ready", "delayed") and row.claim == 0
+def debounceable(row: MemoryRow, seq: int | None) -> bool:
+    """Whether a debounced enqueue of ``debounce_seq`` ``seq`` may move ``row``: waiting to
+    start, never claimed, and ``seq`` above the one the row took (when both have one)."""
+    if row.state not in ("ready", "delayed") or row.claim != 0:
+        return False
+    return seq is None or row.debounce_seq is None or seq > row.debounce_seq
 
 
 def run_key(tenant_id: str | None, run_id: str) -> RunKey:

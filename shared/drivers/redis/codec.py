@@ -30,7 +30,7 @@ from ujobs.drivers.base import (
 )
 
 JSONValue = Any
-ENQUEUE_STRIDE = 15
+ENQUEUE_STRIDE = 16
 """Arguments per job in ``enqueue.lua``."""
 
 
@@ -86,6 +86,7 @@ def enqueue_args(
             opt_arg(request.debounce_ms),
             opt_arg(request.unique_for_ms),
             request.priority,
+            opt_arg(request.debounce_seq if request.debounce_ms is not None else None),
         ]
     return args
 

@@ -1,11 +1,12 @@
 -- enqueue.lua: queue N jobs (enqueue is N = 1), each deduped by its id and by its live key.
 --
 -- ARGV[1] now, ARGV[2] wake channel ('' for none), ARGV[3] wake slot ms, ARGV[4] wake due
--- horizon ms; then 15 arguments per job:
+-- horizon ms; then 16 arguments per job:
 --   id, run_id, name, queue, tenant_id (opt), idempotency_key, live key, max_attempts,
 --   run_at (opt; with a debounce the driver already made it at least now + debounce),
 --   input JSON, traceparent (opt), enqueued_by (opt), debounce ms (opt), unique_for ms (opt),
---   priority (0..9: the row goes to that band's due zset, prelude.lua's due_key)
+--   priority (0..9: the row goes to that band's due zset, prelude.lua's due_key),
+--   debounce seq (opt; only with a debounce: EnqueueRequest.debounce_seq)
 -- Returns a flat list: id, run_id, deduped (0/1), debounced (0/1) per job, in the order given.
 --
 -- The wake, announced here when a channel is given: each queue that got a row due within the
@@ -19,7 +20,9 @@
 -- an outbox republish meets the job its first publish made. A live row holding the same
 -- (name, tenant or '', key) answers the same way, unless the job carries a debounce and that
 -- row is still waiting to start (ready or delayed, never claimed): then the row is moved to
--- this job's run_at, takes its input, and is answered deduped and debounced. With no live
+-- this job's run_at, takes its input, and is answered deduped and debounced (unless both carry
+-- a debounce seq, the row's 'dseq', and this job's is not above it: then it only dedupes, so a
+-- stream message delivered again never puts its older input back). With no live
 -- holder, a job with unique_for is answered by the done run its key's marker {p}:u:<live key>
 -- names (written by ack.lua for a run enqueued with unique_for) when that run finished after
 -- now - unique_for. Rows in one call see the rows before them.
@@ -31,7 +34,7 @@ local horizon = tonumber(ARGV[4])
 local live = base .. ':live'
 local out = {}
 local due_queues = {}
-local STRIDE = 15
+local STRIDE = 16
 local WAKE_KEY_TTL_MS = 60000
 
 -- Per row, only what is the row's own: the read of its id's hash and the write of it. What
@@ -113,6 +116,7 @@ for i = 5, #ARGV, STRIDE do
   local debounce = tonumber(opt(ARGV[i + 12]))
   local unique_for = tonumber(opt(ARGV[i + 13]))
   local priority = tonumber(ARGV[i + 14])
+  local dseq = tonumber(opt(ARGV[i + 15]))
 
   local jk = job_key(id)
   local existing = redis.call('HMGET', jk, 'id', 'run_id')
@@ -126,7 +130,7 @@ for i = 5, #ARGV, STRIDE do
     local held = false
     if holder then
       held = redis.call('HMGET', job_key(holder), 'id', 'run_id', 'state', 'claim', 'queue', 'm',
-        'priority', 'tenant_id')
+        'priority', 'tenant_id', 'dseq')
     end
     local recent = false
     if not (held and held[1]) and unique_for ~= nil then
@@ -137,14 +141,18 @@ for i = 5, #ARGV, STRIDE do
     end
     if held and held[1] then
       local debounced = 0
+      local newer = dseq == nil or not held[9] or dseq > tonumber(held[9])
       if debounce ~= nil and (held[3] == 'ready' or held[3] == 'delayed')
-          and tonumber(held[4]) == 0 then
+          and tonumber(held[4]) == 0 and newer then
         local state = 'ready'
         if run_at > now then
           state = 'delayed'
         end
         redis.call('HSET', job_key(holder), 'run_at', run_at, 'state', state, 'input', input,
           'updated_at', now)
+        if dseq ~= nil then
+          redis.call('HSET', job_key(holder), 'dseq', dseq)
+        end
         gather_due(held[5], held[7], held[8], run_at, held[6])
         if state ~= held[3] then
           gather_tally(held[5], held[3], state)
@@ -200,6 +208,10 @@ for i = 5, #ARGV, STRIDE do
       if priority ~= 0 then
         fields[#fields + 1] = 'priority'
         fields[#fields + 1] = priority
+      end
+      if dseq ~= nil then
+        fields[#fields + 1] = 'dseq'
+        fields[#fields + 1] = dseq
       end
       redis.call('HSET', jk, unpack(fields))
       gather_due(queue, priority, tenant, run_at, member)
