@@ -155,7 +155,7 @@ async def run_pass(
         await ledger.begin(name, run.run_id, definition.checksum, settings.app_version, tenant)
     try:
         with _scope(definition):
-            batches, rows = await _sweep(definition, run, ledger)
+            batches, rows = await _sweep(definition, run, ledger, tenant)
             left = await count_left(definition, run.ctx)
             if left is not None and left > 0:
                 raise BackfillStalledError(
@@ -168,10 +168,10 @@ async def run_pass(
             raise  # uncounted: the row stays running, the next attempt adopts it
         if ledger is not None:
             with contextlib.suppress(Exception):
-                await ledger.finish(name, run.run_id, "failed", str(exc))
+                await ledger.finish(name, run.run_id, "failed", str(exc), tenant=tenant)
         raise
     if ledger is not None:
-        await ledger.finish(name, run.run_id, "completed")
+        await ledger.finish(name, run.run_id, "completed", tenant=tenant)
     return {"name": name, "batches": batches, "rows": rows, "skipped": False, "runId": run.run_id}
 
 
@@ -203,7 +203,10 @@ def _scope(definition: BackfillDefinition) -> Iterator[None]:
 
 
 async def _sweep(
-    definition: BackfillDefinition, run: Run[Any], ledger: BackfillLedger | None
+    definition: BackfillDefinition,
+    run: Run[Any],
+    ledger: BackfillLedger | None,
+    tenant: str | None,
 ) -> tuple[int, int]:
     source = definition.source(run.ctx)
     if not isinstance(source, BatchSource):
@@ -225,9 +228,9 @@ async def _sweep(
             break
         if ran and ledger is not None and time.monotonic() - reported >= PROGRESS_EVERY_S:
             reported = time.monotonic()
-            await ledger.progress(definition.name, run.run_id, rows, cursor)
+            await ledger.progress(definition.name, run.run_id, rows, cursor, tenant=tenant)
     if ledger is not None:
-        await ledger.progress(definition.name, run.run_id, rows, cursor)
+        await ledger.progress(definition.name, run.run_id, rows, cursor, tenant=tenant)
     return index, rows
 
 

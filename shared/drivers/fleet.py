@@ -87,15 +87,28 @@ class BackfillLedger(Protocol):
         app_version: str | None,
         tenant: str | None = None,
     ) -> BackfillRow:
-        """Adopt this run's row, or start one for ``tenant`` (None: every tenant); a retry
-        keeps its ``started_at`` and its tenant."""
+        """Adopt this pass's row, or start one for ``tenant`` (None: every tenant); a pass is
+        keyed ``(name, tenant, run_id)``, and a retry keeps its ``started_at``."""
         ...
 
-    async def progress(self, name: str, run_id: str, rows: int, cursor: JSONValue) -> None: ...
+    async def progress(
+        self, name: str, run_id: str, rows: int, cursor: JSONValue, *, tenant: str | None = None
+    ) -> None:
+        """The running total and cursor of the pass ``(name, tenant, run_id)``: a run id is a
+        namespace of its tenant, so another tenant's pass under the same id is not touched."""
+        ...
 
     async def finish(
-        self, name: str, run_id: str, status: BackfillStatus, error: str | None = None
-    ) -> None: ...
+        self,
+        name: str,
+        run_id: str,
+        status: BackfillStatus,
+        error: str | None = None,
+        *,
+        tenant: str | None = None,
+    ) -> None:
+        """End the pass ``(name, tenant, run_id)``, as ``progress`` finds it."""
+        ...
 
     async def list(
         self, *, name: str | None = None, status: BackfillStatus | None = None, limit: int = 100

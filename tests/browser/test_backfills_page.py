@@ -61,9 +61,9 @@ async def test_a_tenant_scoped_backfill_shows_a_row_per_org_as_the_cli_does(
     ledger = postgres_driver(dash.api.pool).backfills
     assert ledger is not None
     await ledger.begin("per-org", "run-a", "c", "1.5.0", "org_a")
-    await ledger.finish("per-org", "run-a", "completed")
+    await ledger.finish("per-org", "run-a", "completed", tenant="org_a")
     await ledger.begin("per-org", "run-b", "c", "1.5.0", "org_b")
-    await ledger.finish("per-org", "run-b", "failed", "boom")
+    await ledger.finish("per-org", "run-b", "failed", "boom", tenant="org_b")
     page = await dash.page_as(await dash.api.token("read"))
     await page.goto(dash.url("/_x/backfills"))
     shown = await page.locator("#declared tbody tr[data-backfill]").evaluate_all(

@@ -102,7 +102,7 @@ async def test_a_row_records_its_tenant_and_a_completed_row_blocks_only_its_scop
     assert (await backfills.begin("per-org", org_a, "sha", None, "org_a")).tenant == "org_a"
     await backfills.begin("per-org", org_b, "sha", None, "org_b")
     await backfills.begin("per-org", everyone, "sha", None)
-    await backfills.finish("per-org", org_a, "completed")
+    await backfills.finish("per-org", org_a, "completed", tenant="org_a")
     done = await backfills.latest_completed("per-org", "org_a")
     assert done is not None
     assert (done.run_id, done.tenant) == (org_a, "org_a")
@@ -114,3 +114,32 @@ async def test_a_row_records_its_tenant_and_a_completed_row_blocks_only_its_scop
     assert (unscoped.run_id, unscoped.tenant) == (everyone, None)
     listed = {r.run_id: r.tenant for r in await backfills.list(name="per-org")}
     assert listed == {org_a: "org_a", org_b: "org_b", everyone: None}
+
+
+async def test_two_tenants_passes_under_one_run_id_are_two_rows(
+    backfills: BackfillLedger, clock: FrozenClock
+) -> None:
+    """A run id is chosen by the caller: tenant B's pass under tenant A's run id is B's own
+    row, and B's progress and ending never reach A's pass (nor make A's next pass a no-op)."""
+    run_id = "run-chosen-by-both"
+    await backfills.begin("per-org", run_id, "sha:1", "1.0", "org_a")
+    await backfills.progress("per-org", run_id, 10, {"id": 10}, tenant="org_a")
+    b = await backfills.begin("per-org", run_id, "sha:1", "1.0", "org_b")
+    assert (b.tenant, b.rows_processed, b.last_cursor) == ("org_b", 0, None)
+    await backfills.progress("per-org", run_id, 99, {"id": 99}, tenant="org_b")
+    clock.advance(1_000)
+    await backfills.finish("per-org", run_id, "completed", tenant="org_b")
+    assert await backfills.latest_completed("per-org", "org_a") is None
+    rows = {r.tenant: r for r in await backfills.list(name="per-org")}
+    assert (rows["org_a"].status, rows["org_a"].rows_processed) == ("running", 10)
+    assert rows["org_a"].last_cursor == {"id": 10}
+    assert (rows["org_b"].status, rows["org_b"].rows_processed) == ("completed", 99)
+    # The pass over every tenant under that run id is a third row; its ending is its own.
+    await backfills.begin("per-org", run_id, "sha:1", "1.0")
+    await backfills.finish("per-org", run_id, "failed", "boom")
+    rows = {r.tenant: r for r in await backfills.list(name="per-org")}
+    assert (rows[None].status, rows["org_a"].status) == ("failed", "running")
+    # A retry of A's pass adopts A's row.
+    again = await backfills.begin("per-org", run_id, "sha:1", "1.0", "org_a")
+    assert (again.tenant, again.rows_processed) == ("org_a", 10)
+    assert len(await backfills.list(name="per-org")) == 3

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import inspect
 import logging
@@ -424,6 +425,25 @@ async def test_the_ledger_records_the_tenant_and_a_completed_pass_blocks_its_own
         "skipped": True,
         "previousRunId": first.run_id,
     }
+
+
+async def test_two_orgs_passes_under_one_run_id_keep_their_own_ledger_rows() -> None:
+    """The run id is the caller's: org_b's pass under org_a's run id writes org_b's row, and
+    org_a's row keeps org_a's own progress and ending."""
+    driver, _ = installed()
+    table = Table(4)
+    org = ["org_a"]
+    scoped = declare(table, Writer(table), tenant=lambda _input: org[0])
+    for name in ("org_a", "org_b"):
+        org[0] = name
+        request = dataclasses.replace(scoped.request(None, clock=driver.clock), run_id="chosen")
+        await driver.enqueue(request)
+        done = await attempt(driver, scoped)
+        assert (done.outcome, done.result["skipped"], done.run_id) == ("completed", False, "chosen")
+    rows = sorted(
+        (r.run_id, r.tenant, r.status, r.rows_processed) for r in await ledger_rows(driver)
+    )
+    assert rows == [("chosen", "org_a", "completed", 4), ("chosen", "org_b", "completed", 4)]
 
 
 async def test_an_unscoped_pass_records_no_tenant() -> None:

@@ -1,6 +1,7 @@
 """The backfill ledger in memory: the twin of ``x_backfills``, one row per pass.
 
-A pass is keyed by ``(name, run_id)``: a retry of the same run adopts its row (keeping
+A pass is keyed by ``(name, tenant, run_id)`` (a run id is a namespace of its tenant, as in
+``x_backfills_pass_key``): a retry of the same run adopts its row (keeping
 ``started_at``, because that is when the pass began), and a forced rerun is a new job run and
 therefore a new row — reruns are history, never an edit of the row they rerun.
 """
@@ -21,12 +22,12 @@ _STATUSES: frozenset[str] = frozenset({"running", "completed", "failed"})
 
 
 class MemoryBackfillLedger:
-    """``BackfillLedger`` over a dict of (name, run id) -> row, in insertion order."""
+    """``BackfillLedger`` over a dict of (name, tenant, run id) -> row, in insertion order."""
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
-        self._rows: dict[tuple[str, str], BackfillRow] = {}
-        self._order: dict[tuple[str, str], int] = {}
+        self._rows: dict[tuple[str, str, str], BackfillRow] = {}
+        self._order: dict[tuple[str, str, str], int] = {}
 
     async def begin(
         self,
@@ -38,7 +39,7 @@ class MemoryBackfillLedger:
     ) -> BackfillRow:
         if not name or not run_id:
             raise InvariantError("a backfill ledger row needs a name and a run id")
-        key = (name, run_id)
+        key = (name, tenant or "", run_id)
         existing = self._rows.get(key)
         if existing is not None:
             adopted = replace(
@@ -66,28 +67,36 @@ class MemoryBackfillLedger:
         self._order[key] = len(self._order)
         return row
 
-    async def progress(self, name: str, run_id: str, rows: int, cursor: JSONValue) -> None:
+    async def progress(
+        self, name: str, run_id: str, rows: int, cursor: JSONValue, *, tenant: str | None = None
+    ) -> None:
         """Record the pass's running total of rows and its cursor (absolute, never +=).
 
         A pass never begun has no row and this changes nothing: the ledger is a report, and a
         pass runs with or without one.
         """
-        row = self._rows.get((name, run_id))
+        key = (name, tenant or "", run_id)
+        row = self._rows.get(key)
         if row is None:
             return
-        self._rows[(name, run_id)] = replace(
-            row, rows_processed=rows, last_cursor=json_copy(cursor)
-        )
+        self._rows[key] = replace(row, rows_processed=rows, last_cursor=json_copy(cursor))
 
     async def finish(
-        self, name: str, run_id: str, status: BackfillStatus, error: str | None = None
+        self,
+        name: str,
+        run_id: str,
+        status: BackfillStatus,
+        error: str | None = None,
+        *,
+        tenant: str | None = None,
     ) -> None:
         if status not in _STATUSES:
             raise InvariantError(f"unknown backfill status {status!r}", meta={"status": status})
-        row = self._rows.get((name, run_id))
+        key = (name, tenant or "", run_id)
+        row = self._rows.get(key)
         if row is None:
             return
-        self._rows[(name, run_id)] = replace(
+        self._rows[key] = replace(
             row,
             status=status,
             error=error,
@@ -105,7 +114,10 @@ class MemoryBackfillLedger:
             for r in self._rows.values()
             if (name is None or r.name == name) and (status is None or r.status == status)
         ]
-        rows.sort(key=lambda r: (r.started_at_ms, self._order[(r.name, r.run_id)]), reverse=True)
+        rows.sort(
+            key=lambda r: (r.started_at_ms, self._order[(r.name, r.tenant or "", r.run_id)]),
+            reverse=True,
+        )
         return rows[:limit]
 
     async def latest_completed(self, name: str, tenant: str | None = None) -> BackfillRow | None:
@@ -118,6 +130,6 @@ class MemoryBackfillLedger:
         ]
         return max(
             done,
-            key=lambda r: (r.completed_at_ms or 0, self._order[(r.name, r.run_id)]),
+            key=lambda r: (r.completed_at_ms or 0, self._order[(r.name, r.tenant or "", r.run_id)]),
             default=None,
         )

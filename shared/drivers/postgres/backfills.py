@@ -52,13 +52,21 @@ class PostgresBackfillLedger:
         assert row is not None
         return backfill_row(row)
 
-    async def progress(self, name: str, run_id: str, rows: int, cursor: JSONValue) -> None:
-        await self._pool.execute(_PROGRESS, name, run_id, rows, dumps(cursor))
+    async def progress(
+        self, name: str, run_id: str, rows: int, cursor: JSONValue, *, tenant: str | None = None
+    ) -> None:
+        await self._pool.execute(_PROGRESS, name, run_id, rows, dumps(cursor), tenant)
 
     async def finish(
-        self, name: str, run_id: str, status: BackfillStatus, error: str | None = None
+        self,
+        name: str,
+        run_id: str,
+        status: BackfillStatus,
+        error: str | None = None,
+        *,
+        tenant: str | None = None,
     ) -> None:
-        await self._pool.execute(_FINISH, name, run_id, status, error, self._clock.now_ms())
+        await self._pool.execute(_FINISH, name, run_id, status, error, self._clock.now_ms(), tenant)
 
     async def list(
         self, *, name: str | None = None, status: BackfillStatus | None = None, limit: int = 100
