@@ -15,6 +15,11 @@
 -- the primary key (`= any(array)`), never by a join a plan could turn into a table scan.
 -- A done row enqueued with unique_for is kept while its period still holds its key
 -- (finished_at + unique_for_ms after $5, now): purged, it would free the key early.
+-- A child (parent_id, migration 0027) not enqueued detached is kept while its parent is live
+-- (ready, delayed, running, suspended): the parent's wait reads its children's rows and
+-- results when the last of them ends, which may be long after the first one's retention (a
+-- fan-in over weeks); purged, the child would answer that wait as a job that does not exist.
+-- The probe is the parent's primary key, for a child row only.
 -- $1 state  $2 cutoff ms  $3 batch size  $4 from ms (or null)  $5 now ms
 with doomed as (
   select j.id, j.run_id, j.finished_at
@@ -27,6 +32,10 @@ with doomed as (
      and not exists (select 1 from x_outbox o where o.id = j.id and o.published_at is null)
      and not exists (select 1 from x_backfills b
                       where b.run_id = j.run_id and b.status = 'running')
+     and (j.parent_id is null or j.parent_detached
+          or not exists (select 1 from x_jobs p
+                          where p.id = j.parent_id
+                            and p.state in ('ready', 'delayed', 'running', 'suspended')))
    order by j.finished_at
    limit $3::int
      for update of j skip locked

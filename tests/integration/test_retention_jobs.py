@@ -127,6 +127,40 @@ async def test_a_done_row_whose_unique_for_period_holds_its_key_stays_until_it_e
     assert await ids(pool) == []
 
 
+async def test_a_child_stays_while_its_parent_is_live_unless_it_was_detached(
+    pool: Pool,
+) -> None:
+    """A fan-in can outlast the first child's retention: the parent's wait reads every
+    child's row when the last one ends, so a purged child would answer it as missing."""
+    now = T0 + 100 * DAY
+    old = now - 30 * DAY
+    await job_row(pool, "parent-waiting", "suspended", old)
+    await job_row(pool, "parent-done", "done", now)  # finished, but within its retention
+    for child, parent, detached in (
+        ("child-waited", "parent-waiting", False),
+        ("child-detached", "parent-waiting", True),
+        ("child-of-done", "parent-done", False),
+    ):
+        await job_row(pool, child, "done", old)
+        await pool.execute(
+            "update x_jobs set parent_id = $2, parent_detached = $3, parent_waits = true"
+            " where id = $1",
+            child,
+            parent,
+            detached,
+        )
+    target = jobs_purge_target(executor=pool)
+    assert await target.count_expired(now) == 2
+    await target.purge_expired(now)
+    assert await ids(pool) == ["child-waited", "parent-done", "parent-waiting"]
+    await pool.execute(
+        "update x_jobs set state = 'done', finished_at = x_ts($1) where id = 'parent-waiting'", now
+    )
+    assert await target.count_expired(now) == 1  # its parent ended: the child goes
+    await target.purge_expired(now)
+    assert await ids(pool) == ["parent-done", "parent-waiting"]
+
+
 async def test_a_row_an_unpublished_outbox_row_or_a_running_backfill_names_stays(
     pool: Pool,
 ) -> None:
