@@ -19,6 +19,12 @@ from ujobs.errors import InvariantError
 
 JSONValue = Any
 _STATUSES: frozenset[str] = frozenset({"running", "completed", "failed"})
+PassKey = tuple[str, str, str]
+
+
+def _pass_key(name: str, tenant: str | None, run_id: str) -> PassKey:
+    """A pass's key: its name, its scope ('' for every tenant) and its run id."""
+    return (name, tenant or "", run_id)
 
 
 class MemoryBackfillLedger:
@@ -26,8 +32,8 @@ class MemoryBackfillLedger:
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
-        self._rows: dict[tuple[str, str, str], BackfillRow] = {}
-        self._order: dict[tuple[str, str, str], int] = {}
+        self._rows: dict[PassKey, BackfillRow] = {}
+        self._order: dict[PassKey, int] = {}
 
     async def begin(
         self,
@@ -39,7 +45,7 @@ class MemoryBackfillLedger:
     ) -> BackfillRow:
         if not name or not run_id:
             raise InvariantError("a backfill ledger row needs a name and a run id")
-        key = (name, tenant or "", run_id)
+        key = _pass_key(name, tenant, run_id)
         existing = self._rows.get(key)
         if existing is not None:
             adopted = replace(
@@ -75,7 +81,7 @@ class MemoryBackfillLedger:
         A pass never begun has no row and this changes nothing: the ledger is a report, and a
         pass runs with or without one.
         """
-        key = (name, tenant or "", run_id)
+        key = _pass_key(name, tenant, run_id)
         row = self._rows.get(key)
         if row is None:
             return
@@ -92,7 +98,7 @@ class MemoryBackfillLedger:
     ) -> None:
         if status not in _STATUSES:
             raise InvariantError(f"unknown backfill status {status!r}", meta={"status": status})
-        key = (name, tenant or "", run_id)
+        key = _pass_key(name, tenant, run_id)
         row = self._rows.get(key)
         if row is None:
             return
@@ -115,7 +121,7 @@ class MemoryBackfillLedger:
             if (name is None or r.name == name) and (status is None or r.status == status)
         ]
         rows.sort(
-            key=lambda r: (r.started_at_ms, self._order[(r.name, r.tenant or "", r.run_id)]),
+            key=lambda r: (r.started_at_ms, self._order[_pass_key(r.name, r.tenant, r.run_id)]),
             reverse=True,
         )
         return rows[:limit]
@@ -130,6 +136,9 @@ class MemoryBackfillLedger:
         ]
         return max(
             done,
-            key=lambda r: (r.completed_at_ms or 0, self._order[(r.name, r.tenant or "", r.run_id)]),
+            key=lambda r: (
+                r.completed_at_ms or 0,
+                self._order[_pass_key(r.name, r.tenant, r.run_id)],
+            ),
             default=None,
         )
