@@ -19,7 +19,9 @@
 -- (ready, delayed, running, suspended): the parent's wait reads its children's rows and
 -- results when the last of them ends, which may be long after the first one's retention (a
 -- fan-in over weeks); purged, the child would answer that wait as a job that does not exist.
--- The probe is the parent's primary key, for a child row only.
+-- The probe is a scalar subquery on the parent's primary key, run for a child row only: as
+-- `not exists (... p.state in (live states))` the planner answered it with a bitmap scan of
+-- every live row (the live-key index's predicate is those states) once per batch.
 -- $1 state  $2 cutoff ms  $3 batch size  $4 from ms (or null)  $5 now ms
 with doomed as (
   select j.id, j.run_id, j.finished_at
@@ -33,9 +35,8 @@ with doomed as (
      and not exists (select 1 from x_backfills b
                       where b.run_id = j.run_id and b.status = 'running')
      and (j.parent_id is null or j.parent_detached
-          or not exists (select 1 from x_jobs p
-                          where p.id = j.parent_id
-                            and p.state in ('ready', 'delayed', 'running', 'suspended')))
+          or coalesce((select p.state from x_jobs p where p.id = j.parent_id), 'gone')
+             not in ('ready', 'delayed', 'running', 'suspended'))
    order by j.finished_at
    limit $3::int
      for update of j skip locked

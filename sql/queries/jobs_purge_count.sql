@@ -11,6 +11,5 @@ select count(*) as expired
    and not exists (select 1 from x_outbox o where o.id = j.id and o.published_at is null)
    and not exists (select 1 from x_backfills b where b.run_id = j.run_id and b.status = 'running')
    and (j.parent_id is null or j.parent_detached
-        or not exists (select 1 from x_jobs p
-                        where p.id = j.parent_id
-                          and p.state in ('ready', 'delayed', 'running', 'suspended')))
+        or coalesce((select p.state from x_jobs p where p.id = j.parent_id), 'gone')
+           not in ('ready', 'delayed', 'running', 'suspended'))
