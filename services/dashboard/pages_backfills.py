@@ -48,16 +48,31 @@ def _status(raw: str | None) -> BackfillStatus | None:
     )
 
 
-async def pass_jobs(driver: JobDriver, names: Iterable[str]) -> dict[tuple[str, str], str]:
-    """``(name, run id) -> job id`` of the newest jobs of each backfill name; a pass whose job
-    was purged has no entry."""
+PassJobs = dict[tuple[str, str | None, str], str]
+
+
+async def pass_jobs(driver: JobDriver, names: Iterable[str]) -> PassJobs:
+    """``(name, tenant, run id) -> job id`` of the newest jobs of each backfill name (a run id
+    is a namespace of its tenant: two orgs' passes under one run id are two jobs); a pass whose
+    job was purged has no entry."""
     introspect = introspection_of(driver)
-    found: dict[tuple[str, str], str] = {}
+    found: PassJobs = {}
     for name in sorted(set(names)):
         page_ = await introspect.list(JobFilter(name=name, limit=MAX_JOB_PAGE))
         for row in page_.rows:
-            found.setdefault((row.name, row.run_id), row.id)
+            found.setdefault((row.name, row.tenant_id, row.run_id), row.id)
     return found
+
+
+def pass_job(jobs: PassJobs, run: dict[str, Any]) -> str | None:
+    """The job of the ledger row ``run``: the one of its scope's tenant. A pass over every
+    tenant (scope None) may have been enqueued with a tenant's token, whose job carries that
+    tenant: then the newest job of that name and run id, whichever its tenant."""
+    name, tenant, run_id = run["name"], run.get("tenant"), run["runId"]
+    job_id = jobs.get((name, tenant, run_id))
+    if job_id is None and tenant is None:
+        job_id = next((j for (n, _, r), j in jobs.items() if (n, r) == (name, run_id)), None)
+    return job_id
 
 
 @routes.get(PREFIX + "/backfills")
@@ -87,13 +102,13 @@ async def backfills(request: web.Request) -> web.Response:
         runs=[
             {
                 **r,
-                "jobId": jobs.get((r["name"], r["runId"])),
+                "jobId": pass_job(jobs, r),
                 "checksumMoved": r["name"] in by_name
                 and checksum_moved(by_name[r["name"]], r["checksum"]),
             }
             for r in runs
         ],
-        declared=[{**r, "jobId": jobs.get((r["name"], r["runId"]))} for r in diff["rows"]],
+        declared=[{**r, "jobId": pass_job(jobs, r)} for r in diff["rows"]],
         pending=diff["pending"],
         orphaned=diff["orphaned"],
         environment=diff["environment"],
@@ -104,4 +119,4 @@ async def backfills(request: web.Request) -> web.Response:
     )
 
 
-__all__ = ["declared", "pass_jobs", "routes"]
+__all__ = ["declared", "pass_job", "pass_jobs", "routes"]
