@@ -9,6 +9,7 @@ memory driver stores.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal, cast
 
@@ -96,29 +97,59 @@ def job_row(r: Record) -> JobRow:
     )
 
 
+CLAIMED_FIELDS = (
+    "id",
+    "run_id",
+    "name",
+    "queue",
+    "input",
+    "tenant_id",
+    "idempotency_key",
+    "attempt",
+    "max_attempts",
+    "worker_id",
+    "claim",
+    "run_at_ms",
+    "created_at_ms",
+    "lease_expires_at_ms",
+    "traceparent",
+    "enqueued_by",
+    "store_epoch",
+    "ahead",
+    "snoozes",
+    "priority",
+    "slot",
+)
+"""The order ``claimed_job`` passes a ``ClaimedJob``'s fields in: one per claimed row, built
+positionally (binding twenty-one keywords cost as much again as the constructor itself);
+checked at import."""
+if tuple(f.name for f in dataclasses.fields(ClaimedJob)) != CLAIMED_FIELDS:
+    raise TypeError(f"ClaimedJob's fields are not {CLAIMED_FIELDS} in that order")
+
+
 def claimed_job(r: Record) -> ClaimedJob:
-    return ClaimedJob(
-        id=r["id"],
-        run_id=r["run_id"],
-        name=r["name"],
-        queue=r["queue"],
-        input=loads(r["input"]),
-        tenant_id=r["tenant_id"],
-        idempotency_key=r["idempotency_key"],
-        attempt=r["attempt"],
-        max_attempts=r["max_attempts"],
-        worker_id=r["claimed_by"],
-        claim=r["claim"],
-        run_at_ms=r["run_at_ms"],
-        created_at_ms=r["created_at_ms"],
-        lease_expires_at_ms=r["lease_expires_at_ms"],
-        traceparent=r["traceparent"],
-        enqueued_by=r["enqueued_by"],
-        ahead=r["ahead"],
-        snoozes=r["snoozes"],
-        priority=r["priority"],
-        slot=r.get("slot"),  # claim_slots.sql's column; claim.sql has none
-        store_epoch=None,  # a Postgres restart keeps what was committed: nothing to watch
+    return ClaimedJob(  # positional, in CLAIMED_FIELDS' order
+        r["id"],
+        r["run_id"],
+        r["name"],
+        r["queue"],
+        loads(r["input"]),
+        r["tenant_id"],
+        r["idempotency_key"],
+        r["attempt"],
+        r["max_attempts"],
+        r["claimed_by"],  # worker_id
+        r["claim"],
+        r["run_at_ms"],
+        r["created_at_ms"],
+        r["lease_expires_at_ms"],
+        r["traceparent"],
+        r["enqueued_by"],
+        None,  # store_epoch: a Postgres restart keeps what was committed, nothing to watch
+        r["ahead"],
+        r["snoozes"],
+        r["priority"],
+        r.get("slot"),  # claim_slots.sql's column; claim.sql has none
     )
 
 
