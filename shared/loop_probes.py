@@ -5,13 +5,16 @@ A loop calls ``signals.emit("fired", payload)``; a test awaits
 kept (a bounded history), so a wait that starts after the event still sees it; ``mark()``
 answers a position to wait from when only later events count. ``subscribe`` hands every later
 event to a callback as it is emitted (the services count their metrics this way).
+
+The history is kept in a production process too, so an event whose payload can be heavy gets a
+bound of its own (``caps``): the worker's ``settled`` payload holds the run's result and error.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 Listener = Callable[[str, Any], None]
@@ -20,15 +23,20 @@ DEFAULT_WAIT_S = 10.0
 
 
 class Signals:
-    def __init__(self, history: int = 10_000) -> None:
+    def __init__(self, history: int = 10_000, *, caps: Mapping[str, int] | None = None) -> None:
+        """``history`` events are kept, but an event named in ``caps`` keeps only its own
+        last ``caps[event]`` payloads, apart from the others."""
         self._events: deque[tuple[int, str, Any]] = deque(maxlen=history)
+        self._capped: dict[str, deque[tuple[int, str, Any]]] = {
+            event: deque(maxlen=cap) for event, cap in (caps or {}).items()
+        }
         self._seq = 0
         self._changed: asyncio.Event | None = None
         self._listeners: list[Listener] = []
 
     def emit(self, event: str, payload: Any = None) -> None:
         self._seq += 1
-        self._events.append((self._seq, event, payload))
+        self._capped.get(event, self._events).append((self._seq, event, payload))
         if self._changed is not None:
             self._changed.set()
         for listener in self._listeners:
@@ -50,7 +58,8 @@ class Signals:
         return self._seq
 
     def emitted(self, event: str, since: int = 0) -> list[Any]:
-        return [p for seq, name, p in self._events if name == event and seq > since]
+        kept = self._capped.get(event, self._events)
+        return [p for seq, name, p in kept if name == event and seq > since]
 
     async def wait(
         self,

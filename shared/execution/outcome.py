@@ -105,3 +105,31 @@ class JobExecution:
         if not self.settled:
             return None
         return OUTCOMES[self.outcome].jobs_total
+
+
+MAX_CHAINED_ERRORS = 64
+"""How many errors of one chain (``__cause__`` and ``__context__``, followed both ways)
+``release_frames`` visits at most."""
+
+
+def release_frames(error: BaseException | None) -> None:
+    """Clear the local variables of the frames ``error``'s traceback holds, and its causes'
+    and contexts': the file, line and function of each frame stay, so the traceback still
+    prints, but what the body held when it raised (a payload, a buffer, a dataframe) is let go.
+    The worker calls it once a run is settled and its error logged, before keeping the
+    execution in its recent history; a frame still running is left as it is."""
+    todo = [error] if error is not None else []
+    seen: set[int] = set()
+    while todo and len(seen) < MAX_CHAINED_ERRORS:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        tb = current.__traceback__
+        while tb is not None:
+            try:
+                tb.tb_frame.clear()
+            except RuntimeError:  # a frame still executing (a caller up the stack)
+                pass
+            tb = tb.tb_next
+        todo.extend(e for e in (current.__cause__, current.__context__) if e is not None)

@@ -39,7 +39,7 @@ from ujobs.drivers.base import ClaimedJob, JobDriver
 from ujobs.events.bus import EventBus
 from ujobs.execution.attempt import execute_job, hand_back, refuse_job
 from ujobs.execution.outage import LeaseLeft
-from ujobs.execution.outcome import JobExecution
+from ujobs.execution.outcome import JobExecution, release_frames
 from ujobs.execution.scope import ContextSpec
 from ujobs.jobs.job import JobHandle
 from ujobs.jobs.registry import Registry
@@ -303,6 +303,9 @@ class Runner:
                 self.metrics.jobs_snoozed.labels(queue=execution.queue).inc()
             if execution.resume_at_ms is not None:
                 self._due_at(execution.resume_at_ms)
+        if execution.error is not None:
+            # Kept in the worker's recent history: not with everything the body held.
+            release_frames(execution.error)
         self.signals.emit("settled", execution)
 
     async def _release(self, held: HeldRun) -> None:

@@ -72,6 +72,10 @@ from ujobs.worker.stats import WorkerState, WorkerStats
 log = logging.getLogger("ujobs.worker")
 
 SIGNAL_HISTORY = 1_000
+SETTLED_HISTORY = 100
+"""The ``settled`` executions the worker keeps for its awaitable hooks (``ujobs.loop_probes``),
+apart from its other events: each holds its run's result (up to ``UJOBS_RESULT_MAX_BYTES``),
+so a thousand of them is hundreds of megabytes kept for nothing in production."""
 
 
 class JobWorker(Role):
@@ -100,7 +104,7 @@ class JobWorker(Role):
         self.metrics = metrics
         # Awaitable test hooks. A short history: every settled run is emitted, and a long
         # one keeps thousands of executions alive for the garbage collector to walk.
-        self.signals = Signals(history=SIGNAL_HISTORY)
+        self.signals = Signals(history=SIGNAL_HISTORY, caps={"settled": SETTLED_HISTORY})
         self.slots = Slots(options.concurrency, options.max_in_flight)
         self.held: dict[tuple[str, int], HeldRun] = {}
         self._drain_reason: JobDrainedError | None = None
