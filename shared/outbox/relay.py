@@ -85,6 +85,11 @@ __all__ = [
 
 log = logging.getLogger("ujobs.outbox")
 
+PASS_HISTORY = 100
+"""The relay passes its ``signals`` keep (``ujobs.loop_probes``): a full pass lists a batch's
+ids twice, and the default history's ten thousand of them is memory a long-running relay keeps
+for nothing."""
+
 OnPublished = Callable[[OutboxRecord, Enqueued], Awaitable[None]]
 
 
@@ -126,7 +131,8 @@ class OutboxRelay(Role):
         self.wake = wake if wake is not None else store.wake
         self.clock = clock
         self.on_published = on_published
-        self.signals = Signals()
+        # Awaitable hooks: the passes kept are bounded apart from the other events.
+        self.signals = Signals(caps={"pass": PASS_HISTORY})
         self._passes = 0
         self._pass_lock = asyncio.Lock()
         self._idle_ms = options.interval_ms

@@ -26,6 +26,7 @@ from ujobs.outbox import (
     outbox_purge_target,
     outbox_relay,
 )
+from ujobs.outbox.relay import PASS_HISTORY
 
 T0 = 1_700_000_000_000
 LEASE = 30_000
@@ -182,3 +183,15 @@ async def test_the_postgres_store_never_stages_without_the_callers_transaction()
     store = postgres_outbox_store(executor=None)  # type: ignore[arg-type]  # never reached
     with pytest.raises(OutboxNoTxError):
         await store.stage(None, [invoice.request({"order": "o1"})])
+
+
+async def test_the_relay_keeps_only_its_last_passes_for_its_hooks() -> None:
+    driver, store, invoice, _ = _wired()
+    relay = outbox_relay(store=store, driver=driver, lifecycle=Lifecycle())
+    for n in range(PASS_HISTORY + 5):
+        with bind_transaction(object()):
+            await invoice.enqueue({"order": f"o{n}"})
+        await relay.run_once()
+    kept = relay.signals.emitted("pass")
+    assert len(kept) == PASS_HISTORY
+    assert [len(p.published) for p in kept] == [1] * PASS_HISTORY
