@@ -40,7 +40,7 @@ A second delivery enqueues nothing new: the job's id is derived from the message
 (``stream_job_id``: from its ``Nats-Msg-Id`` header when given, else from the stream's
 sequence and timestamp), and an enqueue under an id that names a row inserts nothing. Nor
 does it move anything: a message that debounced onto another message's run carries its stream
-sequence (``stream_seq``, ``EnqueueRequest.debounce_seq``), and the run moves only for a
+sequence (``stream_position``, ``EnqueueRequest.debounce_seq``), and the run moves only for a
 sequence above the one it took, so a delivery that comes back after a newer message of its key
 never puts its older input back. An event
 is at-least-once: one delivered again after its row committed but before its ack is published
@@ -109,21 +109,22 @@ class StreamRedeliveredError(UltimateError):
     code = "X_NATS_REDELIVERED"
 
 
-def stream_job_id(job: str, msg: Msg) -> str:
-    """The id a stream message's job gets, the same on every delivery of that message."""
+def stream_position(job: str, msg: Msg) -> tuple[str, int]:
+    """The id a stream message's job gets and the message's stream sequence, from one read of
+    its reply subject; both are the same on every delivery of that message. The sequence is
+    its place in the stream's order (``EnqueueRequest.debounce_seq``: a debounce delivered
+    again after a newer one of its key moves nothing)."""
     msg_id = (msg.headers or {}).get(MSG_ID)
     stream, seq, stamp_ns = reply_position(msg.reply)
     if msg_id:
-        return derived_id(0, "nats-msg-id", stream, job, msg_id)
+        return derived_id(0, "nats-msg-id", stream, job, msg_id), int(seq)
     stamp = datetime.datetime.fromtimestamp(int(stamp_ns) / 1_000_000_000.0, datetime.UTC)
-    return derived_id(int(stamp.timestamp() * 1000), "nats-seq", stream, seq)
+    return derived_id(int(stamp.timestamp() * 1000), "nats-seq", stream, seq), int(seq)
 
 
-def stream_seq(msg: Msg) -> int:
-    """The message's stream sequence: its place in the stream's order, the same on every
-    delivery (``EnqueueRequest.debounce_seq``: a debounce delivered again after a newer one of
-    its key moves nothing)."""
-    return int(reply_position(msg.reply)[1])
+def stream_job_id(job: str, msg: Msg) -> str:
+    """The id a stream message's job gets, the same on every delivery of that message."""
+    return stream_position(job, msg)[0]
 
 
 def reply_position(reply: str | None) -> tuple[str, str, str]:
@@ -283,13 +284,8 @@ class StreamConsumer:
                 alone.append(msg)
                 continue
             try:
-                req = self.edge.request(
-                    caller[0],
-                    job,
-                    msg.data,
-                    job_id=stream_job_id(job, msg),
-                    debounce_seq=stream_seq(msg),
-                )
+                job_id, seq = stream_position(job, msg)
+                req = self.edge.request(caller[0], job, msg.data, job_id=job_id, debounce_seq=seq)
             except Exception:
                 alone.append(msg)
                 continue
@@ -362,13 +358,8 @@ class StreamConsumer:
         event = self.names.tail(msg.subject, self.names.js_events_wildcard)
         try:
             if job is not None:
-                await self.edge.enqueue(
-                    job,
-                    msg.data,
-                    auth,
-                    job_id=stream_job_id(job, msg),
-                    debounce_seq=stream_seq(msg),
-                )
+                job_id, seq = stream_position(job, msg)
+                await self.edge.enqueue(job, msg.data, auth, job_id=job_id, debounce_seq=seq)
             elif event is not None:
                 await self.edge.publish(event, msg.data, auth)
             else:

@@ -109,6 +109,13 @@ class EnqueueRequest:
     debounce_seq: int | None = None
 
     @property
+    def stored_debounce_seq(self) -> int | None:
+        """The ``debounce_seq`` a driver stores on the row and compares: only a request that
+        debounces carries one (a plain enqueue has no order to keep; Postgres's batch COPY has
+        no column for it)."""
+        return self.debounce_seq if self.debounce_ms is not None else None
+
+    @property
     def controlled(self) -> bool:
         """Whether it carries ``debounce_ms`` or ``unique_for_ms`` (the statements that honour
         them differ on Postgres)."""

@@ -13,7 +13,7 @@ import pytest
 
 from tests.services.api_support import ORG_A, ORG_B, MakeClient
 from tests.services.nats_support import NatsApi, in_process, start_nats_api
-from ujobs.services.nats.consumer import stream_job_id, stream_seq
+from ujobs.services.nats.consumer import stream_position
 
 
 def notify(user: str, *items: str) -> dict[str, Any]:
@@ -89,8 +89,8 @@ async def test_a_debounce_delivered_again_after_a_newer_one_keeps_the_newer_inpu
                 "notify",
                 msg.data,
                 f"Bearer {token.secret}",
-                job_id=stream_job_id("notify", msg),
-                debounce_seq=stream_seq(msg),
+                job_id=stream_position("notify", msg)[0],
+                debounce_seq=stream_position("notify", msg)[1],
             )
             if msg is msgs[1]:
                 await msg.nak()  # the api died before this ack
@@ -108,4 +108,4 @@ async def test_a_debounce_delivered_again_after_a_newer_one_keeps_the_newer_inpu
             await ip.consumer.handle(again)
         [row] = await pg_pool.fetch("select input, debounce_seq from x_jobs")
         assert orjson.loads(row["input"]) == notify(ORG_A, "3")
-        assert row["debounce_seq"] == stream_seq(msgs[2])
+        assert row["debounce_seq"] == stream_position("notify", msgs[2])[1]

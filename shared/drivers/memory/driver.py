@@ -214,7 +214,7 @@ class MemoryDriver:
             traceparent=request.traceparent,
             enqueued_by=request.enqueued_by,
             unique_for_ms=request.unique_for_ms,
-            debounce_seq=request.debounce_seq if request.debounce_ms is not None else None,
+            debounce_seq=request.stored_debounce_seq,
             priority=request.priority,
         )
         state.insert(row)

@@ -207,7 +207,7 @@ class PostgresEnqueuer:
                 request.unique_for_ms,
                 token_id,
                 request.priority,
-                request.debounce_seq if request.debounce_ms is not None else None,
+                request.stored_debounce_seq,
             )
             try:
                 if conn is not None:

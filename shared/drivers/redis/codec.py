@@ -86,7 +86,7 @@ def enqueue_args(
             opt_arg(request.debounce_ms),
             opt_arg(request.unique_for_ms),
             request.priority,
-            opt_arg(request.debounce_seq if request.debounce_ms is not None else None),
+            opt_arg(request.stored_debounce_seq),
         ]
     return args
 
